@@ -1,0 +1,51 @@
+package arbiter
+
+import (
+	"context"
+	"net/mail"
+	"strings"
+)
+
+// Account owns tasks and API keys. People sign in to it; its e-mail is the
+// verified address of its first identity.
+type Account struct {
+	ID        string
+	Email     string
+	DailyCap  *int // nil means the operator's default cap
+	CreatedAt Timestamp
+}
+
+// DemoAccountID owns the curated demo queue.
+const DemoAccountID = "acct_demo"
+
+// NewAccountID returns a fresh account id.
+func NewAccountID() string { return NewID("acct_", 8) }
+
+// NormalizeEmail lower-cases and checks an e-mail address.
+// Returns EINVALID when it is not a plain address.
+func NormalizeEmail(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	addr, err := mail.ParseAddress(s)
+	if err != nil || addr.Address != s || len(s) > 254 {
+		return "", Errorf(EINVALID, "%q is not a valid e-mail address.", s)
+	}
+	return strings.ToLower(s), nil
+}
+
+// AccountService finds and creates accounts.
+type AccountService interface {
+	// FindOrCreateAccountByEmail returns the account with the e-mail,
+	// creating it when absent.
+	FindOrCreateAccountByEmail(ctx context.Context, email string) (*Account, error)
+
+	// FindAccountByEmail returns ENOTFOUND when no account has the e-mail.
+	FindAccountByEmail(ctx context.Context, email string) (*Account, error)
+
+	// SetDailyCap sets the account's own daily task cap; nil returns it to the
+	// default. Returns EINVALID for a negative cap.
+	SetDailyCap(ctx context.Context, accountID string, cap *int) error
+
+	// UsageToday returns how many tasks the account created today (UTC) and
+	// its effective cap.
+	UsageToday(ctx context.Context, accountID string) (used, cap int, err error)
+}

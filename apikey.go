@@ -1,0 +1,81 @@
+package arbiter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// APIKeyPrefix starts every API key; 28 lowercase hex digits follow it.
+const APIKeyPrefix = "svc_live_"
+
+// APIKeyLen is the fixed length of an API key's plaintext.
+const APIKeyLen = len(APIKeyPrefix) + 28
+
+// APIKey is an account's credential for /v1. Only the SHA-256 hash of its
+// plaintext and a display prefix are stored; the plaintext is shown once.
+type APIKey struct {
+	ID         string
+	AccountID  string
+	Name       string
+	Prefix     string // the first characters of the plaintext, for display
+	Hash       string // hex SHA-256 of the plaintext
+	CreatedAt  Timestamp
+	LastUsedAt *Timestamp
+	RevokedAt  *Timestamp
+}
+
+// Active reports whether the key can still authenticate.
+func (k *APIKey) Active() bool { return k.RevokedAt == nil }
+
+// NewAPIKeyPlaintext returns a fresh random API key.
+func NewAPIKeyPlaintext() string { return NewID(APIKeyPrefix, 14) }
+
+// NewAPIKeyID returns a fresh id for an API key record (not a secret).
+func NewAPIKeyID() string { return NewID("key_", 8) }
+
+// ValidAPIKey reports whether s has the shape of an API key. Malformed keys
+// are refused before any lookup.
+func ValidAPIKey(s string) bool {
+	rest, ok := strings.CutPrefix(s, APIKeyPrefix)
+	return ok && len(s) == APIKeyLen && isLowerHex(rest)
+}
+
+// HashAPIKey returns the stored form of a key's plaintext.
+func HashAPIKey(plaintext string) string {
+	sum := sha256.Sum256([]byte(plaintext))
+	return hex.EncodeToString(sum[:])
+}
+
+// APIKeyDisplayPrefix returns the part of a plaintext key that may be shown
+// again: the fixed prefix and the first four secret characters.
+func APIKeyDisplayPrefix(plaintext string) string { return plaintext[:len(APIKeyPrefix)+4] }
+
+// APIKeyService manages API keys.
+type APIKeyService interface {
+	// CreateAPIKey creates a key for the account and returns the record and
+	// the plaintext, which is never available again.
+	// Returns EINVALID for an empty or overlong name, ENOTFOUND for an
+	// unknown account.
+	CreateAPIKey(ctx context.Context, accountID, name string) (*APIKey, string, error)
+
+	// FindAPIKeyByHash returns the key with the given hash, revoked or not.
+	// Returns ENOTFOUND when there is none.
+	FindAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+
+	// ListAPIKeys returns the account's keys, revoked ones included, newest first.
+	ListAPIKeys(ctx context.Context, accountID string) ([]*APIKey, error)
+
+	// RevokeAPIKey revokes a key. accountID scopes the lookup; "" means any
+	// account (operator use). Returns ENOTFOUND for an unknown key or one of
+	// another account, ECONFLICT when it is already revoked.
+	RevokeAPIKey(ctx context.Context, accountID, keyID string) (*APIKey, error)
+
+	// TouchAPIKeys records last use times, as coalesced by the key checker.
+	// A later time never goes backwards.
+	TouchAPIKeys(ctx context.Context, lastUsed map[string]Timestamp) error
+}
+
+// MaxKeyNameChars bounds an API key's name.
+const MaxKeyNameChars = 100

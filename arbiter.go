@@ -1,0 +1,74 @@
+// Package arbiter holds Arbiter's domain: tasks, their attempts, accounts, API
+// keys and demo verdicts, the rules that make them valid, and the service
+// interfaces the store implements and the handlers and worker call.
+//
+// It imports no web, SQL or template package; see ARCHITECTURE.md.
+package arbiter
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+)
+
+// Timestamp is an instant with millisecond precision. On the wire it is Unix
+// epoch seconds with three fractional digits, as a JSON number
+// (1763805600.123); in the store it is an integer count of milliseconds.
+type Timestamp int64
+
+// TimestampOf converts t to a Timestamp, dropping sub-millisecond precision.
+func TimestampOf(t time.Time) Timestamp { return Timestamp(t.UnixMilli()) }
+
+// Time returns ts as a time.Time in UTC.
+func (ts Timestamp) Time() time.Time { return time.UnixMilli(int64(ts)).UTC() }
+
+// AppendJSON appends ts as epoch seconds with three decimals.
+func (ts Timestamp) AppendJSON(b []byte) []byte {
+	ms := int64(ts)
+	if ms < 0 {
+		b = append(b, '-')
+		ms = -ms
+	}
+	b = strconv.AppendInt(b, ms/1000, 10)
+	frac := ms % 1000
+	b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+	return b
+}
+
+// MarshalJSON writes ts as epoch seconds with three decimals.
+func (ts Timestamp) MarshalJSON() ([]byte, error) {
+	return ts.AppendJSON(make([]byte, 0, 16)), nil
+}
+
+// UnmarshalJSON reads epoch seconds, fractional or not.
+func (ts *Timestamp) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return Errorf(EINVALID, "A timestamp must be a number of seconds since the Unix epoch.")
+	}
+	*ts = Timestamp(f*1000 + 0.5)
+	return nil
+}
+
+// Clock tells the time. Services take one so tests can move it.
+type Clock func() time.Time
+
+// NewID returns prefix followed by n random bytes in lowercase hex, read from
+// crypto/rand. It is the one ID generator of the project.
+func NewID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms.
+	return prefix + hex.EncodeToString(b)
+}
+
+// isLowerHex reports whether s consists of lowercase hexadecimal digits only.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,288 @@
+package arbiter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Task statuses, in lifecycle order (see ARCHITECTURE.md).
+const (
+	StatusPending      = "pending"       // accepted, waiting for a worker
+	StatusAgentRunning = "agent_running" // claimed by a worker under a lease
+	StatusHumanNeeded  = "human_needed"  // waiting for a reviewer
+	StatusCompleted    = "completed"     // final_* fields are set
+)
+
+// Tiers that decide a task or make an attempt on it.
+const (
+	TierAgent = "agent"
+	TierHuman = "human"
+)
+
+// Defaults applied to omitted task-create fields.
+const (
+	DefaultTaskType            = "decide"
+	DefaultTouchpoint          = "chat"
+	DefaultConfidenceThreshold = 0.8
+)
+
+// Limits on a task-create request. They are documented in the README.
+const (
+	MaxBodyBytes    = 1 << 20   // whole request body
+	MaxPromptBytes  = 32 << 10  // prompt, in bytes of UTF-8
+	MaxContextBytes = 256 << 10 // context, as compacted JSON
+	MaxVerdicts     = 64        // entries in allowed_verdicts
+	MaxVerdictChars = 200       // characters in one verdict
+	MaxLabelChars   = 200       // characters in task_type, touchpoint or source
+)
+
+// Task is a closed question put to the verifier and, if needed, to a human.
+// Its JSON form is the Task object of the specification: it never carries the
+// context, and the final_* fields are null until the task is completed.
+type Task struct {
+	ID                  string     `json:"id"`
+	AccountID           string     `json:"-"`
+	Status              string     `json:"status"`
+	TaskType            string     `json:"task_type"`
+	Source              string     `json:"source"`
+	Touchpoint          string     `json:"touchpoint"`
+	Prompt              string     `json:"prompt"`
+	AllowedVerdicts     []string   `json:"allowed_verdicts"`
+	ConfidenceThreshold float64    `json:"confidence_threshold"`
+	FinalVerdict        *string    `json:"final_verdict"`
+	FinalTier           *string    `json:"final_tier"`
+	FinalConfidence     *float64   `json:"final_confidence"`
+	CreatedAt           Timestamp  `json:"created_at"`
+	CompletedAt         *Timestamp `json:"completed_at"`
+	Attempts            []Attempt  `json:"attempts"`
+
+	// Context is the caller's JSON, kept for the verifier and the reviewer.
+	// It is deliberately absent from the API response.
+	Context json.RawMessage `json:"-"`
+}
+
+// Allows reports whether verdict is one of the task's allowed verdicts.
+func (t *Task) Allows(verdict string) bool {
+	for _, v := range t.AllowedVerdicts {
+		if v == verdict {
+			return true
+		}
+	}
+	return false
+}
+
+// Attempt is one verifier call or one human decision on a task. Fields that do
+// not apply are null: model for a human, reviewer for the agent, error when
+// the attempt succeeded, verdict and confidence when it failed.
+type Attempt struct {
+	Tier       string     `json:"tier"`
+	Verdict    *string    `json:"verdict"`
+	Confidence *float64   `json:"confidence"`
+	Rationale  string     `json:"rationale"`
+	Model      *string    `json:"model"`
+	Reviewer   *string    `json:"reviewer"`
+	Error      *string    `json:"error"`
+	StartedAt  Timestamp  `json:"started_at"`
+	FinishedAt *Timestamp `json:"finished_at"`
+}
+
+// TaskCreate is a validated task-create request with its defaults applied.
+type TaskCreate struct {
+	Prompt              string
+	Context             json.RawMessage // compacted; nil when omitted or null
+	AllowedVerdicts     []string
+	ConfidenceThreshold float64
+	TaskType            string
+	Touchpoint          string
+	Source              string
+}
+
+// taskCreateRequest is the wire form. Pointers tell omitted from zero.
+type taskCreateRequest struct {
+	Prompt              *string         `json:"prompt"`
+	Context             json.RawMessage `json:"context"`
+	AllowedVerdicts     []*string       `json:"allowed_verdicts"`
+	ConfidenceThreshold *float64        `json:"confidence_threshold"`
+	TaskType            *string         `json:"task_type"`
+	Touchpoint          *string         `json:"touchpoint"`
+	Source              *string         `json:"source"`
+}
+
+// fieldTypeErrors names, per request field, what a wrong JSON type gets told.
+var fieldTypeErrors = map[string]string{
+	"prompt":               "prompt must be a string.",
+	"allowed_verdicts":     "allowed_verdicts must be a non-empty array of strings.",
+	"confidence_threshold": "confidence_threshold must be a number between 0 and 1.",
+	"task_type":            "task_type must be a string.",
+	"touchpoint":           "touchpoint must be a string.",
+	"source":               "source must be a string.",
+}
+
+// ParseTaskCreate decodes and validates a task-create request body. Every
+// failure is an EINVALID *Error whose message names the field at fault.
+func ParseTaskCreate(body []byte) (TaskCreate, error) {
+	var req taskCreateRequest
+	if err := DecodeJSONStrict(body, &req, fieldTypeErrors); err != nil {
+		return TaskCreate{}, err
+	}
+	in := TaskCreate{
+		TaskType:            DefaultTaskType,
+		Touchpoint:          DefaultTouchpoint,
+		ConfidenceThreshold: DefaultConfidenceThreshold,
+	}
+
+	if req.Prompt == nil || strings.TrimSpace(*req.Prompt) == "" {
+		return TaskCreate{}, Errorf(EINVALID, "prompt is required and must be a non-empty string.")
+	} else if len(*req.Prompt) > MaxPromptBytes {
+		return TaskCreate{}, Errorf(EINVALID, "prompt must be at most %d bytes.", MaxPromptBytes)
+	} else if strings.IndexByte(*req.Prompt, 0) >= 0 {
+		return TaskCreate{}, Errorf(EINVALID, "prompt must not contain NUL characters.")
+	}
+	in.Prompt = *req.Prompt
+
+	if len(req.AllowedVerdicts) == 0 {
+		return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts is required and must be a non-empty array of strings.")
+	} else if len(req.AllowedVerdicts) > MaxVerdicts {
+		return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must hold at most %d verdicts.", MaxVerdicts)
+	}
+	in.AllowedVerdicts = make([]string, len(req.AllowedVerdicts))
+	for i, v := range req.AllowedVerdicts {
+		switch {
+		case v == nil:
+			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must hold strings only; entry %d is null.", i)
+		case strings.TrimSpace(*v) == "":
+			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not hold empty strings; entry %d is empty.", i)
+		case utf8.RuneCountInString(*v) > MaxVerdictChars:
+			return TaskCreate{}, Errorf(EINVALID, "Each allowed verdict must be at most %d characters; entry %d is longer.", MaxVerdictChars, i)
+		case strings.IndexByte(*v, 0) >= 0:
+			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not contain NUL characters.")
+		}
+		for _, prev := range in.AllowedVerdicts[:i] {
+			if prev == *v {
+				return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not hold duplicates; %q appears twice.", *v)
+			}
+		}
+		in.AllowedVerdicts[i] = *v
+	}
+
+	if t := req.ConfidenceThreshold; t != nil {
+		if *t < 0 || *t > 1 {
+			return TaskCreate{}, Errorf(EINVALID, "confidence_threshold must be a number between 0 and 1.")
+		}
+		in.ConfidenceThreshold = *t
+	}
+
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *string
+	}{
+		{"task_type", req.TaskType, &in.TaskType},
+		{"touchpoint", req.Touchpoint, &in.Touchpoint},
+		{"source", req.Source, &in.Source},
+	} {
+		if f.in == nil || *f.in == "" {
+			continue
+		} else if utf8.RuneCountInString(*f.in) > MaxLabelChars {
+			return TaskCreate{}, Errorf(EINVALID, "%s must be at most %d characters.", f.name, MaxLabelChars)
+		} else if strings.IndexByte(*f.in, 0) >= 0 {
+			return TaskCreate{}, Errorf(EINVALID, "%s must not contain NUL characters.", f.name)
+		}
+		*f.out = *f.in
+	}
+
+	if len(req.Context) > 0 && !bytes.Equal(req.Context, []byte("null")) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, req.Context); err != nil {
+			return TaskCreate{}, Errorf(EINVALID, "context must be valid JSON.")
+		} else if buf.Len() > MaxContextBytes {
+			return TaskCreate{}, Errorf(EINVALID, "context must be at most %d bytes of JSON.", MaxContextBytes)
+		}
+		in.Context = buf.Bytes()
+	}
+	return in, nil
+}
+
+// DecodeJSONStrict decodes one JSON object from body into v, refusing unknown
+// fields and trailing data. A wrong type for a field named in typeErrors gets
+// that sentence; every failure is an EINVALID *Error.
+func DecodeJSONStrict(body []byte, v any, typeErrors map[string]string) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return Errorf(EINVALID, "The request body is empty; send a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, typeErrors)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Errorf(EINVALID, "The request body must hold exactly one JSON object, with nothing after it.")
+	}
+	return nil
+}
+
+func decodeError(err error, typeErrors map[string]string) error {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntaxErr):
+		return Errorf(EINVALID, "The request body is not valid JSON (error at byte %d).", syntaxErr.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(EINVALID, "The request body is not valid JSON: it ends too early.")
+	case errors.As(err, &typeErr):
+		field, _, _ := strings.Cut(typeErr.Field, ".")
+		if field == "" {
+			return Errorf(EINVALID, "The request body must be a JSON object.")
+		} else if msg, ok := typeErrors[field]; ok {
+			return Errorf(EINVALID, "%s", msg)
+		}
+		return Errorf(EINVALID, "%s has the wrong type.", field)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return Errorf(EINVALID, "The request body has an unknown field %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return Errorf(EINVALID, "The request body could not be read as JSON: %s.", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// TaskService creates and reads tasks on behalf of one account.
+type TaskService interface {
+	// CreateTask stores a new pending task for the account, counting it
+	// against the account's daily cap in the same transaction.
+	// Returns ERATELIMIT (with RetryAfter) when the cap is used up.
+	CreateTask(ctx context.Context, accountID string, in TaskCreate) (*Task, error)
+
+	// FindTaskByID returns the account's task with its attempts.
+	// Returns ENOTFOUND when the id is unknown, malformed or belongs to
+	// another account; the cases are indistinguishable on purpose.
+	FindTaskByID(ctx context.Context, accountID, id string) (*Task, error)
+}
+
+// ValidTaskID reports whether id has the shape of a task id: "tsk_" and 16
+// lowercase hex digits, or a demo id "tsk_demo_" and a lowercase slug.
+func ValidTaskID(id string) bool {
+	if rest, ok := strings.CutPrefix(id, DemoTaskIDPrefix); ok {
+		return validSlug(rest)
+	}
+	rest, ok := strings.CutPrefix(id, "tsk_")
+	return ok && len(rest) == 16 && isLowerHex(rest)
+}
+
+// NewTaskID returns a fresh random task id.
+func NewTaskID() string { return NewID("tsk_", 8) }
+
+func validSlug(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
