@@ -1,0 +1,98 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.AccountService = (*DB)(nil)
+
+const accountColumns = `id, email, daily_cap, created_at`
+
+// FindOrCreateAccountByEmail returns the account with the e-mail, creating it
+// when absent. Returns EINVALID for a malformed address.
+func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (*arbiter.Account, error) {
+	email, err := arbiter.NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	var a *arbiter.Account
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, created_at)
+			VALUES (?, ?, ?) ON CONFLICT (email) DO NOTHING`),
+			arbiter.NewAccountID(), email, int64(d.nowMS()))
+		if err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		}
+		a, err = d.findAccount(ctx, tx, "email", email)
+		return err
+	})
+	return a, err
+}
+
+// FindAccountByEmail returns ENOTFOUND when no account has the e-mail.
+func (d *DB) FindAccountByEmail(ctx context.Context, email string) (*arbiter.Account, error) {
+	email, err := arbiter.NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	return d.findAccount(ctx, d.db, "email", email)
+}
+
+// FindAccountByID returns ENOTFOUND when no account has the id.
+func (d *DB) FindAccountByID(ctx context.Context, id string) (*arbiter.Account, error) {
+	return d.findAccount(ctx, d.db, "id", id)
+}
+
+// findAccount looks an account up by a unique column, "id" or "email".
+func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, value string) (*arbiter.Account, error) {
+	var (
+		a   arbiter.Account
+		cap sql.NullInt64
+	)
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT `+accountColumns+` FROM accounts WHERE `+column+` = ?`), value).
+		Scan(&a.ID, &a.Email, &cap, &a.CreatedAt)
+	if err != nil {
+		return nil, notFound(err, "Account not found.")
+	}
+	if cap.Valid {
+		n := int(cap.Int64)
+		a.DailyCap = &n
+	}
+	return &a, nil
+}
+
+// SetDailyCap sets the account's own daily cap; nil returns it to the default.
+// Returns EINVALID for a negative cap and ENOTFOUND for an unknown account.
+func (d *DB) SetDailyCap(ctx context.Context, accountID string, cap *int) error {
+	if cap != nil && *cap < 0 {
+		return arbiter.Errorf(arbiter.EINVALID, "The daily cap must be zero or more.")
+	}
+	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE accounts SET daily_cap = ? WHERE id = ?`), cap, accountID)
+	if err != nil {
+		return fmt.Errorf("set daily cap: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return arbiter.Errorf(arbiter.ENOTFOUND, "Account not found.")
+	}
+	return nil
+}
+
+// UsageToday returns the account's task count for the current UTC day and
+// its effective cap.
+func (d *DB) UsageToday(ctx context.Context, accountID string) (used, cap int, err error) {
+	day := int64(d.nowMS()) / msPerDay
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT
+		COALESCE((SELECT count FROM daily_usage WHERE account_id = ? AND day = ?), 0),
+		COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`),
+		accountID, day, accountID, d.cap).Scan(&used, &cap)
+	if err != nil {
+		return 0, 0, fmt.Errorf("usage today: %w", err)
+	}
+	return used, cap, nil
+}

@@ -1,0 +1,142 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.APIKeyService = (*DB)(nil)
+
+const apiKeyColumns = `id, account_id, name, prefix, hash, created_at, last_used_at, revoked_at`
+
+// CreateAPIKey creates a key for the account and returns it with its
+// plaintext, which is stored nowhere. Returns EINVALID for a bad name and
+// ENOTFOUND for an unknown account.
+func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string) (*arbiter.APIKey, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, "", arbiter.Errorf(arbiter.EINVALID, "A key needs a name.")
+	} else if utf8.RuneCountInString(name) > arbiter.MaxKeyNameChars || strings.IndexByte(name, 0) >= 0 {
+		return nil, "", arbiter.Errorf(arbiter.EINVALID, "A key name must be at most %d characters of text.", arbiter.MaxKeyNameChars)
+	}
+	plaintext := arbiter.NewAPIKeyPlaintext()
+	k := &arbiter.APIKey{
+		ID:        arbiter.NewAPIKeyID(),
+		AccountID: accountID,
+		Name:      name,
+		Prefix:    arbiter.APIKeyDisplayPrefix(plaintext),
+		Hash:      arbiter.HashAPIKey(plaintext),
+		CreatedAt: d.nowMS(),
+	}
+	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`), k.ID, k.AccountID, k.Name, k.Prefix, k.Hash, int64(k.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("insert api key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return k, plaintext, nil
+}
+
+// FindAPIKeyByHash returns the key with the hash, revoked or not, or ENOTFOUND.
+func (d *DB) FindAPIKeyByHash(ctx context.Context, hash string) (*arbiter.APIKey, error) {
+	k, err := scanAPIKey(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE hash = ?`), hash))
+	return k, notFound(err, "API key not found.")
+}
+
+// FindAPIKeyByID returns the key with the id, or ENOTFOUND.
+func (d *DB) FindAPIKeyByID(ctx context.Context, id string) (*arbiter.APIKey, error) {
+	k, err := scanAPIKey(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), id))
+	return k, notFound(err, "API key not found.")
+}
+
+// ListAPIKeys returns the account's keys, revoked ones included, newest first.
+func (d *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*arbiter.APIKey, error) {
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys
+		WHERE account_id = ? ORDER BY created_at DESC, id`), accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []*arbiter.APIKey{}
+	for rows.Next() {
+		k, err := scanAPIKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// RevokeAPIKey revokes a key of the account ("" for any account). Returns
+// ENOTFOUND for an unknown or foreign key, ECONFLICT if already revoked.
+func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string) (*arbiter.APIKey, error) {
+	var k *arbiter.APIKey
+	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), keyID))
+		if err != nil || (accountID != "" && k.AccountID != accountID) {
+			return notFound(sql.ErrNoRows, "API key not found.")
+		} else if !k.Active() {
+			return arbiter.Errorf(arbiter.ECONFLICT, "The API key is already revoked.")
+		}
+		now := d.nowMS()
+		k.RevokedAt = &now
+		_, err = tx.ExecContext(ctx, d.rebind(`UPDATE api_keys SET revoked_at = ? WHERE id = ?`), int64(now), keyID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// TouchAPIKeys records coalesced last-use times; a time never moves back.
+func (d *DB) TouchAPIKeys(ctx context.Context, lastUsed map[string]arbiter.Timestamp) error {
+	if len(lastUsed) == 0 {
+		return nil
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, d.rebind(`UPDATE api_keys SET last_used_at = ?
+			WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`))
+		if err != nil {
+			return fmt.Errorf("touch api keys: %w", err)
+		}
+		defer stmt.Close()
+		for id, ts := range lastUsed {
+			if _, err := stmt.ExecContext(ctx, int64(ts), id, int64(ts)); err != nil {
+				return fmt.Errorf("touch api key %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// scanAPIKey reads one row of apiKeyColumns.
+func scanAPIKey(row interface{ Scan(...any) error }) (*arbiter.APIKey, error) {
+	var (
+		k                 arbiter.APIKey
+		lastUsed, revoked sql.NullInt64
+	)
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Hash, &k.CreatedAt, &lastUsed, &revoked); err != nil {
+		return nil, err
+	}
+	k.LastUsedAt = nullTimestamp(lastUsed)
+	k.RevokedAt = nullTimestamp(revoked)
+	return &k, nil
+}

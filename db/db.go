@@ -1,0 +1,181 @@
+// Package db is Arbiter's store: sqlx over Postgres (lib/pq) or SQLite
+// (modernc.org/sqlite), implementing the service interfaces of the root
+// package. Dialect differences live here and nowhere else.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // registers the "postgres" driver
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/arbiterhq/arbiter"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Dialects the store speaks.
+const (
+	Postgres = "postgres"
+	SQLite   = "sqlite"
+)
+
+// DefaultURL is the store used when no database URL is configured: an SQLite
+// file in the working directory.
+const DefaultURL = "sqlite:arbiter.db"
+
+// Options tune a store.
+type Options struct {
+	// DailyTaskCap is the cap of accounts without their own (default 1000).
+	DailyTaskCap int
+	// Now is the store's clock (default time.Now).
+	Now arbiter.Clock
+	// MaxOpenConns bounds the connection pool (default 32 on Postgres).
+	MaxOpenConns int
+}
+
+// DB is an open store. Its methods implement the root package's services;
+// each public call is one transaction or one statement.
+type DB struct {
+	db      *sqlx.DB
+	dialect string
+	now     arbiter.Clock
+	cap     int
+}
+
+// Open connects to the store named by rawURL: "postgres://…" (or
+// "postgresql://…") selects Postgres; "sqlite:PATH" or a plain path selects
+// SQLite; "" means DefaultURL. It does not migrate; call Migrate.
+func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
+	if opts.DailyTaskCap == 0 {
+		opts.DailyTaskCap = 1000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap}
+
+	var err error
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		d.dialect = Postgres
+		d.db, err = sqlx.Open("postgres", rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		n := opts.MaxOpenConns
+		if n == 0 {
+			n = 32
+		}
+		d.db.SetMaxOpenConns(n)
+		d.db.SetMaxIdleConns(n)
+	default:
+		d.dialect = SQLite
+		d.db, err = sqlx.Open("sqlite", sqliteDSN(strings.TrimPrefix(rawURL, "sqlite:")))
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		// WAL lets readers run beside the single writer; more connections
+		// than this only queue on the write lock.
+		d.db.SetMaxOpenConns(8)
+		d.db.SetMaxIdleConns(8)
+	}
+	d.db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := d.db.PingContext(ctx); err != nil {
+		d.db.Close()
+		return nil, fmt.Errorf("connect to %s store: %w", d.dialect, err)
+	}
+	return d, nil
+}
+
+// sqliteDSN adds the pragmas every connection needs: WAL, a busy timeout so
+// writers queue instead of failing, foreign keys, and transactions that take
+// the write lock up front so two writers never deadlock.
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Dialect returns Postgres or SQLite.
+func (d *DB) Dialect() string { return d.dialect }
+
+// Close closes the connection pool.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Migrate applies the embedded migrations of the store's dialect.
+func (d *DB) Migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations, "migrations/"+d.dialect)
+	if err != nil {
+		return err
+	}
+	dialect := goose.DialectPostgres
+	if d.dialect == SQLite {
+		dialect = goose.DialectSQLite3
+	}
+	p, err := goose.NewProvider(dialect, d.db.DB, sub)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// rebind turns a query written with ? placeholders into the dialect's form.
+func (d *DB) rebind(query string) string { return d.db.Rebind(query) }
+
+// transact runs fn in a transaction, committing when fn returns nil and
+// rolling back on an error or a panic.
+func (d *DB) transact(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := d.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		} else if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// nowMS returns the store clock's time as a Timestamp.
+func (d *DB) nowMS() arbiter.Timestamp { return arbiter.TimestampOf(d.now()) }
+
+// notFound maps sql.ErrNoRows to an ENOTFOUND error with msg and wraps any
+// other error.
+func notFound(err error, msg string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return arbiter.Errorf(arbiter.ENOTFOUND, "%s", msg)
+	}
+	return err
+}

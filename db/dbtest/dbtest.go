@@ -1,0 +1,99 @@
+// Package dbtest opens real, migrated, throw-away stores for tests: an SQLite
+// file in a temporary directory, and a fresh schema in the local Postgres.
+//
+// The Postgres database is named by ARBITER_TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/arbiter_test?sslmode=disable). When it
+// cannot be reached the Postgres half of a test skips, unless
+// ARBITER_TEST_REQUIRE_POSTGRES=1, when it fails.
+package dbtest
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+)
+
+// DefaultPostgresURL is the test database used when none is configured.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/arbiter_test?sslmode=disable"
+
+// Dialects lists the stores every store-backed test runs against.
+var Dialects = []string{db.SQLite, db.Postgres}
+
+// Each runs fn as a subtest once per dialect, each with a fresh store.
+func Each(t *testing.T, opts db.Options, fn func(t *testing.T, d *db.DB)) {
+	t.Helper()
+	for _, dialect := range Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			fn(t, Open(t, dialect, opts))
+		})
+	}
+}
+
+// Open returns a migrated store of the dialect with the demo queue seeded,
+// closed and removed when the test ends.
+func Open(t testing.TB, dialect string, opts db.Options) *db.DB {
+	t.Helper()
+	d, err := db.Open(context.Background(), URL(t, dialect), opts)
+	if err != nil {
+		t.Fatalf("open %s store: %v", dialect, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate %s store: %v", dialect, err)
+	}
+	if err := d.SeedDemo(context.Background()); err != nil {
+		t.Fatalf("seed %s store: %v", dialect, err)
+	}
+	return d
+}
+
+// URL returns the address of a fresh, empty store of the dialect: a file in a
+// temporary directory, or a new Postgres schema dropped when the test ends.
+// A second store opened on the same URL shares the data, as a second process
+// would.
+func URL(t testing.TB, dialect string) string {
+	t.Helper()
+	if dialect == db.SQLite {
+		return "sqlite:" + t.TempDir() + "/arbiter.db"
+	}
+	base := os.Getenv("ARBITER_TEST_DATABASE_URL")
+	if base == "" {
+		base = DefaultPostgresURL
+	}
+	admin, err := sql.Open("postgres", base)
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		if os.Getenv("ARBITER_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("postgres is required but unreachable at %s: %v", base, err)
+		}
+		t.Skipf("postgres unreachable (%v); set ARBITER_TEST_REQUIRE_POSTGRES=1 to fail instead", err)
+	}
+	defer admin.Close()
+	schema := arbiter.NewID("test_", 8)
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin, err := sql.Open("postgres", base)
+		if err != nil {
+			return
+		}
+		defer admin.Close()
+		_, _ = admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`)
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse %s: %v", base, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -1,0 +1,162 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.DemoService = (*DB)(nil)
+
+// demoEmail is the demo account's address; .invalid never receives mail.
+const demoEmail = "demo@arbiter.invalid"
+
+// demoEpoch is the fixed creation time of the demo queue (2025-11-22 10:00 UTC),
+// so seeding is idempotent and the queue's order never changes.
+const demoEpoch = 1763805600000
+
+// demoTask is one entry of the curated demo queue.
+type demoTask struct {
+	slug, source, taskType, touchpoint, prompt string
+	verdicts                                   []string
+	context                                    string
+}
+
+// demoQueue is the curated demo queue, oldest first.
+var demoQueue = []demoTask{
+	{"refund_late_delivery", "support-bot", "decide", "chat",
+		"Approve or reject this refund request? The customer says the order arrived nine days late and asks for a full refund.",
+		[]string{"approve", "reject", "escalate"},
+		`{"order_id":"ord_58213","amount":{"value":"84.90","currency":"EUR"},"ordered_at":"2025-11-02","promised_by":"2025-11-06","delivered_at":"2025-11-15","customer":{"tenure_months":31,"refunds_last_year":0},"policy":"Full refund when delivery is more than 7 days late."}`},
+	{"refund_used_item", "support-bot", "decide", "email",
+		"Approve or reject this refund? The customer wants to return running shoes after wearing them for three weeks.",
+		[]string{"approve", "reject", "escalate"},
+		`{"order_id":"ord_57002","amount":{"value":"139.00","currency":"USD"},"delivered_at":"2025-10-20","request":"They hurt after a few runs, I want my money back.","policy":"Returns within 30 days for unused items in original packaging.","photos":["sole_wear.jpg"]}`},
+	{"moderation_forum_post", "community-guard", "moderate", "forum",
+		"Does this forum reply break the community guidelines on harassment?",
+		[]string{"allow", "remove"},
+		`{"thread":"Best budget mechanical keyboards 2025","reply":"Anyone who buys that brand deserves the broken switches they get, honestly you people never learn.","author":{"account_age_days":412,"prior_strikes":0},"guideline":"No personal attacks or insults aimed at other members."}`},
+	{"moderation_listing", "marketplace-review", "moderate", "listing",
+		"Is this marketplace listing allowed under the prohibited items policy?",
+		[]string{"allow", "remove", "needs_info"},
+		`{"title":"Vintage hunting knife, 1970s, collector piece","price":"45.00","description":"Fixed blade, 12 cm, leather sheath included. Local pickup only, ID required.","category":"Collectibles","policy":"Knives with blades over 10 cm require age verification at pickup."}`},
+	{"code_review_diff", "ci-agent", "review", "pull_request",
+		"Should this change be merged? It claims to fix an off-by-one error in pagination.",
+		[]string{"approve", "request_changes"},
+		`{"repository":"shop/api","pull_request":1842,"diff":"--- a/pager.go\n+++ b/pager.go\n@@ -12,7 +12,7 @@ func Page(items []Item, page, size int) []Item {\n-\tstart := page * size\n+\tstart := (page - 1) * size\n \tend := start + size\n \tif end > len(items) {\n \t\tend = len(items)\n \t}\n \treturn items[start:end]\n","tests_passed":true,"note":"page is 1-based in the HTTP API; start is not checked against len(items)."}`},
+	{"fact_check_claim", "newsroom-assistant", "fact_check", "chat",
+		"Is this claim in the draft article accurate?",
+		[]string{"true", "false", "unverifiable"},
+		`{"claim":"The Eiffel Tower was completed in 1889 for the World's Fair marking the centennial of the French Revolution.","draft":"paris-travel-guide","sources":["Encyclopaedia entry: Eiffel Tower, completed March 1889 for the Exposition Universelle."]}`},
+	{"invoice_payment", "ap-automation", "decide", "workflow",
+		"Approve payment of this supplier invoice?",
+		[]string{"approve", "reject", "hold"},
+		`{"supplier":"Nordlicht Logistics GmbH","invoice_number":"NL-2025-3391","amount":{"value":"12480.00","currency":"EUR"},"purchase_order":{"number":"PO-7781","amount":"12480.00","status":"received"},"bank_details_changed_days_ago":2,"due_in_days":14}`},
+	{"account_takeover", "trust-and-safety", "decide", "login",
+		"Allow this login or lock the account for a suspected takeover?",
+		[]string{"allow", "lock"},
+		`{"user_id":"usr_19d2","login":{"country":"BR","asn":"AS14061 DigitalOcean","device":"new","time_utc":"2025-11-22T03:14:00Z"},"usual":{"country":"DE","device":"iPhone 15"},"password_reset_requested_minutes_before":6,"mfa_enabled":false}`},
+	{"support_reply_tone", "support-bot", "review", "email",
+		"Can this drafted support reply be sent as is?",
+		[]string{"send", "rewrite"},
+		`{"ticket":"Customer asked twice why their subscription was charged after cancelling.","draft_reply":"As I already explained, cancellations take effect at the end of the billing period. Please read our terms.","customer_sentiment":"frustrated","charge":{"value":"9.99","currency":"USD"}}`},
+	{"medical_claim_ad", "ads-review", "moderate", "ad",
+		"Does this ad make a health claim that our ad policy forbids?",
+		[]string{"allow", "reject"},
+		`{"headline":"Melt belly fat in 7 days - doctors hate it!","body":"Our green tea capsules burn fat while you sleep. No diet, no exercise.","landing_page":"https://example.com/slim","policy":"No unsubstantiated health or weight-loss claims."}`},
+}
+
+// SeedDemo creates the demo account and its curated queue when missing. It
+// is idempotent and never changes a demo task that exists.
+func (d *DB) SeedDemo(ctx context.Context) error {
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, daily_cap, created_at)
+			VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`), arbiter.DemoAccountID, demoEmail, demoEpoch)
+		if err != nil {
+			return fmt.Errorf("seed demo account: %w", err)
+		}
+		for i, t := range demoQueue {
+			verdicts, _ := json.Marshal(t.verdicts)
+			created := int64(demoEpoch + i*60_000)
+			_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
+				source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+				arbiter.DemoTaskIDPrefix+t.slug, arbiter.DemoAccountID, arbiter.StatusHumanNeeded,
+				t.taskType, t.source, t.touchpoint, t.prompt, string(verdicts),
+				arbiter.DefaultConfidenceThreshold, t.context, created, created)
+			if err != nil {
+				return fmt.Errorf("seed demo task %s: %w", t.slug, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ListDemoTasks returns the demo queue, oldest first.
+func (d *DB) ListDemoTasks(ctx context.Context) ([]*arbiter.DemoTask, error) {
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, source, prompt, allowed_verdicts, context, created_at
+		FROM tasks WHERE account_id = ? ORDER BY created_at, id`), arbiter.DemoAccountID)
+	if err != nil {
+		return nil, fmt.Errorf("list demo tasks: %w", err)
+	}
+	defer rows.Close()
+	tasks := []*arbiter.DemoTask{}
+	for rows.Next() {
+		var (
+			t                 arbiter.DemoTask
+			verdicts, context string
+		)
+		if err := rows.Scan(&t.ID, &t.Source, &t.Prompt, &verdicts, &context, &t.CreatedAt); err != nil {
+			return nil, fmt.Errorf("scan demo task: %w", err)
+		}
+		if err := json.Unmarshal([]byte(verdicts), &t.AllowedVerdicts); err != nil {
+			return nil, fmt.Errorf("demo task %s: %w", t.ID, err)
+		}
+		t.Context = json.RawMessage(context)
+		tasks = append(tasks, &t)
+	}
+	return tasks, rows.Err()
+}
+
+// FindDemoTask returns the demo task with its context, or ENOTFOUND when the
+// demo account owns no task with the id.
+func (d *DB) FindDemoTask(ctx context.Context, id string) (*arbiter.Task, error) {
+	return d.FindTaskByID(ctx, arbiter.DemoAccountID, id)
+}
+
+// CreateDemoVerdict records a verdict on a demo task; the task never changes.
+// Returns ENOTFOUND for a task the demo account does not own and EINVALID for
+// a verdict outside the task's allowed verdicts.
+func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate) (*arbiter.DemoVerdict, error) {
+	t, err := d.FindDemoTask(ctx, in.TaskID)
+	if err != nil {
+		return nil, err
+	} else if !t.Allows(in.Verdict) {
+		return nil, arbiter.Errorf(arbiter.EINVALID, "verdict must be one of the task's allowed verdicts.")
+	}
+	v := &arbiter.DemoVerdict{
+		ID:            arbiter.NewID("dv_", 8),
+		TaskID:        t.ID,
+		Verdict:       in.Verdict,
+		Rationale:     in.Rationale,
+		AnonSessionID: in.AnonSessionID,
+		CreatedAt:     d.nowMS(),
+	}
+	_, err = d.db.ExecContext(ctx, d.rebind(`INSERT INTO demo_verdicts (id, task_id, verdict, rationale, anon_session_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`), v.ID, v.TaskID, v.Verdict, v.Rationale, v.AnonSessionID, int64(v.CreatedAt))
+	if err != nil {
+		return nil, fmt.Errorf("insert demo verdict: %w", err)
+	}
+	return v, nil
+}
+
+// CountDemoVerdicts returns how many demo verdicts the anonymous session made.
+func (d *DB) CountDemoVerdicts(ctx context.Context, anonSessionID string) (int, error) {
+	var n int
+	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM demo_verdicts WHERE anon_session_id = ?`), anonSessionID).Scan(&n)
+	return n, err
+}

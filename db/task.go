@@ -1,0 +1,232 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Ensure the store implements the service.
+var _ arbiter.TaskService = (*DB)(nil)
+
+const msPerDay = 24 * 60 * 60 * 1000
+
+// taskColumns lists, in scan order, the columns scanTask reads.
+const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
+	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
+	t.final_confidence, t.created_at, t.completed_at`
+
+// attemptColumns lists, in scan order, the columns scanAttempt reads.
+const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
+	a.error, a.started_at, a.finished_at`
+
+// CreateTask stores a new pending task, counting it against the account's
+// daily cap in the same transaction. Returns ERATELIMIT when the cap is used up.
+func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCreate) (*arbiter.Task, error) {
+	now := d.nowMS()
+	verdicts, err := json.Marshal(in.AllowedVerdicts)
+	if err != nil {
+		return nil, err
+	}
+	t := &arbiter.Task{
+		ID:                  arbiter.NewTaskID(),
+		AccountID:           accountID,
+		Status:              arbiter.StatusPending,
+		TaskType:            in.TaskType,
+		Source:              in.Source,
+		Touchpoint:          in.Touchpoint,
+		Prompt:              in.Prompt,
+		AllowedVerdicts:     in.AllowedVerdicts,
+		ConfidenceThreshold: in.ConfidenceThreshold,
+		Context:             in.Context,
+		CreatedAt:           now,
+		Attempts:            []arbiter.Attempt{},
+	}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.countTask(ctx, tx, accountID, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
+			source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			t.ID, accountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
+			string(verdicts), t.ConfidenceThreshold, nullJSON(t.Context), int64(now), int64(now))
+		if err != nil {
+			return fmt.Errorf("insert task: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// countTask adds one to the account's usage for the UTC day of now, unless
+// that would pass the account's cap. The upsert's WHERE clause makes the
+// check and the increment one atomic step.
+func (d *DB) countTask(ctx context.Context, tx *sqlx.Tx, accountID string, now arbiter.Timestamp) error {
+	day := int64(now) / msPerDay
+	var count int
+	err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO daily_usage (account_id, day, count)
+		SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
+		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + 1
+		WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
+		RETURNING count`), accountID, day, accountID, d.cap, accountID, d.cap).Scan(&count)
+	if err == sql.ErrNoRows {
+		midnight := time.UnixMilli((day + 1) * msPerDay)
+		return &arbiter.Error{
+			Code:       arbiter.ERATELIMIT,
+			Message:    "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it.",
+			RetryAfter: midnight.Sub(now.Time()),
+		}
+	} else if err != nil {
+		return fmt.Errorf("count task: %w", err)
+	}
+	return nil
+}
+
+// FindTaskByID returns the account's task with its attempts. Returns
+// ENOTFOUND for an unknown or malformed id and for another account's task.
+func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error) {
+	if !arbiter.ValidTaskID(id) {
+		return nil, errTaskNotFound
+	}
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
+		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+		WHERE t.id = ? AND t.account_id = ? ORDER BY a.id`), id, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("find task: %w", err)
+	}
+	defer rows.Close()
+	var t *arbiter.Task
+	for rows.Next() {
+		var tr taskRow
+		var ar attemptRow
+		if err := rows.Scan(append(tr.dest(), ar.dest()...)...); err != nil {
+			return nil, fmt.Errorf("scan task: %w", err)
+		}
+		if t == nil {
+			if t, err = tr.task(); err != nil {
+				return nil, err
+			}
+		}
+		if ar.tier.Valid {
+			t.Attempts = append(t.Attempts, ar.attempt())
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find task: %w", err)
+	} else if t == nil {
+		return nil, errTaskNotFound
+	}
+	return t, nil
+}
+
+var errTaskNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "Task not found.")
+
+// taskRow holds a scanned row of taskColumns.
+type taskRow struct {
+	id, accountID, status, taskType, source, touchpoint, prompt, verdicts string
+	threshold                                                             float64
+	context, finalVerdict, finalTier                                      sql.NullString
+	finalConfidence                                                       sql.NullFloat64
+	createdAt                                                             int64
+	completedAt                                                           sql.NullInt64
+}
+
+func (r *taskRow) dest() []any {
+	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
+		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
+		&r.finalConfidence, &r.createdAt, &r.completedAt}
+}
+
+func (r *taskRow) task() (*arbiter.Task, error) {
+	t := &arbiter.Task{
+		ID:                  r.id,
+		AccountID:           r.accountID,
+		Status:              r.status,
+		TaskType:            r.taskType,
+		Source:              r.source,
+		Touchpoint:          r.touchpoint,
+		Prompt:              r.prompt,
+		ConfidenceThreshold: r.threshold,
+		FinalVerdict:        nullString(r.finalVerdict),
+		FinalTier:           nullString(r.finalTier),
+		FinalConfidence:     nullFloat(r.finalConfidence),
+		CreatedAt:           arbiter.Timestamp(r.createdAt),
+		CompletedAt:         nullTimestamp(r.completedAt),
+		Attempts:            []arbiter.Attempt{},
+	}
+	if r.context.Valid {
+		t.Context = json.RawMessage(r.context.String)
+	}
+	if err := json.Unmarshal([]byte(r.verdicts), &t.AllowedVerdicts); err != nil {
+		return nil, fmt.Errorf("task %s: allowed_verdicts: %w", r.id, err)
+	}
+	return t, nil
+}
+
+// attemptRow holds a scanned row of attemptColumns; every column may be
+// NULL because attempts are LEFT JOINed.
+type attemptRow struct {
+	tier, verdict                    sql.NullString
+	confidence                       sql.NullFloat64
+	rationale, model, reviewer, errs sql.NullString
+	startedAt, finishedAt            sql.NullInt64
+}
+
+func (r *attemptRow) dest() []any {
+	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
+		&r.errs, &r.startedAt, &r.finishedAt}
+}
+
+func (r *attemptRow) attempt() arbiter.Attempt {
+	return arbiter.Attempt{
+		Tier:       r.tier.String,
+		Verdict:    nullString(r.verdict),
+		Confidence: nullFloat(r.confidence),
+		Rationale:  r.rationale.String,
+		Model:      nullString(r.model),
+		Reviewer:   nullString(r.reviewer),
+		Error:      nullString(r.errs),
+		StartedAt:  arbiter.Timestamp(r.startedAt.Int64),
+		FinishedAt: nullTimestamp(r.finishedAt),
+	}
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+func nullFloat(f sql.NullFloat64) *float64 {
+	if !f.Valid {
+		return nil
+	}
+	return &f.Float64
+}
+
+func nullTimestamp(n sql.NullInt64) *arbiter.Timestamp {
+	if !n.Valid {
+		return nil
+	}
+	ts := arbiter.Timestamp(n.Int64)
+	return &ts
+}
+
+// nullJSON stores an absent context as SQL NULL.
+func nullJSON(raw json.RawMessage) any {
+	if raw == nil {
+		return nil
+	}
+	return string(raw)
+}
