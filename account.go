@@ -49,3 +49,17 @@ type AccountService interface {
 	// its effective cap.
 	UsageToday(ctx context.Context, accountID string) (used, cap int, err error)
 }
+
+type accountIDKey struct{}
+
+// NewContextWithAccountID returns a context carrying the authenticated
+// account's id, as set by the API key check or the session.
+func NewContextWithAccountID(ctx context.Context, accountID string) context.Context {
+	return context.WithValue(ctx, accountIDKey{}, accountID)
+}
+
+// AccountIDFromContext returns the authenticated account's id, or "".
+func AccountIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(accountIDKey{}).(string)
+	return id
+}

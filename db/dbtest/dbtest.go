@@ -38,10 +38,18 @@ func Each(t *testing.T, opts db.Options, fn func(t *testing.T, d *db.DB)) {
 // closed and removed when the test ends.
 func Open(t testing.TB, dialect string, opts db.Options) *db.DB {
 	t.Helper()
-	d, err := db.Open(context.Background(), URL(t, dialect), opts)
+	return OpenURL(t, URL(t, dialect), opts)
+}
+
+// OpenURL opens, migrates and seeds the store at rawURL, as a separate
+// process would; it is closed when the test ends.
+func OpenURL(t testing.TB, rawURL string, opts db.Options) *db.DB {
+	t.Helper()
+	d, err := db.Open(context.Background(), rawURL, opts)
 	if err != nil {
-		t.Fatalf("open %s store: %v", dialect, err)
+		t.Fatalf("open store: %v", err)
 	}
+	dialect := d.Dialect()
 	t.Cleanup(func() { d.Close() })
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate %s store: %v", dialect, err)

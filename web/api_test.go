@@ -1,0 +1,460 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+var ctx = context.Background()
+
+// api is a real router over a real store, served by httptest.
+type api struct {
+	t     *testing.T
+	url   string // the store's address, for a second connection
+	store *db.DB
+	keys  *web.KeyChecker
+	srv   *httptest.Server
+}
+
+// eachAPI runs fn once per store dialect against a fresh server.
+func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			store := dbtest.OpenURL(t, url, opts)
+			keys := web.NewKeyChecker(store, nil)
+			router := &web.Router{
+				Services:   web.Services{Tasks: store, Keys: store, Demo: store, Health: store},
+				KeyChecker: keys,
+				Logger:     discardLogger(),
+			}
+			srv := httptest.NewServer(router.Routes())
+			t.Cleanup(srv.Close)
+			fn(t, &api{t: t, url: url, store: store, keys: keys, srv: srv})
+		})
+	}
+}
+
+// newKey creates an account (if absent) and a key for it.
+func (a *api) newKey(email string) string {
+	a.t.Helper()
+	account, err := a.store.FindOrCreateAccountByEmail(ctx, email)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	_, plaintext, err := a.store.CreateAPIKey(ctx, account.ID, "test")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return plaintext
+}
+
+// do sends a request and returns the status, headers and body.
+func (a *api) do(method, path, key, body string) (int, http.Header, []byte) {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res, err := a.srv.Client().Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, b
+}
+
+// wantError checks an error answer: the status, a JSON content type and a
+// body that is exactly {"error": "<non-empty sentence>"}.
+func wantError(t *testing.T, status int, header http.Header, body []byte, wantStatus int) string {
+	t.Helper()
+	if status != wantStatus {
+		t.Fatalf("status = %d, want %d; body %s", status, wantStatus, body)
+	}
+	if ct := header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body is not JSON: %s", body)
+	}
+	msg, ok := e["error"].(string)
+	if len(e) != 1 || !ok || msg == "" {
+		t.Fatalf("error body = %s, want {\"error\": \"…\"}", body)
+	}
+	return msg
+}
+
+const goodTask = `{"prompt":"Approve this refund?","allowed_verdicts":["approve","reject"],"context":{"amount":12}}`
+
+func createTask(t *testing.T, a *api, key, body string) map[string]any {
+	t.Helper()
+	status, _, b := a.do("POST", "/v1/tasks", key, body)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var task map[string]any
+	if err := json.Unmarshal(b, &task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func TestTaskCreate(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		task := createTask(t, a, key, goodTask)
+
+		id, _ := task["id"].(string)
+		if !arbiter.ValidTaskID(id) || !strings.HasPrefix(id, "tsk_") || len(id) != 20 {
+			t.Errorf("id = %q, want tsk_ and 16 hex digits", id)
+		}
+		want := map[string]any{
+			"status": "pending", "task_type": "decide", "touchpoint": "chat", "source": "",
+			"prompt": "Approve this refund?", "confidence_threshold": 0.8,
+			"final_verdict": nil, "final_tier": nil, "final_confidence": nil, "completed_at": nil,
+		}
+		for k, v := range want {
+			if task[k] != v {
+				t.Errorf("%s = %#v, want %#v", k, task[k], v)
+			}
+		}
+		if _, ok := task["context"]; ok {
+			t.Error("the task object carries context; the spec leaves it out")
+		}
+		if attempts, ok := task["attempts"].([]any); !ok || len(attempts) != 0 {
+			t.Errorf("attempts = %#v, want []", task["attempts"])
+		}
+		created, _ := task["created_at"].(float64)
+		if d := time.Since(time.UnixMilli(int64(created * 1000))); d < -time.Minute || d > time.Minute {
+			t.Errorf("created_at = %v, not epoch seconds of now", created)
+		}
+
+		// Any key of the same account reads it back, identical.
+		status, _, b := a.do("GET", "/v1/tasks/"+id, a.newKey("a@example.com"), "")
+		var got map[string]any
+		if status != http.StatusOK || json.Unmarshal(b, &got) != nil || fmt.Sprint(got) != fmt.Sprint(task) {
+			t.Errorf("get = %d %s, want the created task", status, b)
+		}
+	})
+}
+
+func TestTaskCreate_Errors(t *testing.T) {
+	big := `{"prompt":"` + strings.Repeat("a", arbiter.MaxBodyBytes) + `","allowed_verdicts":["a"]}`
+	cases := []struct {
+		name, body string
+		status     int
+		mention    string // a word the error sentence must contain
+	}{
+		{"MissingPrompt", `{"allowed_verdicts":["a"]}`, 400, "prompt"},
+		{"EmptyPrompt", `{"prompt":"","allowed_verdicts":["a"]}`, 400, "prompt"},
+		{"PromptNotString", `{"prompt":5,"allowed_verdicts":["a"]}`, 400, "prompt"},
+		{"MissingVerdicts", `{"prompt":"p"}`, 400, "allowed_verdicts"},
+		{"EmptyVerdicts", `{"prompt":"p","allowed_verdicts":[]}`, 400, "allowed_verdicts"},
+		{"VerdictNotString", `{"prompt":"p","allowed_verdicts":["a",1]}`, 400, "allowed_verdicts"},
+		{"VerdictEmptyString", `{"prompt":"p","allowed_verdicts":["a",""]}`, 400, "allowed_verdicts"},
+		{"VerdictDuplicate", `{"prompt":"p","allowed_verdicts":["a","a"]}`, 400, "allowed_verdicts"},
+		{"VerdictsNotArray", `{"prompt":"p","allowed_verdicts":"a"}`, 400, "allowed_verdicts"},
+		{"ThresholdAboveOne", `{"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":1.01}`, 400, "confidence_threshold"},
+		{"ThresholdNegative", `{"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":-0.1}`, 400, "confidence_threshold"},
+		{"ThresholdString", `{"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":"0.5"}`, 400, "confidence_threshold"},
+		{"MalformedJSON", `{"prompt":"p",`, 400, "JSON"},
+		{"TrailingGarbage", goodTask + `{}`, 400, "JSON"},
+		{"NotAnObject", `[1,2]`, 400, "JSON"},
+		{"EmptyBody", ``, 400, "JSON"},
+		{"UnknownField", `{"prompt":"p","allowed_verdicts":["a"],"priority":1}`, 400, "priority"},
+		{"TooLarge", big, 413, "bytes"},
+	}
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		account, _ := a.store.FindAccountByEmail(ctx, "a@example.com")
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				status, h, b := a.do("POST", "/v1/tasks", key, tc.body)
+				msg := wantError(t, status, h, b, tc.status)
+				if !strings.Contains(msg, tc.mention) {
+					t.Errorf("error %q does not mention %q", msg, tc.mention)
+				}
+			})
+		}
+		// Nothing was half-written: no task was counted or stored.
+		if used, _, err := a.store.UsageToday(ctx, account.ID); err != nil || used != 0 {
+			t.Errorf("usage after bad requests = %d (%v), want 0", used, err)
+		}
+	})
+}
+
+func TestAuth(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		unknown := arbiter.NewAPIKeyPlaintext()
+		cases := []struct{ name, header string }{
+			{"Missing", ""},
+			{"WrongScheme", "Basic " + key},
+			{"Malformed", "Bearer svc_live_XYZ"},
+			{"TooLong", "Bearer " + key + "0"},
+			{"Unknown", "Bearer " + unknown},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, r := range []struct{ method, path, body string }{
+					{"POST", "/v1/tasks", goodTask}, {"GET", "/v1/tasks/tsk_0123456789abcdef", ""},
+				} {
+					req, _ := http.NewRequest(r.method, a.srv.URL+r.path, strings.NewReader(r.body))
+					if tc.header != "" {
+						req.Header.Set("Authorization", tc.header)
+					}
+					res, err := a.srv.Client().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					wantError(t, res.StatusCode, res.Header, b, http.StatusUnauthorized)
+				}
+			})
+		}
+	})
+}
+
+func TestTaskGet_NotFound(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		alice := a.newKey("alice@example.com")
+		bob := a.newKey("bob@example.com")
+		id := createTask(t, a, alice, goodTask)["id"].(string)
+
+		_, _, unknownBody := a.do("GET", "/v1/tasks/tsk_0123456789abcdef", bob, "")
+		for _, path := range []string{
+			"/v1/tasks/" + id,                         // another account's task
+			"/v1/tasks/tsk_0123456789abcdef",          // unknown
+			"/v1/tasks/tsk_demo_refund_late_delivery", // the demo account's
+			"/v1/tasks/nope",                          // malformed
+			"/v1/tasks/TSK_0123456789ABCDEF",          // malformed
+			"/v1/tasks/%27%20OR%201=1",                // hostile
+		} {
+			status, h, b := a.do("GET", path, bob, "")
+			wantError(t, status, h, b, http.StatusNotFound)
+			if string(b) != string(unknownBody) {
+				t.Errorf("%s: body %s differs from an unknown id's %s", path, b, unknownBody)
+			}
+		}
+		if status, _, b := a.do("GET", "/v1/tasks/"+id, alice, ""); status != http.StatusOK {
+			t.Errorf("owner get = %d %s", status, b)
+		}
+	})
+}
+
+func TestRouting_JSONErrors(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		status, h, b := a.do("GET", "/v2/nothing", "", "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		status, h, b = a.do("DELETE", "/demo/tasks", "", "")
+		wantError(t, status, h, b, http.StatusMethodNotAllowed)
+	})
+}
+
+func TestDailyCap_Concurrent(t *testing.T) {
+	eachAPI(t, db.Options{DailyTaskCap: 10}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		counts := map[int]int{}
+		var retryAfter []string
+		for range 50 {
+			wg.Go(func() {
+				req, _ := http.NewRequest("POST", a.srv.URL+"/v1/tasks", strings.NewReader(goodTask))
+				req.Header.Set("Authorization", "Bearer "+key)
+				res, err := a.srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				mu.Lock()
+				counts[res.StatusCode]++
+				if res.StatusCode == http.StatusTooManyRequests {
+					retryAfter = append(retryAfter, res.Header.Get("Retry-After"))
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if counts[200] != 10 || counts[429] != 40 {
+			t.Fatalf("statuses = %v, want 10×200 and 40×429", counts)
+		}
+		for _, ra := range retryAfter {
+			var secs int
+			if _, err := fmt.Sscan(ra, &secs); err != nil || secs < 1 || secs > 86400 {
+				t.Fatalf("Retry-After = %q, want seconds until the next UTC day", ra)
+			}
+		}
+		status, h, b := a.do("POST", "/v1/tasks", key, goodTask)
+		wantError(t, status, h, b, http.StatusTooManyRequests)
+
+		// The operator raises the cap; the account may create again.
+		account, _ := a.store.FindAccountByEmail(ctx, "a@example.com")
+		n := 11
+		if err := a.store.SetDailyCap(ctx, account.ID, &n); err != nil {
+			t.Fatal(err)
+		}
+		if status, _, b := a.do("POST", "/v1/tasks", key, goodTask); status != http.StatusOK {
+			t.Fatalf("after raising the cap: %d %s", status, b)
+		}
+	})
+}
+
+func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		if status, _, b := a.do("POST", "/v1/tasks", key, goodTask); status != http.StatusOK {
+			t.Fatalf("before revocation: %d %s", status, b)
+		}
+		// Another process (the CLI, a second server) revokes the key.
+		other := dbtest.OpenURL(t, a.url, db.Options{})
+		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoked := time.Now()
+		if _, err := other.RevokeAPIKey(ctx, "", k.ID); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			status, h, b := a.do("GET", "/v1/tasks/tsk_0123456789abcdef", key, "")
+			if status == http.StatusUnauthorized {
+				if msg := wantError(t, status, h, b, 401); !strings.Contains(msg, "revoked") {
+					t.Errorf("error %q does not say the key was revoked", msg)
+				}
+				break
+			}
+			if time.Since(revoked) > 2*time.Second {
+				t.Fatalf("revoked key still accepted after 2s: %d", status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func TestLastUsed_Flushed(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		hash := arbiter.HashAPIKey(key)
+		k, _ := a.store.FindAPIKeyByHash(ctx, hash)
+		if k.LastUsedAt != nil {
+			t.Fatal("a new key has a last_used_at")
+		}
+		before := arbiter.TimestampOf(time.Now())
+		a.do("POST", "/v1/tasks", key, goodTask)
+		a.do("GET", "/v1/tasks/tsk_0123456789abcdef", key, "") // 404 is still a successful key use
+
+		// Nothing is written on the request path ...
+		if k, _ = a.store.FindAPIKeyByHash(ctx, hash); k.LastUsedAt != nil {
+			t.Fatal("last_used_at was written on the request path")
+		}
+		// ... until the flush.
+		if err := a.keys.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k, _ = a.store.FindAPIKeyByHash(ctx, hash)
+		if k.LastUsedAt == nil || *k.LastUsedAt < before {
+			t.Fatalf("last_used_at = %v after flush, want ≥ %v", k.LastUsedAt, before)
+		}
+	})
+}
+
+func TestDemo(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		status, _, before := a.do("GET", "/demo/tasks", "", "")
+		var list struct {
+			Tasks []struct {
+				ID              string   `json:"id"`
+				AllowedVerdicts []string `json:"allowed_verdicts"`
+			} `json:"tasks"`
+		}
+		if status != 200 || json.Unmarshal(before, &list) != nil || len(list.Tasks) < 8 {
+			t.Fatalf("demo tasks = %d %s, want at least 8", status, before)
+		}
+		demo := list.Tasks[0]
+		for _, task := range list.Tasks {
+			if !strings.HasPrefix(task.ID, "tsk_demo_") {
+				t.Errorf("demo task id %q", task.ID)
+			}
+		}
+
+		body := fmt.Sprintf(`{"task_id":%q,"verdict":%q,"rationale":"looks fine","anon_session_id":"anon_1"}`,
+			demo.ID, demo.AllowedVerdicts[0])
+		status, _, b := a.do("POST", "/demo/verdicts", "", body)
+		var v map[string]any
+		if status != 200 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("demo verdict = %d %s", status, b)
+		}
+		if id, _ := v["id"].(string); id == "" || v["task_id"] != demo.ID || v["verdict"] != demo.AllowedVerdicts[0] ||
+			v["rationale"] != "looks fine" || v["anon_session_id"] != "anon_1" || v["created_at"] == nil {
+			t.Errorf("stored record = %s", b)
+		}
+
+		real := createTask(t, a, a.newKey("a@example.com"), goodTask)["id"].(string)
+		cases := []struct {
+			name, body string
+			status     int
+		}{
+			{"MissingTaskID", `{"verdict":"approve"}`, 400},
+			{"MissingVerdict", fmt.Sprintf(`{"task_id":%q}`, demo.ID), 400},
+			{"VerdictOutsideSet", fmt.Sprintf(`{"task_id":%q,"verdict":"maybe-not-allowed"}`, demo.ID), 400},
+			{"MalformedJSON", `{"task_id":`, 400},
+			{"UnknownTask", `{"task_id":"tsk_demo_nothing_here","verdict":"approve"}`, 404},
+			{"RealTaskOfAnotherAccount", fmt.Sprintf(`{"task_id":%q,"verdict":"approve"}`, real), 404},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				status, h, b := a.do("POST", "/demo/verdicts", "", tc.body)
+				wantError(t, status, h, b, tc.status)
+			})
+		}
+
+		// Demo tasks never change.
+		if _, _, after := a.do("GET", "/demo/tasks", "", ""); string(after) != string(before) {
+			t.Error("the demo queue changed after verdicts")
+		}
+	})
+}
+
+func TestHealthz(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		status, _, b := a.do("GET", "/healthz", "", "")
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(b), `"ok":false`) {
+			t.Fatalf("healthz without a worker = %d %s, want 503", status, b)
+		}
+		if err := a.store.Heartbeat(ctx, "wrk_test"); err != nil {
+			t.Fatal(err)
+		}
+		status, _, b = a.do("GET", "/healthz", "", "")
+		if status != http.StatusOK || strings.TrimSpace(string(b)) != `{"ok":true}` {
+			t.Fatalf("healthz with a fresh heartbeat = %d %s", status, b)
+		}
+	})
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

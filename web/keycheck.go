@@ -1,0 +1,148 @@
+package web
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// KeyCacheTTL is how long a key lookup is trusted. Revocation written by any
+// process reaches this one within this time.
+const KeyCacheTTL = time.Second
+
+// maxCachedKeys bounds the cache; past it the cache starts over, so random
+// keys sent by a stranger cannot grow memory without bound.
+const maxCachedKeys = 100_000
+
+// KeyChecker authenticates API keys without writing to the store on the
+// request path: lookups are cached for KeyCacheTTL, and last-use times are
+// coalesced in memory and written by Flush, which Run calls every second.
+type KeyChecker struct {
+	keys arbiter.APIKeyService
+	now  arbiter.Clock
+
+	mu    sync.Mutex
+	cache map[string]cachedKey         // by key hash
+	used  map[string]arbiter.Timestamp // by key id, not yet flushed
+}
+
+type cachedKey struct {
+	id, accountID string
+	known, active bool
+	expires       time.Time
+}
+
+// NewKeyChecker returns a KeyChecker over the store's keys.
+func NewKeyChecker(keys arbiter.APIKeyService, now arbiter.Clock) *KeyChecker {
+	if now == nil {
+		now = time.Now
+	}
+	return &KeyChecker{keys: keys, now: now, cache: map[string]cachedKey{}, used: map[string]arbiter.Timestamp{}}
+}
+
+var (
+	errKeyMissing   = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Missing API key: send it as 'Authorization: Bearer svc_live_…'.")
+	errKeyMalformed = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key is malformed: it must be svc_live_ followed by 28 lowercase hex characters.")
+	errKeyUnknown   = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key is not valid.")
+	errKeyRevoked   = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key has been revoked.")
+)
+
+// Check returns the account of an active key and records its use. A
+// missing, malformed, unknown or revoked key is an EUNAUTHORIZED error;
+// malformed keys are refused without a lookup.
+func (c *KeyChecker) Check(ctx context.Context, plaintext string) (accountID string, err error) {
+	if plaintext == "" {
+		return "", errKeyMissing
+	} else if !arbiter.ValidAPIKey(plaintext) {
+		return "", errKeyMalformed
+	}
+	hash := arbiter.HashAPIKey(plaintext)
+	now := c.now()
+
+	c.mu.Lock()
+	k, ok := c.cache[hash]
+	c.mu.Unlock()
+	if !ok || now.After(k.expires) {
+		if k, err = c.lookup(ctx, hash, now); err != nil {
+			return "", err
+		}
+	}
+
+	switch {
+	case !k.known:
+		return "", errKeyUnknown
+	case !k.active:
+		return "", errKeyRevoked
+	}
+	c.mu.Lock()
+	c.used[k.id] = arbiter.TimestampOf(now)
+	c.mu.Unlock()
+	return k.accountID, nil
+}
+
+func (c *KeyChecker) lookup(ctx context.Context, hash string, now time.Time) (cachedKey, error) {
+	key, err := c.keys.FindAPIKeyByHash(ctx, hash)
+	k := cachedKey{expires: now.Add(KeyCacheTTL)}
+	switch arbiter.ErrorCode(err) {
+	case "":
+		k.known, k.active, k.id, k.accountID = true, key.Active(), key.ID, key.AccountID
+	case arbiter.ENOTFOUND:
+	default:
+		return cachedKey{}, err
+	}
+	c.mu.Lock()
+	if len(c.cache) >= maxCachedKeys {
+		c.cache = map[string]cachedKey{}
+	}
+	c.cache[hash] = k
+	c.mu.Unlock()
+	return k, nil
+}
+
+// Flush writes the coalesced last-use times to the store. On failure they
+// are kept for the next flush.
+func (c *KeyChecker) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	used := c.used
+	if len(used) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	c.used = map[string]arbiter.Timestamp{}
+	c.mu.Unlock()
+
+	err := c.keys.TouchAPIKeys(ctx, used)
+	if err != nil {
+		c.mu.Lock()
+		for id, ts := range used {
+			if ts > c.used[id] {
+				c.used[id] = ts
+			}
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Run flushes about once a second until ctx ends, then flushes once more.
+func (c *KeyChecker) Run(ctx context.Context, onError func(error)) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if err := c.Flush(ctx); err != nil && onError != nil {
+				onError(err)
+			}
+		case <-ctx.Done():
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := c.Flush(flushCtx); err != nil && onError != nil {
+				onError(err)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package web
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/handlers"
+)
+
+// requestLogger logs one line per request: method, path, status, size and
+// duration. It never logs headers, the query string or bodies, so keys and
+// tokens stay out of the log.
+func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r.WithContext(handlers.WithLogger(r.Context(), logger)))
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			logger.LogAttrs(r.Context(), level, "request",
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", status),
+				slog.Int("bytes", ww.BytesWritten()),
+				slog.Duration("duration", time.Since(start)),
+			)
+		})
+	}
+}
+
+// recoverer turns a panic in a handler into a logged 500 JSON answer.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil || p == http.ErrAbortHandler {
+				if p != nil {
+					panic(p)
+				}
+				return
+			}
+			handlers.Error(w, r, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody caps every request body at n bytes; reading past it fails and
+// the connection is closed after the answer.
+func limitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// bearerAuth admits requests carrying an active API key as
+// "Authorization: Bearer svc_live_…" and puts the key's account in the
+// request context. Anything else is answered 401.
+func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			accountID, err := keys.Check(r.Context(), bearerToken(r))
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="arbiter"`)
+				handlers.Error(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(arbiter.NewContextWithAccountID(r.Context(), accountID)))
+		})
+	}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header, or "".
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+var errNoRoute = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such endpoint.")
+
+func notFound(w http.ResponseWriter, r *http.Request) { handlers.Error(w, r, errNoRoute) }
+
+// methodNotAllowed answers 405 as JSON.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	handlers.JSON(w, http.StatusMethodNotAllowed, map[string]string{
+		"error": "The endpoint does not accept the method " + r.Method + ".",
+	})
+}
