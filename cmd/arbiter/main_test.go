@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// syncBuffer is an io.Writer safe for the server's goroutines and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env returns a getenv over the given variables only.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// runOK runs a command to completion and returns its stdout.
+func runOK(t *testing.T, getenv func(string) string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), args, getenv, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("arbiter %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// serve boots `arbiter serve` on :0 and returns its base URL.
+func serve(t *testing.T, getenv func(string) string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), getenv, nil, &bytes.Buffer{}, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop within 15s")
+		}
+	})
+	listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			return "http://" + m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve stopped: %v\n%s", err, logs.String())
+		default:
+		}
+	}
+	t.Fatalf("serve did not listen:\n%s", logs.String())
+	return ""
+}
+
+func TestRun_ServeCreateGet(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
+			base := serve(t, getenv)
+			key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
+
+			req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(
+				`{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`))
+			req.Header.Set("Authorization", "Bearer "+key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var created struct{ ID, Status string }
+			json.NewDecoder(res.Body).Decode(&created)
+			res.Body.Close()
+			if res.StatusCode != 200 || created.ID == "" {
+				t.Fatalf("create = %d %+v", res.StatusCode, created)
+			}
+
+			req, _ = http.NewRequest("GET", base+"/v1/tasks/"+created.ID, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			res, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct{ ID string }
+			json.NewDecoder(res.Body).Decode(&got)
+			res.Body.Close()
+			if res.StatusCode != 200 || got.ID != created.ID {
+				t.Fatalf("get = %d %+v, want %s", res.StatusCode, got, created.ID)
+			}
+
+			res, err = http.Get(base + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Errorf("healthz = %d with the in-process worker running", res.StatusCode)
+			}
+		})
+	}
+}
+
+func TestRun_Admin(t *testing.T) {
+	getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
+
+	key := runOK(t, getenv, "admin", "create-key", "--email", "Ops@Example.com", "--name", "ci")
+	if !regexp.MustCompile(`^svc_live_[0-9a-f]{28}\n$`).MatchString(key) {
+		t.Fatalf("create-key printed %q, want the key and a newline only", key)
+	}
+	runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com")
+
+	lines := strings.Split(strings.TrimSuffix(runOK(t, getenv, "admin", "list-keys", "--email", "ops@example.com"), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("list-keys printed %d lines, want 2: %q", len(lines), lines)
+	}
+	row := regexp.MustCompile(`^(key_[0-9a-f]{16})\t(\S+)\t(svc_live_[0-9a-f]{4})\t(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\t(-)\t(-)$`)
+	var ciID string
+	for _, line := range lines {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("list-keys line %q does not follow the contract", line)
+		}
+		if strings.Contains(line, strings.TrimSpace(key)) {
+			t.Fatal("list-keys shows a plaintext key")
+		}
+		if m[2] == "ci" {
+			ciID = m[1]
+			if m[3] != strings.TrimSpace(key)[:13] {
+				t.Errorf("prefix %q is not the key's first 13 characters", m[3])
+			}
+		}
+	}
+
+	runOK(t, getenv, "admin", "revoke-key", "--id", ciID)
+	out := runOK(t, getenv, "admin", "list-keys", "--email", "ops@example.com")
+	if !regexp.MustCompile(ciID + `\tci\t\S+\t\S+\t-\t\d{4}-\d\d-\d\dT\S+Z\n`).MatchString(out) {
+		t.Errorf("revoked key not listed with revoked_at:\n%s", out)
+	}
+
+	runOK(t, getenv, "admin", "set-cap", "--email", "ops@example.com", "--cap", "3")
+	store := dbtest.OpenURL(t, getenv("ARBITER_DATABASE_URL"), db.Options{})
+	account, err := store.FindAccountByEmail(context.Background(), "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cap, _ := store.UsageToday(context.Background(), account.ID); cap != 3 {
+		t.Errorf("cap after set-cap = %d, want 3", cap)
+	}
+
+	for _, args := range [][]string{
+		{"admin", "revoke-key", "--id", ciID},                   // already revoked
+		{"admin", "revoke-key", "--id", "key_0000000000000000"}, // unknown
+		{"admin", "list-keys", "--email", "nobody@example.com"}, // unknown account
+		{"admin", "set-cap", "--email", "ops@example.com", "--cap", "-1"},
+		{"admin", "create-key", "--email", "not an address"},
+		{"admin", "frobnicate"},
+		{"nonsense"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, getenv, nil, &stdout, &stderr)
+		if err == nil {
+			t.Errorf("arbiter %s succeeded, want an error", strings.Join(args, " "))
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("arbiter %s wrote to stdout: %q", strings.Join(args, " "), stdout.String())
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+// runServe runs `arbiter serve` (api true) or `arbiter worker` (api false)
+// until ctx ends, then shuts down gracefully.
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, api bool) error {
+	cfg, err := web.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	name := "worker"
+	if api {
+		name = "serve"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	runWorker := true
+	if api {
+		fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (ARBITER_ADDR)")
+		fs.BoolVar(&runWorker, "worker", true, "also run the worker in this process")
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := store.SeedDemo(ctx); err != nil {
+		return err
+	}
+
+	// Background loops stop when stop is called, after the HTTP server has
+	// drained, so nothing accepted is left behind.
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	notify := func() {}
+	if runWorker {
+		w := newWorker(store, cfg, logger)
+		notify = w.Notify
+		wg.Go(func() {
+			if err := w.Run(bg); err != nil {
+				logger.Error("worker stopped", "error", err.Error())
+			}
+		})
+	}
+	if !api {
+		logger.Info("worker started", "store", store.Dialect(), "concurrency", cfg.Workers)
+		<-ctx.Done()
+		stop()
+		wg.Wait()
+		return nil
+	}
+
+	keys := web.NewKeyChecker(store, nil)
+	wg.Go(func() {
+		keys.Run(bg, func(err error) { logger.Error("flush key use", "error", err.Error()) })
+	})
+	router := &web.Router{
+		Services:    web.Services{Tasks: store, Keys: store, Demo: store, Health: store},
+		KeyChecker:  keys,
+		Logger:      logger,
+		TaskCreated: notify,
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           router.Routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		stop()
+		wg.Wait()
+		return err
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	stop()
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// newLogger returns a text logger at the named level.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("ARBITER_LOG_LEVEL must be debug, info, warn or error, not %q", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// heartbeatWorker only beats; the worker package replaces it.
+type heartbeatWorker struct {
+	store *db.DB
+	id    string
+	log   *slog.Logger
+}
+
+func newWorker(store *db.DB, cfg web.Config, logger *slog.Logger) *heartbeatWorker {
+	return &heartbeatWorker{store: store, id: arbiter.NewID("wrk_", 8), log: logger}
+}
+
+func (w *heartbeatWorker) Notify() {}
+
+func (w *heartbeatWorker) Run(ctx context.Context) error {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		if err := w.store.Heartbeat(ctx, w.id); err != nil && ctx.Err() == nil {
+			w.log.Error("heartbeat", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return w.store.RemoveWorker(context.WithoutCancel(ctx), w.id)
+		case <-tick.C:
+		}
+	}
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if err := parseFlags(flag.NewFlagSet("migrate", flag.ContinueOnError), args, stderr); err != nil {
+		return err
+	}
+	store, err := openStore(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fmt.Fprintf(stderr, "arbiter: %s store migrated\n", store.Dialect())
+	return nil
+}
