@@ -1,0 +1,62 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestRecoverer_PanicIsA500JSON(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := requestLogger(logger)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("boom")
+	})))
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/tasks/x?token=sekrit", nil)
+	req.Header.Set("Authorization", "Bearer svc_live_0123456789abcdef0123456789ab")
+	h.ServeHTTP(rec, req)
+
+	var body map[string]string
+	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &body) != nil || body["error"] == "" {
+		t.Fatalf("panic answered %d %s, want 500 JSON", rec.Code, rec.Body)
+	}
+	if strings.Contains(body["error"], "boom") {
+		t.Errorf("the panic value leaked to the caller: %q", body["error"])
+	}
+	if !strings.Contains(logs.String(), "boom") || !strings.Contains(logs.String(), "status=500") {
+		t.Errorf("the panic was not logged:\n%s", logs.String())
+	}
+	for _, secret := range []string{"svc_live_", "sekrit"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log holds %q:\n%s", secret, logs.String())
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://x", "ARBITER_WORKERS": "3"}
+	c, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || c.DatabaseURL != "postgres://x" || c.Workers != 3 || c.Addr != ":8080" || c.DailyTaskCap != 1000 {
+		t.Fatalf("config = %+v, %v", c, err)
+	}
+	env["ARBITER_DATABASE_URL"] = "sqlite:a.db"
+	if c, _ = ConfigFromEnv(func(k string) string { return env[k] }); c.DatabaseURL != "sqlite:a.db" {
+		t.Errorf("ARBITER_DATABASE_URL does not win over DATABASE_URL: %q", c.DatabaseURL)
+	}
+	for k, v := range map[string]string{"ARBITER_WORKERS": "0", "ARBITER_DAILY_TASK_CAP": "many", "ARBITER_SHUTDOWN_GRACE": "10"} {
+		_, err := ConfigFromEnv(func(name string) string {
+			if name == k {
+				return v
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: error %v does not name the variable", k, v, err)
+		}
+	}
+}
