@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint generate fuzz clean
+.PHONY: run test build lint generate fuzz bench bench-micro clean
 
 run: build
 	./$(BIN) serve
@@ -26,6 +26,17 @@ generate:
 # corpus in testdata/fuzz already runs in `make test`.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseTaskCreate -fuzztime 60s .
+
+# bench measures the service against the database's own ceiling on the local
+# Postgres (see docs/benchmarks.md); BENCH_FLAGS=-duration=30s and so on.
+bench: build
+	$(GO) build -o bin/arbiter-bench ./cmd/arbiter-bench
+	./bin/arbiter-bench $(BENCH_FLAGS)
+
+# bench-micro runs the Go micro-benchmarks: key check, task encoding, request
+# validation.
+bench-micro:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
 	rm -rf bin

@@ -11,6 +11,7 @@ require (
 
 require (
 	cel.dev/cel-go v0.33.2 // indirect
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
 	github.com/a-h/templ v0.3.977 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect

@@ -1,0 +1,542 @@
+// Command arbiter-bench measures Arbiter against the database's own
+// ceiling: it builds nothing itself, but starts the arbiter binary on a
+// fresh Postgres database, drives HTTP load at it, issues the same store
+// calls straight through database/sql for comparison, times the worker
+// with the rules backend and reads the server's peak memory. `make bench`
+// runs it; docs/benchmarks.md explains the figures.
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	_ "github.com/lib/pq"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "arbiter-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config holds the command line.
+type config struct {
+	bin         string
+	databaseURL string
+	addr        string
+	duration    time.Duration
+	concurrency int
+	accounts    int
+	workerTasks int
+	workers     int
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("arbiter-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.bin, "bin", "bin/arbiter", "the arbiter binary to measure")
+	fs.StringVar(&c.databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/arbiter_bench?sslmode=disable",
+		"a Postgres database that is dropped and created afresh")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:18180", "where the server under test listens")
+	fs.DurationVar(&c.duration, "duration", 15*time.Second, "length of each load phase")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "concurrent connections")
+	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
+	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
+	fs.IntVar(&c.workers, "workers", 32, "ARBITER_WORKERS for the worker phase")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b := &bench{config: c, log: stderr}
+	return b.run(ctx, stdout)
+}
+
+type bench struct {
+	config
+	log     io.Writer
+	results []result
+	rssMB   float64
+	ids     []idAt
+}
+
+// idAt is a created task and the account that owns it.
+type idAt struct{ id, accountID, key string }
+
+// result is one measured phase.
+type result struct {
+	name     string
+	ops      int64
+	errors   int64
+	elapsed  time.Duration
+	hist     *hdrhistogram.Histogram
+	perSec   float64
+	unitName string
+}
+
+func (b *bench) logf(format string, args ...any) { fmt.Fprintf(b.log, "· "+format+"\n", args...) }
+
+func (b *bench) run(ctx context.Context, stdout io.Writer) error {
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
+	keys, accountIDs, err := b.createKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.measureAPI(ctx, keys, accountIDs); err != nil {
+		return err
+	}
+	if err := b.measureCeiling(ctx, accountIDs); err != nil {
+		return err
+	}
+	if b.workerTasks > 0 {
+		if err := b.measureWorker(ctx); err != nil {
+			return err
+		}
+	}
+	b.print(stdout)
+	return nil
+}
+
+// env is the environment of every arbiter process the bench starts.
+func (b *bench) env(extra ...string) []string {
+	env := append(os.Environ(),
+		"ARBITER_DATABASE_URL="+b.databaseURL,
+		"ARBITER_DAILY_TASK_CAP=100000000",
+		"ARBITER_ADDR="+b.addr,
+	)
+	return append(env, extra...)
+}
+
+// resetDatabase drops and creates the bench database and migrates it.
+func (b *bench) resetDatabase(ctx context.Context) error {
+	u, err := url.Parse(b.databaseURL)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	conn, err := sql.Open("postgres", admin.String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop %s: %w", name, err)
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	cmd := exec.CommandContext(ctx, b.bin, "migrate")
+	cmd.Env = b.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("arbiter migrate: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// createKeys creates one account and key per account through the CLI.
+func (b *bench) createKeys(ctx context.Context) (keys, accountIDs []string, err error) {
+	b.logf("creating %d accounts and keys through `arbiter admin create-key`", b.accounts)
+	store, err := db.Open(ctx, b.databaseURL, db.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer store.Close()
+	for i := range b.accounts {
+		email := fmt.Sprintf("bench-%03d@example.com", i)
+		cmd := exec.CommandContext(ctx, b.bin, "admin", "create-key", "--email", email, "--name", "bench")
+		cmd.Env = b.env()
+		cmd.Stderr = b.log
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, nil, fmt.Errorf("create-key: %w", err)
+		}
+		account, err := store.FindAccountByEmail(ctx, email)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, strings.TrimSpace(string(out)))
+		accountIDs = append(accountIDs, account.ID)
+	}
+	return keys, accountIDs, nil
+}
+
+// taskBody is a realistic create: a ~200-byte prompt, ~1 KiB of context
+// and three verdicts.
+var taskBody = func() []byte {
+	items := make([]map[string]any, 8)
+	for i := range items {
+		items[i] = map[string]any{"sku": fmt.Sprintf("SKU-%05d", 1000+i), "name": "Ceramic pour-over coffee dripper", "qty": 1 + i%3, "price": 24.90}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"prompt": "A customer asks for a full refund of order ord_58213 because two items arrived broken. " +
+			"The photos in the ticket show cracked ceramic. Policy allows refunds within 30 days. Approve, reject or escalate?",
+		"allowed_verdicts":     []string{"approve", "reject", "escalate"},
+		"confidence_threshold": 0.85,
+		"task_type":            "refund",
+		"touchpoint":           "email",
+		"source":               "support-bot",
+		"context": map[string]any{
+			"order_id": "ord_58213", "customer": map[string]any{"id": "cus_9921", "since": "2021-04-02", "orders": 17},
+			"items": items, "total": 199.20, "currency": "EUR",
+		},
+	})
+	return b
+}()
+
+// measureAPI starts `arbiter serve --worker=false`, drives creates then
+// gets at it, and reads its peak RSS.
+func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error {
+	logFile, err := os.CreateTemp("", "arbiter-bench-server-*.log")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(b.bin, "serve", "--worker=false")
+	cmd.Env = b.env()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	base := "http://" + b.addr
+	if err := waitReady(ctx, base+"/demo/tasks"); err != nil {
+		return fmt.Errorf("%w (server log: %s)", err, logFile.Name())
+	}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: b.concurrency, MaxIdleConnsPerHost: b.concurrency, MaxConnsPerHost: b.concurrency,
+		DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+	}}
+
+	var mu sync.Mutex
+	b.logf("POST /v1/tasks for %s at %d connections", b.duration, b.concurrency)
+	create := drive(ctx, "create (HTTP)", b.concurrency, b.duration, func(w, i int) error {
+		a := (w + i*b.concurrency) % len(keys)
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tasks", bytes.NewReader(taskBody))
+		req.Header.Set("Authorization", "Bearer "+keys[a])
+		req.Header.Set("Content-Type", "application/json")
+		var task struct{ ID string }
+		if err := do(client, req, &task); err != nil {
+			return err
+		}
+		mu.Lock()
+		if len(b.ids) < 1_000_000 {
+			b.ids = append(b.ids, idAt{id: task.ID, accountID: accountIDs[a], key: keys[a]})
+		}
+		mu.Unlock()
+		return nil
+	})
+	b.results = append(b.results, create)
+	if len(b.ids) == 0 {
+		return errors.New("no task was created")
+	}
+
+	b.logf("GET /v1/tasks/{id} for %s at %d connections", b.duration, b.concurrency)
+	b.results = append(b.results, drive(ctx, "get (HTTP)", b.concurrency, b.duration, func(w, i int) error {
+		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+t.id, nil)
+		req.Header.Set("Authorization", "Bearer "+t.key)
+		return do(client, req, nil)
+	}))
+	b.rssMB = peakRSSMB(cmd.Process.Pid)
+	return nil
+}
+
+// measureCeiling runs the store calls the service makes for a create and
+// a get, through database/sql at the same concurrency, without HTTP.
+func (b *bench) measureCeiling(ctx context.Context, accountIDs []string) error {
+	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	in, err := arbiter.ParseTaskCreate(taskBody)
+	if err != nil {
+		return err
+	}
+	b.logf("ceiling: the same create statements through database/sql for %s", b.duration)
+	b.results = append(b.results, drive(ctx, "create (ceiling)", b.concurrency, b.duration, func(w, i int) error {
+		_, err := store.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
+		return err
+	}))
+	b.logf("ceiling: the same get statements through database/sql for %s", b.duration)
+	b.results = append(b.results, drive(ctx, "get (ceiling)", b.concurrency, b.duration, func(w, i int) error {
+		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
+		_, err := store.FindTaskByID(ctx, t.accountID, t.id)
+		return err
+	}))
+	return nil
+}
+
+// alwaysRule decides every task; the worker phase measures the queue, not
+// a model.
+const alwaysRule = "approve 0.99: true\n"
+
+// measureWorker creates workerTasks pending tasks on a fresh database and
+// times `arbiter worker` with the rules backend deciding them all.
+func (b *bench) measureWorker(ctx context.Context) error {
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
+	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	account, err := store.FindOrCreateAccountByEmail(ctx, "bench-worker@example.com")
+	if err != nil {
+		return err
+	}
+	in, _ := arbiter.ParseTaskCreate(taskBody)
+	b.logf("creating %d pending tasks", b.workerTasks)
+	var next sync.Mutex
+	n := 0
+	drive(ctx, "", b.concurrency, time.Hour, func(int, int) error {
+		next.Lock()
+		if n >= b.workerTasks {
+			next.Unlock()
+			return errStop
+		}
+		n++
+		next.Unlock()
+		_, err := store.CreateTask(ctx, account.ID, in)
+		return err
+	})
+
+	dir, err := os.MkdirTemp("", "arbiter-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	rules := filepath.Join(dir, "rules.txt")
+	if err := os.WriteFile(rules, []byte(alwaysRule), 0o600); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "worker.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+
+	b.logf("arbiter worker with the rules backend, %d concurrent", b.workers)
+	cmd := exec.Command(b.bin, "worker")
+	cmd.Env = b.env("ARBITER_AGENT=rules", "ARBITER_AGENT_RULES="+rules, "ARBITER_WORKERS="+strconv.Itoa(b.workers))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	conn, err := sql.Open("postgres", b.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for {
+		var done int
+		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE status = 'completed'`).Scan(&done); err != nil {
+			return err
+		}
+		if done >= b.workerTasks {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("the worker decided %d of %d tasks in 10 minutes", done, b.workerTasks)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	b.results = append(b.results, result{
+		name: "worker (rules)", ops: int64(b.workerTasks), elapsed: elapsed,
+		perSec: float64(b.workerTasks) / elapsed.Seconds(), unitName: "tasks/s",
+	})
+	return nil
+}
+
+// errStop ends a drive loop early without counting an error.
+var errStop = errors.New("stop")
+
+// drive calls fn from conc goroutines for d (or until fn returns errStop)
+// and records each call's latency.
+func drive(ctx context.Context, name string, conc int, d time.Duration, fn func(worker, i int) error) result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	hists := make([]*hdrhistogram.Histogram, conc)
+	errs := make([]int64, conc)
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range conc {
+		hists[w] = hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				t := time.Now()
+				err := fn(w, i)
+				if errors.Is(err, errStop) {
+					return
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					errs[w]++
+					once.Do(func() { firstErr = err })
+					continue
+				}
+				_ = hists[w].RecordValue(time.Since(t).Microseconds())
+			}
+		})
+	}
+	wg.Wait()
+	r := result{name: name, elapsed: time.Since(start), hist: hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3), unitName: "req/s"}
+	for w := range conc {
+		r.hist.Merge(hists[w])
+		r.errors += errs[w]
+	}
+	r.ops = r.hist.TotalCount()
+	r.perSec = float64(r.ops) / r.elapsed.Seconds()
+	if firstErr != nil && name != "" {
+		fmt.Fprintf(os.Stderr, "· %s: %d errors, the first: %v\n", name, r.errors, firstErr)
+	}
+	return r
+}
+
+// do sends req and decodes a 200 answer into v (when not nil).
+func do(c *http.Client, req *http.Request, v any) error {
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, res.StatusCode, body)
+	}
+	if v != nil {
+		return json.Unmarshal(body, v)
+	}
+	return nil
+}
+
+// waitReady polls url until it answers 200.
+func waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if res, err := http.Get(url); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the server did not answer %s within 30s", url)
+}
+
+// peakRSSMB reads a process's peak resident set size (VmHWM) in MB.
+func peakRSSMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// print writes the result table and the ratios against the targets.
+func (b *bench) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\tthroughput\tp50\tp99\terrors\t\n")
+	byName := map[string]result{}
+	for _, r := range b.results {
+		byName[r.name] = r
+		p50, p99 := "-", "-"
+		if r.hist != nil {
+			p50 = ms(r.hist.ValueAtQuantile(50))
+			p99 = ms(r.hist.ValueAtQuantile(99))
+		}
+		fmt.Fprintf(tw, "%s\t%.0f %s\t%s\t%s\t%d\t\n", r.name, r.perSec, r.unitName, p50, p99, r.errors)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nconcurrency %d, %s per phase, %d accounts\n", b.concurrency, b.duration, b.accounts)
+	ratio := func(svc, ceil string, target float64) {
+		s, c := byName[svc], byName[ceil]
+		if c.perSec == 0 {
+			return
+		}
+		r := s.perSec / c.perSec
+		fmt.Fprintf(w, "%-22s %.2f × ceiling (target ≥ %.2f) %s\n", svc, r, target, verdict(r >= target))
+	}
+	ratio("create (HTTP)", "create (ceiling)", 0.6)
+	ratio("get (HTTP)", "get (ceiling)", 0.4)
+	for _, name := range []string{"create (HTTP)", "get (HTTP)"} {
+		if r, ok := byName[name]; ok {
+			p99 := float64(r.hist.ValueAtQuantile(99)) / 1000
+			fmt.Fprintf(w, "%-22s p99 %.1f ms (target < 25 ms) %s\n", name, p99, verdict(p99 < 25))
+		}
+	}
+	if r, ok := byName["worker (rules)"]; ok {
+		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
+	}
+	fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
+}
+
+func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
