@@ -1,0 +1,132 @@
+package web_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+// memKeys is an in-memory APIKeyService for the key checker's unit tests.
+type memKeys struct {
+	mu      sync.Mutex
+	keys    map[string]*arbiter.APIKey // by hash
+	lookups int
+	touched map[string]arbiter.Timestamp
+}
+
+func newMemKeys(plaintext ...string) *memKeys {
+	m := &memKeys{keys: map[string]*arbiter.APIKey{}, touched: map[string]arbiter.Timestamp{}}
+	for i, p := range plaintext {
+		m.keys[arbiter.HashAPIKey(p)] = &arbiter.APIKey{ID: "key_" + string(rune('a'+i)), AccountID: "acct_1"}
+	}
+	return m
+}
+
+func (m *memKeys) CreateAPIKey(context.Context, string, string) (*arbiter.APIKey, string, error) {
+	panic("unused")
+}
+func (m *memKeys) ListAPIKeys(context.Context, string) ([]*arbiter.APIKey, error) { panic("unused") }
+func (m *memKeys) RevokeAPIKey(context.Context, string, string) (*arbiter.APIKey, error) {
+	panic("unused")
+}
+
+func (m *memKeys) FindAPIKeyByHash(_ context.Context, hash string) (*arbiter.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lookups++
+	k, ok := m.keys[hash]
+	if !ok {
+		return nil, arbiter.Errorf(arbiter.ENOTFOUND, "no key")
+	}
+	c := *k
+	return &c, nil
+}
+
+func (m *memKeys) TouchAPIKeys(_ context.Context, used map[string]arbiter.Timestamp) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, ts := range used {
+		m.touched[id] = ts
+	}
+	return nil
+}
+
+func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
+	key := arbiter.NewAPIKeyPlaintext()
+	store := newMemKeys(key)
+	now := time.Unix(1763805600, 0)
+	kc := web.NewKeyChecker(store, func() time.Time { return now })
+
+	for range 3 {
+		if acct, err := kc.Check(ctx, key); err != nil || acct != "acct_1" {
+			t.Fatalf("Check = %q, %v", acct, err)
+		}
+	}
+	if store.lookups != 1 {
+		t.Fatalf("%d lookups for three checks within a second, want 1", store.lookups)
+	}
+
+	// Revoked in the store: still cached within the second, refused after it.
+	revoked := arbiter.Timestamp(1)
+	store.keys[arbiter.HashAPIKey(key)].RevokedAt = &revoked
+	now = now.Add(web.KeyCacheTTL)
+	if _, err := kc.Check(ctx, key); err != nil {
+		t.Fatalf("refused within the cache lifetime: %v", err)
+	}
+	now = now.Add(time.Millisecond)
+	if _, err := kc.Check(ctx, key); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+		t.Fatalf("revoked key accepted after the cache lifetime: %v", err)
+	}
+
+	// Unknown keys are cached too, and malformed ones never reach the store.
+	unknown := arbiter.NewAPIKeyPlaintext()
+	before := store.lookups
+	for range 3 {
+		if _, err := kc.Check(ctx, unknown); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+			t.Fatalf("unknown key: %v", err)
+		}
+		if _, err := kc.Check(ctx, "svc_live_nope"); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+			t.Fatalf("malformed key: %v", err)
+		}
+	}
+	if store.lookups != before+1 {
+		t.Errorf("%d lookups for repeated unknown and malformed keys, want 1", store.lookups-before)
+	}
+}
+
+func TestKeyChecker_FlushCoalesces(t *testing.T) {
+	key := arbiter.NewAPIKeyPlaintext()
+	store := newMemKeys(key)
+	now := time.UnixMilli(1763805600000)
+	kc := web.NewKeyChecker(store, func() time.Time { return now })
+	for range 5 {
+		kc.Check(ctx, key)
+		now = now.Add(10 * time.Millisecond)
+	}
+	if len(store.touched) != 0 {
+		t.Fatal("the check wrote last use synchronously")
+	}
+	if err := kc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.touched["key_a"]; got != arbiter.Timestamp(1763805600040) {
+		t.Errorf("flushed last use = %d, want the latest check 1763805600040", got)
+	}
+}
+
+func BenchmarkKeyChecker_Check(b *testing.B) {
+	key := arbiter.NewAPIKeyPlaintext()
+	kc := web.NewKeyChecker(newMemKeys(key), nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := kc.Check(ctx, key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
