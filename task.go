@@ -64,6 +64,8 @@ type Task struct {
 	// Context is the caller's JSON, kept for the verifier and the reviewer.
 	// It is deliberately absent from the API response.
 	Context json.RawMessage `json:"-"`
+	// Failures counts the task's failed verifier calls.
+	Failures int `json:"-"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.

@@ -20,7 +20,7 @@ const msPerDay = 24 * 60 * 60 * 1000
 // taskColumns lists, in scan order, the columns scanTask reads.
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
-	t.final_confidence, t.created_at, t.completed_at`
+	t.final_confidence, t.created_at, t.completed_at, t.failures`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -95,10 +95,16 @@ func (d *DB) countTask(ctx context.Context, tx *sqlx.Tx, accountID string, now a
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error) {
+	return d.findTask(ctx, d.db, accountID, id)
+}
+
+// findTask reads the account's task and its attempts through q, a
+// transaction or the pool.
+func (d *DB) findTask(ctx context.Context, q sqlx.QueryerContext, accountID, id string) (*arbiter.Task, error) {
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound
 	}
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
+	rows, err := q.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
 		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
 		WHERE t.id = ? AND t.account_id = ? ORDER BY a.id`), id, accountID)
 	if err != nil {
@@ -139,12 +145,13 @@ type taskRow struct {
 	finalConfidence                                                       sql.NullFloat64
 	createdAt                                                             int64
 	completedAt                                                           sql.NullInt64
+	failures                                                              int
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
-		&r.finalConfidence, &r.createdAt, &r.completedAt}
+		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -163,6 +170,7 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		CreatedAt:           arbiter.Timestamp(r.createdAt),
 		CompletedAt:         nullTimestamp(r.completedAt),
 		Attempts:            []arbiter.Attempt{},
+		Failures:            r.failures,
 	}
 	if r.context.Valid {
 		t.Context = json.RawMessage(r.context.String)

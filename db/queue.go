@@ -1,0 +1,230 @@
+package db
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.QueueService = (*DB)(nil)
+
+// returnedTaskColumns is taskColumns without the table alias, which SQLite
+// does not allow in RETURNING.
+var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
+
+// ClaimTasks leases up to max due tasks to owner: first running tasks whose
+// lease expired, then pending tasks, oldest first. Postgres skips rows other
+// workers hold locked; SQLite has one writer, so one UPDATE … RETURNING is
+// already exclusive.
+func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	now := d.nowMS()
+	expires := now + arbiter.Timestamp(lease.Milliseconds())
+	var tasks []*arbiter.Task
+	for _, due := range []struct{ where, order string }{
+		{`status = 'agent_running' AND lease_expires_at < ?`, `lease_expires_at`},
+		{`status = 'pending' AND run_after <= ?`, `run_after`},
+	} {
+		lock := ""
+		if d.dialect == Postgres {
+			lock = "FOR UPDATE SKIP LOCKED"
+		}
+		claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?, lease_expires_at = ?
+			WHERE id IN (SELECT id FROM tasks WHERE `+due.where+` ORDER BY `+due.order+` LIMIT ? `+lock+`)
+			RETURNING `+returnedTaskColumns, owner, int64(expires), int64(now), max-len(tasks))
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, claimed...)
+		if len(tasks) >= max {
+			break
+		}
+	}
+	// RETURNING promises no order; hand the oldest out first.
+	slices.SortStableFunc(tasks, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
+	return tasks, nil
+}
+
+func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {
+	rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	defer rows.Close()
+	var tasks []*arbiter.Task
+	for rows.Next() {
+		var r taskRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, fmt.Errorf("scan claimed task: %w", err)
+		}
+		t, err := r.task()
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds the task's lease.")
+
+// FinishAgentAttempt records a verifier call and moves the task on, only
+// while owner holds its lease.
+func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) error {
+	now := d.nowMS()
+	var verdict, tier, confidence, completedAt any
+	if step.Next == arbiter.StatusCompleted {
+		verdict, tier, confidence, completedAt = *step.Attempt.Verdict, arbiter.TierAgent, *step.Attempt.Confidence, int64(now)
+	}
+	failed := 0
+	if step.Attempt.Error != nil {
+		failed = 1
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+			final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
+			lease_owner = NULL, lease_expires_at = NULL
+			WHERE id = ? AND status = 'agent_running' AND lease_owner = ?`),
+			step.Next, verdict, tier, confidence, completedAt, failed, int64(step.RunAfter), taskID, owner)
+		if err != nil {
+			return fmt.Errorf("finish attempt: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errLeaseLost
+		}
+		return d.insertAttempt(ctx, tx, taskID, step.Attempt)
+	})
+}
+
+func (d *DB) insertAttempt(ctx context.Context, tx *sqlx.Tx, taskID string, a arbiter.Attempt) error {
+	var finished any
+	if a.FinishedAt != nil {
+		finished = int64(*a.FinishedAt)
+	}
+	_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO attempts (task_id, tier, verdict, confidence,
+		rationale, model, reviewer, error, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished)
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	return nil
+}
+
+// ReleaseTasks returns the tasks still leased to owner to pending.
+func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
+	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'pending', lease_owner = NULL,
+		lease_expires_at = NULL WHERE status = 'agent_running' AND lease_owner = ?`), owner)
+	if err != nil {
+		return fmt.Errorf("release tasks: %w", err)
+	}
+	return nil
+}
+
+// DecideTask completes a human_needed task with a reviewer's verdict.
+func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (*arbiter.Task, error) {
+	if strings.TrimSpace(dec.Reviewer) == "" {
+		return nil, arbiter.Errorf(arbiter.EINVALID, "A decision needs the reviewer's identity.")
+	}
+	var decided *arbiter.Task
+	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+		t, err := d.findTask(ctx, tx, accountID, taskID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case t.Status == arbiter.StatusCompleted:
+			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", decidedBy(t))
+		case t.Status != arbiter.StatusHumanNeeded:
+			return arbiter.Errorf(arbiter.ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
+		case !t.Allows(dec.Verdict):
+			return arbiter.Errorf(arbiter.EINVALID, "%q is not one of the task's allowed verdicts.", dec.Verdict)
+		}
+		now := d.nowMS()
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'completed', final_verdict = ?,
+			final_tier = 'human', final_confidence = 1.0, completed_at = ?
+			WHERE id = ? AND account_id = ? AND status = 'human_needed'`),
+			dec.Verdict, int64(now), taskID, accountID)
+		if err != nil {
+			return fmt.Errorf("decide task: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			// Another reviewer's decision committed between the read and
+			// the update (Postgres re-checks the WHERE after the lock).
+			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
+		}
+		verdict, confidence := dec.Verdict, 1.0
+		reviewer := dec.Reviewer
+		a := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: &verdict, Confidence: &confidence,
+			Rationale: dec.Rationale, Reviewer: &reviewer, StartedAt: now, FinishedAt: &now}
+		if err := d.insertAttempt(ctx, tx, taskID, a); err != nil {
+			return err
+		}
+		tier := arbiter.TierHuman
+		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
+		t.Attempts = append(t.Attempts, a)
+		decided = t
+		return nil
+	})
+	return decided, err
+}
+
+// decidedBy names who completed t: the reviewer of its last human attempt,
+// or the agent.
+func decidedBy(t *arbiter.Task) string {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := t.Attempts[i]; a.Tier == arbiter.TierHuman && a.Reviewer != nil {
+			return *a.Reviewer
+		}
+	}
+	return "the agent"
+}
+
+// ListHumanQueue returns the account's tasks waiting for a human, oldest
+// first, and their total count.
+func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*arbiter.Task, int, error) {
+	var total int
+	if err := d.db.GetContext(ctx, &total, d.rebind(`SELECT count(*) FROM tasks
+		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
+		return nil, 0, fmt.Errorf("count human queue: %w", err)
+	}
+	rows, err := d.db.QueryxContext(ctx, d.rebind(`SELECT t.id FROM tasks t
+		WHERE t.account_id = ? AND t.status = 'human_needed' ORDER BY t.created_at, t.id LIMIT ?`), accountID, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list human queue: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	tasks := make([]*arbiter.Task, 0, len(ids))
+	for _, id := range ids {
+		t, err := d.FindTaskByID(ctx, accountID, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, total, nil
+}

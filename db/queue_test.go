@@ -1,0 +1,277 @@
+package db_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// clock is a settable store clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.UnixMilli(1763805600000)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// decided is a confident agent step on a claimed task.
+func decided(verdict string, confidence float64) arbiter.AgentStep {
+	model := "test-model"
+	return arbiter.AgentStep{
+		Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Verdict: &verdict, Confidence: &confidence,
+			Model: &model, StartedAt: 1763805600000},
+		Next: arbiter.StatusCompleted,
+	}
+}
+
+func TestQueueService_Claim(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		var ids []string
+		for i := range 3 {
+			task, err := d.CreateTask(ctx, acct.ID, taskCreate("task "+string(rune('A'+i))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+			c.Add(time.Millisecond)
+		}
+
+		claimed, err := d.ClaimTasks(ctx, "w1", 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) != 2 || claimed[0].ID != ids[0] || claimed[1].ID != ids[1] {
+			t.Fatalf("claimed %v, want the two oldest", taskIDs(claimed))
+		}
+		if claimed[0].Status != arbiter.StatusAgentRunning || string(claimed[0].Context) != `{"amount":12}` {
+			t.Errorf("claimed task = %+v, want agent_running with its context", claimed[0])
+		}
+		got, _ := d.FindTaskByID(ctx, acct.ID, ids[0])
+		if got.Status != arbiter.StatusAgentRunning {
+			t.Errorf("stored status = %s", got.Status)
+		}
+
+		// Leased tasks are not handed out again while the lease holds.
+		again, _ := d.ClaimTasks(ctx, "w2", 10, time.Minute)
+		if len(again) != 1 || again[0].ID != ids[2] {
+			t.Fatalf("second claim = %v, want only %s", taskIDs(again), ids[2])
+		}
+		if none, _ := d.ClaimTasks(ctx, "w2", 10, time.Minute); len(none) != 0 {
+			t.Fatalf("third claim = %v, want nothing", taskIDs(none))
+		}
+	})
+}
+
+func TestQueueService_LeaseExpiry(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		if claimed, _ := d.ClaimTasks(ctx, "vanished", 1, time.Minute); len(claimed) != 1 {
+			t.Fatal("not claimed")
+		}
+		c.Add(time.Minute + time.Millisecond)
+
+		claimed, err := d.ClaimTasks(ctx, "w2", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
+			t.Fatalf("expired lease not claimed again: %v %v", taskIDs(claimed), err)
+		}
+		if err := d.FinishAgentAttempt(ctx, "w2", task.ID, decided("approve", 0.95)); err != nil {
+			t.Fatal(err)
+		}
+		// The vanished worker comes back and reports: refused, nothing changes.
+		err = d.FinishAgentAttempt(ctx, "vanished", task.ID, decided("reject", 0.99))
+		wantCode(t, err, arbiter.ECONFLICT)
+
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if got.Status != arbiter.StatusCompleted || *got.FinalVerdict != "approve" || *got.FinalTier != "agent" ||
+			*got.FinalConfidence != 0.95 || got.CompletedAt == nil || len(got.Attempts) != 1 {
+			t.Fatalf("task = %+v, want decided once by w2", got)
+		}
+		if a := got.Attempts[0]; a.Tier != "agent" || *a.Model != "test-model" || a.Reviewer != nil || a.Error != nil {
+			t.Errorf("attempt = %+v", a)
+		}
+	})
+}
+
+func TestQueueService_FailuresAndRelease(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		claimed, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+
+		msg := "HTTP 500"
+		finished := arbiter.TimestampOf(c.Now())
+		step := arbiter.AgentStep{
+			Attempt:  arbiter.Attempt{Tier: arbiter.TierAgent, Error: &msg, StartedAt: finished, FinishedAt: &finished},
+			Next:     arbiter.StatusPending,
+			RunAfter: arbiter.TimestampOf(c.Now().Add(time.Second)),
+		}
+		if err := d.FinishAgentAttempt(ctx, "w1", claimed[0].ID, step); err != nil {
+			t.Fatal(err)
+		}
+		if early, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute); len(early) != 0 {
+			t.Fatal("a task was claimed again before its backoff ran out")
+		}
+		c.Add(time.Second)
+		again, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+		if len(again) != 1 || again[0].Failures != 1 {
+			t.Fatalf("after backoff: %v, want the task with 1 failure", again)
+		}
+
+		// A stopping worker releases what it could not finish.
+		if err := d.ReleaseTasks(ctx, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if got.Status != arbiter.StatusPending || len(got.Attempts) != 1 || *got.Attempts[0].Error != "HTTP 500" {
+			t.Fatalf("after release: %+v", got)
+		}
+		wantCode(t, d.FinishAgentAttempt(ctx, "w1", task.ID, decided("approve", 1)), arbiter.ECONFLICT)
+	})
+}
+
+// humanNeeded creates a task and routes it to a human.
+func humanNeeded(t *testing.T, d *db.DB, accountID string) *arbiter.Task {
+	t.Helper()
+	task, err := d.CreateTask(ctx, accountID, taskCreate("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := d.ClaimTasks(ctx, "w", 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		if err := d.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return task
+}
+
+func TestQueueService_DecideTask(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		alice := newAccount(t, d, "alice@example.com")
+		bob := newAccount(t, d, "bob@example.com")
+		task := humanNeeded(t, d, alice.ID)
+
+		_, err := d.DecideTask(ctx, bob.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "bob@example.com"})
+		wantCode(t, err, arbiter.ENOTFOUND)
+		_, err = d.DecideTask(ctx, alice.ID, "tsk_nope", arbiter.HumanDecision{Verdict: "approve", Reviewer: "a"})
+		wantCode(t, err, arbiter.ENOTFOUND)
+		_, err = d.DecideTask(ctx, alice.ID, task.ID, arbiter.HumanDecision{Verdict: "maybe", Reviewer: "alice@example.com"})
+		wantCode(t, err, arbiter.EINVALID)
+
+		got, err := d.DecideTask(ctx, alice.ID, task.ID, arbiter.HumanDecision{
+			Verdict: "reject", Rationale: "Receipt missing.", Reviewer: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, _ := d.FindTaskByID(ctx, alice.ID, task.ID)
+		for _, tk := range []*arbiter.Task{got, stored} {
+			if tk.Status != "completed" || *tk.FinalVerdict != "reject" || *tk.FinalTier != "human" ||
+				*tk.FinalConfidence != 1.0 || tk.CompletedAt == nil || len(tk.Attempts) != 2 {
+				t.Fatalf("decided task = %+v", tk)
+			}
+			a := tk.Attempts[1]
+			if a.Tier != "human" || *a.Reviewer != "alice@example.com" || *a.Verdict != "reject" ||
+				*a.Confidence != 1.0 || a.Rationale != "Receipt missing." || a.Model != nil {
+				t.Errorf("human attempt = %+v", a)
+			}
+		}
+
+		_, err = d.DecideTask(ctx, alice.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "carol@example.com"})
+		wantCode(t, err, arbiter.ECONFLICT)
+		if !strings.Contains(arbiter.ErrorMessage(err), "already decided by alice@example.com") {
+			t.Errorf("double decision says %q", arbiter.ErrorMessage(err))
+		}
+		if again, _ := d.FindTaskByID(ctx, alice.ID, task.ID); *again.FinalVerdict != "reject" || len(again.Attempts) != 2 {
+			t.Error("the second decision changed the task")
+		}
+
+		pending, _ := d.CreateTask(ctx, alice.ID, taskCreate("still pending"))
+		_, err = d.DecideTask(ctx, alice.ID, pending.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "a"})
+		wantCode(t, err, arbiter.ECONFLICT)
+	})
+}
+
+func TestQueueService_DecideTask_Concurrent(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task := humanNeeded(t, d, acct.ID)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := range 10 {
+			wg.Go(func() {
+				_, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{
+					Verdict: "approve", Reviewer: "r" + string(rune('0'+i))})
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if wins != 1 || len(got.Attempts) != 2 {
+			t.Fatalf("%d decisions succeeded, %d attempts; want exactly one", wins, len(got.Attempts))
+		}
+	})
+}
+
+func TestQueueService_ListHumanQueue(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		alice := newAccount(t, d, "alice@example.com")
+		bob := newAccount(t, d, "bob@example.com")
+		first := humanNeeded(t, d, alice.ID)
+		c.Add(time.Second)
+		second := humanNeeded(t, d, alice.ID)
+		humanNeeded(t, d, bob.ID)
+		d.CreateTask(ctx, alice.ID, taskCreate("pending, not queued"))
+
+		tasks, total, err := d.ListHumanQueue(ctx, alice.ID, 1)
+		if err != nil || total != 2 || len(tasks) != 1 || tasks[0].ID != first.ID {
+			t.Fatalf("queue = %v total %d (%v), want %s first of 2", taskIDs(tasks), total, err, first.ID)
+		}
+		tasks, _, _ = d.ListHumanQueue(ctx, alice.ID, 10)
+		if len(tasks) != 2 || tasks[1].ID != second.ID || string(tasks[0].Context) != `{"amount":12}` {
+			t.Fatalf("queue = %v, want oldest first with context", taskIDs(tasks))
+		}
+	})
+}
+
+func taskIDs(tasks []*arbiter.Task) []string {
+	var ids []string
+	for _, t := range tasks {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}

@@ -1,0 +1,94 @@
+package arbiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxAgentFailures is how many failed verifier calls a task may have before
+// it goes to a human.
+const MaxAgentFailures = 3
+
+// AgentStep is what one verifier call does to a claimed task: the attempt
+// to record and the status the task moves to.
+type AgentStep struct {
+	Attempt Attempt
+	// Next is StatusCompleted (the agent decided), StatusHumanNeeded, or
+	// StatusPending (a failed call to retry at RunAfter).
+	Next     string
+	RunAfter Timestamp
+}
+
+// NextAgentStep routes a verifier call on t, made from started to now. A
+// confident answer with an allowed verdict completes the task; a declined or
+// unconfident answer sends it to a human; an error, or a verdict outside the
+// set, is a failed attempt that is retried after backoff(failures so far)
+// until MaxAgentFailures, and then goes to a human.
+func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Time, backoff func(failures int) time.Duration) AgentStep {
+	finished := TimestampOf(now)
+	a := Attempt{Tier: TierAgent, StartedAt: TimestampOf(started), FinishedAt: &finished, Rationale: v.Rationale}
+	if v.Model != "" {
+		a.Model = &v.Model
+	}
+	if callErr == nil && v.Decided && !t.Allows(v.Verdict) {
+		callErr = fmt.Errorf("the verifier answered %q, which is not one of the allowed verdicts", v.Verdict)
+	}
+	if callErr == nil && v.Decided && (v.Confidence < 0 || v.Confidence > 1 || v.Confidence != v.Confidence) {
+		callErr = fmt.Errorf("the verifier's confidence %v is not between 0 and 1", v.Confidence)
+	}
+	switch {
+	case callErr != nil:
+		msg := callErr.Error()
+		a.Error = &msg
+		if t.Failures+1 >= MaxAgentFailures {
+			return AgentStep{Attempt: a, Next: StatusHumanNeeded}
+		}
+		return AgentStep{Attempt: a, Next: StatusPending, RunAfter: TimestampOf(now.Add(backoff(t.Failures)))}
+	case !v.Decided:
+		return AgentStep{Attempt: a, Next: StatusHumanNeeded}
+	}
+	verdict, confidence := v.Verdict, v.Confidence
+	a.Verdict, a.Confidence = &verdict, &confidence
+	if confidence >= t.ConfidenceThreshold {
+		return AgentStep{Attempt: a, Next: StatusCompleted}
+	}
+	return AgentStep{Attempt: a, Next: StatusHumanNeeded}
+}
+
+// HumanDecision is a reviewer's verdict on a task waiting for a human.
+type HumanDecision struct {
+	Verdict   string
+	Rationale string
+	Reviewer  string // who decided: an e-mail address or another identity
+}
+
+// QueueService is the store side of the agent tier and the human queue.
+type QueueService interface {
+	// ClaimTasks leases up to max tasks to owner for the lease duration:
+	// pending tasks that are due, oldest first, and running tasks whose
+	// lease expired (their worker vanished). They move to agent_running and
+	// come with their context and failure count.
+	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
+
+	// FinishAgentAttempt records a verifier call and moves the task to
+	// step.Next, in one transaction, only while owner still holds the
+	// task's lease. Returns ECONFLICT, changing nothing, when the lease was
+	// lost, so no task is decided twice.
+	FinishAgentAttempt(ctx context.Context, owner, taskID string, step AgentStep) error
+
+	// ReleaseTasks returns every task still leased to owner to pending, for
+	// a worker that stops before its calls finished.
+	ReleaseTasks(ctx context.Context, owner string) error
+
+	// DecideTask completes the account's human_needed task with a
+	// reviewer's verdict: final_tier human, final_confidence 1.0 and a human
+	// attempt. Returns ENOTFOUND as FindTaskByID does, EINVALID for a
+	// verdict outside the task's set, and ECONFLICT when the task is not
+	// waiting for a human (already decided, or still with the agent).
+	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
+
+	// ListHumanQueue returns the account's human_needed tasks, oldest
+	// first, at most limit of them, and how many there are in all.
+	ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*Task, int, error)
+}
