@@ -1,0 +1,245 @@
+// Package worker is the agent tier's engine: it claims pending tasks under a
+// lease, asks the verifier, records each call as an attempt and routes the
+// task to a decision, a retry or a human.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Heartbeater records that a worker is alive; /healthz reads it.
+type Heartbeater interface {
+	Heartbeat(ctx context.Context, workerID string) error
+	RemoveWorker(ctx context.Context, workerID string) error
+}
+
+// Config configures a Worker. Zero values take the defaults.
+type Config struct {
+	Queue    arbiter.QueueService
+	Verifier arbiter.Verifier
+	Health   Heartbeater
+	Logger   *slog.Logger
+	Now      arbiter.Clock
+
+	// ID names this worker in leases and heartbeats (default wrk_ + random).
+	ID string
+	// Concurrency bounds the verifier calls in flight (default 8).
+	Concurrency int
+	// AttemptTimeout bounds one verifier call (default 30s).
+	AttemptTimeout time.Duration
+	// Lease is how long a claim holds (default twice AttemptTimeout plus
+	// 10s). It outlives any call, so a lease only expires when its worker
+	// vanished.
+	Lease time.Duration
+	// Grace is how long in-flight calls may finish after Run's context
+	// ends (default 10s); the leases of the rest are released.
+	Grace time.Duration
+	// Poll is the wait between claims when the queue is empty (default
+	// 500ms); Notify cuts it short.
+	Poll time.Duration
+	// Backoff is the wait before the first retry of a failed call; it
+	// doubles with each failure (default 1s).
+	Backoff time.Duration
+	// Heartbeat is the interval between heartbeats (default 5s).
+	Heartbeat time.Duration
+}
+
+// Worker runs verifier calls on claimed tasks. Create it with New.
+type Worker struct {
+	cfg    Config
+	wake   chan struct{}
+	log    *slog.Logger
+	slots  chan struct{} // one token per call in flight
+	freed  chan struct{} // a call finished: there may be room to claim
+	callWG sync.WaitGroup
+}
+
+// New returns a worker; Run starts it.
+func New(cfg Config) *Worker {
+	if cfg.ID == "" {
+		cfg.ID = arbiter.NewID("wrk_", 8)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 30 * time.Second
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 2*cfg.AttemptTimeout + 10*time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Worker{
+		cfg:   cfg,
+		wake:  make(chan struct{}, 1),
+		log:   cfg.Logger.With("worker", cfg.ID),
+		slots: make(chan struct{}, cfg.Concurrency),
+		freed: make(chan struct{}, 1),
+	}
+}
+
+// ID returns the worker's name in leases and heartbeats.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Notify wakes the claim loop at once, for a task just created. It never
+// blocks.
+func (w *Worker) Notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and works tasks until ctx ends. Then it stops claiming, lets
+// calls in flight finish within the grace period, cancels the rest and
+// releases their leases, so their tasks are claimed again elsewhere.
+func (w *Worker) Run(ctx context.Context) error {
+	// Calls run under their own context: it outlives ctx by the grace
+	// period.
+	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCalls()
+
+	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	var beatWG sync.WaitGroup
+	beatWG.Go(func() { w.heartbeat(beats) })
+
+	w.claimLoop(ctx, calls)
+
+	done := make(chan struct{})
+	go func() { w.callWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.Grace):
+		w.log.Warn("calls outlived the grace period; releasing their tasks", "grace", w.cfg.Grace)
+		cancelCalls()
+		<-done
+	}
+	final := context.WithoutCancel(ctx)
+	if err := w.cfg.Queue.ReleaseTasks(final, w.cfg.ID); err != nil {
+		w.log.Error("release leases", "error", err.Error())
+	}
+	stopBeats()
+	beatWG.Wait()
+	if err := w.cfg.Health.RemoveWorker(final, w.cfg.ID); err != nil {
+		w.log.Error("remove heartbeat", "error", err.Error())
+	}
+	return nil
+}
+
+// claimLoop claims as many tasks as there are free slots and starts a call
+// for each, until ctx ends.
+func (w *Worker) claimLoop(ctx, calls context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		case <-w.wake:
+		case <-w.freed:
+		}
+		free := cap(w.slots) - len(w.slots)
+		if free == 0 {
+			continue // a finishing call sends on freed
+		}
+		tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, free, w.cfg.Lease)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("claim tasks", "error", err.Error())
+		}
+		for _, t := range tasks {
+			w.slots <- struct{}{}
+			w.callWG.Go(func() {
+				defer w.release()
+				w.work(calls, t)
+			})
+		}
+		if len(tasks) == free {
+			w.Notify() // there may be more waiting
+		}
+		poll.Reset(w.cfg.Poll)
+	}
+}
+
+func (w *Worker) release() {
+	<-w.slots
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+// work makes one verifier call on t and records it. A call cut off by the
+// end of the grace period records nothing: its lease is released instead.
+func (w *Worker) work(calls context.Context, t *arbiter.Task) {
+	started := w.cfg.Now()
+	callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
+	v, err := w.verify(callCtx, t)
+	cancel()
+	if calls.Err() != nil {
+		return
+	}
+	step := arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
+	if err := w.cfg.Queue.FinishAgentAttempt(context.WithoutCancel(calls), w.cfg.ID, t.ID, step); err != nil {
+		w.log.Error("record attempt", "task", t.ID, "error", err.Error())
+		return
+	}
+	w.log.Debug("attempt", "task", t.ID, "next", step.Next)
+}
+
+// verify calls the verifier, turning a panic in a backend into a failed
+// attempt rather than a dead process.
+func (w *Worker) verify(ctx context.Context, t *arbiter.Task) (v arbiter.Verification, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("verifier panic", "task", t.ID, "panic", fmt.Sprint(p))
+			err = errors.New("the verifier failed unexpectedly")
+		}
+	}()
+	return w.cfg.Verifier.Verify(ctx, t)
+}
+
+// backoff is the wait before retrying a task that failed failures times.
+func (w *Worker) backoff(failures int) time.Duration {
+	return w.cfg.Backoff << min(failures, 10)
+}
+
+// heartbeat beats at once and then every interval until ctx ends.
+func (w *Worker) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
+			w.log.Error("heartbeat", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

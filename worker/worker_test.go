@@ -1,0 +1,272 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/worker"
+)
+
+var ctx = context.Background()
+
+// verifierFunc adapts a function to arbiter.Verifier.
+type verifierFunc func(context.Context, *arbiter.Task) (arbiter.Verification, error)
+
+func (f verifierFunc) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+	return f(ctx, t)
+}
+
+func answer(verdict string, confidence float64) verifierFunc {
+	return func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
+		return arbiter.Verification{Decided: true, Verdict: verdict, Confidence: confidence, Rationale: "because", Model: "fake"}, nil
+	}
+}
+
+// start runs a worker on store until the test ends, and returns a stop
+// function that ends it and waits.
+func start(t *testing.T, store *db.DB, v arbiter.Verifier, tune func(*worker.Config)) (stop func()) {
+	t.Helper()
+	cfg := worker.Config{
+		Queue: store, Verifier: v, Health: store, Logger: slog.New(slog.DiscardHandler),
+		Concurrency: 8, Poll: 10 * time.Millisecond, Backoff: 10 * time.Millisecond, Grace: time.Second,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	w := worker.New(cfg)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run = %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("the worker did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls the task until cond holds or 10 s pass.
+func waitFor(t *testing.T, store *db.DB, accountID, id string, cond func(*arbiter.Task) bool) *arbiter.Task {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task, err := store.FindTaskByID(ctx, accountID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(task) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task never reached the expected state: %+v", task)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func createTask(t *testing.T, store *db.DB, email string) (accountID, taskID string) {
+	t.Helper()
+	acct, err := store.FindOrCreateAccountByEmail(ctx, email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{
+		Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8,
+		TaskType: "decide", Touchpoint: "chat", Context: []byte(`{"amount":12}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct.ID, task.ID
+}
+
+func settled(t *arbiter.Task) bool {
+	return t.Status == arbiter.StatusCompleted || t.Status == arbiter.StatusHumanNeeded
+}
+
+func TestWorker_Routing(t *testing.T) {
+	fail := func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
+		return arbiter.Verification{}, errors.New("HTTP 500 from the model server")
+	}
+	cases := []struct {
+		name     string
+		verifier verifierFunc
+		status   string
+		attempts int
+	}{
+		{"ConfidentDecides", answer("approve", 0.9), arbiter.StatusCompleted, 1},
+		{"AtThresholdDecides", answer("reject", 0.8), arbiter.StatusCompleted, 1},
+		{"UnconfidentGoesToHuman", answer("approve", 0.5), arbiter.StatusHumanNeeded, 1},
+		{"DeclinedGoesToHuman", func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
+			return arbiter.Verification{Model: "none"}, nil
+		}, arbiter.StatusHumanNeeded, 1},
+		{"ErrorsRetryThenHuman", fail, arbiter.StatusHumanNeeded, 3},
+		{"VerdictOutsideSetRetriesThenHuman", answer("maybe", 0.99), arbiter.StatusHumanNeeded, 3},
+		{"PanicIsAFailedAttempt", func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
+			panic("backend bug")
+		}, arbiter.StatusHumanNeeded, 3},
+	}
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					store := dbtest.Open(t, dialect, db.Options{})
+					start(t, store, tc.verifier, nil)
+					acct, id := createTask(t, store, "a@example.com")
+					task := waitFor(t, store, acct, id, settled)
+					if task.Status != tc.status || len(task.Attempts) != tc.attempts {
+						t.Fatalf("task = %s with %d attempts, want %s with %d", task.Status, len(task.Attempts), tc.status, tc.attempts)
+					}
+					for _, a := range task.Attempts {
+						if a.Tier != "agent" || a.FinishedAt == nil || *a.FinishedAt < a.StartedAt || a.Reviewer != nil {
+							t.Errorf("attempt = %+v", a)
+						}
+						if (tc.attempts > 1) != (a.Error != nil) {
+							t.Errorf("attempt error = %v", a.Error)
+						}
+					}
+					if tc.status == arbiter.StatusCompleted {
+						a := task.Attempts[0]
+						if *task.FinalTier != "agent" || *task.FinalVerdict != *a.Verdict ||
+							*task.FinalConfidence != *a.Confidence || task.CompletedAt == nil || *a.Model != "fake" {
+							t.Errorf("completed task = %+v", task)
+						}
+					} else if task.FinalVerdict != nil || task.CompletedAt != nil {
+						t.Errorf("human_needed task has final fields: %+v", task)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestWorker_TwoWorkersDecideEachTaskOnce(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			a := dbtest.OpenURL(t, url, db.Options{DailyTaskCap: 1000})
+			b := dbtest.OpenURL(t, url, db.Options{DailyTaskCap: 1000})
+			acct, _ := a.FindOrCreateAccountByEmail(ctx, "a@example.com")
+			var ids []string
+			for range 500 {
+				task, err := a.CreateTask(ctx, acct.ID, arbiter.TaskCreate{
+					Prompt: "p", AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.5, TaskType: "decide", Touchpoint: "chat"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, task.ID)
+			}
+			var calls [2]atomic.Int64
+			counting := func(i int) verifierFunc {
+				return func(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+					calls[i].Add(1)
+					return answer("approve", 0.9)(ctx, t)
+				}
+			}
+			stopA := start(t, a, counting(0), func(c *worker.Config) { c.ID = "wrk_a" })
+			stopB := start(t, b, counting(1), func(c *worker.Config) { c.ID = "wrk_b" })
+			waitFor(t, a, acct.ID, ids[len(ids)-1], settled)
+			for _, id := range ids {
+				waitFor(t, a, acct.ID, id, settled)
+			}
+			stopA()
+			stopB()
+			for _, id := range ids {
+				task, _ := a.FindTaskByID(ctx, acct.ID, id)
+				if task.Status != arbiter.StatusCompleted || len(task.Attempts) != 1 {
+					t.Fatalf("task %s: %s with %d attempts, want completed once", id, task.Status, len(task.Attempts))
+				}
+			}
+			if total := calls[0].Load() + calls[1].Load(); total != 500 {
+				t.Errorf("%d verifier calls for 500 tasks", total)
+			}
+			if calls[0].Load() == 0 || calls[1].Load() == 0 {
+				t.Logf("one worker did all the work: %d / %d", calls[0].Load(), calls[1].Load())
+			}
+		})
+	}
+}
+
+func TestWorker_ShutdownReleasesUnfinishedCalls(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		started := make(chan struct{}, 1)
+		blocking := verifierFunc(func(ctx context.Context, _ *arbiter.Task) (arbiter.Verification, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return arbiter.Verification{}, ctx.Err()
+		})
+		stop := start(t, store, blocking, func(c *worker.Config) { c.Grace = 50 * time.Millisecond })
+		acct, id := createTask(t, store, "a@example.com")
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call never started")
+		}
+		stop()
+		task, _ := store.FindTaskByID(ctx, acct, id)
+		if task.Status != arbiter.StatusPending || len(task.Attempts) != 0 {
+			t.Fatalf("after shutdown: %s with %d attempts, want pending with none", task.Status, len(task.Attempts))
+		}
+		// Another worker picks it up.
+		start(t, store, answer("approve", 1), nil)
+		if task := waitFor(t, store, acct, id, settled); task.Status != arbiter.StatusCompleted {
+			t.Fatalf("after restart: %s", task.Status)
+		}
+	})
+}
+
+func TestWorker_ShutdownLetsCallsFinish(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		started := make(chan struct{}, 1)
+		slow := verifierFunc(func(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+			started <- struct{}{}
+			time.Sleep(100 * time.Millisecond)
+			return answer("approve", 1)(ctx, t)
+		})
+		stop := start(t, store, slow, func(c *worker.Config) { c.Grace = 5 * time.Second })
+		acct, id := createTask(t, store, "a@example.com")
+		<-started
+		stop()
+		if task, _ := store.FindTaskByID(ctx, acct, id); task.Status != arbiter.StatusCompleted {
+			t.Fatalf("a call within the grace period was not recorded: %s", task.Status)
+		}
+	})
+}
+
+func TestWorker_Heartbeat(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		if err := store.Health(ctx); err == nil {
+			t.Fatal("healthy before any worker ran")
+		}
+		stop := start(t, store, answer("approve", 1), nil)
+		deadline := time.Now().Add(10 * time.Second)
+		for store.Health(ctx) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("no heartbeat: %v", store.Health(ctx))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		stop()
+		if err := store.Health(ctx); err == nil {
+			t.Error("still healthy after the only worker stopped")
+		}
+	})
+}
