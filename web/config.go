@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/arbiterhq/arbiter/agent"
 )
 
 // Config is the whole configuration of a server process, built once from the
@@ -23,6 +25,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// LogLevel is debug, info, warn or error (ARBITER_LOG_LEVEL).
 	LogLevel string
+	// Agent selects the verifier backend (ARBITER_AGENT and
+	// ARBITER_AGENT_*).
+	Agent agent.Config
 }
 
 // Default configuration values.
@@ -49,6 +54,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	if c.ShutdownGrace, err = envDuration(getenv, "ARBITER_SHUTDOWN_GRACE", DefaultShutdownGrace); err != nil {
+		return Config{}, err
+	}
+	c.Agent = agent.Config{
+		Backend:   or(getenv("ARBITER_AGENT"), agent.BackendNone),
+		BaseURL:   getenv("ARBITER_AGENT_BASE_URL"),
+		APIKey:    getenv("ARBITER_AGENT_API_KEY"),
+		Model:     getenv("ARBITER_AGENT_MODEL"),
+		RulesFile: getenv("ARBITER_AGENT_RULES"),
+	}
+	if c.Agent.Timeout, err = envDuration(getenv, "ARBITER_AGENT_TIMEOUT", agent.DefaultTimeout); err != nil {
 		return Config{}, err
 	}
 	return c, nil

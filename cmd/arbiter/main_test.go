@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -84,6 +85,40 @@ func serve(t *testing.T, getenv func(string) string, args ...string) string {
 	return ""
 }
 
+// apiCall sends a request with the key and decodes the JSON answer.
+func apiCall(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	json.NewDecoder(res.Body).Decode(&v)
+	return res.StatusCode, v
+}
+
+// waitStatus polls the task until its status is want.
+func waitStatus(t *testing.T, base, key, id, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, task := apiCall(t, "GET", base+"/v1/tasks/"+id, key, "")
+		if status != 200 {
+			t.Fatalf("get = %d %v", status, task)
+		}
+		if task["status"] == want {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task stayed %v, want %s", task["status"], want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestRun_ServeCreateGet(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -91,34 +126,19 @@ func TestRun_ServeCreateGet(t *testing.T) {
 			base := serve(t, getenv)
 			key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 
-			req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(
-				`{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`))
-			req.Header.Set("Authorization", "Bearer "+key)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			status, created := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`)
+			id, _ := created["id"].(string)
+			if status != 200 || id == "" {
+				t.Fatalf("create = %d %v", status, created)
 			}
-			var created struct{ ID, Status string }
-			json.NewDecoder(res.Body).Decode(&created)
-			res.Body.Close()
-			if res.StatusCode != 200 || created.ID == "" {
-				t.Fatalf("create = %d %+v", res.StatusCode, created)
+			// The default agent decides nothing: the in-process worker hands
+			// the task to a human, with one attempt on record.
+			task := waitStatus(t, base, key, id, "human_needed")
+			if attempts, _ := task["attempts"].([]any); len(attempts) != 1 {
+				t.Errorf("attempts = %v, want the none backend's one", task["attempts"])
 			}
 
-			req, _ = http.NewRequest("GET", base+"/v1/tasks/"+created.ID, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			res, err = http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got struct{ ID string }
-			json.NewDecoder(res.Body).Decode(&got)
-			res.Body.Close()
-			if res.StatusCode != 200 || got.ID != created.ID {
-				t.Fatalf("get = %d %+v, want %s", res.StatusCode, got, created.ID)
-			}
-
-			res, err = http.Get(base + "/healthz")
+			res, err := http.Get(base + "/healthz")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,6 +147,40 @@ func TestRun_ServeCreateGet(t *testing.T) {
 				t.Errorf("healthz = %d with the in-process worker running", res.StatusCode)
 			}
 		})
+	}
+}
+
+func TestRun_RulesAgent(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.txt")
+	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
+	getenv := env(map[string]string{
+		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
+		"ARBITER_AGENT":        "rules",
+		"ARBITER_AGENT_RULES":  rules,
+	})
+	base := serve(t, getenv)
+	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
+
+	_, small := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20}}`)
+	_, large := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500}}`)
+	task := waitStatus(t, base, key, small["id"].(string), "completed")
+	if task["final_tier"] != "agent" || task["final_verdict"] != "approve" || task["final_confidence"] != 0.97 {
+		t.Errorf("decided task = %v", task)
+	}
+	waitStatus(t, base, key, large["id"].(string), "human_needed")
+}
+
+func TestRun_BadRulesFailAtStart(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.txt")
+	os.WriteFile(rules, []byte("approve 0.9 true\nreject 0.9 context.amount >\n"), 0o600)
+	getenv := env(map[string]string{
+		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
+		"ARBITER_AGENT":        "rules",
+		"ARBITER_AGENT_RULES":  rules,
+	})
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, getenv, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "rules.txt:2:") {
+		t.Fatalf("serve with a bad rule = %v, want an error naming rules.txt:2", err)
 	}
 }
 

@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/worker"
 )
 
 // runServe runs `arbiter serve` (api true) or `arbiter worker` (api false)
@@ -54,23 +55,34 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	// Background loops stop when stop is called, after the HTTP server has
-	// drained, so nothing accepted is left behind.
+	// The key-use flusher stops when stop is called, after the HTTP server
+	// has drained, so no request's last use is lost.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	notify := func() {}
 	if runWorker {
-		w := newWorker(store, cfg, logger)
+		verifier, err := agent.New(cfg.Agent)
+		if err != nil {
+			return err
+		}
+		w := worker.New(worker.Config{
+			Queue: store, Verifier: verifier, Health: store, Logger: logger,
+			Concurrency: cfg.Workers, AttemptTimeout: cfg.Agent.Timeout, Grace: cfg.ShutdownGrace,
+		})
 		notify = w.Notify
+		// The worker stops claiming at the signal, while the HTTP server
+		// drains; both have the grace period.
 		wg.Go(func() {
-			if err := w.Run(bg); err != nil {
+			if err := w.Run(ctx); err != nil {
 				logger.Error("worker stopped", "error", err.Error())
 			}
 		})
 	}
 	if !api {
-		logger.Info("worker started", "store", store.Dialect(), "concurrency", cfg.Workers)
+		logger.Info("worker started", "store", store.Dialect(), "agent", cfg.Agent.Backend, "concurrency", cfg.Workers)
 		<-ctx.Done()
 		stop()
 		wg.Wait()
@@ -105,6 +117,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		cancel()
 		stop()
 		wg.Wait()
 		return err
@@ -130,34 +143,6 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("ARBITER_LOG_LEVEL must be debug, info, warn or error, not %q", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// heartbeatWorker only beats; the worker package replaces it.
-type heartbeatWorker struct {
-	store *db.DB
-	id    string
-	log   *slog.Logger
-}
-
-func newWorker(store *db.DB, cfg web.Config, logger *slog.Logger) *heartbeatWorker {
-	return &heartbeatWorker{store: store, id: arbiter.NewID("wrk_", 8), log: logger}
-}
-
-func (w *heartbeatWorker) Notify() {}
-
-func (w *heartbeatWorker) Run(ctx context.Context) error {
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		if err := w.store.Heartbeat(ctx, w.id); err != nil && ctx.Err() == nil {
-			w.log.Error("heartbeat", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return w.store.RemoveWorker(context.WithoutCancel(ctx), w.id)
-		case <-tick.C:
-		}
-	}
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
