@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -52,6 +53,10 @@ type DB struct {
 	dialect string
 	now     arbiter.Clock
 	cap     int
+
+	// stmts caches the hot path's prepared statements by query text, so
+	// the database plans each once per connection, not once per call.
+	stmts sync.Map // string → *sql.Stmt
 }
 
 // Open connects to the store named by rawURL: "postgres://…" (or
@@ -118,8 +123,34 @@ func sqliteDSN(path string) string {
 // Dialect returns Postgres or SQLite.
 func (d *DB) Dialect() string { return d.dialect }
 
-// Close closes the connection pool.
-func (d *DB) Close() error { return d.db.Close() }
+// Close closes the prepared statements and the connection pool.
+func (d *DB) Close() error {
+	d.stmts.Range(func(_, s any) bool {
+		s.(*sql.Stmt).Close()
+		return true
+	})
+	return d.db.Close()
+}
+
+// stmt returns the prepared statement of query (written with ?
+// placeholders); database/sql prepares it on each connection the first time
+// it runs there. Get it before a transaction begins and bind it with
+// tx.StmtContext: preparing takes a connection of the pool, which a
+// transaction waiting on a full pool would never get.
+func (d *DB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	s, ok := d.stmts.Load(query)
+	if !ok {
+		prepared, err := d.db.PrepareContext(ctx, d.rebind(query))
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		var loaded bool
+		if s, loaded = d.stmts.LoadOrStore(query, prepared); loaded {
+			prepared.Close()
+		}
+	}
+	return s.(*sql.Stmt), nil
+}
 
 // Migrate applies the embedded migrations of the store's dialect.
 func (d *DB) Migrate(ctx context.Context) error {

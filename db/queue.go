@@ -3,6 +3,7 @@ package db
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,7 +56,11 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 }
 
 func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {
-	rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+	stmt, err := d.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
@@ -92,11 +97,19 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	if step.Attempt.Error != nil {
 		failed = 1
 	}
+	update, err := d.stmt(ctx, `UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
+		lease_owner = NULL, lease_expires_at = NULL
+		WHERE id = ? AND status = 'agent_running' AND lease_owner = ?`)
+	if err != nil {
+		return err
+	}
+	insert, err := d.stmt(ctx, insertAttemptSQL)
+	if err != nil {
+		return err
+	}
 	return d.transact(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
-			final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
-			lease_owner = NULL, lease_expires_at = NULL
-			WHERE id = ? AND status = 'agent_running' AND lease_owner = ?`),
+		res, err := tx.StmtContext(ctx, update).ExecContext(ctx,
 			step.Next, verdict, tier, confidence, completedAt, failed, int64(step.RunAfter), taskID, owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
@@ -106,17 +119,20 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 		} else if n == 0 {
 			return errLeaseLost
 		}
-		return d.insertAttempt(ctx, tx, taskID, step.Attempt)
+		return insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, step.Attempt)
 	})
 }
 
-func (d *DB) insertAttempt(ctx context.Context, tx *sqlx.Tx, taskID string, a arbiter.Attempt) error {
+const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
+	rationale, model, reviewer, error, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertAttempt records a through insert, insertAttemptSQL's statement.
+func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
 	var finished any
 	if a.FinishedAt != nil {
 		finished = int64(*a.FinishedAt)
 	}
-	_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO attempts (task_id, tier, verdict, confidence,
-		rationale, model, reviewer, error, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := insert.ExecContext(ctx,
 		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
@@ -139,8 +155,12 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	if strings.TrimSpace(dec.Reviewer) == "" {
 		return nil, arbiter.Errorf(arbiter.EINVALID, "A decision needs the reviewer's identity.")
 	}
+	insert, err := d.stmt(ctx, insertAttemptSQL)
+	if err != nil {
+		return nil, err
+	}
 	var decided *arbiter.Task
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		t, err := d.findTask(ctx, tx, accountID, taskID)
 		if err != nil {
 			return err
@@ -172,7 +192,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		reviewer := dec.Reviewer
 		a := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: &verdict, Confidence: &confidence,
 			Rationale: dec.Rationale, Reviewer: &reviewer, StartedAt: now, FinishedAt: &now}
-		if err := d.insertAttempt(ctx, tx, taskID, a); err != nil {
+		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
 			return err
 		}
 		tier := arbiter.TierHuman

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,7 +28,7 @@ const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a
 	a.error, a.started_at, a.finished_at`
 
 // CreateTask stores a new pending task, counting it against the account's
-// daily cap in the same transaction. Returns ERATELIMIT when the cap is used up.
+// daily cap in the same step. Returns ERATELIMIT when the cap is used up.
 func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCreate) (*arbiter.Task, error) {
 	now := d.nowMS()
 	verdicts, err := json.Marshal(in.AllowedVerdicts)
@@ -48,16 +49,52 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 		CreatedAt:           now,
 		Attempts:            []arbiter.Attempt{},
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		if err := d.countTask(ctx, tx, accountID, now); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
-			source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			t.ID, accountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-			string(verdicts), t.ConfidenceThreshold, nullJSON(t.Context), int64(now), int64(now))
+	day := int64(now) / msPerDay
+	taskArgs := []any{t.ID, accountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
+		string(verdicts), t.ConfidenceThreshold, nullJSON(t.Context), int64(now), int64(now)}
+
+	if d.dialect == Postgres {
+		// One statement, one round trip: the count's upsert feeds the
+		// insert, so a used-up cap inserts nothing.
+		stmt, err := d.stmt(ctx, `WITH counted AS (`+countTaskSQL+`)
+			INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+				allowed_verdicts, confidence_threshold, context, created_at, run_after)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM counted`)
 		if err != nil {
+			return nil, err
+		}
+		args := append([]any{accountID, day, accountID, d.cap, accountID, d.cap}, taskArgs...)
+		res, err := stmt.ExecContext(ctx, args...)
+		if err != nil {
+			return nil, fmt.Errorf("insert task: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if n == 0 {
+			return nil, capUsedUp(now)
+		}
+		return t, nil
+	}
+
+	count, err := d.stmt(ctx, countTaskSQL)
+	if err != nil {
+		return nil, err
+	}
+	insert, err := d.stmt(ctx, `INSERT INTO tasks (id, account_id, status, task_type,
+		source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, err
+	}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		var n int
+		err := tx.StmtContext(ctx, count).QueryRowContext(ctx, accountID, day, accountID, d.cap, accountID, d.cap).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return capUsedUp(now)
+		} else if err != nil {
+			return fmt.Errorf("count task: %w", err)
+		}
+		if _, err := tx.StmtContext(ctx, insert).ExecContext(ctx, taskArgs...); err != nil {
 			return fmt.Errorf("insert task: %w", err)
 		}
 		return nil
@@ -68,45 +105,56 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 	return t, nil
 }
 
-// countTask adds one to the account's usage for the UTC day of now, unless
-// that would pass the account's cap. The upsert's WHERE clause makes the
-// check and the increment one atomic step.
-func (d *DB) countTask(ctx context.Context, tx *sqlx.Tx, accountID string, now arbiter.Timestamp) error {
-	day := int64(now) / msPerDay
-	var count int
-	err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO daily_usage (account_id, day, count)
-		SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
-		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + 1
-		WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
-		RETURNING count`), accountID, day, accountID, d.cap, accountID, d.cap).Scan(&count)
-	if err == sql.ErrNoRows {
-		midnight := time.UnixMilli((day + 1) * msPerDay)
-		return &arbiter.Error{
-			Code:       arbiter.ERATELIMIT,
-			Message:    "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it.",
-			RetryAfter: midnight.Sub(now.Time()),
-		}
-	} else if err != nil {
-		return fmt.Errorf("count task: %w", err)
+// countTaskSQL adds one to the account's usage for a UTC day unless that
+// would pass the account's cap, returning the new count; it returns no row
+// when the cap is used up. The upsert's WHERE clause makes the check and the
+// increment one atomic step. Arguments: account, day, account, default cap,
+// account, default cap.
+const countTaskSQL = `INSERT INTO daily_usage (account_id, day, count)
+	SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
+	ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + 1
+	WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
+	RETURNING count`
+
+// capUsedUp is the ERATELIMIT error for a create at now, retryable at the
+// next UTC midnight.
+func capUsedUp(now arbiter.Timestamp) error {
+	midnight := time.UnixMilli((int64(now)/msPerDay + 1) * msPerDay)
+	return &arbiter.Error{
+		Code:       arbiter.ERATELIMIT,
+		Message:    "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it.",
+		RetryAfter: midnight.Sub(now.Time()),
 	}
-	return nil
 }
 
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error) {
-	return d.findTask(ctx, d.db, accountID, id)
+	return d.findTask(ctx, nil, accountID, id)
 }
 
-// findTask reads the account's task and its attempts through q, a
-// transaction or the pool.
-func (d *DB) findTask(ctx context.Context, q sqlx.QueryerContext, accountID, id string) (*arbiter.Task, error) {
+// findTaskSQL reads a task and its attempts, one row per attempt.
+const findTaskSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `
+	FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+	WHERE t.id = ? AND t.account_id = ? ORDER BY a.id`
+
+// findTask reads the account's task and its attempts, inside tx when it is
+// not nil (unprepared there, as it is off the hot path).
+func (d *DB) findTask(ctx context.Context, tx *sqlx.Tx, accountID, id string) (*arbiter.Task, error) {
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound
 	}
-	rows, err := q.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
-		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
-		WHERE t.id = ? AND t.account_id = ? ORDER BY a.id`), id, accountID)
+	var rows *sql.Rows
+	var err error
+	if tx != nil {
+		rows, err = tx.QueryContext(ctx, d.rebind(findTaskSQL), id, accountID)
+	} else {
+		var stmt *sql.Stmt
+		if stmt, err = d.stmt(ctx, findTaskSQL); err != nil {
+			return nil, err
+		}
+		rows, err = stmt.QueryContext(ctx, id, accountID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("find task: %w", err)
 	}

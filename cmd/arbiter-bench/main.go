@@ -301,7 +301,7 @@ func (b *bench) measureCeiling(ctx context.Context, accountIDs []string) error {
 
 // alwaysRule decides every task; the worker phase measures the queue, not
 // a model.
-const alwaysRule = "approve 0.99: true\n"
+const alwaysRule = "approve 0.99 true\n"
 
 // measureWorker creates workerTasks pending tasks on a fresh database and
 // times `arbiter worker` with the rules backend deciding them all.
