@@ -15,6 +15,9 @@ type Config struct {
 	Addr string
 	// DatabaseURL selects the store (ARBITER_DATABASE_URL, then DATABASE_URL).
 	DatabaseURL string
+	// DatabaseMaxConns bounds the store's connection pool
+	// (ARBITER_DATABASE_MAX_CONNS; 0 means the store's default).
+	DatabaseMaxConns int
 	// DailyTaskCap is the default per-account daily task cap
 	// (ARBITER_DAILY_TASK_CAP).
 	DailyTaskCap int
@@ -25,6 +28,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// LogLevel is debug, info, warn or error (ARBITER_LOG_LEVEL).
 	LogLevel string
+	// PprofAddr, when set, serves /debug/pprof on this separate address
+	// (ARBITER_PPROF_ADDR). Keep it on loopback: it is never public.
+	PprofAddr string
 	// Agent selects the verifier backend (ARBITER_AGENT and
 	// ARBITER_AGENT_*).
 	Agent agent.Config
@@ -45,9 +51,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Addr:        or(getenv("ARBITER_ADDR"), DefaultAddr),
 		DatabaseURL: or(getenv("ARBITER_DATABASE_URL"), getenv("DATABASE_URL")),
 		LogLevel:    or(getenv("ARBITER_LOG_LEVEL"), "info"),
+		PprofAddr:   getenv("ARBITER_PPROF_ADDR"),
 	}
 	var err error
 	if c.DailyTaskCap, err = envInt(getenv, "ARBITER_DAILY_TASK_CAP", DefaultDailyTaskCap, 0); err != nil {
+		return Config{}, err
+	}
+	if c.DatabaseMaxConns, err = envInt(getenv, "ARBITER_DATABASE_MAX_CONNS", 0, 0); err != nil {
 		return Config{}, err
 	}
 	if c.Workers, err = envInt(getenv, "ARBITER_WORKERS", DefaultWorkers, 1); err != nil {

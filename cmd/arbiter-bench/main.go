@@ -112,9 +112,6 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	if err := b.measureAPI(ctx, keys, accountIDs); err != nil {
 		return err
 	}
-	if err := b.measureCeiling(ctx, accountIDs); err != nil {
-		return err
-	}
 	if b.workerTasks > 0 {
 		if err := b.measureWorker(ctx); err != nil {
 			return err
@@ -212,8 +209,10 @@ var taskBody = func() []byte {
 	return b
 }()
 
-// measureAPI starts `arbiter serve --worker=false`, drives creates then
-// gets at it, and reads its peak RSS.
+// measureAPI starts `arbiter serve --worker=false` and measures creates and
+// gets over HTTP, each right beside its ceiling so that drift in the
+// machine's speed does not skew the ratios; then it reads the server's peak
+// RSS.
 func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error {
 	logFile, err := os.CreateTemp("", "arbiter-bench-server-*.log")
 	if err != nil {
@@ -238,10 +237,19 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 		MaxIdleConns: b.concurrency, MaxIdleConnsPerHost: b.concurrency, MaxConnsPerHost: b.concurrency,
 		DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
 	}}
+	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	in, err := arbiter.ParseTaskCreate(taskBody)
+	if err != nil {
+		return err
+	}
 
 	var mu sync.Mutex
 	b.logf("POST /v1/tasks for %s at %d connections", b.duration, b.concurrency)
-	create := drive(ctx, "create (HTTP)", b.concurrency, b.duration, func(w, i int) error {
+	b.results = append(b.results, drive(ctx, "create (HTTP)", b.concurrency, b.duration, func(w, i int) error {
 		a := (w + i*b.concurrency) % len(keys)
 		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tasks", bytes.NewReader(taskBody))
 		req.Header.Set("Authorization", "Bearer "+keys[a])
@@ -256,11 +264,15 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 		}
 		mu.Unlock()
 		return nil
-	})
-	b.results = append(b.results, create)
+	}))
 	if len(b.ids) == 0 {
 		return errors.New("no task was created")
 	}
+	b.logf("ceiling: the same create statements through database/sql for %s", b.duration)
+	b.results = append(b.results, drive(ctx, "create (ceiling)", b.concurrency, b.duration, func(w, i int) error {
+		_, err := store.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
+		return err
+	}))
 
 	b.logf("GET /v1/tasks/{id} for %s at %d connections", b.duration, b.concurrency)
 	b.results = append(b.results, drive(ctx, "get (HTTP)", b.concurrency, b.duration, func(w, i int) error {
@@ -269,33 +281,13 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 		req.Header.Set("Authorization", "Bearer "+t.key)
 		return do(client, req, nil)
 	}))
-	b.rssMB = peakRSSMB(cmd.Process.Pid)
-	return nil
-}
-
-// measureCeiling runs the store calls the service makes for a create and
-// a get, through database/sql at the same concurrency, without HTTP.
-func (b *bench) measureCeiling(ctx context.Context, accountIDs []string) error {
-	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	in, err := arbiter.ParseTaskCreate(taskBody)
-	if err != nil {
-		return err
-	}
-	b.logf("ceiling: the same create statements through database/sql for %s", b.duration)
-	b.results = append(b.results, drive(ctx, "create (ceiling)", b.concurrency, b.duration, func(w, i int) error {
-		_, err := store.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
-		return err
-	}))
 	b.logf("ceiling: the same get statements through database/sql for %s", b.duration)
 	b.results = append(b.results, drive(ctx, "get (ceiling)", b.concurrency, b.duration, func(w, i int) error {
 		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
 		_, err := store.FindTaskByID(ctx, t.accountID, t.id)
 		return err
 	}))
+	b.rssMB = peakRSSMB(cmd.Process.Pid)
 	return nil
 }
 

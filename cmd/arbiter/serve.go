@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if api {
 		fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (ARBITER_ADDR)")
 		fs.BoolVar(&runWorker, "worker", true, "also run the worker in this process")
+		fs.StringVar(&cfg.PprofAddr, "pprof-addr", cfg.PprofAddr, "serve /debug/pprof on this address (ARBITER_PPROF_ADDR)")
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -43,7 +45,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap})
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns})
 	if err != nil {
 		return err
 	}
@@ -111,6 +113,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if cfg.PprofAddr != "" {
+		go servePprof(cfg.PprofAddr, logger)
+	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker)
 
 	served := make(chan error, 1)
@@ -134,6 +139,21 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	return nil
+}
+
+// servePprof serves the profiler on its own listener, apart from the
+// public router.
+func servePprof(addr string, logger *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	logger.Warn("profiler listening; keep it off public networks", "addr", addr)
+	if err := http.ListenAndServe(addr, mux); err != nil {
+		logger.Error("profiler", "error", err.Error())
+	}
 }
 
 // newLogger returns a text logger at the named level.
