@@ -1,6 +1,40 @@
 // Package agent holds the verifier backends of the agent tier, chosen by
 // ARBITER_AGENT: none (every task goes to a human), openai (any
-// OpenAI-compatible Chat Completions server) and rules (CEL expressions).
+// OpenAI-compatible Chat Completions server) and rules (CEL expressions read
+// from a file). Each implements arbiter.Verifier; New builds the configured
+// one at start, so bad configuration stops the process before it serves.
+//
+// # Confidence tempered by logprobs
+//
+// The openai backend asks for token log-probabilities. When the server
+// returns them, the log-probabilities of the tokens that spell the verdict
+// value are summed and exponentiated, p = exp(Σ logprob), which is the
+// model's own probability of having produced that verdict, and the
+// confidence used is the smaller of p and the self-reported confidence. A
+// model that claims 0.95 while its verdict tokens had probability 0.6 is
+// taken at 0.6. When the server returns no logprobs, or its tokens cannot be
+// lined up with the answer, the self-reported confidence stands.
+//
+// # Rules file
+//
+// The rules backend reads one rule per line; blank lines and lines starting
+// with # are ignored. A rule is a verdict (a bare word, or a JSON string when
+// it has spaces), a confidence between 0 and 1, and a boolean CEL expression,
+// separated by spaces or tabs:
+//
+//	# verdict  confidence  expression
+//	approve    0.95        task.task_type == "refund" && context.amount < 50
+//	reject     0.9         context.customer.chargebacks > 2
+//	"needs legal" 0.99     task.prompt.contains("lawsuit")
+//
+// Expressions see task (a map of prompt, task_type, touchpoint, source,
+// allowed_verdicts and confidence_threshold) and context (the task's context
+// JSON, null when absent), with CEL's standard functions. The first matching
+// rule whose verdict the task allows decides; an expression that fails to
+// evaluate (a missing field, say) or yields no bool does not match; when no
+// rule matches, the task goes to a human. A rule that does not compile, is
+// not boolean, has no verdict or has a confidence outside [0, 1] fails
+// loading with the file and line.
 package agent
 
 import (
@@ -12,17 +46,19 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// Backend names.
+// Backend names, the values of Config.Backend.
 const (
 	BackendNone   = "none"
 	BackendOpenAI = "openai"
 	BackendRules  = "rules"
 )
 
-// DefaultTimeout bounds one call to a model server.
+// DefaultTimeout bounds one call to a model server when Config.Timeout is
+// not set.
 const DefaultTimeout = 30 * time.Second
 
-// Config selects and configures a backend.
+// Config selects and configures a backend. The comments name the
+// environment variables web.Config reads them from.
 type Config struct {
 	Backend   string        // ARBITER_AGENT: none (default), openai or rules
 	BaseURL   string        // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1
@@ -32,6 +68,7 @@ type Config struct {
 	RulesFile string        // ARBITER_AGENT_RULES
 
 	// HTTPClient is used by the openai backend (default: a new client).
+	// The per-call timeout comes from Timeout, not from the client.
 	HTTPClient *http.Client
 }
 
@@ -52,13 +89,13 @@ func New(cfg Config) (arbiter.Verifier, error) {
 		}
 		return LoadRules(cfg.RulesFile)
 	}
-	return nil, fmt.Errorf("ARBITER_AGENT must be none, openai or rules, not %q", cfg.Backend)
+	return nil, fmt.Errorf("ARBITER_AGENT must be %s, %s or %s, not %q", BackendNone, BackendOpenAI, BackendRules, cfg.Backend)
 }
 
 // None decides nothing, so every task goes to a human.
 type None struct{}
 
-// Verify declines.
+// Verify declines, saying so in the rationale of the attempt.
 func (None) Verify(context.Context, *arbiter.Task) (arbiter.Verification, error) {
 	return arbiter.Verification{Model: BackendNone, Rationale: "No automated verifier is configured."}, nil
 }

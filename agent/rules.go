@@ -5,38 +5,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
 
 	"github.com/arbiterhq/arbiter"
 )
 
-// Rules is the rules backend: a list of CEL expressions, each with the
-// verdict and confidence it gives when it matches.
-//
-// A rules file holds one rule per line; blank lines and lines starting with
-// # are ignored. A rule is a verdict (a bare word, or a JSON string when it
-// has spaces), a confidence between 0 and 1, and a CEL expression that must
-// be true for the rule to match:
-//
-//	# verdict  confidence  expression
-//	approve    0.95        task.task_type == "refund" && context.amount < 50
-//	reject     0.9         context.customer.chargebacks > 2
-//	"needs review" 0.99    task.prompt.contains("legal")
-//
-// Expressions see task (prompt, task_type, touchpoint, source,
-// allowed_verdicts, confidence_threshold) and context (the task's context
-// JSON, null when absent). The first matching rule whose verdict the task
-// allows decides; an expression that fails to evaluate (a missing field,
-// say) does not match. When no rule matches, the task goes to a human.
+// Rules is the rules backend: CEL expressions, each with the verdict and
+// confidence it gives when it matches, compiled once when loaded. The file
+// format is in the package documentation. A Rules is safe for concurrent
+// use.
 type Rules struct {
 	rules []rule
 }
 
+// rule is one compiled line of a rules file.
 type rule struct {
 	line       int
 	verdict    string
@@ -45,34 +36,36 @@ type rule struct {
 	program    cel.Program
 }
 
+// rulesEnv declares what expressions see: task and context.
 var rulesEnv = func() *cel.Env {
 	env, err := cel.NewEnv(
 		cel.Variable("task", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("context", cel.DynType),
 	)
 	if err != nil {
-		panic(err)
+		panic(fmt.Sprintf("agent: the rules environment does not build: %v", err))
 	}
 	return env
 }()
 
-// LoadRules reads and compiles a rules file.
+// LoadRules reads and compiles the rules file at path.
 func LoadRules(path string) (*Rules, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
+		return nil, fmt.Errorf("read the rules file: %w", err)
 	}
 	return ParseRules(path, src)
 }
 
-// ParseRules compiles rules; name prefixes errors, which give the line.
+// ParseRules compiles the rules in src. Errors start with name and the line
+// at fault, as in "rules.txt:3: …".
 func ParseRules(name string, src []byte) (*Rules, error) {
 	var rs Rules
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
+		line := sc.Text()
+		if trimmed := strings.TrimSpace(line); trimmed == "" || strings.HasPrefix(trimmed, "#") {
 			continue
 		}
 		r, err := parseRule(line)
@@ -86,84 +79,137 @@ func ParseRules(name string, src []byte) (*Rules, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(rs.rules) == 0 {
-		return nil, fmt.Errorf("%s: no rules", name)
+		return nil, fmt.Errorf("%s: the file holds no rules", name)
 	}
 	return &rs, nil
 }
 
+// parseRule reads one rule line: verdict, confidence, expression.
 func parseRule(line string) (rule, error) {
 	var r rule
-	verdict, rest, err := cutVerdict(line)
+	verdict, rest, err := cutVerdict(strings.TrimLeftFunc(line, unicode.IsSpace))
 	if err != nil {
 		return r, err
 	}
-	conf, expr, _ := strings.Cut(strings.TrimSpace(rest), " ")
-	r.verdict, r.expr = verdict, strings.TrimSpace(expr)
-	if r.confidence, err = strconv.ParseFloat(conf, 64); err != nil || r.confidence < 0 || r.confidence > 1 {
+	conf, expr := cutField(rest)
+	if isConfidence(verdict) && !isConfidence(conf) {
+		return r, fmt.Errorf("the rule has no verdict; write VERDICT CONFIDENCE EXPRESSION, e.g. approve 0.9 context.amount < 50")
+	}
+	if r.confidence, err = strconv.ParseFloat(conf, 64); err != nil || !isConfidence(conf) {
 		return r, fmt.Errorf("the confidence %q must be a number between 0 and 1", conf)
 	}
+	r.verdict, r.expr = verdict, strings.TrimSpace(expr)
 	if r.expr == "" {
-		return r, fmt.Errorf("the rule has no expression")
+		return r, errors.New("the rule has no expression")
 	}
-	ast, iss := rulesEnv.Compile(r.expr)
-	if iss.Err() != nil {
-		return r, fmt.Errorf("%s", strings.ReplaceAll(iss.Err().Error(), "\n", " "))
-	}
-	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
-		return r, fmt.Errorf("the expression is a %s, not a bool", t)
-	}
-	if r.program, err = rulesEnv.Program(ast); err != nil {
+	column := utf8.RuneCountInString(line[:strings.LastIndex(line, r.expr)])
+	if r.program, err = compileRule(r.expr, column); err != nil {
 		return r, err
 	}
 	return r, nil
 }
 
-// cutVerdict splits the leading verdict, bare or a JSON string, off line.
+// compileRule compiles a boolean expression; column, the expression's
+// offset in its line, makes error positions point into the line.
+func compileRule(expr string, column int) (cel.Program, error) {
+	ast, iss := rulesEnv.Compile(expr)
+	if iss.Err() != nil {
+		first := iss.Errors()[0]
+		return nil, fmt.Errorf("column %d: %s", column+first.Location.Column()+1, first.Message)
+	}
+	if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
+		return nil, fmt.Errorf("the expression is of type %s, not bool", t)
+	}
+	program, err := rulesEnv.Program(ast)
+	if err != nil {
+		return nil, fmt.Errorf("plan the expression: %w", err)
+	}
+	return program, nil
+}
+
+// cutVerdict splits the leading verdict, a bare word or a JSON string, off
+// line.
 func cutVerdict(line string) (verdict, rest string, err error) {
 	if !strings.HasPrefix(line, `"`) {
-		verdict, rest, _ = strings.Cut(line, " ")
+		verdict, rest = cutField(line)
 		return verdict, rest, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(line))
-	if err := dec.Decode(&verdict); err != nil || verdict == "" {
-		return "", "", fmt.Errorf("the verdict must be a word or a non-empty JSON string")
+	if err := dec.Decode(&verdict); err != nil || strings.TrimSpace(verdict) == "" {
+		return "", "", errors.New("the verdict must be a word or a non-empty JSON string")
 	}
 	return verdict, line[dec.InputOffset():], nil
 }
 
-// Verify returns the decision of the first matching rule whose verdict the
-// task allows, or no decision.
-func (rs *Rules) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
-	var taskContext any
-	if len(t.Context) > 0 {
-		if err := json.Unmarshal(t.Context, &taskContext); err != nil {
-			return arbiter.Verification{}, fmt.Errorf("task context: %w", err)
-		}
+// cutField splits s at its first run of white space, after leading white
+// space.
+func cutField(s string) (field, rest string) {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		return s[:i], s[i:]
 	}
-	vars := map[string]any{
-		"task": map[string]any{
-			"prompt": t.Prompt, "task_type": t.TaskType, "touchpoint": t.Touchpoint, "source": t.Source,
-			"allowed_verdicts": t.AllowedVerdicts, "confidence_threshold": t.ConfidenceThreshold,
-		},
-		"context": taskContext,
+	return s, ""
+}
+
+// isConfidence reports whether s is a number in [0, 1].
+func isConfidence(s string) bool {
+	f, err := strconv.ParseFloat(s, 64)
+	return err == nil && f >= 0 && f <= 1
+}
+
+// Verify returns the decision of the first matching rule whose verdict the
+// task allows, or no decision. It fails only on a context that is not JSON
+// or a cancelled ctx.
+func (rs *Rules) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+	vars, err := ruleVars(t)
+	if err != nil {
+		return arbiter.Verification{}, err
 	}
 	for _, r := range rs.rules {
-		if ctx.Err() != nil {
-			return arbiter.Verification{}, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return arbiter.Verification{}, err
 		}
-		if !t.Allows(r.verdict) {
-			continue
-		}
-		out, _, err := r.program.Eval(vars)
-		if err != nil {
-			continue
-		}
-		if matched, ok := out.Value().(bool); ok && matched {
+		if t.Allows(r.verdict) && r.matches(vars) {
 			return arbiter.Verification{
-				Decided: true, Verdict: r.verdict, Confidence: r.confidence,
-				Rationale: fmt.Sprintf("rule at line %d: %s", r.line, r.expr), Model: BackendRules,
+				Decided:    true,
+				Verdict:    r.verdict,
+				Confidence: r.confidence,
+				Rationale:  fmt.Sprintf("rule at line %d: %s", r.line, r.expr),
+				Model:      BackendRules,
 			}, nil
 		}
 	}
 	return arbiter.Verification{Model: BackendRules, Rationale: "No rule matched."}, nil
+}
+
+// ruleVars binds task and context for t, decoding the context once.
+func ruleVars(t *arbiter.Task) (cel.Activation, error) {
+	var taskContext any
+	if len(t.Context) > 0 {
+		if err := json.Unmarshal(t.Context, &taskContext); err != nil {
+			return nil, fmt.Errorf("decode the task context: %w", err)
+		}
+	}
+	return cel.NewActivation(map[string]any{
+		"task": map[string]any{
+			"prompt":               t.Prompt,
+			"task_type":            t.TaskType,
+			"touchpoint":           t.Touchpoint,
+			"source":               t.Source,
+			"allowed_verdicts":     t.AllowedVerdicts,
+			"confidence_threshold": t.ConfidenceThreshold,
+		},
+		"context": taskContext,
+	})
+}
+
+// matches reports whether the rule's expression is true for vars; an
+// evaluation error or a value that is not a bool is no match.
+func (r rule) matches(vars cel.Activation) bool {
+	out, _, err := r.program.Eval(vars)
+	if err != nil {
+		return false
+	}
+	matched, ok := out.Value().(bool)
+	return ok && matched
 }
