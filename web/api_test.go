@@ -16,6 +16,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/openapi/openapitest"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -82,6 +83,7 @@ func (a *api) do(method, path, key, body string) (int, http.Header, []byte) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	openapitest.ValidateResponse(a.t, req, res.StatusCode, res.Header, b)
 	return res.StatusCode, res.Header, b
 }
 
@@ -231,6 +233,7 @@ func TestAuth(t *testing.T) {
 					}
 					b, _ := io.ReadAll(res.Body)
 					res.Body.Close()
+					openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
 					wantError(t, res.StatusCode, res.Header, b, http.StatusUnauthorized)
 				}
 			})
@@ -265,6 +268,20 @@ func TestTaskGet_NotFound(t *testing.T) {
 	})
 }
 
+func TestOpenAPIDocument_ServedWithoutKey(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		status, h, b := a.do("GET", "/v1/openapi.json", "", "")
+		var doc struct {
+			OpenAPI string         `json:"openapi"`
+			Paths   map[string]any `json:"paths"`
+		}
+		if status != 200 || h.Get("Content-Type") != "application/json" || json.Unmarshal(b, &doc) != nil ||
+			doc.OpenAPI != "3.1.0" || doc.Paths["/v1/tasks"] == nil {
+			t.Fatalf("openapi.json = %d %.100s", status, b)
+		}
+	})
+}
+
 func TestRouting_JSONErrors(t *testing.T) {
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, h, b := a.do("GET", "/v2/nothing", "", "")
@@ -290,8 +307,9 @@ func TestDailyCap_Concurrent(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				io.Copy(io.Discard, res.Body)
+				b, _ := io.ReadAll(res.Body)
 				res.Body.Close()
+				openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
 				mu.Lock()
 				counts[res.StatusCode]++
 				if res.StatusCode == http.StatusTooManyRequests {

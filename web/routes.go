@@ -43,9 +43,12 @@ func (rt *Router) Routes() http.Handler {
 	r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo))
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(bearerAuth(rt.KeyChecker))
-		r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
-		r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
+		r.Method(http.MethodGet, "/openapi.json", handlers.OpenAPI())
+		r.Group(func(r chi.Router) {
+			r.Use(bearerAuth(rt.KeyChecker))
+			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
+		})
 	})
 	return r
 }

@@ -1,0 +1,81 @@
+// Package openapitest validates HTTP exchanges against the OpenAPI document
+// in tests.
+package openapitest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/arbiterhq/arbiter/openapi"
+)
+
+var (
+	loadOnce sync.Once
+	router   routers.Router
+	loadErr  error
+)
+
+// Load parses and validates the document.
+func Load() (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openapi.Document())
+	if err != nil {
+		return nil, err
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+func load() (routers.Router, error) {
+	loadOnce.Do(func() {
+		var doc *openapi3.T
+		if doc, loadErr = Load(); loadErr == nil {
+			router, loadErr = legacy.NewRouter(doc)
+		}
+	})
+	return router, loadErr
+}
+
+// ValidateResponse fails t when the response to req (status, header and
+// body) does not match the document. Requests to paths the document does not
+// describe, or with a method it does not list, are not checked.
+func ValidateResponse(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
+	t.Helper()
+	r, err := load()
+	if err != nil {
+		t.Fatalf("openapi document: %v", err)
+	}
+	route, params, err := r.FindRoute(req)
+	var routeErr *routers.RouteError
+	if errors.As(err, &routeErr) && (routeErr.Reason == routers.ErrPathNotFound.Error() ||
+		routeErr.Reason == routers.ErrMethodNotAllowed.Error()) {
+		return // an undocumented path or method: a 404 or 405 the router answers
+	} else if err != nil {
+		t.Fatalf("openapi route for %s %s: %v", req.Method, req.URL, err)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+		},
+		Status:  status,
+		Header:  header,
+		Body:    io.NopCloser(bytes.NewReader(body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Errorf("%s %s → %d does not match the OpenAPI document: %v\nbody: %s", req.Method, req.URL.Path, status, err, body)
+	}
+}
