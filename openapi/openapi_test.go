@@ -2,6 +2,8 @@ package openapi_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/openapi"
@@ -23,5 +25,50 @@ func TestDocument_IsValidOpenAPI31(t *testing.T) {
 		if doc.Paths.Find(path) == nil {
 			t.Errorf("%s is not documented", path)
 		}
+	}
+}
+
+// recorder is a testing.TB that keeps the failures instead of failing.
+type recorder struct {
+	testing.TB
+	failures []string
+}
+
+func (r *recorder) Helper()                   {}
+func (r *recorder) Errorf(f string, a ...any) { r.failures = append(r.failures, fmt.Sprintf(f, a...)) }
+func (r *recorder) Fatalf(f string, a ...any) { r.failures = append(r.failures, fmt.Sprintf(f, a...)) }
+
+// The validator must catch drift, not only bless what the server sends.
+func TestValidateResponse_CatchesMismatches(t *testing.T) {
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	rateLimited := http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}}
+	task := `{"id":"tsk_0123456789abcdef","status":"pending","task_type":"decide","source":"","touchpoint":"chat",
+		"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":0.8,"final_verdict":%s,"final_tier":null,
+		"final_confidence":null,"created_at":1795415525.173,"completed_at":null,"attempts":[]%s}`
+	for _, c := range []struct {
+		name, method, path string
+		status             int
+		header             http.Header
+		body               string
+		valid              bool
+	}{
+		{"Task", "GET", "/v1/tasks/tsk_0123456789abcdef", 200, jsonHeader, fmt.Sprintf(task, "null", ""), true},
+		{"TaskWithUnknownField", "GET", "/v1/tasks/tsk_0123456789abcdef", 200, jsonHeader, fmt.Sprintf(task, "null", `,"later":1`), true},
+		{"TaskWithNumberVerdict", "GET", "/v1/tasks/tsk_0123456789abcdef", 200, jsonHeader, fmt.Sprintf(task, "5", ""), false},
+		{"TaskMissingFields", "POST", "/v1/tasks", 200, jsonHeader, `{"id":"tsk_0123456789abcdef"}`, false},
+		{"RateLimited", "POST", "/v1/tasks", 429, rateLimited, `{"error":"Cap reached."}`, true},
+		{"RateLimitedWithoutRetryAfter", "POST", "/v1/tasks", 429, jsonHeader, `{"error":"Cap reached."}`, false},
+		{"UndocumentedStatus", "POST", "/v1/tasks", 404, jsonHeader, `{"error":"No."}`, false},
+		{"EmptyErrorSentence", "GET", "/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
+		{"UnhealthyWithReason", "GET", "/healthz", 503, jsonHeader, `{"ok":false,"error":"No worker is running."}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, "http://localhost"+c.path, nil)
+			r := &recorder{TB: t}
+			openapitest.ValidateResponse(r, req, c.status, c.header, []byte(c.body))
+			if valid := len(r.failures) == 0; valid != c.valid {
+				t.Errorf("valid = %v, want %v; failures: %q", valid, c.valid, r.failures)
+			}
+		})
 	}
 }

@@ -39,9 +39,14 @@ Usage:
   arbiter admin list-keys --email E              list an account's keys
   arbiter admin revoke-key --id ID               revoke a key
   arbiter admin set-cap --email E --cap N        set an account's daily task cap
+  arbiter task create --prompt P --verdict V…    create a task through the API; prints it
+        [--context JSON|@FILE] [--threshold X] [--wait] …
+  arbiter task get ID                            read a task through the API; prints it
 
 Every command reads its settings from the environment (see README.md);
 ARBITER_DATABASE_URL selects the store.
+The task commands call a running server: SVC_BASE_URL (default
+http://localhost:8080), with the key in SVC_API_KEY.
 `
 
 // run is the whole program; main only supplies the process's environment.
@@ -60,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runMigrate(ctx, args, getenv, stderr)
 	case "admin":
 		return runAdmin(ctx, args, getenv, stdout, stderr)
+	case "task":
+		return runTask(ctx, args, getenv, stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,448 @@
+// Package client is the Go client of Arbiter's HTTP API. It imports only the
+// standard library.
+//
+// New reads the API key from SVC_API_KEY and the server's address from
+// SVC_BASE_URL (default http://localhost:8080); options override both. A
+// program that asks a question and waits for the answer:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"fmt"
+//		"log"
+//		"time"
+//
+//		"github.com/arbiterhq/arbiter/client"
+//	)
+//
+//	func main() {
+//		c := client.New() // SVC_API_KEY, SVC_BASE_URL
+//		ctx := context.Background()
+//		task, err := c.CreateTask(ctx, client.TaskCreate{
+//			Prompt:          "Approve this refund?",
+//			AllowedVerdicts: []string{"approve", "reject"},
+//			Context:         map[string]any{"order": "ord_1", "amount": 42.5},
+//		})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+//		defer cancel()
+//		task, err = c.WaitTask(ctx, task.ID, nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Println(*task.FinalVerdict, *task.FinalTier)
+//	}
+//
+// Failures the server answers are *Error values carrying the status and the
+// server's sentence; IsNotFound, IsUnauthorized, IsInvalid, IsTooLarge and
+// IsRateLimited classify them. The client retries a 429 after its
+// Retry-After when that wait is short enough, and a 5xx on reads (never on
+// a POST, which might have been stored). Response fields added by later
+// servers are ignored.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultBaseURL is the server New talks to when neither SVC_BASE_URL nor
+// WithBaseURL names one.
+const DefaultBaseURL = "http://localhost:8080"
+
+// Defaults of the retry policy; see WithRetries and WithMaxRetryWait.
+const (
+	DefaultRetries      = 3
+	DefaultMaxRetryWait = time.Minute
+)
+
+// maxResponseBytes bounds what the client reads of one answer.
+const maxResponseBytes = 16 << 20
+
+// Client calls one Arbiter server. It is safe for concurrent use.
+type Client struct {
+	apiKey       string
+	baseURL      string
+	httpClient   *http.Client
+	userAgent    string
+	retries      int
+	maxRetryWait time.Duration
+}
+
+// Option configures a Client built by New.
+type Option func(*Client)
+
+// WithAPIKey sets the API key (svc_live_…), overriding SVC_API_KEY.
+func WithAPIKey(key string) Option {
+	return func(c *Client) { c.apiKey = key }
+}
+
+// WithBaseURL sets the server's address, such as https://arbiter.example.com,
+// overriding SVC_BASE_URL. An empty string means DefaultBaseURL.
+func WithBaseURL(baseURL string) Option {
+	return func(c *Client) { c.baseURL = baseURL }
+}
+
+// WithHTTPClient sets the *http.Client requests go through, for a proxy,
+// custom TLS or a different timeout. The default has a 30-second timeout
+// per request.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.httpClient = hc }
+}
+
+// WithUserAgent sets the User-Agent header (default "arbiter-go/VERSION").
+func WithUserAgent(ua string) Option {
+	return func(c *Client) { c.userAgent = ua }
+}
+
+// WithRetries sets how many times one call is retried after a 429, or after
+// a 5xx on a read (default DefaultRetries). Zero turns retries off.
+func WithRetries(n int) Option {
+	return func(c *Client) { c.retries = max(n, 0) }
+}
+
+// WithMaxRetryWait sets the longest Retry-After the client waits out before
+// retrying (default DefaultMaxRetryWait). A 429 asking for longer, or for
+// longer than the context has left, is returned at once.
+func WithMaxRetryWait(d time.Duration) Option {
+	return func(c *Client) { c.maxRetryWait = d }
+}
+
+// New returns a client for the server at SVC_BASE_URL using the key in
+// SVC_API_KEY; options given override them.
+func New(opts ...Option) *Client {
+	c := &Client{
+		apiKey:       os.Getenv("SVC_API_KEY"),
+		baseURL:      os.Getenv("SVC_BASE_URL"),
+		httpClient:   &http.Client{Timeout: 30 * time.Second},
+		userAgent:    "arbiter-go/" + version(),
+		retries:      DefaultRetries,
+		maxRetryWait: DefaultMaxRetryWait,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	if c.baseURL == "" {
+		c.baseURL = DefaultBaseURL
+	}
+	c.baseURL = strings.TrimRight(c.baseURL, "/")
+	if c.httpClient == nil {
+		c.httpClient = http.DefaultClient
+	}
+	return c
+}
+
+// version is the client module's version as the Go toolchain recorded it in
+// the binary, or "devel" when it did not.
+func version() string {
+	const module = "github.com/arbiterhq/arbiter"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if info.Main.Path == module && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	for _, dep := range info.Deps {
+		if dep.Path == module && dep.Version != "" {
+			return dep.Version
+		}
+	}
+	return "devel"
+}
+
+// call describes one API request.
+type call struct {
+	method string
+	path   string // below the base URL, escaped
+	auth   bool   // send the API key
+	body   any    // encoded as JSON when not nil
+	// answers lists statuses other than 200 whose body decodes into out
+	// rather than becoming an *Error, and which are not retried.
+	answers []int
+}
+
+// do sends the call, retrying as the policy allows, and decodes a successful
+// answer into out.
+func (c *Client) do(ctx context.Context, cl call, out any) error {
+	var body []byte
+	if cl.body != nil {
+		var err error
+		if body, err = json.Marshal(cl.body); err != nil {
+			return fmt.Errorf("encoding the request: %w", err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		status, header, b, err := c.send(ctx, cl, body)
+		if err != nil {
+			return err
+		}
+		if status == http.StatusOK {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("%s %s answered 200 with a body that is not the expected JSON: %w", cl.method, cl.path, err)
+			}
+			return nil
+		}
+		if containsStatus(cl.answers, status) && json.Unmarshal(b, out) == nil {
+			return nil
+		}
+		apiErr := newError(status, header, b)
+		retryable := status == http.StatusTooManyRequests ||
+			(status >= 500 && cl.method == http.MethodGet)
+		if !retryable || attempt >= c.retries {
+			return apiErr
+		}
+		wait := apiErr.RetryAfter
+		if wait == 0 {
+			wait = backoff(attempt)
+		}
+		if wait > c.maxRetryWait {
+			return apiErr
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return apiErr
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return apiErr
+		case <-timer.C:
+		}
+	}
+}
+
+// send makes one HTTP exchange and reads the whole answer.
+func (c *Client) send(ctx context.Context, cl call, body []byte) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, c.baseURL+cl.path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if cl.auth && c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	res, err := c.httpClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("reading the answer to %s %s: %w", cl.method, cl.path, err)
+	}
+	return res.StatusCode, res.Header, b, nil
+}
+
+// backoff is the wait before retry n (from 0) when the server named none:
+// 200 ms doubling, with up to 20% jitter so clients spread out.
+func backoff(n int) time.Duration {
+	d := 200 * time.Millisecond << min(n, 6)
+	return d + rand.N(d/5+1)
+}
+
+// parseRetryAfter reads a Retry-After header: delay seconds or an HTTP date.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+func containsStatus(statuses []int, status int) bool {
+	for _, s := range statuses {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// Error is a failure the server answered: its HTTP status and its sentence.
+type Error struct {
+	// StatusCode is the HTTP status, such as 404.
+	StatusCode int
+	// Message is the server's human-readable sentence.
+	Message string
+	// RetryAfter is the wait the server asked for (429 answers), or zero.
+	RetryAfter time.Duration
+}
+
+// Error returns the server's sentence.
+func (e *Error) Error() string { return e.Message }
+
+// newError builds the *Error of a non-success answer. A body that is not
+// Arbiter's {"error": "…"} (a proxy's page, say) gets the status text.
+func newError(status int, header http.Header, body []byte) *Error {
+	e := &Error{StatusCode: status, RetryAfter: parseRetryAfter(header.Get("Retry-After"))}
+	var wire struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &wire) == nil && wire.Error != "" {
+		e.Message = wire.Error
+	} else {
+		e.Message = fmt.Sprintf("The server answered %d %s.", status, http.StatusText(status))
+	}
+	return e
+}
+
+// StatusCode returns the HTTP status of an *Error in err's chain, or 0.
+func StatusCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	return 0
+}
+
+// IsInvalid reports whether the server refused the request as malformed or
+// out of range (400).
+func IsInvalid(err error) bool { return StatusCode(err) == http.StatusBadRequest }
+
+// IsUnauthorized reports whether the API key was missing, malformed, unknown
+// or revoked (401).
+func IsUnauthorized(err error) bool { return StatusCode(err) == http.StatusUnauthorized }
+
+// IsNotFound reports whether the task is unknown or another account's (404).
+func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
+
+// IsTooLarge reports whether the request body was over the server's limit
+// (413).
+func IsTooLarge(err error) bool { return StatusCode(err) == http.StatusRequestEntityTooLarge }
+
+// IsRateLimited reports whether the account's daily task cap is used up
+// (429). The *Error's RetryAfter says when the cap resets.
+func IsRateLimited(err error) bool { return StatusCode(err) == http.StatusTooManyRequests }
+
+// CreateTask submits a task. The answer is the stored task, pending.
+func (c *Client) CreateTask(ctx context.Context, in TaskCreate) (*Task, error) {
+	var t Task
+	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tasks", auth: true, body: in}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// GetTask reads a task of the key's account, with its attempts. An unknown
+// id, or another account's, is an error for which IsNotFound is true.
+func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
+	var t Task
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tasks/" + url.PathEscape(id), auth: true}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// WaitOptions tune WaitTask's polling. The zero value, like a nil
+// *WaitOptions, polls after 200 ms, doubling up to every 5 s.
+type WaitOptions struct {
+	// PollInterval is the first wait between two reads (default 200 ms).
+	PollInterval time.Duration
+	// MaxPollInterval caps the doubling wait (default 5 s).
+	MaxPollInterval time.Duration
+}
+
+// WaitTask reads the task until it is completed and returns it. A task
+// waiting for a person may take minutes or days, so give ctx the deadline you
+// can afford: when ctx ends first, WaitTask returns the last task it read
+// (nil if none) with an error wrapping ctx's.
+func (c *Client) WaitTask(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
+	interval, ceiling := 200*time.Millisecond, 5*time.Second
+	if opts != nil && opts.PollInterval > 0 {
+		interval = opts.PollInterval
+	}
+	if opts != nil && opts.MaxPollInterval > 0 {
+		ceiling = opts.MaxPollInterval
+	}
+	var last *Task
+	for {
+		t, err := c.GetTask(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, waitError(id, last, ctx.Err())
+			}
+			return last, err
+		}
+		last = t
+		if t.Status == StatusCompleted {
+			return t, nil
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return last, waitError(id, last, ctx.Err())
+		case <-timer.C:
+		}
+		interval = min(interval*2, ceiling)
+	}
+}
+
+func waitError(id string, last *Task, err error) error {
+	if last == nil {
+		return fmt.Errorf("waiting for task %s: %w", id, err)
+	}
+	return fmt.Errorf("task %s is still %s: %w", id, last.Status, err)
+}
+
+// DemoTasks lists the curated demo queue. It needs no API key.
+func (c *Client) DemoTasks(ctx context.Context) ([]DemoTask, error) {
+	var list struct {
+		Tasks []DemoTask `json:"tasks"`
+	}
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/demo/tasks"}, &list); err != nil {
+		return nil, err
+	}
+	return list.Tasks, nil
+}
+
+// SubmitDemoVerdict records an anonymous verdict on a demo task and returns
+// the stored record; the demo task never changes. It needs no API key.
+func (c *Client) SubmitDemoVerdict(ctx context.Context, in DemoVerdictCreate) (*DemoVerdict, error) {
+	var v DemoVerdict
+	if err := c.do(ctx, call{method: http.MethodPost, path: "/demo/verdicts", body: in}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// Health reports whether the server's store answers and a worker is alive.
+// An unhealthy server's 503 is not an error: it comes back as a Health with
+// OK false and the reason. It needs no API key.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var h Health
+	err := c.do(ctx, call{method: http.MethodGet, path: "/healthz", answers: []int{http.StatusServiceUnavailable}}, &h)
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}

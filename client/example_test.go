@@ -1,0 +1,108 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/arbiterhq/arbiter/client"
+)
+
+func ExampleNew() {
+	// With no options the client reads SVC_API_KEY and SVC_BASE_URL.
+	c := client.New()
+	_ = c
+
+	// Options override the environment.
+	c = client.New(
+		client.WithAPIKey("svc_live_0123456789abcdef0123456789ab"),
+		client.WithBaseURL("https://arbiter.example.com"),
+		client.WithUserAgent("refund-bot/1.2"),
+		client.WithRetries(5),
+	)
+	_ = c
+}
+
+func ExampleClient_CreateTask() {
+	c := client.New()
+	task, err := c.CreateTask(context.Background(), client.TaskCreate{
+		Prompt:              "Approve this refund?",
+		AllowedVerdicts:     []string{"approve", "reject", "escalate"},
+		ConfidenceThreshold: client.Threshold(0.9),
+		TaskType:            "refund",
+		Touchpoint:          "email",
+		Source:              "support-bot",
+		Context:             map[string]any{"order": "ord_1", "amount": 42.5},
+	})
+	var apiErr *client.Error
+	switch {
+	case client.IsRateLimited(err) && errors.As(err, &apiErr):
+		log.Fatalf("daily cap reached; it resets in %s", apiErr.RetryAfter)
+	case client.IsInvalid(err):
+		log.Fatalf("the task was refused: %v", err)
+	case err != nil:
+		log.Fatal(err)
+	}
+	fmt.Println(task.ID, task.Status)
+}
+
+func ExampleClient_GetTask() {
+	c := client.New()
+	task, err := c.GetTask(context.Background(), "tsk_3f9a0c1b2d4e5f60")
+	if client.IsNotFound(err) {
+		log.Fatal("no such task in this account")
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.Status, len(task.Attempts))
+}
+
+func ExampleClient_WaitTask() {
+	c := client.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	task, err := c.WaitTask(ctx, "tsk_3f9a0c1b2d4e5f60", &client.WaitOptions{MaxPollInterval: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err) // the task is still with the verifier or a person
+	}
+	fmt.Printf("%s by the %s tier at %s\n", *task.FinalVerdict, *task.FinalTier, task.CompletedAt.Format(time.RFC3339))
+}
+
+func ExampleClient_DemoTasks() {
+	c := client.New()
+	tasks, err := c.DemoTasks(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range tasks {
+		fmt.Println(t.ID, t.AllowedVerdicts)
+	}
+}
+
+func ExampleClient_SubmitDemoVerdict() {
+	c := client.New()
+	v, err := c.SubmitDemoVerdict(context.Background(), client.DemoVerdictCreate{
+		TaskID:        "tsk_demo_refund_late_delivery",
+		Verdict:       "approve",
+		Rationale:     "Nine days late is past the promise.",
+		AnonSessionID: "anon_123",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v.ID)
+}
+
+func ExampleClient_Health() {
+	c := client.New()
+	h, err := c.Health(context.Background())
+	if err != nil {
+		log.Fatal(err) // the server did not answer
+	}
+	if !h.OK {
+		log.Fatalf("unhealthy: %s", h.Error)
+	}
+	fmt.Println("ok")
+}

@@ -1,0 +1,282 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Task statuses, in lifecycle order.
+const (
+	StatusPending      = "pending"       // accepted, waiting for the verifier
+	StatusAgentRunning = "agent_running" // the verifier is answering
+	StatusHumanNeeded  = "human_needed"  // waiting for a person
+	StatusCompleted    = "completed"     // the Final* fields are set
+)
+
+// Tiers that decide a task or make an attempt on it.
+const (
+	TierAgent = "agent"
+	TierHuman = "human"
+)
+
+// TaskCreate is a task to submit. Only Prompt and AllowedVerdicts are
+// required; the server applies the defaults of fields left zero.
+type TaskCreate struct {
+	// Prompt is the question, at most 32 KiB.
+	Prompt string `json:"prompt"`
+	// AllowedVerdicts are 1 to 64 distinct answers the task may get.
+	AllowedVerdicts []string `json:"allowed_verdicts"`
+	// ConfidenceThreshold, from 0 to 1, is the verifier confidence below
+	// which a person decides. Nil means the server's default, 0.8.
+	ConfidenceThreshold *float64 `json:"confidence_threshold,omitempty"`
+	// TaskType labels the task (default "decide").
+	TaskType string `json:"task_type,omitempty"`
+	// Touchpoint labels where the question came from (default "chat").
+	Touchpoint string `json:"touchpoint,omitempty"`
+	// Source is a free-form label for later filtering.
+	Source string `json:"source,omitempty"`
+	// Context is any JSON-encodable value the verifier and the reviewer see,
+	// at most 256 KiB once encoded; a json.RawMessage is sent as it is.
+	Context any `json:"context,omitempty"`
+}
+
+// Threshold returns a pointer to v, for TaskCreate.ConfidenceThreshold.
+func Threshold(v float64) *float64 { return &v }
+
+// Task is a task as the server reports it. The Final* fields and
+// CompletedAt are nil until it is completed. Its JSON form is the API's,
+// times as epoch seconds.
+type Task struct {
+	ID                  string     `json:"id"`
+	Status              string     `json:"status"`
+	TaskType            string     `json:"task_type"`
+	Source              string     `json:"source"`
+	Touchpoint          string     `json:"touchpoint"`
+	Prompt              string     `json:"prompt"`
+	AllowedVerdicts     []string   `json:"allowed_verdicts"`
+	ConfidenceThreshold float64    `json:"confidence_threshold"`
+	FinalVerdict        *string    `json:"final_verdict"`
+	FinalTier           *string    `json:"final_tier"`
+	FinalConfidence     *float64   `json:"final_confidence"`
+	CreatedAt           time.Time  `json:"created_at"`
+	CompletedAt         *time.Time `json:"completed_at"`
+	Attempts            []Attempt  `json:"attempts"`
+}
+
+// taskWire is Task as the API spells it.
+type taskWire struct {
+	ID                  string    `json:"id"`
+	Status              string    `json:"status"`
+	TaskType            string    `json:"task_type"`
+	Source              string    `json:"source"`
+	Touchpoint          string    `json:"touchpoint"`
+	Prompt              string    `json:"prompt"`
+	AllowedVerdicts     []string  `json:"allowed_verdicts"`
+	ConfidenceThreshold float64   `json:"confidence_threshold"`
+	FinalVerdict        *string   `json:"final_verdict"`
+	FinalTier           *string   `json:"final_tier"`
+	FinalConfidence     *float64  `json:"final_confidence"`
+	CreatedAt           epoch     `json:"created_at"`
+	CompletedAt         *epoch    `json:"completed_at"`
+	Attempts            []Attempt `json:"attempts"`
+}
+
+// UnmarshalJSON reads the API's Task object.
+func (t *Task) UnmarshalJSON(b []byte) error {
+	var w taskWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
+		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.Attempts}
+	return nil
+}
+
+// MarshalJSON writes the API's Task object.
+func (t Task) MarshalJSON() ([]byte, error) {
+	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
+		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), t.Attempts})
+}
+
+// Attempt is one verifier call or one person's decision on a task. Fields
+// that do not apply are nil: Model for a person, Reviewer for the verifier,
+// Error when the call succeeded, Verdict and Confidence when it failed.
+type Attempt struct {
+	Tier       string     `json:"tier"`
+	Verdict    *string    `json:"verdict"`
+	Confidence *float64   `json:"confidence"`
+	Rationale  string     `json:"rationale"`
+	Model      *string    `json:"model"`
+	Reviewer   *string    `json:"reviewer"`
+	Error      *string    `json:"error"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// attemptWire is Attempt as the API spells it.
+type attemptWire struct {
+	Tier       string   `json:"tier"`
+	Verdict    *string  `json:"verdict"`
+	Confidence *float64 `json:"confidence"`
+	Rationale  string   `json:"rationale"`
+	Model      *string  `json:"model"`
+	Reviewer   *string  `json:"reviewer"`
+	Error      *string  `json:"error"`
+	StartedAt  epoch    `json:"started_at"`
+	FinishedAt *epoch   `json:"finished_at"`
+}
+
+// UnmarshalJSON reads the API's attempt object.
+func (a *Attempt) UnmarshalJSON(b []byte) error {
+	var w attemptWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*a = Attempt{w.Tier, w.Verdict, w.Confidence, w.Rationale, w.Model, w.Reviewer, w.Error,
+		w.StartedAt.time(), w.FinishedAt.timePtr()}
+	return nil
+}
+
+// MarshalJSON writes the API's attempt object.
+func (a Attempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(attemptWire{a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error,
+		epoch(a.StartedAt), epochPtr(a.FinishedAt)})
+}
+
+// DemoTask is a task of the curated demo queue.
+type DemoTask struct {
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Prompt          string          `json:"prompt"`
+	AllowedVerdicts []string        `json:"allowed_verdicts"`
+	Context         json.RawMessage `json:"context"`
+	CreatedAt       time.Time       `json:"created_at"`
+}
+
+// demoTaskWire is DemoTask as the API spells it.
+type demoTaskWire struct {
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Prompt          string          `json:"prompt"`
+	AllowedVerdicts []string        `json:"allowed_verdicts"`
+	Context         json.RawMessage `json:"context"`
+	CreatedAt       epoch           `json:"created_at"`
+}
+
+// UnmarshalJSON reads the API's demo task object.
+func (d *DemoTask) UnmarshalJSON(b []byte) error {
+	var w demoTaskWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*d = DemoTask{w.ID, w.Source, w.Prompt, w.AllowedVerdicts, w.Context, w.CreatedAt.time()}
+	return nil
+}
+
+// MarshalJSON writes the API's demo task object.
+func (d DemoTask) MarshalJSON() ([]byte, error) {
+	return json.Marshal(demoTaskWire{d.ID, d.Source, d.Prompt, d.AllowedVerdicts, d.Context, epoch(d.CreatedAt)})
+}
+
+// DemoVerdictCreate is an anonymous verdict on a demo task.
+type DemoVerdictCreate struct {
+	// TaskID is a demo task's id (tsk_demo_…).
+	TaskID string `json:"task_id"`
+	// Verdict must be one of the demo task's allowed verdicts.
+	Verdict string `json:"verdict"`
+	// Rationale is an optional note, at most 4000 characters.
+	Rationale string `json:"rationale,omitempty"`
+	// AnonSessionID optionally groups one visitor's verdicts, at most 128
+	// characters.
+	AnonSessionID string `json:"anon_session_id,omitempty"`
+}
+
+// DemoVerdict is a stored demo verdict.
+type DemoVerdict struct {
+	ID            string    `json:"id"`
+	TaskID        string    `json:"task_id"`
+	Verdict       string    `json:"verdict"`
+	Rationale     *string   `json:"rationale"`
+	AnonSessionID *string   `json:"anon_session_id"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// demoVerdictWire is DemoVerdict as the API spells it.
+type demoVerdictWire struct {
+	ID            string  `json:"id"`
+	TaskID        string  `json:"task_id"`
+	Verdict       string  `json:"verdict"`
+	Rationale     *string `json:"rationale"`
+	AnonSessionID *string `json:"anon_session_id"`
+	CreatedAt     epoch   `json:"created_at"`
+}
+
+// UnmarshalJSON reads the API's demo verdict object.
+func (v *DemoVerdict) UnmarshalJSON(b []byte) error {
+	var w demoVerdictWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*v = DemoVerdict{w.ID, w.TaskID, w.Verdict, w.Rationale, w.AnonSessionID, w.CreatedAt.time()}
+	return nil
+}
+
+// MarshalJSON writes the API's demo verdict object.
+func (v DemoVerdict) MarshalJSON() ([]byte, error) {
+	return json.Marshal(demoVerdictWire{v.ID, v.TaskID, v.Verdict, v.Rationale, v.AnonSessionID, epoch(v.CreatedAt)})
+}
+
+// Health is the server's health: OK, or not OK with the reason in Error.
+type Health struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// epoch is a time on the wire: Unix seconds with milliseconds as a JSON
+// number, such as 1795415525.173.
+type epoch time.Time
+
+func (e epoch) time() time.Time { return time.Time(e) }
+
+func (e *epoch) timePtr() *time.Time {
+	if e == nil {
+		return nil
+	}
+	t := time.Time(*e)
+	return &t
+}
+
+func epochPtr(t *time.Time) *epoch {
+	if t == nil {
+		return nil
+	}
+	e := epoch(*t)
+	return &e
+}
+
+func (e epoch) MarshalJSON() ([]byte, error) {
+	ms := time.Time(e).UnixMilli()
+	sign := ""
+	if ms < 0 {
+		sign, ms = "-", -ms
+	}
+	return fmt.Appendf(nil, "%s%d.%03d", sign, ms/1000, ms%1000), nil
+}
+
+func (e *epoch) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return fmt.Errorf("a time must be epoch seconds as a JSON number, not %s", b)
+	}
+	*e = epoch(time.UnixMilli(int64(math.Round(f * 1000))).UTC())
+	return nil
+}

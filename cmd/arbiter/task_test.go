@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/client"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// taskServer boots `arbiter serve` on the store at url and returns a getenv
+// for the task commands, with a fresh key of ops@example.com.
+func taskServer(t *testing.T, url string) func(string) string {
+	t.Helper()
+	serverEnv := env(map[string]string{"ARBITER_DATABASE_URL": url})
+	base := serve(t, serverEnv)
+	key := strings.TrimSpace(runOK(t, serverEnv, "admin", "create-key", "--email", "ops@example.com"))
+	return env(map[string]string{"SVC_BASE_URL": base, "SVC_API_KEY": key})
+}
+
+// decodeTask reads the task a command printed.
+func decodeTask(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var task map[string]any
+	if err := json.Unmarshal([]byte(out), &task); err != nil {
+		t.Fatalf("the output is not a JSON task: %v\n%s", err, out)
+	}
+	return task
+}
+
+func TestRun_TaskCreateWaitGet(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			getenv := taskServer(t, url)
+			store := dbtest.OpenURL(t, url, db.Options{})
+			account, err := store.FindAccountByEmail(context.Background(), "ops@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			contextFile := filepath.Join(t.TempDir(), "order.json")
+			os.WriteFile(contextFile, []byte(`{"order": "ord_1", "amount": 42.5}`), 0o600)
+
+			type result struct {
+				stdout, stderr string
+				err            error
+			}
+			done := make(chan result, 1)
+			go func() {
+				var stdout, stderr bytes.Buffer
+				err := run(context.Background(), []string{"task", "create",
+					"--prompt", "Approve this refund?", "--verdict", "approve", "--verdict", "reject",
+					"--context", "@" + contextFile, "--threshold", "0.9", "--task-type", "refund",
+					"--touchpoint", "email", "--source", "cli", "--wait", "--timeout", "30s",
+				}, getenv, nil, &stdout, &stderr)
+				done <- result{stdout.String(), stderr.String(), err}
+			}()
+
+			// The default agent decides nothing, so the in-process worker
+			// hands the task to a person, who decides it here.
+			var id string
+			for deadline := time.Now().Add(15 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+				queue, _, err := store.ListHumanQueue(context.Background(), account.ID, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(queue) > 0 {
+					id = queue[0].ID
+				} else if time.Now().After(deadline) {
+					t.Fatal("the task never reached a person")
+				}
+			}
+			if _, err := store.DecideTask(context.Background(), account.ID, id, arbiter.HumanDecision{
+				Verdict: "approve", Rationale: "Within policy.", Reviewer: "reviewer@example.com",
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("task create --wait did not return after the decision")
+			}
+			if res.err != nil {
+				t.Fatalf("task create --wait: %v\n%s", res.err, res.stderr)
+			}
+			created := decodeTask(t, res.stdout)
+			if created["id"] != id || created["status"] != "completed" || created["final_verdict"] != "approve" ||
+				created["final_tier"] != "human" || created["confidence_threshold"] != 0.9 ||
+				created["task_type"] != "refund" || created["touchpoint"] != "email" || created["source"] != "cli" {
+				t.Errorf("task create --wait printed %s", res.stdout)
+			}
+			if _, ok := created["created_at"].(float64); !ok {
+				t.Errorf("created_at = %v, want epoch seconds", created["created_at"])
+			}
+			if !strings.Contains(res.stdout, "\n  \"status\": \"completed\"") {
+				t.Errorf("the output is not indented JSON:\n%s", res.stdout)
+			}
+			stored, _ := store.FindTaskByID(context.Background(), account.ID, id)
+			if stored == nil || string(stored.Context) != `{"order":"ord_1","amount":42.5}` {
+				t.Errorf("stored context = %+v", stored)
+			}
+
+			got := decodeTask(t, runOK(t, getenv, "task", "get", id))
+			if got["id"] != id || got["status"] != "completed" || got["final_verdict"] != "approve" {
+				t.Errorf("task get printed %v", got)
+			}
+			if attempts, _ := got["attempts"].([]any); len(attempts) != 2 {
+				t.Errorf("attempts = %v, want the agent's and the reviewer's", got["attempts"])
+			}
+		})
+	}
+}
+
+func TestRun_TaskErrors(t *testing.T) {
+	getenv := taskServer(t, "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
+	withEnv := func(k, v string) func(string) string {
+		return func(name string) string {
+			if name == k {
+				return v
+			}
+			return getenv(name)
+		}
+	}
+	created := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve",
+		"--context", `{"amount": 12}`))
+	if created["status"] != "pending" {
+		t.Fatalf("task create printed %v", created)
+	}
+
+	for _, c := range []struct {
+		name   string
+		getenv func(string) string
+		args   []string
+		want   string // in the error
+	}{
+		{"NoPrompt", getenv, []string{"create", "--verdict", "approve"}, "--prompt is required"},
+		{"NoVerdict", getenv, []string{"create", "--prompt", "Refund?"}, "--verdict is required"},
+		{"BadContext", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "{bad"}, "not valid JSON"},
+		{"MissingContextFile", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "@/nonexistent.json"}, "no such file"},
+		{"ThresholdOutOfRange", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--threshold", "2"},
+			"task create: confidence_threshold must be a number between 0 and 1."},
+		{"UnknownKey", withEnv("SVC_API_KEY", "svc_live_0000000000000000000000000000"),
+			[]string{"create", "--prompt", "Refund?", "--verdict", "a"}, "task create: The API key is not valid."},
+		{"NoKey", withEnv("SVC_API_KEY", ""), []string{"get", created["id"].(string)}, "SVC_API_KEY is not set"},
+		{"UnknownTask", getenv, []string{"get", "tsk_0000000000000000"}, "task get: "},
+		{"WaitTimesOut", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--wait", "--timeout", "300ms"},
+			"after 300ms"},
+		{"NoServer", withEnv("SVC_BASE_URL", "http://127.0.0.1:1"), []string{"get", created["id"].(string)}, "connect"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"task"}, c.args...), c.getenv, nil, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("arbiter task %s = %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("wrote to stdout: %q", stdout.String())
+			}
+			if c.name == "UnknownTask" && !client.IsNotFound(err) {
+				t.Errorf("err = %v, want the server's 404", err)
+			}
+		})
+	}
+
+	for _, args := range [][]string{{"task"}, {"task", "frobnicate"}, {"task", "get"}, {"task", "get", "a", "b"}, {"task", "create", "--wait=maybe"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, getenv, nil, &stdout, &stderr); err != errUsage || stderr.Len() == 0 {
+			t.Errorf("arbiter %s = %v with stderr %q, want usage", strings.Join(args, " "), err, stderr.String())
+		}
+	}
+}
