@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint generate fuzz bench bench-micro clean
+.PHONY: run test build lint generate generate-check fuzz bench bench-micro clean
 
 run: build
 	./$(BIN) serve
@@ -19,8 +19,27 @@ lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-generate:
+# generate rebuilds the generated files, which are committed so `go build`
+# needs neither Node nor the templ CLI: the views' *_templ.go (templ, a tool
+# in go.mod), static/app.css (Tailwind CSS v3) and static/htmx.min.js (from
+# the htmx.org package). Node packages come from package-lock.json.
+generate: node_modules/.package-lock.json
 	$(GO) generate ./...
+	$(GO) tool templ generate
+	npx --no-install tailwindcss -c tailwind.config.js -i static/src/app.css -o static/app.css --minify
+	cp node_modules/htmx.org/dist/htmx.min.js static/htmx.min.js
+
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
+
+# generate-check installs the locked Node packages afresh, regenerates, and
+# fails when that changed or added any file: what CI runs.
+generate-check:
+	npm ci --no-audit --no-fund
+	$(MAKE) generate
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		echo "generated files differ from the committed ones; run 'make generate' and commit:"; \
+		git status --porcelain; git --no-pager diff --stat; exit 1; fi
 
 # fuzz runs the task-create decoder's fuzz target for a while; its seed
 # corpus in testdata/fuzz already runs in `make test`.

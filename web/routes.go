@@ -3,11 +3,15 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/static"
 )
 
 // Services are the store's services the server uses. The db package's *DB
@@ -17,9 +21,18 @@ type Services struct {
 	Keys   arbiter.APIKeyService
 	Demo   arbiter.DemoService
 	Health arbiter.HealthService
+	Queue  arbiter.QueueService // the human queue of the reviewer site
+
+	// The dashboard's: accounts' usage, sign-in links, identities and the
+	// audit log. Sessions are reached through Router.Sessions.
+	Accounts   arbiter.AccountService
+	Logins     arbiter.LoginTokenService
+	Identities arbiter.IdentityService
+	Audit      arbiter.AuditService
 }
 
-// Router is the server's HTTP surface; every route is listed in Routes.
+// Router is the server's HTTP surface; every route is listed in Routes and
+// the functions it calls below.
 type Router struct {
 	Services Services
 	// KeyChecker authenticates /v1 requests.
@@ -29,15 +42,83 @@ type Router struct {
 	// TaskCreated, when set, is called after each stored task so an
 	// in-process worker can claim it at once.
 	TaskCreated func()
+
+	// Site holds the origins of the API, the dashboard and the reviewer
+	// site. When they name different hosts, requests are dispatched by
+	// host, and a host that is none of them gets the API. Empty origins
+	// mean DefaultOrigin.
+	Site handlers.Site
+	// Sessions signs people in to the dashboard and the reviewer site; nil
+	// serves the API alone.
+	Sessions *Sessions
+	// Providers are the identity providers offered at sign-in.
+	Providers []handlers.OAuthProvider
+	// Mailer delivers e-mail sign-in links.
+	Mailer arbiter.LoginMailer
+	// SignInLimits bound how often sign-in links are sent; nil limiters
+	// get DefaultSignInLimits.
+	SignInLimits handlers.SignInLimits
+	// Now is the pages' clock (default time.Now).
+	Now arbiter.Clock
+}
+
+// DefaultSignInLimits allow 5 sign-in links per address at once and one more
+// every 3 minutes, and 20 per client IP address at once and one more every
+// 30 seconds.
+func DefaultSignInLimits() handlers.SignInLimits {
+	return handlers.SignInLimits{
+		ByAddress: arbiter.NewRateLimiter(5, 3*time.Minute, nil),
+		ByIP:      arbiter.NewRateLimiter(20, 30*time.Second, nil),
+	}
 }
 
 // Routes returns the handler serving every route of the service.
 func (rt *Router) Routes() http.Handler {
-	r := chi.NewRouter()
-	r.Use(requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes))
-	r.NotFound(notFound)
-	r.MethodNotAllowed(methodNotAllowed)
+	site := rt.site()
+	surfaces := []struct {
+		origin string
+		mount  func(chi.Router, handlers.Site)
+	}{
+		{site.BaseURL, rt.apiRoutes},
+		{site.AppURL, rt.dashboardRoutes},
+		{site.ReviewURL, rt.reviewRoutes},
+	}
+	byHost := map[string]*chi.Mux{}
+	for _, s := range surfaces {
+		host := hostOf(s.origin)
+		mux, ok := byHost[host]
+		if !ok {
+			mux = rt.newMux(site)
+			byHost[host] = mux
+		}
+		s.mount(mux, site)
+	}
+	api := byHost[hostOf(site.BaseURL)]
+	if len(byHost) == 1 {
+		return api
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mux, ok := byHost[strings.ToLower(r.Host)]; ok {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
 
+// newMux returns a router with the middleware every host shares and the
+// static files.
+func (rt *Router) newMux(site handlers.Site) *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(site.AppURL, site.ReviewURL))
+	r.NotFound(negotiatedNotFound)
+	r.MethodNotAllowed(negotiatedMethodNotAllowed)
+	r.Method(http.MethodGet, static.Prefix+"*", static.Handler())
+	return r
+}
+
+// apiRoutes are the JSON API's, at the API's origin.
+func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 	r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
 	r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
 	r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo))
@@ -50,5 +131,91 @@ func (rt *Router) Routes() http.Handler {
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
 		})
 	})
-	return r
+}
+
+// pageMiddleware is what every cookie-authenticated page shares: the site's
+// origins, the HTML 500 page, CSRF protection and the session.
+func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
+	csrf, err := crossOriginProtection(site.AppURL, site.ReviewURL)
+	if err != nil {
+		panic(err) // the origins were validated by ConfigFromEnv
+	}
+	r.Use(withSite(site), pageRecoverer, csrf, rt.Sessions.Load)
+}
+
+// dashboardRoutes are the account dashboard's, at the app origin: sign-in,
+// the overview, API keys and the audit log.
+func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
+	if rt.Sessions == nil {
+		return
+	}
+	s, now := rt.Services, rt.now()
+	limits := rt.SignInLimits
+	if limits.ByAddress == nil || limits.ByIP == nil {
+		limits = DefaultSignInLimits()
+	}
+	r.Group(func(r chi.Router) {
+		rt.pageMiddleware(r, site)
+		r.Method(http.MethodGet, "/signin", handlers.AuthSignIn(rt.Providers))
+		r.Method(http.MethodPost, "/signin/email", handlers.AuthEmailRequest(s.Logins, rt.Mailer, limits, rt.Providers))
+		r.Method(http.MethodGet, "/signin/email/confirm", handlers.AuthEmailConfirm(s.Logins))
+		r.Method(http.MethodPost, "/signin/email/confirm", handlers.AuthEmailSignIn(s.Logins, s.Identities, rt.Sessions))
+		r.Method(http.MethodGet, "/auth/{provider}", handlers.AuthOAuthBegin(rt.Providers, rt.Sessions))
+		r.Method(http.MethodGet, "/auth/{provider}/callback", handlers.AuthOAuthCallback(rt.Providers, s.Identities, rt.Sessions))
+		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions))
+
+		r.Group(func(r chi.Router) {
+			r.Use(requireSession)
+			r.Method(http.MethodGet, "/", handlers.DashboardHome(s.Accounts, s.Keys))
+			r.Method(http.MethodGet, "/keys", handlers.DashboardKeys(s.Keys, now))
+			r.Method(http.MethodPost, "/keys", handlers.DashboardKeyCreate(s.Keys, s.Audit, now))
+			r.Method(http.MethodGet, "/keys/{id}/revoke", handlers.DashboardKeyRevokeConfirm(s.Keys))
+			r.Method(http.MethodPost, "/keys/{id}/revoke", handlers.DashboardKeyRevoke(s.Keys, s.Audit))
+			r.Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
+		})
+	})
+}
+
+// reviewRoutes are the reviewer site's, under /review at the review
+// origin; on a host of its own, / leads there. Signed-in people review their
+// account's queue; anyone can review the demo queue.
+func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
+	if rt.Sessions == nil {
+		return
+	}
+	if hostOf(site.ReviewURL) != hostOf(site.AppURL) {
+		r.Method(http.MethodGet, "/", http.RedirectHandler("/review", http.StatusFound))
+	}
+	r.Route("/review", func(r chi.Router) {
+		rt.pageMiddleware(r, site)
+		r.Method(http.MethodGet, "/", handlers.PageReviewSoon())
+	})
+}
+
+// site returns the configured origins, defaulted.
+func (rt *Router) site() handlers.Site {
+	s := rt.Site
+	for _, o := range []*string{&s.BaseURL, &s.AppURL, &s.ReviewURL} {
+		if *o == "" {
+			*o = DefaultOrigin
+		}
+	}
+	return s
+}
+
+// now returns the pages' clock.
+func (rt *Router) now() arbiter.Clock {
+	if rt.Now == nil {
+		return time.Now
+	}
+	return rt.Now
+}
+
+// hostOf returns the lower-cased host[:port] of an origin.
+func hostOf(origin string) string {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return origin
+	}
+	return strings.ToLower(u.Host)
 }

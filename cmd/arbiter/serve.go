@@ -96,10 +96,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		keys.Run(bg, func(err error) { logger.Error("flush key use", "error", err.Error()) })
 	})
 	router := &web.Router{
-		Services:    web.Services{Tasks: store, Keys: store, Demo: store, Health: store},
+		Services: web.Services{
+			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store,
+		},
 		KeyChecker:  keys,
 		Logger:      logger,
 		TaskCreated: notify,
+	}
+	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

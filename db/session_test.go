@@ -1,0 +1,170 @@
+package db_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// movableClock is a store clock a test can move.
+type movableClock struct{ t time.Time }
+
+func (c *movableClock) now() time.Time { return c.t }
+
+func TestSessionService(t *testing.T) {
+	clock := &movableClock{t: time.Now()}
+	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		s, token, err := d.CreateSession(ctx, acct.ID, arbiter.SignInGitHub, arbiter.Client{IP: "192.0.2.1", UserAgent: "ua"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(token) != 64 || s.Email != "a@example.com" || s.Method != arbiter.SignInGitHub {
+			t.Fatalf("session = %+v, token %q", s, token)
+		}
+		got, err := d.FindSessionByToken(ctx, token)
+		if err != nil || got.ID != s.ID || got.AccountID != acct.ID || got.Email != "a@example.com" {
+			t.Fatalf("find = %+v, %v", got, err)
+		}
+		// Only the hash is stored: the token itself finds nothing.
+		_, err = d.FindSessionByToken(ctx, arbiter.HashToken(token))
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		// The sign-in is audited in the same step.
+		events, err := d.ListAuditEvents(ctx, acct.ID, 10)
+		if err != nil || len(events) != 1 || events[0].Kind != arbiter.AuditSignIn || events[0].ClientIP != "192.0.2.1" || events[0].Actor != "a@example.com" {
+			t.Fatalf("audit = %+v, %v", events, err)
+		}
+
+		if err := d.DeleteSession(ctx, token); err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.FindSessionByToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if err := d.DeleteSession(ctx, token); err != nil {
+			t.Errorf("ending an ended session: %v", err)
+		}
+
+		// Sessions expire.
+		_, token, _ = d.CreateSession(ctx, acct.ID, arbiter.SignInEmail, arbiter.Client{})
+		clock.t = clock.t.Add(arbiter.SessionTTL + time.Minute)
+		_, err = d.FindSessionByToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		_, _, err = d.CreateSession(ctx, "acct_nobody", arbiter.SignInEmail, arbiter.Client{})
+		wantCode(t, err, arbiter.ENOTFOUND)
+	})
+}
+
+func TestSessionService_SessionSecretIsKept(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			first, err := dbtest.OpenURL(t, url, db.Options{}).SessionSecret(ctx)
+			if err != nil || len(first) < 64 {
+				t.Fatalf("secret = %q, %v", first, err)
+			}
+			// A restart, or another process, reads the same secret.
+			again, err := dbtest.OpenURL(t, url, db.Options{}).SessionSecret(ctx)
+			if err != nil || again != first {
+				t.Fatalf("secret after a restart = %q, %v; want the first one", again, err)
+			}
+		})
+	}
+}
+
+func TestLoginTokenService(t *testing.T) {
+	clock := &movableClock{t: time.Now()}
+	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
+		token, err := d.CreateLoginToken(ctx, "Someone@Example.com")
+		if err != nil || len(token) != 64 {
+			t.Fatalf("token = %q, %v", token, err)
+		}
+		if err := d.CheckLoginToken(ctx, token); err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		email, err := d.RedeemLoginToken(ctx, token)
+		if err != nil || email != "someone@example.com" {
+			t.Fatalf("redeem = %q, %v", email, err)
+		}
+		_, err = d.RedeemLoginToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		wantCode(t, d.CheckLoginToken(ctx, token), arbiter.EUNAUTHORIZED)
+		_, err = d.RedeemLoginToken(ctx, arbiter.NewSecretToken())
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		late, _ := d.CreateLoginToken(ctx, "someone@example.com")
+		clock.t = clock.t.Add(arbiter.LoginTokenTTL - time.Second)
+		wantCode(t, d.CheckLoginToken(ctx, late), "")
+		clock.t = clock.t.Add(2 * time.Second)
+		wantCode(t, d.CheckLoginToken(ctx, late), arbiter.EUNAUTHORIZED)
+		_, err = d.RedeemLoginToken(ctx, late)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		_, err = d.CreateLoginToken(ctx, "not an address")
+		wantCode(t, err, arbiter.EINVALID)
+	})
+}
+
+func TestIdentityService_SignInWithIdentity(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		gh, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGitHub, Subject: "42", Email: "Ann@Example.com", EmailVerified: true})
+		if err != nil || gh.Email != "ann@example.com" {
+			t.Fatalf("first sign-in = %+v, %v", gh, err)
+		}
+		// Same verified address, another provider: the same account.
+		oidc, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInOIDC, Subject: "ann", Email: "ann@example.com", EmailVerified: true})
+		if err != nil || oidc.ID != gh.ID {
+			t.Fatalf("OIDC with the same address = %+v, %v; want account %s", oidc, err, gh.ID)
+		}
+		// A known identity keeps its account when its address changes.
+		moved, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGitHub, Subject: "42", Email: "ann@new.example", EmailVerified: true})
+		if err != nil || moved.ID != gh.ID {
+			t.Fatalf("known identity with a new address = %+v, %v", moved, err)
+		}
+		// An unverified address never reaches an account.
+		_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGoogle, Subject: "g1", Email: "ann@example.com"})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGoogle, Subject: "", Email: "ann@example.com", EmailVerified: true})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		// A new address, a new account.
+		bob, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: "bob@example.com", Email: "bob@example.com", EmailVerified: true})
+		if err != nil || bob.ID == gh.ID {
+			t.Fatalf("bob = %+v, %v", bob, err)
+		}
+	})
+}
+
+func TestAuditService(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		b := newAccount(t, d, "b@example.com")
+		long := make([]byte, 2000)
+		for i := range long {
+			long[i] = 'x'
+		}
+		for i, kind := range []string{arbiter.AuditKeyCreated, arbiter.AuditKeyRevoked} {
+			e := &arbiter.AuditEvent{AccountID: a.ID, Kind: kind, Actor: "a@example.com", Detail: "ci (svc_live_abcd…)", ClientIP: "::1", UserAgent: string(long)}
+			if err := d.RecordAuditEvent(ctx, e); err != nil || e.ID == 0 || e.CreatedAt == 0 {
+				t.Fatalf("record %d: %+v, %v", i, e, err)
+			}
+		}
+		d.RecordAuditEvent(ctx, &arbiter.AuditEvent{AccountID: b.ID, Kind: arbiter.AuditKeyCreated, Actor: "b@example.com"})
+		events, err := d.ListAuditEvents(ctx, a.ID, 10)
+		if err != nil || len(events) != 2 {
+			t.Fatalf("events = %v, %v", events, err)
+		}
+		if events[0].Kind != arbiter.AuditKeyRevoked || events[1].Kind != arbiter.AuditKeyCreated {
+			t.Errorf("not newest first: %s, %s", events[0].Kind, events[1].Kind)
+		}
+		if len(events[0].UserAgent) != arbiter.MaxUserAgentChars {
+			t.Errorf("user agent kept at %d characters, want %d", len(events[0].UserAgent), arbiter.MaxUserAgentChars)
+		}
+		if events, _ := d.ListAuditEvents(ctx, a.ID, 1); len(events) != 1 {
+			t.Errorf("limit 1 gave %d events", len(events))
+		}
+	})
+}

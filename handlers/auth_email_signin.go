@@ -1,0 +1,38 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// AuthEmailSignIn handles POST /signin/email/confirm: it uses the link's
+// token up, creates the account on a first sign-in, starts a session and
+// goes on. A used or expired token signs nobody in.
+func AuthEmailSignIn(logins arbiter.LoginTokenService, identities arbiter.IdentityService, sessions SessionKeeper) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next := SiteFrom(r.Context()).SafeNext(r.PostFormValue("next"))
+		email, err := logins.RedeemLoginToken(r.Context(), r.PostFormValue("token"))
+		if err != nil {
+			if StatusOf(err) == http.StatusInternalServerError {
+				PageError(w, r, err)
+				return
+			}
+			Render(w, r, StatusOf(err), dashboard.EmailConfirm(PageOf(r, "Finish signing in", ""), "", next, arbiter.ErrorMessage(err)))
+			return
+		}
+		account, err := identities.SignInWithIdentity(r.Context(), arbiter.ExternalIdentity{
+			Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true,
+		})
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		if err := sessions.SignIn(w, r, account.ID, arbiter.SignInEmail); err != nil {
+			PageError(w, r, err)
+			return
+		}
+		redirect(w, r, next)
+	})
+}

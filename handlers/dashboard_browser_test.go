@@ -1,0 +1,231 @@
+package handlers_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/chromedp"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+// mailbox is a LoginMailer that hands each link to the test.
+type mailbox chan string
+
+func (m mailbox) SendLoginLink(_ context.Context, _, link string) error {
+	m <- link
+	return nil
+}
+
+// chromium returns Debian's Chromium, skipping the test without it, except
+// in CI, which must have it.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed; CI installs it with apt")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// TestDashboard_InABrowser drives the dashboard in headless Chromium: sign in
+// by e-mail link, create a key, copy it, use it against the API, and revoke
+// it through the confirmation dialog. With ARBITER_SCREENSHOTS=DIR it leaves
+// screenshots of each page there, at desktop and phone widths.
+func TestDashboard_InABrowser(t *testing.T) {
+	exe := chromium(t)
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	links := make(mailbox, 10)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	router := &web.Router{
+		Services: web.Services{
+			Tasks: store, Keys: store, Demo: store, Health: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store,
+		},
+		KeyChecker: web.NewKeyChecker(store, nil),
+		Logger:     slog.New(slog.DiscardHandler),
+		Site:       handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL},
+		Sessions:   web.NewSessions(store, "0123456789abcdef0123456789abcdef", false, ""),
+		Mailer:     links,
+	}
+	srv.Config.Handler = router.Routes()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	bctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+
+	shots := os.Getenv("ARBITER_SCREENSHOTS")
+	shoot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+			if shots == "" {
+				return nil
+			}
+			for _, w := range []struct {
+				suffix        string
+				width, height int64
+			}{{"", 1280, 900}, {"-phone", 390, 844}} {
+				if _, err := chromedp.EmulateViewport(w.width, w.height)(ctx, tgt); err != nil {
+					return err
+				}
+				png, err := chromedp.FullScreenshot(100)(ctx, tgt)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(shots, name+w.suffix+".png"), png, 0o644); err != nil {
+					return err
+				}
+			}
+			_, err := chromedp.EmulateViewport(1280, 900)(ctx, tgt)
+			return err
+		})
+	}
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+	// Sign in by e-mail link.
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		_, err := chromedp.CallBrowser(bctx, browser.SetPermission, browser.SetPermissionParams{
+			Permission: &browser.PermissionDescriptor{Name: name}, Setting: browser.PermissionSettingGranted, Origin: srv.URL,
+		})
+		if err != nil {
+			t.Fatalf("grant %s: %v", name, err)
+		}
+	}
+	do(t, bctx, "ask for a link",
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(css(`#email`)),
+		shoot("signin"),
+		chromedp.SendKeys(css(`#email`), "person@example.com"),
+		chromedp.Click(css(`form[action="/signin/email"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=email-sent]`)),
+	)
+	var link string
+	select {
+	case link = <-links:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sign-in link was sent")
+	}
+	do(t, bctx, "confirm the link",
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`[data-testid=confirm-sign-in]`)),
+		shoot("confirm"),
+		chromedp.Click(css(`[data-testid=confirm-sign-in]`)),
+		chromedp.WaitVisible(css(`[data-testid=usage]`)),
+		shoot("overview"),
+	)
+
+	// Create a key (htmx swaps the section in) and copy it.
+	do(t, bctx, "create a key",
+		chromedp.Navigate(srv.URL+"/keys"),
+		chromedp.WaitVisible(css(`#key-name`)),
+		shoot("keys-empty"),
+		chromedp.SendKeys(css(`#key-name`), "browser key"),
+		chromedp.Click(css(`[data-testid=create-key]`)),
+		chromedp.WaitVisible(css(`[data-testid=new-key]`)),
+		chromedp.WaitVisible(css(`[data-testid=copy-key]`)),
+		chromedp.Click(css(`[data-testid=copy-key]`)),
+		shoot("key-created"),
+	)
+	plaintext := value(t, bctx, chromedp.Value(css(`[data-testid=new-key]`)))
+	label := value(t, bctx, chromedp.Text(css(`[data-testid=copy-key]`)))
+	copied := value(t, bctx, chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise))
+	if !arbiter.ValidAPIKey(plaintext) {
+		t.Fatalf("the page shows %q, not a key", plaintext)
+	}
+	if copied != plaintext || label != "Copied" {
+		t.Errorf("the copy button copied %q (label %q), want the key", copied, label)
+	}
+
+	// Use it against the API.
+	if status := apiStatus(t, srv.URL, plaintext); status != http.StatusOK {
+		t.Fatalf("the copied key gets %d from POST /v1/tasks", status)
+	}
+
+	// Revoke it through the dialog.
+	do(t, bctx, "revoke the key",
+		chromedp.Navigate(srv.URL+"/keys"),
+		chromedp.WaitVisible(css(`[data-testid=revoke-link]`)),
+		chromedp.Click(css(`[data-testid=revoke-link]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-testid=confirm-revoke]`)),
+		shoot("revoke-dialog"),
+		chromedp.Click(css(`dialog[open] [data-testid=confirm-revoke]`)),
+		chromedp.WaitVisible(css(`[data-testid=alert-success]`)),
+		shoot("key-revoked"),
+	)
+	if notice := value(t, bctx, chromedp.Text(css(`[data-testid=alert-success]`))); !strings.Contains(notice, "browser key") {
+		t.Errorf("the revocation notice says %q", notice)
+	}
+	revoked := time.Now()
+	for apiStatus(t, srv.URL, plaintext) != http.StatusUnauthorized {
+		if time.Since(revoked) > 2*time.Second {
+			t.Fatal("the revoked key still works after 2 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	do(t, bctx, "look at the audit log and a 404",
+		chromedp.Navigate(srv.URL+"/audit"),
+		chromedp.WaitVisible(css(`[data-testid=audit-list]`)),
+		shoot("audit"),
+		chromedp.Navigate(srv.URL+"/nowhere"),
+		chromedp.WaitVisible(css(`[data-testid=error-page]`)),
+		shoot("not-found"),
+	)
+}
+
+// do performs the browser actions of one step, failing the test with the
+// step's name.
+func do(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// value runs an action that reads something from the page.
+func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// apiStatus creates a task with the key and returns the status.
+func apiStatus(t *testing.T, base, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(`{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}

@@ -1,0 +1,33 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// DashboardHome handles GET /: today's usage against the cap, the number of
+// active keys, and a first call to copy.
+func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accountID := arbiter.AccountIDFromContext(r.Context())
+		used, cap, err := accounts.UsageToday(r.Context(), accountID)
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		list, err := keys.ListAPIKeys(r.Context(), accountID)
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFrom(r.Context()).BaseURL}
+		for _, k := range list {
+			if k.Active() {
+				v.ActiveKeys++
+			}
+		}
+		Render(w, r, http.StatusOK, dashboard.Home(PageOf(r, "Overview", "home"), v))
+	})
+}

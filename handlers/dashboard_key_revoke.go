@@ -1,0 +1,35 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// DashboardKeyRevoke handles POST /keys/{id}/revoke: it revokes the
+// account's key, records who did, and goes back to the keys page. The API's
+// key checker refuses the key within a second. Another account's key is 404.
+func DashboardKeyRevoke(keys arbiter.APIKeyService, audit arbiter.AuditService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		k, err := keys.RevokeAPIKey(ctx, arbiter.AccountIDFromContext(ctx), chi.URLParam(r, "id"))
+		switch arbiter.ErrorCode(err) {
+		case "":
+		case arbiter.ECONFLICT: // revoked already, perhaps in another tab
+			redirect(w, r, "/keys")
+			return
+		default:
+			PageError(w, r, err)
+			return
+		}
+		event := arbiter.NewKeyAuditEvent(arbiter.AuditKeyRevoked, arbiter.SessionFromContext(ctx), k, ClientOf(r))
+		if err := audit.RecordAuditEvent(ctx, event); err != nil {
+			PageError(w, r, err)
+			return
+		}
+		redirect(w, r, "/keys?revoked="+url.QueryEscape(k.ID))
+	})
+}

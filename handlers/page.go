@@ -1,0 +1,153 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/a-h/templ"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+	"github.com/arbiterhq/arbiter/views/layouts"
+)
+
+// Site says where the service's surfaces live: the origins of the API, the
+// dashboard and the reviewer site, as configured.
+type Site struct {
+	BaseURL, AppURL, ReviewURL string
+}
+
+// ReviewHome is the reviewer site's address as the dashboard links to it:
+// a path when it shares the dashboard's host, else a full URL.
+func (s Site) ReviewHome() string {
+	if s.ReviewURL == s.AppURL {
+		return "/review"
+	}
+	return s.ReviewURL + "/review"
+}
+
+// SafeNext returns where to send a person after signing in: next when it is
+// a path on this host or a URL on the dashboard's or the reviewer site's
+// origin, else "/". Anything else would make sign-in an open redirect.
+func (s Site) SafeNext(next string) string {
+	if next == "" {
+		return "/"
+	}
+	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") {
+		if u, err := url.Parse(next); err == nil && u.Host == "" && u.Scheme == "" {
+			return next
+		}
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.User != nil {
+		return "/"
+	}
+	origin := u.Scheme + "://" + strings.ToLower(u.Host)
+	if origin == s.AppURL || origin == s.ReviewURL {
+		return next
+	}
+	return "/"
+}
+
+type siteKey struct{}
+
+// WithSite returns a context carrying the site's origins, for the pages.
+func WithSite(ctx context.Context, s Site) context.Context {
+	return context.WithValue(ctx, siteKey{}, s)
+}
+
+// SiteFrom returns the site of the request's context.
+func SiteFrom(ctx context.Context) Site {
+	s, _ := ctx.Value(siteKey{}).(Site)
+	return s
+}
+
+// PageOf returns the layout's view of a request: the title, the navigation
+// entry to highlight, and who is signed in.
+func PageOf(r *http.Request, title, active string) layouts.Page {
+	p := layouts.Page{Title: title, Active: active, ReviewURL: SiteFrom(r.Context()).ReviewHome()}
+	if s := arbiter.SessionFromContext(r.Context()); s != nil {
+		p.Email = s.Email
+	}
+	return p
+}
+
+// Render writes c as HTML with the status. Pages show account data, so
+// nothing of them is cached.
+func Render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		Logger(r.Context()).ErrorContext(r.Context(), "render page", "path", r.URL.Path, "error", err.Error())
+		http.Error(w, "Internal error.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// IsHTMX reports whether htmx sent the request, so a fragment will do.
+func IsHTMX(r *http.Request) bool { return r.Header.Get("HX-Request") == "true" }
+
+// pageErrorTitles names each status's error page.
+var pageErrorTitles = map[int]string{
+	http.StatusBadRequest:            "That did not work",
+	http.StatusUnauthorized:          "Sign-in failed",
+	http.StatusNotFound:              "Page not found",
+	http.StatusMethodNotAllowed:      "Not allowed",
+	http.StatusConflict:              "That already happened",
+	http.StatusTooManyRequests:       "Too many requests",
+	http.StatusRequestEntityTooLarge: "Too large",
+	http.StatusServiceUnavailable:    "Try again in a moment",
+	http.StatusInternalServerError:   "Something went wrong",
+}
+
+// PageError answers err as an HTML error page with the status of its code.
+// Internal errors are logged and described only generically.
+func PageError(w http.ResponseWriter, r *http.Request, err error) {
+	status := StatusOf(err)
+	if status == http.StatusInternalServerError {
+		Logger(r.Context()).ErrorContext(r.Context(), "internal error",
+			"method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
+	msg := arbiter.ErrorMessage(err)
+	if status == http.StatusInternalServerError {
+		msg = "The server failed to answer. The error is logged; try again, and tell the operator if it keeps happening."
+	}
+	Render(w, r, status, dashboard.Error(PageOf(r, pageErrorTitles[status], ""), dashboard.ErrorView{
+		Status: status, Title: pageErrorTitles[status], Message: msg,
+	}))
+}
+
+var errPageNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "There is no page at this address. It may have moved, or the link may be mistyped.")
+
+// PageNotFound answers the HTML 404 page.
+func PageNotFound(w http.ResponseWriter, r *http.Request) { PageError(w, r, errPageNotFound) }
+
+// ClientOf returns who sent the request, for the audit log and rate limits.
+func ClientOf(r *http.Request) arbiter.Client {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	return arbiter.Client{IP: ip, UserAgent: r.UserAgent()}
+}
+
+// redirect sends a browser on with 303 See Other, so a POST becomes a GET.
+func redirect(w http.ResponseWriter, r *http.Request, to string) {
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// PageStatus answers an error page with a status that has no domain code,
+// such as 403 or 405.
+func PageStatus(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	Render(w, r, status, dashboard.Error(PageOf(r, title, ""), dashboard.ErrorView{
+		Status: status, Title: title, Message: message,
+	}))
+}

@@ -1,0 +1,70 @@
+package arbiter
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// LoginTokenTTL is how long an e-mail sign-in link can be used.
+const LoginTokenTTL = 15 * time.Minute
+
+// ErrLoginLinkInvalid is the one answer for a sign-in link that is unknown,
+// used or expired, so the link's owner learns nothing more.
+var ErrLoginLinkInvalid = Errorf(EUNAUTHORIZED, "This sign-in link has expired or was already used. Ask for a new one.")
+
+// LoginTokenService keeps the tokens of e-mail sign-in links: random,
+// stored only as their SHA-256, valid for LoginTokenTTL and usable once.
+type LoginTokenService interface {
+	// CreateLoginToken returns a fresh token for the address.
+	// Returns EINVALID for a malformed address.
+	CreateLoginToken(ctx context.Context, email string) (string, error)
+
+	// CheckLoginToken reports whether the token could still be redeemed,
+	// without using it up. Returns ErrLoginLinkInvalid when it could not.
+	CheckLoginToken(ctx context.Context, token string) error
+
+	// RedeemLoginToken uses the token up and returns its address.
+	// Returns ErrLoginLinkInvalid for an unknown, used or expired token.
+	RedeemLoginToken(ctx context.Context, token string) (email string, err error)
+}
+
+// LoginMailer delivers e-mail sign-in links.
+type LoginMailer interface {
+	// SendLoginLink sends link to the address.
+	SendLoginLink(ctx context.Context, to, link string) error
+}
+
+// ExternalIdentity is a person as an identity provider (GitHub, Google, an
+// OpenID Connect issuer, or the e-mail link) vouches for them.
+type ExternalIdentity struct {
+	Provider      string // SignInGitHub, SignInGoogle, SignInOIDC or SignInEmail
+	Subject       string // the provider's stable id for the person
+	Email         string
+	EmailVerified bool
+}
+
+// Validate checks that the identity can sign in: it needs a subject and a
+// verified e-mail address, which is what joins identities into one account.
+// Returns EUNAUTHORIZED otherwise.
+func (id *ExternalIdentity) Validate() error {
+	if id.Provider == "" || strings.TrimSpace(id.Subject) == "" {
+		return Errorf(EUNAUTHORIZED, "The identity provider did not say who you are.")
+	}
+	if strings.TrimSpace(id.Email) == "" || !id.EmailVerified {
+		return Errorf(EUNAUTHORIZED, "Your %s account has no verified e-mail address; verify one there, or sign in with an e-mail link.", SignInMethodLabel(id.Provider))
+	}
+	if _, err := NormalizeEmail(id.Email); err != nil {
+		return Errorf(EUNAUTHORIZED, "The identity provider gave an e-mail address that is not valid.")
+	}
+	return nil
+}
+
+// IdentityService links external identities to accounts.
+type IdentityService interface {
+	// SignInWithIdentity returns the account an identity signs in to. A
+	// known identity keeps its account; a new one joins the account of its
+	// verified e-mail, which is created when absent.
+	// Returns EUNAUTHORIZED for an identity that fails Validate.
+	SignInWithIdentity(ctx context.Context, id ExternalIdentity) (*Account, error)
+}

@@ -1,0 +1,130 @@
+// Package mail delivers e-mail sign-in links: through an SMTP server when
+// one is configured, or else to the server log, so a development server
+// works without a mail server.
+package mail
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "".
+func New(rawURL, from string, logger *slog.Logger) (arbiter.LoginMailer, error) {
+	if rawURL == "" {
+		return &Log{Logger: logger}, nil
+	}
+	return NewSMTP(rawURL, from)
+}
+
+// Log writes each sign-in link to the server log as one line. It is the one
+// place a secret is logged on purpose: without SMTP, the log is how the
+// link reaches the person, so use it only where the log is private.
+type Log struct {
+	Logger *slog.Logger
+}
+
+// SendLoginLink logs the address and the full link.
+func (l *Log) SendLoginLink(ctx context.Context, to, link string) error {
+	logger := l.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.InfoContext(ctx, "sign-in link (no ARBITER_SMTP_URL set, so it is logged instead of mailed)", "to", to, "url", link)
+	return nil
+}
+
+// SMTP sends sign-in links through an SMTP server.
+type SMTP struct {
+	host     string
+	port     int
+	ssl      bool
+	user     string
+	password string
+	from     string
+}
+
+// NewSMTP returns a mailer for smtp://[user:password@]host[:port] (STARTTLS
+// when the server offers it, port 587 by default) or
+// smtps://[user:password@]host[:port] (TLS from the start, port 465), sending
+// from the address from.
+func NewSMTP(rawURL, from string) (*SMTP, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+		return nil, fmt.Errorf("ARBITER_SMTP_URL must look like smtp://user:password@host:587 or smtps://…:465")
+	}
+	if _, err := arbiter.NormalizeEmail(from); err != nil {
+		return nil, fmt.Errorf("ARBITER_MAIL_FROM must be an e-mail address such as arbiter@example.com when ARBITER_SMTP_URL is set, not %q", from)
+	}
+	s := &SMTP{host: u.Hostname(), ssl: u.Scheme == "smtps", from: from, port: 587}
+	if s.ssl {
+		s.port = 465
+	}
+	if p := u.Port(); p != "" {
+		if s.port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("ARBITER_SMTP_URL has a bad port %q", p)
+		}
+	}
+	if u.User != nil {
+		s.user = u.User.Username()
+		s.password, _ = u.User.Password()
+	}
+	return s, nil
+}
+
+// SendLoginLink sends the link to the address as a plain-text message.
+func (s *SMTP) SendLoginLink(ctx context.Context, to, link string) error {
+	m := gomail.NewMsg()
+	if err := m.From(s.from); err != nil {
+		return fmt.Errorf("mail from: %w", err)
+	}
+	if err := m.To(to); err != nil {
+		return fmt.Errorf("mail to: %w", err)
+	}
+	m.Subject("Your Arbiter sign-in link")
+	m.SetBodyString(gomail.TypeTextPlain, loginBody(link))
+
+	opts := []gomail.Option{gomail.WithPort(s.port), gomail.WithTimeout(30 * time.Second)}
+	if s.ssl {
+		opts = append(opts, gomail.WithSSL())
+	} else {
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
+	}
+	if s.user != "" {
+		// PLAIN refuses to send the password over an unencrypted
+		// connection to anything but localhost.
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
+			gomail.WithUsername(s.user), gomail.WithPassword(s.password))
+	}
+	c, err := gomail.NewClient(s.host, opts...)
+	if err != nil {
+		return fmt.Errorf("smtp client: %w", err)
+	}
+	if err := c.DialAndSendWithContext(ctx, m); err != nil {
+		return fmt.Errorf("send sign-in mail via %s:%d: %w", s.host, s.port, err)
+	}
+	return nil
+}
+
+// loginBody is the text of a sign-in mail.
+func loginBody(link string) string {
+	return strings.Join([]string{
+		"Hello,",
+		"",
+		"Open this link to sign in to Arbiter:",
+		"",
+		link,
+		"",
+		fmt.Sprintf("It works once, within %d minutes. If you did not ask to sign in, ignore this mail: nobody can sign in without the link.", int(arbiter.LoginTokenTTL.Minutes())),
+		"",
+		"— Arbiter",
+	}, "\r\n")
+}

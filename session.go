@@ -1,0 +1,101 @@
+package arbiter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// SessionTTL is how long a dashboard session lasts after sign-in.
+const SessionTTL = 30 * 24 * time.Hour
+
+// Sign-in methods, recorded on sessions and in the audit log.
+const (
+	SignInEmail  = "email"
+	SignInGitHub = "github"
+	SignInGoogle = "google"
+	SignInOIDC   = "oidc"
+)
+
+// SignInMethodLabel names a sign-in method for people.
+func SignInMethodLabel(method string) string {
+	switch method {
+	case SignInEmail:
+		return "E-mail link"
+	case SignInGitHub:
+		return "GitHub"
+	case SignInGoogle:
+		return "Google"
+	case SignInOIDC:
+		return "OpenID Connect"
+	}
+	return method
+}
+
+// Session is a signed-in person's stay on the dashboard and the reviewer
+// site. Its token lives in a cookie; the store keeps only its SHA-256, so a
+// copy of the database cannot be used to sign in.
+type Session struct {
+	ID        string
+	AccountID string
+	Email     string // the account's e-mail, for display
+	Method    string // how the person signed in: SignInEmail, SignInGitHub, …
+	CreatedAt Timestamp
+	ExpiresAt Timestamp
+}
+
+// Client describes who sent a request, for the audit log.
+type Client struct {
+	IP        string
+	UserAgent string
+}
+
+// MaxUserAgentChars bounds the user agent kept in the audit log.
+const MaxUserAgentChars = 512
+
+// NewSecretToken returns a fresh random token of 32 bytes in hex, for
+// sessions and sign-in links.
+func NewSecretToken() string { return NewID("", 32) }
+
+// HashToken returns the stored form of a session or sign-in token: its hex
+// SHA-256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// SessionService keeps dashboard sessions.
+type SessionService interface {
+	// CreateSession starts a session for the account and records the
+	// sign-in in the account's audit log, in one step. It returns the
+	// session and its token, which is stored only hashed.
+	// Returns ENOTFOUND for an unknown account.
+	CreateSession(ctx context.Context, accountID, method string, client Client) (*Session, string, error)
+
+	// FindSessionByToken returns the live session with the token.
+	// Returns EUNAUTHORIZED for an unknown, ended or expired one.
+	FindSessionByToken(ctx context.Context, token string) (*Session, error)
+
+	// DeleteSession ends the session with the token; ending an unknown
+	// session is not an error.
+	DeleteSession(ctx context.Context, token string) error
+
+	// SessionSecret returns the key that signs and encrypts session
+	// cookies, generating and storing it on first use so every process and
+	// every restart shares it.
+	SessionSecret(ctx context.Context) (string, error)
+}
+
+type sessionKey struct{}
+
+// NewContextWithSession returns a context carrying the signed-in session.
+func NewContextWithSession(ctx context.Context, s *Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFromContext returns the signed-in session, or nil.
+func SessionFromContext(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionKey{}).(*Session)
+	return s
+}

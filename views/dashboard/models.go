@@ -1,0 +1,56 @@
+// Package dashboard holds the account dashboard's pages: sign-in, the
+// overview with usage, API keys, the audit log, and the error pages.
+package dashboard
+
+import (
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Provider is a sign-in button for an identity provider.
+type Provider struct {
+	Name  string // the route's name: github, google, oidc
+	Label string // "GitHub", …
+	URL   string // where the button leads: /auth/{name}?next=…
+}
+
+// SignInView is the sign-in page.
+type SignInView struct {
+	Providers []Provider
+	Email     string // the address typed so far
+	Next      string // where to go after signing in
+	Error     string // why the last attempt failed
+}
+
+// HomeView is the overview.
+type HomeView struct {
+	Used, Cap  int    // today's tasks and the daily cap
+	ActiveKeys int    // keys that can still authenticate
+	BaseURL    string // the API's origin, for the example
+}
+
+// KeysView is the API keys page.
+type KeysView struct {
+	Keys []*arbiter.APIKey
+	// Created is the key just created, with its plaintext: shown once.
+	Created *CreatedKey
+	// Revoked is the key just revoked, to confirm it.
+	Revoked *arbiter.APIKey
+	// Name and Error echo a refused create form.
+	Name, Error string
+	Now         time.Time
+}
+
+// CreatedKey is a new key's record and its plaintext.
+type CreatedKey struct {
+	Key       *arbiter.APIKey
+	Plaintext string
+}
+
+// ErrorView is an error page.
+type ErrorView struct {
+	Status  int
+	Title   string
+	Message string
+}

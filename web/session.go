@@ -1,0 +1,178 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"errors"
+	"hash"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gorilla/sessions"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/handlers"
+)
+
+// Cookie names and lifetimes.
+const (
+	sessionCookieName = "arbiter_session"
+	oauthCookieName   = "arbiter_oauth"
+	// oauthStateTTL bounds the time between leaving for an identity
+	// provider and coming back.
+	oauthStateTTL = 10 * time.Minute
+)
+
+// Sessions signs people in to the dashboard and the reviewer site. The
+// session cookie (gorilla/sessions, signed and encrypted, HttpOnly,
+// SameSite=Lax) holds a random token; the store holds its hash, so signing
+// out ends the session even for a copied cookie.
+type Sessions struct {
+	store   arbiter.SessionService
+	cookies *sessions.CookieStore // the session token
+	oauth   *sessions.CookieStore // an OAuth flow in progress
+}
+
+// NewSessions returns the session layer over the store. secret keys the
+// cookies (see arbiter.SessionService.SessionSecret); secure marks them
+// Secure, for an https dashboard; domain, when set, shares them with sibling
+// hosts.
+func NewSessions(store arbiter.SessionService, secret string, secure bool, domain string) *Sessions {
+	hashKey := hmacOf(sha512.New, secret, "arbiter session cookie signature")
+	blockKey := hmacOf(sha256.New, secret, "arbiter session cookie encryption")
+	newStore := func(maxAge time.Duration) *sessions.CookieStore {
+		cs := sessions.NewCookieStore(hashKey, blockKey)
+		cs.Options = &sessions.Options{
+			Path: "/", Domain: domain, HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+		}
+		cs.MaxAge(int(maxAge / time.Second))
+		return cs
+	}
+	return &Sessions{store: store, cookies: newStore(arbiter.SessionTTL), oauth: newStore(oauthStateTTL)}
+}
+
+// hmacOf derives a key for one purpose from the secret.
+func hmacOf(h func() hash.Hash, secret, purpose string) []byte {
+	m := hmac.New(h, []byte(secret))
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// Load is middleware that puts the request's session, if its cookie names a
+// live one, in the context. A missing, forged or ended session is no
+// session.
+func (s *Sessions) Load(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := s.token(r)
+		if token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		session, err := s.store.FindSessionByToken(r.Context(), token)
+		switch arbiter.ErrorCode(err) {
+		case "":
+			ctx := arbiter.NewContextWithSession(r.Context(), session)
+			r = r.WithContext(arbiter.NewContextWithAccountID(ctx, session.AccountID))
+		case arbiter.EUNAUTHORIZED:
+		default:
+			handlers.PageError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// token returns the session token of the request's cookie, or "".
+func (s *Sessions) token(r *http.Request) string {
+	c, err := s.cookies.Get(r, sessionCookieName)
+	if err != nil {
+		return ""
+	}
+	token, _ := c.Values["token"].(string)
+	return token
+}
+
+// SignIn starts a session for the account, replacing the request's own,
+// and sets its cookie.
+func (s *Sessions) SignIn(w http.ResponseWriter, r *http.Request, accountID, method string) error {
+	if old := s.token(r); old != "" {
+		if err := s.store.DeleteSession(r.Context(), old); err != nil {
+			return err
+		}
+	}
+	_, token, err := s.store.CreateSession(r.Context(), accountID, method, handlers.ClientOf(r))
+	if err != nil {
+		return err
+	}
+	c, _ := s.cookies.New(r, sessionCookieName)
+	c.Values["token"] = token
+	return c.Save(r, w)
+}
+
+// SignOut ends the request's session and clears its cookie.
+func (s *Sessions) SignOut(w http.ResponseWriter, r *http.Request) error {
+	if token := s.token(r); token != "" {
+		if err := s.store.DeleteSession(r.Context(), token); err != nil {
+			return err
+		}
+	}
+	c, _ := s.cookies.New(r, sessionCookieName)
+	c.Options.MaxAge = -1
+	return c.Save(r, w)
+}
+
+// SaveOAuthState keeps an OAuth flow's state in its own short-lived cookie.
+func (s *Sessions) SaveOAuthState(w http.ResponseWriter, r *http.Request, st handlers.OAuthState) error {
+	c, _ := s.oauth.New(r, oauthCookieName)
+	c.Values["provider"], c.Values["state"], c.Values["session"], c.Values["next"] = st.Provider, st.State, st.Session, st.Next
+	return c.Save(r, w)
+}
+
+var errNoOAuthState = errors.New("no OAuth flow in progress")
+
+// TakeOAuthState returns the flow's state and clears its cookie, so a state
+// serves one callback only.
+func (s *Sessions) TakeOAuthState(w http.ResponseWriter, r *http.Request) (handlers.OAuthState, error) {
+	c, err := s.oauth.Get(r, oauthCookieName)
+	if err != nil || c.IsNew {
+		return handlers.OAuthState{}, errNoOAuthState
+	}
+	var st handlers.OAuthState
+	st.Provider, _ = c.Values["provider"].(string)
+	st.State, _ = c.Values["state"].(string)
+	st.Session, _ = c.Values["session"].(string)
+	st.Next, _ = c.Values["next"].(string)
+	c.Options.MaxAge = -1
+	if err := c.Save(r, w); err != nil {
+		return handlers.OAuthState{}, err
+	}
+	if st.State == "" {
+		return handlers.OAuthState{}, errNoOAuthState
+	}
+	return st, nil
+}
+
+// requireSession is middleware for pages that need a signed-in person: a
+// page request without a session is sent to sign in and back; any other
+// request is refused.
+func requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if arbiter.SessionFromContext(r.Context()) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			to := "/signin"
+			if r.URL.Path != "/" {
+				to += "?next=" + url.QueryEscape(r.URL.RequestURI())
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
+			return
+		}
+		handlers.PageError(w, r, errSignInFirst)
+	})
+}
+
+var errSignInFirst = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Sign in first: your session has ended.")
