@@ -92,6 +92,14 @@ type DemoService interface {
 	// ListDemoTasks returns the demo queue, oldest first.
 	ListDemoTasks(ctx context.Context) ([]*DemoTask, error)
 
+	// FindDemoTask returns a demo task as a Task, for the reviewer site's
+	// demo mode. Returns ENOTFOUND for any id the demo account does not own.
+	FindDemoTask(ctx context.Context, id string) (*Task, error)
+
+	// CountDemoVerdicts returns how many verdicts an anonymous session has
+	// given.
+	CountDemoVerdicts(ctx context.Context, anonSessionID string) (int, error)
+
 	// CreateDemoVerdict records a verdict on a demo task.
 	// Returns ENOTFOUND when the demo account owns no task with the id and
 	// EINVALID when the verdict is not one of the task's allowed verdicts.

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js htmx.min.js
+//go:embed app.css app.js htmx.min.js review.js
 var files embed.FS
 
 // fingerprints maps each file's name to the start of its SHA-256.

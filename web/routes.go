@@ -186,9 +186,19 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 	if hostOf(site.ReviewURL) != hostOf(site.AppURL) {
 		r.Method(http.MethodGet, "/", http.RedirectHandler("/review", http.StatusFound))
 	}
+	s, now := rt.Services, rt.now()
 	r.Route("/review", func(r chi.Router) {
 		rt.pageMiddleware(r, site)
-		r.Method(http.MethodGet, "/", handlers.PageReviewSoon())
+		r.Method(http.MethodGet, "/", handlers.ReviewHome(s.Queue, s.Demo, now))
+		r.Method(http.MethodGet, "/queue", handlers.ReviewQueue(s.Queue, now))
+		r.Method(http.MethodGet, "/demo", handlers.ReviewDemo(s.Demo))
+		r.Method(http.MethodGet, "/demo/tasks/{id}", handlers.ReviewDemoTask(s.Demo, now))
+		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, now))
+		r.Group(func(r chi.Router) {
+			r.Use(requireSession)
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, now))
+			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, now))
+		})
 	})
 }
 

@@ -1,0 +1,218 @@
+package handlers_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/agent"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/worker"
+)
+
+// reviewSite serves the whole service on store, as `arbiter serve` does,
+// and returns its address and the sign-in links it mails.
+func reviewSite(t *testing.T, store *db.DB) (string, mailbox) {
+	t.Helper()
+	links := make(mailbox, 10)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	router := &web.Router{
+		Services: web.Services{
+			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store,
+		},
+		KeyChecker: web.NewKeyChecker(store, nil),
+		Logger:     slog.New(slog.DiscardHandler),
+		Site:       handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL},
+		Sessions:   web.NewSessions(store, "0123456789abcdef0123456789abcdef", false, ""),
+		Mailer:     links,
+	}
+	srv.Config.Handler = router.Routes()
+	return srv.URL, links
+}
+
+// newBrowser starts headless Chromium for the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	exe := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
+	return bctx
+}
+
+// deskTaskID reads the id of the task on the reviewer's desk.
+const deskTaskID = `document.querySelector('#review')?.dataset.taskId || ''`
+
+// nextDesk waits until the desk shows a task other than id.
+func nextDesk(id string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(`+deskTaskID+`) !== '' && (`+deskTaskID+`) !== '`+id+`'`,
+		chromedp.WithPollingTimeout(10*time.Second))
+}
+
+func TestReview_DemoWithTheKeyboard(t *testing.T) {
+	dbURL := dbtest.URL(t, db.SQLite)
+	store := dbtest.OpenURL(t, dbURL, db.Options{})
+	base, _ := reviewSite(t, store)
+	bctx := newBrowser(t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+	do(t, bctx, "open the demo", chromedp.Navigate(base+"/review"),
+		chromedp.WaitVisible(css(`[data-testid=try-demo]`)),
+		chromedp.Click(css(`[data-testid=try-demo]`)),
+		chromedp.WaitVisible(css(`[data-testid=verdict-form]`)),
+		chromedp.WaitVisible(css(`[data-testid=demo-banner]`)),
+	)
+	first := value(t, bctx, chromedp.Evaluate[string](deskTaskID))
+	do(t, bctx, "pick verdict 1 and submit with Enter",
+		chromedp.KeyEvent("1"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-shortcut="1"]').getAttribute('aria-pressed') === 'true'`,
+			chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.KeyEvent("\r"),
+		nextDesk(first),
+	)
+	second := value(t, bctx, chromedp.Evaluate[string](deskTaskID))
+	do(t, bctx, "pick verdict 2 and submit with Enter",
+		chromedp.KeyEvent("2"),
+		chromedp.KeyEvent("\r"),
+		nextDesk(second),
+	)
+	if done := value(t, bctx, chromedp.Text(css(`[data-testid=demo-done]`))); done != "2" {
+		t.Errorf("the banner counts %q verdicts, want 2", done)
+	}
+	// The decisions came in place: the address follows, without a full load.
+	if loc := value(t, bctx, chromedp.Location()); !strings.Contains(loc, "/review/demo/tasks/") || strings.Contains(loc, first) {
+		t.Errorf("location after two verdicts = %s", loc)
+	}
+
+	// The store holds the two verdicts under one anonymous session, and the
+	// demo tasks did not change.
+	conn, err := sql.Open("sqlite", strings.TrimPrefix(dbURL, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT task_id, verdict, anon_session_id FROM demo_verdicts ORDER BY created_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	sessions := map[string]bool{}
+	for rows.Next() {
+		var task, verdict, anon string
+		rows.Scan(&task, &verdict, &anon)
+		got = append(got, task+"="+verdict)
+		sessions[anon] = true
+	}
+	firstTask, _ := store.FindDemoTask(context.Background(), first)
+	secondTask, _ := store.FindDemoTask(context.Background(), second)
+	want := []string{first + "=" + firstTask.AllowedVerdicts[0], second + "=" + secondTask.AllowedVerdicts[1]}
+	if strings.Join(got, " ") != strings.Join(want, " ") || len(sessions) != 1 {
+		t.Errorf("demo verdicts = %v from %d sessions, want %v from one", got, len(sessions), want)
+	}
+	if firstTask.Status != arbiter.StatusHumanNeeded || len(firstTask.Attempts) != 0 {
+		t.Errorf("a demo task changed: %+v", firstTask)
+	}
+}
+
+func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := reviewSite(t, store)
+	bctx := newBrowser(t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+	// The API creates a task; the worker, with the default agent, hands it
+	// to a human.
+	acct, _ := store.FindOrCreateAccountByEmail(context.Background(), "reviewer@example.com")
+	_, key, _ := store.CreateAPIKey(context.Background(), acct.ID, "test")
+	w := worker.New(worker.Config{Queue: store, Verifier: agent.None{}, Health: store,
+		Logger: slog.New(slog.DiscardHandler), Poll: 10 * time.Millisecond})
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go w.Run(wctx)
+	status, created := apiTask(t, "POST", base+"/v1/tasks", key,
+		`{"prompt":"Refund order ord_7 for a broken mug?","allowed_verdicts":["approve","reject"],"context":{"amount":12}}`)
+	if status != http.StatusOK {
+		t.Fatalf("create = %d", status)
+	}
+	id := created["id"].(string)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, task := apiTask(t, "GET", base+"/v1/tasks/"+id, key, ""); task["status"] == arbiter.StatusHumanNeeded {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the task never reached a human: %v", task["status"])
+		}
+	}
+
+	// Sign in by e-mail link, open the queue, take the task with j, decide
+	// it with 2 and Enter.
+	do(t, bctx, "ask for a link", chromedp.Navigate(base+"/review"),
+		chromedp.WaitVisible(css(`a.btn-primary[href^="/signin"]`)),
+		chromedp.Click(css(`a.btn-primary[href^="/signin"]`)),
+		chromedp.WaitVisible(css(`#email`)),
+		chromedp.SendKeys(css(`#email`), "reviewer@example.com"),
+		chromedp.Click(css(`form[action="/signin/email"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=email-sent]`)),
+	)
+	var link string
+	select {
+	case link = <-links:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sign-in link was sent")
+	}
+	do(t, bctx, "sign in and review", chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`[data-testid=confirm-sign-in]`)),
+		chromedp.Click(css(`[data-testid=confirm-sign-in]`)),
+		chromedp.WaitVisible(css(`[data-testid=queue-item]`)),
+		chromedp.KeyEvent("j"),
+		chromedp.WaitVisible(css(`[data-testid=verdict-form]`)),
+		chromedp.KeyEvent("2"),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(css(`[data-testid=empty-state]`)),
+	)
+
+	_, task := apiTask(t, "GET", base+"/v1/tasks/"+id, key, "")
+	if task["status"] != "completed" || task["final_tier"] != "human" || task["final_verdict"] != "reject" || task["final_confidence"] != 1.0 {
+		t.Fatalf("the API shows %v", task)
+	}
+	attempts := task["attempts"].([]any)
+	if last := attempts[len(attempts)-1].(map[string]any); last["reviewer"] != "reviewer@example.com" {
+		t.Errorf("the human attempt = %v", last)
+	}
+}
+
+// apiTask sends an API request with the key and decodes the JSON answer.
+func apiTask(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	json.NewDecoder(res.Body).Decode(&v)
+	return res.StatusCode, v
+}

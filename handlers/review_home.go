@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/review"
+)
+
+// reviewQueueLimit bounds the tasks the queue page lists at once.
+const reviewQueueLimit = 100
+
+// ReviewHome handles GET /review: the account's queue for a signed-in
+// person; for a visitor, the way to sign in or to the demo.
+func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		if s == nil {
+			tasks, err := demo.ListDemoTasks(r.Context())
+			if err != nil {
+				PageError(w, r, err)
+				return
+			}
+			Render(w, r, http.StatusOK, review.Welcome(PageOf(r, "Review queue", "review"), review.WelcomeView{
+				SignInURL: signInURL(r, "/review"), DemoTasks: len(tasks),
+			}))
+			return
+		}
+		v, err := queueView(r, queue, s.AccountID, now())
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, review.QueuePage(PageOf(r, "Review queue", "review"), v))
+	})
+}
+
+// ReviewQueue handles GET /review/queue: the queue list alone, which the
+// queue page polls. A visitor who is not signed in gets 204, which changes
+// nothing on the page.
+func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		if s == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		v, err := queueView(r, queue, s.AccountID, now())
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, review.QueueList(v))
+	})
+}
+
+func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
+	tasks, total, err := queue.ListHumanQueue(r.Context(), accountID, reviewQueueLimit)
+	return review.QueueView{Tasks: tasks, Total: total, Now: now}, err
+}
+
+// signInURL is the dashboard's sign-in page, coming back to next.
+func signInURL(r *http.Request, next string) string {
+	site := SiteFrom(r.Context())
+	base := ""
+	if site.AppURL != site.ReviewURL {
+		base = site.AppURL
+		next = site.ReviewURL + next
+	}
+	return base + "/signin?next=" + urlQueryEscape(next)
+}
