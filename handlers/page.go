@@ -70,7 +70,11 @@ func SiteFrom(ctx context.Context) Site {
 // PageOf returns the layout's view of a request: the title, the navigation
 // entry to highlight, and who is signed in.
 func PageOf(r *http.Request, title, active string) layouts.Page {
-	p := layouts.Page{Title: title, Active: active, ReviewURL: SiteFrom(r.Context()).ReviewHome()}
+	site := SiteFrom(r.Context())
+	p := layouts.Page{Title: title, Active: active, ReviewURL: site.ReviewHome()}
+	if site.ReviewURL == site.AppURL {
+		p.ReviewCountURL = "/review/count"
+	}
 	if s := arbiter.SessionFromContext(r.Context()); s != nil {
 		p.Email = s.Email
 	}

@@ -70,3 +70,22 @@ func signInURL(r *http.Request, next string) string {
 	}
 	return base + "/signin?next=" + urlQueryEscape(next)
 }
+
+// ReviewCount handles GET /review/count: how many of the account's tasks
+// wait for a human, as text for the navigation's badge ("" when none). A
+// visitor who is not signed in gets 204.
+func ReviewCount(queue arbiter.QueueService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		if s == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		_, total, err := queue.ListHumanQueue(r.Context(), s.AccountID, 0)
+		if err != nil {
+			PageError(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, review.QueueCount(total))
+	})
+}

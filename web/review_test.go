@@ -63,6 +63,17 @@ func TestReview_QueueIsTheAccounts(t *testing.T) {
 				t.Errorf("%s does not count 2 waiting", path)
 			}
 		}
+		// The navigation's count is live: it polls /review/count.
+		if r := alice.get("/review/count"); r.status != http.StatusOK || strings.TrimSpace(r.body) != "2" {
+			t.Errorf("/review/count = %d %q, want 2", r.status, r.body)
+		}
+		if r := alice.get("/keys"); !strings.Contains(r.body, `hx-get="/review/count"`) {
+			t.Error("the navigation does not poll the review count")
+		}
+		humanTask(t, d.store, "alice@example.com", "Alice's third refund", "")
+		if r := alice.get("/review/count"); strings.TrimSpace(r.body) != "3" {
+			t.Errorf("/review/count after a new task = %q, want 3", r.body)
+		}
 		// The list polls for itself so new tasks appear without a reload.
 		if r := alice.get("/review"); !strings.Contains(r.body, `hx-get="/review/queue"`) || !strings.Contains(r.body, `hx-trigger="every 5s"`) {
 			t.Error("the queue does not poll")

@@ -191,6 +191,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		rt.pageMiddleware(r, site)
 		r.Method(http.MethodGet, "/", handlers.ReviewHome(s.Queue, s.Demo, now))
 		r.Method(http.MethodGet, "/queue", handlers.ReviewQueue(s.Queue, now))
+		r.Method(http.MethodGet, "/count", handlers.ReviewCount(s.Queue))
 		r.Method(http.MethodGet, "/demo", handlers.ReviewDemo(s.Demo))
 		r.Method(http.MethodGet, "/demo/tasks/{id}", handlers.ReviewDemoTask(s.Demo, now))
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, now))

@@ -13,6 +13,9 @@ type Page struct {
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
+	// ReviewCountURL, when set, is polled for the number of tasks waiting
+	// for a human, shown beside the navigation's review entry.
+	ReviewCountURL string
 }
 
 // navItem is one entry of the navigation.
