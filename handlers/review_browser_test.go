@@ -64,9 +64,15 @@ func newBrowser(t *testing.T) context.Context {
 // deskTaskID reads the id of the task on the reviewer's desk.
 const deskTaskID = `document.querySelector('#review')?.dataset.taskId || ''`
 
-// nextDesk waits until the desk shows a task other than id.
-func nextDesk(id string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](`(`+deskTaskID+`) !== '' && (`+deskTaskID+`) !== '`+id+`'`,
+// formReady is true once htmx has taken over the verdict form; a key
+// pressed before that submits the plain form, which works too but reloads
+// the page under the test's feet.
+const formReady = `(() => { const f = document.querySelector('[data-testid=verdict-form]'); return !!(f && f['htmx-internal-data']); })()`
+
+// deskReady waits until the desk shows a task other than id (any task when
+// id is "") and htmx has taken over its form.
+func deskReady(id string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(`+deskTaskID+`) !== '' && (`+deskTaskID+`) !== '`+id+`' && `+formReady,
 		chromedp.WithPollingTimeout(10*time.Second))
 }
 
@@ -80,8 +86,8 @@ func TestReview_DemoWithTheKeyboard(t *testing.T) {
 	do(t, bctx, "open the demo", chromedp.Navigate(base+"/review"),
 		chromedp.WaitVisible(css(`[data-testid=try-demo]`)),
 		chromedp.Click(css(`[data-testid=try-demo]`)),
-		chromedp.WaitVisible(css(`[data-testid=verdict-form]`)),
 		chromedp.WaitVisible(css(`[data-testid=demo-banner]`)),
+		deskReady(""),
 	)
 	first := value(t, bctx, chromedp.Evaluate[string](deskTaskID))
 	do(t, bctx, "pick verdict 1 and submit with Enter",
@@ -89,13 +95,13 @@ func TestReview_DemoWithTheKeyboard(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`document.querySelector('[data-shortcut="1"]').getAttribute('aria-pressed') === 'true'`,
 			chromedp.WithPollingTimeout(5*time.Second)),
 		chromedp.KeyEvent("\r"),
-		nextDesk(first),
+		deskReady(first),
 	)
 	second := value(t, bctx, chromedp.Evaluate[string](deskTaskID))
 	do(t, bctx, "pick verdict 2 and submit with Enter",
 		chromedp.KeyEvent("2"),
 		chromedp.KeyEvent("\r"),
-		nextDesk(second),
+		deskReady(second),
 	)
 	if done := value(t, bctx, chromedp.Text(css(`[data-testid=demo-done]`))); done != "2" {
 		t.Errorf("the banner counts %q verdicts, want 2", done)
@@ -187,6 +193,7 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=queue-item]`)),
 		chromedp.KeyEvent("j"),
 		chromedp.WaitVisible(css(`[data-testid=verdict-form]`)),
+		deskReady(""),
 		chromedp.KeyEvent("2"),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(css(`[data-testid=empty-state]`)),
