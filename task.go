@@ -78,6 +78,17 @@ func (t *Task) Allows(verdict string) bool {
 	return false
 }
 
+// DecidedBy names who completed the task: the reviewer of its last human
+// attempt, or "the agent".
+func (t *Task) DecidedBy() string {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := t.Attempts[i]; a.Tier == TierHuman && a.Reviewer != nil {
+			return *a.Reviewer
+		}
+	}
+	return "the agent"
+}
+
 // Attempt is one verifier call or one human decision on a task. Fields that do
 // not apply are null: model for a human, reviewer for the agent, error when
 // the attempt succeeded, verdict and confidence when it failed.

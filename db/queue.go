@@ -167,7 +167,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		}
 		switch {
 		case t.Status == arbiter.StatusCompleted:
-			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", decidedBy(t))
+			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
 		case t.Status != arbiter.StatusHumanNeeded:
 			return arbiter.Errorf(arbiter.ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
 		case !t.Allows(dec.Verdict):
@@ -202,17 +202,6 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil
 	})
 	return decided, err
-}
-
-// decidedBy names who completed t: the reviewer of its last human attempt,
-// or the agent.
-func decidedBy(t *arbiter.Task) string {
-	for i := len(t.Attempts) - 1; i >= 0; i-- {
-		if a := t.Attempts[i]; a.Tier == arbiter.TierHuman && a.Reviewer != nil {
-			return *a.Reviewer
-		}
-	}
-	return "the agent"
 }
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest

@@ -2,9 +2,7 @@ package handlers_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +16,6 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
-	"github.com/arbiterhq/arbiter/handlers"
-	"github.com/arbiterhq/arbiter/web"
 )
 
 // mailbox is a LoginMailer that hands each link to the test.
@@ -50,36 +46,9 @@ func chromium(t *testing.T) string {
 // it through the confirmation dialog. With ARBITER_SCREENSHOTS=DIR it leaves
 // screenshots of each page there, at desktop and phone widths.
 func TestDashboard_InABrowser(t *testing.T) {
-	exe := chromium(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
-	links := make(mailbox, 10)
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	router := &web.Router{
-		Services: web.Services{
-			Tasks: store, Keys: store, Demo: store, Health: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store,
-		},
-		KeyChecker: web.NewKeyChecker(store, nil),
-		Logger:     slog.New(slog.DiscardHandler),
-		Site:       handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL},
-		Sessions:   web.NewSessions(store, "0123456789abcdef0123456789abcdef", false, ""),
-		Mailer:     links,
-	}
-	srv.Config.Handler = router.Routes()
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	base, links := serveSite(t, store)
+	bctx := newBrowser(t)
 
 	shots := os.Getenv("ARBITER_SCREENSHOTS")
 	shoot := func(name string) chromedp.Action[chromedp.Void] {
@@ -111,14 +80,14 @@ func TestDashboard_InABrowser(t *testing.T) {
 	// Sign in by e-mail link.
 	for _, name := range []string{"clipboard-read", "clipboard-write"} {
 		_, err := chromedp.CallBrowser(bctx, browser.SetPermission, browser.SetPermissionParams{
-			Permission: &browser.PermissionDescriptor{Name: name}, Setting: browser.PermissionSettingGranted, Origin: srv.URL,
+			Permission: &browser.PermissionDescriptor{Name: name}, Setting: browser.PermissionSettingGranted, Origin: base,
 		})
 		if err != nil {
 			t.Fatalf("grant %s: %v", name, err)
 		}
 	}
 	do(t, bctx, "ask for a link",
-		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(css(`#email`)),
 		shoot("signin"),
 		chromedp.SendKeys(css(`#email`), "person@example.com"),
@@ -142,7 +111,7 @@ func TestDashboard_InABrowser(t *testing.T) {
 
 	// Create a key (htmx swaps the section in) and copy it.
 	do(t, bctx, "create a key",
-		chromedp.Navigate(srv.URL+"/keys"),
+		chromedp.Navigate(base+"/keys"),
 		chromedp.WaitVisible(css(`#key-name`)),
 		shoot("keys-empty"),
 		chromedp.SendKeys(css(`#key-name`), "browser key"),
@@ -163,13 +132,13 @@ func TestDashboard_InABrowser(t *testing.T) {
 	}
 
 	// Use it against the API.
-	if status := apiStatus(t, srv.URL, plaintext); status != http.StatusOK {
+	if status := apiStatus(t, base, plaintext); status != http.StatusOK {
 		t.Fatalf("the copied key gets %d from POST /v1/tasks", status)
 	}
 
 	// Revoke it through the dialog.
 	do(t, bctx, "revoke the key",
-		chromedp.Navigate(srv.URL+"/keys"),
+		chromedp.Navigate(base+"/keys"),
 		chromedp.WaitVisible(css(`[data-testid=revoke-link]`)),
 		chromedp.Click(css(`[data-testid=revoke-link]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-testid=confirm-revoke]`)),
@@ -182,17 +151,17 @@ func TestDashboard_InABrowser(t *testing.T) {
 		t.Errorf("the revocation notice says %q", notice)
 	}
 	revoked := time.Now()
-	for apiStatus(t, srv.URL, plaintext) != http.StatusUnauthorized {
+	for apiStatus(t, base, plaintext) != http.StatusUnauthorized {
 		if time.Since(revoked) > 2*time.Second {
 			t.Fatal("the revoked key still works after 2 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	do(t, bctx, "look at the audit log and a 404",
-		chromedp.Navigate(srv.URL+"/audit"),
+		chromedp.Navigate(base+"/audit"),
 		chromedp.WaitVisible(css(`[data-testid=audit-list]`)),
 		shoot("audit"),
-		chromedp.Navigate(srv.URL+"/nowhere"),
+		chromedp.Navigate(base+"/nowhere"),
 		chromedp.WaitVisible(css(`[data-testid=error-page]`)),
 		shoot("not-found"),
 	)

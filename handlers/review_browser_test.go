@@ -22,9 +22,9 @@ import (
 	"github.com/arbiterhq/arbiter/worker"
 )
 
-// reviewSite serves the whole service on store, as `arbiter serve` does,
+// serveSite serves the whole service on store, as `arbiter serve` does,
 // and returns its address and the sign-in links it mails.
-func reviewSite(t *testing.T, store *db.DB) (string, mailbox) {
+func serveSite(t *testing.T, store *db.DB) (string, mailbox) {
 	t.Helper()
 	links := make(mailbox, 10)
 	srv := httptest.NewUnstartedServer(nil)
@@ -79,7 +79,7 @@ func deskReady(id string) chromedp.Action[chromedp.Void] {
 func TestReview_DemoWithTheKeyboard(t *testing.T) {
 	dbURL := dbtest.URL(t, db.SQLite)
 	store := dbtest.OpenURL(t, dbURL, db.Options{})
-	base, _ := reviewSite(t, store)
+	base, _ := serveSite(t, store)
 	bctx := newBrowser(t)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
@@ -144,7 +144,7 @@ func TestReview_DemoWithTheKeyboard(t *testing.T) {
 
 func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 	store := dbtest.Open(t, db.SQLite, db.Options{})
-	base, links := reviewSite(t, store)
+	base, links := serveSite(t, store)
 	bctx := newBrowser(t)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 

@@ -61,16 +61,6 @@ func contextJSON(t *arbiter.Task) string {
 	return buf.String()
 }
 
-// decidedBy names who completed a task.
-func decidedBy(t *arbiter.Task) string {
-	for i := len(t.Attempts) - 1; i >= 0; i-- {
-		if a := t.Attempts[i]; a.Tier == arbiter.TierHuman && a.Reviewer != nil {
-			return *a.Reviewer
-		}
-	}
-	return "the agent"
-}
-
 // shortcut is the key that picks the i-th verdict, "" past the ninth.
 func shortcut(i int) string {
 	if i >= 9 {
