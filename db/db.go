@@ -42,7 +42,8 @@ type Options struct {
 	DailyTaskCap int
 	// Now is the store's clock (default time.Now).
 	Now arbiter.Clock
-	// MaxOpenConns bounds the connection pool (default 32 on Postgres).
+	// MaxOpenConns bounds the connection pool (default 32 on Postgres, 8
+	// on SQLite).
 	MaxOpenConns int
 }
 
@@ -96,8 +97,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		}
 		// WAL lets readers run beside the single writer; more connections
 		// than this only queue on the write lock.
-		d.db.SetMaxOpenConns(8)
-		d.db.SetMaxIdleConns(8)
+		n := opts.MaxOpenConns
+		if n == 0 {
+			n = 8
+		}
+		d.db.SetMaxOpenConns(n)
+		d.db.SetMaxIdleConns(n)
 	}
 	d.db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := d.db.PingContext(ctx); err != nil {
