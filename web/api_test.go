@@ -476,3 +476,27 @@ func TestHealthz(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestAPI_NoServerErrorForAnythingACallerSends(t *testing.T) {
+	bodies := []string{"", "null", "[]", "{}", "\x00\xff\xfe", `{"prompt":`, strings.Repeat("[", 10000),
+		`{"prompt":"p","allowed_verdicts":["a"],"context":` + strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000) + `}`,
+		`{"task_id":"tsk_demo_refund_late_delivery","verdict":"approve","anon_session_id":"` + strings.Repeat("x", 200) + `"}`,
+		`{"task_id":"tsk_demo_refund_late_delivery","verdict":"approve","rationale":"` + strings.Repeat("é", 5000) + `"}`,
+		`{"prompt":"\ud800","allowed_verdicts":["\udfff"]}`, `{"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":1e999}`,
+	}
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		for _, body := range bodies {
+			for _, path := range []string{"/v1/tasks", "/demo/verdicts"} {
+				if status, _, b := a.do("POST", path, key, body); status >= 500 {
+					t.Errorf("POST %s with %.40q: %d %s", path, body, status, b)
+				}
+			}
+		}
+		for _, id := range []string{strings.Repeat("a", 5000), "tsk_%00", "..%2F..%2Fetc", "tsk_demo_" + strings.Repeat("x", 300)} {
+			if status, _, b := a.do("GET", "/v1/tasks/"+id, key, ""); status != http.StatusNotFound {
+				t.Errorf("GET /v1/tasks/%.40s: %d %s", id, status, b)
+			}
+		}
+	})
+}
