@@ -3,6 +3,7 @@ package arbiter
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -34,7 +35,7 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 	if callErr == nil && v.Decided && !t.Allows(v.Verdict) {
 		callErr = fmt.Errorf("the verifier answered %q, which is not one of the allowed verdicts", v.Verdict)
 	}
-	if callErr == nil && v.Decided && (v.Confidence < 0 || v.Confidence > 1 || v.Confidence != v.Confidence) {
+	if callErr == nil && v.Decided && (v.Confidence < 0 || v.Confidence > 1 || math.IsNaN(v.Confidence)) {
 		callErr = fmt.Errorf("the verifier's confidence %v is not between 0 and 1", v.Confidence)
 	}
 	switch {

@@ -212,28 +212,17 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([
 		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
 		return nil, 0, fmt.Errorf("count human queue: %w", err)
 	}
-	rows, err := d.db.QueryxContext(ctx, d.rebind(`SELECT t.id FROM tasks t
-		WHERE t.account_id = ? AND t.status = 'human_needed' ORDER BY t.created_at, t.id LIMIT ?`), accountID, limit)
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
+		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+		WHERE t.id IN (SELECT id FROM tasks WHERE account_id = ? AND status = 'human_needed'
+			ORDER BY created_at, id LIMIT ?)
+		ORDER BY t.created_at, t.id, a.id`), accountID, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	tasks := make([]*arbiter.Task, 0, len(ids))
-	for _, id := range ids {
-		t, err := d.FindTaskByID(ctx, accountID, id)
-		if err != nil {
-			return nil, 0, err
-		}
-		tasks = append(tasks, t)
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
 	return tasks, total, nil
 }

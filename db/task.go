@@ -158,29 +158,40 @@ func (d *DB) findTask(ctx context.Context, tx *sqlx.Tx, accountID, id string) (*
 	if err != nil {
 		return nil, fmt.Errorf("find task: %w", err)
 	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("find task: %w", err)
+	} else if len(tasks) == 0 {
+		return nil, errTaskNotFound
+	}
+	return tasks[0], nil
+}
+
+// scanTasksWithAttempts reads rows of taskColumns and attemptColumns, one
+// per attempt (or one with NULL attempt columns for a task without any),
+// grouped by task in the rows' order, and closes them.
+func scanTasksWithAttempts(rows *sql.Rows) ([]*arbiter.Task, error) {
 	defer rows.Close()
-	var t *arbiter.Task
+	var tasks []*arbiter.Task
 	for rows.Next() {
 		var tr taskRow
 		var ar attemptRow
 		if err := rows.Scan(append(tr.dest(), ar.dest()...)...); err != nil {
 			return nil, fmt.Errorf("scan task: %w", err)
 		}
-		if t == nil {
-			if t, err = tr.task(); err != nil {
+		if len(tasks) == 0 || tasks[len(tasks)-1].ID != tr.id {
+			t, err := tr.task()
+			if err != nil {
 				return nil, err
 			}
+			tasks = append(tasks, t)
 		}
 		if ar.tier.Valid {
+			t := tasks[len(tasks)-1]
 			t.Attempts = append(t.Attempts, ar.attempt())
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find task: %w", err)
-	} else if t == nil {
-		return nil, errTaskNotFound
-	}
-	return t, nil
+	return tasks, rows.Err()
 }
 
 var errTaskNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "Task not found.")

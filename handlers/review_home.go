@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -68,7 +69,7 @@ func signInURL(r *http.Request, next string) string {
 		base = site.AppURL
 		next = site.ReviewURL + next
 	}
-	return base + "/signin?next=" + urlQueryEscape(next)
+	return base + "/signin?next=" + url.QueryEscape(next)
 }
 
 // ReviewCount handles GET /review/count: how many of the account's tasks

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/review"
@@ -66,5 +65,3 @@ func neighbours(ids []string, id, prefix string) (prev, next string, position in
 	}
 	return "", next, 0
 }
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
