@@ -165,12 +165,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
-		switch {
-		case t.Status == arbiter.StatusCompleted:
-			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
-		case t.Status != arbiter.StatusHumanNeeded:
-			return arbiter.Errorf(arbiter.ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
-		case !t.Allows(dec.Verdict):
+		if err := notWaitingForHuman(t); err != nil {
+			return err
+		} else if !t.Allows(dec.Verdict) {
 			return arbiter.Errorf(arbiter.EINVALID, "%q is not one of the task's allowed verdicts.", dec.Verdict)
 		}
 		now := d.nowMS()
@@ -184,8 +181,14 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			// Another reviewer's decision committed between the read and
-			// the update (Postgres re-checks the WHERE after the lock).
+			// Another decision committed between the read and the update
+			// (Postgres re-checks the WHERE after the row lock). Under
+			// read committed a new read sees it, so the error can say who.
+			if t, err = d.findTask(ctx, tx, accountID, taskID); err != nil {
+				return err
+			} else if err := notWaitingForHuman(t); err != nil {
+				return err
+			}
 			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
 		}
 		verdict, confidence := dec.Verdict, 1.0
@@ -202,6 +205,18 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil
 	})
 	return decided, err
+}
+
+// notWaitingForHuman returns the ECONFLICT error for deciding t, or nil when
+// t is waiting for a human.
+func notWaitingForHuman(t *arbiter.Task) error {
+	switch t.Status {
+	case arbiter.StatusHumanNeeded:
+		return nil
+	case arbiter.StatusCompleted:
+		return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
+	}
+	return arbiter.Errorf(arbiter.ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
 }
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest

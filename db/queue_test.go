@@ -1,6 +1,8 @@
 package db_test
 
 import (
+	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -62,8 +64,10 @@ func TestQueueService_Claim(t *testing.T) {
 		if len(claimed) != 2 || claimed[0].ID != ids[0] || claimed[1].ID != ids[1] {
 			t.Fatalf("claimed %v, want the two oldest", taskIDs(claimed))
 		}
-		if claimed[0].Status != arbiter.StatusAgentRunning || string(claimed[0].Context) != `{"amount":12}` {
-			t.Errorf("claimed task = %+v, want agent_running with its context", claimed[0])
+		if c := claimed[0]; c.Status != arbiter.StatusAgentRunning || string(c.Context) != `{"amount":12}` ||
+			c.AccountID != acct.ID || len(c.AllowedVerdicts) != 2 || c.AllowedVerdicts[1] != "reject" ||
+			c.ConfidenceThreshold != 0.9 || c.Prompt != "task A" || c.Failures != 0 {
+			t.Errorf("claimed task = %+v, want agent_running with its question and context", c)
 		}
 		got, _ := d.FindTaskByID(ctx, acct.ID, ids[0])
 		if got.Status != arbiter.StatusAgentRunning {
@@ -151,6 +155,48 @@ func TestQueueService_FailuresAndRelease(t *testing.T) {
 	})
 }
 
+func TestQueueService_RetriesThenHuman(t *testing.T) {
+	c := newClock()
+	backoff := func(failures int) time.Duration { return time.Second << failures }
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		// Each failed call waits out its backoff (none before the first
+		// call, then 1s and 2s); the third failure goes to a human.
+		for failures, wait := range []time.Duration{0, time.Second, 2 * time.Second} {
+			if wait > 0 {
+				c.Add(wait - time.Millisecond)
+				if early, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute); len(early) != 0 {
+					t.Fatalf("claimed again %v before a backoff of %v ran out", wait-time.Millisecond, wait)
+				}
+				c.Add(time.Millisecond)
+			}
+			claimed, err := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Failures != failures {
+				t.Fatalf("claim %d = %+v (%v), want the task with %d failures", failures+1, claimed, err, failures)
+			}
+			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, errors.New("HTTP 503"), c.Now(), c.Now(), backoff)
+			if err := d.FinishAgentAttempt(ctx, "w1", task.ID, step); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if got.Status != arbiter.StatusHumanNeeded || got.Failures != 3 || len(got.Attempts) != 3 ||
+			got.FinalVerdict != nil || got.CompletedAt != nil {
+			t.Fatalf("after three failures: %+v, want human_needed with 3 failed attempts", got)
+		}
+		for _, a := range got.Attempts {
+			if a.Tier != arbiter.TierAgent || a.Error == nil || *a.Error != "HTTP 503" || a.Verdict != nil {
+				t.Errorf("attempt = %+v, want a failed agent attempt", a)
+			}
+		}
+		c.Add(time.Hour)
+		if again, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute); len(again) != 0 {
+			t.Fatal("a task waiting for a human was claimed by a worker")
+		}
+	})
+}
+
 // humanNeeded creates a task and routes it to a human.
 func humanNeeded(t *testing.T, d *db.DB, accountID string) *arbiter.Task {
 	t.Helper()
@@ -235,6 +281,8 @@ func TestQueueService_DecideTask_Concurrent(t *testing.T) {
 					mu.Unlock()
 				} else if arbiter.ErrorCode(err) != arbiter.ECONFLICT {
 					t.Error(err)
+				} else if msg := arbiter.ErrorMessage(err); !strings.HasPrefix(msg, "The task was already decided by r") {
+					t.Errorf("a losing reviewer is told %q, want who decided", msg)
 				}
 			})
 		}
@@ -244,6 +292,77 @@ func TestQueueService_DecideTask_Concurrent(t *testing.T) {
 			t.Fatalf("%d decisions succeeded, %d attempts; want exactly one", wins, len(got.Attempts))
 		}
 	})
+}
+
+// TestQueueService_DecideTask_RacingDecision holds a rival decision open in
+// another Postgres transaction while DecideTask reads the task (still
+// human_needed) and blocks on the row; after the rival commits, the update's
+// WHERE clause refuses, nothing changes, and the error names the rival.
+// SQLite needs no such test: its write transactions run one at a time.
+func TestQueueService_DecideTask_RacingDecision(t *testing.T) {
+	url := dbtest.URL(t, db.Postgres)
+	d := dbtest.OpenURL(t, url, db.Options{})
+	acct := newAccount(t, d, "a@example.com")
+	task := humanNeeded(t, d, acct.ID)
+
+	raw, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rival, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Rollback()
+	var rivalPID int
+	if err := rival.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&rivalPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rival.ExecContext(ctx, `UPDATE tasks SET status = 'completed', final_verdict = 'reject',
+		final_tier = 'human', final_confidence = 1, completed_at = 1 WHERE id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rival.ExecContext(ctx, `INSERT INTO attempts (task_id, tier, verdict, confidence, reviewer, started_at, finished_at)
+		VALUES ($1, 'human', 'reject', 1, 'rival@example.com', 1, 1)`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	decided := make(chan error, 1)
+	go func() {
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "late@example.com"})
+		decided <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var blocked int
+		if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid))`, rivalPID).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		} else if blocked > 0 {
+			break
+		}
+		select {
+		case err := <-decided:
+			t.Fatalf("DecideTask returned %v without waiting for the rival", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("DecideTask never waited on the rival's row lock")
+		}
+	}
+	if err := rival.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	err = <-decided
+	wantCode(t, err, arbiter.ECONFLICT)
+	if msg := arbiter.ErrorMessage(err); msg != "The task was already decided by rival@example.com." {
+		t.Errorf("the late reviewer is told %q", msg)
+	}
+	got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+	if *got.FinalVerdict != "reject" || len(got.Attempts) != 2 || *got.Attempts[1].Reviewer != "rival@example.com" {
+		t.Fatalf("task = %+v, want the rival's decision alone", got)
+	}
 }
 
 func TestQueueService_ListHumanQueue(t *testing.T) {

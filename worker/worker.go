@@ -22,11 +22,18 @@ type Heartbeater interface {
 
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
-	Queue    arbiter.QueueService
+	// Queue is the store the worker claims from and records to (required).
+	Queue arbiter.QueueService
+	// Verifier answers each claimed task (required).
 	Verifier arbiter.Verifier
-	Health   Heartbeater
-	Logger   *slog.Logger
-	Now      arbiter.Clock
+	// Health receives the worker's heartbeats (required).
+	Health Heartbeater
+	// Logger receives claim, record and heartbeat failures (default
+	// slog.Default()).
+	Logger *slog.Logger
+	// Now stamps the attempts' started_at and finished_at (default
+	// time.Now).
+	Now arbiter.Clock
 
 	// ID names this worker in leases and heartbeats (default wrk_ + random).
 	ID string
@@ -35,8 +42,9 @@ type Config struct {
 	// AttemptTimeout bounds one verifier call (default 30s).
 	AttemptTimeout time.Duration
 	// Lease is how long a claim holds (default twice AttemptTimeout plus
-	// 10s). It outlives any call, so a lease only expires when its worker
-	// vanished.
+	// 10s). Leases are not renewed: a lease outlives the call and its
+	// recording, so it only expires when its worker vanished. A Lease
+	// shorter than AttemptTimeout plus 10s is raised to that.
 	Lease time.Duration
 	// Grace is how long in-flight calls may finish after Run's context
 	// ends (default 10s); the leases of the rest are released.
@@ -50,6 +58,10 @@ type Config struct {
 	// Heartbeat is the interval between heartbeats (default 5s).
 	Heartbeat time.Duration
 }
+
+// recordTimeout bounds a store call that records an attempt or, at
+// shutdown, releases leases and removes the heartbeat.
+const recordTimeout = 10 * time.Second
 
 // Worker runs verifier calls on claimed tasks. Create it with New.
 type Worker struct {
@@ -74,6 +86,8 @@ func New(cfg Config) *Worker {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 2*cfg.AttemptTimeout + 10*time.Second
+	} else if cfg.Lease < cfg.AttemptTimeout+recordTimeout {
+		cfg.Lease = cfg.AttemptTimeout + recordTimeout
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
@@ -138,7 +152,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		cancelCalls()
 		<-done
 	}
-	final := context.WithoutCancel(ctx)
+	final, cancelFinal := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancelFinal()
 	if err := w.cfg.Queue.ReleaseTasks(final, w.cfg.ID); err != nil {
 		w.log.Error("release leases", "error", err.Error())
 	}
@@ -204,7 +219,11 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 		return
 	}
 	step := arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
-	if err := w.cfg.Queue.FinishAgentAttempt(context.WithoutCancel(calls), w.cfg.ID, t.ID, step); err != nil {
+	// The record outlives the grace period's cancellation, but not a hung
+	// store: shutdown waits for it.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(calls), recordTimeout)
+	defer cancel()
+	if err := w.cfg.Queue.FinishAgentAttempt(recordCtx, w.cfg.ID, t.ID, step); err != nil {
 		w.log.Error("record attempt", "task", t.ID, "error", err.Error())
 		return
 	}

@@ -270,3 +270,37 @@ func TestWorker_Heartbeat(t *testing.T) {
 		}
 	})
 }
+
+func TestWorker_LeaseOutlivesTheCall(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		started, release := make(chan struct{}, 1), make(chan struct{})
+		held := verifierFunc(func(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+			started <- struct{}{}
+			<-release
+			return answer("approve", 1)(ctx, t)
+		})
+		// A lease shorter than a call is raised, so no other worker takes
+		// the task while the call runs.
+		stop := start(t, store, held, func(c *worker.Config) {
+			c.Lease, c.AttemptTimeout = time.Millisecond, time.Second
+		})
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(unblock) // before stop, which waits for the call
+		acct, id := createTask(t, store, "a@example.com")
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+		if stolen, err := store.ClaimTasks(ctx, "wrk_other", 10, time.Minute); err != nil || len(stolen) != 0 {
+			t.Fatalf("another worker claimed %d tasks (%v) while the call ran", len(stolen), err)
+		}
+		unblock()
+		stop()
+		if task, _ := store.FindTaskByID(ctx, acct, id); task.Status != arbiter.StatusCompleted || len(task.Attempts) != 1 {
+			t.Fatalf("task = %s with %d attempts, want completed once", task.Status, len(task.Attempts))
+		}
+	})
+}
