@@ -76,6 +76,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap}
 
 	var err error
+	pool := 32
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		d.dialect = Postgres
@@ -83,12 +84,6 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
-		n := opts.MaxOpenConns
-		if n == 0 {
-			n = 32
-		}
-		d.db.SetMaxOpenConns(n)
-		d.db.SetMaxIdleConns(n)
 	default:
 		d.dialect = SQLite
 		d.db, err = sqlx.Open("sqlite", sqliteDSN(strings.TrimPrefix(rawURL, "sqlite:")))
@@ -97,13 +92,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		}
 		// WAL lets readers run beside the single writer; more connections
 		// than this only queue on the write lock.
-		n := opts.MaxOpenConns
-		if n == 0 {
-			n = 8
-		}
-		d.db.SetMaxOpenConns(n)
-		d.db.SetMaxIdleConns(n)
+		pool = 8
 	}
+	if opts.MaxOpenConns > 0 {
+		pool = opts.MaxOpenConns
+	}
+	d.db.SetMaxOpenConns(pool)
+	d.db.SetMaxIdleConns(pool)
 	d.db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := d.db.PingContext(ctx); err != nil {
 		d.db.Close()
