@@ -26,6 +26,18 @@ func (m mailbox) SendLoginLink(_ context.Context, _, link string) error {
 	return nil
 }
 
+// next waits up to 5 s for the next link sent.
+func (m mailbox) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case link := <-m:
+		return link
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sign-in link was sent")
+		return ""
+	}
+}
+
 // chromium returns Debian's Chromium, skipping the test without it, except
 // in CI, which must have it.
 func chromium(t *testing.T) string {
@@ -94,12 +106,7 @@ func TestDashboard_InABrowser(t *testing.T) {
 		chromedp.Click(css(`form[action="/signin/email"] button[type=submit]`)),
 		chromedp.WaitVisible(css(`[data-testid=email-sent]`)),
 	)
-	var link string
-	select {
-	case link = <-links:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no sign-in link was sent")
-	}
+	link := links.next(t)
 	do(t, bctx, "confirm the link",
 		chromedp.Navigate(link),
 		chromedp.WaitVisible(css(`[data-testid=confirm-sign-in]`)),
