@@ -29,13 +29,31 @@ const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
+// On Postgres, concurrent creates are stored in groups (task_group.go).
 func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCreate) (*arbiter.Task, error) {
-	now := d.nowMS()
-	verdicts, err := json.Marshal(in.AllowedVerdicts)
+	t, verdicts, err := d.newTask(accountID, in)
 	if err != nil {
 		return nil, err
 	}
-	t := &arbiter.Task{
+	if d.dialect == Postgres && !d.singleCreates {
+		err = d.createGrouped(ctx, t, verdicts)
+	} else {
+		err = d.createOne(ctx, t, verdicts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTask returns the pending task in describes, created now, and its
+// allowed verdicts as JSON.
+func (d *DB) newTask(accountID string, in arbiter.TaskCreate) (*arbiter.Task, string, error) {
+	verdicts, err := json.Marshal(in.AllowedVerdicts)
+	if err != nil {
+		return nil, "", err
+	}
+	return &arbiter.Task{
 		ID:                  arbiter.NewTaskID(),
 		AccountID:           accountID,
 		Status:              arbiter.StatusPending,
@@ -46,12 +64,17 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 		AllowedVerdicts:     in.AllowedVerdicts,
 		ConfidenceThreshold: in.ConfidenceThreshold,
 		Context:             in.Context,
-		CreatedAt:           now,
+		CreatedAt:           d.nowMS(),
 		Attempts:            []arbiter.Attempt{},
-	}
-	day := int64(now) / msPerDay
-	taskArgs := []any{t.ID, accountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-		string(verdicts), t.ConfidenceThreshold, nullJSON(t.Context), int64(now), int64(now)}
+	}, string(verdicts), nil
+}
+
+// createOne stores t on its own, counting it against the daily cap in the
+// same step.
+func (d *DB) createOne(ctx context.Context, t *arbiter.Task, verdicts string) error {
+	day := int64(t.CreatedAt) / msPerDay
+	taskArgs := []any{t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
+		verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt)}
 
 	if d.dialect == Postgres {
 		// One statement, one round trip: the count's upsert feeds the
@@ -61,36 +84,36 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 				allowed_verdicts, confidence_threshold, context, created_at, run_after)
 			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM counted`)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		args := append([]any{accountID, day, accountID, d.cap, accountID, d.cap}, taskArgs...)
+		args := append([]any{t.AccountID, day, t.AccountID, d.cap, t.AccountID, d.cap}, taskArgs...)
 		res, err := stmt.ExecContext(ctx, args...)
 		if err != nil {
-			return nil, fmt.Errorf("insert task: %w", err)
+			return fmt.Errorf("insert task: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return nil, err
+			return err
 		} else if n == 0 {
-			return nil, capUsedUp(now)
+			return capUsedUp(t.CreatedAt)
 		}
-		return t, nil
+		return nil
 	}
 
 	count, err := d.stmt(ctx, countTaskSQL)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	insert, err := d.stmt(ctx, `INSERT INTO tasks (id, account_id, status, task_type,
 		source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
 		var n int
-		err := tx.StmtContext(ctx, count).QueryRowContext(ctx, accountID, day, accountID, d.cap, accountID, d.cap).Scan(&n)
+		err := tx.StmtContext(ctx, count).QueryRowContext(ctx, t.AccountID, day, t.AccountID, d.cap, t.AccountID, d.cap).Scan(&n)
 		if errors.Is(err, sql.ErrNoRows) {
-			return capUsedUp(now)
+			return capUsedUp(t.CreatedAt)
 		} else if err != nil {
 			return fmt.Errorf("count task: %w", err)
 		}
@@ -99,10 +122,6 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // countTaskSQL adds one to the account's usage for a UTC day unless that

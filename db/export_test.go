@@ -1,0 +1,62 @@
+package db
+
+import (
+	"context"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// StoreGroup stores one create per account of accountIDs as one group, the
+// way concurrent creates are stored, and returns the tasks and each one's
+// outcome.
+func (d *DB) StoreGroup(ctx context.Context, accountIDs []string, in arbiter.TaskCreate) ([]*arbiter.Task, []error) {
+	group := make([]*pendingCreate, len(accountIDs))
+	for i, accountID := range accountIDs {
+		t, verdicts, err := d.newTask(accountID, in)
+		if err != nil {
+			panic(err)
+		}
+		group[i] = &pendingCreate{task: t, verdicts: verdicts, done: make(chan error, 1)}
+	}
+	d.storeGroup(ctx, group)
+	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
+	for i, p := range group {
+		tasks[i], errs[i] = p.task, <-p.done
+	}
+	return tasks, errs
+}
+
+// Grouped returns how many creates group statements have stored.
+func (d *DB) Grouped() int64 {
+	d.creates.mu.Lock()
+	defer d.creates.mu.Unlock()
+	return d.creates.grouped
+}
+
+// HoldGroups keeps new creates queued, as if every group slot were busy,
+// until the returned function is called.
+func (d *DB) HoldGroups() (release func()) {
+	d.creates.mu.Lock()
+	held := groupsInFlight - d.creates.running
+	d.creates.running += held
+	d.creates.mu.Unlock()
+	return func() {
+		d.creates.mu.Lock()
+		d.creates.running -= held
+		queued := len(d.creates.queue) > 0
+		if queued {
+			d.creates.running++
+		}
+		d.creates.mu.Unlock()
+		if queued {
+			go d.runGroups()
+		}
+	}
+}
+
+// Queued returns how many creates wait for a group.
+func (d *DB) Queued() int {
+	d.creates.mu.Lock()
+	defer d.creates.mu.Unlock()
+	return len(d.creates.queue)
+}

@@ -1,0 +1,194 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// Group commit is Postgres-only; SQLite stores each create on its own.
+
+func wantUsage(t *testing.T, d *db.DB, accountID string, want int) {
+	t.Helper()
+	if used, _, err := d.UsageToday(ctx, accountID); err != nil || used != want {
+		t.Fatalf("usage of %s = %d (%v), want %d", accountID, used, err, want)
+	}
+}
+
+func TestCreateGroup_StoresEveryCreateOnce(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	a := newAccount(t, d, "a@example.com")
+	b := newAccount(t, d, "b@example.com")
+	tasks, errs := d.StoreGroup(ctx, []string{a.ID, b.ID, a.ID, b.ID, a.ID}, taskCreate("Grouped"))
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		got, err := d.FindTaskByID(ctx, tasks[i].AccountID, tasks[i].ID)
+		if err != nil {
+			t.Fatalf("create %d not stored: %v", i, err)
+		}
+		if got.Status != arbiter.StatusPending || got.Prompt != "Grouped" || got.TaskType != "decide" ||
+			got.Touchpoint != "chat" || got.ConfidenceThreshold != 0.9 || len(got.AllowedVerdicts) != 2 ||
+			string(got.Context) != `{"amount":12}` || got.CreatedAt != tasks[i].CreatedAt {
+			t.Fatalf("stored = %+v", got)
+		}
+	}
+	if got := d.Grouped(); got != 5 {
+		t.Fatalf("group statement stored %d creates, want all 5", got)
+	}
+	wantUsage(t, d, a.ID, 3)
+	wantUsage(t, d, b.ID, 2)
+
+	noContext := taskCreate("No context")
+	noContext.Context = nil
+	tasks, errs = d.StoreGroup(ctx, []string{a.ID, b.ID}, noContext)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.FindTaskByID(ctx, tasks[i].AccountID, tasks[i].ID); err != nil || got.Context != nil {
+			t.Fatalf("stored = %+v, %v; want no context", got, err)
+		}
+	}
+	if got := d.Grouped(); got != 7 {
+		t.Fatalf("group statements stored %d creates, want 7", got)
+	}
+}
+
+func TestCreateGroup_CapAdmitsExactlyWhatFits(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{DailyTaskCap: 3})
+	full := newAccount(t, d, "full@example.com")
+	free := newAccount(t, d, "free@example.com")
+	for range 2 {
+		if _, err := d.CreateTask(ctx, full.ID, taskCreate("earlier")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three creates for an account with room for one, beside two that fit.
+	_, errs := d.StoreGroup(ctx, []string{full.ID, free.ID, full.ID, free.ID, full.ID}, taskCreate("Grouped"))
+	var admitted, limited int
+	for i, err := range errs {
+		switch {
+		case i == 1 || i == 3:
+			if err != nil {
+				t.Fatalf("create %d of the account with room: %v", i, err)
+			}
+		case err == nil:
+			admitted++
+		case arbiter.ErrorCode(err) == arbiter.ERATELIMIT:
+			limited++
+		default:
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	if admitted != 1 || limited != 2 {
+		t.Fatalf("the full account got %d admitted and %d limited, want 1 and 2", admitted, limited)
+	}
+	wantUsage(t, d, full.ID, 3)
+	wantUsage(t, d, free.ID, 2)
+}
+
+func TestCreateGroup_BadCreateFailsAlone(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	a := newAccount(t, d, "a@example.com")
+	// An account that does not exist fails the group statement's foreign
+	// key; the others are then stored one by one.
+	_, errs := d.StoreGroup(ctx, []string{a.ID, "acct_missing", a.ID}, taskCreate("Grouped"))
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
+		t.Fatalf("errors = %v, want only the second to fail", errs)
+	}
+	if got := d.Grouped(); got != 0 {
+		t.Fatalf("group statement stored %d, want 0 (it failed as a whole)", got)
+	}
+	wantUsage(t, d, a.ID, 2)
+}
+
+func TestCreateTask_ConcurrentCreatesAreGrouped(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	accounts := make([]*arbiter.Account, 10)
+	for i := range accounts {
+		accounts[i] = newAccount(t, d, string(rune('a'+i))+"@example.com")
+	}
+	var mu sync.Mutex
+	ids := map[string]string{} // task → account
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			task, err := d.CreateTask(ctx, accounts[i%10].ID, taskCreate("Concurrent"))
+			if err != nil {
+				t.Errorf("create: %v", err)
+				return
+			}
+			mu.Lock()
+			ids[task.ID] = task.AccountID
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(ids) != 200 {
+		t.Fatalf("%d distinct tasks, want 200", len(ids))
+	}
+	for _, a := range accounts {
+		wantUsage(t, d, a.ID, 20)
+	}
+	for id, accountID := range ids {
+		if _, err := d.FindTaskByID(ctx, accountID, id); err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+	}
+	if d.Grouped() == 0 {
+		t.Fatal("200 concurrent creates never shared a statement")
+	}
+	if d.Queued() != 0 {
+		t.Fatalf("%d creates left in the queue", d.Queued())
+	}
+}
+
+// waitQueued waits until a create is queued.
+func waitQueued(t *testing.T, d *db.DB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); d.Queued() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no create was queued")
+		}
+	}
+}
+
+func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	a := newAccount(t, d, "a@example.com")
+	release := d.HoldGroups()
+	canceled, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		_, err := d.CreateTask(canceled, a.ID, taskCreate("Withdrawn"))
+		done <- err
+	}()
+	waitQueued(t, d)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if d.Queued() != 0 {
+		t.Fatalf("%d creates still queued after the caller left", d.Queued())
+	}
+	// A create queued while the groups are held is stored once they run.
+	stored := make(chan error)
+	go func() {
+		_, err := d.CreateTask(ctx, a.ID, taskCreate("Kept"))
+		stored <- err
+	}()
+	waitQueued(t, d)
+	release()
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, d, a.ID, 1)
+}
