@@ -44,10 +44,10 @@ type Options struct {
 	Now arbiter.Clock
 	// MaxOpenConns bounds the connection pool (default 8 on both).
 	MaxOpenConns int
-	// SingleCreates stores every create with its own statement on
-	// Postgres instead of grouping concurrent ones (the benchmark's
-	// one-statement-per-create ceiling).
-	SingleCreates bool
+	// Ungrouped gives every create and every task read its own statement
+	// on Postgres instead of grouping concurrent ones (group.go); the
+	// benchmark's one-statement ceilings use it.
+	Ungrouped bool
 }
 
 // DB is an open store. Its methods implement the root package's services;
@@ -58,9 +58,11 @@ type DB struct {
 	now     arbiter.Clock
 	cap     int
 
-	// creates groups concurrent creates on Postgres unless singleCreates.
-	creates       createGroups
-	singleCreates bool
+	// creates and reads group concurrent creates and task reads on
+	// Postgres unless ungrouped.
+	creates   createGroup
+	reads     readGroup
+	ungrouped bool
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -80,7 +82,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, singleCreates: opts.SingleCreates}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, ungrouped: opts.Ungrouped}
+	d.creates.run = d.storeGroup
+	d.reads.run = d.readGroupOf
 
 	var err error
 	// Few connections serve many requests: a query holds one for well

@@ -10,18 +10,18 @@ import (
 // way concurrent creates are stored, and returns the tasks and each one's
 // outcome.
 func (d *DB) StoreGroup(ctx context.Context, accountIDs []string, in arbiter.TaskCreate) ([]*arbiter.Task, []error) {
-	group := make([]*pendingCreate, len(accountIDs))
+	group := make([]*call[newCreate, struct{}], len(accountIDs))
 	for i, accountID := range accountIDs {
 		t, verdicts, err := d.newTask(accountID, in)
 		if err != nil {
 			panic(err)
 		}
-		group[i] = &pendingCreate{task: t, verdicts: verdicts, done: make(chan error, 1)}
+		group[i] = &call[newCreate, struct{}]{in: newCreate{t, verdicts}}
 	}
 	d.storeGroup(ctx, group)
 	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
-	for i, p := range group {
-		tasks[i], errs[i] = p.task, <-p.done
+	for i, c := range group {
+		tasks[i], errs[i] = c.in.task, c.err
 	}
 	return tasks, errs
 }
@@ -31,6 +31,28 @@ func (d *DB) Grouped() int64 {
 	d.creates.mu.Lock()
 	defer d.creates.mu.Unlock()
 	return d.creates.grouped
+}
+
+// ReadGroup reads the tasks of refs (account and id pairs) as one group,
+// the way concurrent reads are answered.
+func (d *DB) ReadGroup(ctx context.Context, refs [][2]string) ([]*arbiter.Task, []error) {
+	group := make([]*call[taskRef, *arbiter.Task], len(refs))
+	for i, r := range refs {
+		group[i] = &call[taskRef, *arbiter.Task]{in: taskRef{r[0], r[1]}}
+	}
+	d.readGroupOf(ctx, group)
+	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
+	for i, c := range group {
+		tasks[i], errs[i] = c.out, c.err
+	}
+	return tasks, errs
+}
+
+// GroupedReads returns how many reads group queries have answered.
+func (d *DB) GroupedReads() int64 {
+	d.reads.mu.Lock()
+	defer d.reads.mu.Unlock()
+	return d.reads.grouped
 }
 
 // HoldGroups keeps new creates queued, as if every group slot were busy,
@@ -49,7 +71,7 @@ func (d *DB) HoldGroups() (release func()) {
 		}
 		d.creates.mu.Unlock()
 		if queued {
-			go d.runGroups()
+			go d.creates.loop()
 		}
 	}
 }

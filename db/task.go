@@ -29,14 +29,14 @@ const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
-// On Postgres, concurrent creates are stored in groups (task_group.go).
+// On Postgres, concurrent creates are stored in groups (group.go).
 func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCreate) (*arbiter.Task, error) {
 	t, verdicts, err := d.newTask(accountID, in)
 	if err != nil {
 		return nil, err
 	}
-	if d.dialect == Postgres && !d.singleCreates {
-		err = d.createGrouped(ctx, t, verdicts)
+	if d.grouping() {
+		_, err = d.creates.do(ctx, newCreate{t, verdicts})
 	} else {
 		err = d.createOne(ctx, t, verdicts)
 	}
@@ -148,9 +148,19 @@ func capUsedUp(now arbiter.Timestamp) error {
 
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
+// On Postgres, concurrent reads are answered in groups (group.go).
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error) {
+	if !arbiter.ValidTaskID(id) {
+		return nil, errTaskNotFound
+	}
+	if d.grouping() {
+		return d.reads.do(ctx, taskRef{accountID, id})
+	}
 	return d.findTask(ctx, nil, accountID, id)
 }
+
+// grouping reports whether concurrent creates and reads share statements.
+func (d *DB) grouping() bool { return d.dialect == Postgres && !d.ungrouped }
 
 // findTaskSQL reads a task and its attempts, one row per attempt.
 const findTaskSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `

@@ -3,114 +3,29 @@ package db
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
+	"slices"
 
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
 )
 
-// Group commit of creates on Postgres. Creates that arrive while an earlier
-// group is in flight queue up and go together in the next group: one
-// statement, one round trip and one commit for all of them instead of one
-// each. Under load this is what bounds a create's latency; alone, a create
-// is a group of one and costs what it always did.
-const (
-	// maxGroup bounds the creates in one statement.
-	maxGroup = 128
-	// groupsInFlight is how many group statements may run at once. One
-	// commit waits on the disk while the next group executes.
-	groupsInFlight = 2
-	// groupTimeout bounds one group statement. It runs detached from the
-	// callers' contexts: a caller that gives up must not cancel the others.
-	groupTimeout = 30 * time.Second
-)
-
-// pendingCreate is one create waiting for its group.
-type pendingCreate struct {
+// newCreate is a create waiting for its group: the task and its allowed
+// verdicts as JSON.
+type newCreate struct {
 	task     *arbiter.Task
-	verdicts string     // the allowed verdicts as JSON
-	done     chan error // receives the outcome once
-	taken    bool       // in a group already; guarded by creates.mu
-	_        [0]func()  // not comparable
+	verdicts string
 }
 
-// createGroups queues creates and runs them in groups.
-type createGroups struct {
-	mu      sync.Mutex
-	queue   []*pendingCreate
-	running int   // group loops running
-	grouped int64 // creates stored by a group statement
-}
-
-// createGrouped stores t with the creates queued beside it. A caller whose
-// context ends while its create is still queued withdraws it; once the
-// create is in a running statement the caller waits for the outcome, so
-// that an error never hides a stored task.
-func (d *DB) createGrouped(ctx context.Context, t *arbiter.Task, verdicts string) error {
-	p := &pendingCreate{task: t, verdicts: verdicts, done: make(chan error, 1)}
-	g := &d.creates
-	g.mu.Lock()
-	g.queue = append(g.queue, p)
-	if g.running < groupsInFlight {
-		g.running++
-		go d.runGroups()
-	}
-	g.mu.Unlock()
-
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		g.mu.Lock()
-		if !p.taken {
-			for i, q := range g.queue {
-				if q == p {
-					g.queue = append(g.queue[:i], g.queue[i+1:]...)
-					break
-				}
-			}
-			g.mu.Unlock()
-			return ctx.Err()
-		}
-		g.mu.Unlock()
-		return <-p.done
-	}
-}
-
-// runGroups takes groups off the queue and stores them until the queue is
-// empty.
-func (d *DB) runGroups() {
-	g := &d.creates
-	for {
-		g.mu.Lock()
-		n := min(len(g.queue), maxGroup)
-		if n == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		group := make([]*pendingCreate, n)
-		copy(group, g.queue)
-		for _, p := range group {
-			p.taken = true
-		}
-		g.queue = append(g.queue[:0], g.queue[n:]...)
-		g.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-		d.storeGroup(ctx, group)
-		cancel()
-	}
-}
+// createGroup stores creates in groups (group.go).
+type createGroup = grouper[newCreate, struct{}]
 
 // storeGroup stores a group and tells each create its outcome. A group of
 // one, the creates of an account whose cap the whole group would pass, and
 // every create of a group whose statement fails are stored one by one, so
 // each gets its own answer: the cap admits exactly as many as it has room
 // for, and one bad create fails alone.
-func (d *DB) storeGroup(ctx context.Context, group []*pendingCreate) {
+func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, struct{}]) {
 	var stored map[string]bool
 	if len(group) > 1 {
 		var err error
@@ -118,14 +33,10 @@ func (d *DB) storeGroup(ctx context.Context, group []*pendingCreate) {
 			stored = nil
 		}
 	}
-	d.creates.mu.Lock()
-	d.creates.grouped += int64(len(stored))
-	d.creates.mu.Unlock()
-	for _, p := range group {
-		if stored[p.task.ID] {
-			p.done <- nil
-		} else {
-			p.done <- d.createOne(ctx, p.task, p.verdicts)
+	d.creates.addGrouped(len(stored))
+	for _, c := range group {
+		if !stored[c.in.task.ID] {
+			c.err = d.createOne(ctx, c.in.task, c.in.verdicts)
 		}
 	}
 }
@@ -162,7 +73,7 @@ const createGroupSQL = `WITH input AS (
 	RETURNING id`
 
 // insertGroup runs createGroupSQL for group and returns the ids it stored.
-func (d *DB) insertGroup(ctx context.Context, group []*pendingCreate) (map[string]bool, error) {
+func (d *DB) insertGroup(ctx context.Context, group []*call[newCreate, struct{}]) (map[string]bool, error) {
 	n := len(group)
 	var (
 		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -171,10 +82,10 @@ func (d *DB) insertGroup(ctx context.Context, group []*pendingCreate) (map[strin
 		thresholds                                 = make([]float64, n)
 		contexts                                   = make([]string, n) // "" for none
 	)
-	for i, p := range group {
-		t := p.task
+	for i, c := range group {
+		t := c.in.task
 		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
-		prompts[i], verdicts[i] = t.Prompt, p.verdicts
+		prompts[i], verdicts[i] = t.Prompt, c.in.verdicts
 		days[i], created[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt)
 		thresholds[i] = t.ConfidenceThreshold
 		contexts[i] = string(t.Context)
@@ -199,4 +110,74 @@ func (d *DB) insertGroup(ctx context.Context, group []*pendingCreate) (map[strin
 		stored[id] = true
 	}
 	return stored, rows.Err()
+}
+
+// readGroup reads tasks in groups (group.go).
+type readGroup = grouper[taskRef, *arbiter.Task]
+
+// taskRef names a task and the account asking for it.
+type taskRef struct{ accountID, id string }
+
+// findGroupSQL reads tasks and their attempts by id, one row per attempt,
+// grouped by task.
+const findGroupSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `
+	FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+	WHERE t.id = ANY(?::text[]) ORDER BY t.id, a.id`
+
+// readGroupOf answers a group of reads with one query, or one by one when
+// it is a group of one or the query fails. A task of another account is
+// not found, as it is for a single read.
+func (d *DB) readGroupOf(ctx context.Context, group []*call[taskRef, *arbiter.Task]) {
+	var found map[string]*arbiter.Task
+	if len(group) > 1 {
+		var err error
+		if found, err = d.selectGroup(ctx, group); err != nil {
+			found = nil
+		}
+	}
+	if found != nil {
+		d.reads.addGrouped(len(group))
+	}
+	given := make(map[string]bool, len(group))
+	for _, c := range group {
+		switch t, ok := found[c.in.id]; {
+		case found == nil:
+			c.out, c.err = d.findTask(ctx, nil, c.in.accountID, c.in.id)
+		case !ok || t.AccountID != c.in.accountID:
+			c.err = errTaskNotFound
+		case given[t.ID]:
+			// Two callers asked for one task; each gets its own.
+			cp := *t
+			cp.AllowedVerdicts, cp.Attempts = slices.Clone(t.AllowedVerdicts), slices.Clone(t.Attempts)
+			c.out = &cp
+		default:
+			given[t.ID] = true
+			c.out = t
+		}
+	}
+}
+
+// selectGroup runs findGroupSQL for the group's ids.
+func (d *DB) selectGroup(ctx context.Context, group []*call[taskRef, *arbiter.Task]) (map[string]*arbiter.Task, error) {
+	ids := make([]string, len(group))
+	for i, c := range group {
+		ids[i] = c.in.id
+	}
+	stmt, err := d.stmt(ctx, findGroupSQL)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("find tasks: %w", err)
+	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("find tasks: %w", err)
+	}
+	found := make(map[string]*arbiter.Task, len(tasks))
+	for _, t := range tasks {
+		found[t.ID] = t
+	}
+	return found, nil
 }

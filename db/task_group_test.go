@@ -192,3 +192,92 @@ func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
 	}
 	wantUsage(t, d, a.ID, 1)
 }
+
+func TestReadGroup_AnswersEachReadAsASingleReadWould(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	owner := newAccount(t, d, "owner@example.com")
+	other := newAccount(t, d, "other@example.com")
+	plain, err := d.CreateTask(ctx, owner.ID, taskCreate("Plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried, err := d.CreateTask(ctx, owner.ID, taskCreate("Tried"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ClaimTasks(ctx, "w1", 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.FinishAgentAttempt(ctx, "w1", tried.ID, decided("approve", 0.97)); err != nil {
+		t.Fatal(err)
+	}
+
+	refs := [][2]string{
+		{owner.ID, plain.ID},
+		{owner.ID, tried.ID},
+		{other.ID, plain.ID},               // another account's task
+		{owner.ID, "tsk_00000000000000ff"}, // no such task
+		{owner.ID, tried.ID},               // asked twice
+	}
+	tasks, errs := d.ReadGroup(ctx, refs)
+	for i, ref := range refs {
+		single, singleErr := d.FindTaskByID(ctx, ref[0], ref[1])
+		if arbiter.ErrorCode(errs[i]) != arbiter.ErrorCode(singleErr) || (errs[i] == nil) != (singleErr == nil) {
+			t.Fatalf("read %d: error %v, a single read's %v", i, errs[i], singleErr)
+		}
+		if singleErr != nil {
+			continue
+		}
+		got, want := tasks[i], single
+		if got.ID != want.ID || got.Status != want.Status || got.Prompt != want.Prompt ||
+			len(got.Attempts) != len(want.Attempts) || (got.FinalVerdict == nil) != (want.FinalVerdict == nil) {
+			t.Fatalf("read %d = %+v, a single read's %+v", i, got, want)
+		}
+	}
+	if errs[2] == nil || arbiter.ErrorCode(errs[2]) != arbiter.ENOTFOUND {
+		t.Fatalf("another account's task: %v, want ENOTFOUND", errs[2])
+	}
+	if len(tasks[1].Attempts) != 1 || *tasks[1].FinalVerdict != "approve" {
+		t.Fatalf("attempts = %+v", tasks[1].Attempts)
+	}
+	if tasks[1] == tasks[4] {
+		t.Fatal("two readers of one task share one value")
+	}
+	if got := d.GroupedReads(); got != int64(len(refs)) {
+		t.Fatalf("group query answered %d reads, want %d", got, len(refs))
+	}
+}
+
+func TestFindTaskByID_ConcurrentReadsAreGrouped(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	owner := newAccount(t, d, "owner@example.com")
+	other := newAccount(t, d, "other@example.com")
+	var ids []string
+	for range 20 {
+		task, err := d.CreateTask(ctx, owner.ID, taskCreate("Read me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() {
+			id := ids[i%len(ids)]
+			if i%4 == 3 {
+				if _, err := d.FindTaskByID(ctx, other.ID, id); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+					t.Errorf("another account read %s: %v", id, err)
+				}
+				return
+			}
+			got, err := d.FindTaskByID(ctx, owner.ID, id)
+			if err != nil || got.ID != id || got.Prompt != "Read me" {
+				t.Errorf("read %s = %+v, %v", id, got, err)
+			}
+		})
+	}
+	wg.Wait()
+	if d.GroupedReads() == 0 {
+		t.Fatal("400 concurrent reads never shared a query")
+	}
+}
