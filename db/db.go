@@ -88,7 +88,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 
 	var err error
 	// Few connections serve many requests: a query holds one for well
-	// under a millisecond, creates share statements (task_group.go), and
+	// under a millisecond, concurrent calls share statements (group.go), and
 	// more backends than the database has cores only take turns on them.
 	// On SQLite, WAL lets readers run beside the single writer, and more
 	// connections only queue on the write lock.

@@ -46,7 +46,7 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 	return t, nil
 }
 
-// newTask returns the pending task in describes, created now, and its
+// newTask returns the pending task that in describes, created now, and its
 // allowed verdicts as JSON.
 func (d *DB) newTask(accountID string, in arbiter.TaskCreate) (*arbiter.Task, string, error) {
 	verdicts, err := json.Marshal(in.AllowedVerdicts)
