@@ -55,30 +55,41 @@ func (d *DB) GroupedReads() int64 {
 	return d.reads.grouped
 }
 
-// HoldGroups keeps new creates queued, as if every group slot were busy,
-// until the returned function is called.
+// HoldGroups keeps new creates and reads queued, as if every group slot
+// were busy, until the returned function is called.
 func (d *DB) HoldGroups() (release func()) {
-	d.creates.mu.Lock()
-	held := groupsInFlight - d.creates.running
-	d.creates.running += held
-	d.creates.mu.Unlock()
+	releaseCreates, releaseReads := hold(&d.creates), hold(&d.reads)
 	return func() {
-		d.creates.mu.Lock()
-		d.creates.running -= held
-		queued := len(d.creates.queue) > 0
+		releaseCreates()
+		releaseReads()
+	}
+}
+
+func hold[In, Out any](g *grouper[In, Out]) (release func()) {
+	g.mu.Lock()
+	held := groupsInFlight - g.running
+	g.running += held
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.running -= held
+		queued := len(g.queue) > 0
 		if queued {
-			d.creates.running++
+			g.running++
 		}
-		d.creates.mu.Unlock()
+		g.mu.Unlock()
 		if queued {
-			go d.creates.loop()
+			go g.loop()
 		}
 	}
 }
 
-// Queued returns how many creates wait for a group.
+// Queued returns how many creates and reads wait for a group.
 func (d *DB) Queued() int {
 	d.creates.mu.Lock()
-	defer d.creates.mu.Unlock()
-	return len(d.creates.queue)
+	n := len(d.creates.queue)
+	d.creates.mu.Unlock()
+	d.reads.mu.Lock()
+	defer d.reads.mu.Unlock()
+	return n + len(d.reads.queue)
 }

@@ -119,6 +119,8 @@ func TestCreateTask_ConcurrentCreatesAreGrouped(t *testing.T) {
 	var mu sync.Mutex
 	ids := map[string]string{} // task → account
 	var wg sync.WaitGroup
+	// Hold the groups until all 200 are queued, so that they must share.
+	release := d.HoldGroups()
 	for i := range 200 {
 		wg.Go(func() {
 			task, err := d.CreateTask(ctx, accounts[i%10].ID, taskCreate("Concurrent"))
@@ -131,6 +133,8 @@ func TestCreateTask_ConcurrentCreatesAreGrouped(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	waitQueued(t, d, 200)
+	release()
 	wg.Wait()
 	if len(ids) != 200 {
 		t.Fatalf("%d distinct tasks, want 200", len(ids))
@@ -143,20 +147,20 @@ func TestCreateTask_ConcurrentCreatesAreGrouped(t *testing.T) {
 			t.Fatalf("task %s: %v", id, err)
 		}
 	}
-	if d.Grouped() == 0 {
-		t.Fatal("200 concurrent creates never shared a statement")
+	if got := d.Grouped(); got != 200 {
+		t.Fatalf("group statements stored %d of 200 queued creates", got)
 	}
 	if d.Queued() != 0 {
 		t.Fatalf("%d creates left in the queue", d.Queued())
 	}
 }
 
-// waitQueued waits until a create is queued.
-func waitQueued(t *testing.T, d *db.DB) {
+// waitQueued waits until n calls are queued.
+func waitQueued(t *testing.T, d *db.DB, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); d.Queued() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); d.Queued() < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no create was queued")
+			t.Fatalf("%d calls queued, want %d", d.Queued(), n)
 		}
 	}
 }
@@ -171,7 +175,7 @@ func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
 		_, err := d.CreateTask(canceled, a.ID, taskCreate("Withdrawn"))
 		done <- err
 	}()
-	waitQueued(t, d)
+	waitQueued(t, d, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -185,7 +189,7 @@ func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
 		_, err := d.CreateTask(ctx, a.ID, taskCreate("Kept"))
 		stored <- err
 	}()
-	waitQueued(t, d)
+	waitQueued(t, d, 1)
 	release()
 	if err := <-stored; err != nil {
 		t.Fatal(err)
@@ -261,6 +265,7 @@ func TestFindTaskByID_ConcurrentReadsAreGrouped(t *testing.T) {
 		ids = append(ids, task.ID)
 	}
 	var wg sync.WaitGroup
+	release := d.HoldGroups()
 	for i := range 400 {
 		wg.Go(func() {
 			id := ids[i%len(ids)]
@@ -276,8 +281,10 @@ func TestFindTaskByID_ConcurrentReadsAreGrouped(t *testing.T) {
 			}
 		})
 	}
+	waitQueued(t, d, 400)
+	release()
 	wg.Wait()
-	if d.GroupedReads() == 0 {
-		t.Fatal("400 concurrent reads never shared a query")
+	if got := d.GroupedReads(); got != 400 {
+		t.Fatalf("group queries answered %d of 400 queued reads", got)
 	}
 }
