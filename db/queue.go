@@ -227,8 +227,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([
 		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
 		return nil, 0, fmt.Errorf("count human queue: %w", err)
 	}
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+taskColumns+`, `+attemptColumns+`
-		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+	rows, err := d.db.QueryContext(ctx, d.rebind(tasksWithAttemptsSQL+`
 		WHERE t.id IN (SELECT id FROM tasks WHERE account_id = ? AND status = 'human_needed'
 			ORDER BY created_at, id LIMIT ?)
 		ORDER BY t.created_at, t.id, a.id`), accountID, limit)

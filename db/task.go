@@ -162,9 +162,14 @@ func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.T
 // grouping reports whether concurrent creates and reads share statements.
 func (d *DB) grouping() bool { return d.dialect == Postgres && !d.ungrouped }
 
+// tasksWithAttemptsSQL selects the rows scanTasksWithAttempts reads: one
+// per attempt, or one with NULL attempt columns for a task without any.
+// Callers add the WHERE and ORDER BY clauses.
+const tasksWithAttemptsSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `
+	FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id`
+
 // findTaskSQL reads a task and its attempts, one row per attempt.
-const findTaskSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `
-	FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+const findTaskSQL = tasksWithAttemptsSQL + `
 	WHERE t.id = ? AND t.account_id = ? ORDER BY a.id`
 
 // findTask reads the account's task and its attempts, inside tx when it is

@@ -120,8 +120,7 @@ type taskRef struct{ accountID, id string }
 
 // findGroupSQL reads tasks and their attempts by id, one row per attempt,
 // grouped by task.
-const findGroupSQL = `SELECT ` + taskColumns + `, ` + attemptColumns + `
-	FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+const findGroupSQL = tasksWithAttemptsSQL + `
 	WHERE t.id = ANY(?::text[]) ORDER BY t.id, a.id`
 
 // readGroupOf answers a group of reads with one query, or one by one when
