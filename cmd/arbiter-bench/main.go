@@ -271,6 +271,21 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 	if err != nil {
 		return err
 	}
+	// createThrough and getThrough make the ceilings' store calls: the
+	// accounts and ids of the HTTP phases, straight to a store.
+	createThrough := func(store *db.DB) func(w, i int) error {
+		return func(w, i int) error {
+			_, err := store.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
+			return err
+		}
+	}
+	getThrough := func(store *db.DB) func(w, i int) error {
+		return func(w, i int) error {
+			t := b.created(w, i)
+			_, err := store.FindTaskByID(ctx, t.accountID, t.id)
+			return err
+		}
+	}
 
 	var mu sync.Mutex
 	b.logf("POST /v1/tasks for %s at %d connections", b.duration, b.concurrency)
@@ -294,15 +309,9 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 		return errors.New("no task was created")
 	}
 	b.logf("ceiling: one create statement per create through database/sql for %s", b.duration)
-	b.results = append(b.results, b.phase(ctx, "create (ceiling)", func(w, i int) error {
-		_, err := singleCreates.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
-		return err
-	}))
+	b.results = append(b.results, b.phase(ctx, "create (ceiling)", createThrough(singleCreates)))
 	b.logf("ceiling: the service's grouped creates through database/sql for %s", b.duration)
-	b.results = append(b.results, b.phase(ctx, "create (grouped)", func(w, i int) error {
-		_, err := store.CreateTask(ctx, accountIDs[(w+i*b.concurrency)%len(accountIDs)], in)
-		return err
-	}))
+	b.results = append(b.results, b.phase(ctx, "create (grouped)", createThrough(store)))
 
 	// The creates leave work for autovacuum; do it now rather than in the
 	// middle of the gets.
@@ -311,26 +320,22 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 	}
 	b.logf("GET /v1/tasks/{id} for %s at %d connections", b.duration, b.concurrency)
 	b.results = append(b.results, b.phase(ctx, "get (HTTP)", func(w, i int) error {
-		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
+		t := b.created(w, i)
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+t.id, nil)
 		req.Header.Set("Authorization", "Bearer "+t.key)
 		return do(client, req, nil)
 	}))
 	b.logf("ceiling: one read statement per get through database/sql for %s", b.duration)
-	b.results = append(b.results, b.phase(ctx, "get (ceiling)", func(w, i int) error {
-		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
-		_, err := singleReads.FindTaskByID(ctx, t.accountID, t.id)
-		return err
-	}))
+	b.results = append(b.results, b.phase(ctx, "get (ceiling)", getThrough(singleReads)))
 	b.logf("ceiling: the service's grouped reads through database/sql for %s", b.duration)
-	b.results = append(b.results, b.phase(ctx, "get (grouped)", func(w, i int) error {
-		t := b.ids[(i*b.concurrency+w)*7919%len(b.ids)]
-		_, err := store.FindTaskByID(ctx, t.accountID, t.id)
-		return err
-	}))
+	b.results = append(b.results, b.phase(ctx, "get (grouped)", getThrough(store)))
 	b.rssMB = peakRSSMB(cmd.Process.Pid)
 	return nil
 }
+
+// created picks the task that call i of goroutine w reads, spread over the
+// tasks the create phase made.
+func (b *bench) created(w, i int) idAt { return b.ids[(i*b.concurrency+w)*7919%len(b.ids)] }
 
 // vacuum runs VACUUM ANALYZE on the tasks table.
 func vacuum(ctx context.Context, databaseURL string) error {
