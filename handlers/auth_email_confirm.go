@@ -19,7 +19,7 @@ func AuthEmailConfirm(logins arbiter.LoginTokenService) http.Handler {
 		status, msg := http.StatusOK, ""
 		if err := logins.CheckLoginToken(r.Context(), token); err != nil {
 			if StatusOf(err) == http.StatusInternalServerError {
-				PageError(w, r, err)
+				Error(w, r, err)
 				return
 			}
 			status, msg, token = StatusOf(err), arbiter.ErrorMessage(err), ""

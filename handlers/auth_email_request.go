@@ -45,7 +45,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 		}
 		token, err := logins.CreateLoginToken(r.Context(), email)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		link := site.AppURL + "/signin/email/confirm?token=" + token
@@ -54,7 +54,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 		}
 		if err := mailer.SendLoginLink(r.Context(), email, link); err != nil {
 			Logger(r.Context()).ErrorContext(r.Context(), "send sign-in link", "error", err.Error())
-			PageError(w, r, errMailNotSent)
+			Error(w, r, errMailNotSent)
 			return
 		}
 		Render(w, r, http.StatusOK, dashboard.EmailSent(PageOf(r, "Check your inbox", ""), email))

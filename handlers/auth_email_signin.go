@@ -16,7 +16,7 @@ func AuthEmailSignIn(logins arbiter.LoginTokenService, identities arbiter.Identi
 		email, err := logins.RedeemLoginToken(r.Context(), r.PostFormValue("token"))
 		if err != nil {
 			if StatusOf(err) == http.StatusInternalServerError {
-				PageError(w, r, err)
+				Error(w, r, err)
 				return
 			}
 			Render(w, r, StatusOf(err), dashboard.EmailConfirm(PageOf(r, "Finish signing in", ""), "", next, arbiter.ErrorMessage(err)))
@@ -26,11 +26,11 @@ func AuthEmailSignIn(logins arbiter.LoginTokenService, identities arbiter.Identi
 			Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true,
 		})
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		if err := sessions.SignIn(w, r, account.ID, arbiter.SignInEmail); err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		redirect(w, r, next)

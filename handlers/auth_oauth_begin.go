@@ -27,25 +27,25 @@ func AuthOAuthBegin(providers []OAuthProvider, sessions SessionKeeper) http.Hand
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := findProvider(providers, r)
 		if !ok {
-			PageNotFound(w, r)
+			Error(w, r, ErrNoPage)
 			return
 		}
 		provider, err := p.Load()
 		if err != nil {
 			Logger(r.Context()).WarnContext(r.Context(), "load identity provider", "provider", p.Name, "error", err.Error())
-			PageError(w, r, errProviderUnavailable)
+			Error(w, r, errProviderUnavailable)
 			return
 		}
 		state := arbiter.NewSecretToken()
 		sess, err := provider.BeginAuth(state)
 		if err != nil {
 			Logger(r.Context()).WarnContext(r.Context(), "begin sign-in", "provider", p.Name, "error", err.Error())
-			PageError(w, r, errProviderUnavailable)
+			Error(w, r, errProviderUnavailable)
 			return
 		}
 		authURL, err := sess.GetAuthURL()
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		err = sessions.SaveOAuthState(w, r, OAuthState{
@@ -53,7 +53,7 @@ func AuthOAuthBegin(providers []OAuthProvider, sessions SessionKeeper) http.Hand
 			Next: SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next")),
 		})
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		http.Redirect(w, r, authURL, http.StatusFound)

@@ -21,17 +21,17 @@ func AuthOAuthCallback(providers []OAuthProvider, identities arbiter.IdentitySer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := findProvider(providers, r)
 		if !ok {
-			PageNotFound(w, r)
+			Error(w, r, ErrNoPage)
 			return
 		}
 		q := r.URL.Query()
 		st, err := sessions.TakeOAuthState(w, r)
 		if err != nil {
-			PageError(w, r, errOAuthExpired)
+			Error(w, r, errOAuthExpired)
 			return
 		}
 		if st.Provider != p.Name || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(st.State)) != 1 {
-			PageError(w, r, errOAuthState)
+			Error(w, r, errOAuthState)
 			return
 		}
 		if e := q.Get("error"); e != "" {
@@ -39,12 +39,12 @@ func AuthOAuthCallback(providers []OAuthProvider, identities arbiter.IdentitySer
 			if e == "access_denied" {
 				msg = "You did not allow Arbiter to use your %s account (%s). Sign in another way, or try again."
 			}
-			PageError(w, r, arbiter.Errorf(arbiter.EUNAUTHORIZED, msg, p.Label, e))
+			Error(w, r, arbiter.Errorf(arbiter.EUNAUTHORIZED, msg, p.Label, e))
 			return
 		}
 		fail := func(step string, err error) {
 			Logger(r.Context()).WarnContext(r.Context(), "sign-in failed", "provider", p.Name, "step", step, "error", err.Error())
-			PageError(w, r, arbiter.Errorf(arbiter.EUNAUTHORIZED, "%s did not confirm who you are. Try again, or sign in another way.", p.Label))
+			Error(w, r, arbiter.Errorf(arbiter.EUNAUTHORIZED, "%s did not confirm who you are. Try again, or sign in another way.", p.Label))
 		}
 		provider, err := p.Load()
 		if err != nil {
@@ -69,11 +69,11 @@ func AuthOAuthCallback(providers []OAuthProvider, identities arbiter.IdentitySer
 		}
 		account, err := identities.SignInWithIdentity(r.Context(), p.Identity(user))
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		if err := sessions.SignIn(w, r, account.ID, p.Name); err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		redirect(w, r, st.Next)

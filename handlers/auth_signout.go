@@ -7,7 +7,7 @@ import "net/http"
 func AuthSignOut(sessions SessionKeeper) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := sessions.SignOut(w, r); err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		redirect(w, r, "/signin")

@@ -16,7 +16,7 @@ func DashboardAudit(audit arbiter.AuditService, now arbiter.Clock) http.Handler 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		events, err := audit.ListAuditEvents(r.Context(), arbiter.AccountIDFromContext(r.Context()), AuditLogLimit)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		Render(w, r, http.StatusOK, dashboard.Audit(PageOf(r, "Audit log", "audit"), events, now()))

@@ -14,12 +14,12 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) 
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		used, cap, err := accounts.UsageToday(r.Context(), accountID)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		list, err := keys.ListAPIKeys(r.Context(), accountID)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFrom(r.Context()).BaseURL}

@@ -17,7 +17,7 @@ func DashboardKeyCreate(keys arbiter.APIKeyService, audit arbiter.AuditService, 
 		render := func(status int, v dashboard.KeysView) {
 			list, err := keys.ListAPIKeys(ctx, accountID)
 			if err != nil {
-				PageError(w, r, err)
+				Error(w, r, err)
 				return
 			}
 			v.Keys, v.Now = list, now()
@@ -34,12 +34,12 @@ func DashboardKeyCreate(keys arbiter.APIKeyService, audit arbiter.AuditService, 
 			render(http.StatusBadRequest, dashboard.KeysView{Name: name, Error: arbiter.ErrorMessage(err)})
 			return
 		} else if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		event := arbiter.NewKeyAuditEvent(arbiter.AuditKeyCreated, arbiter.SessionFromContext(ctx), k, ClientOf(r))
 		if err := audit.RecordAuditEvent(ctx, event); err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		render(http.StatusOK, dashboard.KeysView{Created: &dashboard.CreatedKey{Key: k, Plaintext: plaintext}})

@@ -22,12 +22,12 @@ func DashboardKeyRevoke(keys arbiter.APIKeyService, audit arbiter.AuditService) 
 			redirect(w, r, "/keys")
 			return
 		default:
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		event := arbiter.NewKeyAuditEvent(arbiter.AuditKeyRevoked, arbiter.SessionFromContext(ctx), k, ClientOf(r))
 		if err := audit.RecordAuditEvent(ctx, event); err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		redirect(w, r, "/keys?revoked="+url.QueryEscape(k.ID))

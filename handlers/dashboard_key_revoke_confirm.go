@@ -16,7 +16,7 @@ func DashboardKeyRevokeConfirm(keys arbiter.APIKeyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k, err := findAccountKey(r, keys, chi.URLParam(r, "id"))
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		if !k.Active() {

@@ -14,7 +14,7 @@ func DashboardKeys(keys arbiter.APIKeyService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		list, err := keys.ListAPIKeys(r.Context(), arbiter.AccountIDFromContext(r.Context()))
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v := dashboard.KeysView{Keys: list, Now: now()}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -82,18 +83,23 @@ func PageOf(r *http.Request, title, active string) layouts.Page {
 }
 
 // Render writes c as HTML with the status. Pages show account data, so
-// nothing of them is cached.
+// nothing of them is cached. A page that fails to render is answered through
+// Error.
 func Render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
 	var buf bytes.Buffer
 	if err := c.Render(r.Context(), &buf); err != nil {
-		Logger(r.Context()).ErrorContext(r.Context(), "render page", "path", r.URL.Path, "error", err.Error())
-		http.Error(w, "Internal error.", http.StatusInternalServerError)
+		Error(w, r, fmt.Errorf("render %s: %w", r.URL.Path, err))
 		return
 	}
+	writePage(w, status, &buf)
+}
+
+// writePage sends a rendered page.
+func writePage(w http.ResponseWriter, status int, page *bytes.Buffer) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = buf.WriteTo(w)
+	_, _ = page.WriteTo(w)
 }
 
 // IsHTMX reports whether htmx sent the request, so a fragment will do.
@@ -103,6 +109,7 @@ func IsHTMX(r *http.Request) bool { return r.Header.Get("HX-Request") == "true" 
 var pageErrorTitles = map[int]string{
 	http.StatusBadRequest:            "That did not work",
 	http.StatusUnauthorized:          "Sign-in failed",
+	http.StatusForbidden:             "Request refused",
 	http.StatusNotFound:              "Page not found",
 	http.StatusMethodNotAllowed:      "Not allowed",
 	http.StatusConflict:              "That already happened",
@@ -112,27 +119,31 @@ var pageErrorTitles = map[int]string{
 	http.StatusInternalServerError:   "Something went wrong",
 }
 
-// PageError answers err as an HTML error page with the status of its code.
-// Internal errors are logged and described only generically.
-func PageError(w http.ResponseWriter, r *http.Request, err error) {
-	status := StatusOf(err)
-	if status == http.StatusInternalServerError {
-		Logger(r.Context()).ErrorContext(r.Context(), "internal error",
-			"method", r.Method, "path", r.URL.Path, "error", err.Error())
-	}
+// errorPage renders Error's answer as a page. Internal errors are described
+// only generically. Should the error page itself fail to render, a line of
+// text is all that is left to say.
+func errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
 	msg := arbiter.ErrorMessage(err)
 	if status == http.StatusInternalServerError {
 		msg = "The server failed to answer. The error is logged; try again, and tell the operator if it keeps happening."
 	}
-	Render(w, r, status, dashboard.Error(PageOf(r, pageErrorTitles[status], ""), dashboard.ErrorView{
-		Status: status, Title: pageErrorTitles[status], Message: msg,
-	}))
+	title := pageErrorTitles[status]
+	if title == "" {
+		title = http.StatusText(status)
+	}
+	var buf bytes.Buffer
+	if err := dashboard.Error(PageOf(r, title, ""), dashboard.ErrorView{
+		Status: status, Title: title, Message: msg,
+	}).Render(r.Context(), &buf); err != nil {
+		Logger(r.Context()).ErrorContext(r.Context(), "render error page", "path", r.URL.Path, "error", err.Error())
+		http.Error(w, msg, status)
+		return
+	}
+	writePage(w, status, &buf)
 }
 
-var errPageNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "There is no page at this address. It may have moved, or the link may be mistyped.")
-
-// PageNotFound answers the HTML 404 page.
-func PageNotFound(w http.ResponseWriter, r *http.Request) { PageError(w, r, errPageNotFound) }
+// ErrNoPage is the answer for an address nothing is served at.
+var ErrNoPage = arbiter.Errorf(arbiter.ENOTFOUND, "There is nothing at this address. It may have moved, or the link may be mistyped.")
 
 // ClientOf returns who sent the request, for the audit log and rate limits.
 func ClientOf(r *http.Request) arbiter.Client {
@@ -146,12 +157,4 @@ func ClientOf(r *http.Request) arbiter.Client {
 // redirect sends a browser on with 303 See Other, so a POST becomes a GET.
 func redirect(w http.ResponseWriter, r *http.Request, to string) {
 	http.Redirect(w, r, to, http.StatusSeeOther)
-}
-
-// PageStatus answers an error page with a status that has no domain code,
-// such as 403 or 405.
-func PageStatus(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	Render(w, r, status, dashboard.Error(PageOf(r, title, ""), dashboard.ErrorView{
-		Status: status, Title: title, Message: message,
-	}))
 }

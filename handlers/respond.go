@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -28,16 +29,40 @@ var statusByCode = map[string]int{
 	arbiter.EINTERNAL:     http.StatusInternalServerError,
 }
 
-// StatusOf returns the HTTP status for err's domain code.
+// StatusOf returns the HTTP status for err: the status an HTTP-only error
+// carries (see StatusError), else the one of its domain code.
 func StatusOf(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
 	if s, ok := statusByCode[arbiter.ErrorCode(err)]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-// Error answers err as {"error": "…"} with the status of its code. Internal
-// errors are logged with the request and answered with a generic sentence.
+// statusError is a failure that only HTTP knows, such as a method a route
+// does not accept: a status and the domain error that says it to people.
+type statusError struct {
+	status int
+	err    *arbiter.Error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// StatusError returns an error answered with status and the message, for the
+// few failures that have no domain code (405, for one).
+func StatusError(status int, format string, args ...any) error {
+	return &statusError{status: status, err: arbiter.Errorf(arbiter.EINVALID, format, args...)}
+}
+
+// Error is the one way every handler and middleware answers a failure: with
+// the status of err's code, as an HTML error page when the request came from
+// a page (or, off the API, from a browser), else as {"error": "…"}.
+// Internal errors are logged once here, with the request, and answered with
+// a generic sentence; a RetryAfter on the error becomes Retry-After.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	status := StatusOf(err)
 	if status == http.StatusInternalServerError {
@@ -48,9 +73,55 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
+	if wantsPage(r) {
+		errorPage(w, r, status, err)
+		return
+	}
 	JSON(w, status, struct {
 		Error string `json:"error"`
 	}{arbiter.ErrorMessage(err)})
+}
+
+type formatKey struct{}
+
+// answerFormat says how a request's failures are answered; routes set it,
+// and middleware outside them (the recoverer) reads what they set.
+type answerFormat struct{ known, page bool }
+
+// WithAnswerFormat returns a request whose routes can say how its failures
+// are answered (see Pages and API), so that middleware wrapping the routes,
+// such as a recoverer, answers the same way.
+func WithAnswerFormat(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), formatKey{}, &answerFormat{}))
+}
+
+// Pages is middleware for the dashboard's and the reviewer site's routes:
+// their failures are answered as HTML pages.
+func Pages(next http.Handler) http.Handler { return answerAs(next, true) }
+
+// API is middleware for the API's routes: their failures are answered as
+// JSON, whatever the client accepts.
+func API(next http.Handler) http.Handler { return answerAs(next, false) }
+
+func answerAs(next http.Handler, page bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f, ok := r.Context().Value(formatKey{}).(*answerFormat); ok {
+			f.known, f.page = true, page
+		} else {
+			r = r.WithContext(context.WithValue(r.Context(), formatKey{}, &answerFormat{known: true, page: page}))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// wantsPage reports whether a failure of r is answered as a page: always on
+// the pages' routes, never on the API's, and elsewhere (an unknown route)
+// when the client accepts HTML, as browsers do.
+func wantsPage(r *http.Request) bool {
+	if f, ok := r.Context().Value(formatKey{}).(*answerFormat); ok && f.known {
+		return f.page
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 // JSON writes v as a JSON response with the status.

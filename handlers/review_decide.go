@@ -31,7 +31,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		notice := fmt.Sprintf("Decided %q. ", verdict)
 		next, _, err := queue.ListHumanQueue(r.Context(), s.AccountID, 1)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		if len(next) == 0 {
@@ -49,7 +49,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		}
 		v, err := deskView(r, queue, s.AccountID, next[0])
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v.Notice, v.Now = notice+"Here is the next task.", now()
@@ -82,17 +82,17 @@ func deskError(w http.ResponseWriter, r *http.Request, cause error,
 	find func() (*arbiter.Task, error), view func(*arbiter.Task) (review.TaskView, error), now arbiter.Clock) {
 	status := StatusOf(cause)
 	if status == http.StatusNotFound || status == http.StatusInternalServerError {
-		PageError(w, r, cause)
+		Error(w, r, cause)
 		return
 	}
 	task, err := find()
 	if err != nil {
-		PageError(w, r, err)
+		Error(w, r, err)
 		return
 	}
 	v, err := view(task)
 	if err != nil {
-		PageError(w, r, err)
+		Error(w, r, err)
 		return
 	}
 	v.Error, v.Now = arbiter.ErrorMessage(cause), now()

@@ -18,10 +18,10 @@ func ReviewDemo(demo arbiter.DemoService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tasks, err := demo.ListDemoTasks(r.Context())
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		} else if len(tasks) == 0 {
-			PageError(w, r, arbiter.Errorf(arbiter.ENOTFOUND, "The demo queue is empty."))
+			Error(w, r, arbiter.Errorf(arbiter.ENOTFOUND, "The demo queue is empty."))
 			return
 		}
 		anonID(w, r)
@@ -35,12 +35,12 @@ func ReviewDemoTask(demo arbiter.DemoService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		task, err := demo.FindDemoTask(r.Context(), r.PathValue("id"))
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v, err := demoDesk(r, demo, anonID(w, r), task)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v.Now = now()
@@ -72,7 +72,7 @@ func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler
 
 		tasks, err := demo.ListDemoTasks(r.Context())
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		ids := demoIDs(tasks)
@@ -80,7 +80,7 @@ func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler
 		if next == "" {
 			done, err := demo.CountDemoVerdicts(r.Context(), anon)
 			if err != nil {
-				PageError(w, r, err)
+				Error(w, r, err)
 				return
 			}
 			Render(w, r, http.StatusOK, review.DemoDone(PageOf(r, "Demo review", "review"), review.DemoDoneView{Done: done, Total: len(tasks)}))
@@ -92,12 +92,12 @@ func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler
 		}
 		task, err := demo.FindDemoTask(r.Context(), next)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v, err := demoDesk(r, demo, anon, task)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v.Notice, v.Now = fmt.Sprintf("Recorded %q. Here is the next demo task.", verdict), now()

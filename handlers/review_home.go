@@ -20,7 +20,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 		if s == nil {
 			tasks, err := demo.ListDemoTasks(r.Context())
 			if err != nil {
-				PageError(w, r, err)
+				Error(w, r, err)
 				return
 			}
 			Render(w, r, http.StatusOK, review.Welcome(PageOf(r, "Review queue", "review"), review.WelcomeView{
@@ -30,7 +30,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 		}
 		v, err := queueView(r, queue, s.AccountID, now())
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		Render(w, r, http.StatusOK, review.QueuePage(PageOf(r, "Review queue", "review"), v))
@@ -49,7 +49,7 @@ func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 		}
 		v, err := queueView(r, queue, s.AccountID, now())
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		Render(w, r, http.StatusOK, review.QueueList(v))
@@ -84,7 +84,7 @@ func ReviewCount(queue arbiter.QueueService) http.Handler {
 		}
 		_, total, err := queue.ListHumanQueue(r.Context(), s.AccountID, 0)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		Render(w, r, http.StatusOK, review.QueueCount(total))

@@ -14,12 +14,12 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbit
 		s := arbiter.SessionFromContext(r.Context())
 		task, err := tasks.FindTaskByID(r.Context(), s.AccountID, r.PathValue("id"))
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v, err := deskView(r, queue, s.AccountID, task)
 		if err != nil {
-			PageError(w, r, err)
+			Error(w, r, err)
 			return
 		}
 		v.Now = now()

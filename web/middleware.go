@@ -45,9 +45,11 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// recoverer turns a panic in a handler into a logged 500 JSON answer.
+// recoverer turns a panic in a handler into a logged 500, answered as the
+// panicking route answers its failures (a page or JSON).
 func recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = handlers.WithAnswerFormat(r)
 		defer func() {
 			p := recover()
 			if p == nil || p == http.ErrAbortHandler {
@@ -99,13 +101,11 @@ func bearerToken(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-var errNoRoute = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such endpoint.")
+// notFound answers a route that does not exist.
+func notFound(w http.ResponseWriter, r *http.Request) { handlers.Error(w, r, handlers.ErrNoPage) }
 
-func notFound(w http.ResponseWriter, r *http.Request) { handlers.Error(w, r, errNoRoute) }
-
-// methodNotAllowed answers 405 as JSON.
+// methodNotAllowed answers a known route asked with another method.
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	handlers.JSON(w, http.StatusMethodNotAllowed, map[string]string{
-		"error": "The endpoint does not accept the method " + r.Method + ".",
-	})
+	handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
+		"This address does not accept the method %s.", r.Method))
 }

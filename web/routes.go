@@ -111,19 +111,22 @@ func (rt *Router) Routes() http.Handler {
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(site.AppURL, site.ReviewURL))
-	r.NotFound(negotiatedNotFound)
-	r.MethodNotAllowed(negotiatedMethodNotAllowed)
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
 	r.Method(http.MethodGet, static.Prefix+"*", static.Handler())
 	return r
 }
 
 // apiRoutes are the JSON API's, at the API's origin.
 func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
-	r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
-	r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
-	r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo))
-
+	r.Group(func(r chi.Router) {
+		r.Use(handlers.API)
+		r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
+		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
+		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo))
+	})
 	r.Route("/v1", func(r chi.Router) {
+		r.Use(handlers.API)
 		r.Method(http.MethodGet, "/openapi.json", handlers.OpenAPI())
 		r.Group(func(r chi.Router) {
 			r.Use(bearerAuth(rt.KeyChecker))
@@ -134,13 +137,13 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 }
 
 // pageMiddleware is what every cookie-authenticated page shares: the site's
-// origins, the HTML 500 page, CSRF protection and the session.
+// origins, failures answered as pages, CSRF protection and the session.
 func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 	csrf, err := crossOriginProtection(site.AppURL, site.ReviewURL)
 	if err != nil {
 		panic(err) // the origins were validated by ConfigFromEnv
 	}
-	r.Use(withSite(site), pageRecoverer, csrf, rt.Sessions.Load)
+	r.Use(handlers.Pages, withSite(site), csrf, rt.Sessions.Load)
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strings"
 
 	"github.com/arbiterhq/arbiter/handlers"
@@ -58,26 +57,10 @@ func crossOriginProtection(trusted ...string) (func(http.Handler) http.Handler, 
 		}
 	}
 	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handlers.PageStatus(w, r, http.StatusForbidden, "Request refused",
-			"This form was sent from another site, so it was refused. Go back to the page and try again.")
+		handlers.Error(w, r, handlers.StatusError(http.StatusForbidden,
+			"This form was sent from another site, so it was refused. Go back to the page and try again."))
 	}))
 	return p.Handler, nil
-}
-
-// pageRecoverer turns a panic in a page's handler into the logged 500 page.
-func pageRecoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			p := recover()
-			if p == nil {
-				return
-			} else if p == http.ErrAbortHandler {
-				panic(p)
-			}
-			handlers.PageError(w, r, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
-		}()
-		next.ServeHTTP(w, r)
-	})
 }
 
 // withSite is middleware that gives the pages the site's origins.
@@ -87,30 +70,4 @@ func withSite(site handlers.Site) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(handlers.WithSite(r.Context(), site)))
 		})
 	}
-}
-
-// wantsHTML reports whether the client asked for a page (a browser) rather
-// than JSON (an API client).
-func wantsHTML(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-// negotiatedNotFound answers 404 as a page to browsers and as JSON to the
-// rest.
-func negotiatedNotFound(w http.ResponseWriter, r *http.Request) {
-	if wantsHTML(r) {
-		handlers.PageNotFound(w, r)
-		return
-	}
-	notFound(w, r)
-}
-
-// negotiatedMethodNotAllowed answers 405 as a page to browsers and as JSON
-// to the rest.
-func negotiatedMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	if wantsHTML(r) {
-		handlers.PageStatus(w, r, http.StatusMethodNotAllowed, "Not allowed", "This address does not accept "+r.Method+" requests.")
-		return
-	}
-	methodNotAllowed(w, r)
 }

@@ -235,6 +235,22 @@ func TestErrorPages(t *testing.T) {
 	r = b.do("DELETE", "/keys", nil, nil)
 	wantStatus(t, r, http.StatusMethodNotAllowed)
 
+	// A browser on the API's routes gets the API's JSON, and pages' failures
+	// are pages even for clients that do not ask for HTML (htmx).
+	for path, wantJSON := range map[string]bool{"/v1/no/such": true, "/v1/tasks/tsk_0123456789abcdef": true, "/review/no/such": false} {
+		r := b.get(path)
+		if got := r.header.Get("Content-Type") == "application/json"; got != wantJSON || r.status < 400 {
+			t.Errorf("%s from a browser = %d %s", path, r.status, r.header.Get("Content-Type"))
+		}
+	}
+	req, _ := http.NewRequest("GET", d.url+"/review/no/such", nil)
+	req.Header.Set("Accept", "*/*")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 404 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("a page's 404 without Accept: text/html = %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+
 	// API clients still get JSON.
 	res, err := http.Get(d.url + "/no/such/page")
 	if err != nil {

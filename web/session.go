@@ -77,7 +77,7 @@ func (s *Sessions) Load(next http.Handler) http.Handler {
 			r = r.WithContext(arbiter.NewContextWithAccountID(ctx, session.AccountID))
 		case arbiter.EUNAUTHORIZED:
 		default:
-			handlers.PageError(w, r, err)
+			handlers.Error(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -171,7 +171,7 @@ func requireSession(next http.Handler) http.Handler {
 			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
-		handlers.PageError(w, r, errSignInFirst)
+		handlers.Error(w, r, errSignInFirst)
 	})
 }
 
