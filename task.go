@@ -36,6 +36,7 @@ const (
 	MaxBodyBytes    = 1 << 20   // whole request body
 	MaxPromptBytes  = 32 << 10  // prompt, in bytes of UTF-8
 	MaxContextBytes = 256 << 10 // context, as compacted JSON
+	MaxContextDepth = 64        // levels of arrays and objects nested in context
 	MaxVerdicts     = 64        // entries in allowed_verdicts
 	MaxVerdictChars = 200       // characters in one verdict
 	MaxLabelChars   = 200       // characters in task_type, touchpoint or source
@@ -215,10 +216,38 @@ func ParseTaskCreate(body []byte) (TaskCreate, error) {
 			return TaskCreate{}, Errorf(EINVALID, "context must be valid JSON.")
 		} else if buf.Len() > MaxContextBytes {
 			return TaskCreate{}, Errorf(EINVALID, "context must be at most %d bytes of JSON.", MaxContextBytes)
+		} else if !utf8.Valid(buf.Bytes()) {
+			return TaskCreate{}, Errorf(EINVALID, "context must be valid UTF-8.")
+		} else if JSONDepth(buf.Bytes()) > MaxContextDepth {
+			return TaskCreate{}, Errorf(EINVALID, "context must nest arrays and objects at most %d levels deep.", MaxContextDepth)
 		}
 		in.Context = buf.Bytes()
 	}
 	return in, nil
+}
+
+// JSONDepth returns how deeply the JSON text nests arrays and objects: 0 for
+// a scalar, 1 for an array or object of scalars. It reads the bytes once,
+// without recursion or allocation, so any depth is cheap to measure; for
+// text that is not valid JSON the answer is meaningless but still bounded.
+func JSONDepth(text []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString && c == '\\':
+			i++ // the escaped byte cannot end the string
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // DecodeJSONStrict decodes one JSON object from body into v, refusing unknown

@@ -73,6 +73,28 @@ func TestParseTaskCreate_Limits(t *testing.T) {
 		ok(t, `{"prompt":"p","allowed_verdicts":["a"],"context":{"k":"`+strings.Repeat("c", fill)+`"}}`)
 		bad(t, `{"prompt":"p","allowed_verdicts":["a"],"context":{"k":"`+strings.Repeat("c", fill+1)+`"}}`)
 	})
+	t.Run("ContextDepth", func(t *testing.T) {
+		nested := func(depth int) string {
+			return strings.Repeat(`{"a":[`, depth/2) + strings.Repeat("[", depth%2) + "1" +
+				strings.Repeat("]", depth%2) + strings.Repeat(`]}`, depth/2)
+		}
+		ok(t, `{"prompt":"p","allowed_verdicts":["a"],"context":`+nested(arbiter.MaxContextDepth)+`}`)
+		ok(t, `{"prompt":"p","allowed_verdicts":["a"],"context":{"text":"`+strings.Repeat("[{", 100)+`"}}`)
+		for _, depth := range []int{arbiter.MaxContextDepth + 1, 9999} {
+			_, err := arbiter.ParseTaskCreate([]byte(`{"prompt":"p","allowed_verdicts":["a"],"context":` + nested(depth) + `}`))
+			if want := "context must nest arrays and objects at most 64 levels deep."; arbiter.ErrorMessage(err) != want {
+				t.Errorf("depth %d: %v, want %q", depth, err, want)
+			}
+		}
+		// Past the JSON decoder's own limit the body is refused as JSON.
+		bad(t, `{"prompt":"p","allowed_verdicts":["a"],"context":`+nested(20000)+`}`)
+	})
+	t.Run("ContextUTF8", func(t *testing.T) {
+		_, err := arbiter.ParseTaskCreate([]byte("{\"prompt\":\"p\",\"allowed_verdicts\":[\"a\"],\"context\":{\"k\":\"\xff\xfe\"}}"))
+		if arbiter.ErrorMessage(err) != "context must be valid UTF-8." {
+			t.Errorf("invalid UTF-8 in context: %v", err)
+		}
+	})
 	t.Run("NUL", func(t *testing.T) {
 		bad(t, `{"prompt":"a\u0000b","allowed_verdicts":["a"]}`)
 		bad(t, `{"prompt":"p","allowed_verdicts":["a\u0000"]}`)
@@ -109,7 +131,8 @@ func FuzzParseTaskCreate(f *testing.F) {
 		if in.ConfidenceThreshold < 0 || in.ConfidenceThreshold > 1 {
 			t.Fatalf("accepted threshold %v", in.ConfidenceThreshold)
 		}
-		if in.Context != nil && (!json.Valid(in.Context) || len(in.Context) > arbiter.MaxContextBytes) {
+		if in.Context != nil && (!json.Valid(in.Context) || !utf8.Valid(in.Context) ||
+			len(in.Context) > arbiter.MaxContextBytes || depthOf(t, in.Context) > arbiter.MaxContextDepth) {
 			t.Fatalf("accepted context %q", in.Context)
 		}
 		for _, s := range []string{in.Prompt, in.TaskType, in.Touchpoint, in.Source} {
@@ -118,6 +141,53 @@ func FuzzParseTaskCreate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// depthOf measures how deeply a JSON value nests, by decoding it: the
+// reference that JSONDepth's byte scan must agree with.
+func depthOf(t *testing.T, raw []byte) int {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("decode %q: %v", raw, err)
+	}
+	var depth func(v any) int
+	depth = func(v any) int {
+		deepest := 0
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				deepest = max(deepest, depth(e))
+			}
+		case map[string]any:
+			for _, e := range v {
+				deepest = max(deepest, depth(e))
+			}
+		default:
+			return 0
+		}
+		return deepest + 1
+	}
+	return depth(v)
+}
+
+func TestJSONDepth(t *testing.T) {
+	for text, want := range map[string]int{
+		`1`:                        0,
+		`"[{"`:                     0,
+		`[]`:                       1,
+		`{"a":1,"b":[2]}`:          2,
+		`[[],[[]],[]]`:             3,
+		`{"k":"\"]]]}}","l":[{}]}`: 3,
+		`"\\"`:                     0,
+		`["\\",[["]"]]]`:           3,
+	} {
+		if got := arbiter.JSONDepth([]byte(text)); got != want {
+			t.Errorf("JSONDepth(%s) = %d, want %d", text, got, want)
+		}
+		if got := depthOf(t, []byte(text)); got != want {
+			t.Errorf("the reference depth of %s = %d, want %d", text, got, want)
+		}
+	}
 }
 
 func TestTimestamp_JSON(t *testing.T) {

@@ -186,6 +186,9 @@ func TestTaskCreate_Errors(t *testing.T) {
 		{"NotAnObject", `[1,2]`, 400, "JSON"},
 		{"EmptyBody", ``, 400, "JSON"},
 		{"UnknownField", `{"prompt":"p","allowed_verdicts":["a"],"priority":1}`, 400, "priority"},
+		{"ContextTooDeep", `{"prompt":"p","allowed_verdicts":["a"],"context":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, 400, "64 levels"},
+		{"ContextNested9999", `{"prompt":"p","allowed_verdicts":["a"],"context":` + strings.Repeat(`{"a":`, 9999) + "1" + strings.Repeat("}", 9999) + `}`, 400, "64 levels"},
+		{"ContextInvalidUTF8", "{\"prompt\":\"p\",\"allowed_verdicts\":[\"a\"],\"context\":\"\xff\"}", 400, "UTF-8"},
 		{"TooLarge", big, 413, "bytes"},
 	}
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
