@@ -6,25 +6,19 @@ package db
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // registers the "postgres" driver
-	"github.com/pressly/goose/v3"
+	_ "github.com/lib/pq"  // registers the "postgres" driver
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/arbiterhq/arbiter"
 )
-
-//go:embed migrations
-var migrations embed.FS
 
 // Dialects the store speaks.
 const (
@@ -163,26 +157,6 @@ func (d *DB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 		}
 	}
 	return s.(*sql.Stmt), nil
-}
-
-// Migrate applies the embedded migrations of the store's dialect.
-func (d *DB) Migrate(ctx context.Context) error {
-	sub, err := fs.Sub(migrations, "migrations/"+d.dialect)
-	if err != nil {
-		return err
-	}
-	dialect := goose.DialectPostgres
-	if d.dialect == SQLite {
-		dialect = goose.DialectSQLite3
-	}
-	p, err := goose.NewProvider(dialect, d.db.DB, sub)
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
 }
 
 // rebind turns a query written with ? placeholders into the dialect's form.

@@ -93,3 +93,14 @@ func (d *DB) Queued() int {
 	defer d.reads.mu.Unlock()
 	return n + len(d.reads.queue)
 }
+
+// MigrateUpTo applies the migrations up to version and no further, as an
+// older release of Arbiter left the database.
+func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
+	p, err := d.migrations()
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}

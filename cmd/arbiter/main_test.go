@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -248,5 +249,32 @@ func TestRun_Admin(t *testing.T) {
 		if stdout.Len() != 0 {
 			t.Errorf("arbiter %s wrote to stdout: %q", strings.Join(args, " "), stdout.String())
 		}
+	}
+}
+
+// TestRun_ConcurrentMigrate runs four `arbiter migrate` at once on a fresh
+// database of each store, as four processes starting together do: all of
+// them succeed.
+func TestRun_ConcurrentMigrate(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
+			errs := make([]error, 4)
+			var wg sync.WaitGroup
+			for i := range errs {
+				wg.Go(func() {
+					var stderr bytes.Buffer
+					if err := run(context.Background(), []string{"migrate"}, getenv, nil, &bytes.Buffer{}, &stderr); err != nil {
+						errs[i] = fmt.Errorf("%w\n%s", err, stderr.String())
+					}
+				})
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("migrate %d of %d: %v", i+1, len(errs), err)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,89 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// maxMigrateRounds bounds how often Migrate starts over on SQLite after
+// another process applied a migration first.
+const maxMigrateRounds = 10
+
+// Migrate applies the embedded migrations of the store's dialect. Any
+// number of processes may migrate one database at once: on Postgres they
+// take turns under a session advisory lock; on SQLite, where each migration
+// is one transaction under the single writer, a process that finds a
+// migration applied by another in the meantime (its tables "already
+// exist", and its transaction rolled back) starts over and finds nothing
+// left to do.
+func (d *DB) Migrate(ctx context.Context) error {
+	for round := 1; ; round++ {
+		p, err := d.migrations()
+		if err != nil {
+			return err
+		}
+		_, err = p.Up(ctx)
+		if err == nil {
+			return nil
+		}
+		if d.dialect != SQLite || !strings.Contains(err.Error(), "already exists") || round == maxMigrateRounds {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+}
+
+// migrations returns the goose provider of the store's migrations, new for
+// each run: a provider remembers the version table it has seen.
+func (d *DB) migrations() (*goose.Provider, error) {
+	sub, err := fs.Sub(migrations, "migrations/"+d.dialect)
+	if err != nil {
+		return nil, err
+	}
+	dialect, opts := goose.DialectSQLite3, []goose.ProviderOption(nil)
+	if d.dialect == Postgres {
+		dialect, opts = goose.DialectPostgres, []goose.ProviderOption{goose.WithSessionLocker(postgresMigrationLock{})}
+	}
+	p, err := goose.NewProvider(dialect, d.db.DB, sub, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
+}
+
+// postgresMigrationLock serializes migrations across processes with a
+// session advisory lock, the one goose's own tool takes
+// (lock.DefaultLockID), held by the connection goose migrates on. Unlike
+// lock.NewPostgresSessionLocker, which polls every few seconds, it waits in
+// pg_advisory_lock and goes on the moment the lock is free; the lock goes
+// with the session should the process die.
+type postgresMigrationLock struct{}
+
+// SessionLock waits for the lock or for ctx to end.
+func (postgresMigrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lock.DefaultLockID); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	return nil
+}
+
+// SessionUnlock releases the lock.
+func (postgresMigrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	var released bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock($1)`, lock.DefaultLockID).Scan(&released); err != nil {
+		return fmt.Errorf("release the migration lock: %w", err)
+	} else if !released {
+		return errors.New("release the migration lock: the session did not hold it")
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package db_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// TestMigrate_Concurrent starts four processes' worth of stores at once, as
+// four servers starting together would, on a fresh database and on one an
+// older release migrated: every migration succeeds and the schema is whole.
+func TestMigrate_Concurrent(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			for _, from := range []struct {
+				name    string
+				version int64 // 0: a fresh database
+			}{{"Fresh", 0}, {"FromVersion1", 1}, {"Fresh", 0}, {"FromVersion1", 1}} {
+				t.Run(from.name, func(t *testing.T) {
+					url := dbtest.URL(t, dialect)
+					const processes = 4
+					stores := make([]*db.DB, processes)
+					for i := range stores {
+						d, err := db.Open(ctx, url, db.Options{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { d.Close() })
+						stores[i] = d
+					}
+					if from.version > 0 {
+						if err := stores[0].MigrateUpTo(ctx, from.version); err != nil {
+							t.Fatal(err)
+						}
+					}
+					errs := make([]error, processes)
+					var wg sync.WaitGroup
+					start := make(chan struct{})
+					for i, d := range stores {
+						wg.Go(func() {
+							<-start
+							errs[i] = d.Migrate(ctx)
+						})
+					}
+					close(start)
+					wg.Wait()
+					for i, err := range errs {
+						if err != nil {
+							t.Errorf("migrate %d of %d: %v", i+1, processes, err)
+						}
+					}
+					if err := stores[0].SeedDemo(ctx); err != nil {
+						t.Fatalf("the migrated schema is not whole: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
