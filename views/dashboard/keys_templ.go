@@ -48,7 +48,7 @@ func Keys(p layouts.Page, v KeysView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = components.PageHeader("API keys", "Keys let your applications call the API for this account. Each request with a key counts against the account's daily cap.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.PageHeader("API keys", "Keys let your applications call the API for this account. Each task created with a key counts against the account's daily cap; reading tasks does not.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
