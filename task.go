@@ -301,6 +301,13 @@ type TaskService interface {
 	// Returns ENOTFOUND when the id is unknown, malformed or belongs to
 	// another account; the cases are indistinguishable on purpose.
 	FindTaskByID(ctx context.Context, accountID, id string) (*Task, error)
+
+	// ListTasks returns one page of the account's tasks, newest first
+	// (by created_at, then id), with their attempts but without their
+	// context, continuing after f.After when it is set. Another account's
+	// tasks never appear. It validates f (see TaskFilter.Validate).
+	// Returns EINVALID for a filter that is not valid.
+	ListTasks(ctx context.Context, accountID string, f TaskFilter) (TaskPage, error)
 }
 
 // ValidTaskID reports whether id has the shape of a task id: "tsk_" and 16

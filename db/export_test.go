@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -102,5 +104,68 @@ func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
 		return err
 	}
 	_, err = p.UpTo(ctx, version)
+	return err
+}
+
+// ExplainListTasks returns the store's plan of the query ListTasks runs for
+// f, one line per plan row.
+func (d *DB) ExplainListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (string, error) {
+	if err := f.Validate(); err != nil {
+		return "", err
+	}
+	query, args := listTasksQuery(accountID, f)
+	explain := "EXPLAIN "
+	if d.dialect == SQLite {
+		explain = "EXPLAIN QUERY PLAN "
+	}
+	rows, err := d.db.QueryContext(ctx, d.rebind(explain+query), args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		cells := make([]any, len(cols))
+		for i := range cells {
+			cells[i] = new(any)
+		}
+		if err := rows.Scan(cells...); err != nil {
+			return "", err
+		}
+		for _, c := range cells {
+			fmt.Fprintf(&plan, "%v ", *(c.(*any)))
+		}
+		plan.WriteByte('\n')
+	}
+	return plan.String(), rows.Err()
+}
+
+// Analyze refreshes the planner's statistics, as autovacuum would.
+func (d *DB) Analyze(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, "ANALYZE")
+	return err
+}
+
+// InsertTasks writes n pending tasks of the account straight into the
+// store, one statement for all, created one millisecond apart from first
+// on; every other one has the source "bot", the rest "crm". It builds the
+// big tables that query plans are checked on.
+func (d *DB) InsertTasks(ctx context.Context, accountID string, n int, first arbiter.Timestamp) error {
+	series := `SELECT g FROM generate_series(1, ?) AS g`
+	id := `lpad(to_hex(g), 8, '0')`
+	if d.dialect == SQLite {
+		series = `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?) SELECT g FROM s`
+		id = `printf('%08x', g)`
+	}
+	// Each call's ids start with random digits, so two calls' differ.
+	_, err := d.db.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type, source,
+		touchpoint, prompt, allowed_verdicts, confidence_threshold, created_at)
+		SELECT 'tsk_' || ? || `+id+`, ?, 'pending', 'decide',
+			CASE WHEN g % 2 = 0 THEN 'bot' ELSE 'crm' END, 'chat', 'p', '["a"]', 0.8, CAST(? AS BIGINT) + g
+		FROM (`+series+`) AS gs`), arbiter.NewID("", 4), accountID, int64(first), n)
 	return err
 }

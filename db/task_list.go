@@ -1,0 +1,75 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// listTaskColumns is taskColumns with the context left out: a list never
+// shows it, and a page of big contexts would cost megabytes.
+var listTaskColumns = strings.Replace(taskColumns, "t.context", "CAST(NULL AS TEXT)", 1)
+
+// ListTasks returns one page of the account's tasks, newest first, with
+// their attempts and without their context. The page is a keyset over
+// (created_at, id) on the index tasks_account_created, so a page deep in
+// the list costs what the first one does.
+func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (arbiter.TaskPage, error) {
+	if err := f.Validate(); err != nil {
+		return arbiter.TaskPage{}, err
+	}
+	query, args := listTasksQuery(accountID, f)
+	rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return arbiter.TaskPage{}, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return arbiter.TaskPage{}, fmt.Errorf("list tasks: %w", err)
+	}
+	page := arbiter.TaskPage{Tasks: tasks}
+	if len(tasks) > f.Limit {
+		page.Tasks, page.HasMore = tasks[:f.Limit], true
+	}
+	if page.Tasks == nil {
+		page.Tasks = []*arbiter.Task{}
+	}
+	return page, nil
+}
+
+// listTasksQuery returns the query of ListTasks for a validated filter, and
+// its arguments. It asks for one task more than the page, which tells
+// whether another page follows.
+func listTasksQuery(accountID string, f arbiter.TaskFilter) (string, []any) {
+	where := []string{"account_id = ?"}
+	args := []any{accountID}
+	for _, eq := range []struct{ column, value string }{
+		{"status", f.Status}, {"task_type", f.TaskType}, {"source", f.Source},
+		{"touchpoint", f.Touchpoint}, {"final_tier", f.FinalTier},
+	} {
+		if eq.value != "" {
+			where = append(where, eq.column+" = ?")
+			args = append(args, eq.value)
+		}
+	}
+	if f.CreatedAfter != nil {
+		where = append(where, "created_at > ?")
+		args = append(args, int64(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		where = append(where, "created_at < ?")
+		args = append(args, int64(*f.CreatedBefore))
+	}
+	if f.After != nil {
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, int64(f.After.CreatedAt), f.After.ID)
+	}
+	args = append(args, f.Limit+1)
+	return `SELECT ` + listTaskColumns + `, ` + attemptColumns + `
+		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+		WHERE t.id IN (SELECT id FROM tasks WHERE ` + strings.Join(where, " AND ") + `
+			ORDER BY created_at DESC, id DESC LIMIT ?)
+		ORDER BY t.created_at DESC, t.id DESC, a.id`, args
+}

@@ -1,0 +1,81 @@
+package arbiter_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+func TestTaskCursor_RoundTrip(t *testing.T) {
+	for _, c := range []arbiter.TaskCursor{
+		{CreatedAt: 1763805600123, ID: "tsk_0123456789abcdef"},
+		{CreatedAt: 0, ID: "tsk_demo_refund_late_delivery"},
+	} {
+		s := c.String()
+		if strings.ContainsAny(s, "+/=&?#% ") {
+			t.Errorf("cursor %q is not URL-safe", s)
+		}
+		got, err := arbiter.ParseTaskCursor(s)
+		if err != nil || got != c {
+			t.Errorf("ParseTaskCursor(%q) = %+v, %v; want %+v", s, got, err, c)
+		}
+	}
+}
+
+func TestParseTaskCursor_ErrInvalid(t *testing.T) {
+	valid := arbiter.TaskCursor{CreatedAt: 5, ID: "tsk_0123456789abcdef"}.String()
+	for _, s := range []string{
+		"", "!!!", valid + "x", valid[:len(valid)-2], "tsk_0123456789abcdef",
+		arbiter.TaskCursor{CreatedAt: -1, ID: "tsk_0123456789abcdef"}.String(),
+		arbiter.TaskCursor{CreatedAt: 5, ID: "'; DROP TABLE tasks"}.String(),
+		strings.Repeat("A", 10000),
+	} {
+		if _, err := arbiter.ParseTaskCursor(s); arbiter.ErrorCode(err) != arbiter.EINVALID {
+			t.Errorf("ParseTaskCursor(%.40q) = %v, want EINVALID", s, err)
+		}
+	}
+}
+
+func TestTaskFilter_Validate(t *testing.T) {
+	f := arbiter.TaskFilter{}
+	if err := f.Validate(); err != nil || f.Limit != arbiter.DefaultTaskPageSize {
+		t.Errorf("the empty filter: %v, limit %d", err, f.Limit)
+	}
+	for _, ok := range []arbiter.TaskFilter{
+		{Status: arbiter.StatusHumanNeeded, Limit: 1}, {FinalTier: arbiter.TierHuman, Limit: arbiter.MaxTaskPageSize},
+		{Source: strings.Repeat("é", arbiter.MaxLabelChars)},
+	} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		f    arbiter.TaskFilter
+		word string // the message names the field
+	}{
+		{arbiter.TaskFilter{Status: "done"}, "status"},
+		{arbiter.TaskFilter{FinalTier: "robot"}, "final_tier"},
+		{arbiter.TaskFilter{Limit: -1}, "limit"},
+		{arbiter.TaskFilter{Limit: arbiter.MaxTaskPageSize + 1}, "limit"},
+		{arbiter.TaskFilter{Source: strings.Repeat("s", arbiter.MaxLabelChars+1)}, "source"},
+		{arbiter.TaskFilter{TaskType: "\xff"}, "task_type"},
+		{arbiter.TaskFilter{Touchpoint: strings.Repeat("t", arbiter.MaxLabelChars+1)}, "touchpoint"},
+		{arbiter.TaskFilter{After: &arbiter.TaskCursor{ID: "nope"}}, "cursor"},
+	} {
+		err := tc.f.Validate()
+		if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), tc.word) {
+			t.Errorf("%+v: %v, want EINVALID naming %s", tc.f, err, tc.word)
+		}
+	}
+}
+
+func TestTaskPage_Next(t *testing.T) {
+	last := &arbiter.Task{ID: "tsk_0123456789abcdef", CreatedAt: 42}
+	if next := (arbiter.TaskPage{Tasks: []*arbiter.Task{{ID: "tsk_ffffffffffffffff"}, last}, HasMore: true}).Next(); next == nil || *next != arbiter.CursorOf(last) {
+		t.Errorf("Next = %+v, want the last task's cursor", next)
+	}
+	if next := (arbiter.TaskPage{Tasks: []*arbiter.Task{last}}).Next(); next != nil {
+		t.Errorf("the last page's Next = %+v, want nil", next)
+	}
+}
