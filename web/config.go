@@ -1,13 +1,17 @@
 package web
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/agent"
+	"github.com/arbiterhq/arbiter/db"
 )
 
 // Config is the whole configuration of a server process, built once from the
@@ -81,58 +85,197 @@ const (
 	DefaultOrigin        = "http://localhost:8080"
 )
 
-// ConfigFromEnv reads the configuration from getenv, applying defaults.
-// A value that cannot be parsed is an error naming the variable.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		Addr:        or(getenv("ARBITER_ADDR"), DefaultAddr),
-		DatabaseURL: or(getenv("ARBITER_DATABASE_URL"), getenv("DATABASE_URL")),
-		LogLevel:    or(getenv("ARBITER_LOG_LEVEL"), "info"),
-		PprofAddr:   getenv("ARBITER_PPROF_ADDR"),
+// Scope names the part of the program that reads a setting, and so the
+// commands whose help lists it.
+type Scope int
+
+// The scopes, in the order help lists them.
+const (
+	// ScopeStore settings are read by every command that opens the store.
+	ScopeStore Scope = iota
+	// ScopeWorker settings are read by the long-running processes, serve
+	// and worker: the verifier, logging and shutdown.
+	ScopeWorker
+	// ScopeHTTP settings are read by the HTTP server alone (serve).
+	ScopeHTTP
+)
+
+// Title names the scope in help.
+func (s Scope) Title() string {
+	switch s {
+	case ScopeStore:
+		return "Store"
+	case ScopeWorker:
+		return "Worker, logging and shutdown"
+	case ScopeHTTP:
+		return "HTTP server, sign-in and mail"
 	}
-	var err error
-	if c.DailyTaskCap, err = envInt(getenv, "ARBITER_DAILY_TASK_CAP", DefaultDailyTaskCap, 0); err != nil {
-		return Config{}, err
-	}
-	if c.DatabaseMaxConns, err = envInt(getenv, "ARBITER_DATABASE_MAX_CONNS", 0, 0); err != nil {
-		return Config{}, err
-	}
-	if c.Workers, err = envInt(getenv, "ARBITER_WORKERS", DefaultWorkers, 1); err != nil {
-		return Config{}, err
-	}
-	if c.ShutdownGrace, err = envDuration(getenv, "ARBITER_SHUTDOWN_GRACE", DefaultShutdownGrace); err != nil {
-		return Config{}, err
-	}
-	c.Agent = agent.Config{
-		Backend:   or(getenv("ARBITER_AGENT"), agent.BackendNone),
-		BaseURL:   getenv("ARBITER_AGENT_BASE_URL"),
-		APIKey:    getenv("ARBITER_AGENT_API_KEY"),
-		Model:     getenv("ARBITER_AGENT_MODEL"),
-		RulesFile: getenv("ARBITER_AGENT_RULES"),
-	}
-	if c.Agent.Timeout, err = envDuration(getenv, "ARBITER_AGENT_TIMEOUT", agent.DefaultTimeout); err != nil {
-		return Config{}, err
-	}
-	for _, o := range []struct {
-		dst  *string
-		name string
-	}{{&c.BaseURL, "ARBITER_BASE_URL"}, {&c.AppURL, "ARBITER_APP_URL"}, {&c.ReviewURL, "ARBITER_REVIEW_URL"}} {
-		if *o.dst, err = envOrigin(getenv, o.name); err != nil {
-			return Config{}, err
+	return fmt.Sprintf("Scope(%d)", int(s))
+}
+
+// A Setting is one value of Config read from the environment. Each is
+// declared once, in Settings, with its variable, default and help:
+// ConfigFromEnv reads it from there and `arbiter COMMAND --help` prints it
+// from there, so the two cannot drift apart.
+type Setting struct {
+	// Env is the environment variable, e.g. ARBITER_ADDR.
+	Env string
+	// Fallback, when set, is a variable read when Env is unset.
+	Fallback string
+	// Default is the value used when the variable is unset, written as it
+	// would be in the environment; empty means the field's zero value.
+	Default string
+	// Help says in a few words what the setting does; help prints it with
+	// the variable and the default.
+	Help string
+	// Flag, when set, is the name of the command-line flag that overrides
+	// the variable (without dashes).
+	Flag string
+	// Scope is the part of the program that reads the setting.
+	Scope Scope
+	// Secret hides the value from error messages.
+	Secret bool
+	// Set parses a non-empty value into c. Its error completes a sentence
+	// that starts with the variable's or the flag's name, e.g. "must be a
+	// whole number of at least 1".
+	Set func(c *Config, value string) error
+}
+
+// Settings are every setting of a server process, in the order help lists
+// them within their scope. To add one, add its Config field and an entry
+// here (the stringSetting, intSetting, durationSetting and originSetting
+// helpers cover most), and a row in README.md's configuration table; a test
+// checks that every variable read is listed here and in README.md.
+var Settings = []Setting{
+	{Env: "ARBITER_DATABASE_URL", Fallback: "DATABASE_URL", Default: db.DefaultURL, Scope: ScopeStore,
+		Help: "the store: postgres://… for Postgres, sqlite:PATH for SQLite",
+		Set:  stringSetting(func(c *Config) *string { return &c.DatabaseURL })},
+	{Env: "ARBITER_DATABASE_MAX_CONNS", Scope: ScopeStore,
+		Help: "the store's connection pool (unset: the store's default, 8)",
+		Set:  intSetting(func(c *Config) *int { return &c.DatabaseMaxConns }, 0)},
+	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(DefaultDailyTaskCap), Scope: ScopeStore,
+		Help: "tasks an account may create per UTC day, unless it has its own cap",
+		Set:  intSetting(func(c *Config) *int { return &c.DailyTaskCap }, 0)},
+
+	{Env: "ARBITER_WORKERS", Default: strconv.Itoa(DefaultWorkers), Scope: ScopeWorker,
+		Help: "concurrent verifier calls per worker process",
+		Set:  intSetting(func(c *Config) *int { return &c.Workers }, 1)},
+	{Env: "ARBITER_AGENT", Default: agent.BackendNone, Scope: ScopeWorker,
+		Help: "the verifier backend: none, openai or rules",
+		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Backend })},
+	{Env: "ARBITER_AGENT_BASE_URL", Scope: ScopeWorker,
+		Help: "openai: the model server's API root, e.g. https://api.openai.com/v1",
+		Set:  stringSetting(func(c *Config) *string { return &c.Agent.BaseURL })},
+	{Env: "ARBITER_AGENT_API_KEY", Scope: ScopeWorker, Secret: true,
+		Help: "openai: sent as Authorization: Bearer … when set",
+		Set:  stringSetting(func(c *Config) *string { return &c.Agent.APIKey })},
+	{Env: "ARBITER_AGENT_MODEL", Scope: ScopeWorker,
+		Help: "openai: the model name",
+		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Model })},
+	{Env: "ARBITER_AGENT_TIMEOUT", Default: agent.DefaultTimeout.String(), Scope: ScopeWorker,
+		Help: "openai: the limit on one call",
+		Set:  durationSetting(func(c *Config) *time.Duration { return &c.Agent.Timeout })},
+	{Env: "ARBITER_AGENT_RULES", Scope: ScopeWorker,
+		Help: "rules: the rules file",
+		Set:  stringSetting(func(c *Config) *string { return &c.Agent.RulesFile })},
+	{Env: "ARBITER_SHUTDOWN_GRACE", Default: DefaultShutdownGrace.String(), Scope: ScopeWorker,
+		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
+		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Env: "ARBITER_LOG_LEVEL", Default: "info", Scope: ScopeWorker,
+		Help: "debug, info, warn or error; logs go to stderr",
+		Set: func(c *Config, v string) error {
+			var l slog.Level
+			if err := l.UnmarshalText([]byte(v)); err != nil {
+				return errors.New("must be debug, info, warn or error")
+			}
+			c.LogLevel = v
+			return nil
+		}},
+
+	{Env: "ARBITER_ADDR", Flag: "addr", Default: DefaultAddr, Scope: ScopeHTTP,
+		Help: "listen address",
+		Set:  stringSetting(func(c *Config) *string { return &c.Addr })},
+	{Env: "ARBITER_PPROF_ADDR", Flag: "pprof-addr", Scope: ScopeHTTP,
+		Help: "serve /debug/pprof on this separate address; never a public one",
+		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},
+	{Env: "ARBITER_BASE_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
+		Help: "the API's origin (/v1, /demo, /healthz)",
+		Set:  originSetting(func(c *Config) *string { return &c.BaseURL })},
+	{Env: "ARBITER_APP_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
+		Help: "the dashboard's origin; sign-in links and OAuth callbacks point here",
+		Set:  originSetting(func(c *Config) *string { return &c.AppURL })},
+	{Env: "ARBITER_REVIEW_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
+		Help: "the reviewer site's origin",
+		Set:  originSetting(func(c *Config) *string { return &c.ReviewURL })},
+	{Env: "ARBITER_COOKIE_DOMAIN", Scope: ScopeHTTP,
+		Help: "the session cookie's Domain, to share a sign-in between sibling hosts",
+		Set:  stringSetting(func(c *Config) *string { return &c.CookieDomain })},
+	{Env: "ARBITER_SESSION_SECRET", Scope: ScopeHTTP, Secret: true,
+		Help: "32 or more characters that sign session cookies (unset: generated and stored)",
+		Set: func(c *Config, v string) error {
+			if len(v) < 32 {
+				return errors.New("must be at least 32 characters; leave it unset to have one generated and stored")
+			}
+			c.SessionSecret = v
+			return nil
+		}},
+	{Env: "ARBITER_SMTP_URL", Scope: ScopeHTTP, Secret: true,
+		Help: "smtp://user:password@host:587 for sign-in mail (unset: links go to the log)",
+		Set:  stringSetting(func(c *Config) *string { return &c.SMTPURL })},
+	{Env: "ARBITER_MAIL_FROM", Scope: ScopeHTTP,
+		Help: "the sender of sign-in mail",
+		Set:  stringSetting(func(c *Config) *string { return &c.MailFrom })},
+	{Env: "ARBITER_GITHUB_CLIENT_ID", Scope: ScopeHTTP,
+		Help: "a GitHub OAuth app's client id",
+		Set:  stringSetting(func(c *Config) *string { return &c.GitHub.ClientID })},
+	{Env: "ARBITER_GITHUB_CLIENT_SECRET", Scope: ScopeHTTP, Secret: true,
+		Help: "its client secret",
+		Set:  stringSetting(func(c *Config) *string { return &c.GitHub.ClientSecret })},
+	{Env: "ARBITER_GOOGLE_CLIENT_ID", Scope: ScopeHTTP,
+		Help: "a Google OAuth client's id",
+		Set:  stringSetting(func(c *Config) *string { return &c.Google.ClientID })},
+	{Env: "ARBITER_GOOGLE_CLIENT_SECRET", Scope: ScopeHTTP, Secret: true,
+		Help: "its client secret",
+		Set:  stringSetting(func(c *Config) *string { return &c.Google.ClientSecret })},
+	{Env: "ARBITER_OIDC_ISSUER", Scope: ScopeHTTP,
+		Help: "an OpenID Connect issuer URL",
+		Set: func(c *Config, v string) error {
+			c.OIDC.Issuer = strings.TrimSuffix(v, "/")
+			return nil
+		}},
+	{Env: "ARBITER_OIDC_CLIENT_ID", Scope: ScopeHTTP,
+		Help: "the client id at that issuer",
+		Set:  stringSetting(func(c *Config) *string { return &c.OIDC.ClientID })},
+	{Env: "ARBITER_OIDC_CLIENT_SECRET", Scope: ScopeHTTP, Secret: true,
+		Help: "its client secret",
+		Set:  stringSetting(func(c *Config) *string { return &c.OIDC.ClientSecret })},
+}
+
+// ConfigFromEnv reads the settings of the given scopes (all of them when
+// none is given) from getenv, applying defaults. A value that cannot be
+// parsed is an error naming the variable.
+func ConfigFromEnv(getenv func(string) string, scopes ...Scope) (Config, error) {
+	var c Config
+	for _, s := range Settings {
+		if len(scopes) > 0 && !slices.Contains(scopes, s.Scope) {
+			continue
 		}
-	}
-	c.CookieDomain = getenv("ARBITER_COOKIE_DOMAIN")
-	c.SessionSecret = getenv("ARBITER_SESSION_SECRET")
-	if c.SessionSecret != "" && len(c.SessionSecret) < 32 {
-		return Config{}, fmt.Errorf("ARBITER_SESSION_SECRET must be at least 32 characters; leave it unset to have one generated and stored")
-	}
-	c.SMTPURL = getenv("ARBITER_SMTP_URL")
-	c.MailFrom = getenv("ARBITER_MAIL_FROM")
-	c.GitHub = OAuthClient{ClientID: getenv("ARBITER_GITHUB_CLIENT_ID"), ClientSecret: getenv("ARBITER_GITHUB_CLIENT_SECRET")}
-	c.Google = OAuthClient{ClientID: getenv("ARBITER_GOOGLE_CLIENT_ID"), ClientSecret: getenv("ARBITER_GOOGLE_CLIENT_SECRET")}
-	c.OIDC = OAuthClient{
-		ClientID: getenv("ARBITER_OIDC_CLIENT_ID"), ClientSecret: getenv("ARBITER_OIDC_CLIENT_SECRET"),
-		Issuer: strings.TrimSuffix(getenv("ARBITER_OIDC_ISSUER"), "/"),
+		name, v := s.Env, getenv(s.Env)
+		if v == "" && s.Fallback != "" {
+			name, v = s.Fallback, getenv(s.Fallback)
+		}
+		if v == "" {
+			name, v = s.Env+"'s default", s.Default
+		}
+		if v == "" {
+			continue
+		}
+		if err := s.Set(&c, v); err != nil {
+			if s.Secret {
+				return Config{}, fmt.Errorf("%s %v", name, err)
+			}
+			return Config{}, fmt.Errorf("%s %v, not %q", name, err, v)
+		}
 	}
 	if c.OIDC.Configured() && c.OIDC.Issuer == "" {
 		return Config{}, fmt.Errorf("ARBITER_OIDC_ISSUER must be set with ARBITER_OIDC_CLIENT_ID and ARBITER_OIDC_CLIENT_SECRET")
@@ -140,48 +283,49 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// envOrigin reads an origin such as https://app.example.com: a scheme, a
-// host and nothing after them but an optional slash.
-func envOrigin(getenv func(string) string, name string) (string, error) {
-	s := getenv(name)
-	if s == "" {
-		return DefaultOrigin, nil
+// stringSetting sets a string field to the value as it is.
+func stringSetting(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(c) = v
+		return nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("%s must be an origin such as https://app.example.com, not %q", name, s)
-	}
-	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }
 
-func or(s, fallback string) string {
-	if s == "" {
-		return fallback
+// intSetting sets an int field to a whole number of at least min.
+func intSetting(field func(*Config) *int, min int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return fmt.Errorf("must be a whole number of at least %d", min)
+		}
+		*field(c) = n
+		return nil
 	}
-	return s
 }
 
-func envInt(getenv func(string) string, name string, def, min int) (int, error) {
-	s := getenv(name)
-	if s == "" {
-		return def, nil
+// durationSetting sets a time.Duration field to a duration of at least 0.
+func durationSetting(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return errors.New("must be a duration such as 10s or 1m")
+		}
+		*field(c) = d
+		return nil
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < min {
-		return 0, fmt.Errorf("%s must be a whole number of at least %d, not %q", name, min, s)
-	}
-	return n, nil
 }
 
-func envDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	s := getenv(name)
-	if s == "" {
-		return def, nil
+// originSetting sets a string field to an origin such as
+// https://app.example.com: a scheme, a host and nothing after them but an
+// optional slash. The host is lowercased and the slash dropped.
+func originSetting(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return errors.New("must be an origin such as https://app.example.com")
+		}
+		*field(c) = u.Scheme + "://" + strings.ToLower(u.Host)
+		return nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s must be a duration such as 10s or 1m, not %q", name, s)
-	}
-	return d, nil
 }

@@ -13,89 +13,89 @@ import (
 	"github.com/arbiterhq/arbiter/web"
 )
 
-const adminUsage = `Usage:
-  arbiter admin create-key --email E [--name N]
-  arbiter admin list-keys --email E
-  arbiter admin revoke-key --id ID
-  arbiter admin set-cap --email E --cap N   (--cap default returns to the default cap)
-`
+// The admin commands' output is a contract scripts depend on: see
+// README.md.
 
-// runAdmin runs an operator command. Its output is a contract scripts
-// depend on: see README.md.
-func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, adminUsage)
-		return errUsage
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("admin "+sub, flag.ContinueOnError)
+// runCreateKey runs `arbiter admin create-key`.
+func runCreateKey(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
 	email := fs.String("email", "", "the account's e-mail address")
 	name := fs.String("name", "default", "a name for the key")
+	return adminRun(ctx, c, p, fs, args, func(store *db.DB) error {
+		account, err := store.FindOrCreateAccountByEmail(ctx, *email)
+		if err != nil {
+			return err
+		}
+		_, plaintext, err := store.CreateAPIKey(ctx, account.ID, *name)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(p.stdout, plaintext)
+		return err
+	})
+}
+
+// runListKeys runs `arbiter admin list-keys`.
+func runListKeys(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	email := fs.String("email", "", "the account's e-mail address")
+	return adminRun(ctx, c, p, fs, args, func(store *db.DB) error {
+		account, err := store.FindAccountByEmail(ctx, *email)
+		if err != nil {
+			return err
+		}
+		keys, err := store.ListAPIKeys(ctx, account.ID)
+		if err != nil {
+			return err
+		}
+		return writeKeys(p.stdout, keys)
+	})
+}
+
+// runRevokeKey runs `arbiter admin revoke-key`.
+func runRevokeKey(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
 	id := fs.String("id", "", "the key's id (key_…)")
-	capFlag := fs.String("cap", "", "the daily task cap, or \"default\"")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	return adminRun(ctx, c, p, fs, args, func(store *db.DB) error {
+		if *id == "" {
+			return fmt.Errorf("--id is required")
+		}
+		_, err := store.RevokeAPIKey(ctx, "", *id)
+		return err
+	})
+}
+
+// runSetCap runs `arbiter admin set-cap`.
+func runSetCap(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	email := fs.String("email", "", "the account's e-mail address")
+	capFlag := fs.String("cap", "", "the daily task cap, or \"default\" for ARBITER_DAILY_TASK_CAP")
+	return adminRun(ctx, c, p, fs, args, func(store *db.DB) error {
+		cap, err := parseCap(*capFlag)
+		if err != nil {
+			return err
+		}
+		account, err := store.FindAccountByEmail(ctx, *email)
+		if err != nil {
+			return err
+		}
+		return store.SetDailyCap(ctx, account.ID, cap)
+	})
+}
+
+// adminRun parses an admin command's flags, opens the store and does the
+// command's work on it.
+func adminRun(ctx context.Context, c *command, p *process, fs *flag.FlagSet, args []string, do func(*db.DB) error) error {
+	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}
-
-	var do func(*db.DB) error
-	switch sub {
-	case "create-key":
-		do = func(store *db.DB) error {
-			account, err := store.FindOrCreateAccountByEmail(ctx, *email)
-			if err != nil {
-				return err
-			}
-			_, plaintext, err := store.CreateAPIKey(ctx, account.ID, *name)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(stdout, plaintext)
-			return err
-		}
-	case "list-keys":
-		do = func(store *db.DB) error {
-			account, err := store.FindAccountByEmail(ctx, *email)
-			if err != nil {
-				return err
-			}
-			keys, err := store.ListAPIKeys(ctx, account.ID)
-			if err != nil {
-				return err
-			}
-			return writeKeys(stdout, keys)
-		}
-	case "revoke-key":
-		do = func(store *db.DB) error {
-			if *id == "" {
-				return fmt.Errorf("--id is required")
-			}
-			_, err := store.RevokeAPIKey(ctx, "", *id)
-			return err
-		}
-	case "set-cap":
-		do = func(store *db.DB) error {
-			cap, err := parseCap(*capFlag)
-			if err != nil {
-				return err
-			}
-			account, err := store.FindAccountByEmail(ctx, *email)
-			if err != nil {
-				return err
-			}
-			return store.SetDailyCap(ctx, account.ID, cap)
-		}
-	default:
-		fmt.Fprintf(stderr, "arbiter admin: unknown command %q\n\n%s", sub, adminUsage)
-		return errUsage
-	}
-
-	store, err := openStore(ctx, getenv)
+	store, err := openStore(ctx, p.getenv)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if err := do(store); err != nil {
-		return fmt.Errorf("admin %s: %s", sub, arbiter.ErrorMessage(err))
+		return fmt.Errorf("%s: %s", c.name, arbiter.ErrorMessage(err))
 	}
 	return nil
 }
@@ -132,9 +132,10 @@ func parseCap(s string) (*int, error) {
 	return &n, nil
 }
 
-// openStore opens and migrates the store the environment names.
+// openStore opens and migrates the store the environment names; it reads
+// the settings of web.ScopeStore only.
 func openStore(ctx context.Context, getenv func(string) string) (*db.DB, error) {
-	cfg, err := web.ConfigFromEnv(getenv)
+	cfg, err := web.ConfigFromEnv(getenv, web.ScopeStore)
 	if err != nil {
 		return nil, err
 	}

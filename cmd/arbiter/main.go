@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,69 +34,20 @@ func main() {
 	}
 }
 
-// errUsage reports a command line that could not be parsed; the flag
-// package has already printed why.
+// errUsage reports a command line that could not be parsed; why has
+// already been printed.
 var errUsage = errors.New("usage")
 
-const usage = `Arbiter is a verification task service.
-
-Usage:
-  arbiter serve [--addr ADDR] [--worker=false]   serve the API (and run the worker)
-  arbiter worker                                 run only the worker
-  arbiter migrate                                apply database migrations
-  arbiter admin create-key --email E [--name N]  create an API key; prints it
-  arbiter admin list-keys --email E              list an account's keys
-  arbiter admin revoke-key --id ID               revoke a key
-  arbiter admin set-cap --email E --cap N        set an account's daily task cap
-  arbiter task create --prompt P --verdict V…    create a task through the API; prints it
-        [--context JSON|@FILE] [--threshold X] [--wait] …
-  arbiter task get ID                            read a task through the API; prints it
-
-Every command reads its settings from the environment (see README.md);
-ARBITER_DATABASE_URL selects the store.
-The task commands call a running server: SVC_BASE_URL (default
-http://localhost:8080), with the key in SVC_API_KEY.
-`
-
 // run is the whole program; main only supplies the process's environment.
+// Help, asked for, is printed on stdout and is not an error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
+	p := &process{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
 	}
-	cmd, args := args[0], args[1:]
-	switch cmd {
-	case "serve":
-		return runServe(ctx, args, getenv, stderr, true)
-	case "worker":
-		return runServe(ctx, args, getenv, stderr, false)
-	case "migrate":
-		return runMigrate(ctx, args, getenv, stderr)
-	case "admin":
-		return runAdmin(ctx, args, getenv, stdout, stderr)
-	case "task":
-		return runTask(ctx, args, getenv, stdin, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	err := dispatch(ctx, p, nil, args)
+	if errors.Is(err, errHelp) {
 		return nil
 	}
-	fmt.Fprintf(stderr, "arbiter: unknown command %q\n\n%s", cmd, usage)
-	return errUsage
-}
-
-// parseFlags parses args with fs, sending messages to stderr. Stray
-// positional arguments are an error.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "arbiter %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return errUsage
-	}
-	return nil
+	return err
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,25 +18,21 @@ import (
 	"github.com/arbiterhq/arbiter/worker"
 )
 
-// runServe runs `arbiter serve` (api true) or `arbiter worker` (api false)
-// until ctx ends, then shuts down gracefully.
-func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, api bool) error {
-	cfg, err := web.ConfigFromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	name := "worker"
-	if api {
-		name = "serve"
-	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// runServe runs `arbiter serve` or, without the HTTP server, `arbiter
+// worker` until ctx ends, then shuts down gracefully.
+func runServe(ctx context.Context, c *command, p *process, args []string) error {
+	api, stderr := c.name == "serve", p.stderr
+	fs := c.flagSet(p)
+	getenv := c.settingFlags(fs, p.getenv)
 	runWorker := true
 	if api {
-		fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (ARBITER_ADDR)")
 		fs.BoolVar(&runWorker, "worker", true, "also run the worker in this process")
-		fs.StringVar(&cfg.PprofAddr, "pprof-addr", cfg.PprofAddr, "serve /debug/pprof on this address (ARBITER_PPROF_ADDR)")
 	}
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := c.parse(fs, p, args); err != nil {
+		return err
+	}
+	cfg, err := web.ConfigFromEnv(getenv, c.scopes...)
+	if err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr, cfg.LogLevel)
@@ -171,15 +166,16 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if err := parseFlags(flag.NewFlagSet("migrate", flag.ContinueOnError), args, stderr); err != nil {
+// runMigrate runs `arbiter migrate`.
+func runMigrate(ctx context.Context, c *command, p *process, args []string) error {
+	if err := c.parse(c.flagSet(p), p, args); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, getenv)
+	store, err := openStore(ctx, p.getenv)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	fmt.Fprintf(stderr, "arbiter: %s store migrated\n", store.Dialect())
+	fmt.Fprintf(p.stderr, "arbiter: %s store migrated\n", store.Dialect())
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,116 +14,104 @@ import (
 	"github.com/arbiterhq/arbiter/client"
 )
 
-const taskUsage = `Usage:
-  arbiter task create --prompt P --verdict V [--verdict V…] [--context JSON | --context @FILE]
-                      [--threshold X] [--task-type T] [--touchpoint T] [--source S]
-                      [--wait] [--timeout 10m]
-  arbiter task get ID
+// The task commands' environment: the client's settings.
+const (
+	envAPIKey  = "SVC_API_KEY"
+	envBaseURL = "SVC_BASE_URL"
+)
 
-The key comes from SVC_API_KEY and the server from SVC_BASE_URL (default
-http://localhost:8080). The task is printed as JSON on stdout.
-`
+// clientEnv is the environment the task commands read.
+var clientEnv = []envVar{
+	{name: envAPIKey, help: "the API key the requests carry (required)"},
+	{name: envBaseURL, help: "the server's origin", def: client.DefaultBaseURL},
+}
 
-// runTask runs a task command: an API client of a running server, built on
-// the client package.
-func runTask(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, taskUsage)
-		return errUsage
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("task "+sub, flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), taskUsage) }
-
-	var call func(*client.Client) (*client.Task, error)
-	switch sub {
-	case "create":
-		var in client.TaskCreate
-		fs.StringVar(&in.Prompt, "prompt", "", "the question (required)")
-		fs.Func("verdict", "an allowed verdict; repeat for each (at least one)", func(v string) error {
-			in.AllowedVerdicts = append(in.AllowedVerdicts, v)
-			return nil
-		})
-		contextArg := fs.String("context", "", "the task's context: JSON, or @FILE to read it from a file (@- for stdin)")
-		fs.Func("threshold", "the confidence below which a person decides, 0 to 1 (server default 0.8)", func(v string) error {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return errors.New("not a number")
-			}
-			in.ConfidenceThreshold = &f
-			return nil
-		})
-		fs.StringVar(&in.TaskType, "task-type", "", "a label for the kind of task (server default decide)")
-		fs.StringVar(&in.Touchpoint, "touchpoint", "", "where the question came from (server default chat)")
-		fs.StringVar(&in.Source, "source", "", "a free-form label")
-		wait := fs.Bool("wait", false, "wait until the task is completed and print it then")
-		timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
-		if err := parseFlags(fs, args, stderr); err != nil {
-			return err
-		}
-		if strings.TrimSpace(in.Prompt) == "" {
-			return errors.New("task create: --prompt is required")
-		}
-		if len(in.AllowedVerdicts) == 0 {
-			return errors.New("task create: at least one --verdict is required")
-		}
-		if *contextArg != "" {
-			raw, err := readContext(*contextArg, stdin)
-			if err != nil {
-				return fmt.Errorf("task create: %w", err)
-			}
-			in.Context = raw
-		}
-		call = func(c *client.Client) (*client.Task, error) {
-			task, err := c.CreateTask(ctx, in)
-			if err != nil || !*wait {
-				return task, err
-			}
-			waitCtx, cancel := context.WithTimeout(ctx, *timeout)
-			defer cancel()
-			done, err := c.WaitTask(waitCtx, task.ID, nil)
-			if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
-				status := task.Status
-				if done != nil {
-					status = done.Status
-				}
-				return nil, fmt.Errorf("task %s is still %s after %s; `arbiter task get %s` reads it later", task.ID, status, *timeout, task.ID)
-			}
-			return done, err
-		}
-	case "get":
-		fs.SetOutput(stderr)
-		if err := fs.Parse(args); err != nil {
-			return errUsage
-		}
-		if fs.NArg() != 1 {
-			fmt.Fprint(stderr, "arbiter task get: give one task id\n\n"+taskUsage)
-			return errUsage
-		}
-		id := fs.Arg(0)
-		call = func(c *client.Client) (*client.Task, error) { return c.GetTask(ctx, id) }
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, taskUsage)
+// runTaskCreate runs `arbiter task create`: an API client of a running
+// server, built on the client package.
+func runTaskCreate(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	var in client.TaskCreate
+	fs.StringVar(&in.Prompt, "prompt", "", "the question (required)")
+	fs.Func("verdict", "an allowed verdict; repeat for each (at least one)", func(v string) error {
+		in.AllowedVerdicts = append(in.AllowedVerdicts, v)
 		return nil
-	default:
-		fmt.Fprintf(stderr, "arbiter task: unknown command %q\n\n%s", sub, taskUsage)
-		return errUsage
+	})
+	contextArg := fs.String("context", "", "the task's context: JSON, or @FILE to read it from a file (@- for stdin)")
+	fs.Func("threshold", "the confidence below which a person decides, 0 to 1 (server default 0.8)", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return errors.New("not a number")
+		}
+		in.ConfidenceThreshold = &f
+		return nil
+	})
+	fs.StringVar(&in.TaskType, "task-type", "", "a label for the kind of task (server default decide)")
+	fs.StringVar(&in.Touchpoint, "touchpoint", "", "where the question came from (server default chat)")
+	fs.StringVar(&in.Source, "source", "", "a free-form label")
+	wait := fs.Bool("wait", false, "wait until the task is completed and print it then")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
+	if err := c.parse(fs, p, args); err != nil {
+		return err
 	}
+	if strings.TrimSpace(in.Prompt) == "" {
+		return errors.New("task create: --prompt is required")
+	}
+	if len(in.AllowedVerdicts) == 0 {
+		return errors.New("task create: at least one --verdict is required")
+	}
+	if *contextArg != "" {
+		raw, err := readContext(*contextArg, p.stdin)
+		if err != nil {
+			return fmt.Errorf("task create: %w", err)
+		}
+		in.Context = raw
+	}
+	return callTask(c, p, func(cl *client.Client) (*client.Task, error) {
+		task, err := cl.CreateTask(ctx, in)
+		if err != nil || !*wait {
+			return task, err
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		done, err := cl.WaitTask(waitCtx, task.ID, nil)
+		if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
+			status := task.Status
+			if done != nil {
+				status = done.Status
+			}
+			return nil, fmt.Errorf("task %s is still %s after %s; `arbiter task get %s` reads it later", task.ID, status, *timeout, task.ID)
+		}
+		return done, err
+	})
+}
 
-	key := getenv("SVC_API_KEY")
-	if key == "" {
-		return fmt.Errorf("task %s: SVC_API_KEY is not set; create a key with `arbiter admin create-key --email E`", sub)
+// runTaskGet runs `arbiter task get`.
+func runTaskGet(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	if err := c.parse(fs, p, args); err != nil {
+		return err
 	}
-	c := client.New(client.WithAPIKey(key), client.WithBaseURL(getenv("SVC_BASE_URL")))
-	task, err := call(c)
+	id := fs.Arg(0)
+	return callTask(c, p, func(cl *client.Client) (*client.Task, error) { return cl.GetTask(ctx, id) })
+}
+
+// callTask makes a task command's call with a client of the server the
+// environment names and prints the task it returns as JSON.
+func callTask(c *command, p *process, call func(*client.Client) (*client.Task, error)) error {
+	key := p.getenv(envAPIKey)
+	if key == "" {
+		return fmt.Errorf("%s: %s is not set; create a key with `arbiter admin create-key --email E`", c.name, envAPIKey)
+	}
+	cl := client.New(client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL)))
+	task, err := call(cl)
 	if err != nil {
-		return fmt.Errorf("task %s: %w", sub, err)
+		return fmt.Errorf("%s: %w", c.name, err)
 	}
 	b, err := json.MarshalIndent(task, "", "  ")
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
 	return err
 }
 
