@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -35,26 +36,48 @@ func NewRateLimiter(burst int, every time.Duration, now Clock) *RateLimiter {
 }
 
 // Allow spends one request of key's bucket and reports whether there was
-// one to spend.
-func (l *RateLimiter) Allow(key string) bool {
+// one to spend. When there was not, nothing is spent and retryAfter is how
+// long until there will be.
+func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := l.refilled(key, now)
+	if b.tokens < 1 {
+		l.buckets[key] = b
+		return false, time.Duration((1 - b.tokens) * float64(l.every))
+	}
+	b.tokens--
+	l.buckets[key] = b
+	return true, 0
+}
+
+// Return gives back one request that Allow spent, for a request that turned
+// out not to count (a valid API key, say). The bucket never exceeds its
+// burst.
+func (l *RateLimiter) Return(key string) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.refilled(key, now)
+	b.tokens = min(l.burst, b.tokens+1)
+	l.buckets[key] = b
+}
+
+// refilled returns key's bucket as of now. The caller holds l.mu.
+func (l *RateLimiter) refilled(key string, now time.Time) bucket {
 	b, ok := l.buckets[key]
 	if !ok {
 		if len(l.buckets) >= maxBuckets {
 			l.prune(now)
 		}
-		b = bucket{tokens: l.burst, at: now}
+		return bucket{tokens: l.burst, at: now}
 	}
-	b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.every))
-	b.at = now
-	allowed := b.tokens >= 1
-	if allowed {
-		b.tokens--
+	if now.After(b.at) {
+		b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.every))
+		b.at = now
 	}
-	l.buckets[key] = b
-	return allowed
+	return b
 }
 
 // prune drops the buckets that have refilled, which are the same as absent.
@@ -67,4 +90,21 @@ func (l *RateLimiter) prune(now time.Time) {
 	if len(l.buckets) >= maxBuckets {
 		l.buckets = map[string]bucket{}
 	}
+}
+
+// LimitKey is the client's address as per-client rate limits count it: an
+// IPv4 address whole, and an IPv6 address by its /64 network, which one
+// subscriber usually holds entirely, so hopping between its addresses does
+// not earn fresh limits. Anything that is not an IP address is used as is.
+func (c Client) LimitKey() string {
+	ip, err := netip.ParseAddr(c.IP)
+	if err != nil {
+		return c.IP
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.WithZone("").Prefix(64)
+	return p.String()
 }

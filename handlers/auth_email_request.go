@@ -8,10 +8,35 @@ import (
 	"github.com/arbiterhq/arbiter/views/dashboard"
 )
 
-// SignInLimits bound how often sign-in links may be asked for.
+// SignInLimits bound how often sign-in links may be asked for. A request
+// must pass all three. ByAddressAndIP is the tight one; ByAddress is a
+// looser ceiling on an address from everywhere, so no single client can
+// keep someone else's address locked out, and mail to one address stays
+// bounded.
 type SignInLimits struct {
-	ByAddress *arbiter.RateLimiter // per e-mail address
-	ByIP      *arbiter.RateLimiter // per client IP address
+	ByIP           *arbiter.RateLimiter // per client IP address
+	ByAddressAndIP *arbiter.RateLimiter // per e-mail address from one client IP
+	ByAddress      *arbiter.RateLimiter // per e-mail address from anywhere
+}
+
+// allow spends one request of each limit, client first; a limit that
+// refuses gives back what the ones before it spent, so a refused request
+// costs nothing.
+func (l SignInLimits) allow(email string, c arbiter.Client) bool {
+	ip := c.LimitKey()
+	steps := []struct {
+		limiter *arbiter.RateLimiter
+		key     string
+	}{{l.ByIP, ip}, {l.ByAddressAndIP, email + " " + ip}, {l.ByAddress, email}}
+	for i, s := range steps {
+		if ok, _ := s.limiter.Allow(s.key); !ok {
+			for _, spent := range steps[:i] {
+				spent.limiter.Return(spent.key)
+			}
+			return false
+		}
+	}
+	return true
 }
 
 var (
@@ -39,7 +64,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			refuse(errEmailInvalid)
 			return
 		}
-		if !limits.ByIP.Allow(ClientOf(r).IP) || !limits.ByAddress.Allow(email) {
+		if !limits.allow(email, ClientOf(r)) {
 			refuse(errTooManyLinks)
 			return
 		}

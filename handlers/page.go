@@ -145,11 +145,23 @@ func errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
 // ErrNoPage is the answer for an address nothing is served at.
 var ErrNoPage = arbiter.Errorf(arbiter.ENOTFOUND, "There is nothing at this address. It may have moved, or the link may be mistyped.")
 
-// ClientOf returns who sent the request, for the audit log and rate limits.
+type clientIPKey struct{}
+
+// WithClientIP returns a context carrying the client's address as the
+// server decided it (the peer, or the client behind a trusted proxy).
+func WithClientIP(ctx context.Context, ip string) context.Context {
+	return context.WithValue(ctx, clientIPKey{}, ip)
+}
+
+// ClientOf returns who sent the request, for the audit log and rate limits:
+// the address WithClientIP put in its context, else the connection's peer.
 func ClientOf(r *http.Request) arbiter.Client {
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
+	ip, ok := r.Context().Value(clientIPKey{}).(string)
+	if !ok {
+		var err error
+		if ip, _, err = net.SplitHostPort(r.RemoteAddr); err != nil {
+			ip = r.RemoteAddr
+		}
 	}
 	return arbiter.Client{IP: ip, UserAgent: r.UserAgent()}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -37,6 +38,11 @@ type Config struct {
 	// PprofAddr, when set, serves /debug/pprof on this separate address
 	// (ARBITER_PPROF_ADDR). Keep it on loopback: it is never public.
 	PprofAddr string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed (ARBITER_TRUSTED_PROXIES, comma-separated CIDRs; default
+	// none): behind one, the client is the right-most address of
+	// X-Forwarded-For that is not a trusted proxy.
+	TrustedProxies []netip.Prefix
 	// Agent selects the verifier backend (ARBITER_AGENT and
 	// ARBITER_AGENT_*).
 	Agent agent.Config
@@ -198,6 +204,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_PPROF_ADDR", Flag: "pprof-addr", Scope: ScopeHTTP,
 		Help: "serve /debug/pprof on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},
+	{Env: "ARBITER_TRUSTED_PROXIES", Scope: ScopeHTTP,
+		Help: "comma-separated networks of reverse proxies whose X-Forwarded-For names the client",
+		Set: func(c *Config, v string) error {
+			nets, err := parseTrustedProxies(v)
+			if err != nil {
+				return fmt.Errorf("must be comma-separated networks such as 10.0.0.0/8 or addresses such as 192.168.1.5; %w", err)
+			}
+			c.TrustedProxies = nets
+			return nil
+		}},
 	{Env: "ARBITER_BASE_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
 		Help: "the API's origin (/v1, /demo, /healthz)",
 		Set:  originSetting(func(c *Config) *string { return &c.BaseURL })},

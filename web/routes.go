@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -56,19 +57,26 @@ type Router struct {
 	// Mailer delivers e-mail sign-in links.
 	Mailer arbiter.LoginMailer
 	// SignInLimits bound how often sign-in links are sent; nil limiters
-	// get DefaultSignInLimits.
+	// get DefaultSignInLimits on the pages' clock.
 	SignInLimits handlers.SignInLimits
 	// Now is the pages' clock (default time.Now).
 	Now arbiter.Clock
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client; empty, the client is the connection's peer.
+	TrustedProxies []netip.Prefix
 }
 
-// DefaultSignInLimits allow 5 sign-in links per address at once and one more
-// every 3 minutes, and 20 per client IP address at once and one more every
-// 30 seconds.
-func DefaultSignInLimits() handlers.SignInLimits {
+// DefaultSignInLimits allow a client IP 20 sign-in links at once and one
+// more every 30 seconds; a client IP 5 links for one address at once and one
+// more every 3 minutes; and an address 10 links from everywhere at once and
+// one more a minute. Holding an address's ceiling empty takes more than one
+// request a minute, which one client IP, held to one every 3 minutes for
+// that address, cannot send. now is their clock (nil: time.Now).
+func DefaultSignInLimits(now arbiter.Clock) handlers.SignInLimits {
 	return handlers.SignInLimits{
-		ByAddress: arbiter.NewRateLimiter(5, 3*time.Minute, nil),
-		ByIP:      arbiter.NewRateLimiter(20, 30*time.Second, nil),
+		ByIP:           arbiter.NewRateLimiter(20, 30*time.Second, now),
+		ByAddressAndIP: arbiter.NewRateLimiter(5, 3*time.Minute, now),
+		ByAddress:      arbiter.NewRateLimiter(10, time.Minute, now),
 	}
 }
 
@@ -110,7 +118,7 @@ func (rt *Router) Routes() http.Handler {
 // static files.
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(site.AppURL, site.ReviewURL))
+	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(site.AppURL, site.ReviewURL))
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 	r.Method(http.MethodGet, static.Prefix+"*", static.Handler())
@@ -154,8 +162,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	}
 	s, now := rt.Services, rt.now()
 	limits := rt.SignInLimits
-	if limits.ByAddress == nil || limits.ByIP == nil {
-		limits = DefaultSignInLimits()
+	if limits.ByIP == nil || limits.ByAddressAndIP == nil || limits.ByAddress == nil {
+		limits = DefaultSignInLimits(now)
 	}
 	r.Group(func(r chi.Router) {
 		rt.pageMiddleware(r, site)

@@ -185,6 +185,17 @@ func TestRun_BadRulesFailAtStart(t *testing.T) {
 	}
 }
 
+func TestRun_BadTrustedProxiesFailAtStart(t *testing.T) {
+	getenv := env(map[string]string{
+		"ARBITER_DATABASE_URL":    "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
+		"ARBITER_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.300/32",
+	})
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, getenv, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "ARBITER_TRUSTED_PROXIES") || !strings.Contains(err.Error(), "10.0.0.300/32") {
+		t.Fatalf("serve with a bad trusted proxy = %v, want an error naming the variable and the entry", err)
+	}
+}
+
 func TestRun_Admin(t *testing.T) {
 	getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
 

@@ -95,9 +95,10 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store,
 		},
-		KeyChecker:  keys,
-		Logger:      logger,
-		TaskCreated: notify,
+		KeyChecker:     keys,
+		Logger:         logger,
+		TaskCreated:    notify,
+		TrustedProxies: cfg.TrustedProxies,
 	}
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
 		return err

@@ -1,0 +1,107 @@
+package web
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/arbiterhq/arbiter/handlers"
+)
+
+// parseTrustedProxies reads a comma-separated list of networks such as
+// "10.0.0.0/8, 192.168.1.5": CIDRs, or single addresses meaning themselves.
+func parseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			ip, ipErr := netip.ParseAddr(f)
+			if ipErr != nil || ip.Zone() != "" {
+				return nil, fmt.Errorf("%q is not one", f)
+			}
+			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+		}
+		nets = append(nets, p.Masked())
+	}
+	return nets, nil
+}
+
+// clientIP is middleware that decides who sent each request, for the audit
+// log and every per-client limit: the connection's peer, or, when the peer
+// is one of the trusted proxies, the right-most address of
+// X-Forwarded-For that is not a trusted proxy. Addresses left of it were
+// written by the client and are not believed.
+func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ip := clientIPOf(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
+			next.ServeHTTP(w, r.WithContext(handlers.WithClientIP(r.Context(), ip)))
+		})
+	}
+}
+
+// clientIPOf returns the client's address of a request from the peer
+// remoteAddr ("host:port") carrying the X-Forwarded-For header values
+// forwarded: the peer itself unless it is trusted; else, walking
+// X-Forwarded-For from the right, the first address that is not trusted.
+// When every forwarded address is trusted, the left-most one is the client;
+// when an entry cannot be read, the last trusted hop before it is.
+func clientIPOf(remoteAddr string, forwarded []string, trusted []netip.Prefix) string {
+	peer := parseIP(remoteAddr)
+	if !peer.IsValid() {
+		if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+			return host
+		}
+		return remoteAddr
+	}
+	if !isTrusted(peer, trusted) {
+		return peer.String()
+	}
+	var hops []string
+	for _, v := range forwarded {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		ip := parseIP(strings.TrimSpace(hops[i]))
+		if !ip.IsValid() {
+			break
+		}
+		client = ip
+		if !isTrusted(ip, trusted) {
+			break
+		}
+	}
+	return client.String()
+}
+
+// parseIP reads an address with or without a port ("1.2.3.4",
+// "1.2.3.4:80", "[::1]:80", "::1"); the zero Addr when it is neither.
+func parseIP(s string) netip.Addr {
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ip.Unmap().WithZone("")
+}
+
+func isTrusted(ip netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
