@@ -96,6 +96,10 @@ type DemoService interface {
 	// demo mode. Returns ENOTFOUND for any id the demo account does not own.
 	FindDemoTask(ctx context.Context, id string) (*Task, error)
 
+	// FindDemoPlace returns where a demo task stands in the demo queue, as
+	// FindQueuePlace does for an account's queue.
+	FindDemoPlace(ctx context.Context, id string) (QueuePlace, error)
+
 	// CountDemoVerdicts returns how many verdicts an anonymous session has
 	// given.
 	CountDemoVerdicts(ctx context.Context, anonSessionID string) (int, error)

@@ -90,6 +90,30 @@ type QueueService interface {
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
 
 	// ListHumanQueue returns the account's human_needed tasks, oldest
-	// first, at most limit of them, and how many there are in all.
+	// first, at most limit of them, and how many there are in all. The
+	// tasks come without their contexts and attempts, which a list does not
+	// show.
 	ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*Task, int, error)
+
+	// CountHumanQueue returns how many of the account's tasks wait for a
+	// human.
+	CountHumanQueue(ctx context.Context, accountID string) (int, error)
+
+	// FindQueuePlace returns where the account's task stands in its human
+	// queue, oldest first, reading ids and counts only. A task that is not
+	// waiting (decided, unknown, another account's) has Position 0, and its
+	// Next is the oldest waiting task.
+	FindQueuePlace(ctx context.Context, accountID, taskID string) (QueuePlace, error)
+}
+
+// QueuePlace is where a task stands in its account's human queue, for the
+// reviewer's previous and next links.
+type QueuePlace struct {
+	// Prev and Next are the ids of the waiting tasks just before and after
+	// the task; "" at the ends.
+	Prev, Next string
+	// Position counts from 1; 0 when the task is not waiting.
+	Position int
+	// Total is how many tasks wait in all.
+	Total int
 }

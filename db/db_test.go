@@ -2,7 +2,9 @@ package db_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,10 +242,64 @@ func TestDemoService(t *testing.T) {
 			t.Fatalf("count = %d, %v", n, err)
 		}
 		after, err := d.FindDemoTask(ctx, first.ID)
-		if err != nil || after.Status != arbiter.StatusHumanNeeded || after.FinalVerdict != nil || len(after.Attempts) != 0 {
+		if err != nil || after.Status != arbiter.StatusHumanNeeded || after.FinalVerdict != nil || len(after.Attempts) != 1 {
 			t.Fatalf("demo task changed: %+v, %v", after, err)
 		}
 	})
+}
+
+func TestDemoService_VerifierAnswers(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		// Seeded twice (dbtest seeds once): still one answer per task.
+		if err := d.SeedDemo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tasks, _ := d.ListDemoTasks(ctx)
+		for _, listed := range tasks {
+			task, err := d.FindDemoTask(ctx, listed.ID)
+			if err != nil || len(task.Attempts) != 1 {
+				t.Fatalf("%s has %d attempts (%v), want the verifier's one", listed.ID, len(task.Attempts), err)
+			}
+			a := task.Attempts[0]
+			if a.Tier != arbiter.TierAgent || a.Verdict == nil || !task.Allows(*a.Verdict) || a.Confidence == nil ||
+				*a.Confidence <= 0 || *a.Confidence >= task.ConfidenceThreshold || len(a.Rationale) < 40 ||
+				a.Model == nil || *a.Model != "demo-verifier" || a.Error != nil || a.FinishedAt == nil {
+				t.Errorf("%s: the verifier's answer = %+v, want an allowed verdict under the threshold, with a rationale", task.ID, a)
+			}
+		}
+	})
+}
+
+// TestDemoService_AnswersAddedToAnOldDemo seeds a store whose demo tasks
+// were seeded before they had verifier answers: they gain one each.
+func TestDemoService_AnswersAddedToAnOldDemo(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			d := dbtest.OpenURL(t, url, db.Options{})
+			driver, dsn := "postgres", url
+			if dialect == db.SQLite {
+				driver, dsn = "sqlite", strings.TrimPrefix(url, "sqlite:")
+			}
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if _, err := raw.Exec(`DELETE FROM attempts WHERE task_id LIKE 'tsk_demo_%'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.SeedDemo(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var tasks, attempts int
+			raw.QueryRow(`SELECT count(*), (SELECT count(*) FROM attempts WHERE task_id LIKE 'tsk_demo_%')
+				FROM tasks WHERE id LIKE 'tsk_demo_%'`).Scan(&tasks, &attempts)
+			if tasks == 0 || attempts != tasks {
+				t.Errorf("%d demo tasks hold %d attempts after seeding, want one each", tasks, attempts)
+			}
+		})
+	}
 }
 
 func TestHealthService(t *testing.T) {

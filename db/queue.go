@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,23 +221,78 @@ func notWaitingForHuman(t *arbiter.Task) error {
 }
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest
-// first, and their total count.
+// first, without their contexts and attempts, and their total count.
 func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*arbiter.Task, int, error) {
-	var total int
-	if err := d.db.GetContext(ctx, &total, d.rebind(`SELECT count(*) FROM tasks
-		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
-		return nil, 0, fmt.Errorf("count human queue: %w", err)
+	total, err := d.CountHumanQueue(ctx, accountID)
+	if err != nil {
+		return nil, 0, err
 	}
-	rows, err := d.db.QueryContext(ctx, d.rebind(tasksWithAttemptsSQL+`
-		WHERE t.id IN (SELECT id FROM tasks WHERE account_id = ? AND status = 'human_needed'
-			ORDER BY created_at, id LIMIT ?)
-		ORDER BY t.created_at, t.id, a.id`), accountID, limit)
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, account_id, status, task_type, source, touchpoint,
+		prompt, allowed_verdicts, confidence_threshold, created_at
+		FROM tasks WHERE account_id = ? AND status = 'human_needed'
+		ORDER BY created_at, id LIMIT ?`), accountID, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
-	tasks, err := scanTasksWithAttempts(rows)
-	if err != nil {
+	defer rows.Close()
+	tasks := []*arbiter.Task{}
+	for rows.Next() {
+		t := &arbiter.Task{Attempts: []arbiter.Attempt{}}
+		var verdicts string
+		var created int64
+		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
+			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created); err != nil {
+			return nil, 0, fmt.Errorf("scan human queue: %w", err)
+		}
+		t.CreatedAt = arbiter.Timestamp(created)
+		if err := json.Unmarshal([]byte(verdicts), &t.AllowedVerdicts); err != nil {
+			return nil, 0, fmt.Errorf("task %s: allowed_verdicts: %w", t.ID, err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
 	return tasks, total, nil
+}
+
+// CountHumanQueue returns how many of the account's tasks wait for a human.
+func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (int, error) {
+	var total int
+	if err := d.db.GetContext(ctx, &total, d.rebind(`SELECT count(*) FROM tasks
+		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
+		return 0, fmt.Errorf("count human queue: %w", err)
+	}
+	return total, nil
+}
+
+// queuePlaceSQL finds, in one statement, the waiting tasks around a task
+// (cur, when it is waiting), its position and the queue's length. With no
+// cur, the next task is the oldest. Arguments: task, account, then the
+// account four more times.
+const queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
+		WHERE id = ? AND account_id = ? AND status = 'human_needed')
+	SELECT
+		(SELECT t.id FROM tasks t, cur WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (t.created_at < cur.created_at OR (t.created_at = cur.created_at AND t.id < cur.id))
+			ORDER BY t.created_at DESC, t.id DESC LIMIT 1),
+		(SELECT t.id FROM tasks t LEFT JOIN cur ON 1 = 1 WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (cur.id IS NULL OR t.created_at > cur.created_at OR (t.created_at = cur.created_at AND t.id > cur.id))
+			ORDER BY t.created_at, t.id LIMIT 1),
+		(SELECT count(*) FROM tasks t, cur WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (t.created_at < cur.created_at OR (t.created_at = cur.created_at AND t.id <= cur.id))),
+		(SELECT count(*) FROM tasks WHERE account_id = ? AND status = 'human_needed')`
+
+// FindQueuePlace returns where the account's task stands in its human
+// queue, from ids and counts alone.
+func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID string) (arbiter.QueuePlace, error) {
+	var p arbiter.QueuePlace
+	var prev, next sql.NullString
+	err := d.db.QueryRowContext(ctx, d.rebind(queuePlaceSQL), taskID, accountID,
+		accountID, accountID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
+	if err != nil {
+		return p, fmt.Errorf("find queue place: %w", err)
+	}
+	p.Prev, p.Next = prev.String, next.String
+	return p, nil
 }

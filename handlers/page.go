@@ -85,6 +85,12 @@ func PageOf(r *http.Request, title, active string) layouts.Page {
 // Render writes c as HTML with the status. Pages show account data, so
 // nothing of them is cached. A page that fails to render is answered through
 // Error.
+//
+// The whole page is buffered first, so a render error can still become an
+// error page. That is affordable because every page is bounded: the largest
+// is the reviewer's desk, whose context tree is at most a small multiple of
+// the context's 256 KiB whatever its shape (views/review/context.go; a
+// maximal context makes a page under 2 MiB, see its test).
 func Render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
 	var buf bytes.Buffer
 	if err := c.Render(r.Context(), &buf); err != nil {

@@ -137,7 +137,7 @@ func TestReview_DemoWithTheKeyboard(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") || len(sessions) != 1 {
 		t.Errorf("demo verdicts = %v from %d sessions, want %v from one", got, len(sessions), want)
 	}
-	if firstTask.Status != arbiter.StatusHumanNeeded || len(firstTask.Attempts) != 0 {
+	if firstTask.Status != arbiter.StatusHumanNeeded || len(firstTask.Attempts) != 1 {
 		t.Errorf("a demo task changed: %+v", firstTask)
 	}
 }

@@ -9,9 +9,10 @@ import (
 )
 
 // ReviewDecide handles POST /review/tasks/{id}: the signed-in reviewer's
-// verdict on a task of the account. On success the next waiting task takes
-// its place (in place for htmx, by redirect otherwise). A task decided
-// already answers 409 with who decided it; nothing changes twice.
+// verdict on a task of the account. On success the oldest waiting task
+// takes its place, with a confirmation of the decision: in place for htmx;
+// otherwise by redirect, the confirmation following in a cookie. A task
+// decided already answers 409 with who decided it; nothing changes twice.
 func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -28,13 +29,14 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 			return
 		}
 
-		notice := fmt.Sprintf("Decided %q. ", verdict)
-		next, _, err := queue.ListHumanQueue(r.Context(), s.AccountID, 1)
+		decided := fmt.Sprintf("Decided %q.", verdict)
+		place, err := queue.FindQueuePlace(r.Context(), s.AccountID, id)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		if len(next) == 0 {
+		if place.Next == "" {
+			setNotice(w, r, decided+" Nothing else is waiting.")
 			if IsHTMX(r) {
 				w.Header().Set("HX-Redirect", "/review")
 				w.WriteHeader(http.StatusNoContent)
@@ -43,17 +45,24 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 			redirect(w, r, "/review")
 			return
 		}
+		notice := decided + " Here is the next task."
 		if !IsHTMX(r) {
-			redirect(w, r, "/review/tasks/"+next[0].ID)
+			setNotice(w, r, notice)
+			redirect(w, r, "/review/tasks/"+place.Next)
 			return
 		}
-		v, err := deskView(r, queue, s.AccountID, next[0])
+		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, place.Next)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		v.Notice, v.Now = notice+"Here is the next task.", now()
-		w.Header().Set("HX-Push-Url", "/review/tasks/"+next[0].ID)
+		v, err := deskView(r, queue, s.AccountID, next)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v.Notice, v.Now = notice, now()
+		w.Header().Set("HX-Push-Url", "/review/tasks/"+next.ID)
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 	})
 }

@@ -43,7 +43,7 @@ func ReviewDemoTask(demo arbiter.DemoService, now arbiter.Clock) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		v.Now = now()
+		v.Notice, v.Now = takeNotice(w, r), now()
 		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Demo review", "review"), v))
 	})
 }
@@ -70,27 +70,29 @@ func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler
 			return
 		}
 
-		tasks, err := demo.ListDemoTasks(r.Context())
+		recorded := fmt.Sprintf("Recorded %q.", verdict)
+		place, err := demo.FindDemoPlace(r.Context(), id)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		ids := demoIDs(tasks)
-		_, next, _ := neighbours(ids, id, "")
-		if next == "" {
-			done, err := demo.CountDemoVerdicts(r.Context(), anon)
-			if err != nil {
-				Error(w, r, err)
+		if place.Next == "" {
+			setNotice(w, r, recorded)
+			if IsHTMX(r) {
+				w.Header().Set("HX-Redirect", demoDonePath)
+				w.WriteHeader(http.StatusNoContent)
 				return
 			}
-			Render(w, r, http.StatusOK, review.DemoDone(PageOf(r, "Demo review", "review"), review.DemoDoneView{Done: done, Total: len(tasks)}))
+			redirect(w, r, demoDonePath)
 			return
 		}
+		notice := recorded + " Here is the next demo task."
 		if !IsHTMX(r) {
-			redirect(w, r, "/review/demo/tasks/"+next)
+			setNotice(w, r, notice)
+			redirect(w, r, "/review/demo/tasks/"+place.Next)
 			return
 		}
-		task, err := demo.FindDemoTask(r.Context(), next)
+		task, err := demo.FindDemoTask(r.Context(), place.Next)
 		if err != nil {
 			Error(w, r, err)
 			return
@@ -100,15 +102,39 @@ func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler
 			Error(w, r, err)
 			return
 		}
-		v.Notice, v.Now = fmt.Sprintf("Recorded %q. Here is the next demo task.", verdict), now()
-		w.Header().Set("HX-Push-Url", "/review/demo/tasks/"+next)
+		v.Notice, v.Now = notice, now()
+		w.Header().Set("HX-Push-Url", "/review/demo/tasks/"+task.ID)
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
+	})
+}
+
+// demoDonePath is the page that ends the demo.
+const demoDonePath = "/review/demo/done"
+
+// ReviewDemoDone handles GET /review/demo/done: the end of the demo, with
+// how many verdicts the visitor gave. It is a page of its own, so the
+// address moves on from the last task.
+func ReviewDemoDone(demo arbiter.DemoService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tasks, err := demo.ListDemoTasks(r.Context())
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		done, err := demo.CountDemoVerdicts(r.Context(), anonID(w, r))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, review.DemoDone(PageOf(r, "Demo review", "review"), review.DemoDoneView{
+			Done: done, Total: len(tasks), Notice: takeNotice(w, r),
+		}))
 	})
 }
 
 // demoDesk places a demo task in the demo queue.
 func demoDesk(r *http.Request, demo arbiter.DemoService, anon string, task *arbiter.Task) (review.TaskView, error) {
-	tasks, err := demo.ListDemoTasks(r.Context())
+	place, err := demo.FindDemoPlace(r.Context(), task.ID)
 	if err != nil {
 		return review.TaskView{}, err
 	}
@@ -116,17 +142,8 @@ func demoDesk(r *http.Request, demo arbiter.DemoService, anon string, task *arbi
 	if err != nil {
 		return review.TaskView{}, err
 	}
-	v := review.TaskView{Task: task, Action: "/review/demo/tasks/" + task.ID, Demo: true, DemoDone: done, Total: len(tasks)}
-	v.Prev, v.Next, v.Position = neighbours(demoIDs(tasks), task.ID, "/review/demo/tasks/")
-	return v, nil
-}
-
-func demoIDs(tasks []*arbiter.DemoTask) []string {
-	ids := make([]string, len(tasks))
-	for i, t := range tasks {
-		ids[i] = t.ID
-	}
-	return ids
+	v := review.TaskView{Task: task, Action: "/review/demo/tasks/" + task.ID, Demo: true, DemoDone: done}
+	return placed(v, place, "/review/demo/tasks/"), nil
 }
 
 // anonID returns the visitor's anon_session_id, setting a new random one

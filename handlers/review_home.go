@@ -33,6 +33,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 			Error(w, r, err)
 			return
 		}
+		v.Notice = takeNotice(w, r)
 		Render(w, r, http.StatusOK, review.QueuePage(PageOf(r, "Review queue", "review"), v))
 	})
 }
@@ -82,7 +83,7 @@ func ReviewCount(queue arbiter.QueueService) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		_, total, err := queue.ListHumanQueue(r.Context(), s.AccountID, 0)
+		total, err := queue.CountHumanQueue(r.Context(), s.AccountID)
 		if err != nil {
 			Error(w, r, err)
 			return

@@ -9,6 +9,8 @@ import (
 
 // ReviewTask handles GET /review/tasks/{id}: a task of the person's account
 // on the reviewer's desk. Another account's task is 404, as in the API.
+// The page reads one task with its context; its neighbours in the queue
+// are ids and counts only.
 func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -22,7 +24,7 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbit
 			Error(w, r, err)
 			return
 		}
-		v.Now = now()
+		v.Notice, v.Now = takeNotice(w, r), now()
 		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Review", "review"), v))
 	})
 }
@@ -30,38 +32,22 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbit
 // deskView places task within the account's queue, for the previous and
 // next links.
 func deskView(r *http.Request, queue arbiter.QueueService, accountID string, task *arbiter.Task) (review.TaskView, error) {
-	v := review.TaskView{Task: task, Action: "/review/tasks/" + task.ID}
-	waiting, total, err := queue.ListHumanQueue(r.Context(), accountID, reviewQueueLimit)
+	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID)
 	if err != nil {
-		return v, err
+		return review.TaskView{}, err
 	}
-	ids := make([]string, len(waiting))
-	for i, t := range waiting {
-		ids[i] = t.ID
-	}
-	v.Prev, v.Next, v.Position = neighbours(ids, task.ID, "/review/tasks/")
-	v.Total = total
-	return v, nil
+	return placed(review.TaskView{Task: task, Action: "/review/tasks/" + task.ID}, place, "/review/tasks/"), nil
 }
 
-// neighbours returns the pages of the ids before and after id in ids, and
-// id's position counted from 1 (0 when absent, and then the first id is
-// next).
-func neighbours(ids []string, id, prefix string) (prev, next string, position int) {
-	for i, other := range ids {
-		if other != id {
-			continue
-		}
-		if i > 0 {
-			prev = prefix + ids[i-1]
-		}
-		if i+1 < len(ids) {
-			next = prefix + ids[i+1]
-		}
-		return prev, next, i + 1
+// placed fills in v's links to its neighbours, pages under prefix, and its
+// position.
+func placed(v review.TaskView, p arbiter.QueuePlace, prefix string) review.TaskView {
+	if p.Prev != "" {
+		v.Prev = prefix + p.Prev
 	}
-	if len(ids) > 0 {
-		next = prefix + ids[0]
+	if p.Next != "" {
+		v.Next = prefix + p.Next
 	}
-	return "", next, 0
+	v.Position, v.Total = p.Position, p.Total
+	return v
 }

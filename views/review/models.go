@@ -3,8 +3,6 @@
 package review
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -44,21 +42,34 @@ type WelcomeView struct {
 	DemoTasks int
 }
 
-// DemoDoneView ends the demo.
+// DemoDoneView ends the demo: how many verdicts the visitor gave on how
+// many tasks, and the confirmation of the last one.
 type DemoDoneView struct {
 	Done, Total int
+	Notice      string
 }
 
-// contextJSON formats a task's context for reading, or "" when it has none.
-func contextJSON(t *arbiter.Task) string {
-	if len(t.Context) == 0 {
-		return ""
+// How much of a prompt the desk shows before "show more".
+const (
+	promptShownChars = 1200
+	promptShownLines = 16
+)
+
+// queuePrompt is the beginning of a prompt, as much as a queue row's two
+// lines can show, so a long queue of long prompts stays a small page.
+func queuePrompt(prompt string) string {
+	if shown, rest := cutText(prompt, 300, 3); rest != "" {
+		return shown + "…"
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, t.Context, "", "  "); err != nil {
-		return string(t.Context)
+	return prompt
+}
+
+// verdictsWord is "verdict" or "verdicts", to follow the count n.
+func verdictsWord(n int) string {
+	if n == 1 {
+		return "verdict"
 	}
-	return buf.String()
+	return "verdicts"
 }
 
 // shortcut is the key that picks the i-th verdict, "" past the ninth.

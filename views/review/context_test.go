@@ -1,0 +1,171 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/layouts"
+)
+
+// fill pads a context made of open and close around a string to exactly
+// arbiter.MaxContextBytes.
+func fill(open, close string) string {
+	return open + `"` + strings.Repeat("x", arbiter.MaxContextBytes-len(open)-len(close)-2) + `"` + close
+}
+
+// repeatTo repeats item, separated by commas, inside open and close, to at
+// most arbiter.MaxContextBytes.
+func repeatTo(open, item, close string) string {
+	n := (arbiter.MaxContextBytes - len(open) - len(close) + 1) / (len(item) + 1)
+	return open + strings.Repeat(item+",", n-1) + item + close
+}
+
+// maximalContexts are contexts of the largest size the API accepts, in the
+// shapes that cost a naive renderer the most. Some are deeper than the API
+// accepts today, as tasks created before the limit can be.
+var maximalContexts = map[string]string{
+	"ArraysNested9999Deep":  fill(strings.Repeat("[", 9999), strings.Repeat("]", 9999)),
+	"ObjectsNested9999Deep": fill(strings.Repeat(`{"a":`, 9999), strings.Repeat("}", 9999)),
+	"ArraysNested64Deep":    fill(strings.Repeat("[", 64), strings.Repeat("]", 64)),
+	"WideArrayOfNumbers":    repeatTo("[", "0", "]"),
+	"WideArrayOfObjects":    repeatTo("[", "{}", "]"),
+	"ManyShortStrings":      repeatTo(`{"k":[`, `"ab"`, `]}`),
+	"ManyMembers":           repeatTo(`{`, `"k":1`, `}`),
+	"OneLongLine":           fill("", ""),
+	"OneStringToEscape":     `"` + strings.Repeat(`<&\"`, (arbiter.MaxContextBytes-2)/4) + `"`,
+	"ManyLines":             `"` + strings.Repeat(`\n`, (arbiter.MaxContextBytes-2)/2) + `"`,
+	"LongKey":               `{"` + strings.Repeat("k", arbiter.MaxContextBytes-8) + `":1}`,
+	"WideAndDeep":           repeatTo("[", strings.Repeat("[", 60)+"1"+strings.Repeat("]", 60), "]"),
+}
+
+// TestTaskPage_BoundedForAnyContext renders the desk for maximal contexts of
+// every costly shape and checks the page's size and the memory the render
+// allocates, by size: the page is under 2 MiB and the render allocates
+// under 16 MiB, where json.Indent made a 200 MB page with 1.4 GB.
+func TestTaskPage_BoundedForAnyContext(t *testing.T) {
+	const maxPage, maxAlloc = 2 << 20, 16 << 20
+	for name, ctx := range maximalContexts {
+		t.Run(name, func(t *testing.T) {
+			if len(ctx) > arbiter.MaxContextBytes || !json.Valid([]byte(ctx)) {
+				t.Fatalf("the context is %d bytes, valid %v", len(ctx), json.Valid([]byte(ctx)))
+			}
+			task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: "Decide.",
+				AllowedVerdicts: []string{"approve", "reject"}, Context: json.RawMessage(ctx)}
+			page := TaskPage(layouts.Page{Title: "Review"}, TaskView{Task: task, Action: "/review/tasks/" + task.ID, Now: time.Now()})
+
+			var buf bytes.Buffer
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			if err := page.Render(context.Background(), &buf); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("page %d KiB, allocated %d KiB", buf.Len()>>10, allocated>>10)
+			if buf.Len() > maxPage {
+				t.Errorf("the page is %d bytes, over %d", buf.Len(), maxPage)
+			}
+			if allocated > maxAlloc {
+				t.Errorf("rendering allocated %d bytes, over %d", allocated, maxAlloc)
+			}
+			if !strings.Contains(buf.String(), `data-testid="verdict-form"`) {
+				t.Error("the page lacks the verdict form")
+			}
+		})
+	}
+}
+
+// renderContext renders the context box of a task with ctx.
+func renderContext(t *testing.T, ctx string) string {
+	t.Helper()
+	c := contextOf(&arbiter.Task{Context: json.RawMessage(ctx)})
+	if c == nil {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := contextTree(c).Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestContextTree(t *testing.T) {
+	items := func(n int) string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = `"item` + strconv.Itoa(i) + `"`
+		}
+		return "[" + strings.Join(s, ",") + "]"
+	}
+	cases := []struct {
+		name, context string
+		want, not     []string
+	}{
+		{name: "None", context: "null", not: []string{"ctx"}},
+		{name: "Members", context: `{"amount":{"value":"84.90","n":12,"ok":true,"gone":null},"tags":[],"meta":{}}`,
+			want: []string{`<span class="ctx-key">amount</span>`, `<span class="ctx-meta">{4 keys}</span>`,
+				`<span class="ctx-str">84.90</span>`, `<span class="ctx-num">12</span>`, `<span class="ctx-lit">true</span>`,
+				`<span class="ctx-lit">null</span>`, `<span class="ctx-meta">[]</span>`, `<span class="ctx-meta">{}</span>`},
+			not: []string{"context-raw", "show "}},
+		{name: "BigNumbersKeepTheirDigits", context: `[12345678901234567890123,1e400,-0.5]`,
+			want: []string{">12345678901234567890123<", ">1e400<", ">-0.5<"}},
+		{name: "ScalarAtTheTop", context: `"just text"`, want: []string{`<span class="ctx-str">just text</span>`}},
+		{name: "MultiLineStringsKeepTheirBreaks", context: `{"diff":"--- a/x.go\n+++ b/x.go\n-\told\n+\tnew"}`,
+			want: []string{"<span class=\"ctx-text\">--- a/x.go\n+++ b/x.go\n-\told\n+\tnew</span>"}},
+		{name: "BigArraysFold", context: items(30),
+			want: []string{">item24<", "show 5 more items", ">item29<"}},
+		{name: "BigObjectsFold", context: `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,
+			"n":14,"o":15,"p":16,"q":17,"r":18,"s":19,"t":20,"u":21,"v":22,"w":23,"x":24,"y":25,"z":26}`,
+			want: []string{"show 1 more key", `<span class="ctx-key">z</span>`}},
+		{name: "LongStringsFold", context: `"` + strings.Repeat("é", 700) + `"`,
+			want: []string{strings.Repeat("é", 600) + "</span>", "show 100 more characters"}},
+		{name: "ManyLinesFold", context: `"` + strings.Repeat(`line\n`, 20) + `"`,
+			want: []string{strings.Repeat("line\n", 12) + "</span>", "show 40 more characters"}},
+		{name: "TooDeepIsElided", context: strings.Repeat(`{"a":`, 70) + `"bottom"` + strings.Repeat("}", 70),
+			want: []string{">…<", `data-testid="context-raw"`, "nested too deep", "bottom"}},
+		{name: "PastTheBudgetIsInTheRawJSON", context: repeatTo("[", "7", "]"),
+			want: []string{`data-testid="context-raw"`, "too big to show as a tree"}},
+		{name: "NotJSONIsShownRaw", context: `{"broken":`, want: []string{`data-testid="context-raw"`, "Raw context", "{&#34;broken&#34;:"}},
+		{name: "MarkupIsText", context: `{"<b>":"<script>alert(1)</script>"}`,
+			want: []string{"&lt;b&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;"}, not: []string{"<script>", "<b>"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			html := renderContext(t, tc.context)
+			for _, want := range tc.want {
+				if !strings.Contains(html, want) {
+					t.Errorf("the tree lacks %q:\n%.3000s", want, html)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(html, not) {
+					t.Errorf("the tree has %q:\n%.3000s", not, html)
+				}
+			}
+		})
+	}
+}
+
+func TestContextTree_NodeBudget(t *testing.T) {
+	c := contextOf(&arbiter.Task{Context: json.RawMessage(repeatTo("[", "[1,2]", "]"))})
+	nodes := 0
+	var count func(n *jsonNode)
+	count = func(n *jsonNode) {
+		nodes++
+		for _, c := range append(n.Items, n.Folded...) {
+			count(c)
+		}
+	}
+	count(c.Root)
+	if nodes > contextMaxNodes || !c.Incomplete || c.RawCut {
+		t.Errorf("the tree holds %d values (at most %d), incomplete %v, raw cut %v", nodes, contextMaxNodes, c.Incomplete, c.RawCut)
+	}
+}
