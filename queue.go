@@ -66,10 +66,12 @@ type HumanDecision struct {
 
 // QueueService is the store side of the agent tier and the human queue.
 type QueueService interface {
-	// ClaimTasks leases up to max tasks to owner for the lease duration:
-	// pending tasks that are due, oldest first, and running tasks whose
-	// lease expired (their worker vanished). They move to agent_running and
-	// come with their context and failure count.
+	// ClaimTasks leases up to max tasks to owner for the lease duration,
+	// counted from the claim by the database's clock: first running tasks
+	// whose lease expired (their worker vanished), then failed tasks whose
+	// retry is due, then new pending tasks, each oldest first. They move to
+	// agent_running and come with their context and failure count. A lease
+	// of zero or less has run out by the time the claim returns.
 	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
 
 	// FinishAgentAttempt records a verifier call and moves the task to

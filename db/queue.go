@@ -22,38 +22,55 @@ var _ arbiter.QueueService = (*DB)(nil)
 var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
 
 // ClaimTasks leases up to max due tasks to owner: first running tasks whose
-// lease expired, then pending tasks, oldest first. Postgres skips rows other
-// workers hold locked; SQLite has one writer, so one UPDATE … RETURNING is
-// already exclusive.
+// lease expired, then failed calls whose retry is due, then new tasks, each
+// oldest first, so a retry never waits behind a backlog. The lease runs out
+// lease after the claim by the database's clock, which every process reads
+// alike, so a claim that was held up cannot hand out a lease already spent.
+// Postgres skips rows other workers hold locked; SQLite has one writer, so
+// one UPDATE … RETURNING is already exclusive.
 func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
 	if max <= 0 {
 		return nil, nil
 	}
-	now := d.nowMS()
-	expires := now + arbiter.Timestamp(lease.Milliseconds())
+	lock := ""
+	if d.dialect == Postgres {
+		lock = "FOR UPDATE SKIP LOCKED"
+	}
+	now := int64(d.nowMS())
 	var tasks []*arbiter.Task
-	for _, due := range []struct{ where, order string }{
-		{`status = 'agent_running' AND lease_expires_at < ?`, `lease_expires_at`},
-		{`status = 'pending' AND run_after <= ?`, `run_after`},
+	for _, due := range []struct {
+		where, order string
+		args         []any
+	}{
+		{`status = 'agent_running' AND lease_expires_at < ` + d.dbNowMS(), `lease_expires_at`, nil},
+		{`status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`, []any{now}},
+		{`status = 'pending' AND run_after <= ?`, `run_after`, []any{now}},
 	} {
-		lock := ""
-		if d.dialect == Postgres {
-			lock = "FOR UPDATE SKIP LOCKED"
-		}
-		claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?, lease_expires_at = ?
+		args := append(append([]any{owner, lease.Milliseconds()}, due.args...), max-len(tasks))
+		claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
+			lease_expires_at = `+d.dbNowMS()+` + ?
 			WHERE id IN (SELECT id FROM tasks WHERE `+due.where+` ORDER BY `+due.order+` LIMIT ? `+lock+`)
-			RETURNING `+returnedTaskColumns, owner, int64(expires), int64(now), max-len(tasks))
+			RETURNING `+returnedTaskColumns, args...)
 		if err != nil {
 			return nil, err
 		}
+		// RETURNING promises no order; hand the oldest out first.
+		slices.SortStableFunc(claimed, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
 		tasks = append(tasks, claimed...)
 		if len(tasks) >= max {
 			break
 		}
 	}
-	// RETURNING promises no order; hand the oldest out first.
-	slices.SortStableFunc(tasks, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
 	return tasks, nil
+}
+
+// dbNowMS is the SQL expression of the database's clock in milliseconds
+// since the Unix epoch, for times that several processes compare.
+func (d *DB) dbNowMS() string {
+	if d.dialect == Postgres {
+		return `(floor(extract(epoch FROM now()) * 1000)::bigint)`
+	}
+	return `(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))`
 }
 
 func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {

@@ -90,10 +90,11 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
-		if claimed, _ := d.ClaimTasks(ctx, "vanished", 1, time.Minute); len(claimed) != 1 {
+		// Leases run by the database's clock, which the test cannot move: a
+		// negative lease is one that ran out a minute ago.
+		if claimed, _ := d.ClaimTasks(ctx, "vanished", 1, -time.Minute); len(claimed) != 1 {
 			t.Fatal("not claimed")
 		}
-		c.Add(time.Minute + time.Millisecond)
 
 		claimed, err := d.ClaimTasks(ctx, "w2", 1, time.Minute)
 		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
@@ -113,6 +114,77 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		}
 		if a := got.Attempts[0]; a.Tier != "agent" || *a.Model != "test-model" || a.Reviewer != nil || a.Error != nil {
 			t.Errorf("attempt = %+v", a)
+		}
+	})
+}
+
+// TestQueueService_LeaseByTheDatabaseClock claims from two processes whose
+// clocks disagree: the first runs two minutes behind, as a claim held up by
+// a stall would have computed its lease. The lease still runs a minute from
+// the claim by the database's clock, so the second process finds nothing to
+// claim and the verifier is not called twice.
+func TestQueueService_LeaseByTheDatabaseClock(t *testing.T) {
+	behind := func() time.Time { return time.Now().Add(-2 * time.Minute) }
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			slow := dbtest.OpenURL(t, url, db.Options{Now: behind})
+			other := dbtest.OpenURL(t, url, db.Options{})
+			acct := newAccount(t, other, "a@example.com")
+			task, err := slow.CreateTask(ctx, acct.ID, taskCreate("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claimed, err := slow.ClaimTasks(ctx, "slow", 1, time.Minute); err != nil || len(claimed) != 1 {
+				t.Fatalf("first claim = %v (%v), want the task", taskIDs(claimed), err)
+			}
+			if stolen, err := other.ClaimTasks(ctx, "other", 1, time.Minute); err != nil || len(stolen) != 0 {
+				t.Fatalf("second claim = %v (%v), want nothing while the lease holds", taskIDs(stolen), err)
+			}
+			if err := slow.FinishAgentAttempt(ctx, "slow", task.ID, decided("approve", 0.95)); err != nil {
+				t.Fatalf("the lease holder could not record its call: %v", err)
+			}
+		})
+	}
+}
+
+// TestQueueService_RetriesFirst fails a call while newer tasks wait: once
+// its backoff runs out, the retry is claimed before them, as the README
+// promises a retry after 1 s, then 2 s, whatever the backlog.
+func TestQueueService_RetriesFirst(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		failing, _ := d.CreateTask(ctx, acct.ID, taskCreate("fails once"))
+		c.Add(time.Millisecond)
+		var backlog []string
+		for range 3 {
+			task, err := d.CreateTask(ctx, acct.ID, taskCreate("backlog"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			backlog = append(backlog, task.ID)
+			c.Add(time.Millisecond)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != failing.ID {
+			t.Fatalf("first claim = %v (%v), want the oldest task", taskIDs(claimed), err)
+		}
+		step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, errors.New("HTTP 503"), c.Now(), c.Now(),
+			func(int) time.Duration { return time.Second })
+		if err := d.FinishAgentAttempt(ctx, "w1", failing.ID, step); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(time.Second)
+
+		claimed, err = d.ClaimTasks(ctx, "w1", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != failing.ID || claimed[0].Failures != 1 {
+			t.Fatalf("claim after the backoff = %v (%v), want the retry of %s before the backlog %v",
+				taskIDs(claimed), err, failing.ID, backlog)
+		}
+		rest, err := d.ClaimTasks(ctx, "w1", 10, time.Minute)
+		if err != nil || len(rest) != 3 || rest[0].ID != backlog[0] || rest[2].ID != backlog[2] {
+			t.Fatalf("then = %v (%v), want the backlog oldest first", taskIDs(rest), err)
 		}
 	})
 }
