@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -32,27 +33,58 @@ func (s Site) ReviewHome() string {
 }
 
 // SafeNext returns where to send a person after signing in: next when it is
-// a path on this host or a URL on the dashboard's or the reviewer site's
-// origin, else "/". Anything else would make sign-in an open redirect.
+// a plain path on this host or a URL on the dashboard's or the reviewer
+// site's origin, else "/". Anything else would make sign-in an open
+// redirect. A path must already be clean (no "." or ".." segments, no
+// doubled slashes), because http.Redirect cleans paths and browsers read a
+// backslash as a slash and drop tabs and newlines: "/./\evil.example"
+// would otherwise come out as "/\evil.example", which leads off-site.
 func (s Site) SafeNext(next string) string {
-	if next == "" {
-		return "/"
-	}
-	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") {
-		if u, err := url.Parse(next); err == nil && u.Host == "" && u.Scheme == "" {
-			return next
-		}
+	if next == "" || !plainURLText(next) {
 		return "/"
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.User != nil {
+	if err != nil || u.User != nil || u.Opaque != "" || !cleanPath(u.Path) || !cleanPath(u.EscapedPath()) {
 		return "/"
+	}
+	if u.Scheme == "" && u.Host == "" {
+		if !strings.HasPrefix(next, "/") {
+			return "/"
+		}
+		return next
 	}
 	origin := u.Scheme + "://" + strings.ToLower(u.Host)
 	if origin == s.AppURL || origin == s.ReviewURL {
 		return next
 	}
 	return "/"
+}
+
+// plainURLText reports whether s holds none of what browsers read
+// differently from Go: backslashes (raw or percent-encoded), spaces and
+// control characters such as tabs and newlines.
+func plainURLText(s string) bool {
+	if strings.Contains(s, `\`) || strings.Contains(strings.ToLower(s), "%5c") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanPath reports whether p is "" or a path that path.Clean leaves as it
+// is (but for a trailing slash), and does not start with two slashes.
+func cleanPath(p string) bool {
+	if p == "" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	return path.Clean(p) == strings.TrimSuffix(p, "/") || p == "/"
 }
 
 type siteKey struct{}

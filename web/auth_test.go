@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -386,4 +387,69 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 			t.Errorf("%s=%s: error %v", k, v, err)
 		}
 	}
+}
+
+// openRedirects are next parameters that once led, or could lead, a browser
+// off-site after signing in.
+var openRedirects = []string{
+	"//evil.example", "/\\evil.example", "/%5Cevil.example", "\\\\evil.example", "/%2F%2Fevil.example",
+	"https:evil.example", "https://evil.example/", "/\t/evil.example", "/\n/evil.example", "/./\\evil.example",
+	"/..//evil.example", "/.//evil.example",
+}
+
+// wantOnSite fails unless a redirect's Location, read as a browser reads it
+// (a backslash is a slash; tabs and newlines are dropped), stays on the
+// server's origin.
+func wantOnSite(t *testing.T, d *dash, r response, what string) {
+	t.Helper()
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("%s: status %d, want 303\n%.500s", what, r.status, r.body)
+	}
+	loc := strings.NewReplacer("\\", "/", "\t", "", "\n", "", "\r", "").Replace(r.header.Get("Location"))
+	base, _ := url.Parse(d.url + "/signin")
+	to, err := base.Parse(loc)
+	if err != nil || to.Scheme+"://"+to.Host != d.url || to.Path != "/" {
+		t.Errorf("%s: Location %q leads to %v, want %s/", what, r.header.Get("Location"), to, d.url)
+	}
+}
+
+func TestSignIn_NextIsNeverOffSite(t *testing.T) {
+	g := newFakeGitHub(t)
+	eachDash(t, withGitHub(g), func(t *testing.T, d *dash) {
+		b := d.browser()
+		b.signIn("a@example.com")
+		// The legitimate ones still work.
+		for next, want := range map[string]string{"/keys": "/keys", "/review/": "/review/", d.url + "/audit": d.url + "/audit"} {
+			r := b.get("/signin?next=" + url.QueryEscape(next))
+			if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+				t.Errorf("GET /signin?next=%s = %d to %q, want %q", next, r.status, r.header.Get("Location"), want)
+			}
+		}
+		for i, next := range openRedirects {
+			wantOnSite(t, d, b.get("/signin?next="+url.QueryEscape(next)), "GET /signin?next="+next)
+			// The OAuth flow keeps next across the provider, end to end.
+			oauth := d.browser()
+			r := oauth.get("/auth/github?next=" + url.QueryEscape(next))
+			wantStatus(t, r, http.StatusFound)
+			r = oauth.get(oauth.get(r.header.Get("Location")).header.Get("Location"))
+			wantOnSite(t, d, r, "the GitHub callback with next="+next)
+			// And the e-mail link's confirm form.
+			email := d.browser()
+			if r := email.post("/signin/email", url.Values{"email": {fmt.Sprintf("b%d@example.com", i)}, "next": {next}}); r.status != http.StatusOK {
+				t.Fatalf("ask for a link: %d", r.status)
+			}
+			link, token := d.mail.next(t).link(t)
+			if strings.Contains(link, "next=") {
+				t.Errorf("the mailed link carries next for %q: %s", next, link)
+			}
+			wantOnSite(t, d, email.post("/signin/email/confirm", url.Values{"token": {token}, "next": {next}}), "confirm with next="+next)
+		}
+		// A good next survives the OAuth flow.
+		oauth := d.browser()
+		r := oauth.get("/auth/github?next=" + url.QueryEscape("/keys"))
+		r = oauth.get(oauth.get(r.header.Get("Location")).header.Get("Location"))
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/keys" {
+			t.Errorf("the GitHub callback with next=/keys = %d to %q", r.status, r.header.Get("Location"))
+		}
+	})
 }
