@@ -18,6 +18,34 @@ type Account struct {
 // DemoAccountID owns the curated demo queue.
 const DemoAccountID = "acct_demo"
 
+// DemoAccountEmail is the demo account's address. The .invalid top-level
+// domain never receives mail, and no sign-in may claim it (see
+// CheckSignInEmail).
+const DemoAccountEmail = "demo@arbiter.invalid"
+
+// ErrDemoSignIn refuses every sign-in to the demo account.
+var ErrDemoSignIn = Errorf(EUNAUTHORIZED, "Nobody can sign in to the demo account. Try the demo without signing in, on the reviewer site.")
+
+// CheckSignInEmail returns ErrDemoSignIn for the demo account's address, by
+// whatever method it comes: an e-mail link asked for it, or an identity
+// provider vouching for it. The demo queue is shown to every anonymous
+// visitor, so whoever signed in to it could show them anything.
+func CheckSignInEmail(email string) error {
+	if strings.EqualFold(strings.TrimSpace(email), DemoAccountEmail) {
+		return ErrDemoSignIn
+	}
+	return nil
+}
+
+// CheckSignInAccount returns ErrDemoSignIn for the demo account, whichever
+// address or identity leads to it, so no session is ever started for it.
+func CheckSignInAccount(a *Account) error {
+	if a.ID == DemoAccountID {
+		return ErrDemoSignIn
+	}
+	return CheckSignInEmail(a.Email)
+}
+
 // NewAccountID returns a fresh account id.
 func NewAccountID() string { return NewID("acct_", 8) }
 

@@ -17,7 +17,8 @@ var ErrLoginLinkInvalid = Errorf(EUNAUTHORIZED, "This sign-in link has expired o
 // stored only as their SHA-256, valid for LoginTokenTTL and usable once.
 type LoginTokenService interface {
 	// CreateLoginToken returns a fresh token for the address.
-	// Returns EINVALID for a malformed address.
+	// Returns EINVALID for a malformed address and ErrDemoSignIn for the
+	// demo account's.
 	CreateLoginToken(ctx context.Context, email string) (string, error)
 
 	// CheckLoginToken reports whether the token could still be redeemed,
@@ -45,8 +46,9 @@ type ExternalIdentity struct {
 }
 
 // Validate checks that the identity can sign in: it needs a subject and a
-// verified e-mail address, which is what joins identities into one account.
-// Returns EUNAUTHORIZED otherwise.
+// verified e-mail address, which is what joins identities into one account,
+// and that address must not be the demo account's. Returns EUNAUTHORIZED
+// otherwise.
 func (id *ExternalIdentity) Validate() error {
 	if id.Provider == "" || strings.TrimSpace(id.Subject) == "" {
 		return Errorf(EUNAUTHORIZED, "The identity provider did not say who you are.")
@@ -57,7 +59,7 @@ func (id *ExternalIdentity) Validate() error {
 	if _, err := NormalizeEmail(id.Email); err != nil {
 		return Errorf(EUNAUTHORIZED, "The identity provider gave an e-mail address that is not valid.")
 	}
-	return nil
+	return CheckSignInEmail(id.Email)
 }
 
 // IdentityService links external identities to accounts.
@@ -65,6 +67,7 @@ type IdentityService interface {
 	// SignInWithIdentity returns the account an identity signs in to. A
 	// known identity keeps its account; a new one joins the account of its
 	// verified e-mail, which is created when absent.
-	// Returns EUNAUTHORIZED for an identity that fails Validate.
+	// Returns EUNAUTHORIZED for an identity that fails Validate, and
+	// ErrDemoSignIn for one that leads to the demo account.
 	SignInWithIdentity(ctx context.Context, id ExternalIdentity) (*Account, error)
 }

@@ -70,11 +70,13 @@ type SessionService interface {
 	// CreateSession starts a session for the account and records the
 	// sign-in in the account's audit log, in one step. It returns the
 	// session and its token, which is stored only hashed.
-	// Returns ENOTFOUND for an unknown account.
+	// Returns ENOTFOUND for an unknown account and ErrDemoSignIn for the
+	// demo account.
 	CreateSession(ctx context.Context, accountID, method string, client Client) (*Session, string, error)
 
 	// FindSessionByToken returns the live session with the token.
-	// Returns EUNAUTHORIZED for an unknown, ended or expired one.
+	// Returns EUNAUTHORIZED for an unknown, ended or expired one, and for
+	// any session of the demo account.
 	FindSessionByToken(ctx context.Context, token string) (*Session, error)
 
 	// DeleteSession ends the session with the token; ending an unknown

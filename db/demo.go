@@ -12,9 +12,6 @@ import (
 
 var _ arbiter.DemoService = (*DB)(nil)
 
-// demoEmail is the demo account's address; .invalid never receives mail.
-const demoEmail = "demo@arbiter.invalid"
-
 // demoEpoch is the fixed creation time of the demo queue (2025-11-22 10:00 UTC),
 // so seeding is idempotent and the queue's order never changes.
 const demoEpoch = 1763805600000
@@ -100,7 +97,7 @@ var demoQueue = []demoTask{
 func (d *DB) SeedDemo(ctx context.Context) error {
 	return d.transact(ctx, func(tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, daily_cap, created_at)
-			VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`), arbiter.DemoAccountID, demoEmail, demoEpoch)
+			VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`), arbiter.DemoAccountID, arbiter.DemoAccountEmail, demoEpoch)
 		if err != nil {
 			return fmt.Errorf("seed demo account: %w", err)
 		}

@@ -16,7 +16,8 @@ var _ arbiter.IdentityService = (*DB)(nil)
 // SignInWithIdentity returns the account of a known identity, or links a new
 // identity to the account of its verified e-mail, creating the account when
 // absent, in one transaction. Returns EUNAUTHORIZED for an identity that
-// fails Validate.
+// fails Validate, and arbiter.ErrDemoSignIn, linking nothing, for one that
+// leads to the demo account.
 func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity) (*arbiter.Account, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
@@ -36,8 +37,10 @@ func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity
 				email, id.Provider, id.Subject); err != nil {
 				return fmt.Errorf("update identity: %w", err)
 			}
-			a, err = d.findAccount(ctx, tx, "id", accountID)
-			return err
+			if a, err = d.findAccount(ctx, tx, "id", accountID); err != nil {
+				return err
+			}
+			return arbiter.CheckSignInAccount(a)
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("find identity: %w", err)
 		}
@@ -46,6 +49,9 @@ func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity
 			return fmt.Errorf("insert account: %w", err)
 		}
 		if a, err = d.findAccount(ctx, tx, "email", email); err != nil {
+			return err
+		}
+		if err := arbiter.CheckSignInAccount(a); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO identities (id, account_id, provider, subject, email, created_at)

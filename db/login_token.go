@@ -13,10 +13,14 @@ var _ arbiter.LoginTokenService = (*DB)(nil)
 
 // CreateLoginToken stores the hash of a fresh sign-in token for the address
 // and returns the token; expired tokens are swept on the way.
-// Returns EINVALID for a malformed address.
+// Returns EINVALID for a malformed address and arbiter.ErrDemoSignIn for the
+// demo account's.
 func (d *DB) CreateLoginToken(ctx context.Context, email string) (string, error) {
 	email, err := arbiter.NormalizeEmail(email)
 	if err != nil {
+		return "", err
+	}
+	if err := arbiter.CheckSignInEmail(email); err != nil {
 		return "", err
 	}
 	token := arbiter.NewSecretToken()

@@ -19,7 +19,8 @@ const sessionSecretSetting = "session_secret"
 
 // CreateSession starts a session and records the sign-in in the account's
 // audit log in the same transaction; expired sessions are swept on the way.
-// Returns ENOTFOUND for an unknown account.
+// Returns ENOTFOUND for an unknown account and arbiter.ErrDemoSignIn for the
+// demo account.
 func (d *DB) CreateSession(ctx context.Context, accountID, method string, client arbiter.Client) (*arbiter.Session, string, error) {
 	token := arbiter.NewSecretToken()
 	now := d.nowMS()
@@ -33,6 +34,9 @@ func (d *DB) CreateSession(ctx context.Context, accountID, method string, client
 	err := d.transact(ctx, func(tx *sqlx.Tx) error {
 		a, err := d.findAccount(ctx, tx, "id", accountID)
 		if err != nil {
+			return err
+		}
+		if err := arbiter.CheckSignInAccount(a); err != nil {
 			return err
 		}
 		s.Email = a.Email
@@ -58,12 +62,13 @@ func (d *DB) CreateSession(ctx context.Context, accountID, method string, client
 var errSessionInvalid = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Your session has ended; sign in again.")
 
 // FindSessionByToken returns the live session with the token, or
-// EUNAUTHORIZED.
+// EUNAUTHORIZED; a session of the demo account, which no sign-in may start,
+// is never live.
 func (d *DB) FindSessionByToken(ctx context.Context, token string) (*arbiter.Session, error) {
 	var s arbiter.Session
 	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT s.id, s.account_id, a.email, s.method, s.created_at, s.expires_at
 		FROM sessions s JOIN accounts a ON a.id = s.account_id
-		WHERE s.hash = ? AND s.expires_at > ?`), arbiter.HashToken(token), int64(d.nowMS())).
+		WHERE s.hash = ? AND s.expires_at > ? AND s.account_id <> ?`), arbiter.HashToken(token), int64(d.nowMS()), arbiter.DemoAccountID).
 		Scan(&s.ID, &s.AccountID, &s.Email, &s.Method, &s.CreatedAt, &s.ExpiresAt)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {

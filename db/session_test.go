@@ -168,3 +168,52 @@ func TestAuditService(t *testing.T) {
 		}
 	})
 }
+
+func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		// An identity provider vouching for the demo account's address, by
+		// any provider and in any case, links nothing and signs in nowhere.
+		for _, id := range []arbiter.ExternalIdentity{
+			{Provider: arbiter.SignInOIDC, Subject: "evil-1", Email: arbiter.DemoAccountEmail, EmailVerified: true},
+			{Provider: arbiter.SignInGitHub, Subject: "evil-2", Email: "Demo@Arbiter.Invalid", EmailVerified: true},
+			{Provider: arbiter.SignInEmail, Subject: arbiter.DemoAccountEmail, Email: arbiter.DemoAccountEmail, EmailVerified: true},
+		} {
+			a, err := d.SignInWithIdentity(ctx, id)
+			wantCode(t, err, arbiter.EUNAUTHORIZED)
+			if a != nil {
+				t.Errorf("%s signed in to %s", id.Provider, a.ID)
+			}
+		}
+		// No e-mail link is made for it.
+		token, err := d.CreateLoginToken(ctx, arbiter.DemoAccountEmail)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if token != "" {
+			t.Error("a sign-in link was made for the demo account")
+		}
+		// No session starts for it, and none is audited.
+		_, _, err = d.CreateSession(ctx, arbiter.DemoAccountID, arbiter.SignInEmail, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if events, _ := d.ListAuditEvents(ctx, arbiter.DemoAccountID, 10); len(events) != 0 {
+			t.Errorf("audit of the demo account = %+v", events)
+		}
+
+		// An identity linked, and a session started, before these rules
+		// existed: neither works any more.
+		old, err := d.InsertIdentityAndSession(ctx, arbiter.DemoAccountID, arbiter.SignInOIDC, "linked-before")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.FindSessionByToken(ctx, old)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		// The provider still vouches for its old address, or a new one.
+		for _, email := range []string{arbiter.DemoAccountEmail, "someone@example.com"} {
+			_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInOIDC, Subject: "linked-before", Email: email, EmailVerified: true})
+			wantCode(t, err, arbiter.EUNAUTHORIZED)
+		}
+
+		// Everyone else still signs in.
+		if _, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInOIDC, Subject: "ok", Email: "demo@example.com", EmailVerified: true}); err != nil {
+			t.Errorf("demo@example.com: %v", err)
+		}
+	})
+}

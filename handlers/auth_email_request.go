@@ -70,6 +70,10 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 		}
 		token, err := logins.CreateLoginToken(r.Context(), email)
 		if err != nil {
+			if StatusOf(err) < http.StatusInternalServerError {
+				refuse(err) // the demo account's address
+				return
+			}
 			Error(w, r, err)
 			return
 		}

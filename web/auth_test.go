@@ -453,3 +453,36 @@ func TestSignIn_NextIsNeverOffSite(t *testing.T) {
 		}
 	})
 }
+
+func TestSignIn_DemoAccountIsRefused(t *testing.T) {
+	m := startMockOIDC(t)
+	withOIDC := func(d *dash) {
+		cfg := m.Config()
+		d.router.Providers = append(d.router.Providers, web.OIDCProvider(m.Issuer(), cfg.ClientID, cfg.ClientSecret, d.url+"/auth/oidc/callback"))
+	}
+	eachDash(t, withOIDC, func(t *testing.T, d *dash) {
+		// An issuer vouching for the demo account's address.
+		b := d.browser()
+		m.QueueUser(&mockoidc.MockUser{Subject: "intruder", Email: arbiter.DemoAccountEmail, EmailVerified: true})
+		r := b.startOAuth("oidc")
+		wantStatus(t, r, http.StatusUnauthorized)
+		if !strings.Contains(r.body, "Nobody can sign in to the demo account") || b.signedIn() {
+			t.Errorf("an identity for the demo account answered:\n%.2000s", r.body)
+		}
+		if r.header.Get("Set-Cookie") != "" && strings.Contains(r.header.Get("Set-Cookie"), "arbiter_session=") {
+			t.Errorf("a refused sign-in set a session cookie: %s", r.header.Get("Set-Cookie"))
+		}
+
+		// An e-mail link for it: refused on the form, nothing sent.
+		r = b.post("/signin/email", url.Values{"email": {"Demo@Arbiter.Invalid"}})
+		wantStatus(t, r, http.StatusUnauthorized)
+		if !strings.Contains(r.body, `data-testid="alert-error"`) || !strings.Contains(r.body, "Nobody can sign in to the demo account") {
+			t.Errorf("an e-mail link for the demo account answered:\n%.2000s", r.body)
+		}
+		select {
+		case msg := <-d.mail.messages:
+			t.Errorf("a link was mailed to %s", msg.to)
+		default:
+		}
+	})
+}
