@@ -4,16 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
 // DemoTaskIDPrefix starts the id of every task in the curated demo queue.
 const DemoTaskIDPrefix = "tsk_demo_"
 
-// Limits on a demo verdict submission.
+// Limits on the text of a demo verdict or a reviewer's decision, counted
+// in characters for people and in bytes of UTF-8 for storage: a rationale of
+// 4000 characters outside the Latin alphabets may still pass 8 KiB.
 const (
 	MaxRationaleChars     = 4000
-	MaxAnonSessionIDChars = 128
+	MaxRationaleBytes     = 8 << 10
+	MaxAnonSessionIDBytes = 128
+)
+
+// What the demo keeps: the worker deletes demo verdicts older than
+// DemoVerdictMaxAge, and the oldest beyond the newest DemoVerdictsKept.
+const (
+	DemoVerdictMaxAge = 30 * 24 * time.Hour
+	DemoVerdictsKept  = 100_000
 )
 
 // DemoTask is a task of the curated demo queue as /demo/tasks lists it.
@@ -66,25 +77,64 @@ func ParseDemoVerdictCreate(body []byte) (DemoVerdictCreate, error) {
 	if err := DecodeJSONStrict(body, &req, demoVerdictTypeErrors); err != nil {
 		return DemoVerdictCreate{}, err
 	}
-	if req.TaskID == nil || *req.TaskID == "" {
-		return DemoVerdictCreate{}, Errorf(EINVALID, "task_id is required.")
-	} else if req.Verdict == nil || *req.Verdict == "" {
-		return DemoVerdictCreate{}, Errorf(EINVALID, "verdict is required.")
+	in := DemoVerdictCreate{}
+	if req.TaskID != nil {
+		in.TaskID = *req.TaskID
 	}
-	in := DemoVerdictCreate{TaskID: *req.TaskID, Verdict: *req.Verdict}
+	if req.Verdict != nil {
+		in.Verdict = *req.Verdict
+	}
 	if r := req.Rationale; r != nil && *r != "" {
-		if utf8.RuneCountInString(*r) > MaxRationaleChars || strings.IndexByte(*r, 0) >= 0 {
-			return DemoVerdictCreate{}, Errorf(EINVALID, "rationale must be at most %d characters of text.", MaxRationaleChars)
-		}
 		in.Rationale = r
 	}
 	if s := req.AnonSessionID; s != nil && *s != "" {
-		if utf8.RuneCountInString(*s) > MaxAnonSessionIDChars || strings.IndexByte(*s, 0) >= 0 {
-			return DemoVerdictCreate{}, Errorf(EINVALID, "anon_session_id must be at most %d characters of text.", MaxAnonSessionIDChars)
-		}
 		in.AnonSessionID = s
 	}
+	if err := in.Validate(); err != nil {
+		return DemoVerdictCreate{}, err
+	}
 	return in, nil
+}
+
+// Validate checks a demo verdict before it is stored, however it arrived:
+// a task and a verdict, a rationale that ValidateRationale accepts, and an
+// anon_session_id of at most MaxAnonSessionIDBytes of text. Returns
+// EINVALID.
+func (in *DemoVerdictCreate) Validate() error {
+	if in.TaskID == "" {
+		return Errorf(EINVALID, "task_id is required.")
+	} else if in.Verdict == "" {
+		return Errorf(EINVALID, "verdict is required.")
+	} else if utf8.RuneCountInString(in.Verdict) > MaxVerdictChars {
+		return Errorf(EINVALID, "verdict must be one of the task's allowed verdicts.")
+	}
+	if in.Rationale != nil {
+		if err := ValidateRationale(*in.Rationale); err != nil {
+			return err
+		}
+	}
+	if s := in.AnonSessionID; s != nil && (len(*s) > MaxAnonSessionIDBytes || !isText(*s)) {
+		return Errorf(EINVALID, "anon_session_id must be at most %d bytes of text.", MaxAnonSessionIDBytes)
+	}
+	return nil
+}
+
+// ValidateRationale checks the rationale of a reviewer's decision or a demo
+// verdict: at most MaxRationaleChars characters and MaxRationaleBytes bytes
+// of UTF-8 text without NUL. Returns EINVALID.
+func ValidateRationale(s string) error {
+	if utf8.RuneCountInString(s) > MaxRationaleChars || len(s) > MaxRationaleBytes {
+		return Errorf(EINVALID, "The rationale may be at most %d characters (%d KiB).", MaxRationaleChars, MaxRationaleBytes>>10)
+	} else if !isText(s) {
+		return Errorf(EINVALID, "The rationale must be text: valid UTF-8 without NUL characters.")
+	}
+	return nil
+}
+
+// isText reports whether s is valid UTF-8 without NUL, which Postgres
+// refuses to store in a text column.
+func isText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // DemoService serves the curated demo queue.

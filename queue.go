@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxAgentFailures is how many failed verifier calls a task may have before
@@ -62,6 +64,21 @@ type HumanDecision struct {
 	Verdict   string
 	Rationale string
 	Reviewer  string // who decided: an e-mail address or another identity
+}
+
+// Validate checks a decision before it is stored, whatever the task: a
+// reviewer, a verdict no longer than any allowed verdict can be, and a
+// rationale that ValidateRationale accepts. Returns EINVALID.
+func (d HumanDecision) Validate() error {
+	switch {
+	case strings.TrimSpace(d.Reviewer) == "":
+		return Errorf(EINVALID, "A decision needs the reviewer's identity.")
+	case d.Verdict == "":
+		return Errorf(EINVALID, "Pick a verdict.")
+	case utf8.RuneCountInString(d.Verdict) > MaxVerdictChars:
+		return Errorf(EINVALID, "The verdict must be one of the task's allowed verdicts.")
+	}
+	return ValidateRationale(d.Rationale)
 }
 
 // QueueService is the store side of the agent tier and the human queue.

@@ -2,8 +2,11 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -172,6 +175,9 @@ func (d *DB) FindDemoTask(ctx context.Context, id string) (*arbiter.Task, error)
 // Returns ENOTFOUND for a task the demo account does not own and EINVALID for
 // a verdict outside the task's allowed verdicts.
 func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate) (*arbiter.DemoVerdict, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := d.FindDemoTask(ctx, in.TaskID)
 	if err != nil {
 		return nil, err
@@ -205,4 +211,48 @@ func (d *DB) CountDemoVerdicts(ctx context.Context, anonSessionID string) (int, 
 	var n int
 	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM demo_verdicts WHERE anon_session_id = ?`), anonSessionID).Scan(&n)
 	return n, err
+}
+
+// pruneBatch bounds the rows one pruning statement deletes, so no statement
+// holds the demo table (or SQLite's single writer) for long.
+var pruneBatch = 5000
+
+// PruneDemoVerdicts deletes the demo verdicts older than maxAge by the
+// store's clock and the oldest beyond the newest keep, in batches, and
+// returns how many it deleted.
+func (d *DB) PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
+	cutoff := int64(arbiter.TimestampOf(d.now().Add(-maxAge)))
+	// The newest verdict beyond keep, if there is one: it and everything
+	// older goes.
+	var boundary struct {
+		CreatedAt int64  `db:"created_at"`
+		ID        string `db:"id"`
+	}
+	err := d.db.GetContext(ctx, &boundary, d.rebind(`SELECT created_at, id FROM demo_verdicts
+		ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`), keep)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		boundary.CreatedAt, boundary.ID = cutoff, ""
+	case err != nil:
+		return 0, fmt.Errorf("find the oldest demo verdict to keep: %w", err)
+	case boundary.CreatedAt < cutoff:
+		boundary.CreatedAt, boundary.ID = cutoff, ""
+	}
+	del := d.rebind(`DELETE FROM demo_verdicts WHERE id IN (SELECT id FROM demo_verdicts
+		WHERE created_at < ? OR (created_at = ? AND id <= ?) LIMIT ?)`)
+	var total int64
+	for {
+		res, err := d.db.ExecContext(ctx, del, boundary.CreatedAt, boundary.CreatedAt, boundary.ID, pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("prune demo verdicts: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("prune demo verdicts: %w", err)
+		}
+		total += n
+		if n < int64(pruneBatch) {
+			return total, nil
+		}
+	}
 }

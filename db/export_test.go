@@ -169,3 +169,11 @@ func (d *DB) InsertTasks(ctx context.Context, accountID string, n int, first arb
 		FROM (`+series+`) AS gs`), arbiter.NewID("", 4), accountID, int64(first), n)
 	return err
 }
+
+// SetPruneBatch makes PruneDemoVerdicts delete at most n rows per
+// statement until the returned function restores the default.
+func SetPruneBatch(n int) (restore func()) {
+	old := pruneBatch
+	pruneBatch = n
+	return func() { pruneBatch = old }
+}

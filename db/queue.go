@@ -170,8 +170,8 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
 
 // DecideTask completes a human_needed task with a reviewer's verdict.
 func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (*arbiter.Task, error) {
-	if strings.TrimSpace(dec.Reviewer) == "" {
-		return nil, arbiter.Errorf(arbiter.EINVALID, "A decision needs the reviewer's identity.")
+	if err := dec.Validate(); err != nil {
+		return nil, err
 	}
 	insert, err := d.stmt(ctx, insertAttemptSQL)
 	if err != nil {

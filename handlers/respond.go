@@ -69,10 +69,7 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		Logger(r.Context()).ErrorContext(r.Context(), "internal error",
 			"method", r.Method, "path", r.URL.Path, "error", err.Error())
 	}
-	var e *arbiter.Error
-	if errors.As(err, &e) && e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-	}
+	setRetryAfter(w, err)
 	if wantsPage(r) {
 		errorPage(w, r, status, err)
 		return
@@ -80,6 +77,26 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	JSON(w, status, struct {
 		Error string `json:"error"`
 	}{arbiter.ErrorMessage(err)})
+}
+
+// setRetryAfter sets Retry-After, in whole seconds rounded up, when err
+// carries a RetryAfter.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	var e *arbiter.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+}
+
+// allowClient spends one request of the client's bucket in l, counting
+// the client by arbiter.Client.LimitKey. When the bucket is empty it
+// returns an ERATELIMIT error with msg and how long until the next request
+// is allowed.
+func allowClient(r *http.Request, l *arbiter.RateLimiter, msg string) error {
+	if ok, wait := l.Allow(ClientOf(r).LimitKey()); !ok {
+		return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: msg, RetryAfter: wait}
+	}
+	return nil
 }
 
 type formatKey struct{}

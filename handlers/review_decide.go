@@ -74,11 +74,8 @@ func verdictForm(r *http.Request) (verdict, rationale string, err error) {
 		return "", "", arbiter.Errorf(arbiter.EINVALID, "The form could not be read.")
 	}
 	verdict, rationale = r.PostForm.Get("verdict"), r.PostForm.Get("rationale")
-	switch {
-	case verdict == "":
+	if verdict == "" {
 		return "", "", arbiter.Errorf(arbiter.EINVALID, "Pick a verdict.")
-	case len([]rune(rationale)) > arbiter.MaxRationaleChars:
-		return "", "", arbiter.Errorf(arbiter.EINVALID, "The rationale may be at most %d characters.", arbiter.MaxRationaleChars)
 	}
 	return verdict, rationale, nil
 }
@@ -105,6 +102,7 @@ func deskError(w http.ResponseWriter, r *http.Request, cause error,
 		return
 	}
 	v.Error, v.Now = arbiter.ErrorMessage(cause), now()
+	setRetryAfter(w, cause)
 	if IsHTMX(r) {
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 		return

@@ -50,13 +50,18 @@ func ReviewDemoTask(demo arbiter.DemoService, now arbiter.Clock) http.Handler {
 
 // ReviewDemoVerdict handles POST /review/demo/tasks/{id}: a visitor's
 // verdict, recorded through the same service as POST /demo/verdicts under
-// the visitor's anon_session_id cookie. Demo tasks never change. The next
-// demo task follows, or the end of the demo.
-func ReviewDemoVerdict(demo arbiter.DemoService, now arbiter.Clock) http.Handler {
+// the visitor's anon_session_id cookie, and limited per client IP by limit
+// with it. Demo tasks never change. The next demo task follows, or the end
+// of the demo.
+func ReviewDemoVerdict(demo arbiter.DemoService, limit *arbiter.RateLimiter, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		anon := anonID(w, r)
 		id := r.PathValue("id")
-		verdict, rationale, err := verdictForm(r)
+		err := allowClient(r, limit, errTooManyDemoVerdicts)
+		var verdict, rationale string
+		if err == nil {
+			verdict, rationale, err = verdictForm(r)
+		}
 		if err == nil {
 			in := arbiter.DemoVerdictCreate{TaskID: id, Verdict: verdict, AnonSessionID: &anon}
 			if rationale != "" {

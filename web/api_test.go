@@ -42,6 +42,9 @@ func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
 				Services:   web.Services{Tasks: store, Keys: store, Demo: store, Health: store},
 				KeyChecker: keys,
 				Logger:     discardLogger(),
+				// The tests send many demo verdicts from one address;
+				// TestDemoLimit_* test the default limit.
+				DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
 			}
 			srv := httptest.NewServer(router.Routes())
 			t.Cleanup(srv.Close)

@@ -1,11 +1,18 @@
 package web_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
 )
 
 // behindProxy trusts the test's loopback peer as a reverse proxy, so each
@@ -93,6 +100,119 @@ func TestMagicLink_OneClientCannotLockAnAddressOut(t *testing.T) {
 		}
 		if s := ask(d.browser(), "192.0.2.200", "target@example.com"); s != http.StatusTooManyRequests {
 			t.Fatalf("the 11th request for one address = %d, want 429 from the per-address ceiling", s)
+		}
+	})
+}
+
+func TestDemoLimit_FormAndAPIShareOnePerClientBudget(t *testing.T) {
+	eachDash(t, behindProxy, func(t *testing.T, d *dash) {
+		tasks, err := d.store.ListDemoTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := tasks[0]
+		form := url.Values{"verdict": {task.AllowedVerdicts[0]}}
+		visitor := d.browser()
+		post := func(ip string, json bool, htmx bool) response {
+			t.Helper()
+			if json {
+				req, _ := http.NewRequest("POST", d.url+"/demo/verdicts", strings.NewReader(
+					fmt.Sprintf(`{"task_id":%q,"verdict":%q,"anon_session_id":"anon_api"}`, task.ID, task.AllowedVerdicts[0])))
+				req.Header.Set("X-Forwarded-For", ip)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				return response{res.StatusCode, res.Header, string(b)}
+			}
+			h := map[string]string{"X-Forwarded-For": ip}
+			if htmx {
+				h["HX-Request"] = "true"
+			}
+			return visitor.do("POST", "/review/demo/tasks/"+task.ID, form, h)
+		}
+		const client = "198.51.100.10"
+		for i := range 10 {
+			r := post(client, i%2 == 0, false)
+			if r.status != http.StatusOK && r.status != http.StatusSeeOther {
+				t.Fatalf("verdict %d = %d, want it stored:\n%.500s", i, r.status, r.body)
+			}
+		}
+
+		// The eleventh, by either way, is refused with when to come back.
+		r := post(client, true, false)
+		msg := wantError(t, r.status, r.header, []byte(r.body), http.StatusTooManyRequests)
+		if ra := r.header.Get("Retry-After"); ra != "2" && ra != "1" {
+			t.Errorf("API Retry-After = %q, want 1 or 2 seconds", ra)
+		}
+		r = post(client, false, false)
+		wantStatus(t, r, http.StatusTooManyRequests)
+		if !strings.Contains(r.body, "<html") || !strings.Contains(r.body, msg) || r.header.Get("Retry-After") == "" {
+			t.Errorf("the form's 429 is not a readable page with Retry-After (%q):\n%.1500s", r.header.Get("Retry-After"), r.body)
+		}
+		r = post(client, false, true)
+		if !strings.Contains(r.body, msg) || r.header.Get("Retry-After") == "" {
+			t.Errorf("the htmx form's refusal does not say why (%d, Retry-After %q):\n%.800s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+
+		// Another client is not held back, and time earns one more.
+		if r := post("203.0.113.20", true, false); r.status != http.StatusOK {
+			t.Fatalf("another client's verdict = %d %s", r.status, r.body)
+		}
+		d.clock.Advance(2 * time.Second)
+		if r := post(client, true, false); r.status != http.StatusOK {
+			t.Fatalf("after 2 s = %d %s, want one more verdict", r.status, r.body)
+		}
+		if r := post(client, true, false); r.status != http.StatusTooManyRequests {
+			t.Fatalf("the verdict after that = %d, want 429", r.status)
+		}
+	})
+}
+
+func TestDemoVerdict_TextLimitsInBytes(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		tasks, err := a.store.ListDemoTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := tasks[0]
+		body := func(rationale, anon string) string {
+			b, _ := json.Marshal(map[string]string{"task_id": task.ID, "verdict": task.AllowedVerdicts[0], "rationale": rationale, "anon_session_id": anon})
+			return string(b)
+		}
+		bytesOver := strings.Repeat("語", arbiter.MaxRationaleBytes/3+1) // under 4000 characters, over 8 KiB
+		status, h, b := a.do("POST", "/demo/verdicts", "", body(bytesOver, "anon_bytes"))
+		wantError(t, status, h, b, http.StatusBadRequest)
+		status, h, b = a.do("POST", "/demo/verdicts", "", body("ok", strings.Repeat("é", 65)))
+		wantError(t, status, h, b, http.StatusBadRequest)
+		status, h, b = a.do("POST", "/demo/verdicts", "", body("nul\u0000inside", "anon_bytes"))
+		wantError(t, status, h, b, http.StatusBadRequest)
+		if n, _ := a.store.CountDemoVerdicts(ctx, "anon_bytes"); n != 0 {
+			t.Fatalf("%d refused verdicts stored", n)
+		}
+	})
+}
+
+func TestRationale_NULOnTheFormsIs400(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		task := humanTask(t, d.store, "alice@example.com", "Refund?", "")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.post("/review/tasks/"+task.ID, url.Values{"verdict": {"approve"}, "rationale": {"fine\x00"}})
+		wantStatus(t, r, http.StatusBadRequest)
+		if got, _ := d.store.FindTaskByID(ctx, acct.ID, task.ID); got.Status != arbiter.StatusHumanNeeded {
+			t.Fatal("a rationale with NUL decided the task")
+		}
+
+		demo, _ := d.store.ListDemoTasks(ctx)
+		visitor := d.browser()
+		r = visitor.post("/review/demo/tasks/"+demo[0].ID, url.Values{"verdict": {demo[0].AllowedVerdicts[0]}, "rationale": {"fine\x00"}})
+		wantStatus(t, r, http.StatusBadRequest)
+		if !strings.Contains(r.body, "NUL") {
+			t.Errorf("the demo desk does not say what was wrong:\n%.1500s", r.body)
 		}
 	})
 }

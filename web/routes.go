@@ -64,6 +64,16 @@ type Router struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client; empty, the client is the connection's peer.
 	TrustedProxies []netip.Prefix
+	// DemoLimit bounds the demo verdicts of each client IP, through the API
+	// and the demo desk's form together; nil gets DefaultDemoLimit on the
+	// pages' clock when Routes is called.
+	DemoLimit *arbiter.RateLimiter
+}
+
+// DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
+// every 2 seconds. now is its clock (nil: time.Now).
+func DefaultDemoLimit(now arbiter.Clock) *arbiter.RateLimiter {
+	return arbiter.NewRateLimiter(10, 2*time.Second, now)
 }
 
 // DefaultSignInLimits allow a client IP 20 sign-in links at once and one
@@ -83,6 +93,9 @@ func DefaultSignInLimits(now arbiter.Clock) handlers.SignInLimits {
 // Routes returns the handler serving every route of the service.
 func (rt *Router) Routes() http.Handler {
 	site := rt.site()
+	if rt.DemoLimit == nil {
+		rt.DemoLimit = DefaultDemoLimit(rt.now())
+	}
 	surfaces := []struct {
 		origin string
 		mount  func(chi.Router, handlers.Site)
@@ -131,7 +144,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Use(handlers.API)
 		r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
-		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo))
+		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo, rt.DemoLimit))
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(handlers.API)
@@ -205,7 +218,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodGet, "/count", handlers.ReviewCount(s.Queue))
 		r.Method(http.MethodGet, "/demo", handlers.ReviewDemo(s.Demo))
 		r.Method(http.MethodGet, "/demo/tasks/{id}", handlers.ReviewDemoTask(s.Demo, now))
-		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, now))
+		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession)

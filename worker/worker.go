@@ -20,6 +20,14 @@ type Heartbeater interface {
 	RemoveWorker(ctx context.Context, workerID string) error
 }
 
+// DemoPruner deletes old demo verdicts, so anonymous visitors cannot grow
+// the store without bound; the db package's *DB implements it.
+type DemoPruner interface {
+	// PruneDemoVerdicts deletes the demo verdicts older than maxAge and
+	// the oldest beyond the newest keep, and returns how many it deleted.
+	PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep int) (int64, error)
+}
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
@@ -57,6 +65,11 @@ type Config struct {
 	Backoff time.Duration
 	// Heartbeat is the interval between heartbeats (default 5s).
 	Heartbeat time.Duration
+	// Demo, when set, has its demo verdicts pruned at start and every
+	// PruneEvery (default 1h): those older than arbiter.DemoVerdictMaxAge
+	// and beyond the newest arbiter.DemoVerdictsKept.
+	Demo       DemoPruner
+	PruneEvery time.Duration
 }
 
 // recordTimeout bounds a store call that records an attempt or, at
@@ -101,6 +114,9 @@ func New(cfg Config) *Worker {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 5 * time.Second
 	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = time.Hour
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -140,6 +156,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	var beatWG sync.WaitGroup
 	beatWG.Go(func() { w.heartbeat(beats) })
+	if w.cfg.Demo != nil {
+		beatWG.Go(func() { w.pruneDemo(beats) })
+	}
 
 	w.claimLoop(ctx, calls)
 
@@ -254,6 +273,26 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	for {
 		if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
 			w.log.Error("heartbeat", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pruneDemo prunes the demo verdicts at once and then every PruneEvery
+// until ctx ends.
+func (w *Worker) pruneDemo(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.PruneEvery)
+	defer tick.Stop()
+	for {
+		n, err := w.cfg.Demo.PruneDemoVerdicts(ctx, arbiter.DemoVerdictMaxAge, arbiter.DemoVerdictsKept)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("prune demo verdicts", "error", err.Error())
+		} else if n > 0 {
+			w.log.Info("pruned demo verdicts", "deleted", n)
 		}
 		select {
 		case <-ctx.Done():

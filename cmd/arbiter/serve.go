@@ -66,7 +66,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			return err
 		}
 		w := worker.New(worker.Config{
-			Queue: store, Verifier: verifier, Health: store, Logger: logger,
+			Queue: store, Verifier: verifier, Health: store, Demo: store, Logger: logger,
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.Agent.Timeout, Grace: cfg.ShutdownGrace,
 		})
 		notify = w.Notify

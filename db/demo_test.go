@@ -1,0 +1,132 @@
+package db_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+func TestDemoService_PruneDemoVerdicts(t *testing.T) {
+	defer db.SetPruneBatch(2)()
+	clk := newClock()
+	dbtest.Each(t, db.Options{Now: clk.Now}, func(t *testing.T, d *db.DB) {
+		tasks, err := d.ListDemoTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := tasks[0]
+		// Ten verdicts, one session each, an hour apart: the first five
+		// are more than 30 days old by the time the store prunes.
+		start := clk.Now()
+		for i := range 10 {
+			session := fmt.Sprintf("anon_%d", i)
+			if _, err := d.CreateDemoVerdict(ctx, arbiter.DemoVerdictCreate{TaskID: task.ID, Verdict: task.AllowedVerdicts[0], AnonSessionID: &session}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Add(time.Hour)
+		}
+		kept := func() string {
+			t.Helper()
+			var s strings.Builder
+			for i := range 10 {
+				n, err := d.CountDemoVerdicts(ctx, fmt.Sprintf("anon_%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprint(&s, n)
+			}
+			return s.String()
+		}
+		restore := clk.Now()
+		clk.Add(start.Add(30*24*time.Hour + 4*time.Hour + time.Minute).Sub(restore))
+		defer clk.Add(restore.Sub(clk.Now()))
+
+		if n, err := d.PruneDemoVerdicts(ctx, 30*24*time.Hour, 100); err != nil || n != 5 {
+			t.Fatalf("prune by age deleted %d, %v; want the 5 older than 30 days", n, err)
+		}
+		if got := kept(); got != "0000011111" {
+			t.Fatalf("kept %s after pruning by age, want 0000011111", got)
+		}
+		if n, err := d.PruneDemoVerdicts(ctx, 30*24*time.Hour, 3); err != nil || n != 2 {
+			t.Fatalf("prune by count deleted %d, %v; want the 2 beyond the newest 3", n, err)
+		}
+		if got := kept(); got != "0000000111" {
+			t.Fatalf("kept %s after keeping the newest 3, want 0000000111", got)
+		}
+		if n, err := d.PruneDemoVerdicts(ctx, 30*24*time.Hour, 3); err != nil || n != 0 {
+			t.Fatalf("pruning again deleted %d, %v; want nothing", n, err)
+		}
+		if after, err := d.FindDemoTask(ctx, task.ID); err != nil || after.Status != arbiter.StatusHumanNeeded {
+			t.Fatalf("pruning touched the demo task: %+v, %v", after, err)
+		}
+	})
+}
+
+func TestDemoService_RefusesTextItCannotKeep(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		tasks, err := d.ListDemoTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := tasks[0]
+		session := "anon_bad_text"
+		for name, rationale := range map[string]string{
+			"NUL":            "fine\x00until here",
+			"InvalidUTF8":    "caf\xe9",
+			"TooManyBytes":   strings.Repeat("語", arbiter.MaxRationaleBytes/3+1),
+			"TooManyChars":   strings.Repeat("a", arbiter.MaxRationaleChars+1),
+			"LongSessionID":  "",
+			"VerdictTooLong": "",
+		} {
+			t.Run(name, func(t *testing.T) {
+				in := arbiter.DemoVerdictCreate{TaskID: task.ID, Verdict: task.AllowedVerdicts[0], Rationale: &rationale, AnonSessionID: &session}
+				switch name {
+				case "LongSessionID":
+					long := strings.Repeat("é", arbiter.MaxAnonSessionIDBytes/2+1)
+					in.AnonSessionID = &long
+				case "VerdictTooLong":
+					in.Verdict = strings.Repeat("v", arbiter.MaxVerdictChars+1)
+				}
+				_, err := d.CreateDemoVerdict(ctx, in)
+				wantCode(t, err, arbiter.EINVALID)
+			})
+		}
+		if n, err := d.CountDemoVerdicts(ctx, session); err != nil || n != 0 {
+			t.Fatalf("%d verdicts stored for refused text, %v", n, err)
+		}
+		ok := strings.Repeat("語", arbiter.MaxRationaleBytes/3)
+		if _, err := d.CreateDemoVerdict(ctx, arbiter.DemoVerdictCreate{TaskID: task.ID, Verdict: task.AllowedVerdicts[0], Rationale: &ok, AnonSessionID: &session}); err != nil {
+			t.Fatalf("a rationale within both limits: %v", err)
+		}
+	})
+}
+
+func TestQueueService_DecideTask_RefusesTextItCannotKeep(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		alice := newAccount(t, d, "alice@example.com")
+		task := humanNeeded(t, d, alice.ID)
+		for name, dec := range map[string]arbiter.HumanDecision{
+			"NUL":            {Verdict: "approve", Rationale: "ok\x00", Reviewer: "alice@example.com"},
+			"InvalidUTF8":    {Verdict: "approve", Rationale: "\xff\xfe", Reviewer: "alice@example.com"},
+			"TooManyBytes":   {Verdict: "approve", Rationale: strings.Repeat("語", arbiter.MaxRationaleBytes/3+1), Reviewer: "alice@example.com"},
+			"NoReviewer":     {Verdict: "approve", Reviewer: " "},
+			"VerdictTooLong": {Verdict: strings.Repeat("v", 1<<20), Reviewer: "alice@example.com"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				_, err := d.DecideTask(ctx, alice.ID, task.ID, dec)
+				wantCode(t, err, arbiter.EINVALID)
+				if len(arbiter.ErrorMessage(err)) > 500 {
+					t.Errorf("the error repeats the input: %.100s…", arbiter.ErrorMessage(err))
+				}
+			})
+		}
+		if got, err := d.FindTaskByID(ctx, alice.ID, task.ID); err != nil || got.Status != arbiter.StatusHumanNeeded || len(got.Attempts) != 1 {
+			t.Fatalf("a refused decision changed the task: %+v, %v", got, err)
+		}
+	})
+}
