@@ -15,6 +15,23 @@ type Account struct {
 	CreatedAt Timestamp
 }
 
+// The daily task cap: how many tasks an account may create per UTC day.
+// The store keeps a cap as a 32-bit integer, so MaxDailyTaskCap is the
+// largest it can hold.
+const (
+	DefaultDailyTaskCap = 1000
+	MaxDailyTaskCap     = 1<<31 - 1
+)
+
+// CheckDailyCap returns EINVALID unless n is a cap the store can hold:
+// from 0 (no creates at all) to MaxDailyTaskCap.
+func CheckDailyCap(n int) error {
+	if n < 0 || n > MaxDailyTaskCap {
+		return Errorf(EINVALID, "The daily cap must be a whole number from 0 to %d.", MaxDailyTaskCap)
+	}
+	return nil
+}
+
 // DemoAccountID owns the curated demo queue.
 const DemoAccountID = "acct_demo"
 
@@ -70,7 +87,8 @@ type AccountService interface {
 	FindAccountByEmail(ctx context.Context, email string) (*Account, error)
 
 	// SetDailyCap sets the account's own daily task cap; nil returns it to the
-	// default. Returns EINVALID for a negative cap.
+	// default. Returns EINVALID for a cap CheckDailyCap refuses and
+	// ENOTFOUND for an unknown account.
 	SetDailyCap(ctx context.Context, accountID string, cap *int) error
 
 	// UsageToday returns how many tasks the account created today (UTC) and

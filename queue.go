@@ -21,13 +21,17 @@ type AgentStep struct {
 	// StatusPending (a failed call to retry at RunAfter).
 	Next     string
 	RunAfter Timestamp
+	// Err is the full error of a failed call, for the log; the attempt
+	// records only its reason (VerifierFailureReason).
+	Err error
 }
 
 // NextAgentStep routes a verifier call on t, made from started to now. A
 // confident answer with an allowed verdict completes the task; a declined or
 // unconfident answer sends it to a human; an error, or a verdict outside the
 // set, is a failed attempt that is retried after backoff(failures so far)
-// until MaxAgentFailures, and then goes to a human.
+// until MaxAgentFailures, and then goes to a human. A failed attempt
+// records the reason for API callers; the step keeps the full error.
 func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Time, backoff func(failures int) time.Duration) AgentStep {
 	finished := TimestampOf(now)
 	a := Attempt{Tier: TierAgent, StartedAt: TimestampOf(started), FinishedAt: &finished, Rationale: v.Rationale}
@@ -35,19 +39,20 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 		a.Model = &v.Model
 	}
 	if callErr == nil && v.Decided && !t.Allows(v.Verdict) {
-		callErr = fmt.Errorf("the verifier answered %q, which is not one of the allowed verdicts", v.Verdict)
+		callErr = &VerifierError{Reason: VerifierVerdictOutsideSet,
+			Err: fmt.Errorf("%q is not one of the allowed verdicts", v.Verdict)}
 	}
 	if callErr == nil && v.Decided && (v.Confidence < 0 || v.Confidence > 1 || math.IsNaN(v.Confidence)) {
-		callErr = fmt.Errorf("the verifier's confidence %v is not between 0 and 1", v.Confidence)
+		callErr = &VerifierError{Reason: VerifierConfidenceOutOfRange, Err: fmt.Errorf("confidence %v", v.Confidence)}
 	}
 	switch {
 	case callErr != nil:
-		msg := callErr.Error()
-		a.Error = &msg
+		reason := VerifierFailureReason(callErr)
+		a.Error = &reason
 		if t.Failures+1 >= MaxAgentFailures {
-			return AgentStep{Attempt: a, Next: StatusHumanNeeded}
+			return AgentStep{Attempt: a, Next: StatusHumanNeeded, Err: callErr}
 		}
-		return AgentStep{Attempt: a, Next: StatusPending, RunAfter: TimestampOf(now.Add(backoff(t.Failures)))}
+		return AgentStep{Attempt: a, Next: StatusPending, RunAfter: TimestampOf(now.Add(backoff(t.Failures))), Err: callErr}
 	case !v.Decided:
 		return AgentStep{Attempt: a, Next: StatusHumanNeeded}
 	}

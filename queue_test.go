@@ -1,7 +1,9 @@
 package arbiter_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ func TestNextAgentStep(t *testing.T) {
 	yes := func(verdict string, c float64) arbiter.Verification {
 		return arbiter.Verification{Decided: true, Verdict: verdict, Confidence: c, Rationale: "r", Model: "m"}
 	}
+	unreachable := &arbiter.VerifierError{Reason: arbiter.VerifierUnreachable, Err: errors.New(`Post "http://10.0.0.7/v1": refused`)}
 	cases := []struct {
 		name     string
 		task     *arbiter.Task
@@ -26,18 +29,20 @@ func TestNextAgentStep(t *testing.T) {
 		err      error
 		next     string
 		runAfter time.Duration // after now, for retries
-		failed   bool
+		reason   string        // the failed attempt's error; "" when it did not fail
 	}{
-		{"Confident", task(0), yes("approve", 0.95), nil, arbiter.StatusCompleted, 0, false},
-		{"AtThreshold", task(0), yes("reject", 0.8), nil, arbiter.StatusCompleted, 0, false},
-		{"BelowThreshold", task(0), yes("approve", 0.79), nil, arbiter.StatusHumanNeeded, 0, false},
-		{"Declined", task(0), arbiter.Verification{Model: "none"}, nil, arbiter.StatusHumanNeeded, 0, false},
-		{"FirstError", task(0), arbiter.Verification{}, errors.New("timeout"), arbiter.StatusPending, time.Second, true},
-		{"SecondError", task(1), arbiter.Verification{}, errors.New("timeout"), arbiter.StatusPending, 2 * time.Second, true},
-		{"ThirdErrorGoesToHuman", task(2), arbiter.Verification{}, errors.New("timeout"), arbiter.StatusHumanNeeded, 0, true},
-		{"VerdictOutsideSet", task(0), yes("maybe", 0.99), nil, arbiter.StatusPending, time.Second, true},
-		{"ConfidenceAboveOne", task(0), yes("approve", 1.5), nil, arbiter.StatusPending, time.Second, true},
-		{"ConfidenceNaN", task(0), yes("approve", math.NaN()), nil, arbiter.StatusPending, time.Second, true},
+		{"Confident", task(0), yes("approve", 0.95), nil, arbiter.StatusCompleted, 0, ""},
+		{"AtThreshold", task(0), yes("reject", 0.8), nil, arbiter.StatusCompleted, 0, ""},
+		{"BelowThreshold", task(0), yes("approve", 0.79), nil, arbiter.StatusHumanNeeded, 0, ""},
+		{"Declined", task(0), arbiter.Verification{Model: "none"}, nil, arbiter.StatusHumanNeeded, 0, ""},
+		{"FirstError", task(0), arbiter.Verification{}, unreachable, arbiter.StatusPending, time.Second, arbiter.VerifierUnreachable},
+		{"SecondError", task(1), arbiter.Verification{}, unreachable, arbiter.StatusPending, 2 * time.Second, arbiter.VerifierUnreachable},
+		{"ThirdErrorGoesToHuman", task(2), arbiter.Verification{}, unreachable, arbiter.StatusHumanNeeded, 0, arbiter.VerifierUnreachable},
+		{"DeadlinePassed", task(0), arbiter.Verification{}, fmt.Errorf("call: %w", context.DeadlineExceeded), arbiter.StatusPending, time.Second, arbiter.VerifierTimedOut},
+		{"ErrOfUnknownWordsIsNotShown", task(0), arbiter.Verification{}, errors.New("dial tcp 10.0.0.7:443: refused"), arbiter.StatusPending, time.Second, arbiter.VerifierFailed},
+		{"VerdictOutsideSet", task(0), yes("maybe", 0.99), nil, arbiter.StatusPending, time.Second, arbiter.VerifierVerdictOutsideSet},
+		{"ConfidenceAboveOne", task(0), yes("approve", 1.5), nil, arbiter.StatusPending, time.Second, arbiter.VerifierConfidenceOutOfRange},
+		{"ConfidenceNaN", task(0), yes("approve", math.NaN()), nil, arbiter.StatusPending, time.Second, arbiter.VerifierConfidenceOutOfRange},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,11 +54,15 @@ func TestNextAgentStep(t *testing.T) {
 			if a.Tier != "agent" || a.StartedAt != arbiter.TimestampOf(started) || *a.FinishedAt != arbiter.TimestampOf(now) {
 				t.Errorf("attempt = %+v", a)
 			}
-			if (a.Error != nil) != tc.failed {
-				t.Errorf("attempt error = %v, want failed %v", a.Error, tc.failed)
+			failed := tc.reason != ""
+			if (a.Error != nil) != failed || (failed && *a.Error != tc.reason) {
+				t.Errorf("attempt error = %v, want %q", a.Error, tc.reason)
 			}
-			if tc.failed && (a.Verdict != nil || a.Confidence != nil) {
+			if failed && (a.Verdict != nil || a.Confidence != nil) {
 				t.Errorf("a failed attempt carries a verdict: %+v", a)
+			}
+			if failed && (step.Err == nil || (tc.err != nil && !errors.Is(step.Err, tc.err))) {
+				t.Errorf("step error = %v, want the full cause for the log", step.Err)
 			}
 			if tc.next == arbiter.StatusPending && step.RunAfter != arbiter.TimestampOf(now.Add(tc.runAfter)) {
 				t.Errorf("run after %v, want now+%v", step.RunAfter.Time(), tc.runAfter)

@@ -1,6 +1,10 @@
 package arbiter
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Verification is a verifier's answer on one task.
 type Verification struct {
@@ -15,7 +19,58 @@ type Verification struct {
 
 // Verifier is the agent tier: an automated verifier backend.
 type Verifier interface {
-	// Verify asks for a verdict on the task. An error (including a timeout
-	// through ctx) is a failed attempt that the worker retries.
+	// Verify asks for a verdict on the task within ctx's deadline, the one
+	// limit on the call. An error is a failed attempt that the worker
+	// retries; a *VerifierError says why in words fit for API callers.
 	Verify(ctx context.Context, t *Task) (Verification, error)
+}
+
+// Reasons a verifier call failed, as a failed attempt's error records them
+// for API callers: short, and free of addresses, keys and the model
+// server's own words, which go to the log with the full error.
+const (
+	VerifierUnreachable          = "the verifier could not be reached"
+	VerifierTimedOut             = "the verifier timed out"
+	VerifierUnreadable           = "the verifier's answer could not be read"
+	VerifierRefused              = "the verifier refused to answer"
+	VerifierVerdictOutsideSet    = "the verifier answered a verdict outside the allowed set"
+	VerifierConfidenceOutOfRange = "the verifier's confidence is not between 0 and 1"
+	VerifierFailed               = "the verifier failed"
+)
+
+// VerifierHTTPStatus is the reason for a model server that answered with
+// the HTTP status code, e.g. "the verifier answered HTTP 500".
+func VerifierHTTPStatus(code int) string { return fmt.Sprintf("the verifier answered HTTP %d", code) }
+
+// VerifierError is a failed verifier call: Reason is one of the reasons
+// above, fit for API callers; Err is the full cause, for the log only.
+type VerifierError struct {
+	Reason string
+	Err    error
+}
+
+// Error returns the reason and the full cause.
+func (e *VerifierError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap returns the full cause.
+func (e *VerifierError) Unwrap() error { return e.Err }
+
+// VerifierFailureReason returns what a failed attempt records for the call
+// error err: the reason of a *VerifierError, VerifierTimedOut for a
+// deadline that passed, and VerifierFailed for anything else, whose words
+// could hold what callers must not see.
+func VerifierFailureReason(err error) string {
+	var ve *VerifierError
+	switch {
+	case errors.As(err, &ve):
+		return ve.Reason
+	case errors.Is(err, context.DeadlineExceeded):
+		return VerifierTimedOut
+	}
+	return VerifierFailed
 }

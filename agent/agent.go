@@ -41,7 +41,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -53,31 +52,24 @@ const (
 	BackendRules  = "rules"
 )
 
-// DefaultTimeout bounds one call to a model server when Config.Timeout is
-// not set.
-const DefaultTimeout = 30 * time.Second
-
 // Config selects and configures a backend. The comments name the
 // environment variables web.Config reads them from.
 type Config struct {
-	Backend   string        // ARBITER_AGENT: none (default), openai or rules
-	BaseURL   string        // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1
-	APIKey    string        // ARBITER_AGENT_API_KEY, sent as a bearer token when set
-	Model     string        // ARBITER_AGENT_MODEL
-	Timeout   time.Duration // ARBITER_AGENT_TIMEOUT (default 30s)
-	RulesFile string        // ARBITER_AGENT_RULES
+	Backend   string // ARBITER_AGENT: none (default), openai or rules
+	BaseURL   string // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1
+	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token when set
+	Model     string // ARBITER_AGENT_MODEL
+	RulesFile string // ARBITER_AGENT_RULES
 
 	// HTTPClient is used by the openai backend (default: a new client).
-	// The per-call timeout comes from Timeout, not from the client.
+	// A call's one time limit is its context's deadline, which the worker
+	// sets from ARBITER_AGENT_TIMEOUT, not the client's timeout.
 	HTTPClient *http.Client
 }
 
 // New returns the configured backend. Bad configuration, including a rules
 // file that does not compile, is an error at start.
 func New(cfg Config) (arbiter.Verifier, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
 	switch cfg.Backend {
 	case "", BackendNone:
 		return None{}, nil

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
@@ -23,11 +22,10 @@ import (
 // verdicts, with a confidence and a rationale, and tempers the confidence by
 // the verdict tokens' logprobs as the package documentation describes.
 type OpenAI struct {
-	url     string
-	apiKey  string
-	model   string
-	timeout time.Duration
-	client  *http.Client
+	url    string
+	apiKey string
+	model  string
+	client *http.Client
 }
 
 // maxResponseBytes bounds a model server's answer.
@@ -48,35 +46,38 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("ARBITER_AGENT=openai needs ARBITER_AGENT_MODEL, the model name")
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
 	client := cfg.HTTPClient
 	if client == nil {
 		client = &http.Client{}
 	}
 	return &OpenAI{
-		url:     strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		apiKey:  cfg.APIKey,
-		model:   cfg.Model,
-		timeout: cfg.Timeout,
-		client:  client,
+		url:    strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		apiKey: cfg.APIKey,
+		model:  cfg.Model,
+		client: client,
 	}, nil
 }
 
-// Verify asks the model server for a verdict on t. Every way the call or its
-// answer can go wrong is an error, which the worker records as a failed
-// attempt.
+// Verify asks the model server for a verdict on t within ctx's deadline.
+// Every way the call or its answer can go wrong is a *arbiter.VerifierError,
+// which the worker records as a failed attempt: its reason is fit for API
+// callers, its cause (the URL, the server's words) is for the log.
 func (o *OpenAI) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
 	body, err := o.requestBody(t)
 	if err != nil {
-		return arbiter.Verification{}, fmt.Errorf("build the model request: %w", err)
+		return arbiter.Verification{}, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}
 	raw, err := o.post(ctx, body)
 	if err != nil {
 		return arbiter.Verification{}, err
 	}
 	return o.parse(t, raw)
+}
+
+// failed returns the failure of a call with the reason for callers and the
+// cause for the log.
+func failed(reason string, cause error) error {
+	return &arbiter.VerifierError{Reason: reason, Err: cause}
 }
 
 const systemPrompt = `You verify decisions for an application. The user message holds one task as a JSON document: ` +
@@ -156,14 +157,11 @@ func verdictFormat(verdicts []string) map[string]any {
 	}
 }
 
-// post sends body to the model server within the call timeout and returns
-// its successful answer.
+// post sends body to the model server and returns its successful answer.
 func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
-	callCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, o.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("build the model request: %w", err)
+		return nil, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -172,32 +170,33 @@ func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	res, err := o.client.Do(req)
 	if err != nil {
-		return nil, o.callError(ctx, callCtx, "call the model server", err)
+		return nil, o.callError(ctx, "call the model server", err)
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
 	if err != nil {
-		return nil, o.callError(ctx, callCtx, "read the model server's answer", err)
+		return nil, o.callError(ctx, "read the model server's answer", err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, fmt.Errorf("the model server answered %s: %s", res.Status, o.excerpt(raw))
+		return nil, failed(arbiter.VerifierHTTPStatus(res.StatusCode),
+			fmt.Errorf("%s answered %s: %s", o.url, res.Status, o.excerpt(raw)))
 	}
 	if len(raw) > maxResponseBytes {
-		return nil, fmt.Errorf("the model server's answer is larger than %d bytes", maxResponseBytes)
+		return nil, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is larger than %d bytes", maxResponseBytes))
 	}
 	return raw, nil
 }
 
-// callError explains a failed call: the caller gave up, the call timed out,
-// or the transport failed. The API key never appears in it.
-func (o *OpenAI) callError(ctx, callCtx context.Context, doing string, err error) error {
+// callError explains a failed call: the deadline passed, the caller gave
+// up, or the transport failed. The API key never appears in it.
+func (o *OpenAI) callError(ctx context.Context, doing string, err error) error {
 	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return failed(arbiter.VerifierTimedOut, fmt.Errorf("%s: the model server did not answer in time: %w", doing, ctx.Err()))
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", doing, ctx.Err())
-	case callCtx.Err() != nil:
-		return fmt.Errorf("the model server did not answer within %s: %w", o.timeout, callCtx.Err())
 	}
-	return fmt.Errorf("%s: %s", doing, o.redact(err.Error()))
+	return failed(arbiter.VerifierUnreachable, fmt.Errorf("%s: %s", doing, o.redact(err.Error())))
 }
 
 type chatResponse struct {
@@ -233,14 +232,14 @@ type answer struct {
 func (o *OpenAI) parse(t *arbiter.Task, raw []byte) (arbiter.Verification, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(raw, &cr); err != nil {
-		return arbiter.Verification{}, fmt.Errorf("the model server's answer is not Chat Completions JSON: %s", o.excerpt(raw))
+		return arbiter.Verification{}, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is not Chat Completions JSON: %s", o.excerpt(raw)))
 	}
 	if len(cr.Choices) == 0 {
-		return arbiter.Verification{}, errors.New("the model server's answer has no choices")
+		return arbiter.Verification{}, failed(arbiter.VerifierUnreadable, errors.New("the model server's answer has no choices"))
 	}
 	choice := cr.Choices[0]
 	if choice.Message.Refusal != "" {
-		return arbiter.Verification{}, fmt.Errorf("the model refused: %s", o.excerpt([]byte(choice.Message.Refusal)))
+		return arbiter.Verification{}, failed(arbiter.VerifierRefused, fmt.Errorf("the model refused: %s", o.excerpt([]byte(choice.Message.Refusal))))
 	}
 	a, err := o.decodeAnswer(t, choice.Message.Content)
 	if err != nil {
@@ -263,19 +262,19 @@ func (o *OpenAI) decodeAnswer(t *arbiter.Task, content string) (answer, error) {
 	if err := json.Unmarshal([]byte(content), &a); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return a, fmt.Errorf("the model's %s is a JSON %s, not a %s", typeErr.Field, typeErr.Value, typeErr.Type)
+			return a, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model's %s is a JSON %s, not a %s", typeErr.Field, typeErr.Value, typeErr.Type))
 		}
-		return a, fmt.Errorf("the model's content is not the requested JSON object: %s", o.excerpt([]byte(content)))
+		return a, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model's content is not the requested JSON object: %s", o.excerpt([]byte(content))))
 	}
 	switch {
 	case a.Verdict == nil:
-		return a, errors.New("the model's answer has no verdict")
+		return a, failed(arbiter.VerifierUnreadable, errors.New("the model's answer has no verdict"))
 	case !t.Allows(*a.Verdict):
-		return a, fmt.Errorf("the model answered %q, which is not one of the allowed verdicts", o.excerpt([]byte(*a.Verdict)))
+		return a, failed(arbiter.VerifierVerdictOutsideSet, fmt.Errorf("the model answered %q, which is not one of the allowed verdicts", o.excerpt([]byte(*a.Verdict))))
 	case a.Confidence == nil:
-		return a, errors.New("the model's answer has no confidence")
+		return a, failed(arbiter.VerifierUnreadable, errors.New("the model's answer has no confidence"))
 	case *a.Confidence < 0 || *a.Confidence > 1:
-		return a, fmt.Errorf("the model's confidence %v is not between 0 and 1", *a.Confidence)
+		return a, failed(arbiter.VerifierConfidenceOutOfRange, fmt.Errorf("the model's confidence %v is not between 0 and 1", *a.Confidence))
 	}
 	return a, nil
 }

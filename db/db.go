@@ -32,7 +32,8 @@ const DefaultURL = "sqlite:arbiter.db"
 
 // Options tune a store.
 type Options struct {
-	// DailyTaskCap is the cap of accounts without their own (default 1000).
+	// DailyTaskCap is the cap of accounts without their own (0 means
+	// arbiter.DefaultDailyTaskCap).
 	DailyTaskCap int
 	// Now is the store's clock (default time.Now).
 	Now arbiter.Clock
@@ -71,7 +72,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		rawURL = DefaultURL
 	}
 	if opts.DailyTaskCap == 0 {
-		opts.DailyTaskCap = 1000
+		opts.DailyTaskCap = arbiter.DefaultDailyTaskCap
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/worker"
 )
 
 // Config is the whole configuration of a server process, built once from the
@@ -46,6 +48,9 @@ type Config struct {
 	// Agent selects the verifier backend (ARBITER_AGENT and
 	// ARBITER_AGENT_*).
 	Agent agent.Config
+	// AgentTimeout bounds one verifier call (ARBITER_AGENT_TIMEOUT); the
+	// worker applies it, the call's one time limit.
+	AgentTimeout time.Duration
 
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
@@ -84,11 +89,8 @@ func (c OAuthClient) Configured() bool { return c.ClientID != "" && c.ClientSecr
 
 // Default configuration values.
 const (
-	DefaultAddr          = ":8080"
-	DefaultDailyTaskCap  = 1000
-	DefaultWorkers       = 8
-	DefaultShutdownGrace = 10 * time.Second
-	DefaultOrigin        = "http://localhost:8080"
+	DefaultAddr   = ":8080"
+	DefaultOrigin = "http://localhost:8080"
 )
 
 // Scope names the part of the program that reads a setting, and so the
@@ -159,11 +161,20 @@ var Settings = []Setting{
 	{Env: "ARBITER_DATABASE_MAX_CONNS", Scope: ScopeStore,
 		Help: "the store's connection pool (unset: the store's default, 8)",
 		Set:  intSetting(func(c *Config) *int { return &c.DatabaseMaxConns }, 0)},
-	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(DefaultDailyTaskCap), Scope: ScopeStore,
+	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(arbiter.DefaultDailyTaskCap), Scope: ScopeStore,
 		Help: "tasks an account may create per UTC day, unless it has its own cap",
-		Set:  intSetting(func(c *Config) *int { return &c.DailyTaskCap }, 0)},
+		Set: func(c *Config, v string) error {
+			// 0 is for an account's own cap only: here it would mean the
+			// store's default.
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || arbiter.CheckDailyCap(n) != nil {
+				return fmt.Errorf("must be a whole number from 1 to %d", arbiter.MaxDailyTaskCap)
+			}
+			c.DailyTaskCap = n
+			return nil
+		}},
 
-	{Env: "ARBITER_WORKERS", Default: strconv.Itoa(DefaultWorkers), Scope: ScopeWorker,
+	{Env: "ARBITER_WORKERS", Default: strconv.Itoa(worker.DefaultConcurrency), Scope: ScopeWorker,
 		Help: "concurrent verifier calls per worker process",
 		Set:  intSetting(func(c *Config) *int { return &c.Workers }, 1)},
 	{Env: "ARBITER_AGENT", Default: agent.BackendNone, Scope: ScopeWorker,
@@ -178,13 +189,13 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT_MODEL", Scope: ScopeWorker,
 		Help: "openai: the model name",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Model })},
-	{Env: "ARBITER_AGENT_TIMEOUT", Default: agent.DefaultTimeout.String(), Scope: ScopeWorker,
-		Help: "openai: the limit on one call",
-		Set:  durationSetting(func(c *Config) *time.Duration { return &c.Agent.Timeout })},
+	{Env: "ARBITER_AGENT_TIMEOUT", Default: worker.DefaultAttemptTimeout.String(), Scope: ScopeWorker,
+		Help: "the limit on one verifier call",
+		Set:  durationSetting(func(c *Config) *time.Duration { return &c.AgentTimeout })},
 	{Env: "ARBITER_AGENT_RULES", Scope: ScopeWorker,
 		Help: "rules: the rules file",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.RulesFile })},
-	{Env: "ARBITER_SHUTDOWN_GRACE", Default: DefaultShutdownGrace.String(), Scope: ScopeWorker,
+	{Env: "ARBITER_SHUTDOWN_GRACE", Default: worker.DefaultGrace.String(), Scope: ScopeWorker,
 		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Env: "ARBITER_LOG_LEVEL", Default: "info", Scope: ScopeWorker,

@@ -5,7 +5,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -45,9 +44,13 @@ type Config struct {
 
 	// ID names this worker in leases and heartbeats (default wrk_ + random).
 	ID string
-	// Concurrency bounds the verifier calls in flight (default 8).
+	// Concurrency bounds the verifier calls in flight (default
+	// DefaultConcurrency).
 	Concurrency int
-	// AttemptTimeout bounds one verifier call (default 30s).
+	// AttemptTimeout bounds one verifier call (default
+	// DefaultAttemptTimeout). It is the call's one time limit: the
+	// verifier takes it from the context and says in its own words that
+	// it ran out.
 	AttemptTimeout time.Duration
 	// Lease is how long a claim holds (default twice AttemptTimeout plus
 	// 10s). Leases are not renewed: a lease outlives the call and its
@@ -55,7 +58,7 @@ type Config struct {
 	// shorter than AttemptTimeout plus 10s is raised to that.
 	Lease time.Duration
 	// Grace is how long in-flight calls may finish after Run's context
-	// ends (default 10s); the leases of the rest are released.
+	// ends (default DefaultGrace); the leases of the rest are released.
 	Grace time.Duration
 	// Poll is the wait between claims when the queue is empty (default
 	// 500ms); Notify cuts it short.
@@ -71,6 +74,13 @@ type Config struct {
 	Demo       DemoPruner
 	PruneEvery time.Duration
 }
+
+// Defaults of Config, which the server's settings also show.
+const (
+	DefaultConcurrency    = 8
+	DefaultAttemptTimeout = 30 * time.Second
+	DefaultGrace          = 10 * time.Second
+)
 
 // recordTimeout bounds a store call that records an attempt or, at
 // shutdown, releases leases and removes the heartbeat.
@@ -92,10 +102,10 @@ func New(cfg Config) *Worker {
 		cfg.ID = arbiter.NewID("wrk_", 8)
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 8
+		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.AttemptTimeout <= 0 {
-		cfg.AttemptTimeout = 30 * time.Second
+		cfg.AttemptTimeout = DefaultAttemptTimeout
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 2*cfg.AttemptTimeout + 10*time.Second
@@ -103,7 +113,7 @@ func New(cfg Config) *Worker {
 		cfg.Lease = cfg.AttemptTimeout + recordTimeout
 	}
 	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Second
+		cfg.Grace = DefaultGrace
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
@@ -132,9 +142,6 @@ func New(cfg Config) *Worker {
 	}
 }
 
-// ID returns the worker's name in leases and heartbeats.
-func (w *Worker) ID() string { return w.cfg.ID }
-
 // Notify wakes the claim loop at once, for a task just created. It never
 // blocks.
 func (w *Worker) Notify() {
@@ -147,7 +154,7 @@ func (w *Worker) Notify() {
 // Run claims and works tasks until ctx ends. Then it stops claiming, lets
 // calls in flight finish within the grace period, cancels the rest and
 // releases their leases, so their tasks are claimed again elsewhere.
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) {
 	// Calls run under their own context: it outlives ctx by the grace
 	// period.
 	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
@@ -181,7 +188,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.cfg.Health.RemoveWorker(final, w.cfg.ID); err != nil {
 		w.log.Error("remove heartbeat", "error", err.Error())
 	}
-	return nil
 }
 
 // claimLoop claims as many tasks as there are free slots and starts a call
@@ -238,6 +244,12 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 		return
 	}
 	step := arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
+	if step.Err != nil {
+		// The attempt records the reason; the full error is logged here,
+		// once.
+		w.log.Warn("verifier call failed", "task", t.ID, "reason", *step.Attempt.Error,
+			"next", step.Next, "error", step.Err.Error())
+	}
 	// The record outlives the grace period's cancellation, but not a hung
 	// store: shutdown waits for it.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(calls), recordTimeout)
@@ -254,8 +266,7 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 func (w *Worker) verify(ctx context.Context, t *arbiter.Task) (v arbiter.Verification, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.log.Error("verifier panic", "task", t.ID, "panic", fmt.Sprint(p))
-			err = errors.New("the verifier failed unexpectedly")
+			err = &arbiter.VerifierError{Reason: arbiter.VerifierFailed, Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
 	return w.cfg.Verifier.Verify(ctx, t)

@@ -43,17 +43,17 @@ func start(t *testing.T, store *db.DB, v arbiter.Verifier, tune func(*worker.Con
 	}
 	w := worker.New(cfg)
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	done := make(chan struct{})
+	go func() {
+		w.Run(runCtx)
+		close(done)
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run = %v", err)
-				}
+			case <-done:
 			case <-time.After(10 * time.Second):
 				t.Error("the worker did not stop")
 			}

@@ -67,15 +67,13 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		}
 		w := worker.New(worker.Config{
 			Queue: store, Verifier: verifier, Health: store, Demo: store, Logger: logger,
-			Concurrency: cfg.Workers, AttemptTimeout: cfg.Agent.Timeout, Grace: cfg.ShutdownGrace,
+			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
 		})
 		notify = w.Notify
 		// The worker stops claiming at the signal, while the HTTP server
 		// drains; both have the grace period.
 		wg.Go(func() {
-			if err := w.Run(ctx); err != nil {
-				logger.Error("worker stopped", "error", err.Error())
-			}
+			w.Run(ctx)
 		})
 	}
 	if !api {
