@@ -3,6 +3,8 @@ package web
 import (
 	"regexp"
 	"testing"
+
+	"github.com/arbiterhq/arbiter"
 )
 
 // TestSettings_AreWellFormed checks every entry of Settings, including ones
@@ -46,7 +48,7 @@ func TestConfigFromEnv_ReadsOnlyTheScopesAsked(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the store's settings failed on other scopes' values: %v", err)
 	}
-	if c.DailyTaskCap != DefaultDailyTaskCap || c.DatabaseURL == "" {
+	if c.DailyTaskCap != arbiter.DefaultDailyTaskCap || c.DatabaseURL == "" {
 		t.Errorf("store config = %+v", c)
 	}
 	for _, s := range Settings {
