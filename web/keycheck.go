@@ -12,16 +12,28 @@ import (
 // process reaches this one within this time.
 const KeyCacheTTL = time.Second
 
-// maxCachedKeys bounds the cache; past it the cache starts over, so random
-// keys sent by a stranger cannot grow memory without bound.
+// maxCachedKeys bounds the cache; past it the cache starts over, keeping
+// only the keys known to be active, so random keys sent by a stranger
+// cannot grow memory without bound.
 const maxCachedKeys = 100_000
+
+// Failed key checks per client IP: FailedKeyChecksBurst at once, then one
+// more every FailedKeyCheckEvery; past them, keys the checker does not know
+// to be active are refused with 429 before any lookup.
+const (
+	FailedKeyChecksBurst = 100
+	FailedKeyCheckEvery  = time.Second
+)
 
 // KeyChecker authenticates API keys without writing to the store on the
 // request path: lookups are cached for KeyCacheTTL, and last-use times are
 // coalesced in memory and written by Flush, which Run calls every second.
+// Each client's failed checks are limited, so guessing keys cannot make a
+// database query each.
 type KeyChecker struct {
-	keys arbiter.APIKeyService
-	now  arbiter.Clock
+	keys     arbiter.APIKeyService
+	now      arbiter.Clock
+	failures *arbiter.RateLimiter // failed checks, by client
 
 	mu    sync.Mutex
 	cache map[string]cachedKey         // by key hash
@@ -39,7 +51,11 @@ func NewKeyChecker(keys arbiter.APIKeyService, now arbiter.Clock) *KeyChecker {
 	if now == nil {
 		now = time.Now
 	}
-	return &KeyChecker{keys: keys, now: now, cache: map[string]cachedKey{}, used: map[string]arbiter.Timestamp{}}
+	return &KeyChecker{
+		keys: keys, now: now,
+		failures: arbiter.NewRateLimiter(FailedKeyChecksBurst, FailedKeyCheckEvery, now),
+		cache:    map[string]cachedKey{}, used: map[string]arbiter.Timestamp{},
+	}
 }
 
 var (
@@ -49,10 +65,15 @@ var (
 	errKeyRevoked   = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key has been revoked.")
 )
 
-// Check returns the account of an active key and records its use. A
-// missing, malformed, unknown or revoked key is an EUNAUTHORIZED error;
-// malformed keys are refused without a lookup.
-func (c *KeyChecker) Check(ctx context.Context, plaintext string) (accountID string, err error) {
+// Check returns the account of an active key sent by client (an
+// arbiter.Client's LimitKey) and records its use. A missing, malformed,
+// unknown or revoked key is an EUNAUTHORIZED error; malformed keys are
+// refused without a lookup. Each failed check of a well-formed key spends
+// one of the client's FailedKeyChecksBurst; when none is left, a key not
+// known to be active is refused with ERATELIMIT (and RetryAfter) without a
+// lookup. A key this checker has seen active is never held back, so a
+// client's valid keys keep working while its guesses are refused.
+func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accountID string, err error) {
 	if plaintext == "" {
 		return "", errKeyMissing
 	} else if !arbiter.ValidAPIKey(plaintext) {
@@ -65,8 +86,12 @@ func (c *KeyChecker) Check(ctx context.Context, plaintext string) (accountID str
 	k, ok := c.cache[hash]
 	c.mu.Unlock()
 	if !ok || now.After(k.expires) {
-		if k, err = c.lookup(ctx, hash, now); err != nil {
+		if k, err = c.lookupLimited(ctx, client, hash, now, ok && k.known && k.active); err != nil {
 			return "", err
+		}
+	} else if !k.known || !k.active {
+		if ok, wait := c.failures.Allow(client); !ok {
+			return "", tooManyFailedChecks(wait)
 		}
 	}
 
@@ -82,6 +107,33 @@ func (c *KeyChecker) Check(ctx context.Context, plaintext string) (accountID str
 	return k.accountID, nil
 }
 
+// lookupLimited looks a key up for client. A key last seen active is
+// looked up freely; any other spends one of the client's failed checks
+// first, given back when the key turns out active or the store failed.
+func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now time.Time, wasActive bool) (cachedKey, error) {
+	if wasActive {
+		k, err := c.lookup(ctx, hash, now)
+		if err == nil && !k.active {
+			c.failures.Allow(client) // a revoked key counts from now on
+		}
+		return k, err
+	}
+	if ok, wait := c.failures.Allow(client); !ok {
+		return cachedKey{}, tooManyFailedChecks(wait)
+	}
+	k, err := c.lookup(ctx, hash, now)
+	if err != nil || k.active {
+		c.failures.Return(client)
+	}
+	return k, err
+}
+
+// tooManyFailedChecks is the answer to a client out of failed checks.
+func tooManyFailedChecks(wait time.Duration) error {
+	return &arbiter.Error{Code: arbiter.ERATELIMIT, RetryAfter: wait,
+		Message: "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key."}
+}
+
 func (c *KeyChecker) lookup(ctx context.Context, hash string, now time.Time) (cachedKey, error) {
 	key, err := c.keys.FindAPIKeyByHash(ctx, hash)
 	k := cachedKey{expires: now.Add(KeyCacheTTL)}
@@ -94,7 +146,13 @@ func (c *KeyChecker) lookup(ctx context.Context, hash string, now time.Time) (ca
 	}
 	c.mu.Lock()
 	if len(c.cache) >= maxCachedKeys {
-		c.cache = map[string]cachedKey{}
+		kept := map[string]cachedKey{}
+		for h, ck := range c.cache {
+			if ck.known && ck.active && len(kept) < maxCachedKeys/2 {
+				kept[h] = ck
+			}
+		}
+		c.cache = kept
 	}
 	c.cache[hash] = k
 	c.mu.Unlock()

@@ -77,13 +77,16 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 
 // bearerAuth admits requests carrying an active API key as
 // "Authorization: Bearer svc_live_…" and puts the key's account in the
-// request context. Anything else is answered 401.
+// request context. Anything else is answered 401, or 429 once the client
+// has failed too many checks (see KeyChecker.Check).
 func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			accountID, err := keys.Check(r.Context(), bearerToken(r))
-			if err != nil {
+			accountID, err := keys.Check(r.Context(), handlers.ClientOf(r).LimitKey(), bearerToken(r))
+			if arbiter.ErrorCode(err) == arbiter.EUNAUTHORIZED {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="arbiter"`)
+			}
+			if err != nil {
 				handlers.Error(w, r, err)
 				return
 			}
