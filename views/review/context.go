@@ -280,10 +280,15 @@ func moreLabel(n int, unit string) string {
 	return "show " + plural(n, "more "+unit)
 }
 
-// plural is n and unit, with an s unless n is 1.
+// plural is n and unit, with an s unless n is 1: "1 item", "115,400
+// characters".
 func plural(n int, unit string) string {
 	if n == 1 {
 		return "1 " + unit
 	}
-	return strconv.Itoa(n) + " " + unit + "s"
+	digits := strconv.Itoa(n)
+	for i := len(digits) - 3; i > 0 && digits[i-1] != '-'; i -= 3 {
+		digits = digits[:i] + "," + digits[i:]
+	}
+	return digits + " " + unit + "s"
 }

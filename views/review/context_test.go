@@ -154,6 +154,14 @@ func TestContextTree(t *testing.T) {
 	}
 }
 
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 items", 1: "1 item", 999: "999 items", 1000: "1,000 items", 115400: "115,400 items", 1234567: "1,234,567 items"} {
+		if got := plural(n, "item"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestContextTree_NodeBudget(t *testing.T) {
 	c := contextOf(&arbiter.Task{Context: json.RawMessage(repeatTo("[", "[1,2]", "]"))})
 	nodes := 0
