@@ -22,8 +22,9 @@ type LoginTokenService interface {
 	CreateLoginToken(ctx context.Context, email string) (string, error)
 
 	// CheckLoginToken reports whether the token could still be redeemed,
-	// without using it up. Returns ErrLoginLinkInvalid when it could not.
-	CheckLoginToken(ctx context.Context, token string) error
+	// without using it up, and returns the address it would sign in as.
+	// Returns ErrLoginLinkInvalid when it could not.
+	CheckLoginToken(ctx context.Context, token string) (email string, err error)
 
 	// RedeemLoginToken uses the token up and returns its address.
 	// Returns ErrLoginLinkInvalid for an unknown, used or expired token.

@@ -37,17 +37,18 @@ func (d *DB) CreateLoginToken(ctx context.Context, email string) (string, error)
 }
 
 // CheckLoginToken reports whether the token is unused and unexpired, without
-// using it. Returns arbiter.ErrLoginLinkInvalid otherwise.
-func (d *DB) CheckLoginToken(ctx context.Context, token string) error {
-	var n int
-	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT 1 FROM login_tokens
-		WHERE hash = ? AND used_at IS NULL AND expires_at > ?`), arbiter.HashToken(token), int64(d.nowMS())).Scan(&n)
+// using it, and returns its address. Returns arbiter.ErrLoginLinkInvalid
+// otherwise.
+func (d *DB) CheckLoginToken(ctx context.Context, token string) (string, error) {
+	var email string
+	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT email FROM login_tokens
+		WHERE hash = ? AND used_at IS NULL AND expires_at > ?`), arbiter.HashToken(token), int64(d.nowMS())).Scan(&email)
 	if errors.Is(err, sql.ErrNoRows) {
-		return arbiter.ErrLoginLinkInvalid
+		return "", arbiter.ErrLoginLinkInvalid
 	} else if err != nil {
-		return fmt.Errorf("check login token: %w", err)
+		return "", fmt.Errorf("check login token: %w", err)
 	}
-	return nil
+	return email, nil
 }
 
 // RedeemLoginToken marks the token used and returns its address, in one

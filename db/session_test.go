@@ -83,8 +83,8 @@ func TestLoginTokenService(t *testing.T) {
 		if err != nil || len(token) != 64 {
 			t.Fatalf("token = %q, %v", token, err)
 		}
-		if err := d.CheckLoginToken(ctx, token); err != nil {
-			t.Fatalf("check: %v", err)
+		if email, err := d.CheckLoginToken(ctx, token); err != nil || email != "someone@example.com" {
+			t.Fatalf("check = %q, %v", email, err)
 		}
 		email, err := d.RedeemLoginToken(ctx, token)
 		if err != nil || email != "someone@example.com" {
@@ -92,15 +92,18 @@ func TestLoginTokenService(t *testing.T) {
 		}
 		_, err = d.RedeemLoginToken(ctx, token)
 		wantCode(t, err, arbiter.EUNAUTHORIZED)
-		wantCode(t, d.CheckLoginToken(ctx, token), arbiter.EUNAUTHORIZED)
+		_, err = d.CheckLoginToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
 		_, err = d.RedeemLoginToken(ctx, arbiter.NewSecretToken())
 		wantCode(t, err, arbiter.EUNAUTHORIZED)
 
 		late, _ := d.CreateLoginToken(ctx, "someone@example.com")
 		clock.t = clock.t.Add(arbiter.LoginTokenTTL - time.Second)
-		wantCode(t, d.CheckLoginToken(ctx, late), "")
+		_, err = d.CheckLoginToken(ctx, late)
+		wantCode(t, err, "")
 		clock.t = clock.t.Add(2 * time.Second)
-		wantCode(t, d.CheckLoginToken(ctx, late), arbiter.EUNAUTHORIZED)
+		_, err = d.CheckLoginToken(ctx, late)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
 		_, err = d.RedeemLoginToken(ctx, late)
 		wantCode(t, err, arbiter.EUNAUTHORIZED)
 

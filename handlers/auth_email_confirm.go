@@ -8,22 +8,37 @@ import (
 )
 
 // AuthEmailConfirm handles GET /signin/email/confirm?token=…, the page an
-// e-mailed link opens: a button that signs in by POST. Opening the link
-// uses nothing up, so mail scanners that fetch links are harmless.
+// e-mailed link opens: a button that signs in by POST, naming the address
+// it signs in as. Opening the link uses nothing up, so mail scanners that
+// fetch links are harmless.
 func AuthEmailConfirm(logins arbiter.LoginTokenService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The token is in this page's address: never send it on.
+		// The token is in this page's address: never send it on, not even
+		// to this origin (the layout's meta tag says so too).
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		token := r.URL.Query().Get("token")
 		next := SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next"))
-		status, msg := http.StatusOK, ""
-		if err := logins.CheckLoginToken(r.Context(), token); err != nil {
-			if StatusOf(err) == http.StatusInternalServerError {
-				Error(w, r, err)
-				return
-			}
-			status, msg, token = StatusOf(err), arbiter.ErrorMessage(err), ""
+		email, err := logins.CheckLoginToken(r.Context(), token)
+		if err != nil {
+			linkUnusable(w, r, err)
+			return
 		}
-		Render(w, r, status, dashboard.EmailConfirm(PageOf(r, "Finish signing in", ""), token, next, msg))
+		p := PageOf(r, "Finish signing in", "")
+		p.NoReferrer = true
+		Render(w, r, http.StatusOK, dashboard.EmailConfirm(p, dashboard.EmailConfirmView{Token: token, Next: next, Email: email}))
 	})
+}
+
+// linkUnusable answers a sign-in link that cannot be used: the page that
+// says so and offers a new one, or the error page for a failure of the
+// store.
+func linkUnusable(w http.ResponseWriter, r *http.Request, err error) {
+	if StatusOf(err) == http.StatusInternalServerError {
+		Error(w, r, err)
+		return
+	}
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	p := PageOf(r, "This link cannot be used", "")
+	p.NoReferrer = true
+	Render(w, r, StatusOf(err), dashboard.EmailLinkUnusable(p, arbiter.ErrorMessage(err)))
 }

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/arbiterhq/arbiter"
-	"github.com/arbiterhq/arbiter/views/dashboard"
 )
 
 // AuthEmailSignIn handles POST /signin/email/confirm: it uses the link's
@@ -15,11 +14,7 @@ func AuthEmailSignIn(logins arbiter.LoginTokenService, identities arbiter.Identi
 		next := SiteFrom(r.Context()).SafeNext(r.PostFormValue("next"))
 		email, err := logins.RedeemLoginToken(r.Context(), r.PostFormValue("token"))
 		if err != nil {
-			if StatusOf(err) == http.StatusInternalServerError {
-				Error(w, r, err)
-				return
-			}
-			Render(w, r, StatusOf(err), dashboard.EmailConfirm(PageOf(r, "Finish signing in", ""), "", next, arbiter.ErrorMessage(err)))
+			linkUnusable(w, r, err)
 			return
 		}
 		account, err := identities.SignInWithIdentity(r.Context(), arbiter.ExternalIdentity{

@@ -340,6 +340,16 @@ func TestMagicLink(t *testing.T) {
 		if r.header.Get("Referrer-Policy") != "no-referrer" {
 			t.Errorf("the confirm page's Referrer-Policy = %q; its address holds the token", r.header.Get("Referrer-Policy"))
 		}
+		// A meta tag overrides the header: the page's must not allow a
+		// Referer either.
+		if !strings.Contains(r.body, `<meta name="referrer" content="no-referrer">`) || strings.Contains(r.body, `content="same-origin"`) {
+			t.Errorf("the confirm page's referrer meta tag lets the token out:\n%.600s", r.body)
+		}
+		// It names the address it signs in as, so a forwarded link shows
+		// it is someone else's.
+		if !strings.Contains(r.body, `data-testid="sign-in-as">new.person@example.com</strong>`) || !strings.Contains(r.body, "Sign in as new.person@example.com</button>") {
+			t.Errorf("the confirm page does not say which address it signs in as:\n%s", r.body)
+		}
 		if b.signedIn() {
 			t.Fatal("opening the link signed in; only the POST may")
 		}
@@ -363,8 +373,15 @@ func TestMagicLink(t *testing.T) {
 		if strings.Contains(r.body, token) || !strings.Contains(r.body, "expired or was already used") {
 			t.Errorf("a used link's page:\n%s", r.body)
 		}
+		if !strings.Contains(r.body, "<title>This link cannot be used · Arbiter</title>") || strings.Contains(r.body, "Finish signing in") ||
+			!strings.Contains(r.body, `content="no-referrer"`) {
+			t.Errorf("a used link's page keeps the confirm page's title, or lets its address out:\n%.800s", r.body)
+		}
 		r = other.post("/signin/email/confirm", url.Values{"token": {token}})
 		wantStatus(t, r, http.StatusUnauthorized)
+		if !strings.Contains(r.body, "<title>This link cannot be used · Arbiter</title>") {
+			t.Errorf("a used link's sign-in answered:\n%.800s", r.body)
+		}
 		if other.signedIn() {
 			t.Fatal("a used link signed in again")
 		}

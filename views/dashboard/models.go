@@ -15,6 +15,13 @@ type Provider struct {
 	URL   string // where the button leads: /auth/{name}?next=…
 }
 
+// EmailConfirmView is the page a sign-in link opens.
+type EmailConfirmView struct {
+	Token string // the link's token, posted back by the button
+	Next  string // where to go after signing in
+	Email string // the address the link signs in as
+}
+
 // SignInView is the sign-in page.
 type SignInView struct {
 	Providers []Provider

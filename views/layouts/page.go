@@ -16,6 +16,20 @@ type Page struct {
 	// ReviewCountURL, when set, is polled for the number of tasks waiting
 	// for a human, shown beside the navigation's review entry.
 	ReviewCountURL string
+	// NoReferrer keeps the page's address out of the Referer of every
+	// request the page makes, its own scripts and styles included, for a
+	// page whose address holds a secret such as a sign-in token. Other
+	// pages send their address to their own origin only.
+	NoReferrer bool
+}
+
+// Referrer is the page's referrer policy, for the layout's meta tag, which
+// overrides the Referrer-Policy header.
+func (p Page) Referrer() string {
+	if p.NoReferrer {
+		return "no-referrer"
+	}
+	return "same-origin"
 }
 
 // navItem is one entry of the navigation.
