@@ -247,7 +247,8 @@ func TestQueueService_RetriesThenHuman(t *testing.T) {
 			if err != nil || len(claimed) != 1 || claimed[0].Failures != failures {
 				t.Fatalf("claim %d = %+v (%v), want the task with %d failures", failures+1, claimed, err, failures)
 			}
-			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, errors.New("HTTP 503"), c.Now(), c.Now(), backoff)
+			failure := &arbiter.VerifierError{Reason: arbiter.VerifierHTTPStatus(503), Err: errors.New("503 Service Unavailable")}
+			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, failure, c.Now(), c.Now(), backoff)
 			if err := d.FinishAgentAttempt(ctx, "w1", task.ID, step); err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +259,7 @@ func TestQueueService_RetriesThenHuman(t *testing.T) {
 			t.Fatalf("after three failures: %+v, want human_needed with 3 failed attempts", got)
 		}
 		for _, a := range got.Attempts {
-			if a.Tier != arbiter.TierAgent || a.Error == nil || *a.Error != "HTTP 503" || a.Verdict != nil {
+			if a.Tier != arbiter.TierAgent || a.Error == nil || *a.Error != "the verifier answered HTTP 503" || a.Verdict != nil {
 				t.Errorf("attempt = %+v, want a failed agent attempt", a)
 			}
 		}
