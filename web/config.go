@@ -40,6 +40,10 @@ type Config struct {
 	// PprofAddr, when set, serves /debug/pprof on this separate address
 	// (ARBITER_PPROF_ADDR). Keep it on loopback: it is never public.
 	PprofAddr string
+	// MaxConnections caps the HTTP connections open at once
+	// (ARBITER_MAX_CONNECTIONS); past it, new connections wait in the
+	// kernel's queue until one closes.
+	MaxConnections int
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed (ARBITER_TRUSTED_PROXIES, comma-separated CIDRs; default
 	// none): behind one, the client is the right-most address of
@@ -89,8 +93,9 @@ func (c OAuthClient) Configured() bool { return c.ClientID != "" && c.ClientSecr
 
 // Default configuration values.
 const (
-	DefaultAddr   = ":8080"
-	DefaultOrigin = "http://localhost:8080"
+	DefaultAddr           = ":8080"
+	DefaultOrigin         = "http://localhost:8080"
+	DefaultMaxConnections = 4096
 )
 
 // Scope names the part of the program that reads a setting, and so the
@@ -215,6 +220,9 @@ var Settings = []Setting{
 	{Env: "ARBITER_PPROF_ADDR", Flag: "pprof-addr", Scope: ScopeHTTP,
 		Help: "serve /debug/pprof on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},
+	{Env: "ARBITER_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Scope: ScopeHTTP,
+		Help: "HTTP connections open at once; more wait until one closes",
+		Set:  intSetting(func(c *Config) *int { return &c.MaxConnections }, 1)},
 	{Env: "ARBITER_TRUSTED_PROXIES", Scope: ScopeHTTP,
 		Help: "comma-separated networks of reverse proxies whose X-Forwarded-For names the client",
 		Set: func(c *Config, v string) error {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/web"
@@ -101,22 +103,24 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	fileLimit, err := raiseOpenFileLimit()
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		logger.Warn("could not raise the open file limit", "error", err.Error())
 	}
-	srv := &http.Server{
-		Handler:           router.Routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	ln, err := listen(cfg.Addr, cfg.MaxConnections)
+	if err != nil {
+		return err
 	}
+	srv := newHTTPServer(router.Routes(), logger)
 	if cfg.PprofAddr != "" {
 		go servePprof(cfg.PprofAddr, logger)
 	}
-	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker)
+	if fileLimit > 0 && uint64(cfg.MaxConnections) > fileLimit {
+		logger.Warn("ARBITER_MAX_CONNECTIONS is above the open file limit; connections past the limit will fail to be accepted",
+			"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker,
+		"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -139,6 +143,37 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		return err
 	}
 	return nil
+}
+
+// MaxHeaderBytes bounds a request's header; a larger one is answered 431.
+const MaxHeaderBytes = 64 << 10
+
+// listen opens the HTTP listener on addr, accepting at most maxConns
+// connections at once: past them, new connections wait in the kernel's
+// queue until one closes, so a flood of idle connections cannot use up the
+// process's file descriptors.
+func listen(addr string, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return netutil.LimitListener(ln, maxConns), nil
+}
+
+// newHTTPServer returns the server of handler with the limits every
+// connection lives under: a header of at most MaxHeaderBytes read within 10
+// seconds, a request within 30, an answer within 30, and an idle keep-alive
+// connection closed after 60.
+func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // servePprof serves the profiler on its own listener, apart from the
