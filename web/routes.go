@@ -168,7 +168,7 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,
-// the overview, API keys and the audit log.
+// the overview, tasks, API keys and the audit log.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	if rt.Sessions == nil {
 		return
@@ -195,6 +195,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/keys", handlers.DashboardKeyCreate(s.Keys, s.Audit, now))
 			r.Method(http.MethodGet, "/keys/{id}/revoke", handlers.DashboardKeyRevokeConfirm(s.Keys))
 			r.Method(http.MethodPost, "/keys/{id}/revoke", handlers.DashboardKeyRevoke(s.Keys, s.Audit))
+			r.Method(http.MethodGet, "/tasks", handlers.DashboardTasks(s.Tasks, now))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.DashboardTask(s.Tasks, now))
 			r.Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
 		})
 	})

@@ -311,7 +311,8 @@ func Time(ts arbiter.Timestamp, now time.Time) templ.Component {
 	})
 }
 
-// Badge is a small coloured label: kind is "green", "red" or "grey".
+// Badge is a small coloured label: kind is "green", "red", "amber", "blue"
+// or "grey".
 func Badge(kind, text string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -358,7 +359,7 @@ func Badge(kind, text string) templ.Component {
 		var templ_7745c5c3_Var20 string
 		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(text)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/components/components.templ`, Line: 64, Col: 131}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/components/components.templ`, Line: 65, Col: 131}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 		if templ_7745c5c3_Err != nil {
@@ -378,6 +379,10 @@ func badgeClass(kind string) string {
 		return "bg-emerald-50 text-emerald-700 ring-emerald-600/20"
 	case "red":
 		return "bg-red-50 text-red-700 ring-red-600/20"
+	case "amber":
+		return "bg-amber-50 text-amber-800 ring-amber-600/20"
+	case "blue":
+		return "bg-sky-50 text-sky-800 ring-sky-600/20"
 	}
 	return "bg-slate-50 text-slate-600 ring-slate-500/20"
 }

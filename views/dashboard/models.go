@@ -61,3 +61,26 @@ type ErrorView struct {
 	Title   string
 	Message string
 }
+
+// TasksView is the account's task list: one page, newest first, with the
+// filters that chose it.
+type TasksView struct {
+	Tasks []*arbiter.Task
+	// Status and Source are the filters as the person set them.
+	Status, Source string
+	// Older is the address of the next page, "" on the last one; Newest
+	// leads back to the first page, "" on it.
+	Older, Newest string
+	// Error says why the filters were refused.
+	Error string
+	Now   time.Time
+}
+
+// TaskView is one task of the account with its attempts and context.
+type TaskView struct {
+	Task *arbiter.Task
+	// DeskURL is the task on the reviewer's desk, set while it waits for a
+	// human.
+	DeskURL string
+	Now     time.Time
+}

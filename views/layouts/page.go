@@ -8,8 +8,8 @@ type Page struct {
 	// Email is the signed-in person's address; "" when nobody is signed in,
 	// which hides the navigation and the sign-out button.
 	Email string
-	// Active is the navigation entry to highlight: "home", "keys", "audit"
-	// or "review".
+	// Active is the navigation entry to highlight: "home", "tasks",
+	// "keys", "audit" or "review".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
@@ -45,6 +45,7 @@ func (p Page) nav() []navItem {
 	}
 	return []navItem{
 		{"home", "Overview", "/"},
+		{"tasks", "Tasks", "/tasks"},
 		{"keys", "API keys", "/keys"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},

@@ -1,0 +1,85 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// TasksPageSize is how many tasks one page of the dashboard's list shows.
+const TasksPageSize = 25
+
+// DashboardTasks handles GET /tasks: the account's tasks, newest first,
+// filtered by ?status= and ?source=, one page at a time; ?after= is the
+// opaque cursor of the page to show. Filters that are not valid answer the
+// page with the reason and 400.
+func DashboardTasks(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		v := dashboard.TasksView{Status: q.Get("status"), Source: strings.TrimSpace(q.Get("source")), Now: now()}
+		f := arbiter.TaskFilter{Status: v.Status, Source: v.Source, Limit: TasksPageSize}
+		var err error
+		if after := q.Get("after"); after != "" {
+			var c arbiter.TaskCursor
+			if c, err = arbiter.ParseTaskCursor(after); err == nil {
+				f.After = &c
+				v.Newest = tasksURL(v.Status, v.Source, nil)
+			}
+		}
+		var page arbiter.TaskPage
+		if err == nil {
+			page, err = tasks.ListTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), f)
+		}
+		status := http.StatusOK
+		if err != nil {
+			if StatusOf(err) != http.StatusBadRequest {
+				Error(w, r, err)
+				return
+			}
+			status, v.Error, v.Newest = http.StatusBadRequest, arbiter.ErrorMessage(err), ""
+		}
+		v.Tasks = page.Tasks
+		if next := page.Next(); next != nil {
+			v.Older = tasksURL(v.Status, v.Source, next)
+		}
+		Render(w, r, status, dashboard.Tasks(PageOf(r, "Tasks", "tasks"), v))
+	})
+}
+
+// tasksURL is the address of a page of the task list.
+func tasksURL(status, source string, after *arbiter.TaskCursor) string {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if source != "" {
+		q.Set("source", source)
+	}
+	if after != nil {
+		q.Set("after", after.String())
+	}
+	if len(q) == 0 {
+		return "/tasks"
+	}
+	return "/tasks?" + q.Encode()
+}
+
+// DashboardTask handles GET /tasks/{id}: one task of the account with its
+// attempts and context. Another account's task is 404, as in the API.
+func DashboardTask(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		task, err := tasks.FindTaskByID(r.Context(), arbiter.AccountIDFromContext(r.Context()), r.PathValue("id"))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v := dashboard.TaskView{Task: task, Now: now()}
+		if task.Status == arbiter.StatusHumanNeeded {
+			v.DeskURL = SiteFrom(r.Context()).ReviewHome() + "/tasks/" + task.ID
+		}
+		Render(w, r, http.StatusOK, dashboard.TaskDetail(PageOf(r, "Task "+task.ID, "tasks"), v))
+	})
+}
