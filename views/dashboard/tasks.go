@@ -1,10 +1,7 @@
 package dashboard
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -51,44 +48,6 @@ func percent(c *float64) string {
 		return "–"
 	}
 	return strconv.Itoa(int(*c*100+0.5)) + "%"
-}
-
-// MaxContextPreviewBytes bounds the context a task's page shows: past it,
-// the indented JSON is cut and the page says how much is left out.
-const MaxContextPreviewBytes = 16 << 10
-
-// contextPreview is a task's context indented for reading, at most
-// MaxContextPreviewBytes of it, and how many bytes of the indented text were
-// left out. It is "" for a task without a context.
-func contextPreview(raw json.RawMessage) (text string, omitted int) {
-	if len(raw) == 0 {
-		return "", 0
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		buf.Reset()
-		buf.Write(raw)
-	}
-	b := buf.Bytes()
-	if len(b) <= MaxContextPreviewBytes {
-		return string(b), 0
-	}
-	cut := MaxContextPreviewBytes
-	for cut > 0 && !utf8.RuneStart(b[cut]) {
-		cut--
-	}
-	return string(b[:cut]), len(b) - cut
-}
-
-// formatBytes writes a size for people: 812 bytes, 14 KB, 2.3 MB.
-func formatBytes(n int) string {
-	switch {
-	case n < 1024:
-		return strconv.Itoa(n) + " bytes"
-	case n < 1024*1024:
-		return strconv.Itoa((n+512)/1024) + " KB"
-	}
-	return strconv.FormatFloat(float64(n)/(1024*1024), 'f', 1, 64) + " MB"
 }
 
 // attemptWho names who made an attempt: the reviewer, or the verifier's
