@@ -4,19 +4,22 @@ import "context"
 
 // Audit event kinds.
 const (
-	AuditSignIn     = "sign_in"
-	AuditKeyCreated = "key_created"
-	AuditKeyRevoked = "key_revoked"
+	AuditSignIn        = "sign_in"
+	AuditSignOut       = "sign_out"
+	AuditKeyCreated    = "key_created"
+	AuditKeyRevoked    = "key_revoked"
+	AuditReviewDecided = "review_decided"
 )
 
-// AuditEvent is one line of an account's audit log: a sign-in, or a key
-// created or revoked, with who did it and from where.
+// AuditEvent is one line of an account's audit log: a sign-in or sign-out,
+// a key created or revoked, or a reviewer's decision, with who did it and
+// from where.
 type AuditEvent struct {
 	ID        int64
 	AccountID string
-	Kind      string // AuditSignIn, AuditKeyCreated or AuditKeyRevoked
+	Kind      string // one of the Audit* kinds
 	Actor     string // who: the signed-in person's e-mail
-	Detail    string // what: the sign-in method, or the key's name and prefix
+	Detail    string // what: the sign-in method, the key's name and prefix, or the verdict and task
 	ClientIP  string
 	UserAgent string
 	CreatedAt Timestamp
@@ -32,6 +35,32 @@ func NewKeyAuditEvent(kind string, s *Session, k *APIKey, c Client) *AuditEvent 
 		Detail:    k.Name + " (" + k.Prefix + "…)",
 		ClientIP:  c.IP,
 		UserAgent: c.UserAgent,
+	}
+}
+
+// NewSignOutAuditEvent returns the audit event of the session's person
+// signing out; the detail is how they had signed in.
+func NewSignOutAuditEvent(s *Session, c Client) *AuditEvent {
+	return &AuditEvent{
+		AccountID: s.AccountID,
+		Kind:      AuditSignOut,
+		Actor:     s.Email,
+		Detail:    s.Method,
+		ClientIP:  c.IP,
+		UserAgent: c.UserAgent,
+	}
+}
+
+// NewReviewAuditEvent returns the audit event of a reviewer's decision on
+// the account's task: the verdict and the task, as “reject” on tsk_….
+func NewReviewAuditEvent(accountID, taskID string, d HumanDecision) *AuditEvent {
+	return &AuditEvent{
+		AccountID: accountID,
+		Kind:      AuditReviewDecided,
+		Actor:     d.Reviewer,
+		Detail:    "“" + d.Verdict + "” on " + taskID,
+		ClientIP:  d.Client.IP,
+		UserAgent: d.Client.UserAgent,
 	}
 }
 

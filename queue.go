@@ -69,6 +69,8 @@ type HumanDecision struct {
 	Verdict   string
 	Rationale string
 	Reviewer  string // who decided: an e-mail address or another identity
+	// Client is where the decision came from, for the account's audit log.
+	Client Client
 }
 
 // Validate checks a decision before it is stored, whatever the task: a
@@ -108,7 +110,8 @@ type QueueService interface {
 
 	// DecideTask completes the account's human_needed task with a
 	// reviewer's verdict: final_tier human, final_confidence 1.0 and a human
-	// attempt. Returns ENOTFOUND as FindTaskByID does, EINVALID for a
+	// attempt, and records the decision in the account's audit log, in one
+	// transaction. Returns ENOTFOUND as FindTaskByID does, EINVALID for a
 	// verdict outside the task's set, and ECONFLICT when the task is not
 	// waiting for a human (already decided, or still with the agent).
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)

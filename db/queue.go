@@ -168,7 +168,8 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
 	return nil
 }
 
-// DecideTask completes a human_needed task with a reviewer's verdict.
+// DecideTask completes a human_needed task with a reviewer's verdict and
+// records the decision in the account's audit log, in one transaction.
 func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (*arbiter.Task, error) {
 	if err := dec.Validate(); err != nil {
 		return nil, err
@@ -214,6 +215,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		a := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: &verdict, Confidence: &confidence,
 			Rationale: dec.Rationale, Reviewer: &reviewer, StartedAt: now, FinishedAt: &now}
 		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
+			return err
+		}
+		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
 			return err
 		}
 		tier := arbiter.TierHuman

@@ -3,6 +3,7 @@ package db_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -524,4 +525,49 @@ func taskIDs(tasks []*arbiter.Task) []string {
 		ids = append(ids, t.ID)
 	}
 	return ids
+}
+
+// TestQueueService_DecideTask_Audited: a decision is in the account's audit
+// log with who, what and from where; refused decisions, concurrent losers
+// included, leave no line.
+func TestQueueService_DecideTask_Audited(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		alice := newAccount(t, d, "alice@example.com")
+		bob := newAccount(t, d, "bob@example.com")
+		task := humanNeeded(t, d, alice.ID)
+		client := arbiter.Client{IP: "198.51.100.7", UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0.1 Safari/537.36"}
+
+		// Refused: unknown verdict, another account, not waiting.
+		_, err := d.DecideTask(ctx, alice.ID, task.ID, arbiter.HumanDecision{Verdict: "maybe", Reviewer: "alice@example.com", Client: client})
+		wantCode(t, err, arbiter.EINVALID)
+		_, err = d.DecideTask(ctx, bob.ID, task.ID, arbiter.HumanDecision{Verdict: "reject", Reviewer: "bob@example.com", Client: client})
+		wantCode(t, err, arbiter.ENOTFOUND)
+
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				_, _ = d.DecideTask(ctx, alice.ID, task.ID, arbiter.HumanDecision{
+					Verdict: "reject", Reviewer: fmt.Sprintf("r%d@example.com", i), Client: client})
+			})
+		}
+		wg.Wait()
+		got, _ := d.FindTaskByID(ctx, alice.ID, task.ID)
+		winner := got.DecidedBy()
+
+		events, err := d.ListAuditEvents(ctx, alice.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != 1 {
+			t.Fatalf("audit log = %d events, want the one decision: %+v", len(events), events)
+		}
+		e := events[0]
+		if e.Kind != arbiter.AuditReviewDecided || e.Actor != winner || e.Detail != "“reject” on "+task.ID ||
+			e.ClientIP != client.IP || e.UserAgent != client.UserAgent || e.CreatedAt < got.CreatedAt {
+			t.Errorf("audit event = %+v, want %s's decision", e, winner)
+		}
+		if events, _ := d.ListAuditEvents(ctx, bob.ID, 10); len(events) != 0 {
+			t.Errorf("another account's log holds %+v", events)
+		}
+	})
 }

@@ -1,14 +1,27 @@
 package handlers
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+)
 
 // AuthSignOut handles POST /signout: it ends the session in the store and
-// clears the cookie, so a copy of the cookie no longer works either.
-func AuthSignOut(sessions SessionKeeper) http.Handler {
+// clears the cookie, so a copy of the cookie no longer works either, and
+// records the sign-out in the account's audit log.
+func AuthSignOut(sessions SessionKeeper, audit arbiter.AuditService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := sessions.SignOut(w, r); err != nil {
 			Error(w, r, err)
 			return
+		}
+		// A request without a live session ended nothing: nothing to record.
+		if s := arbiter.SessionFromContext(r.Context()); s != nil {
+			if err := audit.RecordAuditEvent(r.Context(), arbiter.NewSignOutAuditEvent(s, ClientOf(r))); err != nil {
+				// The person is signed out either way; the log says why
+				// the audit line is missing.
+				Logger(r.Context()).ErrorContext(r.Context(), "record sign-out", "error", err.Error())
+			}
 		}
 		redirect(w, r, "/signin")
 	})

@@ -20,7 +20,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		verdict, rationale, err := verdictForm(r)
 		if err == nil {
 			_, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
-				Verdict: verdict, Rationale: rationale, Reviewer: s.Email,
+				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, Client: ClientOf(r),
 			})
 		}
 		if err != nil {

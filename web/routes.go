@@ -186,7 +186,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodPost, "/signin/email/confirm", handlers.AuthEmailSignIn(s.Logins, s.Identities, rt.Sessions))
 		r.Method(http.MethodGet, "/auth/{provider}", handlers.AuthOAuthBegin(rt.Providers, rt.Sessions))
 		r.Method(http.MethodGet, "/auth/{provider}/callback", handlers.AuthOAuthCallback(rt.Providers, s.Identities, rt.Sessions))
-		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions))
+		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession)
