@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,5 +171,100 @@ func TestDashboardTasks_InABrowser(t *testing.T) {
 		.filter(td => { const r = td.getBoundingClientRect(); return r.width > 0 && (r.left < 0 || r.right > window.innerWidth); }).length`))
 	if cut != 0 {
 		t.Errorf("%d cells of the list reach past the phone's screen", cut)
+	}
+}
+
+// insideViewport counts the elements matching a selector and those of them
+// that are shown but reach past the viewport's left or right edge.
+func insideViewport(selector string) string {
+	return `(() => {
+		const els = [...document.querySelectorAll(` + "`" + selector + "`" + `)];
+		const out = els.filter(el => { const r = el.getBoundingClientRect();
+			return r.width === 0 || r.height === 0 || r.left < 0 || r.right > window.innerWidth; });
+		return {count: els.length, outside: out.map(el => el.textContent.trim())};
+	})()`
+}
+
+type placement struct {
+	Count   int      `json:"count"`
+	Outside []string `json:"outside"`
+}
+
+func TestDashboard_OnAPhone(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowser(t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+	// A task waits for a human, so the navigation shows its badge.
+	acct, _ := store.FindOrCreateAccountByEmail(context.Background(), "a.rather.long.name@example.com")
+	if _, err := store.CreateTask(context.Background(), acct.ID, arbiter.TaskCreate{Prompt: "Refund?",
+		AllowedVerdicts: []string{"approve", "reject"}, TaskType: "refund", Touchpoint: "chat"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ClaimTasks(context.Background(), "w", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _ := store.ListTasks(context.Background(), acct.ID, arbiter.TaskFilter{})
+	if err := store.FinishAgentAttempt(context.Background(), "w", claimed.Tasks[0].ID, arbiter.AgentStep{
+		Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+		t.Fatal(err)
+	}
+	signInByEmail(t, bctx, base, links, "a.rather.long.name@example.com")
+	do(t, bctx, "create a key on a phone",
+		viewport(phoneWidth, phoneHeight),
+		chromedp.Navigate(base+"/keys"),
+		chromedp.WaitVisible(css(`#key-name`)),
+		chromedp.SendKeys(css(`#key-name`), "phone key with a name long enough to need cutting somewhere"),
+		chromedp.Click(css(`[data-testid=create-key]`)),
+		chromedp.WaitVisible(css(`[data-testid=new-key]`)),
+		chromedp.Navigate(base+"/keys"),
+		chromedp.WaitVisible(css(`[data-testid=revoke-link]`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=nav-review-count]').textContent.trim() === '1'`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(10*time.Second)),
+		screenshot("phone-keys"),
+	)
+
+	// Every navigation entry, the badge and the signed-in person are on
+	// screen; so are the key's columns and its Revoke link.
+	for _, sel := range []string{
+		`nav[aria-label=Main] a`, `[data-testid=nav-review-count]`, `[data-testid=signed-in-as]`, `[data-testid=sign-out]`,
+		`[data-testid=key-list] td`, `[data-testid=last-used]`, `[data-testid=revoke-link]`,
+	} {
+		p := value(t, bctx, chromedp.Evaluate[placement](insideViewport(sel)))
+		if p.Count == 0 || len(p.Outside) > 0 {
+			t.Errorf("at 390 px, %d of %d %s are hidden or off-screen: %q", len(p.Outside), p.Count, sel, p.Outside)
+		}
+	}
+	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('nav[aria-label=Main] a').length`)); n != 5 {
+		t.Errorf("the navigation has %d entries, want 5", n)
+	}
+	do(t, bctx, "revoke the key on a phone",
+		chromedp.Click(css(`[data-testid=revoke-link]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-testid=confirm-revoke]`)),
+		chromedp.Click(css(`dialog[open] [data-testid=confirm-revoke]`)),
+		chromedp.WaitVisible(css(`[data-testid=alert-success]`)),
+	)
+
+	// No page scrolls sideways on a phone, nor at 1280 px.
+	for _, width := range []int64{phoneWidth, desktopWidth} {
+		for _, path := range []string{"/", "/tasks", "/keys", "/audit", "/review"} {
+			do(t, bctx, fmt.Sprintf("open %s at %d px", path, width),
+				viewport(width, phoneHeight),
+				chromedp.Navigate(base+path),
+				chromedp.WaitVisible(css(`main h1`)),
+				screenshot(fmt.Sprintf("%d%s", width, strings.ReplaceAll(path, "/", "-"))),
+			)
+			if !value(t, bctx, chromedp.Evaluate[bool](noSideScroll)) {
+				t.Errorf("%s scrolls sideways at %d px", path, width)
+			}
+		}
+	}
+	// The audit log's rows fit at 1280 px: no cell reaches past the table.
+	do(t, bctx, "open the audit log at 1280 px", viewport(desktopWidth, desktopHeight),
+		chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(css(`[data-testid=audit-list]`)))
+	if !value(t, bctx, chromedp.Evaluate[bool](`(() => { const t = document.querySelector('[data-testid=audit-list]');
+		return t.scrollWidth <= t.parentElement.clientWidth; })()`)) {
+		t.Error("the audit table is wider than its card at 1280 px")
 	}
 }

@@ -65,7 +65,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"card\"><table class=\"data-table w-full table-fixed text-sm\" data-testid=\"audit-list\"><thead class=\"bg-slate-50 text-left text-xs font-semibold uppercase tracking-wide text-slate-600\"><tr><th scope=\"col\" class=\"w-32 px-4 py-3\">When</th><th scope=\"col\" class=\"w-36 px-4 py-3\">Event</th><th scope=\"col\" class=\"px-4 py-3\">Details</th><th scope=\"col\" class=\"w-44 px-4 py-3\">By</th><th scope=\"col\" class=\"w-32 px-4 py-3\">IP address</th><th scope=\"col\" class=\"w-44 px-4 py-3\">Browser</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"card\"><table class=\"data-table w-full table-fixed text-sm\" data-testid=\"audit-list\"><thead class=\"bg-slate-50 text-left text-xs font-semibold uppercase tracking-wide text-slate-600\"><tr><th scope=\"col\" class=\"w-28 px-4 py-3\">When</th><th scope=\"col\" class=\"w-36 px-4 py-3\">Event</th><th scope=\"col\" class=\"px-4 py-3\">Details</th><th scope=\"col\" class=\"w-44 px-4 py-3\">By</th><th scope=\"col\" class=\"w-32 px-4 py-3\">IP address</th><th scope=\"col\" class=\"w-52 px-4 py-3\">Browser</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
