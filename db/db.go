@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +98,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		}
 	default:
 		d.dialect = SQLite
-		d.db, err = sqlx.Open("sqlite", sqliteDSN(strings.TrimPrefix(rawURL, "sqlite:")))
+		path := strings.TrimPrefix(rawURL, "sqlite:")
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		d.db, err = sqlx.Open("sqlite", sqliteDSN(path))
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
@@ -113,6 +118,24 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("connect to %s store: %w", d.dialect, err)
 	}
 	return d, nil
+}
+
+// createPrivate creates the SQLite file at path readable and writable by
+// this user alone (0600) when it does not exist yet; SQLite gives the -wal
+// and -shm files it creates beside it the same permissions. An existing
+// file keeps the permissions its owner chose, and in-memory databases have
+// no file.
+func createPrivate(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // sqliteDSN adds the pragmas every connection needs: WAL, a busy timeout so

@@ -131,7 +131,7 @@ func (rt *Router) Routes() http.Handler {
 // static files.
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(site.AppURL, site.ReviewURL))
+	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL))
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 	r.Method(http.MethodGet, static.Prefix+"*", static.Handler())
@@ -143,6 +143,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 	r.Group(func(r chi.Router) {
 		r.Use(handlers.API)
 		r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
+		r.Method(http.MethodHead, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
 		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo, rt.DemoLimit))
 	})
@@ -158,13 +159,14 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 }
 
 // pageMiddleware is what every cookie-authenticated page shares: the site's
-// origins, failures answered as pages, CSRF protection and the session.
+// origins, failures answered as pages, CSRF protection, the form read and
+// checked once, and the session.
 func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 	csrf, err := crossOriginProtection(site.AppURL, site.ReviewURL)
 	if err != nil {
 		panic(err) // the origins were validated by ConfigFromEnv
 	}
-	r.Use(handlers.Pages, withSite(site), csrf, rt.Sessions.Load)
+	r.Use(handlers.Pages, withSite(site), csrf, readForms, rt.Sessions.Load)
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,

@@ -12,8 +12,9 @@ import (
 // Content-Security-Policy that allows no inline script and no framing, no
 // MIME sniffing, and referrers only to this origin. formOrigins are the
 // origins a form's redirect may lead to besides this one (the dashboard's
-// and the reviewer site's, on hosts of their own).
-func securityHeaders(formOrigins ...string) func(http.Handler) http.Handler {
+// and the reviewer site's, on hosts of their own). With hsts (the app URL is
+// https) it also tells browsers to use only https for a year.
+func securityHeaders(hsts bool, formOrigins ...string) func(http.Handler) http.Handler {
 	formAction := "'self'"
 	seen := map[string]bool{}
 	for _, o := range formOrigins {
@@ -40,10 +41,17 @@ func securityHeaders(formOrigins ...string) func(http.Handler) http.Handler {
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "same-origin")
 			h.Set("X-Frame-Options", "DENY")
+			if hsts {
+				h.Set("Strict-Transport-Security", hstsPolicy)
+			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
+
+// hstsPolicy is the Strict-Transport-Security of an https deployment: a
+// year, this host only, since sibling hosts may still serve plain http.
+const hstsPolicy = "max-age=31536000"
 
 // crossOriginProtection refuses cookie-authenticated writes sent from
 // another origin (CSRF), using the browser's Sec-Fetch-Site or Origin

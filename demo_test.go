@@ -1,0 +1,62 @@
+package arbiter_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+func TestValidateRationale(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+		ok   bool
+	}{
+		{"Empty", "", true},
+		{"Plain", "Nine days late is past the promise.", true},
+		{"AtTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars), true},
+		{"OverTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars+1), false},
+		{"AtTheByteLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3), true},
+		{"OverTheByteLimitUnderTheCharacterLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3+1), false},
+		{"NUL", "a\x00b", false},
+		{"InvalidUTF8", "caf\xe9", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := arbiter.ValidateRationale(tc.s)
+			if (err == nil) != tc.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+				t.Fatalf("ValidateRationale = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzParseDemoVerdictCreate checks that no body makes the decoder panic or
+// accept a verdict the store could not keep. Its seeds run with every
+// `go test`.
+func FuzzParseDemoVerdictCreate(f *testing.F) {
+	f.Add([]byte(`{"task_id":"tsk_demo_refund_late_delivery","verdict":"approve","rationale":"ok","anon_session_id":"anon_1"}`))
+	f.Add([]byte("{\"task_id\":\"tsk_demo_x\",\"verdict\":\"approve\",\"rationale\":\"caf\xe9\"}"))
+	f.Add([]byte(`{"task_id":"tsk_demo_x","verdict":"approve","rationale":"a\u0000b"}`))
+	f.Add([]byte(`{"task_id":"tsk_demo_x","verdict":"approve","anon_session_id":"` + strings.Repeat("é", 100) + `"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in, err := arbiter.ParseDemoVerdictCreate(body)
+		if err != nil {
+			if arbiter.ErrorCode(err) != arbiter.EINVALID || arbiter.ErrorMessage(err) == "" {
+				t.Fatalf("error %v is not an EINVALID sentence", err)
+			}
+			return
+		}
+		if in.TaskID == "" || in.Verdict == "" || utf8.RuneCountInString(in.Verdict) > arbiter.MaxVerdictChars {
+			t.Fatalf("accepted task %q, verdict %q", in.TaskID, in.Verdict)
+		}
+		if r := in.Rationale; r != nil && (len(*r) > arbiter.MaxRationaleBytes || utf8.RuneCountInString(*r) > arbiter.MaxRationaleChars ||
+			!utf8.ValidString(*r) || strings.ContainsRune(*r, 0)) {
+			t.Fatalf("accepted rationale %q", *r)
+		}
+		if s := in.AnonSessionID; s != nil && (len(*s) > arbiter.MaxAnonSessionIDBytes || !utf8.ValidString(*s) || strings.ContainsRune(*s, 0)) {
+			t.Fatalf("accepted anon_session_id %q", *s)
+		}
+	})
+}
