@@ -14,6 +14,7 @@ const (
 	EUNAUTHORIZED = "unauthorized" // missing, malformed, unknown or revoked credentials
 	ENOTFOUND     = "not_found"    // no such object, or not visible to this account
 	ECONFLICT     = "conflict"     // the object is not in a state that allows the change
+	EMISMATCH     = "mismatch"     // well formed, but an earlier request with the same idempotency key asked for something else
 	ERATELIMIT    = "rate_limited" // a quota such as the daily task cap is used up
 	ETOOLARGE     = "too_large"    // the request body exceeds the size limit
 	EUNAVAILABLE  = "unavailable"  // a dependency such as the store or the worker is down

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 )
@@ -114,6 +116,11 @@ type TaskCreate struct {
 	TaskType            string
 	Touchpoint          string
 	Source              string
+
+	// IdempotencyKey, when not empty, makes the create happen at most once
+	// per account and key (see idempotency.go). It is not part of the
+	// request's Fingerprint.
+	IdempotencyKey string
 }
 
 // taskCreateRequest is the wire form. Pointers tell omitted from zero.
@@ -144,6 +151,11 @@ func ParseTaskCreate(body []byte) (TaskCreate, error) {
 	if err := DecodeJSONStrict(body, &req, fieldTypeErrors); err != nil {
 		return TaskCreate{}, err
 	}
+	return req.validate()
+}
+
+// validate applies the rules and defaults of a task-create request.
+func (req *taskCreateRequest) validate() (TaskCreate, error) {
 	in := TaskCreate{
 		TaskType:            DefaultTaskType,
 		Touchpoint:          DefaultTouchpoint,
@@ -250,52 +262,95 @@ func JSONDepth(text []byte) int {
 	return deepest
 }
 
-// DecodeJSONStrict decodes one JSON object from body into v, refusing unknown
-// fields and trailing data. A wrong type for a field named in typeErrors gets
-// that sentence; every failure is an EINVALID *Error.
+// DecodeJSONStrict decodes one JSON object from body into v, a pointer to a
+// struct, refusing trailing data and any member name that is not exactly
+// one of v's (Go's decoder alone would take "PROMPT" for "prompt") or that
+// appears twice. A wrong type for a field named in typeErrors gets that
+// sentence; every failure is an EINVALID *Error.
 func DecodeJSONStrict(body []byte, v any, typeErrors map[string]string) error {
+	return decodeStrict(body, v, typeErrors, "The request body")
+}
+
+// decodeStrict is DecodeJSONStrict for the JSON named by what in its
+// sentences ("The request body", "The task").
+func decodeStrict(body []byte, v any, typeErrors map[string]string, what string) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return Errorf(EINVALID, "The request body is empty; send a JSON object.")
+		return Errorf(EINVALID, "%s is empty; send a JSON object.", what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err, typeErrors)
+		return decodeError(err, typeErrors, what)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Errorf(EINVALID, "The request body must hold exactly one JSON object, with nothing after it.")
+		return Errorf(EINVALID, "%s must hold exactly one JSON object, with nothing after it.", what)
 	}
-	return nil
+	// The body is valid JSON now, which eachObjectKey relies on.
+	fields := jsonFieldsOf(reflect.TypeOf(v).Elem())
+	var seenArr [64]bool
+	seen := seenArr[:]
+	if len(fields.names) > len(seen) {
+		seen = make([]bool, len(fields.names))
+	}
+	return eachObjectKey(body, func(key []byte) error {
+		i, ok := fields.index[string(key)]
+		if !ok {
+			for _, name := range fields.names {
+				if strings.EqualFold(name, string(key)) {
+					return Errorf(EINVALID, "%s has an unknown field %q; field names are case-sensitive: did you mean %q?", what, key, name)
+				}
+			}
+			return Errorf(EINVALID, "%s has an unknown field %q.", what, key)
+		} else if seen[i] {
+			return Errorf(EINVALID, "%s has the field %q twice.", what, key)
+		}
+		seen[i] = true
+		return nil
+	})
 }
 
-func decodeError(err error, typeErrors map[string]string) error {
+func decodeError(err error, typeErrors map[string]string, what string) error {
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntaxErr):
-		return Errorf(EINVALID, "The request body is not valid JSON (error at byte %d).", syntaxErr.Offset)
+		return Errorf(EINVALID, "%s is not valid JSON (error at byte %d).", what, syntaxErr.Offset)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return Errorf(EINVALID, "The request body is not valid JSON: it ends too early.")
+		return Errorf(EINVALID, "%s is not valid JSON: it ends too early.", what)
 	case errors.As(err, &typeErr):
 		field, _, _ := strings.Cut(typeErr.Field, ".")
 		if field == "" {
-			return Errorf(EINVALID, "The request body must be a JSON object.")
+			return Errorf(EINVALID, "%s must be a JSON object.", what)
 		} else if msg, ok := typeErrors[field]; ok {
 			return Errorf(EINVALID, "%s", msg)
 		}
 		return Errorf(EINVALID, "%s has the wrong type.", field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return Errorf(EINVALID, "The request body has an unknown field %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return Errorf(EINVALID, "%s has an unknown field %s.", what, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return Errorf(EINVALID, "The request body could not be read as JSON: %s.", strings.TrimPrefix(err.Error(), "json: "))
+	return Errorf(EINVALID, "%s could not be read as JSON: %s.", what, strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // TaskService creates and reads tasks on behalf of one account.
 type TaskService interface {
 	// CreateTask stores a new pending task for the account, counting it
 	// against the account's daily cap in the same transaction.
-	// Returns ERATELIMIT (with RetryAfter) when the cap is used up.
+	// Returns ERATELIMIT (with RetryAfter) when the cap is used up. A create
+	// with an idempotency key is answered as by CreateTasks, except that
+	// a replay is not told from a new task.
 	CreateTask(ctx context.Context, accountID string, in TaskCreate) (*Task, error)
+
+	// CreateTasks stores creates for the account, in one transaction or
+	// statement, and answers each one in order. Each new task is counted
+	// against the daily cap, which admits as many as fit, in order; the
+	// rest are ERATELIMIT. A create whose IdempotencyKey the account has
+	// used before stores nothing: when it asks for the same task (the
+	// same Fingerprint) its answer is that task as it is now, Replayed;
+	// when not, EMISMATCH; and ECONFLICT (retry after RetryAfter) when the
+	// key's task cannot be read yet. Replays do not count against the cap.
+	// The error returned is for the call as a whole, when nothing was
+	// stored.
+	CreateTasks(ctx context.Context, accountID string, in []TaskCreate) ([]TaskCreated, error)
 
 	// FindTaskByID returns the account's task with its attempts.
 	// Returns ENOTFOUND when the id is unknown, malformed or belongs to
@@ -308,6 +363,93 @@ type TaskService interface {
 	// tasks never appear. It validates f (see TaskFilter.Validate).
 	// Returns EINVALID for a filter that is not valid.
 	ListTasks(ctx context.Context, accountID string, f TaskFilter) (TaskPage, error)
+}
+
+// TaskCreated is the answer to one create of CreateTasks: the task, or the
+// error that refused the create.
+type TaskCreated struct {
+	Task *Task
+	// Replayed is true when the task was created earlier, by a create
+	// with the same idempotency key.
+	Replayed bool
+	// Err is why nothing was created: ERATELIMIT, EMISMATCH or ECONFLICT.
+	Err error
+}
+
+// MaxBatchTasks bounds the creates of one batch request.
+const MaxBatchTasks = 100
+
+// TaskBatchItem is one item of a parsed batch: a valid create, or the
+// EINVALID error that refused it.
+type TaskBatchItem struct {
+	Create TaskCreate
+	Err    error
+}
+
+// taskBatchRequest is the wire form of a batch.
+type taskBatchRequest struct {
+	Tasks []json.RawMessage `json:"tasks"`
+}
+
+// taskBatchItemRequest is the wire form of a batch item: a task-create
+// request that may carry its own idempotency key.
+type taskBatchItemRequest struct {
+	taskCreateRequest
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// batchItemTypeErrors are fieldTypeErrors and the item's key.
+var batchItemTypeErrors = func() map[string]string {
+	m := maps.Clone(fieldTypeErrors)
+	m["idempotency_key"] = "idempotency_key must be a string."
+	return m
+}()
+
+// ParseTaskBatch decodes a batch-create body: {"tasks": [TaskCreate, …]}
+// with 1 to MaxBatchTasks items, each of which may carry an
+// "idempotency_key" (the rules of ValidateIdempotencyKey). An envelope that
+// breaks these rules is an EINVALID error. Otherwise each item is parsed on
+// its own, and the answer holds one entry per item, in order.
+func ParseTaskBatch(body []byte) ([]TaskBatchItem, error) {
+	var req taskBatchRequest
+	if err := DecodeJSONStrict(body, &req, map[string]string{"tasks": "tasks must be an array of task objects."}); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Tasks == nil:
+		return nil, Errorf(EINVALID, "tasks is required: an array of 1 to %d task objects.", MaxBatchTasks)
+	case len(req.Tasks) == 0:
+		return nil, Errorf(EINVALID, "tasks must hold at least one task.")
+	case len(req.Tasks) > MaxBatchTasks:
+		return nil, Errorf(EINVALID, "tasks must hold at most %d tasks; this batch has %d.", MaxBatchTasks, len(req.Tasks))
+	}
+	items := make([]TaskBatchItem, len(req.Tasks))
+	for i, raw := range req.Tasks {
+		items[i].Create, items[i].Err = parseBatchItem(raw)
+	}
+	return items, nil
+}
+
+// parseBatchItem parses one item of a batch.
+func parseBatchItem(raw []byte) (TaskCreate, error) {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return TaskCreate{}, Errorf(EINVALID, "The task must be a JSON object, not null.")
+	}
+	var req taskBatchItemRequest
+	if err := decodeStrict(raw, &req, batchItemTypeErrors, "The task"); err != nil {
+		return TaskCreate{}, err
+	}
+	in, err := req.validate()
+	if err != nil {
+		return TaskCreate{}, err
+	}
+	if req.IdempotencyKey != nil {
+		if err := ValidateIdempotencyKey(*req.IdempotencyKey); err != nil {
+			return TaskCreate{}, err
+		}
+		in.IdempotencyKey = *req.IdempotencyKey
+	}
+	return in, nil
 }
 
 // ValidTaskID reports whether id has the shape of a task id: "tsk_" and 16

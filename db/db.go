@@ -40,6 +40,10 @@ type Options struct {
 	Now arbiter.Clock
 	// MaxOpenConns bounds the connection pool (default 8 on both).
 	MaxOpenConns int
+	// IdempotencyTTL is how long an idempotency key is remembered after
+	// its first use (default arbiter.DefaultIdempotencyTTL); the worker
+	// deletes it after that.
+	IdempotencyTTL time.Duration
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
@@ -53,6 +57,8 @@ type DB struct {
 	dialect string
 	now     arbiter.Clock
 	cap     int
+
+	idempotencyTTL time.Duration
 
 	// creates and reads group concurrent creates and task reads on
 	// Postgres unless ungrouped.
@@ -78,7 +84,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, ungrouped: opts.Ungrouped}
+	if opts.IdempotencyTTL <= 0 {
+		opts.IdempotencyTTL = arbiter.DefaultIdempotencyTTL
+	}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
 	d.creates.run = d.storeGroup
 	d.reads.run = d.readGroupOf
 

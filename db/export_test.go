@@ -12,18 +12,32 @@ import (
 // way concurrent creates are stored, and returns the tasks and each one's
 // outcome.
 func (d *DB) StoreGroup(ctx context.Context, accountIDs []string, in arbiter.TaskCreate) ([]*arbiter.Task, []error) {
-	group := make([]*call[newCreate, struct{}], len(accountIDs))
+	ins := make([]arbiter.TaskCreate, len(accountIDs))
+	for i := range ins {
+		ins[i] = in
+	}
+	return d.StoreGroupOf(ctx, accountIDs, ins)
+}
+
+// StoreGroupOf stores ins[i] for accountIDs[i], all as one group, and
+// returns the tasks (the stored ones, or the ones replayed) and each one's
+// outcome.
+func (d *DB) StoreGroupOf(ctx context.Context, accountIDs []string, ins []arbiter.TaskCreate) ([]*arbiter.Task, []error) {
+	group := make([]*call[newCreate, stored], len(accountIDs))
 	for i, accountID := range accountIDs {
-		t, verdicts, err := d.newTask(accountID, in)
+		c, err := d.newCreate(accountID, ins[i], d.nowMS())
 		if err != nil {
 			panic(err)
 		}
-		group[i] = &call[newCreate, struct{}]{in: newCreate{t, verdicts}}
+		group[i] = &call[newCreate, stored]{in: c}
 	}
 	d.storeGroup(ctx, group)
 	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
 	for i, c := range group {
 		tasks[i], errs[i] = c.in.task, c.err
+		if c.out.task != nil {
+			tasks[i] = c.out.task
+		}
 	}
 	return tasks, errs
 }

@@ -29,111 +29,161 @@ const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
-// On Postgres, concurrent creates are stored in groups (group.go).
+// It is CreateTasks for one create.
 func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCreate) (*arbiter.Task, error) {
-	t, verdicts, err := d.newTask(accountID, in)
+	created, err := d.CreateTasks(ctx, accountID, []arbiter.TaskCreate{in})
 	if err != nil {
 		return nil, err
 	}
-	if d.grouping() {
-		_, err = d.creates.do(ctx, newCreate{t, verdicts})
-	} else {
-		err = d.createOne(ctx, t, verdicts)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return created[0].Task, created[0].Err
 }
 
-// newTask returns the pending task that in describes, created now, and its
-// allowed verdicts as JSON.
-func (d *DB) newTask(accountID string, in arbiter.TaskCreate) (*arbiter.Task, string, error) {
+// CreateTasks stores the creates and answers each in order (see
+// arbiter.TaskService). One create on Postgres shares a statement with
+// concurrent ones (group.go); several are one transaction (task_batch.go),
+// as is every call on SQLite.
+func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) ([]arbiter.TaskCreated, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	creates := make([]newCreate, len(in))
+	now := d.nowMS()
+	for i := range in {
+		var err error
+		if creates[i], err = d.newCreate(accountID, in[i], now); err != nil {
+			return nil, err
+		}
+	}
+	if d.dialect == SQLite || len(creates) > 1 {
+		return d.createBatch(ctx, accountID, creates)
+	}
+	var out stored
+	var err error
+	if d.grouping() {
+		out, err = d.creates.do(ctx, creates[0])
+	} else {
+		out, err = d.createOne(ctx, creates[0])
+	}
+	if err != nil && !refusesOneCreate(err) {
+		return nil, err
+	}
+	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: err}}, nil
+}
+
+// newCreate is a create on its way to the store: the pending task, its
+// allowed verdicts as JSON, and its idempotency key with the request's
+// fingerprint and the key's expiry (all zero without a key).
+type newCreate struct {
+	task        *arbiter.Task
+	verdicts    string
+	key         string
+	fingerprint string
+	expiresAt   arbiter.Timestamp
+}
+
+// stored is the outcome of a create that was not refused: its task, new or
+// (replayed) made earlier with the same idempotency key.
+type stored struct {
+	task     *arbiter.Task
+	replayed bool
+}
+
+// refusesOneCreate reports whether err refuses one create rather than
+// failing the call: the cap, or an idempotency key's earlier use.
+func refusesOneCreate(err error) bool {
+	switch arbiter.ErrorCode(err) {
+	case arbiter.ERATELIMIT, arbiter.EMISMATCH, arbiter.ECONFLICT:
+		return true
+	}
+	return false
+}
+
+// newCreate returns the create of the pending task that in describes,
+// created at now.
+func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Timestamp) (newCreate, error) {
 	verdicts, err := json.Marshal(in.AllowedVerdicts)
 	if err != nil {
-		return nil, "", err
+		return newCreate{}, err
 	}
-	return &arbiter.Task{
-		ID:                  arbiter.NewTaskID(),
-		AccountID:           accountID,
-		Status:              arbiter.StatusPending,
-		TaskType:            in.TaskType,
-		Source:              in.Source,
-		Touchpoint:          in.Touchpoint,
-		Prompt:              in.Prompt,
-		AllowedVerdicts:     in.AllowedVerdicts,
-		ConfidenceThreshold: in.ConfidenceThreshold,
-		Context:             in.Context,
-		CreatedAt:           d.nowMS(),
-		Attempts:            []arbiter.Attempt{},
-	}, string(verdicts), nil
+	c := newCreate{
+		task: &arbiter.Task{
+			ID:                  arbiter.NewTaskID(),
+			AccountID:           accountID,
+			Status:              arbiter.StatusPending,
+			TaskType:            in.TaskType,
+			Source:              in.Source,
+			Touchpoint:          in.Touchpoint,
+			Prompt:              in.Prompt,
+			AllowedVerdicts:     in.AllowedVerdicts,
+			ConfidenceThreshold: in.ConfidenceThreshold,
+			Context:             in.Context,
+			CreatedAt:           now,
+			Attempts:            []arbiter.Attempt{},
+		},
+		verdicts: string(verdicts),
+	}
+	if in.IdempotencyKey != "" {
+		c.key, c.fingerprint = in.IdempotencyKey, in.Fingerprint()
+		c.expiresAt = now + arbiter.Timestamp(d.idempotencyTTL.Milliseconds())
+	}
+	return c, nil
 }
 
-// createOne stores t on its own, counting it against the daily cap in the
-// same step.
-func (d *DB) createOne(ctx context.Context, t *arbiter.Task, verdicts string) error {
+// createOneSQL counts a create against the daily cap, inserts its task and
+// stores its idempotency key, one statement on Postgres: each step feeds
+// the next, so a used-up cap, or a key the account used before, stores
+// nothing. A key that a concurrent create stores first fails the statement
+// on the key's primary key (after that create commits), which undoes it
+// all. Arguments: account, day, account, default cap, account, key,
+// account, default cap; the task's columns; account, key, fingerprint,
+// created at, expires at, key. It returns the task's id when it stored it.
+const createOneSQL = `WITH counted AS (
+		INSERT INTO daily_usage (account_id, day, count)
+		SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
+			AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE account_id = ? AND idempotency_key = ?)
+		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + 1
+		WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
+		RETURNING count
+	), created AS (
+		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+			allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM counted
+		RETURNING id
+	), keyed AS (
+		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
+		SELECT ?, ?, ?, id, ?, ? FROM created WHERE ?::text <> ''
+	)
+	SELECT id FROM created`
+
+// createOne stores one create on Postgres, on its own: one statement.
+func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
+	t := c.task
 	day := int64(t.CreatedAt) / msPerDay
-	taskArgs := []any{t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-		verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt)}
-
-	if d.dialect == Postgres {
-		// One statement, one round trip: the count's upsert feeds the
-		// insert, so a used-up cap inserts nothing.
-		stmt, err := d.stmt(ctx, `WITH counted AS (`+countTaskSQL+`)
-			INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-				allowed_verdicts, confidence_threshold, context, created_at, run_after)
-			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM counted`)
-		if err != nil {
-			return err
-		}
-		args := append([]any{t.AccountID, day, t.AccountID, d.cap, t.AccountID, d.cap}, taskArgs...)
-		res, err := stmt.ExecContext(ctx, args...)
-		if err != nil {
-			return fmt.Errorf("insert task: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return capUsedUp(t.CreatedAt)
-		}
-		return nil
-	}
-
-	count, err := d.stmt(ctx, countTaskSQL)
+	stmt, err := d.stmt(ctx, createOneSQL)
 	if err != nil {
-		return err
+		return stored{}, err
 	}
-	insert, err := d.stmt(ctx, `INSERT INTO tasks (id, account_id, status, task_type,
-		source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
+	var id string
+	err = stmt.QueryRowContext(ctx,
+		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
+		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
+		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
+		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
+	).Scan(&id)
+	switch {
+	case err == nil:
+		return stored{task: t}, nil
+	case keyTaken(err):
+		// A concurrent create stored the key first; it has committed.
+		return d.replay(ctx, nil, c, errKeyInFlight)
+	case !errors.Is(err, sql.ErrNoRows):
+		return stored{}, fmt.Errorf("insert task: %w", err)
+	case c.key != "":
+		// Nothing stored: the key was used before, or the cap is used up.
+		return d.replay(ctx, nil, c, capUsedUp(t.CreatedAt))
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
-		var n int
-		err := tx.StmtContext(ctx, count).QueryRowContext(ctx, t.AccountID, day, t.AccountID, d.cap, t.AccountID, d.cap).Scan(&n)
-		if errors.Is(err, sql.ErrNoRows) {
-			return capUsedUp(t.CreatedAt)
-		} else if err != nil {
-			return fmt.Errorf("count task: %w", err)
-		}
-		if _, err := tx.StmtContext(ctx, insert).ExecContext(ctx, taskArgs...); err != nil {
-			return fmt.Errorf("insert task: %w", err)
-		}
-		return nil
-	})
+	return stored{}, capUsedUp(t.CreatedAt)
 }
-
-// countTaskSQL adds one to the account's usage for a UTC day unless that
-// would pass the account's cap, returning the new count; it returns no row
-// when the cap is used up. The upsert's WHERE clause makes the check and the
-// increment one atomic step. Arguments: account, day, account, default cap,
-// account, default cap.
-const countTaskSQL = `INSERT INTO daily_usage (account_id, day, count)
-	SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
-	ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + 1
-	WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
-	RETURNING count`
 
 // capUsedUp is the ERATELIMIT error for a create at now, retryable at the
 // next UTC midnight.

@@ -10,106 +10,143 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// newCreate is a create waiting for its group: the task and its allowed
-// verdicts as JSON.
-type newCreate struct {
-	task     *arbiter.Task
-	verdicts string
-}
-
 // createGroup stores creates in groups (group.go).
-type createGroup = grouper[newCreate, struct{}]
+type createGroup = grouper[newCreate, stored]
 
 // storeGroup stores a group and tells each create its outcome. A group of
-// one, the creates of an account whose cap the whole group would pass, and
-// every create of a group whose statement fails are stored one by one, so
-// each gets its own answer: the cap admits exactly as many as it has room
-// for, and one bad create fails alone.
-func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, struct{}]) {
-	var stored map[string]bool
+// one, the creates of an account whose cap the whole group would pass, the
+// creates whose idempotency key is stored already or repeats one earlier in
+// the group, and every create of a group whose statement fails are stored
+// one by one, so each gets its own answer: the cap admits exactly as many
+// as it has room for, a used key is replayed, and one bad create fails
+// alone.
+func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
+	var inserted map[string]bool
 	if len(group) > 1 {
 		var err error
-		if stored, err = d.insertGroup(ctx, group); err != nil {
-			stored = nil
+		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(group)); err != nil {
+			inserted = nil
 		}
 	}
-	d.creates.addGrouped(len(stored))
+	d.creates.addGrouped(len(inserted))
 	for _, c := range group {
-		if !stored[c.in.task.ID] {
-			c.err = d.createOne(ctx, c.in.task, c.in.verdicts)
+		if inserted[c.in.task.ID] {
+			c.out = stored{task: c.in.task}
+		} else {
+			c.out, c.err = d.createOne(ctx, c.in)
 		}
 	}
 }
 
-// createGroupSQL counts a group against the daily caps and inserts it, one
-// statement. The creates of one account and day are admitted together when
-// all of them fit under the cap and not at all otherwise; the usage rows
-// are locked in account order, so two groups never deadlock. Arguments are
-// arrays, one element per create (id, account, day, task type, source,
-// touchpoint, prompt, allowed verdicts, threshold, context or "" for none,
-// created at), then the default cap twice and the pending status. It
-// returns the ids stored.
+// firstUseOfEachKey returns the creates of group, leaving out those whose
+// idempotency key an earlier create of the group carries: one statement
+// cannot store a key twice, and the later ones are replays of the first.
+func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
+	creates := make([]newCreate, 0, len(group))
+	var keys map[[2]string]bool
+	for _, c := range group {
+		if c.in.key != "" {
+			k := [2]string{c.in.task.AccountID, c.in.key}
+			if keys[k] {
+				continue
+			}
+			if keys == nil {
+				keys = map[[2]string]bool{}
+			}
+			keys[k] = true
+		}
+		creates = append(creates, c.in)
+	}
+	return creates
+}
+
+// createGroupSQL counts a group against the daily caps, inserts its tasks
+// and stores their idempotency keys, one statement. Creates whose key the
+// account has used before are left out (storeGroup replays them). The
+// creates of one account and day are admitted together when all of them fit
+// under the cap and not at all otherwise; the usage rows are locked in
+// account order, so two groups never deadlock. Arguments are arrays, one
+// element per create (the columns of createArrays), then the default cap
+// twice and the pending status. It returns the ids stored.
 const createGroupSQL = `WITH input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[])
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
-			prompt, allowed_verdicts, confidence_threshold, context, created_at)
+			prompt, allowed_verdicts, confidence_threshold, context, created_at,
+			idempotency_key, fingerprint, expires_at)
+	), fresh AS (
+		SELECT * FROM input i WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
+			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
 	), counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
 		SELECT w.account_id, w.day, w.n
-		FROM (SELECT account_id, day, count(*) AS n FROM input GROUP BY account_id, day) w
+		FROM (SELECT account_id, day, count(*) AS n FROM fresh GROUP BY account_id, day) w
 		WHERE w.n <= COALESCE((SELECT daily_cap FROM accounts WHERE id = w.account_id), ?::integer)
 		ORDER BY w.account_id, w.day
 		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + excluded.count
 		WHERE daily_usage.count + excluded.count <=
 			COALESCE((SELECT daily_cap FROM accounts WHERE id = daily_usage.account_id), ?::integer)
 		RETURNING account_id, day
+	), created AS (
+		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+			allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at
+		FROM fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
+		RETURNING id
+	), keyed AS (
+		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
+		SELECT i.account_id, i.idempotency_key, i.fingerprint, i.id, i.created_at, i.expires_at
+		FROM input i JOIN created c ON c.id = i.id WHERE i.idempotency_key <> ''
 	)
-	INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-		allowed_verdicts, confidence_threshold, context, created_at, run_after)
-	SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-		i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at
-	FROM input i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
-	RETURNING id`
+	SELECT id FROM created`
 
-// insertGroup runs createGroupSQL for group and returns the ids it stored.
-func (d *DB) insertGroup(ctx context.Context, group []*call[newCreate, struct{}]) (map[string]bool, error) {
-	n := len(group)
-	var (
-		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		prompts, verdicts                          = make([]string, n), make([]string, n)
-		days, created                              = make([]int64, n), make([]int64, n)
-		thresholds                                 = make([]float64, n)
-		contexts                                   = make([]string, n) // "" for none
-	)
-	for i, c := range group {
-		t := c.in.task
-		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
-		prompts[i], verdicts[i] = t.Prompt, c.in.verdicts
-		days[i], created[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt)
-		thresholds[i] = t.ConfidenceThreshold
-		contexts[i] = string(t.Context)
-	}
+// insertGroup runs createGroupSQL for creates and returns the ids it stored.
+func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]bool, error) {
 	stmt, err := d.stmt(ctx, createGroupSQL)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types),
-		pq.Array(sources), pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
-		pq.Array(contexts), pq.Array(created), d.cap, d.cap, arbiter.StatusPending)
+	rows, err := stmt.QueryContext(ctx, append(createArrays(creates), d.cap, d.cap, arbiter.StatusPending)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", err)
 	}
 	defer rows.Close()
-	stored := make(map[string]bool, n)
+	inserted := make(map[string]bool, len(creates))
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		stored[id] = true
+		inserted[id] = true
 	}
-	return stored, rows.Err()
+	return inserted, rows.Err()
+}
+
+// createArrays returns creates as Postgres arrays, one per column: id,
+// account, day, task type, source, touchpoint, prompt, allowed verdicts,
+// threshold, context ("" for none), created at, idempotency key,
+// fingerprint ("" for none) and the key's expiry.
+func createArrays(creates []newCreate) []any {
+	n := len(creates)
+	var (
+		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prompts, verdicts, contexts                = make([]string, n), make([]string, n), make([]string, n)
+		keys, fingerprints                         = make([]string, n), make([]string, n)
+		days, created, expires                     = make([]int64, n), make([]int64, n), make([]int64, n)
+		thresholds                                 = make([]float64, n)
+	)
+	for i, c := range creates {
+		t := c.task
+		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
+		prompts[i], verdicts[i], contexts[i] = t.Prompt, c.verdicts, string(t.Context)
+		keys[i], fingerprints[i] = c.key, c.fingerprint
+		days[i], created[i], expires[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt), int64(c.expiresAt)
+		thresholds[i] = t.ConfidenceThreshold
+	}
+	return []any{pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types), pq.Array(sources),
+		pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
+		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires)}
 }
 
 // readGroup reads tasks in groups (group.go).

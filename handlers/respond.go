@@ -23,6 +23,7 @@ var statusByCode = map[string]int{
 	arbiter.EUNAUTHORIZED: http.StatusUnauthorized,
 	arbiter.ENOTFOUND:     http.StatusNotFound,
 	arbiter.ECONFLICT:     http.StatusConflict,
+	arbiter.EMISMATCH:     http.StatusUnprocessableEntity,
 	arbiter.ERATELIMIT:    http.StatusTooManyRequests,
 	arbiter.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	arbiter.EUNAVAILABLE:  http.StatusServiceUnavailable,

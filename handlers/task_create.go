@@ -6,11 +6,28 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
+// Headers of idempotent creates (the IETF httpapi draft "The
+// Idempotency-Key HTTP Header Field").
+const (
+	// IdempotencyKeyHeader carries the caller's key for a create.
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// IdempotentReplayedHeader is "true" on the answer to a create that
+	// replays an earlier one.
+	IdempotentReplayedHeader = "Idempotent-Replayed"
+)
+
 // TaskCreate handles POST /v1/tasks: it validates the body, stores a pending
-// task for the authenticated account and answers the Task object. created is
-// called after each stored task, so an in-process worker can start at once.
+// task for the authenticated account and answers the Task object. With an
+// Idempotency-Key header, a retry of an earlier create answers that
+// create's task as it is now, marked Idempotent-Replayed. created is called
+// after each new task, so an in-process worker can start at once.
 func TaskCreate(tasks arbiter.TaskService, created func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotencyKey(r)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
 		body, err := ReadBody(r)
 		if err != nil {
 			Error(w, r, err)
@@ -21,14 +38,35 @@ func TaskCreate(tasks arbiter.TaskService, created func()) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		task, err := tasks.CreateTask(r.Context(), arbiter.AccountIDFromContext(r.Context()), in)
+		in.IdempotencyKey = key
+		answers, err := tasks.CreateTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), []arbiter.TaskCreate{in})
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		if created != nil {
+		answer := answers[0]
+		if answer.Err != nil {
+			Error(w, r, answer.Err)
+			return
+		}
+		if answer.Replayed {
+			w.Header().Set(IdempotentReplayedHeader, "true")
+		} else if created != nil {
 			created()
 		}
-		JSON(w, http.StatusOK, task)
+		JSON(w, http.StatusOK, answer.Task)
 	})
+}
+
+// idempotencyKey returns the request's Idempotency-Key, or "" when it has
+// none. A key that breaks the rules, or more than one, is EINVALID.
+func idempotencyKey(r *http.Request) (string, error) {
+	values := r.Header.Values(IdempotencyKeyHeader)
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+		return values[0], arbiter.ValidateIdempotencyKey(values[0])
+	}
+	return "", arbiter.Errorf(arbiter.EINVALID, "Send at most one Idempotency-Key header.")
 }

@@ -21,7 +21,7 @@ func TestDocument_IsValidOpenAPI31(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the document is not valid: %v", err)
 	}
-	for _, path := range []string{"/v1/tasks", "/v1/tasks/{id}", "/demo/tasks", "/demo/verdicts", "/healthz", "/v1/openapi.json"} {
+	for _, path := range []string{"/v1/tasks", "/v1/tasks/batch", "/v1/tasks/{id}", "/demo/tasks", "/demo/verdicts", "/healthz", "/v1/openapi.json"} {
 		if doc.Paths.Find(path) == nil {
 			t.Errorf("%s is not documented", path)
 		}
@@ -60,6 +60,16 @@ func TestValidateResponse_CatchesMismatches(t *testing.T) {
 		{"RateLimitedWithoutRetryAfter", "POST", "/v1/tasks", 429, jsonHeader, `{"error":"Cap reached."}`, false},
 		{"UndocumentedStatus", "POST", "/v1/tasks", 404, jsonHeader, `{"error":"No."}`, false},
 		{"EmptyErrorSentence", "GET", "/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
+		{"Replayed", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"true"}}, fmt.Sprintf(task, "null", ""), true},
+		{"ReplayedNotTrue", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"yes"}}, fmt.Sprintf(task, "null", ""), false},
+		{"KeyInFlight", "POST", "/v1/tasks", 409, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}}, `{"error":"In flight."}`, true},
+		{"KeyInFlightWithoutRetryAfter", "POST", "/v1/tasks", 409, jsonHeader, `{"error":"In flight."}`, false},
+		{"KeyMismatch", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request."}`, true},
+		{"BatchResults", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") +
+			`,"replayed":false},{"status":429,"error":"Cap reached."}]}`, true},
+		{"BatchTaskWithoutReplayed", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") + `}]}`, false},
+		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"error":"No."}]}`, false},
+		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":500,"error":"No."}]}`, false},
 		{"UnhealthyWithReason", "GET", "/healthz", 503, jsonHeader, `{"ok":false,"error":"No worker is running."}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,6 +44,9 @@ type Config struct {
 	// (ARBITER_MAX_CONNECTIONS); past it, new connections wait in the
 	// kernel's queue until one closes.
 	MaxConnections int
+	// IdempotencyTTL is how long an idempotency key is remembered after
+	// its first use (ARBITER_IDEMPOTENCY_TTL); the worker forgets it after.
+	IdempotencyTTL time.Duration
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed (ARBITER_TRUSTED_PROXIES, comma-separated CIDRs; default
 	// none): behind one, the client is the right-most address of
@@ -223,6 +226,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Scope: ScopeHTTP,
 		Help: "HTTP connections open at once; more wait until one closes",
 		Set:  intSetting(func(c *Config) *int { return &c.MaxConnections }, 1)},
+	{Env: "ARBITER_IDEMPOTENCY_TTL", Default: "24h", Scope: ScopeHTTP,
+		Help: "how long an Idempotency-Key is remembered after its first use (at least 1s)",
+		Set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second {
+				return errors.New("must be a duration of at least 1s, such as 24h")
+			}
+			c.IdempotencyTTL = d
+			return nil
+		}},
 	{Env: "ARBITER_TRUSTED_PROXIES", Scope: ScopeHTTP,
 		Help: "comma-separated networks of reverse proxies whose X-Forwarded-For names the client",
 		Set: func(c *Config, v string) error {

@@ -153,6 +153,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Group(func(r chi.Router) {
 			r.Use(bearerAuth(rt.KeyChecker))
 			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
+			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
 		})
 	})

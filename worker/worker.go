@@ -73,6 +73,11 @@ type Config struct {
 	// and beyond the newest arbiter.DemoVerdictsKept.
 	Demo       DemoPruner
 	PruneEvery time.Duration
+	// Keys, when set, has its expired idempotency keys deleted at start
+	// and every PruneKeysEvery (default 1m), so that requests never wait
+	// for it.
+	Keys           arbiter.IdempotencyKeyService
+	PruneKeysEvery time.Duration
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -127,6 +132,9 @@ func New(cfg Config) *Worker {
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = time.Hour
 	}
+	if cfg.PruneKeysEvery <= 0 {
+		cfg.PruneKeysEvery = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -165,6 +173,9 @@ func (w *Worker) Run(ctx context.Context) {
 	beatWG.Go(func() { w.heartbeat(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
+	}
+	if w.cfg.Keys != nil {
+		beatWG.Go(func() { w.pruneKeys(beats) })
 	}
 
 	w.claimLoop(ctx, calls)
@@ -311,4 +322,38 @@ func (w *Worker) pruneDemo(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// pruneKeys prunes idempotency keys at once and then every PruneKeysEvery
+// until ctx ends.
+func (w *Worker) pruneKeys(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.PruneKeysEvery)
+	defer tick.Stop()
+	for {
+		if err := w.PruneIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("prune idempotency keys", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// PruneIdempotencyKeys deletes the idempotency keys whose retention ended,
+// once; Run does it every PruneKeysEvery when Keys is set. Several workers
+// may prune at once: a key is deleted once.
+func (w *Worker) PruneIdempotencyKeys(ctx context.Context) error {
+	if w.cfg.Keys == nil {
+		return nil
+	}
+	n, err := w.cfg.Keys.PruneIdempotencyKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.log.Debug("pruned idempotency keys", "count", n)
+	}
+	return nil
 }

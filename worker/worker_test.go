@@ -304,3 +304,82 @@ func TestWorker_LeaseOutlivesTheCall(t *testing.T) {
 		}
 	})
 }
+
+func TestWorker_PrunesExpiredIdempotencyKeys(t *testing.T) {
+	var mu sync.Mutex
+	now := time.UnixMilli(1763805600000)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	dbtest.Each(t, db.Options{Now: clock, IdempotencyTTL: time.Hour}, func(t *testing.T, store *db.DB) {
+		acct, err := store.FindOrCreateAccountByEmail(ctx, "a@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		create := func(prompt string) arbiter.TaskCreated {
+			t.Helper()
+			in := arbiter.TaskCreate{Prompt: prompt, AllowedVerdicts: []string{"yes", "no"}, IdempotencyKey: "k1",
+				TaskType: "decide", Touchpoint: "chat", ConfidenceThreshold: 0.8}
+			created, err := store.CreateTasks(ctx, acct.ID, []arbiter.TaskCreate{in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return created[0]
+		}
+		first := create("First?")
+		w := worker.New(worker.Config{Queue: store, Verifier: answer("yes", 1), Health: store, Keys: store,
+			Logger: slog.New(slog.DiscardHandler)})
+
+		if err := w.PruneIdempotencyKeys(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c := create("Second?"); arbiter.ErrorCode(c.Err) != arbiter.EMISMATCH {
+			t.Fatalf("within the retention, another request with the key = %+v, want EMISMATCH", c)
+		}
+
+		mu.Lock()
+		now = now.Add(time.Hour)
+		mu.Unlock()
+		if err := w.PruneIdempotencyKeys(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c := create("Second?"); c.Err != nil || c.Replayed || c.Task.ID == first.Task.ID {
+			t.Fatalf("after the retention, the key = %+v, want a new task", c)
+		}
+	})
+}
+
+func TestWorker_RunPrunesIdempotencyKeys(t *testing.T) {
+	var mu sync.Mutex
+	now := time.UnixMilli(1763805600000)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := dbtest.Open(t, db.SQLite, db.Options{Now: clock, IdempotencyTTL: time.Minute})
+	acct, err := store.FindOrCreateAccountByEmail(ctx, "a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := arbiter.TaskCreate{Prompt: "p", AllowedVerdicts: []string{"yes"}, IdempotencyKey: "k1"}
+	if _, err := store.CreateTask(ctx, acct.ID, in); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	start(t, store, answer("yes", 1), func(c *worker.Config) {
+		c.Keys, c.PruneKeysEvery = store, 10*time.Millisecond
+	})
+	// Run prunes on its own: the key is soon free for another request.
+	in.Prompt = "another"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		created, err := store.CreateTasks(ctx, acct.ID, []arbiter.TaskCreate{in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created[0].Err == nil {
+			break
+		} else if arbiter.ErrorCode(created[0].Err) != arbiter.EMISMATCH {
+			t.Fatal(created[0].Err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running worker never pruned the expired key")
+		}
+	}
+}

@@ -42,7 +42,9 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		return err
 	}
 
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns})
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{
+		DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, IdempotencyTTL: cfg.IdempotencyTTL,
+	})
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			return err
 		}
 		w := worker.New(worker.Config{
-			Queue: store, Verifier: verifier, Health: store, Demo: store, Logger: logger,
+			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger,
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
 		})
 		notify = w.Notify

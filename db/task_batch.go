@@ -1,0 +1,243 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// maxBatchAttempts bounds how often a batch is tried again after a create
+// of another transaction stored one of its idempotency keys first.
+const maxBatchAttempts = 3
+
+// createBatch stores creates of one account in one transaction and
+// answers each in order: the cap admits as many new tasks as fit, in
+// order; a create whose idempotency key the account used before, or an
+// earlier create of the batch carries, is a replay of that create or a
+// mismatch.
+func (d *DB) createBatch(ctx context.Context, accountID string, creates []newCreate) ([]arbiter.TaskCreated, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := d.tryBatch(ctx, accountID, creates)
+		if keyTaken(err) && attempt < maxBatchAttempts {
+			continue // the key is stored now: the next try replays it
+		}
+		return out, err
+	}
+}
+
+// earlierKey is an idempotency key the account used before.
+type earlierKey struct{ fingerprint, taskID string }
+
+// tryBatch is one try of createBatch: one transaction.
+func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate) ([]arbiter.TaskCreated, error) {
+	now := creates[0].task.CreatedAt
+	day := int64(now) / msPerDay
+	out := make([]arbiter.TaskCreated, len(creates))
+	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+		// Lock the account's usage of the day first: its other creates
+		// wait here, so the keys read next include all they stored.
+		var used, capacity int
+		if err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, 0)
+			ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count
+			RETURNING count, COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`),
+			accountID, day, accountID, d.cap).Scan(&used, &capacity); err != nil {
+			return fmt.Errorf("lock usage: %w", err)
+		}
+		earlier, err := d.earlierKeys(ctx, tx, accountID, creates)
+		if err != nil {
+			return err
+		}
+
+		var admitted []newCreate
+		replays := map[string][]int{} // task id → the creates that replay it
+		firstUse := map[string]int{}  // key → the create of the batch that used it first
+		for i, c := range creates {
+			if c.key != "" {
+				if k, ok := earlier[c.key]; ok {
+					if k.fingerprint != c.fingerprint {
+						out[i].Err = errKeyMismatch
+					} else {
+						replays[k.taskID] = append(replays[k.taskID], i)
+					}
+					continue
+				}
+				if first, ok := firstUse[c.key]; ok {
+					switch {
+					case creates[first].fingerprint != c.fingerprint:
+						out[i].Err = errKeyMismatch
+					case out[first].Err != nil:
+						out[i].Err = out[first].Err
+					default:
+						t := *out[first].Task
+						out[i] = arbiter.TaskCreated{Task: &t, Replayed: true}
+					}
+					continue
+				}
+				firstUse[c.key] = i
+			}
+			if used+len(admitted) >= capacity {
+				out[i].Err = capUsedUp(now)
+				continue
+			}
+			admitted = append(admitted, c)
+			out[i].Task = c.task
+		}
+
+		if err := d.insertBatch(ctx, tx, admitted); err != nil {
+			return err
+		}
+		if len(admitted) > 0 {
+			if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE daily_usage SET count = count + ? WHERE account_id = ? AND day = ?`),
+				len(admitted), accountID, day); err != nil {
+				return fmt.Errorf("count tasks: %w", err)
+			}
+		}
+		return d.readReplays(ctx, tx, accountID, replays, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// earlierKeys returns the idempotency keys of creates that the account
+// has used before.
+func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, creates []newCreate) (map[string]earlierKey, error) {
+	var keys []string
+	for _, c := range creates {
+		if c.key != "" {
+			keys = append(keys, c.key)
+		}
+	}
+	earlier := map[string]earlierKey{}
+	if len(keys) == 0 {
+		return earlier, nil
+	}
+	query, args, err := sqlx.In(`SELECT idempotency_key, fingerprint, task_id FROM idempotency_keys
+		WHERE account_id = ? AND idempotency_key IN (?)`, accountID, keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("find idempotency keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var k earlierKey
+		if err := rows.Scan(&key, &k.fingerprint, &k.taskID); err != nil {
+			return nil, fmt.Errorf("find idempotency keys: %w", err)
+		}
+		earlier[key] = k
+	}
+	return earlier, rows.Err()
+}
+
+// insertBatchSQL inserts a batch's tasks and stores their idempotency
+// keys, one statement on Postgres. Arguments: the arrays of createArrays,
+// then the pending status.
+const insertBatchSQL = `WITH input AS (
+		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+		AS i (id, account_id, day, task_type, source, touchpoint,
+			prompt, allowed_verdicts, confidence_threshold, context, created_at,
+			idempotency_key, fingerprint, expires_at)
+	), created AS (
+		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+			allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at
+		FROM input i
+		RETURNING id
+	)
+	INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
+	SELECT i.account_id, i.idempotency_key, i.fingerprint, i.id, i.created_at, i.expires_at
+	FROM input i JOIN created c ON c.id = i.id WHERE i.idempotency_key <> ''`
+
+// insertBatch inserts the tasks of creates and stores their idempotency
+// keys, inside tx: one statement on Postgres, one prepared insert per row
+// on SQLite, where a statement costs no round trip.
+func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
+	if len(creates) == 0 {
+		return nil
+	}
+	if d.dialect == Postgres {
+		if _, err := tx.ExecContext(ctx, d.rebind(insertBatchSQL), append(createArrays(creates), arbiter.StatusPending)...); err != nil {
+			return fmt.Errorf("insert tasks: %w", err)
+		}
+		return nil
+	}
+	insertTask, err := tx.PreparexContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
+		source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		return fmt.Errorf("insert task: %w", err)
+	}
+	defer insertTask.Close()
+	insertKey, err := tx.PreparexContext(ctx, d.rebind(`INSERT INTO idempotency_keys (account_id, idempotency_key,
+		fingerprint, task_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		return fmt.Errorf("insert idempotency key: %w", err)
+	}
+	defer insertKey.Close()
+	for _, c := range creates {
+		t := c.task
+		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
+			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt)); err != nil {
+			return fmt.Errorf("insert task: %w", err)
+		}
+		if c.key == "" {
+			continue
+		}
+		if _, err := insertKey.ExecContext(ctx, t.AccountID, c.key, c.fingerprint, t.ID,
+			int64(t.CreatedAt), int64(c.expiresAt)); err != nil {
+			return fmt.Errorf("insert idempotency key: %w", err)
+		}
+	}
+	return nil
+}
+
+// readReplays sets the answers of the creates that replay an earlier task
+// to that task as it is now, read inside tx.
+func (d *DB) readReplays(ctx context.Context, tx *sqlx.Tx, accountID string, replays map[string][]int, out []arbiter.TaskCreated) error {
+	if len(replays) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(replays))
+	for id := range replays {
+		ids = append(ids, id)
+	}
+	query, args, err := sqlx.In(tasksWithAttemptsSQL+` WHERE t.account_id = ? AND t.id IN (?) ORDER BY t.id, a.id`, accountID, ids)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return fmt.Errorf("find replayed tasks: %w", err)
+	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return fmt.Errorf("find replayed tasks: %w", err)
+	}
+	for _, t := range tasks {
+		for n, i := range replays[t.ID] {
+			task := t
+			if n > 0 {
+				cp := *t
+				task = &cp
+			}
+			out[i] = arbiter.TaskCreated{Task: task, Replayed: true}
+		}
+		delete(replays, t.ID)
+	}
+	for _, creates := range replays {
+		for _, i := range creates {
+			out[i].Err = errKeyInFlight // a key without its task: never, with the foreign key
+		}
+	}
+	return nil
+}

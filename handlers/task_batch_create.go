@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// TaskBatchCreate handles POST /v1/tasks/batch: {"tasks": [TaskCreate, …]}
+// with 1 to arbiter.MaxBatchTasks items, each of which may carry an
+// "idempotency_key". A batch is not atomic: the answer is 200 with one
+// result per item, in order, each {"status": 200, "task": …, "replayed": …}
+// or {"status": 400|409|422|429, "error": "…"}. An envelope that is not
+// valid, or too large, is answered as a whole and stores nothing. created
+// is called once when the batch stored any new task.
+func TaskBatchCreate(tasks arbiter.TaskService, created func()) http.Handler {
+	type result struct {
+		Status   int           `json:"status"`
+		Task     *arbiter.Task `json:"task,omitempty"`
+		Replayed *bool         `json:"replayed,omitempty"`
+		Error    string        `json:"error,omitempty"`
+	}
+	failed := func(err error) result {
+		return result{Status: StatusOf(err), Error: arbiter.ErrorMessage(err)}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values(IdempotencyKeyHeader)) > 0 {
+			Error(w, r, arbiter.Errorf(arbiter.EINVALID,
+				"A batch takes an idempotency_key on each task, not the Idempotency-Key header."))
+			return
+		}
+		body, err := ReadBody(r)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		items, err := arbiter.ParseTaskBatch(body)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		results := make([]result, len(items))
+		var valid []arbiter.TaskCreate
+		var positions []int // valid[i] is item positions[i]
+		for i, item := range items {
+			if item.Err != nil {
+				results[i] = failed(item.Err)
+				continue
+			}
+			valid = append(valid, item.Create)
+			positions = append(positions, i)
+		}
+		if len(valid) > 0 {
+			answers, err := tasks.CreateTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), valid)
+			if err != nil {
+				Error(w, r, err)
+				return
+			}
+			stored := false
+			for n, answer := range answers {
+				if answer.Err != nil {
+					results[positions[n]] = failed(answer.Err)
+					continue
+				}
+				replayed := answer.Replayed
+				results[positions[n]] = result{Status: http.StatusOK, Task: answer.Task, Replayed: &replayed}
+				stored = stored || !replayed
+			}
+			if stored && created != nil {
+				created()
+			}
+		}
+		JSON(w, http.StatusOK, struct {
+			Results []result `json:"results"`
+		}{results})
+	})
+}

@@ -1,0 +1,174 @@
+package arbiter
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The helpers of DecodeJSONStrict that hold it to exact field names: Go's
+// decoder matches member names without regard to case and keeps the last
+// of a repeated member, so the names are read once more, without decoding
+// the values.
+
+// jsonFields are the JSON member names of a struct type, numbered.
+type jsonFields struct {
+	names []string
+	index map[string]int // name → its position in names
+}
+
+// fieldsByType caches jsonFieldsOf.
+var fieldsByType sync.Map // reflect.Type → *jsonFields
+
+// jsonFieldsOf returns the JSON member names of struct type t, as its json
+// tags (or field names) spell them, including those of embedded structs. A
+// type that is not a struct has none.
+func jsonFieldsOf(t reflect.Type) *jsonFields {
+	if f, ok := fieldsByType.Load(t); ok {
+		return f.(*jsonFields)
+	}
+	f := &jsonFields{index: map[string]int{}}
+	f.add(t)
+	fieldsByType.Store(t, f)
+	return f
+}
+
+func (f *jsonFields) add(t reflect.Type) {
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	for i := 0; i < t.NumField(); i++ {
+		field := t.Field(i)
+		name, _, _ := strings.Cut(field.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+			continue
+		case field.Anonymous && name == "" && field.Type.Kind() == reflect.Struct:
+			f.add(field.Type)
+			continue
+		case !field.IsExported():
+			continue
+		case name == "":
+			name = field.Name
+		}
+		f.index[name] = len(f.names)
+		f.names = append(f.names, name)
+	}
+}
+
+// eachObjectKey calls fn with each member name of the JSON object b holds,
+// unescaped and in order, and stops at fn's first error, which it returns.
+// Values are skipped, not decoded; b holding no object has no names. b must
+// be valid JSON (the decoder has checked it); should it not be, the names
+// read before the fault are all fn sees.
+func eachObjectKey(b []byte, fn func(key []byte) error) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		end := stringEnd(b, i)
+		if end < 0 {
+			return nil
+		}
+		key := b[i+1 : end-1]
+		if !plainASCII(key) { // escapes, or bytes the decoder would replace
+			var s string
+			if json.Unmarshal(b[i:end], &s) != nil {
+				return nil
+			}
+			key = []byte(s)
+		}
+		if err := fn(key); err != nil {
+			return err
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil
+		}
+		if i = valueEnd(b, skipSpace(b, i+1)); i < 0 {
+			return nil
+		}
+		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return nil
+}
+
+// plainASCII reports whether s is ASCII without backslashes: a JSON string
+// body that reads as it is written.
+func plainASCII(s []byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string starting at b[i],
+// or -1 when it does not end.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexAny(b[j:], `"\`)
+		if k < 0 {
+			return -1
+		}
+		j += k
+		if b[j] == '"' {
+			return j + 1
+		}
+		j += 2 // a backslash and the character it escapes
+	}
+	return -1
+}
+
+// valueEnd returns the index just past the JSON value starting at b[i], or
+// -1 when it does not end.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = stringEnd(b, j); j < 0 {
+					return -1
+				}
+				j-- // the loop steps past the closing quote
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+	}
+	return len(b)
+}
