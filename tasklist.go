@@ -2,6 +2,10 @@ package arbiter
 
 import (
 	"encoding/base64"
+	"maps"
+	"math"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -43,6 +47,11 @@ type TaskFilter struct {
 	// cursor of the previous page's last task. Nil starts at the newest.
 	After *TaskCursor
 
+	// StartingAfter continues the list after the account's task with this
+	// id, as the API's starting_after does; the store finds its position.
+	// It may not be set with After.
+	StartingAfter string
+
 	// Limit is the page size, 1 to MaxTaskPageSize; 0 means
 	// DefaultTaskPageSize.
 	Limit int
@@ -73,8 +82,19 @@ func (f *TaskFilter) Validate() error {
 	if f.After != nil && !ValidTaskID(f.After.ID) {
 		return errBadCursor
 	}
+	if f.StartingAfter != "" {
+		if f.After != nil {
+			return Errorf(EINVALID, "A list continues after a cursor or after a task, not both.")
+		} else if !ValidTaskID(f.StartingAfter) {
+			return ErrStartingAfterUnknown
+		}
+	}
 	return nil
 }
+
+// ErrStartingAfterUnknown is the EINVALID error of a starting_after that is
+// not the id of one of the account's tasks.
+var ErrStartingAfterUnknown = Errorf(EINVALID, "starting_after must be the id of one of the account's tasks.")
 
 // TaskPage is one page of an account's tasks, newest first.
 type TaskPage struct {
@@ -130,4 +150,96 @@ func ParseTaskCursor(s string) (TaskCursor, error) {
 		return TaskCursor{}, errBadCursor
 	}
 	return TaskCursor{CreatedAt: Timestamp(created), ID: id}, nil
+}
+
+// maxEpochSeconds bounds the times a list query accepts: the last second of
+// the year 9999.
+const maxEpochSeconds = 253402300799
+
+// taskListParameters are the query parameters of GET /v1/tasks.
+var taskListParameters = []string{"status", "task_type", "source", "touchpoint", "final_tier",
+	"created_after", "created_before", "limit", "starting_after"}
+
+// ParseTaskListQuery reads the query of GET /v1/tasks: status, task_type,
+// source, touchpoint, final_tier, created_after, created_before (epoch
+// seconds, both exclusive), limit and starting_after, each at most once and
+// none of them empty. Every failure, an unknown parameter among them, is an
+// EINVALID *Error naming the parameter; the filter it returns is validated.
+func ParseTaskListQuery(rawQuery string) (TaskFilter, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return TaskFilter{}, Errorf(EINVALID, "The query string could not be read; escape it as a URL query.")
+	}
+	var f TaskFilter
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		values := q[name]
+		if !slices.Contains(taskListParameters, name) {
+			return TaskFilter{}, Errorf(EINVALID, "%.64q is not a parameter of the task list; it takes %s.", name, strings.Join(taskListParameters, ", "))
+		} else if len(values) != 1 {
+			return TaskFilter{}, Errorf(EINVALID, "%s may be given once.", name)
+		}
+		v := values[0]
+		if v == "" {
+			return TaskFilter{}, Errorf(EINVALID, "%s must not be empty; leave it out to match every task.", name)
+		}
+		switch name {
+		case "status":
+			f.Status = v
+		case "task_type":
+			f.TaskType = v
+		case "source":
+			f.Source = v
+		case "touchpoint":
+			f.Touchpoint = v
+		case "final_tier":
+			f.FinalTier = v
+		case "created_after", "created_before":
+			ts, err := parseEpochSeconds(name, v)
+			if err != nil {
+				return TaskFilter{}, err
+			}
+			if name == "created_after" {
+				f.CreatedAfter = &ts
+			} else {
+				f.CreatedBefore = &ts
+			}
+		case "limit":
+			n, ok := parseSmallInt(v)
+			if !ok || n < 1 || n > MaxTaskPageSize {
+				return TaskFilter{}, Errorf(EINVALID, "limit must be a whole number from 1 to %d.", MaxTaskPageSize)
+			}
+			f.Limit = n
+		case "starting_after":
+			f.StartingAfter = v
+		}
+	}
+	if err := f.Validate(); err != nil {
+		return TaskFilter{}, err
+	}
+	return f, nil
+}
+
+// parseEpochSeconds reads a time given as Unix epoch seconds, fractional or
+// not, as the API writes them.
+func parseEpochSeconds(name, v string) (Timestamp, error) {
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxEpochSeconds {
+		return 0, Errorf(EINVALID, "%s must be a time in seconds since the Unix epoch, such as 1795415525 or 1795415525.173.", name)
+	}
+	return Timestamp(math.Round(secs * 1000)), nil
+}
+
+// parseSmallInt reads 1 to 4 decimal digits, with no sign or space.
+func parseSmallInt(v string) (int, bool) {
+	if len(v) == 0 || len(v) > 4 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n, true
 }

@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -77,5 +78,68 @@ func TestTaskPage_Next(t *testing.T) {
 	}
 	if next := (arbiter.TaskPage{Tasks: []*arbiter.Task{last}}).Next(); next != nil {
 		t.Errorf("the last page's Next = %+v, want nil", next)
+	}
+}
+
+func TestParseTaskListQuery(t *testing.T) {
+	ts := func(ms int64) *arbiter.Timestamp { v := arbiter.Timestamp(ms); return &v }
+	for _, tc := range []struct {
+		query string
+		want  arbiter.TaskFilter
+	}{
+		{"", arbiter.TaskFilter{Limit: arbiter.DefaultTaskPageSize}},
+		{"status=human_needed&limit=100", arbiter.TaskFilter{Status: arbiter.StatusHumanNeeded, Limit: 100}},
+		{"task_type=refund&source=support-bot&touchpoint=e%20mail&final_tier=agent&limit=1",
+			arbiter.TaskFilter{TaskType: "refund", Source: "support-bot", Touchpoint: "e mail", FinalTier: arbiter.TierAgent, Limit: 1}},
+		{"created_after=1795415525&created_before=1795415525.173",
+			arbiter.TaskFilter{CreatedAfter: ts(1795415525000), CreatedBefore: ts(1795415525173), Limit: arbiter.DefaultTaskPageSize}},
+		{"starting_after=tsk_0123456789abcdef", arbiter.TaskFilter{StartingAfter: "tsk_0123456789abcdef", Limit: arbiter.DefaultTaskPageSize}},
+	} {
+		got, err := arbiter.ParseTaskListQuery(tc.query)
+		times := sameTime(got.CreatedAfter, tc.want.CreatedAfter) && sameTime(got.CreatedBefore, tc.want.CreatedBefore)
+		got.CreatedAfter, got.CreatedBefore, tc.want.CreatedAfter, tc.want.CreatedBefore = nil, nil, nil, nil
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) || !times {
+			t.Errorf("ParseTaskListQuery(%q) = %+v, %v; want %+v", tc.query, got, err, tc.want)
+		}
+	}
+}
+
+func sameTime(a, b *arbiter.Timestamp) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func TestParseTaskListQuery_ErrInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		query, word string // the message names the parameter
+	}{
+		{"status=done", "status"},
+		{"status=COMPLETED", "status"},
+		{"status=", "status"},
+		{"status=pending&status=completed", "status"},
+		{"final_tier=robot", "final_tier"},
+		{"limit=0", "limit"},
+		{"limit=101", "limit"},
+		{"limit=-1", "limit"},
+		{"limit=%2B5", "limit"},
+		{"limit=5.0", "limit"},
+		{"limit=ten", "limit"},
+		{"limit=99999999999999999999", "limit"},
+		{"created_after=yesterday", "created_after"},
+		{"created_after=-1", "created_after"},
+		{"created_before=NaN", "created_before"},
+		{"created_before=Inf", "created_before"},
+		{"created_before=1e300", "created_before"},
+		{"starting_after=nope", "starting_after"},
+		{"starting_after=%27%20OR%201=1", "starting_after"},
+		{"source=" + strings.Repeat("s", arbiter.MaxLabelChars+1), "source"},
+		{"task_type=%ff", "task_type"},
+		{"sort=created_at", "sort"},
+		{"Status=pending", "Status"},
+		{"%zz", "query"},
+	} {
+		_, err := arbiter.ParseTaskListQuery(tc.query)
+		if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), tc.word) {
+			t.Errorf("ParseTaskListQuery(%.60q) = %v, want EINVALID naming %s", tc.query, err, tc.word)
+		}
 	}
 }

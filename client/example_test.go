@@ -106,3 +106,16 @@ func ExampleClient_Health() {
 	}
 	fmt.Println("ok")
 }
+
+func ExampleClient_AllTasks() {
+	c := client.New()
+	ctx := context.Background()
+	// Every task a reviewer decided today, newest first, 100 a page.
+	today := time.Now().Truncate(24 * time.Hour)
+	for task, err := range c.AllTasks(ctx, client.ListOptions{FinalTier: client.TierHuman, CreatedAfter: today, Limit: 100}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(task.ID, *task.FinalVerdict)
+	}
+}

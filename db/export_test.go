@@ -124,7 +124,7 @@ func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
 // ExplainListTasks returns the store's plan of the query ListTasks runs for
 // f, one line per plan row.
 func (d *DB) ExplainListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (string, error) {
-	if err := f.Validate(); err != nil {
+	if err := d.validateTaskFilter(ctx, accountID, &f); err != nil {
 		return "", err
 	}
 	query, args := listTasksQuery(accountID, f)

@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -17,7 +19,7 @@ var listTaskColumns = strings.Replace(taskColumns, "t.context", "CAST(NULL AS TE
 // (created_at, id) on the index tasks_account_created, so a page deep in
 // the list costs what the first one does.
 func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (arbiter.TaskPage, error) {
-	if err := f.Validate(); err != nil {
+	if err := d.validateTaskFilter(ctx, accountID, &f); err != nil {
 		return arbiter.TaskPage{}, err
 	}
 	query, args := listTasksQuery(accountID, f)
@@ -37,6 +39,29 @@ func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilt
 		page.Tasks = []*arbiter.Task{}
 	}
 	return page, nil
+}
+
+// validateTaskFilter validates f and turns its StartingAfter into the
+// position of that task. Returns EINVALID when the task is not one of the
+// account's.
+func (d *DB) validateTaskFilter(ctx context.Context, accountID string, f *arbiter.TaskFilter) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if f.StartingAfter == "" {
+		return nil
+	}
+	var created int64
+	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT created_at FROM tasks WHERE id = ? AND account_id = ?`),
+		f.StartingAfter, accountID).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return arbiter.ErrStartingAfterUnknown
+	} else if err != nil {
+		return fmt.Errorf("find starting_after: %w", err)
+	}
+	f.After = &arbiter.TaskCursor{CreatedAt: arbiter.Timestamp(created), ID: f.StartingAfter}
+	f.StartingAfter = ""
+	return nil
 }
 
 // listTasksQuery returns the query of ListTasks for a validated filter, and

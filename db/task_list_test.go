@@ -100,6 +100,46 @@ func TestTaskService_ListTasks(t *testing.T) {
 			if len(got) != 5 {
 				t.Errorf("the other account lists %d tasks, want its own 5", len(got))
 			}
+
+			// The API's cursor: the id of the previous page's last task.
+			var walked []string
+			f := arbiter.TaskFilter{Limit: 7}
+			for {
+				page, err := d.ListTasks(ctx, owner.ID, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, task := range page.Tasks {
+					walked = append(walked, task.ID)
+				}
+				if !page.HasMore {
+					break
+				}
+				f.StartingAfter = page.Tasks[len(page.Tasks)-1].ID
+			}
+			if !slices.Equal(walked, want) {
+				t.Fatalf("the walk by starting_after saw %d tasks in another order than newest first", len(walked))
+			}
+		})
+	})
+
+	t.Run("ErrStartingAfterNotTheAccounts", func(t *testing.T) {
+		dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+			owner := newAccount(t, d, "owner@example.com")
+			other := newAccount(t, d, "other@example.com")
+			theirs, err := d.CreateTask(ctx, other.ID, taskCreate("not yours"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{theirs.ID, "tsk_0123456789abcdef", "tsk_demo_refund_late_delivery", "nope"} {
+				_, err := d.ListTasks(ctx, owner.ID, arbiter.TaskFilter{StartingAfter: id})
+				if wantCode(t, err, arbiter.EINVALID); !strings.Contains(arbiter.ErrorMessage(err), "starting_after") {
+					t.Errorf("starting_after %s: %v", id, err)
+				}
+			}
+			if page, err := d.ListTasks(ctx, other.ID, arbiter.TaskFilter{StartingAfter: theirs.ID}); err != nil || len(page.Tasks) != 0 {
+				t.Errorf("after the account's only task: %+v, %v", page, err)
+			}
 		})
 	})
 
@@ -256,7 +296,9 @@ func TestTaskService_ListTasksUsesTheIndex(t *testing.T) {
 			t.Fatalf("listed %d tasks: %v", len(deep.Tasks), err)
 		}
 		after := arbiter.TaskCursor{CreatedAt: 1763805600000 + n/2, ID: deep.Tasks[0].ID}
-		for _, f := range []arbiter.TaskFilter{{}, {After: &after}, {After: &after, Source: "bot"}, {After: &after, Status: arbiter.StatusPending}} {
+		middle := deep.Tasks[50].ID
+		for _, f := range []arbiter.TaskFilter{{}, {After: &after}, {After: &after, Source: "bot"}, {After: &after, Status: arbiter.StatusPending},
+			{StartingAfter: middle}, {StartingAfter: middle, Status: arbiter.StatusPending}} {
 			plan, err := d.ExplainListTasks(ctx, acct.ID, f)
 			if err != nil {
 				t.Fatal(err)
@@ -275,7 +317,7 @@ func TestTaskService_ListTasksUsesTheIndex(t *testing.T) {
 				if !uses || strings.Contains(plan, "Seq Scan on tasks") || strings.Contains(plan, "Sort Key: tasks.created_at") {
 					t.Errorf("filter %+v: the plan scans or sorts the tasks:\n%s", f, plan)
 				}
-				if f.After != nil && !strings.Contains(plan, "Index Cond: ((account_id = ") {
+				if (f.After != nil || f.StartingAfter != "") && !strings.Contains(plan, "Index Cond: ((account_id = ") {
 					t.Errorf("filter %+v: the cursor is not in the index condition:\n%s", f, plan)
 				}
 			}

@@ -154,6 +154,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Use(bearerAuth(rt.KeyChecker))
 			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
 			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated))
+			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
 		})
 	})
