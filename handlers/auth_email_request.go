@@ -21,22 +21,22 @@ type SignInLimits struct {
 
 // allow spends one request of each limit, client first; a limit that
 // refuses gives back what the ones before it spent, so a refused request
-// costs nothing.
-func (l SignInLimits) allow(email string, c arbiter.Client) bool {
+// costs nothing, and its error says when to come back.
+func (l SignInLimits) allow(email string, c arbiter.Client) error {
 	ip := c.LimitKey()
 	steps := []struct {
 		limiter *arbiter.RateLimiter
 		key     string
 	}{{l.ByIP, ip}, {l.ByAddressAndIP, email + " " + ip}, {l.ByAddress, email}}
 	for i, s := range steps {
-		if ok, _ := s.limiter.Allow(s.key); !ok {
+		if ok, wait := s.limiter.Allow(s.key); !ok {
 			for _, spent := range steps[:i] {
 				spent.limiter.Return(spent.key)
 			}
-			return false
+			return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: errTooManyLinks.Message, RetryAfter: wait}
 		}
 	}
-	return true
+	return nil
 }
 
 var (
@@ -55,6 +55,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 		next := site.SafeNext(r.PostFormValue("next"))
 		typed := r.PostFormValue("email")
 		refuse := func(err error) {
+			setRetryAfter(w, err)
 			Render(w, r, StatusOf(err), dashboard.SignIn(PageOf(r, "Sign in", ""), dashboard.SignInView{
 				Providers: providerButtons(providers, next), Email: typed, Next: next, Error: arbiter.ErrorMessage(err),
 			}))
@@ -64,8 +65,8 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			refuse(errEmailInvalid)
 			return
 		}
-		if !limits.allow(email, ClientOf(r)) {
-			refuse(errTooManyLinks)
+		if err := limits.allow(email, ClientOf(r)); err != nil {
+			refuse(err)
 			return
 		}
 		token, err := logins.CreateLoginToken(r.Context(), email)
