@@ -37,11 +37,14 @@
 //	}
 //
 // Failures the server answers are *Error values carrying the status and the
-// server's sentence; IsNotFound, IsUnauthorized, IsInvalid, IsTooLarge and
-// IsRateLimited classify them. The client retries a 429 after its
-// Retry-After when that wait is short enough, and a 5xx on reads (never on
-// a POST, which might have been stored). Response fields added by later
-// servers are ignored.
+// server's sentence; IsNotFound, IsUnauthorized, IsInvalid, IsTooLarge,
+// IsRateLimited, IsConflict and IsUnprocessable classify them. The client
+// retries a 429 after its Retry-After when that wait is short enough, and a
+// 5xx on reads. A POST is not retried after a 5xx or a lost connection, as
+// it might have been stored, unless it is safe to repeat: a create with an
+// IdempotencyKey, or a batch whose every task has one, is retried after a
+// 5xx, a 409 and a connection error too, and the server makes its task
+// once. Response fields added by later servers are ignored.
 package client
 
 import (
@@ -175,6 +178,13 @@ type call struct {
 	// answers lists statuses other than 200 whose body decodes into out
 	// rather than becoming an *Error, and which are not retried.
 	answers []int
+	// idempotencyKey, when set, is sent as the Idempotency-Key header.
+	idempotencyKey string
+	// repeatable marks a POST that the server stores at most once however
+	// often it is sent (its tasks carry idempotency keys), so that it may
+	// be retried when its outcome is unknown: after a 5xx, a 409 or a
+	// connection error.
+	repeatable bool
 }
 
 // do sends the call, retrying as the policy allows, and decodes a successful
@@ -190,7 +200,10 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	for attempt := 0; ; attempt++ {
 		status, header, b, err := c.send(ctx, cl, body)
 		if err != nil {
-			return err
+			if !cl.repeatable || attempt >= c.retries || ctx.Err() != nil || !c.wait(ctx, backoff(attempt)) {
+				return err
+			}
+			continue
 		}
 		if status == http.StatusOK {
 			if err := json.Unmarshal(b, out); err != nil {
@@ -203,7 +216,8 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 		}
 		apiErr := newError(status, header, b)
 		retryable := status == http.StatusTooManyRequests ||
-			(status >= 500 && cl.method == http.MethodGet)
+			(status >= 500 && (cl.method == http.MethodGet || cl.repeatable)) ||
+			(status == http.StatusConflict && cl.repeatable)
 		if !retryable || attempt >= c.retries {
 			return apiErr
 		}
@@ -211,19 +225,29 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 		if wait == 0 {
 			wait = backoff(attempt)
 		}
-		if wait > c.maxRetryWait {
+		if !c.wait(ctx, wait) {
 			return apiErr
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return apiErr
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return apiErr
-		case <-timer.C:
-		}
+	}
+}
+
+// wait waits d before a retry and reports whether to make it: not when d
+// is longer than the client's longest wait or than ctx has left, nor when
+// ctx ends meanwhile.
+func (c *Client) wait(ctx context.Context, d time.Duration) bool {
+	if d > c.maxRetryWait {
+		return false
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 
@@ -244,6 +268,9 @@ func (c *Client) send(ctx context.Context, cl call, body []byte) (int, http.Head
 	}
 	if cl.auth && c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	if cl.idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", cl.idempotencyKey)
 	}
 	res, err := c.httpClient.Do(req)
 	if err != nil {
@@ -343,13 +370,95 @@ func IsTooLarge(err error) bool { return StatusCode(err) == http.StatusRequestEn
 // (429). The *Error's RetryAfter says when the cap resets.
 func IsRateLimited(err error) bool { return StatusCode(err) == http.StatusTooManyRequests }
 
-// CreateTask submits a task. The answer is the stored task, pending.
+// IsConflict reports whether the server could not answer a create yet
+// because another request with its idempotency key was being stored (409);
+// the *Error's RetryAfter says when to try again.
+func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict }
+
+// IsUnprocessable reports whether a create's idempotency key was used for a
+// different request (422); nothing was stored.
+func IsUnprocessable(err error) bool { return StatusCode(err) == http.StatusUnprocessableEntity }
+
+// CreateTask submits a task. The answer is the stored task, pending. With
+// in.IdempotencyKey set, the server makes the task once however often the
+// create is sent within the key's retention (24 hours by default), and the
+// client retries it when its outcome is unknown; a repeat is answered with
+// the task as it is by then.
 func (c *Client) CreateTask(ctx context.Context, in TaskCreate) (*Task, error) {
 	var t Task
-	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tasks", auth: true, body: in}, &t); err != nil {
+	cl := call{method: http.MethodPost, path: "/v1/tasks", auth: true, body: in,
+		idempotencyKey: in.IdempotencyKey, repeatable: in.IdempotencyKey != ""}
+	if err := c.do(ctx, cl, &t); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// MaxBatchTasks is the most tasks CreateTasks takes in one call.
+const MaxBatchTasks = 100
+
+// TaskResult is the outcome of one task of CreateTasks: the task, or the
+// error that kept it from being created.
+type TaskResult struct {
+	// Task is the created task, or the one an earlier create with the same
+	// IdempotencyKey made (Replayed); nil when Err is set.
+	Task *Task
+	// Replayed is true when Task was created earlier, by a create with the
+	// same IdempotencyKey.
+	Replayed bool
+	// Err is an *Error with the task's status: 400 (IsInvalid), 409
+	// (IsConflict), 422 (IsUnprocessable) or 429 (IsRateLimited).
+	Err error
+}
+
+// CreateTasks submits up to MaxBatchTasks tasks in one request, stored in
+// one transaction. The batch is not atomic: the answer has one TaskResult
+// per task, in order, each a task or an error; the daily cap admits as many
+// new tasks as fit. The error returned is for the request as a whole (an
+// invalid or too large batch, a missing key, the server down), when no
+// task was stored. Each task may carry its own IdempotencyKey; when every
+// one does, the client retries the request when its outcome is unknown.
+func (c *Client) CreateTasks(ctx context.Context, in []TaskCreate) ([]TaskResult, error) {
+	type item struct {
+		TaskCreate
+		IdempotencyKey string `json:"idempotency_key,omitempty"`
+	}
+	body := struct {
+		Tasks []item `json:"tasks"`
+	}{make([]item, len(in))}
+	repeatable := len(in) > 0
+	for i, t := range in {
+		body.Tasks[i] = item{t, t.IdempotencyKey}
+		repeatable = repeatable && t.IdempotencyKey != ""
+	}
+	var answer struct {
+		Results []struct {
+			Status   int    `json:"status"`
+			Task     *Task  `json:"task"`
+			Replayed bool   `json:"replayed"`
+			Error    string `json:"error"`
+		} `json:"results"`
+	}
+	cl := call{method: http.MethodPost, path: "/v1/tasks/batch", auth: true, body: body, repeatable: repeatable}
+	if err := c.do(ctx, cl, &answer); err != nil {
+		return nil, err
+	}
+	if len(answer.Results) != len(in) {
+		return nil, fmt.Errorf("POST /v1/tasks/batch answered %d results for %d tasks", len(answer.Results), len(in))
+	}
+	results := make([]TaskResult, len(in))
+	for i, r := range answer.Results {
+		if r.Status == http.StatusOK && r.Task != nil {
+			results[i] = TaskResult{Task: r.Task, Replayed: r.Replayed}
+			continue
+		}
+		msg := r.Error
+		if msg == "" {
+			msg = fmt.Sprintf("The server answered %d %s for this task.", r.Status, http.StatusText(r.Status))
+		}
+		results[i] = TaskResult{Err: &Error{StatusCode: r.Status, Message: msg}}
+	}
+	return results, nil
 }
 
 // GetTask reads a task of the key's account, with its attempts. An unknown

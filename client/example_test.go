@@ -48,6 +48,52 @@ func ExampleClient_CreateTask() {
 	fmt.Println(task.ID, task.Status)
 }
 
+func ExampleClient_CreateTask_idempotencyKey() {
+	c := client.New()
+	// A key per task the program means to create, here the order's id:
+	// if the create times out or the connection drops, sending it again
+	// (the client does so itself) returns the task made the first time
+	// instead of a second one.
+	task, err := c.CreateTask(context.Background(), client.TaskCreate{
+		Prompt:          "Approve this refund?",
+		AllowedVerdicts: []string{"approve", "reject"},
+		Context:         map[string]any{"order": "ord_1", "amount": 42.5},
+		IdempotencyKey:  "refund/ord_1",
+	})
+	if client.IsUnprocessable(err) {
+		log.Fatal("refund/ord_1 was used for a different question")
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.ID, task.Status)
+}
+
+func ExampleClient_CreateTasks() {
+	c := client.New()
+	var tasks []client.TaskCreate
+	for _, order := range []string{"ord_1", "ord_2", "ord_3"} {
+		tasks = append(tasks, client.TaskCreate{
+			Prompt:          "Approve the refund of " + order + "?",
+			AllowedVerdicts: []string{"approve", "reject"},
+			IdempotencyKey:  "refund/" + order,
+		})
+	}
+	results, err := c.CreateTasks(context.Background(), tasks)
+	if err != nil {
+		log.Fatal(err) // nothing was stored
+	}
+	for i, r := range results {
+		switch {
+		case client.IsRateLimited(r.Err):
+			fmt.Println(i, "over the daily cap; send it again tomorrow")
+		case r.Err != nil:
+			fmt.Println(i, "refused:", r.Err)
+		default:
+			fmt.Println(i, r.Task.ID, r.Replayed)
+		}
+	}
+}
+
 func ExampleClient_GetTask() {
 	c := client.New()
 	task, err := c.GetTask(context.Background(), "tsk_3f9a0c1b2d4e5f60")

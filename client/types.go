@@ -42,6 +42,13 @@ type TaskCreate struct {
 	// Context is any JSON-encodable value the verifier and the reviewer see,
 	// at most 256 KiB once encoded; a json.RawMessage is sent as it is.
 	Context any `json:"context,omitempty"`
+	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
+	// printable ASCII characters, unique per task the account means to
+	// create (an order id, a UUID). The same key with the same task
+	// within the server's retention (24 hours by default) returns the task
+	// made first instead of a second one; with a different task it is an
+	// error for which IsUnprocessable is true.
+	IdempotencyKey string `json:"-"`
 }
 
 // Threshold returns a pointer to v, for TaskCreate.ConfidenceThreshold.

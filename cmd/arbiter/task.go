@@ -48,6 +48,8 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 	fs.StringVar(&in.TaskType, "task-type", "", "a label for the kind of task (server default decide)")
 	fs.StringVar(&in.Touchpoint, "touchpoint", "", "where the question came from (server default chat)")
 	fs.StringVar(&in.Source, "source", "", "a free-form label")
+	fs.StringVar(&in.IdempotencyKey, "idempotency-key", "",
+		"makes the create safe to repeat: the same key and task return the task made first (1 to 255 printable ASCII characters)")
 	wait := fs.Bool("wait", false, "wait until the task is completed and print it then")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 	if err := c.parse(fs, p, args); err != nil {

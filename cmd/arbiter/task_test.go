@@ -179,3 +179,25 @@ func TestRun_TaskErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestRun_TaskCreateIdempotencyKey(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			getenv := taskServer(t, dbtest.URL(t, dialect))
+			create := []string{"task", "create", "--prompt", "Approve this refund?", "--verdict", "approve",
+				"--verdict", "reject", "--idempotency-key", "refund/ord_1"}
+			first := decodeTask(t, runOK(t, getenv, create...))
+			again := decodeTask(t, runOK(t, getenv, create...))
+			if again["id"] != first["id"] {
+				t.Fatalf("the same create with one key made %v and %v", first["id"], again["id"])
+			}
+
+			var stdout, stderr bytes.Buffer
+			other := append(append([]string{}, create[:3]...), append([]string{"Refund everything?"}, create[4:]...)...)
+			err := run(context.Background(), other, getenv, nil, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "different request") {
+				t.Fatalf("another task with the key: %v, want the server's 422 sentence", err)
+			}
+		})
+	}
+}
