@@ -23,8 +23,9 @@ import (
 )
 
 // serveSite serves the whole service on store, as `arbiter serve` does,
-// and returns its address and the sign-in links it mails.
-func serveSite(t *testing.T, store *db.DB) (string, mailbox) {
+// and returns its address and the sign-in links it mails. Each wrap, if
+// any, goes around the site's handler (to hold a request, say).
+func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handler) (string, mailbox) {
 	t.Helper()
 	links := make(mailbox, 10)
 	srv := httptest.NewUnstartedServer(nil)
@@ -41,7 +42,11 @@ func serveSite(t *testing.T, store *db.DB) (string, mailbox) {
 		Sessions:   web.NewSessions(store, "0123456789abcdef0123456789abcdef", false, ""),
 		Mailer:     links,
 	}
-	srv.Config.Handler = router.Routes()
+	h := router.Routes()
+	for _, w := range wrap {
+		h = w(h)
+	}
+	srv.Config.Handler = h
 	return srv.URL, links
 }
 

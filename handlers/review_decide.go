@@ -11,8 +11,10 @@ import (
 // ReviewDecide handles POST /review/tasks/{id}: the signed-in reviewer's
 // verdict on a task of the account. On success the oldest waiting task
 // takes its place, with a confirmation of the decision: in place for htmx;
-// otherwise by redirect, the confirmation following in a cookie. A task
-// decided already answers 409 with who decided it; nothing changes twice.
+// otherwise by redirect, the confirmation following in a cookie. An htmx
+// answer also triggers QueueChangedEvent, so the navigation's count follows
+// at once. A task decided already answers 409 with who decided it; nothing
+// changes twice.
 func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -29,6 +31,9 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 			return
 		}
 
+		if IsHTMX(r) {
+			w.Header().Set("HX-Trigger", QueueChangedEvent)
+		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
 		place, err := queue.FindQueuePlace(r.Context(), s.AccountID, id)
 		if err != nil {
@@ -66,6 +71,10 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 	})
 }
+
+// QueueChangedEvent is the htmx event a response triggers when the human
+// queue changed under the reviewer; the navigation's count refreshes on it.
+const QueueChangedEvent = "queue-changed"
 
 // verdictForm reads the verdict and the optional rationale of a posted
 // verdict form.

@@ -1,52 +1,255 @@
-// The reviewer site's keyboard: 1–9 pick a verdict, Enter submits it, j/k
-// move through the queue, ? lists the shortcuts. Everything also works
-// without it: the verdicts are plain submit buttons and the links are links.
+// The reviewer site's keyboard: 1–9 pick a verdict, / finds any verdict by
+// name, Enter submits the pick (Ctrl+Enter from the rationale), Escape
+// leaves a text field, u or Escape go back to the queue, j/k move through
+// it, ? lists the shortcuts. Everything also works without it: the verdicts
+// are plain submit buttons and the links are links.
 "use strict";
 
 (() => {
-  let picked = null;
+  // The pick lives in the page, not in a variable: it is the verdict button
+  // marked aria-pressed. Only a new desk (the next task, swapped in) has
+  // fresh buttons and so no pick; other swaps, such as the navigation's
+  // badge refreshing itself, leave it alone.
+  const desk = () => document.getElementById("review");
+  const form = () => desk()?.querySelector("form[data-testid=verdict-form]") || null;
+  const verdictButtons = () => [...(form()?.querySelectorAll("button[name=verdict]") || [])];
+  const picked = () => verdictButtons().find((b) => b.getAttribute("aria-pressed") === "true") || null;
+  const filterInput = () => form()?.querySelector("[data-verdict-filter]") || null;
 
   // typing reports whether the key went to a text field, where letters and
   // digits are text, not shortcuts.
-  const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  const typing = (el) => !!el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  // control reports whether Enter on el does something of its own (follows
+  // a link, presses a button, opens a disclosure).
+  const control = (el) => !!el && /^(A|BUTTON|SUMMARY)$/.test(el.tagName);
 
-  function pick(button) {
-    for (const b of document.querySelectorAll("[data-shortcut]")) b.setAttribute("aria-pressed", "false");
-    picked = button;
-    button.setAttribute("aria-pressed", "true");
-    button.focus();
+  // say shows a message in the desk's status line, which screen readers
+  // announce (role=status).
+  function say(message) {
+    const status = desk()?.querySelector("[data-desk-status]");
+    if (status) status.textContent = message;
   }
 
-  function go(selector) {
+  // keys names the number keys of the verdicts: "1", "1–4", "1–9".
+  function keys() {
+    const n = Math.min(verdictButtons().length, 9);
+    return n === 1 ? "1" : `1–${n}`;
+  }
+
+  function pick(button) {
+    for (const b of verdictButtons()) b.setAttribute("aria-pressed", b === button ? "true" : "false");
+    clearFilter();
+    button.focus();
+    say(`Picked “${button.value}”. Press Enter to submit it.`);
+  }
+
+  function submitPick() {
+    const f = form();
+    if (!f) return;
+    // A decision is already on its way; a second one would only be refused.
+    if (f.classList.contains("htmx-request")) return;
+    const button = picked();
+    if (button) {
+      button.click();
+      return;
+    }
+    const more = verdictButtons().length > 9 ? ", or / to find one by name" : "";
+    say(`Nothing is picked yet. Press ${keys()} to pick a verdict${more}, then Enter.`);
+  }
+
+  function pickByNumber(key) {
+    const buttons = verdictButtons();
+    if (buttons.length === 0) return false;
+    const button = form().querySelector(`button[name=verdict][data-shortcut="${key}"]`);
+    if (button) {
+      pick(button);
+    } else if (key === "0" && buttons.length > 9) {
+      say("Verdicts past the ninth have no number: press / and type a few letters of the verdict.");
+    } else {
+      say(`There is no verdict ${key} here. This task has ${buttons.length === 1 ? "one verdict" : `${buttons.length} verdicts`}: press ${keys()}.`);
+    }
+    return true;
+  }
+
+  // The finder (tasks with more than nine verdicts) narrows the verdict
+  // buttons to those whose name holds what was typed; Enter picks the best
+  // match: the exact name, else the first that starts with it, else the
+  // first that holds it.
+  function bestMatch(query) {
+    const q = query.trim().toLowerCase();
+    const visible = verdictButtons().filter((b) => !b.classList.contains("hidden"));
+    if (q === "" || visible.length === 0) return null;
+    return visible.find((b) => b.value.toLowerCase() === q)
+      || visible.find((b) => b.value.toLowerCase().startsWith(q))
+      || visible[0];
+  }
+
+  function filterVerdicts(query) {
+    const q = query.trim().toLowerCase();
+    let shown = 0;
+    for (const b of verdictButtons()) {
+      const match = q === "" || b.value.toLowerCase().includes(q);
+      b.classList.toggle("hidden", !match);
+      if (match) shown++;
+    }
+    if (q === "") {
+      say("");
+    } else if (shown === 0) {
+      say(`No verdict holds “${query.trim()}”.`);
+    } else {
+      say(`${shown} ${shown === 1 ? "verdict matches" : "verdicts match"}. Enter picks “${bestMatch(query).value}”.`);
+    }
+  }
+
+  function clearFilter() {
+    const input = filterInput();
+    if (!input || input.value === "") return;
+    input.value = "";
+    for (const b of verdictButtons()) b.classList.remove("hidden");
+  }
+
+  function openFinder() {
+    const input = filterInput();
+    if (input) {
+      input.focus();
+      input.select();
+    } else if (verdictButtons().length > 0) {
+      say(`Every verdict here has a number: press ${keys()}.`);
+    }
+  }
+
+  // leaving is true right after a leaving key was refused because a
+  // rationale was typed; the very next leaving key leaves.
+  let leaving = false;
+
+  // leave follows the link matched by selector, unless that would lose a
+  // typed rationale: then it asks for a second press first (again).
+  function leave(selector, again) {
     const link = document.querySelector(selector);
-    if (link) link.click();
+    if (!link) return;
+    const rationale = form()?.querySelector("textarea[name=rationale]");
+    if (rationale && rationale.value.trim() !== "" && !again) {
+      leaving = true;
+      say("Your rationale is not sent yet. Press the key again to leave this task without deciding it.");
+      return;
+    }
+    link.click();
   }
 
   document.addEventListener("keydown", (event) => {
-    if (event.altKey || event.metaKey) return;
-    const inField = typing(event.target);
-    if (event.key === "Enter" && picked && document.contains(picked) && (event.ctrlKey || !inField)) {
+    if (event.defaultPrevented || event.altKey || event.metaKey || event.isComposing) return;
+    // An open dialog (the shortcuts list) has keys of its own.
+    if (document.querySelector("dialog[open]")) return;
+    const target = event.target;
+    const inField = typing(target);
+    const inFinder = inField && target.matches("[data-verdict-filter]");
+    const again = leaving;
+    leaving = false;
+
+    if (event.key === "Escape") {
+      if (inFinder) {
+        event.preventDefault();
+        clearFilter();
+        say("");
+        target.blur();
+      } else if (inField) {
+        // Leave the field so the shortcuts work again; what was typed stays.
+        event.preventDefault();
+        target.blur();
+      } else if (!event.ctrlKey && !event.shiftKey) {
+        leave("[data-nav-up]", again);
+      }
+      return;
+    }
+    if (event.key === "Enter") {
+      if (inFinder) {
+        event.preventDefault();
+        const best = bestMatch(target.value);
+        if (best) pick(best);
+        else say(target.value.trim() === "" ? "Type a few letters of a verdict." : `No verdict holds “${target.value.trim()}”.`);
+        return;
+      }
+      if (inField && !event.ctrlKey) return;
+      if (!inField && !event.ctrlKey && control(target)) return;
+      if (!form()) return;
       event.preventDefault();
-      picked.click();
+      submitPick();
       return;
     }
     if (inField || event.ctrlKey) return;
-    if (/^[1-9]$/.test(event.key)) {
-      const button = document.querySelector(`[data-shortcut="${event.key}"]`);
-      if (button) {
+    if (/^[0-9]$/.test(event.key)) {
+      if (pickByNumber(event.key)) event.preventDefault();
+    } else if (event.key === "/") {
+      if (verdictButtons().length > 0) {
         event.preventDefault();
-        pick(button);
+        openFinder();
       }
+    } else if (event.key === "u") {
+      leave("[data-nav-up]", again);
     } else if (event.key === "j") {
-      go("[data-nav-next]");
+      leave("[data-nav-next]", again);
     } else if (event.key === "k") {
-      go("[data-nav-prev]");
+      leave("[data-nav-prev]", again);
     } else if (event.key === "?") {
       const dialog = document.getElementById("shortcuts");
-      if (dialog && typeof dialog.showModal === "function" && !dialog.open) dialog.showModal();
+      if (dialog && typeof dialog.showModal === "function") dialog.showModal();
     }
   });
 
-  // A new task swapped in starts with nothing picked.
-  document.addEventListener("htmx:afterSwap", () => { picked = null; });
+  // A key handled above types no character and presses nothing either.
+  // Browsers drop the keypress of a keydown whose default was prevented;
+  // this makes sure of it where the keypress comes anyway (synthesized
+  // keys): the Enter that picked in the finder must not also press the
+  // picked button, and / must not land in the finder it opened.
+  let handledKey = null;
+  document.addEventListener("keydown", (event) => { handledKey = event.defaultPrevented ? event.key : null; });
+  document.addEventListener("keypress", (event) => {
+    if (event.key === handledKey) event.preventDefault();
+    handledKey = null;
+  }, true);
+
+  document.addEventListener("input", (event) => {
+    if (event.target.matches?.("[data-verdict-filter]")) filterVerdicts(event.target.value);
+  });
+
+  // prepare readies a desk: the verdict buttons become toggle buttons that
+  // show the pick, and the finder, useless without this script, appears.
+  function prepare() {
+    for (const b of verdictButtons()) {
+      if (!b.hasAttribute("aria-pressed")) b.setAttribute("aria-pressed", "false");
+    }
+    const finder = form()?.querySelector("[data-verdict-finder]");
+    if (finder) finder.classList.remove("hidden");
+  }
+
+  // After a decision the next task's desk replaces this one. htmx would put
+  // the focus back into the rationale (the field of the same id), where 1
+  // types "1"; the focus goes to the new task itself instead (its card,
+  // which starts with its heading), so the shortcuts work at once.
+  let shownDesk = desk();
+  function deskChanged() {
+    const current = desk();
+    if (!current || current === shownDesk) return false;
+    shownDesk = current;
+    leaving = false;
+    prepare();
+    return true;
+  }
+  document.addEventListener("htmx:afterSettle", () => {
+    if (!deskChanged()) return;
+    const task = shownDesk.querySelector("article") || shownDesk;
+    if (!task.hasAttribute("tabindex")) task.setAttribute("tabindex", "-1");
+    task.focus({ preventScroll: true });
+  });
+  document.addEventListener("htmx:historyRestore", deskChanged);
+
+  // A page shown again from the back-forward cache shows the task as it was
+  // when it was left, perhaps open though it was decided since: load it
+  // afresh. (Desk pages are no-store and keep no htmx history snapshot, so
+  // Back otherwise asks the server already.)
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted && form()) window.location.reload();
+  });
+
+  prepare();
 })();

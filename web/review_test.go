@@ -91,10 +91,15 @@ func TestReview_Decide(t *testing.T) {
 
 		r := alice.get("/review/tasks/" + first.ID)
 		wantStatus(t, r, http.StatusOK)
-		for _, want := range []string{`data-shortcut="1"`, `value="approve"`, `value="reject"`, `action="/review/tasks/` + first.ID + `"`, `method="post"`, "not sure"} {
+		for _, want := range []string{`data-shortcut="1"`, `value="approve"`, `value="reject"`, `action="/review/tasks/` + first.ID + `"`, `method="post"`, "not sure",
+			`data-nav-up data-testid="back-to-queue"`, `hx-history="false"`, `role="status"`} {
 			if !strings.Contains(r.body, want) {
 				t.Errorf("task page lacks %s", want)
 			}
+		}
+		// Back must ask the server: the task may have been decided since.
+		if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("task page Cache-Control = %q, want no-store", cc)
 		}
 
 		// Without JavaScript: a redirect to the next task.
@@ -102,6 +107,9 @@ func TestReview_Decide(t *testing.T) {
 		wantStatus(t, r, http.StatusSeeOther)
 		if loc := r.header.Get("Location"); loc != "/review/tasks/"+second.ID {
 			t.Errorf("after deciding, Location = %q, want the next task", loc)
+		}
+		if trigger := r.header.Get("HX-Trigger"); trigger != "" {
+			t.Errorf("a plain form's decision triggers %q", trigger)
 		}
 		task, _ := d.store.FindTaskByID(ctx, acct.ID, first.ID)
 		if task.Status != "completed" || *task.FinalTier != "human" || *task.FinalVerdict != "reject" || *task.FinalConfidence != 1 {
@@ -132,6 +140,13 @@ func TestReview_Decide(t *testing.T) {
 		if strings.Contains(r.body, "<html") || !strings.Contains(r.body, `data-task-id="`+third.ID+`"`) ||
 			r.header.Get("HX-Push-Url") != "/review/tasks/"+third.ID {
 			t.Errorf("htmx decision answered %q with:\n%.800s", r.header.Get("HX-Push-Url"), r.body)
+		}
+		// The navigation's count refreshes on the event the decision triggers.
+		if trigger := r.header.Get("HX-Trigger"); trigger != "queue-changed" {
+			t.Errorf("htmx decision triggers %q, want queue-changed", trigger)
+		}
+		if r := alice.get("/review"); !strings.Contains(r.body, `hx-trigger="load, every 10s, queue-changed from:body"`) {
+			t.Error("the navigation's count does not refresh on queue-changed")
 		}
 	})
 }
