@@ -256,6 +256,9 @@ func TestReview_Demo(t *testing.T) {
 		if !strings.Contains(r.body, `data-testid="demo-banner"`) || !strings.Contains(r.body, `data-testid="demo-done">0<`) {
 			t.Errorf("demo page lacks the banner or the count:\n%.1500s", r.body)
 		}
+		if !strings.Contains(r.body, `data-testid="back-to-queue">↑ Leave the demo`) {
+			t.Error("the demo desk offers no way out (u)")
+		}
 		id := strings.TrimPrefix(first, "/review/demo/tasks/")
 		before, _ := d.store.FindDemoTask(ctx, id)
 
