@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 )
 
 // APIKeyPrefix starts every API key; 28 lowercase hex digits follow it.
@@ -52,13 +53,31 @@ func HashAPIKey(plaintext string) string {
 // again: the fixed prefix and the first four secret characters.
 func APIKeyDisplayPrefix(plaintext string) string { return plaintext[:len(APIKeyPrefix)+4] }
 
+// MaxKeyNameChars bounds an API key's name.
+const MaxKeyNameChars = 100
+
+// NormalizeKeyName returns the name a key is stored under: name without
+// surrounding spaces, which must leave between 1 and MaxKeyNameChars
+// characters of text (valid UTF-8, no NUL). Returns EINVALID.
+func NormalizeKeyName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", Errorf(EINVALID, "A key needs a name.")
+	} else if utf8.RuneCountInString(name) > MaxKeyNameChars || !isText(name) {
+		return "", Errorf(EINVALID, "A key name must be at most %d characters of text.", MaxKeyNameChars)
+	}
+	return name, nil
+}
+
 // APIKeyService manages API keys.
 type APIKeyService interface {
 	// CreateAPIKey creates a key for the account and returns the record and
-	// the plaintext, which is never available again.
-	// Returns EINVALID for an empty or overlong name, ENOTFOUND for an
-	// unknown account.
-	CreateAPIKey(ctx context.Context, accountID, name string) (*APIKey, string, error)
+	// the plaintext, which is never available again. The key_created event
+	// of the account's audit log, naming by, is written in the same
+	// transaction: a key exists only if its creation is on record.
+	// Returns EINVALID for a name NormalizeKeyName refuses, ENOTFOUND for
+	// an unknown account.
+	CreateAPIKey(ctx context.Context, accountID, name string, by Actor) (*APIKey, string, error)
 
 	// FindAPIKeyByHash returns the key with the given hash, revoked or not.
 	// Returns ENOTFOUND when there is none.
@@ -67,15 +86,13 @@ type APIKeyService interface {
 	// ListAPIKeys returns the account's keys, revoked ones included, newest first.
 	ListAPIKeys(ctx context.Context, accountID string) ([]*APIKey, error)
 
-	// RevokeAPIKey revokes a key. accountID scopes the lookup; "" means any
-	// account (operator use). Returns ENOTFOUND for an unknown key or one of
-	// another account, ECONFLICT when it is already revoked.
-	RevokeAPIKey(ctx context.Context, accountID, keyID string) (*APIKey, error)
+	// RevokeAPIKey revokes a key and writes the key_revoked event, naming
+	// by, in the same transaction. accountID scopes the lookup; "" means
+	// any account (operator use). Returns ENOTFOUND for an unknown key or
+	// one of another account, ECONFLICT when it is already revoked.
+	RevokeAPIKey(ctx context.Context, accountID, keyID string, by Actor) (*APIKey, error)
 
 	// TouchAPIKeys records last use times, as coalesced by the key checker.
 	// A later time never goes backwards.
 	TouchAPIKeys(ctx context.Context, lastUsed map[string]Timestamp) error
 }
-
-// MaxKeyNameChars bounds an API key's name.
-const MaxKeyNameChars = 100

@@ -25,16 +25,26 @@ type AuditEvent struct {
 	CreatedAt Timestamp
 }
 
-// NewKeyAuditEvent returns the audit event of a key created or revoked by the
-// session's person.
-func NewKeyAuditEvent(kind string, s *Session, k *APIKey, c Client) *AuditEvent {
+// Actor is who made a change the audit log records, and from where.
+type Actor struct {
+	Email  string // the signed-in person's e-mail, or OperatorActor
+	Client Client
+}
+
+// OperatorActor names the operator's admin commands as the actor of what
+// they change.
+const OperatorActor = "the operator (arbiter admin)"
+
+// NewKeyAuditEvent returns the audit event of the key k created or revoked
+// by the actor.
+func NewKeyAuditEvent(kind string, by Actor, k *APIKey) *AuditEvent {
 	return &AuditEvent{
 		AccountID: k.AccountID,
 		Kind:      kind,
-		Actor:     s.Email,
+		Actor:     by.Email,
 		Detail:    k.Name + " (" + k.Prefix + "…)",
-		ClientIP:  c.IP,
-		UserAgent: c.UserAgent,
+		ClientIP:  by.Client.IP,
+		UserAgent: by.Client.UserAgent,
 	}
 }
 

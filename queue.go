@@ -88,6 +88,31 @@ func (d HumanDecision) Validate() error {
 	return ValidateRationale(d.Rationale)
 }
 
+// Attempt returns the attempt the decision makes on t at now: the
+// reviewer's verdict at confidence 1.0, which completes t with final_tier
+// human. Returns EINVALID when Validate refuses the decision or its
+// verdict is not one of t's, and ECONFLICT when t is not waiting for a
+// human: decided already (the error says by whom), or still with the
+// agent.
+func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
+	if err := d.Validate(); err != nil {
+		return Attempt{}, err
+	}
+	switch t.Status {
+	case StatusHumanNeeded:
+	case StatusCompleted:
+		return Attempt{}, Errorf(ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
+	default:
+		return Attempt{}, Errorf(ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
+	}
+	if !t.Allows(d.Verdict) {
+		return Attempt{}, Errorf(EINVALID, "%q is not one of the task's allowed verdicts.", d.Verdict)
+	}
+	verdict, confidence, reviewer, finished := d.Verdict, 1.0, d.Reviewer, now
+	return Attempt{Tier: TierHuman, Verdict: &verdict, Confidence: &confidence, Rationale: d.Rationale,
+		Reviewer: &reviewer, StartedAt: now, FinishedAt: &finished}, nil
+}
+
 // QueueService is the store side of the agent tier and the human queue.
 type QueueService interface {
 	// ClaimTasks leases up to max tasks to owner for the lease duration,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,59 @@ func TestNextAgentStep(t *testing.T) {
 			}
 			if tc.next == arbiter.StatusCompleted && (*a.Verdict != tc.v.Verdict || *a.Confidence != tc.v.Confidence || *a.Model != "m") {
 				t.Errorf("decided attempt = %+v", a)
+			}
+		})
+	}
+}
+
+func TestHumanDecision_Attempt(t *testing.T) {
+	now := arbiter.Timestamp(1763805600000)
+	waiting := func() *arbiter.Task {
+		return &arbiter.Task{Status: arbiter.StatusHumanNeeded, AllowedVerdicts: []string{"approve", "reject"}}
+	}
+	decidedBy := func(reviewer string) *arbiter.Task {
+		t := waiting()
+		t.Status = arbiter.StatusCompleted
+		t.Attempts = []arbiter.Attempt{{Tier: arbiter.TierHuman, Reviewer: &reviewer}}
+		return t
+	}
+	good := arbiter.HumanDecision{Verdict: "reject", Rationale: "Receipt missing.", Reviewer: "alice@example.com"}
+	with := func(change func(*arbiter.HumanDecision)) arbiter.HumanDecision {
+		d := good
+		change(&d)
+		return d
+	}
+
+	t.Run("ReviewerVerdictAtFullConfidence", func(t *testing.T) {
+		a, err := good.Attempt(waiting(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Tier != arbiter.TierHuman || *a.Verdict != "reject" || *a.Confidence != 1.0 || *a.Reviewer != "alice@example.com" ||
+			a.Rationale != "Receipt missing." || a.Model != nil || a.Error != nil || a.StartedAt != now || *a.FinishedAt != now {
+			t.Errorf("attempt = %+v", a)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		task *arbiter.Task
+		d    arbiter.HumanDecision
+		code string
+		msg  string // in the error's message, when set
+	}{
+		{"ErrNoReviewer", waiting(), with(func(d *arbiter.HumanDecision) { d.Reviewer = " " }), arbiter.EINVALID, "reviewer"},
+		{"ErrNoVerdict", waiting(), with(func(d *arbiter.HumanDecision) { d.Verdict = "" }), arbiter.EINVALID, ""},
+		{"ErrVerdictOutsideSet", waiting(), with(func(d *arbiter.HumanDecision) { d.Verdict = "maybe" }), arbiter.EINVALID, `"maybe"`},
+		{"ErrRationaleTooLong", waiting(), with(func(d *arbiter.HumanDecision) { d.Rationale = strings.Repeat("é", arbiter.MaxRationaleChars+1) }), arbiter.EINVALID, ""},
+		{"ErrRationaleWithNUL", waiting(), with(func(d *arbiter.HumanDecision) { d.Rationale = "a\x00b" }), arbiter.EINVALID, ""},
+		{"ErrRationaleNotUTF8", waiting(), with(func(d *arbiter.HumanDecision) { d.Rationale = "a\xffb" }), arbiter.EINVALID, ""},
+		{"ErrDecidedAlready", decidedBy("bob@example.com"), good, arbiter.ECONFLICT, "already decided by bob@example.com"},
+		{"ErrStillWithTheAgent", &arbiter.Task{Status: arbiter.StatusAgentRunning, AllowedVerdicts: []string{"reject"}}, good, arbiter.ECONFLICT, "agent_running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.d.Attempt(tc.task, now)
+			if arbiter.ErrorCode(err) != tc.code || !strings.Contains(arbiter.ErrorMessage(err), tc.msg) {
+				t.Errorf("Attempt = %v, want %s mentioning %q", err, tc.code, tc.msg)
 			}
 		})
 	}

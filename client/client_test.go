@@ -54,7 +54,7 @@ func eachServer(t *testing.T, opts db.Options, fn func(t *testing.T, s *server))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, key, err := store.CreateAPIKey(ctx, account.ID, "client test")
+			_, key, err := store.CreateAPIKey(ctx, account.ID, "client test", arbiter.Actor{Email: "test@example.com"})
 			if err != nil {
 				t.Fatal(err)
 			}

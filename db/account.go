@@ -44,11 +44,6 @@ func (d *DB) FindAccountByEmail(ctx context.Context, email string) (*arbiter.Acc
 	return d.findAccount(ctx, d.db, "email", email)
 }
 
-// FindAccountByID returns ENOTFOUND when no account has the id.
-func (d *DB) FindAccountByID(ctx context.Context, id string) (*arbiter.Account, error) {
-	return d.findAccount(ctx, d.db, "id", id)
-}
-
 // findAccount looks an account up by a unique column, "id" or "email".
 func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, value string) (*arbiter.Account, error) {
 	var (
@@ -68,16 +63,21 @@ func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, val
 }
 
 // SetDailyCap sets the account's own daily cap; nil returns it to the default.
-// Returns EINVALID for a negative cap and ENOTFOUND for an unknown account.
+// Returns EINVALID for a cap arbiter.CheckDailyCap refuses and ENOTFOUND for
+// an unknown account.
 func (d *DB) SetDailyCap(ctx context.Context, accountID string, cap *int) error {
-	if cap != nil && *cap < 0 {
-		return arbiter.Errorf(arbiter.EINVALID, "The daily cap must be zero or more.")
+	if cap != nil {
+		if err := arbiter.CheckDailyCap(*cap); err != nil {
+			return err
+		}
 	}
 	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE accounts SET daily_cap = ? WHERE id = ?`), cap, accountID)
 	if err != nil {
 		return fmt.Errorf("set daily cap: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set daily cap: %w", err)
+	} else if n == 0 {
 		return arbiter.Errorf(arbiter.ENOTFOUND, "Account not found.")
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -17,14 +15,13 @@ var _ arbiter.APIKeyService = (*DB)(nil)
 const apiKeyColumns = `id, account_id, name, prefix, hash, created_at, last_used_at, revoked_at`
 
 // CreateAPIKey creates a key for the account and returns it with its
-// plaintext, which is stored nowhere. Returns EINVALID for a bad name and
-// ENOTFOUND for an unknown account.
-func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string) (*arbiter.APIKey, string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return nil, "", arbiter.Errorf(arbiter.EINVALID, "A key needs a name.")
-	} else if utf8.RuneCountInString(name) > arbiter.MaxKeyNameChars || strings.IndexByte(name, 0) >= 0 {
-		return nil, "", arbiter.Errorf(arbiter.EINVALID, "A key name must be at most %d characters of text.", arbiter.MaxKeyNameChars)
+// plaintext, which is stored nowhere, and records its creation by the actor
+// in the account's audit log in the same transaction. Returns EINVALID for a
+// bad name and ENOTFOUND for an unknown account.
+func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbiter.Actor) (*arbiter.APIKey, string, error) {
+	name, err := arbiter.NormalizeKeyName(name)
+	if err != nil {
+		return nil, "", err
 	}
 	plaintext := arbiter.NewAPIKeyPlaintext()
 	k := &arbiter.APIKey{
@@ -35,7 +32,7 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string) (*arbiter
 		Hash:      arbiter.HashAPIKey(plaintext),
 		CreatedAt: d.nowMS(),
 	}
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
 			return err
 		}
@@ -44,7 +41,7 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string) (*arbiter
 		if err != nil {
 			return fmt.Errorf("insert api key: %w", err)
 		}
-		return nil
+		return d.insertAuditEvent(ctx, tx, arbiter.NewKeyAuditEvent(arbiter.AuditKeyCreated, by, k))
 	})
 	if err != nil {
 		return nil, "", err
@@ -83,22 +80,27 @@ func (d *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*arbiter.APIK
 	return keys, rows.Err()
 }
 
-// RevokeAPIKey revokes a key of the account ("" for any account). Returns
+// RevokeAPIKey revokes a key of the account ("" for any account) and
+// records it in the account's audit log in the same transaction. Returns
 // ENOTFOUND for an unknown or foreign key, ECONFLICT if already revoked.
-func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string) (*arbiter.APIKey, error) {
+func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbiter.Actor) (*arbiter.APIKey, error) {
 	var k *arbiter.APIKey
 	err := d.transact(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		k, err = scanAPIKey(tx.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), keyID))
-		if err != nil || (accountID != "" && k.AccountID != accountID) {
-			return notFound(sql.ErrNoRows, "API key not found.")
+		if err != nil {
+			return fmt.Errorf("find api key: %w", notFound(err, "API key not found."))
+		} else if accountID != "" && k.AccountID != accountID {
+			return arbiter.Errorf(arbiter.ENOTFOUND, "API key not found.")
 		} else if !k.Active() {
 			return arbiter.Errorf(arbiter.ECONFLICT, "The API key is already revoked.")
 		}
 		now := d.nowMS()
 		k.RevokedAt = &now
-		_, err = tx.ExecContext(ctx, d.rebind(`UPDATE api_keys SET revoked_at = ? WHERE id = ?`), int64(now), keyID)
-		return err
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE api_keys SET revoked_at = ? WHERE id = ?`), int64(now), keyID); err != nil {
+			return fmt.Errorf("revoke api key: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewKeyAuditEvent(arbiter.AuditKeyRevoked, by, k))
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -44,6 +45,10 @@ type Options struct {
 	// its first use (default arbiter.DefaultIdempotencyTTL); the worker
 	// deletes it after that.
 	IdempotencyTTL time.Duration
+	// Logger receives what the store handles itself, such as a grouped
+	// statement that failed and was retried call by call (default
+	// slog.Default()).
+	Logger *slog.Logger
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
@@ -57,6 +62,7 @@ type DB struct {
 	dialect string
 	now     arbiter.Clock
 	cap     int
+	log     *slog.Logger
 
 	idempotencyTTL time.Duration
 
@@ -87,7 +93,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.IdempotencyTTL <= 0 {
 		opts.IdempotencyTTL = arbiter.DefaultIdempotencyTTL
 	}
-	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
 	d.creates.run = d.storeGroup
 	d.reads.run = d.readGroupOf
 

@@ -157,7 +157,7 @@ func TestAPIKeyService(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "keys@example.com")
 		other := newAccount(t, d, "other@example.com")
-		k, plaintext, err := d.CreateAPIKey(ctx, acct.ID, "  ci  ")
+		k, plaintext, err := d.CreateAPIKey(ctx, acct.ID, "  ci  ", arbiter.Actor{Email: "test@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,9 +172,9 @@ func TestAPIKeyService(t *testing.T) {
 		wantCode(t, err, arbiter.ENOTFOUND)
 
 		t.Run("ErrInvalidName", func(t *testing.T) {
-			_, _, err := d.CreateAPIKey(ctx, acct.ID, " ")
+			_, _, err := d.CreateAPIKey(ctx, acct.ID, " ", arbiter.Actor{Email: "test@example.com"})
 			wantCode(t, err, arbiter.EINVALID)
-			_, _, err = d.CreateAPIKey(ctx, "acct_missing", "x")
+			_, _, err = d.CreateAPIKey(ctx, "acct_missing", "x", arbiter.Actor{Email: "test@example.com"})
 			wantCode(t, err, arbiter.ENOTFOUND)
 		})
 		t.Run("TouchNeverGoesBack", func(t *testing.T) {
@@ -190,13 +190,13 @@ func TestAPIKeyService(t *testing.T) {
 			}
 		})
 		t.Run("Revoke", func(t *testing.T) {
-			_, err := d.RevokeAPIKey(ctx, other.ID, k.ID)
+			_, err := d.RevokeAPIKey(ctx, other.ID, k.ID, arbiter.Actor{Email: "test@example.com"})
 			wantCode(t, err, arbiter.ENOTFOUND)
-			revoked, err := d.RevokeAPIKey(ctx, acct.ID, k.ID)
+			revoked, err := d.RevokeAPIKey(ctx, acct.ID, k.ID, arbiter.Actor{Email: "test@example.com"})
 			if err != nil || revoked.RevokedAt == nil {
 				t.Fatalf("revoke = %+v, %v", revoked, err)
 			}
-			_, err = d.RevokeAPIKey(ctx, "", k.ID)
+			_, err = d.RevokeAPIKey(ctx, "", k.ID, arbiter.Actor{Email: "test@example.com"})
 			wantCode(t, err, arbiter.ECONFLICT)
 			keys, err := d.ListAPIKeys(ctx, acct.ID)
 			if err != nil || len(keys) != 1 || keys[0].RevokedAt == nil {

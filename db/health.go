@@ -26,8 +26,10 @@ func (d *DB) Heartbeat(ctx context.Context, workerID string) error {
 
 // RemoveWorker forgets a worker that shut down cleanly.
 func (d *DB) RemoveWorker(ctx context.Context, workerID string) error {
-	_, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM workers WHERE id = ?`), workerID)
-	return err
+	if _, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM workers WHERE id = ?`), workerID); err != nil {
+		return fmt.Errorf("remove worker: %w", err)
+	}
+	return nil
 }
 
 // Health returns nil when the store answers and some worker, in this process
@@ -35,7 +37,7 @@ func (d *DB) RemoveWorker(ctx context.Context, workerID string) error {
 func (d *DB) Health(ctx context.Context) error {
 	var last *int64
 	if err := d.db.QueryRowContext(ctx, `SELECT MAX(heartbeat_at) FROM workers`).Scan(&last); err != nil {
-		return arbiter.Errorf(arbiter.EUNAVAILABLE, "The database does not answer.")
+		return fmt.Errorf("%w: %w", arbiter.Errorf(arbiter.EUNAVAILABLE, "The database does not answer."), err)
 	}
 	if last == nil {
 		return arbiter.Errorf(arbiter.EUNAVAILABLE, "No worker is running.")

@@ -168,8 +168,9 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
 	return nil
 }
 
-// DecideTask completes a human_needed task with a reviewer's verdict and
-// records the decision in the account's audit log, in one transaction.
+// DecideTask completes a human_needed task with a reviewer's verdict, as
+// arbiter.HumanDecision.Attempt rules, and records the decision in the
+// account's audit log, in one transaction.
 func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (*arbiter.Task, error) {
 	if err := dec.Validate(); err != nil {
 		return nil, err
@@ -184,61 +185,44 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
-		if err := notWaitingForHuman(t); err != nil {
-			return err
-		} else if !t.Allows(dec.Verdict) {
-			return arbiter.Errorf(arbiter.EINVALID, "%q is not one of the task's allowed verdicts.", dec.Verdict)
-		}
 		now := d.nowMS()
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'completed', final_verdict = ?,
-			final_tier = 'human', final_confidence = 1.0, completed_at = ?
-			WHERE id = ? AND account_id = ? AND status = 'human_needed'`),
-			dec.Verdict, int64(now), taskID, accountID)
+		a, err := dec.Attempt(t, now)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = ?, final_verdict = ?,
+			final_tier = ?, final_confidence = ?, completed_at = ?
+			WHERE id = ? AND account_id = ? AND status = ?`),
+			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
+			taskID, accountID, arbiter.StatusHumanNeeded)
 		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("decide task: %w", err)
 		} else if n == 0 {
 			// Another decision committed between the read and the update
 			// (Postgres re-checks the WHERE after the row lock). Under
 			// read committed a new read sees it, so the error can say who.
 			if t, err = d.findTask(ctx, tx, accountID, taskID); err != nil {
 				return err
-			} else if err := notWaitingForHuman(t); err != nil {
+			} else if _, err := dec.Attempt(t, now); err != nil {
 				return err
 			}
 			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
 		}
-		verdict, confidence := dec.Verdict, 1.0
-		reviewer := dec.Reviewer
-		a := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: &verdict, Confidence: &confidence,
-			Rationale: dec.Rationale, Reviewer: &reviewer, StartedAt: now, FinishedAt: &now}
 		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
 			return err
 		}
 		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
 			return err
 		}
-		tier := arbiter.TierHuman
-		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
+		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, a.Verdict, &a.Tier, a.Confidence, &now
 		t.Attempts = append(t.Attempts, a)
 		decided = t
 		return nil
 	})
 	return decided, err
-}
-
-// notWaitingForHuman returns the ECONFLICT error for deciding t, or nil when
-// t is waiting for a human.
-func notWaitingForHuman(t *arbiter.Task) error {
-	switch t.Status {
-	case arbiter.StatusHumanNeeded:
-		return nil
-	case arbiter.StatusCompleted:
-		return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
-	}
-	return arbiter.Errorf(arbiter.ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
 }
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest

@@ -25,6 +25,7 @@ func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
 	if len(group) > 1 {
 		var err error
 		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(group)); err != nil {
+			d.log.Warn("a grouped create failed; storing its creates one by one", "creates", len(group), "error", err.Error())
 			inserted = nil
 		}
 	}
@@ -116,11 +117,14 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("insert tasks: %w", err)
 		}
 		inserted[id] = true
 	}
-	return inserted, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	return inserted, nil
 }
 
 // createArrays returns creates as Postgres arrays, one per column: id,
@@ -168,6 +172,7 @@ func (d *DB) readGroupOf(ctx context.Context, group []*call[taskRef, *arbiter.Ta
 	if len(group) > 1 {
 		var err error
 		if found, err = d.selectGroup(ctx, group); err != nil {
+			d.log.Warn("a grouped read failed; reading its tasks one by one", "reads", len(group), "error", err.Error())
 			found = nil
 		}
 	}

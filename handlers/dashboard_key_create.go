@@ -9,8 +9,9 @@ import (
 
 // DashboardKeyCreate handles POST /keys: it creates a key with the name and
 // answers the keys page with the plaintext, shown this once and never
-// stored. htmx gets the keys section alone.
-func DashboardKeyCreate(keys arbiter.APIKeyService, audit arbiter.AuditService, now arbiter.Clock) http.Handler {
+// stored. htmx gets the keys section alone. The audit log records the
+// creation with the key, in one step.
+func DashboardKeyCreate(keys arbiter.APIKeyService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		accountID := arbiter.AccountIDFromContext(ctx)
@@ -29,16 +30,11 @@ func DashboardKeyCreate(keys arbiter.APIKeyService, audit arbiter.AuditService, 
 		}
 
 		name := r.PostFormValue("name")
-		k, plaintext, err := keys.CreateAPIKey(ctx, accountID, name)
+		k, plaintext, err := keys.CreateAPIKey(ctx, accountID, name, ActorOf(r))
 		if arbiter.ErrorCode(err) == arbiter.EINVALID {
 			render(http.StatusBadRequest, dashboard.KeysView{Name: name, Error: arbiter.ErrorMessage(err)})
 			return
 		} else if err != nil {
-			Error(w, r, err)
-			return
-		}
-		event := arbiter.NewKeyAuditEvent(arbiter.AuditKeyCreated, arbiter.SessionFromContext(ctx), k, ClientOf(r))
-		if err := audit.RecordAuditEvent(ctx, event); err != nil {
 			Error(w, r, err)
 			return
 		}

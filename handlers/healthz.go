@@ -16,6 +16,7 @@ func Healthz(health arbiter.HealthService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if err := health.Health(r.Context()); err != nil {
+			Logger(r.Context()).WarnContext(r.Context(), "unhealthy", "error", err.Error())
 			JSON(w, http.StatusServiceUnavailable, response{OK: false, Error: arbiter.ErrorMessage(err)})
 			return
 		}

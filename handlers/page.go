@@ -204,6 +204,16 @@ func ClientOf(r *http.Request) arbiter.Client {
 	return arbiter.Client{IP: ip, UserAgent: r.UserAgent()}
 }
 
+// ActorOf returns who sent the request, for the audit log: the signed-in
+// person's e-mail and their client.
+func ActorOf(r *http.Request) arbiter.Actor {
+	a := arbiter.Actor{Client: ClientOf(r)}
+	if s := arbiter.SessionFromContext(r.Context()); s != nil {
+		a.Email = s.Email
+	}
+	return a
+}
+
 // redirect sends a browser on with 303 See Other, so a POST becomes a GET.
 func redirect(w http.ResponseWriter, r *http.Request, to string) {
 	http.Redirect(w, r, to, http.StatusSeeOther)

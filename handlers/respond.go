@@ -63,11 +63,16 @@ func StatusError(status int, format string, args ...any) error {
 // the status of err's code, as an HTML error page when the request came from
 // a page (or, off the API, from a browser), else as {"error": "…"}.
 // Internal errors are logged once here, with the request, and answered with
-// a generic sentence; a RetryAfter on the error becomes Retry-After.
+// a generic sentence; an unavailable store or dependency (503) is logged
+// here too, with its cause. A RetryAfter on the error becomes Retry-After.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	status := StatusOf(err)
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		Logger(r.Context()).ErrorContext(r.Context(), "internal error",
+			"method", r.Method, "path", r.URL.Path, "error", err.Error())
+	case http.StatusServiceUnavailable:
+		Logger(r.Context()).WarnContext(r.Context(), "unavailable",
 			"method", r.Method, "path", r.URL.Path, "error", err.Error())
 	}
 	setRetryAfter(w, err)

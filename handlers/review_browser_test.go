@@ -156,7 +156,7 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 	// The API creates a task; the worker, with the default agent, hands it
 	// to a human.
 	acct, _ := store.FindOrCreateAccountByEmail(context.Background(), "reviewer@example.com")
-	_, key, _ := store.CreateAPIKey(context.Background(), acct.ID, "test")
+	_, key, _ := store.CreateAPIKey(context.Background(), acct.ID, "test", arbiter.Actor{Email: "test@example.com"})
 	w := worker.New(worker.Config{Queue: store, Verifier: agent.None{}, Health: store,
 		Logger: slog.New(slog.DiscardHandler), Poll: 10 * time.Millisecond})
 	wctx, stop := context.WithCancel(context.Background())

@@ -60,7 +60,7 @@ func (a *api) newKey(email string) string {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	_, plaintext, err := a.store.CreateAPIKey(ctx, account.ID, "test")
+	_, plaintext, err := a.store.CreateAPIKey(ctx, account.ID, "test", arbiter.Actor{Email: "test@example.com"})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
 			t.Fatal(err)
 		}
 		revoked := time.Now()
-		if _, err := other.RevokeAPIKey(ctx, "", k.ID); err != nil {
+		if _, err := other.RevokeAPIKey(ctx, "", k.ID, arbiter.Actor{Email: "test@example.com"}); err != nil {
 			t.Fatal(err)
 		}
 		for {

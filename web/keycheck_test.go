@@ -27,11 +27,11 @@ func newMemKeys(plaintext ...string) *memKeys {
 	return m
 }
 
-func (m *memKeys) CreateAPIKey(context.Context, string, string) (*arbiter.APIKey, string, error) {
+func (m *memKeys) CreateAPIKey(context.Context, string, string, arbiter.Actor) (*arbiter.APIKey, string, error) {
 	panic("unused")
 }
 func (m *memKeys) ListAPIKeys(context.Context, string) ([]*arbiter.APIKey, error) { panic("unused") }
-func (m *memKeys) RevokeAPIKey(context.Context, string, string) (*arbiter.APIKey, error) {
+func (m *memKeys) RevokeAPIKey(context.Context, string, string, arbiter.Actor) (*arbiter.APIKey, error) {
 	panic("unused")
 }
 

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -345,4 +347,36 @@ func TestRoutes_DispatchByHost(t *testing.T) {
 	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' https://app.example.com https://review.example.com") {
 		t.Errorf("CSP form-action does not allow the sibling origins: %q", csp)
 	}
+}
+
+// refusingAudit is an audit log that cannot be written to, beside the store.
+type refusingAudit struct{ arbiter.AuditService }
+
+func (refusingAudit) RecordAuditEvent(context.Context, *arbiter.AuditEvent) error {
+	return errors.New("the audit log is full")
+}
+
+// TestKeyCreate_AuditWrittenWithTheKey creates a key where a separate audit
+// write would fail: the key and its audit event are one step of the store,
+// so the plaintext is shown and the event is on record; no key exists that
+// nobody saw.
+func TestKeyCreate_AuditWrittenWithTheKey(t *testing.T) {
+	eachDash(t, func(d *dash) { d.router.Services.Audit = refusingAudit{d.store} }, func(t *testing.T, d *dash) {
+		b := d.browser()
+		b.signIn("owner@example.com")
+		r := b.post("/keys", url.Values{"name": {"ci"}})
+		wantStatus(t, r, http.StatusOK)
+		if len(plaintextPattern.FindAllString(r.body, -1)) != 1 {
+			t.Fatalf("the create answer does not show the key:\n%s", r.body)
+		}
+		account, err := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := d.store.ListAuditEvents(ctx, account.ID, 10)
+		if err != nil || len(events) == 0 || events[0].Kind != arbiter.AuditKeyCreated || events[0].Actor != "owner@example.com" ||
+			events[0].UserAgent != "dashboard-test/1.0" {
+			t.Fatalf("audit log = %+v (%v), want the key's creation by its owner first", events, err)
+		}
+	})
 }

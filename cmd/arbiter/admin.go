@@ -26,7 +26,7 @@ func runCreateKey(ctx context.Context, c *command, p *process, args []string) er
 		if err != nil {
 			return err
 		}
-		_, plaintext, err := store.CreateAPIKey(ctx, account.ID, *name)
+		_, plaintext, err := store.CreateAPIKey(ctx, account.ID, *name, arbiter.Actor{Email: arbiter.OperatorActor})
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func runRevokeKey(ctx context.Context, c *command, p *process, args []string) er
 		if *id == "" {
 			return fmt.Errorf("--id is required")
 		}
-		_, err := store.RevokeAPIKey(ctx, "", *id)
+		_, err := store.RevokeAPIKey(ctx, "", *id, arbiter.Actor{Email: arbiter.OperatorActor})
 		return err
 	})
 }
@@ -95,9 +95,19 @@ func adminRun(ctx context.Context, c *command, p *process, fs *flag.FlagSet, arg
 	}
 	defer store.Close()
 	if err := do(store); err != nil {
-		return fmt.Errorf("%s: %s", c.name, arbiter.ErrorMessage(err))
+		return adminError(c.name, err)
 	}
 	return nil
+}
+
+// adminError is what an admin command prints when it fails: the sentence of
+// a domain error, and the whole chain of any other, since the operator
+// needs the cause.
+func adminError(command string, err error) error {
+	if arbiter.ErrorCode(err) == arbiter.EINTERNAL {
+		return fmt.Errorf("%s: %w", command, err)
+	}
+	return fmt.Errorf("%s: %s", command, arbiter.ErrorMessage(err))
 }
 
 // writeKeys prints one tab-separated line per key: id, name, prefix,
@@ -120,14 +130,15 @@ func rfc3339(ts *arbiter.Timestamp) string {
 	return ts.Time().Format(time.RFC3339)
 }
 
-// parseCap reads --cap: a whole number ≥ 0, or "default" for none.
+// parseCap reads --cap: a cap arbiter.CheckDailyCap accepts, or "default"
+// for none.
 func parseCap(s string) (*int, error) {
 	if s == "default" {
 		return nil, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("--cap must be a whole number of at least 0 or \"default\", not %q", s)
+	if err != nil || arbiter.CheckDailyCap(n) != nil {
+		return nil, fmt.Errorf("--cap must be a whole number from 0 to %d or \"default\", not %q", arbiter.MaxDailyTaskCap, s)
 	}
 	return &n, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -285,6 +286,49 @@ func TestRun_ConcurrentMigrate(t *testing.T) {
 				if err != nil {
 					t.Errorf("migrate %d of %d: %v", i+1, len(errs), err)
 				}
+			}
+		})
+	}
+}
+
+// TestRun_AdminSaysWhy prints a sentence for a value the store refuses and
+// the store's own error for a failure the operator has to look into,
+// instead of "Internal error.", on both stores.
+func TestRun_AdminSaysWhy(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			getenv := env(map[string]string{"ARBITER_DATABASE_URL": url})
+			runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com")
+			fail := func(args ...string) string {
+				t.Helper()
+				var stdout, stderr bytes.Buffer
+				err := run(context.Background(), args, getenv, nil, &stdout, &stderr)
+				if err == nil {
+					t.Fatalf("arbiter %s succeeded", strings.Join(args, " "))
+				}
+				return err.Error() + stderr.String()
+			}
+
+			if out := fail("admin", "set-cap", "--email", "ops@example.com", "--cap", "99999999999"); !strings.Contains(out, "from 0 to 2147483647") {
+				t.Errorf("set-cap --cap 99999999999 says %q, want the bound", out)
+			}
+
+			driver, dsn := "postgres", url
+			if dialect == db.SQLite {
+				driver, dsn = "sqlite", strings.TrimPrefix(url, "sqlite:")
+			}
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if _, err := raw.ExecContext(context.Background(), `ALTER TABLE api_keys RENAME TO api_keys_moved`); err != nil {
+				t.Fatal(err)
+			}
+			out := fail("admin", "list-keys", "--email", "ops@example.com")
+			if strings.Contains(out, "Internal error.") || !strings.Contains(out, "api_keys") {
+				t.Errorf("list-keys on a broken store says %q, want the store's error", out)
 			}
 		})
 	}

@@ -44,6 +44,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 
 	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{
 		DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, IdempotencyTTL: cfg.IdempotencyTTL,
+		Logger: logger,
 	})
 	if err != nil {
 		return err
