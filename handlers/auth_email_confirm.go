@@ -5,6 +5,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
+	"github.com/arbiterhq/arbiter/views/layouts"
 )
 
 // AuthEmailConfirm handles GET /signin/email/confirm?token=…, the page an
@@ -14,8 +15,9 @@ import (
 func AuthEmailConfirm(logins arbiter.LoginTokenService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token is in this page's address: never send it on, not even
-		// to this origin (the layout's meta tag says so too).
-		w.Header().Set("Referrer-Policy", "no-referrer")
+		// to this origin (the layout's meta tag says so too); requests
+		// from the page name its origin only.
+		w.Header().Set("Referrer-Policy", layouts.SecretAddressReferrer)
 		token := r.URL.Query().Get("token")
 		next := SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next"))
 		email, err := logins.CheckLoginToken(r.Context(), token)
@@ -24,7 +26,7 @@ func AuthEmailConfirm(logins arbiter.LoginTokenService) http.Handler {
 			return
 		}
 		p := PageOf(r, "Finish signing in", "")
-		p.NoReferrer = true
+		p.SecretAddress = true
 		Render(w, r, http.StatusOK, dashboard.EmailConfirm(p, dashboard.EmailConfirmView{Token: token, Next: next, Email: email}))
 	})
 }
@@ -37,8 +39,8 @@ func linkUnusable(w http.ResponseWriter, r *http.Request, err error) {
 		Error(w, r, err)
 		return
 	}
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Referrer-Policy", layouts.SecretAddressReferrer)
 	p := PageOf(r, "This link cannot be used", "")
-	p.NoReferrer = true
+	p.SecretAddress = true
 	Render(w, r, StatusOf(err), dashboard.EmailLinkUnusable(p, arbiter.ErrorMessage(err)))
 }

@@ -58,6 +58,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			setRetryAfter(w, err)
 			Render(w, r, StatusOf(err), dashboard.SignIn(PageOf(r, "Sign in", ""), dashboard.SignInView{
 				Providers: providerButtons(providers, next), Email: typed, Next: next, Error: arbiter.ErrorMessage(err),
+				DemoURL: site.ReviewLink("/review/demo"),
 			}))
 		}
 		email, err := arbiter.NormalizeEmail(typed)

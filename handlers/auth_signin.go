@@ -74,6 +74,8 @@ func AuthSignIn(providers []OAuthProvider) http.Handler {
 		}
 		Render(w, r, http.StatusOK, dashboard.SignIn(PageOf(r, "Sign in", ""), dashboard.SignInView{
 			Providers: providerButtons(providers, next), Next: next,
+			SignedOut: r.URL.Query().Has(SignedOutParam),
+			DemoURL:   SiteFrom(r.Context()).ReviewLink("/review/demo"),
 		}))
 	})
 }

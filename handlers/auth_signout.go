@@ -6,8 +6,14 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// AuthSignOut handles POST /signout: it ends the session in the store and
-// clears the cookie, so a copy of the cookie no longer works either, and
+// SignedOutParam is the query parameter with which sign-out sends a person
+// to the sign-in page, which then says they are signed out.
+const SignedOutParam = "signed_out"
+
+// AuthSignOut handles POST /signout on the dashboard and POST
+// /review/signout on the reviewer site (each page posts to its own origin):
+// it ends the session in the store and clears the cookie, so a copy of the
+// cookie no longer works either, on any host it was shared with, and
 // records the sign-out in the account's audit log.
 func AuthSignOut(sessions SessionKeeper, audit arbiter.AuditService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -23,6 +29,6 @@ func AuthSignOut(sessions SessionKeeper, audit arbiter.AuditService) http.Handle
 				Logger(r.Context()).ErrorContext(r.Context(), "record sign-out", "error", err.Error())
 			}
 		}
-		redirect(w, r, "/signin")
+		redirect(w, r, SiteFrom(r.Context()).AppLink("/signin?"+SignedOutParam))
 	})
 }

@@ -23,13 +23,61 @@ type Site struct {
 	BaseURL, AppURL, ReviewURL string
 }
 
-// ReviewHome is the reviewer site's address as the dashboard links to it:
-// a path when it shares the dashboard's host, else a full URL.
-func (s Site) ReviewHome() string {
-	if s.ReviewURL == s.AppURL {
-		return "/review"
+// Split reports whether the dashboard and the reviewer site have origins of
+// their own, so links from one to the other need the full URL.
+func (s Site) Split() bool { return s.AppURL != s.ReviewURL }
+
+// AppLink returns the address of a dashboard page (path) as any page links
+// to it: the path alone when the dashboard and the reviewer site share an
+// origin, else the full URL on the dashboard's, so it works from the
+// reviewer site's host too.
+func (s Site) AppLink(path string) string {
+	if !s.Split() {
+		return path
 	}
-	return s.ReviewURL + "/review"
+	return s.AppURL + path
+}
+
+// ReviewLink returns the address of a reviewer site page (path) as any page
+// links to it, like AppLink.
+func (s Site) ReviewLink(path string) string {
+	if !s.Split() {
+		return path
+	}
+	return s.ReviewURL + path
+}
+
+// ReviewHome is the reviewer site's address as the dashboard links to it.
+func (s Site) ReviewHome() string { return s.ReviewLink("/review") }
+
+// SignInURL returns the dashboard's sign-in page, which comes back to next
+// (a path on the dashboard, or a link from AppLink or ReviewLink) after
+// signing in.
+func (s Site) SignInURL(next string) string {
+	to := s.AppLink("/signin")
+	if next != "" && next != "/" {
+		to += "?next=" + url.QueryEscape(next)
+	}
+	return to
+}
+
+// OnReviewSite reports whether the request is for a page of the reviewer
+// site, which lives under /review on its origin.
+func OnReviewSite(r *http.Request) bool {
+	return r.URL.Path == "/review" || strings.HasPrefix(r.URL.Path, "/review/")
+}
+
+// SignInAndBack returns the sign-in page for a person who asked for r's page
+// without a session: it comes back to that page, on whichever surface it is.
+func SignInAndBack(r *http.Request) string {
+	site := SiteFrom(r.Context())
+	next := r.URL.RequestURI()
+	if OnReviewSite(r) {
+		next = site.ReviewLink(next)
+	} else if r.URL.Path == "/" {
+		next = ""
+	}
+	return site.SignInURL(next)
 }
 
 // SafeNext returns where to send a person after signing in: next when it is
@@ -101,11 +149,20 @@ func SiteFrom(ctx context.Context) Site {
 }
 
 // PageOf returns the layout's view of a request: the title, the navigation
-// entry to highlight, and who is signed in.
+// entry to highlight, who is signed in, and where the other surface is.
 func PageOf(r *http.Request, title, active string) layouts.Page {
 	site := SiteFrom(r.Context())
-	p := layouts.Page{Title: title, Active: active, ReviewURL: site.ReviewHome()}
-	if site.ReviewURL == site.AppURL {
+	p := layouts.Page{Title: title, Active: active, ReviewURL: site.ReviewHome(), SignInURL: site.SignInURL("")}
+	if site.Split() {
+		p.AppURL = site.AppURL
+	}
+	if OnReviewSite(r) {
+		p.SignInURL = site.SignInURL(site.ReviewHome())
+		p.SignOutURL = "/review/signout"
+	}
+	// The badge is fetched from the page's own origin only (the CSP's
+	// connect-src): on the reviewer site, or on a dashboard that shares it.
+	if !site.Split() || OnReviewSite(r) {
 		p.ReviewCountURL = "/review/count"
 	}
 	if s := arbiter.SessionFromContext(r.Context()); s != nil {

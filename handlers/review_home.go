@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -24,7 +23,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 				return
 			}
 			Render(w, r, http.StatusOK, review.Welcome(PageOf(r, "Review queue", "review"), review.WelcomeView{
-				SignInURL: signInURL(r, "/review"), DemoTasks: len(tasks),
+				SignInURL: SiteFrom(r.Context()).SignInURL(SiteFrom(r.Context()).ReviewHome()), DemoTasks: len(tasks),
 			}))
 			return
 		}
@@ -60,17 +59,6 @@ func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
 	tasks, total, err := queue.ListHumanQueue(r.Context(), accountID, reviewQueueLimit)
 	return review.QueueView{Tasks: tasks, Total: total, Now: now}, err
-}
-
-// signInURL is the dashboard's sign-in page, coming back to next.
-func signInURL(r *http.Request, next string) string {
-	site := SiteFrom(r.Context())
-	base := ""
-	if site.AppURL != site.ReviewURL {
-		base = site.AppURL
-		next = site.ReviewURL + next
-	}
-	return base + "/signin?next=" + url.QueryEscape(next)
 }
 
 // ReviewCount handles GET /review/count: how many of the account's tasks

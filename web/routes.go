@@ -226,6 +226,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodGet, "/demo/tasks/{id}", handlers.ReviewDemoTask(s.Demo, now))
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
+		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession)
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, now))

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"hash"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/gorilla/sessions"
@@ -164,11 +163,7 @@ func requireSession(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			to := "/signin"
-			if r.URL.Path != "/" {
-				to += "?next=" + url.QueryEscape(r.URL.RequestURI())
-			}
-			http.Redirect(w, r, to, http.StatusSeeOther)
+			http.Redirect(w, r, handlers.SignInAndBack(r), http.StatusSeeOther)
 			return
 		}
 		handlers.Error(w, r, errSignInFirst)

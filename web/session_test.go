@@ -337,12 +337,14 @@ func TestMagicLink(t *testing.T) {
 		if !strings.Contains(r.body, `data-testid="confirm-sign-in"`) || !strings.Contains(r.body, `method="post"`) {
 			t.Fatalf("the link did not show a confirm button:\n%s", r.body)
 		}
-		if r.header.Get("Referrer-Policy") != "no-referrer" {
+		if r.header.Get("Referrer-Policy") != "strict-origin" {
 			t.Errorf("the confirm page's Referrer-Policy = %q; its address holds the token", r.header.Get("Referrer-Policy"))
 		}
-		// A meta tag overrides the header: the page's must not allow a
-		// Referer either.
-		if !strings.Contains(r.body, `<meta name="referrer" content="no-referrer">`) || strings.Contains(r.body, `content="same-origin"`) {
+		// A meta tag overrides the header: the page's must not send its
+		// address either, only its origin (no-referrer would also send
+		// "Origin: null" with the sign-in form, which the cross-origin
+		// check refuses where browsers send no Sec-Fetch-Site).
+		if !strings.Contains(r.body, `<meta name="referrer" content="strict-origin">`) || strings.Contains(r.body, `content="same-origin"`) {
 			t.Errorf("the confirm page's referrer meta tag lets the token out:\n%.600s", r.body)
 		}
 		// It names the address it signs in as, so a forwarded link shows
@@ -374,7 +376,7 @@ func TestMagicLink(t *testing.T) {
 			t.Errorf("a used link's page:\n%s", r.body)
 		}
 		if !strings.Contains(r.body, "<title>This link cannot be used · Arbiter</title>") || strings.Contains(r.body, "Finish signing in") ||
-			!strings.Contains(r.body, `content="no-referrer"`) {
+			!strings.Contains(r.body, `content="strict-origin"`) {
 			t.Errorf("a used link's page keeps the confirm page's title, or lets its address out:\n%.800s", r.body)
 		}
 		r = other.post("/signin/email/confirm", url.Values{"token": {token}})
@@ -489,8 +491,16 @@ func TestSignOut_EndsTheSessionEverywhere(t *testing.T) {
 
 		r := b.post("/signout", url.Values{})
 		wantStatus(t, r, http.StatusSeeOther)
+		// The sign-in page says so.
+		if r = b.follow(r); !strings.Contains(r.body, `data-testid="signed-out"`) || !strings.Contains(r.body, "You are signed out.") {
+			t.Errorf("after signing out:\n%s", r.body)
+		}
 		if b.signedIn() {
 			t.Fatal("still signed in after signing out")
+		}
+		// The same page, reached otherwise, does not.
+		if r := b.get("/signin"); strings.Contains(r.body, "You are signed out") {
+			t.Errorf("the sign-in page says so without a sign-out:\n%s", r.body)
 		}
 		// A copy of the old cookie does not work either: the store ended it.
 		copied := d.browser()
@@ -529,6 +539,20 @@ func TestSessionCookie_Attributes(t *testing.T) {
 		}
 		if c := rec.Header().Get("Set-Cookie"); !strings.Contains(c, "Secure") || !strings.Contains(c, "Domain=example.com") {
 			t.Errorf("https session cookie %q lacks Secure or the cookie domain", c)
+		}
+	})
+}
+
+func TestSignedOutHome_OffersTheDemo(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		b := d.browser()
+		r := b.follow(b.get("/"))
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="demo-offer"`) || !strings.Contains(r.body, `href="/review/demo"`) {
+			t.Fatalf("the signed-out home does not offer the demo:\n%s", r.body)
+		}
+		if r := b.follow(b.get("/review/demo")); r.status != http.StatusOK || !strings.Contains(r.body, "demo") {
+			t.Errorf("the demo it offers answers %d", r.status)
 		}
 	})
 }

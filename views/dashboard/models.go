@@ -28,6 +28,8 @@ type SignInView struct {
 	Email     string // the address typed so far
 	Next      string // where to go after signing in
 	Error     string // why the last attempt failed
+	SignedOut bool   // the person has just signed out
+	DemoURL   string // the reviewer's desk on the demo queue, for a visitor without an account
 }
 
 // HomeView is the overview.

@@ -13,23 +13,65 @@ type Page struct {
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
+	// AppURL is the dashboard's origin when the dashboard and the reviewer
+	// site have origins of their own, so that links to the dashboard work
+	// from the reviewer site's host; "" when they share one.
+	AppURL string
+	// SignInURL is the dashboard's sign-in page, coming back to this
+	// surface; "" means the dashboard's plain sign-in page.
+	SignInURL string
+	// SignOutURL is where this page's "Sign out" posts: the sign-out of
+	// the page's own origin, "/signout" on the dashboard and
+	// "/review/signout" on the reviewer site. A form posted to another
+	// origin would carry "Origin: null" under the pages' referrer policy,
+	// and be refused as cross-site.
+	SignOutURL string
 	// ReviewCountURL, when set, is polled for the number of tasks waiting
 	// for a human, shown beside the navigation's review entry.
 	ReviewCountURL string
-	// NoReferrer keeps the page's address out of the Referer of every
+	// SecretAddress keeps the page's address out of the Referer of every
 	// request the page makes, its own scripts and styles included, for a
-	// page whose address holds a secret such as a sign-in token. Other
-	// pages send their address to their own origin only.
-	NoReferrer bool
+	// page whose address holds a secret such as a sign-in token: they name
+	// the page's origin only. Other pages send their address to their own
+	// origin.
+	SecretAddress bool
 }
 
 // Referrer is the page's referrer policy, for the layout's meta tag, which
-// overrides the Referrer-Policy header.
+// overrides the Referrer-Policy header. A page with a secret address gets
+// strict-origin rather than no-referrer: under no-referrer a browser also
+// sends "Origin: null" with the page's forms, and without Sec-Fetch-Site
+// (plain http to a host other than localhost) the cross-origin check could
+// then not tell the page's own form from another site's.
 func (p Page) Referrer() string {
-	if p.NoReferrer {
-		return "no-referrer"
+	if p.SecretAddress {
+		return SecretAddressReferrer
 	}
 	return "same-origin"
+}
+
+// SecretAddressReferrer is the referrer policy of a page whose address holds
+// a secret; its answer sends it as the Referrer-Policy header too.
+const SecretAddressReferrer = "strict-origin"
+
+// AppLink returns the address of the dashboard page at path, for a link
+// from this page.
+func (p Page) AppLink(path string) string { return p.AppURL + path }
+
+// SignIn returns the sign-in page for a link from this page.
+func (p Page) SignIn() string {
+	if p.SignInURL == "" {
+		return p.AppLink("/signin")
+	}
+	return p.SignInURL
+}
+
+// SignOut returns where the page's "Sign out" posts.
+func (p Page) SignOut() string {
+	if p.SignOutURL == "" {
+		return "/signout"
+	}
+	return p.SignOutURL
 }
 
 // navItem is one entry of the navigation.
@@ -43,11 +85,18 @@ func (p Page) nav() []navItem {
 	if review == "" {
 		review = "/review"
 	}
-	return []navItem{
+	items := []navItem{
 		{"home", "Overview", "/"},
 		{"tasks", "Tasks", "/tasks"},
 		{"keys", "API keys", "/keys"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},
 	}
+	// Every entry but the reviewer site's is a dashboard page.
+	for i := range items {
+		if items[i].Key != "review" {
+			items[i].Href = p.AppLink(items[i].Href)
+		}
+	}
+	return items
 }
