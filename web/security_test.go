@@ -318,7 +318,8 @@ func TestRoutes_DispatchByHost(t *testing.T) {
 		status     int
 		location   string
 	}{
-		{"app.example.com", "/", http.StatusSeeOther, "/signin"},
+		{"app.example.com", "/", http.StatusSeeOther, "https://app.example.com/signin"},
+		{"review.example.com", "/review/tasks/tsk_0123456789abcdef", http.StatusSeeOther, "https://app.example.com/signin?next=https%3A%2F%2Freview.example.com%2Freview%2Ftasks%2Ftsk_0123456789abcdef"},
 		{"app.example.com", "/signin", http.StatusOK, ""},
 		{"app.example.com", "/v1/tasks/tsk_0123456789abcdef", http.StatusNotFound, ""},
 		{"app.example.com", "/demo/tasks", http.StatusNotFound, ""},
