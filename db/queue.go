@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,32 +37,30 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	if d.dialect == Postgres {
 		lock = "FOR UPDATE SKIP LOCKED"
 	}
+	// One statement, so SQLite takes its one write lock once per claim:
+	// each kind of due task is picked by its own index, at most max of
+	// each, and the first max of them by kind, then by due time, are
+	// leased.
 	now := int64(d.nowMS())
-	var tasks []*arbiter.Task
-	for _, due := range []struct {
-		where, order string
-		args         []any
-	}{
-		{`status = 'agent_running' AND lease_expires_at < ` + d.dbNowMS(), `lease_expires_at`, nil},
-		{`status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`, []any{now}},
-		{`status = 'pending' AND run_after <= ?`, `run_after`, []any{now}},
-	} {
-		args := append(append([]any{owner, lease.Milliseconds()}, due.args...), max-len(tasks))
-		claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
-			lease_expires_at = `+d.dbNowMS()+` + ?
-			WHERE id IN (SELECT id FROM tasks WHERE `+due.where+` ORDER BY `+due.order+` LIMIT ? `+lock+`)
-			RETURNING `+returnedTaskColumns, args...)
-		if err != nil {
-			return nil, err
-		}
-		// RETURNING promises no order; hand the oldest out first.
-		slices.SortStableFunc(claimed, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
-		tasks = append(tasks, claimed...)
-		if len(tasks) >= max {
-			break
-		}
+	due := func(prio int, where, order string) string {
+		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
+			WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
-	return tasks, nil
+	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
+		lease_expires_at = `+d.dbNowMS()+` + ?
+		WHERE id IN (SELECT id FROM (`+
+		due(0, `status = 'agent_running' AND lease_expires_at < `+d.dbNowMS(), `lease_expires_at`)+` UNION ALL `+
+		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+
+		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`)+`
+		) d ORDER BY prio, due LIMIT ?)
+		RETURNING `+returnedTaskColumns,
+		owner, lease.Milliseconds(), max, now, max, now, max, max)
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING promises no order; hand the oldest out first.
+	slices.SortStableFunc(claimed, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
+	return claimed, nil
 }
 
 // dbNowMS is the SQL expression of the database's clock in milliseconds
