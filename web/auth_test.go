@@ -344,8 +344,11 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
 	c, err := web.ConfigFromEnv(getenv)
-	if err != nil || c.BaseURL != "http://localhost:8080" || c.AppURL != c.BaseURL || c.ReviewURL != c.BaseURL {
-		t.Fatalf("default origins = %+v, %v", c, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warnings := c.DeriveOrigins("[::]:8080"); len(warnings) != 0 || c.BaseURL != "http://localhost:8080" || c.AppURL != c.BaseURL || c.ReviewURL != c.BaseURL {
+		t.Fatalf("default origins = %+v, warnings %q", c, warnings)
 	}
 	if ps := web.Providers(c); len(ps) != 0 {
 		t.Errorf("%d providers offered without configuration", len(ps))

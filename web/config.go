@@ -62,7 +62,8 @@ type Config struct {
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
 	// ARBITER_REVIEW_URL), without a trailing slash. When they name
-	// different hosts, requests are dispatched by host.
+	// different hosts, requests are dispatched by host. Left unset, they
+	// are "" until DeriveOrigins fills them from the listen address.
 	BaseURL, AppURL, ReviewURL string
 	// CookieDomain, when set, is the Domain of the session cookie, so one
 	// sign-in covers the dashboard and the reviewer site on sibling hosts
@@ -246,14 +247,14 @@ var Settings = []Setting{
 			c.TrustedProxies = nets
 			return nil
 		}},
-	{Env: "ARBITER_BASE_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
-		Help: "the API's origin (/v1, /demo, /healthz)",
+	{Env: "ARBITER_BASE_URL", Scope: ScopeHTTP,
+		Help: "the API's origin (/v1, /demo, /healthz) (unset: http://localhost:PORT, PORT from ARBITER_ADDR)",
 		Set:  originSetting(func(c *Config) *string { return &c.BaseURL })},
-	{Env: "ARBITER_APP_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
-		Help: "the dashboard's origin; sign-in links and OAuth callbacks point here",
+	{Env: "ARBITER_APP_URL", Scope: ScopeHTTP,
+		Help: "the dashboard's origin; sign-in links and OAuth callbacks point here (unset: http://localhost:PORT, PORT from ARBITER_ADDR)",
 		Set:  originSetting(func(c *Config) *string { return &c.AppURL })},
-	{Env: "ARBITER_REVIEW_URL", Default: DefaultOrigin, Scope: ScopeHTTP,
-		Help: "the reviewer site's origin",
+	{Env: "ARBITER_REVIEW_URL", Scope: ScopeHTTP,
+		Help: "the reviewer site's origin (unset: http://localhost:PORT, PORT from ARBITER_ADDR)",
 		Set:  originSetting(func(c *Config) *string { return &c.ReviewURL })},
 	{Env: "ARBITER_COOKIE_DOMAIN", Scope: ScopeHTTP,
 		Help: "the session cookie's Domain, to share a sign-in between sibling hosts",

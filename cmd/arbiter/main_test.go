@@ -55,6 +55,14 @@ func runOK(t *testing.T, getenv func(string) string, args ...string) string {
 // serve boots `arbiter serve` on :0 and returns its base URL.
 func serve(t *testing.T, getenv func(string) string, args ...string) string {
 	t.Helper()
+	base, _ := serveWithLogs(t, getenv, args...)
+	return base
+}
+
+// serveWithLogs boots `arbiter serve` on :0 and returns its base URL and
+// its log.
+func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (string, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
@@ -75,7 +83,7 @@ func serve(t *testing.T, getenv func(string) string, args ...string) string {
 	listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			return "http://" + m[1]
+			return "http://" + m[1], logs
 		}
 		select {
 		case err := <-done:
@@ -84,7 +92,7 @@ func serve(t *testing.T, getenv func(string) string, args ...string) string {
 		}
 	}
 	t.Fatalf("serve did not listen:\n%s", logs.String())
-	return ""
+	return "", nil
 }
 
 // apiCall sends a request with the key and decodes the JSON answer.

@@ -103,15 +103,20 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		TaskCreated:    notify,
 		TrustedProxies: cfg.TrustedProxies,
 	}
-	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
-		return err
-	}
 	fileLimit, err := raiseOpenFileLimit()
 	if err != nil {
 		logger.Warn("could not raise the open file limit", "error", err.Error())
 	}
 	ln, err := listen(cfg.Addr, cfg.MaxConnections)
 	if err != nil {
+		return err
+	}
+	// The origins left unset follow the address listened on.
+	for _, warning := range cfg.DeriveOrigins(ln.Addr().String()) {
+		logger.Warn(warning)
+	}
+	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
+		ln.Close()
 		return err
 	}
 	srv := newHTTPServer(router.Routes(), logger)
