@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -31,20 +32,66 @@ func (d *DB) createBatch(ctx context.Context, accountID string, creates []newCre
 // earlierKey is an idempotency key the account used before.
 type earlierKey struct{ fingerprint, taskID string }
 
+// usageSQL reads the account's usage of a day and its cap. On Postgres it
+// locks the usage row first, making it if need be, so that the account's
+// other creates wait for the batch; on SQLite the transaction holds the
+// store's write lock already. Arguments: account, day, account, default
+// cap.
+var usageSQL = map[string]string{
+	Postgres: `INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, 0)
+		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count
+		RETURNING count, COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`,
+	SQLite: `SELECT COALESCE((SELECT count FROM daily_usage WHERE account_id = ? AND day = ?), 0),
+		COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`,
+}
+
+// addUsageSQL counts tasks against the account's usage of a day.
+// Arguments: account, day, the number of tasks.
+const addUsageSQL = `INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, ?)
+	ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count + excluded.count`
+
+// batchStmts are the prepared statements of a batch, by query text.
+type batchStmts map[string]*sql.Stmt
+
+// batchStmts prepares (or finds prepared) the batch's statements before
+// its transaction begins, as stmt asks.
+func (d *DB) batchStmts(ctx context.Context) (batchStmts, error) {
+	queries := []string{usageSQL[d.dialect], addUsageSQL, insertTaskSQL, insertKeySQL}
+	if d.dialect == Postgres {
+		queries = []string{usageSQL[d.dialect], addUsageSQL, insertBatchSQL}
+	}
+	stmts := make(batchStmts, len(queries))
+	for _, q := range queries {
+		s, err := d.stmt(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		stmts[q] = s
+	}
+	return stmts, nil
+}
+
+// in returns the prepared statement of query bound to tx.
+func (s batchStmts) in(ctx context.Context, tx *sqlx.Tx, query string) *sql.Stmt {
+	return tx.StmtContext(ctx, s[query])
+}
+
 // tryBatch is one try of createBatch: one transaction.
 func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate) ([]arbiter.TaskCreated, error) {
 	now := creates[0].task.CreatedAt
 	day := int64(now) / msPerDay
 	out := make([]arbiter.TaskCreated, len(creates))
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
-		// Lock the account's usage of the day first: its other creates
-		// wait here, so the keys read next include all they stored.
+	stmts, err := d.batchStmts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		// The account's usage of the day first: its other creates wait
+		// here, so the keys read next include all they stored.
 		var used, capacity int
-		if err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, 0)
-			ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count
-			RETURNING count, COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`),
-			accountID, day, accountID, d.cap).Scan(&used, &capacity); err != nil {
-			return fmt.Errorf("lock usage: %w", err)
+		if err := stmts.in(ctx, tx, usageSQL[d.dialect]).QueryRowContext(ctx, accountID, day, accountID, d.cap).
+			Scan(&used, &capacity); err != nil {
+			return fmt.Errorf("read usage: %w", err)
 		}
 		earlier, err := d.earlierKeys(ctx, tx, accountID, creates)
 		if err != nil {
@@ -86,12 +133,11 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 			out[i].Task = c.task
 		}
 
-		if err := d.insertBatch(ctx, tx, admitted); err != nil {
-			return err
-		}
 		if len(admitted) > 0 {
-			if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE daily_usage SET count = count + ? WHERE account_id = ? AND day = ?`),
-				len(admitted), accountID, day); err != nil {
+			if err := d.insertBatch(ctx, tx, stmts, admitted); err != nil {
+				return err
+			}
+			if _, err := stmts.in(ctx, tx, addUsageSQL).ExecContext(ctx, accountID, day, len(admitted)); err != nil {
 				return fmt.Errorf("count tasks: %w", err)
 			}
 		}
@@ -158,32 +204,27 @@ const insertBatchSQL = `WITH input AS (
 	SELECT i.account_id, i.idempotency_key, i.fingerprint, i.id, i.created_at, i.expires_at
 	FROM input i JOIN created c ON c.id = i.id WHERE i.idempotency_key <> ''`
 
+// insertTaskSQL and insertKeySQL insert one task and one idempotency key.
+const (
+	insertTaskSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+		allowed_verdicts, confidence_threshold, context, created_at, run_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertKeySQL = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
+		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
+)
+
 // insertBatch inserts the tasks of creates and stores their idempotency
-// keys, inside tx: one statement on Postgres, one prepared insert per row
-// on SQLite, where a statement costs no round trip.
-func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
-	if len(creates) == 0 {
-		return nil
-	}
+// keys, inside tx: one statement on Postgres, one insert per row on
+// SQLite, where a statement costs no round trip.
+func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, creates []newCreate) error {
 	if d.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, d.rebind(insertBatchSQL), append(createArrays(creates), arbiter.StatusPending)...); err != nil {
+		args := append(createArrays(creates), arbiter.StatusPending)
+		if _, err := stmts.in(ctx, tx, insertBatchSQL).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert tasks: %w", err)
 		}
 		return nil
 	}
-	insertTask, err := tx.PreparexContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
-		source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
-	if err != nil {
-		return fmt.Errorf("insert task: %w", err)
-	}
-	defer insertTask.Close()
-	insertKey, err := tx.PreparexContext(ctx, d.rebind(`INSERT INTO idempotency_keys (account_id, idempotency_key,
-		fingerprint, task_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`))
-	if err != nil {
-		return fmt.Errorf("insert idempotency key: %w", err)
-	}
-	defer insertKey.Close()
+	insertTask, insertKey := stmts.in(ctx, tx, insertTaskSQL), stmts.in(ctx, tx, insertKeySQL)
 	for _, c := range creates {
 		t := c.task
 		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,

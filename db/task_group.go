@@ -76,7 +76,7 @@ const createGroupSQL = `WITH input AS (
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
 			idempotency_key, fingerprint, expires_at)
 	), fresh AS (
-		SELECT * FROM input i WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
+		SELECT * FROM input i WHERE i.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k
 			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
 	), counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
