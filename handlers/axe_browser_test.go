@@ -78,7 +78,9 @@ func TestAccessibility_Axe(t *testing.T) {
 	script := axeScript(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	base, links := serveSite(t, store)
-	bctx := newBrowser(t)
+	// Eighteen pages, each checked whole: more than the usual minute under
+	// the race detector on a busy machine.
+	bctx := newBrowserFor(t, 3*time.Minute)
 
 	// The account has a key, tasks in each state, and one waiting for a
 	// human with a context to show.

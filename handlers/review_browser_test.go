@@ -53,6 +53,13 @@ func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handl
 // newBrowser starts headless Chromium for the test.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
+	return newBrowserFor(t, 60*time.Second)
+}
+
+// newBrowserFor starts headless Chromium for a test that may take up to
+// limit in all.
+func newBrowserFor(t *testing.T, limit time.Duration) context.Context {
+	t.Helper()
 	exe := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -61,7 +68,7 @@ func newBrowser(t *testing.T) context.Context {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	bctx, cancelTimeout := context.WithTimeout(bctx, limit)
 	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
 	return bctx
 }
