@@ -81,6 +81,11 @@ const deskTaskID = `document.querySelector('#review')?.dataset.taskId || ''`
 // the page under the test's feet.
 const formReady = `(() => { const f = document.querySelector('[data-testid=verdict-form]'); return !!(f && f['htmx-internal-data']); })()`
 
+// queueReady is true once htmx has taken over the queue page; the page's
+// scripts, the keyboard's among them, have run by then, so a key pressed
+// after it is not lost.
+const queueReady = `(() => { const q = document.querySelector('[data-testid=queue]'); return !!(q && q['htmx-internal-data']); })()`
+
 // deskReady waits until the desk shows a task other than id (any task when
 // id is "") and htmx has taken over its form.
 func deskReady(id string) chromedp.Action[chromedp.Void] {
@@ -198,6 +203,7 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=confirm-sign-in]`)),
 		chromedp.Click(css(`[data-testid=confirm-sign-in]`)),
 		chromedp.WaitVisible(css(`[data-testid=queue-item]`)),
+		chromedp.Poll[chromedp.Void](queueReady, chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.KeyEvent("j"),
 		chromedp.WaitVisible(css(`[data-testid=verdict-form]`)),
 		deskReady(""),

@@ -448,7 +448,7 @@ func TestReviewKeyboard_FindsVerdictsPastTheNinth(t *testing.T) {
 func TestReviewKeyboard_BackToTheQueue(t *testing.T) {
 	d := openKeyboardDesk(t, twoVerdicts, twoVerdicts)
 	first := d.tasks[0]
-	onQueue := `location.pathname === '/review' && !!document.querySelector('[data-testid=queue]')`
+	onQueue := `location.pathname === '/review' && ` + queueReady
 	d.open(first)
 	if href := eval[string](d, `document.querySelector('[data-testid=back-to-queue]')?.getAttribute('href') || ''`); href != "/review" {
 		t.Fatalf("the back-to-queue link leads to %q", href)
