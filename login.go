@@ -37,6 +37,23 @@ type LoginMailer interface {
 	SendLoginLink(ctx context.Context, to, link string) error
 }
 
+// LoginLinkLogger is a LoginMailer that may write links to the server's log
+// instead of mailing them, on a server without a mail server, so the page
+// that asked for a link can say where it went.
+type LoginLinkLogger interface {
+	LoginMailer
+	// LinksGoToLog reports whether links are written to the log, not
+	// mailed.
+	LinksGoToLog() bool
+}
+
+// LoginLinksGoToLog reports whether mailer writes sign-in links to the
+// server's log rather than mailing them.
+func LoginLinksGoToLog(mailer LoginMailer) bool {
+	l, ok := mailer.(LoginLinkLogger)
+	return ok && l.LinksGoToLog()
+}
+
 // ExternalIdentity is a person as an identity provider (GitHub, Google, an
 // OpenID Connect issuer, or the e-mail link) vouches for them.
 type ExternalIdentity struct {

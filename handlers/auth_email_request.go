@@ -88,6 +88,11 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			Error(w, r, errMailNotSent)
 			return
 		}
-		Render(w, r, http.StatusOK, dashboard.EmailSent(PageOf(r, "Check your inbox", ""), email))
+		inLog := arbiter.LoginLinksGoToLog(mailer)
+		title := "Check your inbox"
+		if inLog {
+			title = "Open the link in the server's log"
+		}
+		Render(w, r, http.StatusOK, dashboard.EmailSent(PageOf(r, title, ""), dashboard.EmailSentView{Email: email, InLog: inLog}))
 	})
 }

@@ -6,6 +6,7 @@ package mail
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -17,30 +18,47 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "".
-func New(rawURL, from string, logger *slog.Logger) (arbiter.LoginMailer, error) {
+// New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "":
+// it logs through logger, and writes each link on a line of its own to out,
+// the log's stream.
+func New(rawURL, from string, logger *slog.Logger, out io.Writer) (arbiter.LoginMailer, error) {
 	if rawURL == "" {
-		return &Log{Logger: logger}, nil
+		return &Log{Logger: logger, Out: out}, nil
 	}
 	return NewSMTP(rawURL, from)
 }
 
-// Log writes each sign-in link to the server log as one line. It is the one
-// place a secret is logged on purpose: without SMTP, the log is how the
-// link reaches the person, so use it only where the log is private.
+// Log writes each sign-in link to the server log. It is the one place a
+// secret is logged on purpose: without SMTP, the log is how the link reaches
+// the person, so use it only where the log is private.
 type Log struct {
+	// Logger gets one line with the address and the full link.
 	Logger *slog.Logger
+	// Out, when set, gets the link once more on a line of its own, easy to
+	// copy: the stream Logger writes to.
+	Out io.Writer
 }
 
-// SendLoginLink logs the address and the full link.
+var _ arbiter.LoginLinkLogger = (*Log)(nil)
+
+// SendLoginLink logs the address and the full link, then writes the link
+// alone on the next line of Out.
 func (l *Log) SendLoginLink(ctx context.Context, to, link string) error {
 	logger := l.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger.InfoContext(ctx, "sign-in link (no ARBITER_SMTP_URL set, so it is logged instead of mailed)", "to", to, "url", link)
+	logger.InfoContext(ctx, "sign-in link (no ARBITER_SMTP_URL set, so it is logged instead of mailed; open the next line)", "to", to, "url", link)
+	if l.Out != nil {
+		if _, err := fmt.Fprintln(l.Out, link); err != nil {
+			return fmt.Errorf("write the sign-in link: %w", err)
+		}
+	}
 	return nil
 }
+
+// LinksGoToLog reports true: the log mailer mails nothing.
+func (l *Log) LinksGoToLog() bool { return true }
 
 // SMTP sends sign-in links through an SMTP server.
 type SMTP struct {

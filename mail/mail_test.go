@@ -6,21 +6,41 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter"
 )
 
-func TestLog_WritesTheLinkOnOneLine(t *testing.T) {
+func TestLog_WritesTheLinkOnALineOfItsOwn(t *testing.T) {
 	var buf bytes.Buffer
-	m, err := New("", "", slog.New(slog.NewTextHandler(&buf, nil)))
+	m, err := New("", "", slog.New(slog.NewTextHandler(&buf, nil)), &buf)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !arbiter.LoginLinksGoToLog(m) {
+		t.Error("the log mailer does not say that links go to the log")
 	}
 	link := "http://localhost:8080/signin/email/confirm?token=abc"
 	if err := m.SendLoginLink(context.Background(), "a@example.com", link); err != nil {
 		t.Fatal(err)
 	}
-	out := buf.String()
-	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `url="`+link+`"`) || !strings.Contains(out, "to=a@example.com") {
-		t.Fatalf("log = %q, want one line with the address and the full link", out)
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log = %q, want the log line and the link's own line", buf.String())
+	}
+	// One log line with the address and the full link, for log readers;
+	if !strings.Contains(lines[0], `url="`+link+`"`) || !strings.Contains(lines[0], "to=a@example.com") {
+		t.Errorf("log line = %q, want the address and the full link", lines[0])
+	}
+	// then the link alone, to copy.
+	if lines[1] != link {
+		t.Errorf("the link's own line = %q, want %q", lines[1], link)
+	}
+}
+
+func TestSMTP_MailsLinks(t *testing.T) {
+	s, err := NewSMTP("smtp://mail.example.com", "a@example.com")
+	if err != nil || arbiter.LoginLinksGoToLog(s) {
+		t.Errorf("the SMTP mailer (%v) says links go to the log", err)
 	}
 }
 

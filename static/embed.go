@@ -1,5 +1,5 @@
 // Package static holds the dashboard's built assets: the Tailwind CSS, the
-// vendored htmx and the one small script. They are committed and embedded,
+// vendored htmx, the small scripts and the favicon. They are committed and embedded,
 // so `go build` needs no Node. `make generate` rebuilds them.
 package static
 
@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js htmx.min.js review.js
+//go:embed app.css app.js htmx.min.js review.js favicon.svg
 var files embed.FS
 
 // fingerprints maps each file's name to the start of its SHA-256.

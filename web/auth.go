@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -20,8 +21,9 @@ import (
 // ConfigureSignIn sets the router's origins and what signing in needs, from
 // the configuration: sessions keyed by ARBITER_SESSION_SECRET or else the
 // store's generated secret, the identity providers configured, and the
-// mailer (SMTP, or the log).
-func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter.SessionService, logger *slog.Logger) error {
+// mailer (SMTP, or the log: logger, with each link on a line of its own in
+// logOut, the stream logger writes to).
+func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter.SessionService, logger *slog.Logger, logOut io.Writer) error {
 	secret := cfg.SessionSecret
 	if secret == "" {
 		var err error
@@ -29,7 +31,7 @@ func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter
 			return err
 		}
 	}
-	mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger)
+	mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, logOut)
 	if err != nil {
 		return err
 	}

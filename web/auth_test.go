@@ -3,10 +3,12 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +17,9 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -488,4 +492,65 @@ func TestSignIn_DemoAccountIsRefused(t *testing.T) {
 		default:
 		}
 	})
+}
+
+func TestMagicLink_WithoutSMTP(t *testing.T) {
+	var log strings.Builder
+	var mu sync.Mutex
+	logOut := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(p) })
+	withLog := func(d *dash) {
+		m, err := mail.New("", "", slog.New(slog.NewTextHandler(logOut, nil)), logOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.router.Mailer = m
+	}
+	eachDash(t, withLog, func(t *testing.T, d *dash) {
+		b := d.browser()
+		r := b.post("/signin/email", url.Values{"email": {"first@example.com"}})
+		wantStatus(t, r, http.StatusOK)
+		if strings.Contains(r.body, "We sent") || !strings.Contains(r.body, `data-testid="link-in-log"`) || !strings.Contains(r.body, "server&#39;s log") {
+			t.Errorf("without SMTP the page says:\n%s", r.body)
+		}
+		mu.Lock()
+		logged := log.String()
+		mu.Unlock()
+		own := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(d.url) + `/signin/email/confirm\?token=[0-9a-f]{64}$`).FindString(logged)
+		if own == "" {
+			t.Fatalf("the link is not on a line of its own in the log:\n%s", logged)
+		}
+		if r := b.get(own); !strings.Contains(r.body, `data-testid="confirm-sign-in"`) {
+			t.Errorf("the logged link does not open the confirm page:\n%s", r.body)
+		}
+	})
+	// With SMTP the page says the link was mailed.
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		r := d.browser().post("/signin/email", url.Values{"email": {"first@example.com"}})
+		if !strings.Contains(r.body, "We sent a sign-in link") || strings.Contains(r.body, "link-in-log") {
+			t.Errorf("with SMTP the page says:\n%s", r.body)
+		}
+		d.mail.next(t)
+	})
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestLayout_LinksTheFavicon(t *testing.T) {
+	d := newDash(t, dbtest.Dialects[0], nil)
+	r := d.browser().get("/signin")
+	icon := regexp.MustCompile(`<link rel="icon" href="(/static/favicon\.svg\?v=[0-9a-f]+)" type="image/svg\+xml">`).FindStringSubmatch(r.body)
+	if icon == nil {
+		t.Fatalf("the layout links no favicon:\n%.800s", r.body)
+	}
+	res, err := http.Get(d.url + icon[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the favicon answers %d, %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
 }

@@ -273,6 +273,7 @@ func TestStatic_CacheHeaders(t *testing.T) {
 		{static.Path("app.css"), "public, max-age=31536000, immutable", "text/css", 200},
 		{static.Path("htmx.min.js"), "public, max-age=31536000, immutable", "text/javascript", 200},
 		{static.Path("app.js"), "public, max-age=31536000, immutable", "text/javascript", 200},
+		{static.Path("favicon.svg"), "public, max-age=31536000, immutable", "image/svg+xml", 200},
 		{"/static/app.css", "no-cache", "text/css", 200},
 		{"/static/app.css?v=stale", "no-cache", "text/css", 200},
 		{"/static/", "", "", 404},

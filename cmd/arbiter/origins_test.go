@@ -44,6 +44,9 @@ func TestServe_OriginsFollowTheListenAddress(t *testing.T) {
 	if !strings.HasPrefix(link, base+"/signin/email/confirm?token=") {
 		t.Fatalf("the logged link %s is not on %s", link, base)
 	}
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(link) + `$`).MatchString(logs.String()) {
+		t.Errorf("the link is not on a line of its own in the log:\n%s", logs.String())
+	}
 	token := strings.TrimPrefix(link, base+"/signin/email/confirm?token=")
 	res, err = c.PostForm(base+"/signin/email/confirm", url.Values{"token": {token}})
 	if err != nil {

@@ -115,7 +115,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	for _, warning := range cfg.DeriveOrigins(ln.Addr().String()) {
 		logger.Warn(warning)
 	}
-	if err := router.ConfigureSignIn(ctx, cfg, store, logger); err != nil {
+	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
 		ln.Close()
 		return err
 	}

@@ -15,6 +15,12 @@ type Provider struct {
 	URL   string // where the button leads: /auth/{name}?next=…
 }
 
+// EmailSentView answers a request for a sign-in link.
+type EmailSentView struct {
+	Email string // the address the link is for
+	InLog bool   // the link was written to the server's log, not mailed
+}
+
 // EmailConfirmView is the page a sign-in link opens.
 type EmailConfirmView struct {
 	Token string // the link's token, posted back by the button
