@@ -170,6 +170,9 @@ func (w *Worker) Run(ctx context.Context) {
 
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	var beatWG sync.WaitGroup
+	// The first beat is written before any claim, so a task this worker
+	// decided is never seen before the worker's heartbeat.
+	w.beat(beats)
 	beatWG.Go(func() { w.heartbeat(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
@@ -288,19 +291,24 @@ func (w *Worker) backoff(failures int) time.Duration {
 	return w.cfg.Backoff << min(failures, 10)
 }
 
-// heartbeat beats at once and then every interval until ctx ends.
+// heartbeat beats every interval until ctx ends; Run writes the first beat.
 func (w *Worker) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
-		if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
-			w.log.Error("heartbeat", "error", err.Error())
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			w.beat(ctx)
 		}
+	}
+}
+
+// beat writes one heartbeat.
+func (w *Worker) beat(ctx context.Context) {
+	if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
+		w.log.Error("heartbeat", "error", err.Error())
 	}
 }
 

@@ -383,3 +383,46 @@ func TestWorker_RunPrunesIdempotencyKeys(t *testing.T) {
 		}
 	}
 }
+
+// slowBeats is a Heartbeater whose heartbeats take until released, and
+// that remembers whether one was written.
+type slowBeats struct {
+	*db.DB
+	release chan struct{}
+	beaten  atomic.Bool
+}
+
+func (s *slowBeats) Heartbeat(ctx context.Context, id string) error {
+	<-s.release
+	err := s.DB.Heartbeat(ctx, id)
+	s.beaten.Store(err == nil)
+	return err
+}
+
+// TestWorker_BeatsBeforeItClaims checks that a worker's first heartbeat is
+// written before its first claim, so /healthz never sees a task decided by a
+// worker it does not know is there.
+func TestWorker_BeatsBeforeItClaims(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	accountID, taskID := createTask(t, store, "a@example.com")
+	health := &slowBeats{DB: store, release: make(chan struct{})}
+	called := make(chan bool, 1)
+	v := func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+		select {
+		case called <- health.beaten.Load():
+		default:
+		}
+		return answer("approve", 0.9)(ctx, task)
+	}
+	start(t, store, verifierFunc(v), func(c *worker.Config) { c.Health = health })
+	select {
+	case <-called:
+		t.Fatal("the verifier was called before the first heartbeat was written")
+	case health.release <- struct{}{}:
+	}
+	close(health.release)
+	if beaten := <-called; !beaten {
+		t.Error("the first call came before the first heartbeat")
+	}
+	waitFor(t, store, accountID, taskID, func(task *arbiter.Task) bool { return task.Status == arbiter.StatusCompleted })
+}
