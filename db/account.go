@@ -16,8 +16,10 @@ const accountColumns = `id, email, daily_cap, created_at`
 
 // FindOrCreateAccountByEmail returns the account with the e-mail, creating it
 // when absent. Returns EINVALID for a malformed address.
-func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (*arbiter.Account, error) {
-	email, err := arbiter.NormalizeEmail(email)
+func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (_ *arbiter.Account, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	email, err = arbiter.NormalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
@@ -36,8 +38,10 @@ func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (*arb
 }
 
 // FindAccountByEmail returns ENOTFOUND when no account has the e-mail.
-func (d *DB) FindAccountByEmail(ctx context.Context, email string) (*arbiter.Account, error) {
-	email, err := arbiter.NormalizeEmail(email)
+func (d *DB) FindAccountByEmail(ctx context.Context, email string) (_ *arbiter.Account, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	email, err = arbiter.NormalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +69,9 @@ func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, val
 // SetDailyCap sets the account's own daily cap; nil returns it to the default.
 // Returns EINVALID for a cap arbiter.CheckDailyCap refuses and ENOTFOUND for
 // an unknown account.
-func (d *DB) SetDailyCap(ctx context.Context, accountID string, cap *int) error {
+func (d *DB) SetDailyCap(ctx context.Context, accountID string, cap *int) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if cap != nil {
 		if err := arbiter.CheckDailyCap(*cap); err != nil {
 			return err
@@ -86,6 +92,8 @@ func (d *DB) SetDailyCap(ctx context.Context, accountID string, cap *int) error 
 // UsageToday returns the account's task count for the current UTC day and
 // its effective cap.
 func (d *DB) UsageToday(ctx context.Context, accountID string) (used, cap int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	day := int64(d.nowMS()) / msPerDay
 	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT
 		COALESCE((SELECT count FROM daily_usage WHERE account_id = ? AND day = ?), 0),

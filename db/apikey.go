@@ -18,8 +18,10 @@ const apiKeyColumns = `id, account_id, name, prefix, hash, created_at, last_used
 // plaintext, which is stored nowhere, and records its creation by the actor
 // in the account's audit log in the same transaction. Returns EINVALID for a
 // bad name and ENOTFOUND for an unknown account.
-func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbiter.Actor) (*arbiter.APIKey, string, error) {
-	name, err := arbiter.NormalizeKeyName(name)
+func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbiter.Actor) (_ *arbiter.APIKey, _ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	name, err = arbiter.NormalizeKeyName(name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -50,19 +52,25 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbite
 }
 
 // FindAPIKeyByHash returns the key with the hash, revoked or not, or ENOTFOUND.
-func (d *DB) FindAPIKeyByHash(ctx context.Context, hash string) (*arbiter.APIKey, error) {
+func (d *DB) FindAPIKeyByHash(ctx context.Context, hash string) (_ *arbiter.APIKey, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	k, err := scanAPIKey(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE hash = ?`), hash))
 	return k, notFound(err, "API key not found.")
 }
 
 // FindAPIKeyByID returns the key with the id, or ENOTFOUND.
-func (d *DB) FindAPIKeyByID(ctx context.Context, id string) (*arbiter.APIKey, error) {
+func (d *DB) FindAPIKeyByID(ctx context.Context, id string) (_ *arbiter.APIKey, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	k, err := scanAPIKey(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), id))
 	return k, notFound(err, "API key not found.")
 }
 
 // ListAPIKeys returns the account's keys, revoked ones included, newest first.
-func (d *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*arbiter.APIKey, error) {
+func (d *DB) ListAPIKeys(ctx context.Context, accountID string) (_ []*arbiter.APIKey, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys
 		WHERE account_id = ? ORDER BY created_at DESC, id`), accountID)
 	if err != nil {
@@ -83,9 +91,11 @@ func (d *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*arbiter.APIK
 // RevokeAPIKey revokes a key of the account ("" for any account) and
 // records it in the account's audit log in the same transaction. Returns
 // ENOTFOUND for an unknown or foreign key, ECONFLICT if already revoked.
-func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbiter.Actor) (*arbiter.APIKey, error) {
+func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbiter.Actor) (_ *arbiter.APIKey, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	var k *arbiter.APIKey
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		k, err = scanAPIKey(tx.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), keyID))
 		if err != nil {
@@ -109,7 +119,9 @@ func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbit
 }
 
 // TouchAPIKeys records coalesced last-use times; a time never moves back.
-func (d *DB) TouchAPIKeys(ctx context.Context, lastUsed map[string]arbiter.Timestamp) error {
+func (d *DB) TouchAPIKeys(ctx context.Context, lastUsed map[string]arbiter.Timestamp) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if len(lastUsed) == 0 {
 		return nil
 	}

@@ -15,7 +15,9 @@ var _ arbiter.AuditService = (*DB)(nil)
 
 // RecordAuditEvent appends an event to its account's log; the user agent is
 // cut to arbiter.MaxUserAgentChars.
-func (d *DB) RecordAuditEvent(ctx context.Context, e *arbiter.AuditEvent) error {
+func (d *DB) RecordAuditEvent(ctx context.Context, e *arbiter.AuditEvent) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	return d.transact(ctx, func(tx *sqlx.Tx) error { return d.insertAuditEvent(ctx, tx, e) })
 }
 
@@ -34,7 +36,9 @@ func (d *DB) insertAuditEvent(ctx context.Context, tx *sqlx.Tx, e *arbiter.Audit
 }
 
 // ListAuditEvents returns the account's latest events, newest first.
-func (d *DB) ListAuditEvents(ctx context.Context, accountID string, limit int) ([]*arbiter.AuditEvent, error) {
+func (d *DB) ListAuditEvents(ctx context.Context, accountID string, limit int) (_ []*arbiter.AuditEvent, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, account_id, kind, actor, detail, client_ip, user_agent, created_at
 		FROM audit_events WHERE account_id = ? ORDER BY id DESC LIMIT ?`), accountID, limit)
 	if err != nil {

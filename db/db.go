@@ -41,6 +41,9 @@ type Options struct {
 	Now arbiter.Clock
 	// MaxOpenConns bounds the connection pool (default 8 on both).
 	MaxOpenConns int
+	// Timeout bounds each call to the store, the wait for a connection
+	// and for locks included (default DefaultTimeout; see timeout.go).
+	Timeout time.Duration
 	// IdempotencyTTL is how long an idempotency key is remembered after
 	// its first use (default arbiter.DefaultIdempotencyTTL); the worker
 	// deletes it after that.
@@ -63,6 +66,11 @@ type DB struct {
 	now     arbiter.Clock
 	cap     int
 	log     *slog.Logger
+	timeout time.Duration
+	// url is the database's address, for Migrate's own connection.
+	url string
+	// writes counts failed writes for Health.
+	writes writeHealth
 
 	idempotencyTTL time.Duration
 
@@ -96,9 +104,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
-	d.creates.run = d.storeGroup
-	d.reads.run = d.readGroupOf
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
+		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
+	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
+	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
 
 	var err error
 	// Few connections serve many requests: a query holds one for well
@@ -110,17 +122,18 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		d.dialect = Postgres
-		d.db, err = sqlx.Open("postgres", rawURL)
+		connector, err := postgresConnector(rawURL, opts.Timeout)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
+		d.db = sqlx.NewDb(sql.OpenDB(connector), "postgres")
 	default:
 		d.dialect = SQLite
 		path := strings.TrimPrefix(rawURL, "sqlite:")
 		if err := createPrivate(path); err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
-		d.db, err = sqlx.Open("sqlite", sqliteDSN(path))
+		d.db, err = sqlx.Open("sqlite", sqliteDSN(path, opts.Timeout))
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
@@ -157,11 +170,12 @@ func createPrivate(path string) error {
 }
 
 // sqliteDSN adds the pragmas every connection needs: WAL, a busy timeout so
-// writers queue instead of failing, foreign keys, and transactions that take
-// the write lock up front so two writers never deadlock.
-func sqliteDSN(path string) string {
+// writers queue for the write lock instead of failing, up to the store's
+// timeout, foreign keys, and transactions that take the write lock up front
+// so two writers never deadlock.
+func sqliteDSN(path string, timeout time.Duration) string {
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", timeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")

@@ -140,7 +140,9 @@ func (d *DB) SeedDemo(ctx context.Context) error {
 }
 
 // ListDemoTasks returns the demo queue, oldest first.
-func (d *DB) ListDemoTasks(ctx context.Context) ([]*arbiter.DemoTask, error) {
+func (d *DB) ListDemoTasks(ctx context.Context) (_ []*arbiter.DemoTask, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, source, prompt, allowed_verdicts, context, created_at
 		FROM tasks WHERE account_id = ? ORDER BY created_at, id`), arbiter.DemoAccountID)
 	if err != nil {
@@ -167,14 +169,18 @@ func (d *DB) ListDemoTasks(ctx context.Context) ([]*arbiter.DemoTask, error) {
 
 // FindDemoTask returns the demo task with its context, or ENOTFOUND when the
 // demo account owns no task with the id.
-func (d *DB) FindDemoTask(ctx context.Context, id string) (*arbiter.Task, error) {
+func (d *DB) FindDemoTask(ctx context.Context, id string) (_ *arbiter.Task, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	return d.FindTaskByID(ctx, arbiter.DemoAccountID, id)
 }
 
 // CreateDemoVerdict records a verdict on a demo task; the task never changes.
 // Returns ENOTFOUND for a task the demo account does not own and EINVALID for
 // a verdict outside the task's allowed verdicts.
-func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate) (*arbiter.DemoVerdict, error) {
+func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate) (_ *arbiter.DemoVerdict, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -202,14 +208,18 @@ func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate
 
 // FindDemoPlace returns where a demo task stands in the demo queue: the demo
 // account's queue, whose tasks always wait.
-func (d *DB) FindDemoPlace(ctx context.Context, id string) (arbiter.QueuePlace, error) {
+func (d *DB) FindDemoPlace(ctx context.Context, id string) (_ arbiter.QueuePlace, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	return d.FindQueuePlace(ctx, arbiter.DemoAccountID, id)
 }
 
 // CountDemoVerdicts returns how many demo verdicts the anonymous session made.
-func (d *DB) CountDemoVerdicts(ctx context.Context, anonSessionID string) (int, error) {
+func (d *DB) CountDemoVerdicts(ctx context.Context, anonSessionID string) (_ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	var n int
-	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM demo_verdicts WHERE anon_session_id = ?`), anonSessionID).Scan(&n)
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM demo_verdicts WHERE anon_session_id = ?`), anonSessionID).Scan(&n)
 	return n, err
 }
 
@@ -220,7 +230,9 @@ var pruneBatch = 5000
 // PruneDemoVerdicts deletes the demo verdicts older than maxAge by the
 // store's clock and the oldest beyond the newest keep, in batches, and
 // returns how many it deleted.
-func (d *DB) PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
+func (d *DB) PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep int) (_ int64, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	cutoff := int64(arbiter.TimestampOf(d.now().Add(-maxAge)))
 	// The newest verdict beyond keep, if there is one: it and everything
 	// older goes.
@@ -228,7 +240,7 @@ func (d *DB) PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep i
 		CreatedAt int64  `db:"created_at"`
 		ID        string `db:"id"`
 	}
-	err := d.db.GetContext(ctx, &boundary, d.rebind(`SELECT created_at, id FROM demo_verdicts
+	err = d.db.GetContext(ctx, &boundary, d.rebind(`SELECT created_at, id FROM demo_verdicts
 		ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`), keep)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -113,7 +113,12 @@ func (d *DB) Queued() int {
 // MigrateUpTo applies the migrations up to version and no further, as an
 // older release of Arbiter left the database.
 func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
-	p, err := d.migrations()
+	conn, done, err := d.migrationPool()
+	if err != nil {
+		return err
+	}
+	defer done()
+	p, err := d.migrations(conn)
 	if err != nil {
 		return err
 	}

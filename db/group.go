@@ -18,9 +18,6 @@ const (
 	// that one waiting on the disk or the network does not hold up the
 	// next.
 	groupsInFlight = 2
-	// groupTimeout bounds one group. It runs detached from the callers'
-	// contexts: a caller that gives up must not cancel the others.
-	groupTimeout = 30 * time.Second
 )
 
 // call is one caller's part of a group.
@@ -36,6 +33,10 @@ type call[In, Out any] struct {
 // or err on every call it is given; the grouper closes done.
 type grouper[In, Out any] struct {
 	run func(ctx context.Context, calls []*call[In, Out])
+	// timeout bounds one group, the store's timeout. A group runs
+	// detached from the callers' contexts: a caller that gives up must
+	// not cancel the others.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	queue   []*call[In, Out]
@@ -96,7 +97,7 @@ func (g *grouper[In, Out]) loop() {
 		g.queue = append(g.queue[:0], g.queue[n:]...)
 		g.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 		g.run(ctx, calls)
 		cancel()
 		for _, c := range calls {

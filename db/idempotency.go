@@ -70,7 +70,9 @@ func keyTaken(err error) bool {
 
 // PruneIdempotencyKeys deletes the idempotency keys whose retention ended
 // by the store's clock, so that they may be used again.
-func (d *DB) PruneIdempotencyKeys(ctx context.Context) (int64, error) {
+func (d *DB) PruneIdempotencyKeys(ctx context.Context) (_ int64, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	res, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM idempotency_keys WHERE expires_at <= ?`), int64(d.nowMS()))
 	if err != nil {
 		return 0, fmt.Errorf("prune idempotency keys: %w", err)

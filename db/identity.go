@@ -18,14 +18,16 @@ var _ arbiter.IdentityService = (*DB)(nil)
 // absent, in one transaction. Returns EUNAUTHORIZED for an identity that
 // fails Validate, and arbiter.ErrDemoSignIn, linking nothing, for one that
 // leads to the demo account.
-func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity) (*arbiter.Account, error) {
+func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity) (_ *arbiter.Account, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
 	email, _ := arbiter.NormalizeEmail(id.Email) // Validate checked it
 	now := int64(d.nowMS())
 	var a *arbiter.Account
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		var accountID string
 		err := tx.QueryRowContext(ctx, d.rebind(`SELECT account_id FROM identities WHERE provider = ? AND subject = ?`),
 			id.Provider, id.Subject).Scan(&accountID)

@@ -15,8 +15,10 @@ var _ arbiter.LoginTokenService = (*DB)(nil)
 // and returns the token; expired tokens are swept on the way.
 // Returns EINVALID for a malformed address and arbiter.ErrDemoSignIn for the
 // demo account's.
-func (d *DB) CreateLoginToken(ctx context.Context, email string) (string, error) {
-	email, err := arbiter.NormalizeEmail(email)
+func (d *DB) CreateLoginToken(ctx context.Context, email string) (_ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	email, err = arbiter.NormalizeEmail(email)
 	if err != nil {
 		return "", err
 	}
@@ -39,9 +41,11 @@ func (d *DB) CreateLoginToken(ctx context.Context, email string) (string, error)
 // CheckLoginToken reports whether the token is unused and unexpired, without
 // using it, and returns its address. Returns arbiter.ErrLoginLinkInvalid
 // otherwise.
-func (d *DB) CheckLoginToken(ctx context.Context, token string) (string, error) {
+func (d *DB) CheckLoginToken(ctx context.Context, token string) (_ string, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	var email string
-	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT email FROM login_tokens
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT email FROM login_tokens
 		WHERE hash = ? AND used_at IS NULL AND expires_at > ?`), arbiter.HashToken(token), int64(d.nowMS())).Scan(&email)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", arbiter.ErrLoginLinkInvalid
@@ -54,10 +58,12 @@ func (d *DB) CheckLoginToken(ctx context.Context, token string) (string, error) 
 // RedeemLoginToken marks the token used and returns its address, in one
 // statement, so two concurrent redemptions cannot both succeed.
 // Returns arbiter.ErrLoginLinkInvalid for an unknown, used or expired token.
-func (d *DB) RedeemLoginToken(ctx context.Context, token string) (string, error) {
+func (d *DB) RedeemLoginToken(ctx context.Context, token string) (_ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	now := int64(d.nowMS())
 	var email string
-	err := d.db.QueryRowContext(ctx, d.rebind(`UPDATE login_tokens SET used_at = ?
+	err = d.db.QueryRowContext(ctx, d.rebind(`UPDATE login_tokens SET used_at = ?
 		WHERE hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email`), now, arbiter.HashToken(token), now).Scan(&email)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", arbiter.ErrLoginLinkInvalid

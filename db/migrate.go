@@ -28,8 +28,13 @@ const maxMigrateRounds = 10
 // exist", and its transaction rolled back) starts over and finds nothing
 // left to do.
 func (d *DB) Migrate(ctx context.Context) error {
+	conn, done, err := d.migrationPool()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer done()
 	for round := 1; ; round++ {
-		p, err := d.migrations()
+		p, err := d.migrations(conn)
 		if err != nil {
 			return err
 		}
@@ -43,9 +48,24 @@ func (d *DB) Migrate(ctx context.Context) error {
 	}
 }
 
-// migrations returns the goose provider of the store's migrations, new for
-// each run: a provider remembers the version table it has seen.
-func (d *DB) migrations() (*goose.Provider, error) {
+// migrationPool returns the pool to migrate on, and the function that
+// releases it. On Postgres it is a pool of its own, without
+// statement_timeout: a migration may run longer than the store's timeout,
+// and so may the wait for another process's.
+func (d *DB) migrationPool() (*sql.DB, func(), error) {
+	if d.dialect != Postgres {
+		return d.db.DB, func() {}, nil
+	}
+	conn, err := sql.Open("postgres", d.url)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, func() { conn.Close() }, nil
+}
+
+// migrations returns the goose provider of the store's migrations on conn,
+// new for each run: a provider remembers the version table it has seen.
+func (d *DB) migrations(conn *sql.DB) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrations, "migrations/"+d.dialect)
 	if err != nil {
 		return nil, err
@@ -54,7 +74,7 @@ func (d *DB) migrations() (*goose.Provider, error) {
 	if d.dialect == Postgres {
 		dialect, opts = goose.DialectPostgres, []goose.ProviderOption{goose.WithSessionLocker(postgresMigrationLock{})}
 	}
-	p, err := goose.NewProvider(dialect, d.db.DB, sub, opts...)
+	p, err := goose.NewProvider(dialect, conn, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}

@@ -29,7 +29,9 @@ var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
 // alike, so a claim that was held up cannot hand out a lease already spent.
 // Postgres skips rows other workers hold locked; SQLite has one writer, so
 // one UPDATE … RETURNING is already exclusive.
-func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	if max <= 0 {
 		return nil, nil
 	}
@@ -104,7 +106,9 @@ var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds
 
 // FinishAgentAttempt records a verifier call and moves the task on, only
 // while owner holds its lease.
-func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) error {
+func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	now := d.nowMS()
 	var verdict, tier, confidence, completedAt any
 	if step.Next == arbiter.StatusCompleted {
@@ -158,8 +162,10 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 }
 
 // ReleaseTasks returns the tasks still leased to owner to pending.
-func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
-	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'pending', lease_owner = NULL,
+func (d *DB) ReleaseTasks(ctx context.Context, owner string) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	_, err = d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'pending', lease_owner = NULL,
 		lease_expires_at = NULL WHERE status = 'agent_running' AND lease_owner = ?`), owner)
 	if err != nil {
 		return fmt.Errorf("release tasks: %w", err)
@@ -170,7 +176,9 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) error {
 // DecideTask completes a human_needed task with a reviewer's verdict, as
 // arbiter.HumanDecision.Attempt rules, and records the decision in the
 // account's audit log, in one transaction.
-func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (*arbiter.Task, error) {
+func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (_ *arbiter.Task, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if err := dec.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,7 +234,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest
 // first, without their contexts and attempts, and their total count.
-func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*arbiter.Task, int, error) {
+func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_ []*arbiter.Task, _ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	total, err := d.CountHumanQueue(ctx, accountID)
 	if err != nil {
 		return nil, 0, err
@@ -261,7 +271,9 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) ([
 }
 
 // CountHumanQueue returns how many of the account's tasks wait for a human.
-func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (int, error) {
+func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	var total int
 	if err := d.db.GetContext(ctx, &total, d.rebind(`SELECT count(*) FROM tasks
 		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
@@ -289,10 +301,12 @@ const queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
 
 // FindQueuePlace returns where the account's task stands in its human
 // queue, from ids and counts alone.
-func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID string) (arbiter.QueuePlace, error) {
+func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID string) (_ arbiter.QueuePlace, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	var p arbiter.QueuePlace
 	var prev, next sql.NullString
-	err := d.db.QueryRowContext(ctx, d.rebind(queuePlaceSQL), taskID, accountID,
+	err = d.db.QueryRowContext(ctx, d.rebind(queuePlaceSQL), taskID, accountID,
 		accountID, accountID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
 	if err != nil {
 		return p, fmt.Errorf("find queue place: %w", err)

@@ -21,7 +21,9 @@ const sessionSecretSetting = "session_secret"
 // audit log in the same transaction; expired sessions are swept on the way.
 // Returns ENOTFOUND for an unknown account and arbiter.ErrDemoSignIn for the
 // demo account.
-func (d *DB) CreateSession(ctx context.Context, accountID, method string, client arbiter.Client) (*arbiter.Session, string, error) {
+func (d *DB) CreateSession(ctx context.Context, accountID, method string, client arbiter.Client) (_ *arbiter.Session, _ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	token := arbiter.NewSecretToken()
 	now := d.nowMS()
 	s := &arbiter.Session{
@@ -31,7 +33,7 @@ func (d *DB) CreateSession(ctx context.Context, accountID, method string, client
 		CreatedAt: now,
 		ExpiresAt: now + arbiter.Timestamp(arbiter.SessionTTL.Milliseconds()),
 	}
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		a, err := d.findAccount(ctx, tx, "id", accountID)
 		if err != nil {
 			return err
@@ -64,9 +66,11 @@ var errSessionInvalid = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Your session has 
 // FindSessionByToken returns the live session with the token, or
 // EUNAUTHORIZED; a session of the demo account, which no sign-in may start,
 // is never live.
-func (d *DB) FindSessionByToken(ctx context.Context, token string) (*arbiter.Session, error) {
+func (d *DB) FindSessionByToken(ctx context.Context, token string) (_ *arbiter.Session, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	var s arbiter.Session
-	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT s.id, s.account_id, a.email, s.method, s.created_at, s.expires_at
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT s.id, s.account_id, a.email, s.method, s.created_at, s.expires_at
 		FROM sessions s JOIN accounts a ON a.id = s.account_id
 		WHERE s.hash = ? AND s.expires_at > ? AND s.account_id <> ?`), arbiter.HashToken(token), int64(d.nowMS()), arbiter.DemoAccountID).
 		Scan(&s.ID, &s.AccountID, &s.Email, &s.Method, &s.CreatedAt, &s.ExpiresAt)
@@ -80,7 +84,9 @@ func (d *DB) FindSessionByToken(ctx context.Context, token string) (*arbiter.Ses
 }
 
 // DeleteSession ends the session with the token, if there is one.
-func (d *DB) DeleteSession(ctx context.Context, token string) error {
+func (d *DB) DeleteSession(ctx context.Context, token string) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if _, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM sessions WHERE hash = ?`), arbiter.HashToken(token)); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
@@ -89,9 +95,11 @@ func (d *DB) DeleteSession(ctx context.Context, token string) error {
 
 // SessionSecret returns the stored cookie key, creating it on first use. Two
 // processes starting at once agree: the first insert wins and both read it.
-func (d *DB) SessionSecret(ctx context.Context) (string, error) {
+func (d *DB) SessionSecret(ctx context.Context) (_ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	var secret string
-	err := d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO settings (name, value) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`), sessionSecretSetting, arbiter.NewID("", 64))
 		if err != nil {

@@ -42,7 +42,9 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 // arbiter.TaskService). One create on Postgres shares a statement with
 // concurrent ones (group.go); several are one transaction (task_batch.go),
 // as is every call on SQLite.
-func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) ([]arbiter.TaskCreated, error) {
+func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) (_ []arbiter.TaskCreated, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -58,16 +60,16 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		return d.createBatch(ctx, accountID, creates)
 	}
 	var out stored
-	var err error
+	var createErr error
 	if d.grouping() {
-		out, err = d.creates.do(ctx, creates[0])
+		out, createErr = d.creates.do(ctx, creates[0])
 	} else {
-		out, err = d.createOne(ctx, creates[0])
+		out, createErr = d.createOne(ctx, creates[0])
 	}
-	if err != nil && !refusesOneCreate(err) {
-		return nil, err
+	if createErr != nil && !refusesOneCreate(createErr) {
+		return nil, createErr
 	}
-	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: err}}, nil
+	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: createErr}}, nil
 }
 
 // newCreate is a create on its way to the store: the pending task, its
@@ -199,7 +201,9 @@ func capUsedUp(now arbiter.Timestamp) error {
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
 // On Postgres, concurrent reads are answered in groups (group.go).
-func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error) {
+func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter.Task, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound
 	}

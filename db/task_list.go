@@ -18,7 +18,9 @@ var listTaskColumns = strings.Replace(taskColumns, "t.context", "CAST(NULL AS TE
 // their attempts and without their context. The page is a keyset over
 // (created_at, id) on the index tasks_account_created, so a page deep in
 // the list costs what the first one does.
-func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (arbiter.TaskPage, error) {
+func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (_ arbiter.TaskPage, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
 	if err := d.validateTaskFilter(ctx, accountID, &f); err != nil {
 		return arbiter.TaskPage{}, err
 	}

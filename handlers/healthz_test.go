@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/handlers"
@@ -47,5 +48,30 @@ func TestHealthz_LogsTheCause(t *testing.T) {
 	}
 	if !strings.Contains(logs, "connection refused") {
 		t.Errorf("the log does not hold the cause:\n%s", logs)
+	}
+}
+
+// TestHealthz_AnswersWhateverTheStoreDoes answers 503 when the store's
+// health check does not return, whether it waits for its context to end or
+// ignores it, as a frozen database's driver may.
+func TestHealthz_AnswersWhateverTheStoreDoes(t *testing.T) {
+	stuck := make(chan struct{})
+	defer close(stuck)
+	for name, health := range map[string]healthFunc{
+		"UntilTheContextEnds": func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
+		"IgnoringTheContext":  func(context.Context) error { <-stuck; return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			answered := make(chan *httptest.ResponseRecorder, 1)
+			go func() { w, _ := getHealthz(health); answered <- w }()
+			select {
+			case w := <-answered:
+				if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"error":"The store did not answer within 2s."`) {
+					t.Errorf("healthz = %d %s, want 503", w.Code, w.Body)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("healthz did not answer while the store hung")
+			}
+		})
 	}
 }

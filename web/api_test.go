@@ -2,12 +2,14 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -503,6 +505,44 @@ func TestAPI_NoServerErrorForAnythingACallerSends(t *testing.T) {
 			if status, _, b := a.do("GET", "/v1/tasks/"+id, key, ""); status != http.StatusNotFound {
 				t.Errorf("GET /v1/tasks/%.40s: %d %s", id, status, b)
 			}
+		}
+	})
+}
+
+// TestAPI_StalledStoreIs503 holds the lock a create needs in another
+// connection: the create is answered 503 {"error": …} with Retry-After
+// within the store's timeout instead of waiting for the lock, on both
+// stores.
+func TestAPI_StalledStoreIs503(t *testing.T) {
+	eachAPI(t, db.Options{Timeout: time.Second}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		body := `{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`
+		if status, _, b := a.do("POST", "/v1/tasks", key, body); status != http.StatusOK {
+			t.Fatalf("create = %d %s", status, b)
+		}
+
+		driver, dsn, lock := "postgres", a.url, `UPDATE daily_usage SET count = count`
+		if a.store.Dialect() == db.SQLite {
+			driver, dsn = "sqlite", strings.TrimPrefix(a.url, "sqlite:")
+		}
+		raw, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		holder, err := raw.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback()
+		if _, err := holder.ExecContext(ctx, lock); err != nil {
+			t.Fatal(err)
+		}
+
+		status, header, b := a.do("POST", "/v1/tasks", key, body)
+		wantError(t, status, header, b, http.StatusServiceUnavailable)
+		if s, err := strconv.Atoi(header.Get("Retry-After")); err != nil || s < 1 {
+			t.Errorf("Retry-After = %q, want whole seconds", header.Get("Retry-After"))
 		}
 	})
 }

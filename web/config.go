@@ -27,6 +27,10 @@ type Config struct {
 	// DatabaseMaxConns bounds the store's connection pool
 	// (ARBITER_DATABASE_MAX_CONNS; 0 means the store's default).
 	DatabaseMaxConns int
+	// DatabaseTimeout bounds each call to the store, waits for locks and
+	// for a connection included (ARBITER_DB_TIMEOUT); a call that runs out
+	// is answered 503.
+	DatabaseTimeout time.Duration
 	// DailyTaskCap is the default per-account daily task cap
 	// (ARBITER_DAILY_TASK_CAP).
 	DailyTaskCap int
@@ -170,6 +174,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_DATABASE_MAX_CONNS", Scope: ScopeStore,
 		Help: "the store's connection pool (unset: the store's default, 8)",
 		Set:  intSetting(func(c *Config) *int { return &c.DatabaseMaxConns }, 0)},
+	{Env: "ARBITER_DB_TIMEOUT", Default: db.DefaultTimeout.String(), Scope: ScopeStore,
+		Help: "the limit on one call to the store, lock and pool waits included; past it, 503",
+		Set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 10*time.Millisecond {
+				return errors.New("must be a duration of at least 10ms, such as 5s")
+			}
+			c.DatabaseTimeout = d
+			return nil
+		}},
 	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(arbiter.DefaultDailyTaskCap), Scope: ScopeStore,
 		Help: "tasks an account may create per UTC day, unless it has its own cap",
 		Set: func(c *Config, v string) error {

@@ -150,7 +150,7 @@ func openStore(ctx context.Context, getenv func(string) string) (*db.DB, error) 
 	if err != nil {
 		return nil, err
 	}
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns})
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,221 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// DefaultTimeout bounds one call to the store when Options.Timeout is not
+// set (ARBITER_DB_TIMEOUT).
+const DefaultTimeout = 5 * time.Second
+
+// A call to the store gets the store's timeout, however the database
+// stalls:
+//
+//   - the call's context has the deadline, which bounds the wait for a
+//     connection of the pool and cancels the statement running;
+//   - Postgres cancels a statement that runs longer (statement_timeout),
+//     waiting on a lock included;
+//   - a Postgres connection whose answer does not come at all, because the
+//     server or the network froze, fails its reads shortly after the
+//     timeout and is dropped (answerConn);
+//   - SQLite gives up waiting for the write lock (busy_timeout).
+//
+// A call that ran out is EUNAVAILABLE, which the API answers as 503 with
+// Retry-After.
+
+// begin bounds a public read by the store's timeout. The function it
+// returns, deferred with the call's error, releases the deadline and turns
+// a store that did not answer in time into EUNAVAILABLE.
+func (d *DB) begin(ctx context.Context) (context.Context, func(*error)) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	return ctx, func(err *error) {
+		// A call cut off by its deadline may fail in the driver's words
+		// ("bad connection"); the deadline says why.
+		if *err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(*err, context.DeadlineExceeded) {
+			*err = fmt.Errorf("%w: %w", *err, ctx.Err())
+		}
+		cancel()
+		*err = d.unavailable(*err)
+	}
+}
+
+// beginWrite is begin for a call that writes what callers gave: its
+// outcome also counts towards the health of writes (Health). Calls that
+// may well change nothing, such as a claim on an empty queue or a
+// heartbeat, use begin: they would vouch for writes they did not make.
+func (d *DB) beginWrite(ctx context.Context) (context.Context, func(*error)) {
+	ctx, end := d.begin(ctx)
+	return ctx, func(err *error) {
+		end(err)
+		d.writes.record(*err, d.now())
+	}
+}
+
+// unavailable returns err, wrapped in an EUNAVAILABLE error when it says
+// that the database did not answer in time.
+func (d *DB) unavailable(err error) error {
+	if err == nil || !timedOut(err) {
+		return err
+	}
+	var e *arbiter.Error
+	if errors.As(err, &e) && e.Code != arbiter.EINTERNAL {
+		return err
+	}
+	return fmt.Errorf("%w: %w", &arbiter.Error{
+		Code:       arbiter.EUNAVAILABLE,
+		Message:    "The database did not answer in time; try again shortly.",
+		RetryAfter: d.timeout,
+	}, err)
+}
+
+// timedOut reports whether err says the database did not answer in time:
+// the call's deadline passed, Postgres cancelled the statement, a
+// connection's answer did not come, or SQLite's wait for the write lock ran
+// out.
+func timedOut(err error) bool {
+	var (
+		pqErr     *pq.Error
+		netErr    net.Error
+		sqliteErr *sqlite.Error
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &pqErr):
+		return pqErr.Code == "57014" // query_canceled: statement_timeout, or the cancel of a call that ran out
+	case errors.As(err, &netErr):
+		return netErr.Timeout()
+	case errors.As(err, &sqliteErr):
+		return sqliteErr.Code()&0xff == sqliteBusy
+	}
+	return false
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary code of a lock wait that ran out.
+const sqliteBusy = 5
+
+// postgresConnector returns the connector of the pool: statement_timeout
+// set to timeout on every session (unless rawURL sets its own), and
+// connections that give up on an answer shortly after it.
+func postgresConnector(rawURL string, timeout time.Duration) (*pq.Connector, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("the database URL is not a URL: %w", err)
+	}
+	q := u.Query()
+	if !q.Has("statement_timeout") {
+		q.Set("statement_timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
+		u.RawQuery = q.Encode()
+	}
+	c, err := pq.NewConnector(u.String())
+	if err != nil {
+		return nil, err
+	}
+	// The server's own cancellation comes first; the margin lets its
+	// answer arrive.
+	c.Dialer(answerDialer{wait: timeout + time.Second})
+	return c, nil
+}
+
+// answerDialer dials connections that give up on an answer after wait.
+type answerDialer struct {
+	net.Dialer
+	wait time.Duration
+}
+
+// Dial dials a connection that gives up on an answer after d.wait.
+func (d answerDialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+// DialTimeout is Dial bounded by timeout.
+func (d answerDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d.DialContext(ctx, network, address)
+}
+
+// DialContext is Dial bounded by ctx.
+func (d answerDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.Dialer.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &answerConn{Conn: c, wait: d.wait}, nil
+}
+
+// answerConn is a connection to Postgres on which every request must be
+// answered within wait: each write moves the read deadline to wait from
+// then. The driver only reads for the answer to what it wrote, so an idle
+// connection is never cut; one whose server froze fails with a timeout,
+// and the driver drops it.
+type answerConn struct {
+	net.Conn
+	wait time.Duration
+}
+
+// Write sends b and gives its answer until wait from now.
+func (c *answerConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.wait)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// The store is unhealthy while its last failedWritesUnhealthy writes
+// failed and the latest failure is younger than failedWritesWindow. Without
+// writes for that long it is healthy again, and the next writes tell.
+const (
+	failedWritesUnhealthy = 3
+	failedWritesWindow    = 30 * time.Second
+)
+
+// writeHealth counts the store's writes that failed in a row, for Health: a
+// store that answers reads but refuses writes (a full disk, say) is not
+// healthy.
+type writeHealth struct {
+	mu     sync.Mutex
+	failed int
+	last   error
+	at     time.Time
+}
+
+// record counts the outcome at now of a write. Only the store's own
+// failures count: an answer such as "not found" or "cap used up" is the
+// store at work, and a caller who gave up says nothing about it.
+func (h *writeHealth) record(err error, now time.Time) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	code := arbiter.ErrorCode(err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if code == arbiter.EINTERNAL || code == arbiter.EUNAVAILABLE {
+		h.failed, h.last, h.at = h.failed+1, err, now
+		return
+	}
+	h.failed, h.last = 0, nil
+}
+
+// refused returns the error of the latest write when the store refuses
+// writes at now, else nil.
+func (h *writeHealth) refused(now time.Time) (failed int, last error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed < failedWritesUnhealthy || now.Sub(h.at) >= failedWritesWindow {
+		return 0, nil
+	}
+	return h.failed, h.last
+}

@@ -1,0 +1,289 @@
+package db_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// openRaw opens a second, plain connection pool on the store at url, as
+// another process would.
+func openRaw(t *testing.T, dialect, url string) *sql.DB {
+	t.Helper()
+	driver, dsn := "postgres", url
+	if dialect == db.SQLite {
+		driver, dsn = "sqlite", "file:"+strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)"
+	}
+	raw, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+// within runs call and fails the test when it has not returned after a
+// minute, rather than hanging it: the store's timeout is far shorter.
+func within(t *testing.T, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the call to the store did not return")
+		return nil
+	}
+}
+
+// TestStore_LockWaitRunsOut holds the lock a create needs in another
+// process's transaction: the create waits no longer than the store's
+// timeout and fails as unavailable, with a Retry-After; once the lock is
+// gone, creates work again.
+func TestStore_LockWaitRunsOut(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			d := dbtest.OpenURL(t, url, db.Options{Timeout: time.Second})
+			acct := newAccount(t, d, "a@example.com")
+			if _, err := d.CreateTask(ctx, acct.ID, taskCreate("before")); err != nil {
+				t.Fatal(err)
+			}
+
+			raw := openRaw(t, dialect, url)
+			holder, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Rollback()
+			lock := `UPDATE daily_usage SET count = count WHERE account_id = $1`
+			if dialect == db.SQLite {
+				// Any write takes SQLite's one write lock, held to the end
+				// of the transaction.
+				lock = `UPDATE daily_usage SET count = count WHERE account_id = ?`
+			}
+			if _, err := holder.ExecContext(ctx, lock, acct.ID); err != nil {
+				t.Fatal(err)
+			}
+
+			err = within(t, func() error { _, err := d.CreateTask(ctx, acct.ID, taskCreate("blocked")); return err })
+			wantCode(t, err, arbiter.EUNAVAILABLE)
+			var e *arbiter.Error
+			if !errors.As(err, &e) || e.RetryAfter <= 0 {
+				t.Errorf("error = %#v, want a Retry-After", e)
+			}
+			if err := holder.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.CreateTask(ctx, acct.ID, taskCreate("after")); err != nil {
+				t.Fatalf("create after the lock went: %v", err)
+			}
+		})
+	}
+}
+
+// freezer is a TCP proxy in front of Postgres that can stop passing bytes
+// either way, as a Postgres stopped with SIGSTOP or a dead network does:
+// connections stay open, and nothing answers.
+type freezer struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	frozen bool
+	thaw   chan struct{}
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target, thaw: make(chan struct{})}
+	t.Cleanup(func() { f.unfreeze(); ln.Close() })
+	go f.serve()
+	return f
+}
+
+func (f *freezer) serve() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			s, err := net.Dial("tcp", f.target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			go f.pipe(s, c)
+			f.pipe(c, s)
+		}()
+	}
+}
+
+// pipe copies from src to dst, holding every chunk while frozen.
+func (f *freezer) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		f.mu.Lock()
+		frozen, thaw := f.frozen, f.thaw
+		f.mu.Unlock()
+		if frozen {
+			<-thaw
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			return
+		}
+	}
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.frozen = true
+	f.mu.Unlock()
+}
+
+func (f *freezer) unfreeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen {
+		f.frozen = false
+		close(f.thaw)
+		f.thaw = make(chan struct{})
+	}
+}
+
+// TestStore_FrozenPostgres freezes the connection to Postgres: reads,
+// creates and claims fail as unavailable within about the store's timeout
+// instead of waiting for the database to come back, and work again once it
+// has.
+func TestStore_FrozenPostgres(t *testing.T) {
+	url := dbtest.URL(t, db.Postgres)
+	host := strings.Split(strings.TrimPrefix(url, "postgres://"), "/")[0]
+	host = host[strings.LastIndex(host, "@")+1:]
+	f := newFreezer(t, host)
+	d := dbtest.OpenURL(t, strings.Replace(url, host, f.ln.Addr().String(), 1), db.Options{Timeout: time.Second})
+	acct := newAccount(t, d, "a@example.com")
+	task, err := d.CreateTask(ctx, acct.ID, taskCreate("before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f.freeze()
+	for name, call := range map[string]func() error{
+		"FindTaskByID": func() error { _, err := d.FindTaskByID(ctx, acct.ID, task.ID); return err },
+		"CreateTask":   func() error { _, err := d.CreateTask(ctx, acct.ID, taskCreate("frozen")); return err },
+		"ClaimTasks":   func() error { _, err := d.ClaimTasks(ctx, "w", 1, time.Minute); return err },
+		"Health":       func() error { return d.Health(ctx) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantCode(t, within(t, call), arbiter.EUNAVAILABLE)
+		})
+	}
+	f.unfreeze()
+
+	recovered := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if _, err := d.FindTaskByID(context.Background(), acct.ID, task.ID); err == nil {
+			recovered = true
+			break
+		}
+	}
+	if !recovered {
+		t.Fatal("the store did not recover once Postgres answered again")
+	}
+}
+
+// TestHealthService_RefusedWrites makes every create fail, as a full disk
+// does, while reads still work: after three failed writes in a row the
+// store reports itself unhealthy, with the last failure; a write that
+// works, or thirty seconds without writes, makes it healthy again.
+func TestHealthService_RefusedWrites(t *testing.T) {
+	c := newClock()
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			d := dbtest.OpenURL(t, url, db.Options{Now: c.Now})
+			acct := newAccount(t, d, "a@example.com")
+			if err := d.Heartbeat(ctx, "w1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Health(ctx); err != nil {
+				t.Fatalf("healthy store: %v", err)
+			}
+
+			raw := openRaw(t, dialect, url)
+			refuse, allow := []string{
+				`CREATE FUNCTION refuse_tasks() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$ LANGUAGE plpgsql`,
+				`CREATE TRIGGER refuse_tasks BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION refuse_tasks()`,
+			}, `DROP TRIGGER refuse_tasks ON tasks`
+			if dialect == db.SQLite {
+				refuse = []string{`CREATE TRIGGER refuse_tasks BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk full'); END`}
+				allow = `DROP TRIGGER refuse_tasks`
+			}
+			for _, s := range refuse {
+				if _, err := raw.ExecContext(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 3 {
+				if _, err := d.CreateTask(ctx, acct.ID, taskCreate("refused")); err == nil {
+					t.Fatal("a create passed the trigger")
+				}
+				if err := d.Health(ctx); (err == nil) != (i < 2) {
+					t.Fatalf("after %d failed writes: Health = %v", i+1, err)
+				}
+			}
+			err := d.Health(ctx)
+			wantCode(t, err, arbiter.EUNAVAILABLE)
+			if msg := arbiter.ErrorMessage(err); msg != "The database refuses writes: the last 3 failed." || !strings.Contains(err.Error(), "disk full") {
+				t.Errorf("Health = %q (%v)", msg, err)
+			}
+
+			c.Add(30 * time.Second)
+			if err := d.Heartbeat(ctx, "w1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Health(ctx); err != nil {
+				t.Errorf("thirty seconds without a failed write: %v", err)
+			}
+			if _, err := d.CreateTask(ctx, acct.ID, taskCreate("refused")); err == nil {
+				t.Fatal("a create passed the trigger")
+			}
+			if _, err := raw.ExecContext(ctx, allow); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.CreateTask(ctx, acct.ID, taskCreate("stored")); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Health(ctx); err != nil {
+				t.Errorf("after a write that worked: %v", err)
+			}
+		})
+	}
+}
