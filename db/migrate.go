@@ -26,7 +26,9 @@ const maxMigrateRounds = 10
 // is one transaction under the single writer, a process that finds a
 // migration applied by another in the meantime (its tables "already
 // exist", and its transaction rolled back) starts over and finds nothing
-// left to do.
+// left to do. SQLite migrations must therefore fail when applied twice:
+// CREATE without IF NOT EXISTS, and no data-only migration, which a second
+// process could apply again.
 func (d *DB) Migrate(ctx context.Context) error {
 	conn, done, err := d.migrationPool()
 	if err != nil {
