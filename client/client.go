@@ -49,6 +49,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -464,37 +465,64 @@ func (c *Client) CreateTasks(ctx context.Context, in []TaskCreate) ([]TaskResult
 // GetTask reads a task of the key's account, with its attempts. An unknown
 // id, or another account's, is an error for which IsNotFound is true.
 func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
-	var t Task
-	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tasks/" + url.PathEscape(id), auth: true}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return c.getTask(ctx, id, 0)
 }
 
-// WaitOptions tune WaitTask's polling. The zero value, like a nil
-// *WaitOptions, polls after 200 ms, doubling up to every 5 s.
+// WaitOptions tune WaitTask. The zero value, like a nil *WaitOptions,
+// long-polls DefaultLongPoll at a time and, against a server that answers
+// without waiting, polls after 200 ms, doubling up to every 5 s.
 type WaitOptions struct {
-	// PollInterval is the first wait between two reads (default 200 ms).
+	// LongPoll is how long one request asks the server to wait for the
+	// task (GET /v1/tasks/{id}?wait=N), in whole seconds up to 60 (default
+	// DefaultLongPoll). It is cut to what the context has left and to the
+	// HTTP client's timeout less LongPollMargin. Negative: poll with plain
+	// reads.
+	LongPoll time.Duration
+	// PollInterval is the first wait between two reads that the server
+	// answered before the task was final and before its long-poll was up
+	// (default 200 ms).
 	PollInterval time.Duration
 	// MaxPollInterval caps the doubling wait (default 5 s).
 	MaxPollInterval time.Duration
 }
 
-// WaitTask reads the task until it is completed and returns it. A task
-// waiting for a person may take minutes or days, so give ctx the deadline you
-// can afford: when ctx ends first, WaitTask returns the last task it read
-// (nil if none) with an error wrapping ctx's.
+// Long-polling defaults; see WaitOptions.
+const (
+	DefaultLongPoll = 20 * time.Second
+	MaxLongPoll     = 60 * time.Second
+	// LongPollMargin is the part of the HTTP client's timeout a long-poll
+	// leaves for the answer to arrive.
+	LongPollMargin = 5 * time.Second
+)
+
+// WaitTask waits until the task is in a final state (completed, or expired
+// when its deadline passed first) and returns it. It long-polls: each
+// request asks the server to answer as soon as the task is final, so the
+// answer arrives within moments of the decision. Against a server that
+// answers at once instead (one that predates long-polling) it reads the
+// task after PollInterval, doubling. A task waiting for a person may take
+// minutes or days, so give ctx the deadline you can afford: when ctx ends
+// first, WaitTask returns the last task it read (nil if none) with an error
+// wrapping ctx's.
 func (c *Client) WaitTask(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
-	interval, ceiling := 200*time.Millisecond, 5*time.Second
-	if opts != nil && opts.PollInterval > 0 {
-		interval = opts.PollInterval
+	var o WaitOptions
+	if opts != nil {
+		o = *opts
 	}
-	if opts != nil && opts.MaxPollInterval > 0 {
-		ceiling = opts.MaxPollInterval
+	longPoll := min(cmp.Or(o.LongPoll, DefaultLongPoll), MaxLongPoll)
+	if c.httpClient.Timeout > 0 {
+		longPoll = min(longPoll, c.httpClient.Timeout-LongPollMargin)
 	}
+	interval, ceiling := cmp.Or(o.PollInterval, 200*time.Millisecond), cmp.Or(o.MaxPollInterval, 5*time.Second)
 	var last *Task
 	for {
-		t, err := c.GetTask(ctx, id)
+		wait := longPoll
+		if deadline, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(deadline))
+		}
+		seconds := max(int(wait/time.Second), 0)
+		started := time.Now()
+		t, err := c.getTask(ctx, id, seconds)
 		if err != nil {
 			if ctx.Err() != nil {
 				return last, waitError(id, last, ctx.Err())
@@ -502,8 +530,13 @@ func (c *Client) WaitTask(ctx context.Context, id string, opts *WaitOptions) (*T
 			return last, err
 		}
 		last = t
-		if t.Status == StatusCompleted {
+		if t.Final() {
 			return t, nil
+		}
+		if seconds > 0 && time.Since(started) >= time.Duration(seconds)*time.Second {
+			// The server waited the whole time: ask again at once.
+			interval = cmp.Or(o.PollInterval, 200*time.Millisecond)
+			continue
 		}
 		timer := time.NewTimer(interval)
 		select {
@@ -514,6 +547,20 @@ func (c *Client) WaitTask(ctx context.Context, id string, opts *WaitOptions) (*T
 		}
 		interval = min(interval*2, ceiling)
 	}
+}
+
+// getTask reads the task, asking the server to wait up to seconds for it
+// to be final.
+func (c *Client) getTask(ctx context.Context, id string, seconds int) (*Task, error) {
+	path := "/v1/tasks/" + url.PathEscape(id)
+	if seconds > 0 {
+		path += "?wait=" + strconv.Itoa(seconds)
+	}
+	var t Task
+	if err := c.do(ctx, call{method: http.MethodGet, path: path, auth: true}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 func waitError(id string, last *Task, err error) error {

@@ -51,6 +51,10 @@ type TaskCreate struct {
 	IdempotencyKey string `json:"-"`
 }
 
+// Final reports whether the task is in a final state, one it never leaves:
+// completed.
+func (t *Task) Final() bool { return t.Status == StatusCompleted }
+
 // Threshold returns a pointer to v, for TaskCreate.ConfidenceThreshold.
 func Threshold(v float64) *float64 { return &v }
 

@@ -49,8 +49,8 @@ type Options struct {
 	// deletes it after that.
 	IdempotencyTTL time.Duration
 	// Logger receives what the store handles itself, such as a grouped
-	// statement that failed and was retried call by call (default
-	// slog.Default()).
+	// statement that failed and was retried call by call, or the Postgres
+	// task listener's connection troubles (default slog.Default()).
 	Logger *slog.Logger
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
@@ -67,7 +67,8 @@ type DB struct {
 	cap     int
 	log     *slog.Logger
 	timeout time.Duration
-	// url is the database's address, for Migrate's own connection.
+	// url is the database's address, for Migrate's own connection and
+	// the Postgres task listener's.
 	url string
 	// writes counts failed writes for Health.
 	writes writeHealth
@@ -79,6 +80,9 @@ type DB struct {
 	creates   createGroup
 	reads     readGroup
 	ungrouped bool
+
+	// watchers wake requests waiting for tasks (watch.go).
+	watchers watchers
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -186,8 +190,10 @@ func sqliteDSN(path string, timeout time.Duration) string {
 // Dialect returns Postgres or SQLite.
 func (d *DB) Dialect() string { return d.dialect }
 
-// Close closes the prepared statements and the connection pool.
+// Close stops the task listener and closes the prepared statements and
+// the connection pool.
 func (d *DB) Close() error {
+	d.watchers.stopListener()
 	d.stmts.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true

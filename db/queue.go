@@ -118,10 +118,11 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	if step.Attempt.Error != nil {
 		failed = 1
 	}
-	update, err := d.stmt(ctx, `UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = ? AND status = 'agent_running' AND lease_owner = ?`)
+		WHERE id = ? AND status = 'agent_running' AND lease_owner = ?
+		RETURNING id, status`))
 	if err != nil {
 		return err
 	}
@@ -129,19 +130,25 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	if err != nil {
 		return err
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.StmtContext(ctx, update).ExecContext(ctx,
+	var final []string
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
 			step.Next, verdict, tier, confidence, completedAt, failed, int64(step.RunAfter), taskID, owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
+		var n int
+		if n, final, err = scanUpdated(rows); err != nil {
+			return fmt.Errorf("finish attempt: %w", err)
 		} else if n == 0 {
 			return errLeaseLost
 		}
 		return insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, step.Attempt)
 	})
+	if err == nil {
+		d.published(final...)
+	}
+	return err
 }
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
@@ -197,15 +204,16 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = ?, final_verdict = ?,
+		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
 			final_tier = ?, final_confidence = ?, completed_at = ?
-			WHERE id = ? AND account_id = ? AND status = ?`),
+			WHERE id = ? AND account_id = ? AND status = ?
+			RETURNING id, status`)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded)
 		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if n, _, err := scanUpdated(rows); err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		} else if n == 0 {
 			// Another decision committed between the read and the update
@@ -229,7 +237,11 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		decided = t
 		return nil
 	})
-	return decided, err
+	if err != nil {
+		return nil, err
+	}
+	d.published(taskID)
+	return decided, nil
 }
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest

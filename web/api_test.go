@@ -40,15 +40,21 @@ func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
 			url := dbtest.URL(t, dialect)
 			store := dbtest.OpenURL(t, url, opts)
 			keys := web.NewKeyChecker(store, nil)
+			// Wired as arbiter serve wires it: shutting the server down
+			// answers the requests waiting for tasks.
+			shuttingDown := make(chan struct{})
 			router := &web.Router{
-				Services:   web.Services{Tasks: store, Keys: store, Demo: store, Health: store},
-				KeyChecker: keys,
-				Logger:     discardLogger(),
+				Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store},
+				KeyChecker:   keys,
+				Logger:       discardLogger(),
+				ShuttingDown: shuttingDown,
 				// The tests send many demo verdicts from one address;
 				// TestDemoLimit_* test the default limit.
 				DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
 			}
-			srv := httptest.NewServer(router.Routes())
+			srv := httptest.NewUnstartedServer(router.Routes())
+			srv.Config.RegisterOnShutdown(func() { close(shuttingDown) })
+			srv.Start()
 			t.Cleanup(srv.Close)
 			fn(t, &api{t: t, url: url, store: store, keys: keys, srv: srv})
 		})

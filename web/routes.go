@@ -23,6 +23,9 @@ type Services struct {
 	Demo   arbiter.DemoService
 	Health arbiter.HealthService
 	Queue  arbiter.QueueService // the human queue of the reviewer site
+	// Watcher wakes task reads that wait for a final state; nil, they
+	// wait out their time.
+	Watcher arbiter.TaskWatcher
 
 	// The dashboard's: accounts' usage, sign-in links, identities and the
 	// audit log. Sessions are reached through Router.Sessions.
@@ -43,6 +46,9 @@ type Router struct {
 	// TaskCreated, when set, is called after each stored task so an
 	// in-process worker can claim it at once.
 	TaskCreated func()
+	// ShuttingDown, closed when the server begins to shut down, answers
+	// the requests waiting for a task at once with the task as it is.
+	ShuttingDown <-chan struct{}
 
 	// Site holds the origins of the API, the dashboard and the reviewer
 	// site. When they name different hosts, requests are dispatched by
@@ -155,7 +161,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
 			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown))
 		})
 	})
 }

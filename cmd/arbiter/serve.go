@@ -94,14 +94,17 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	wg.Go(func() {
 		keys.Run(bg, func(err error) { logger.Error("flush key use", "error", err.Error()) })
 	})
+	// Requests waiting for a task are answered when shutdown begins.
+	shuttingDown := make(chan struct{})
 	router := &web.Router{
 		Services: web.Services{
-			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
+			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store,
 		},
 		KeyChecker:     keys,
 		Logger:         logger,
 		TaskCreated:    notify,
+		ShuttingDown:   shuttingDown,
 		TrustedProxies: cfg.TrustedProxies,
 	}
 	fileLimit, err := raiseOpenFileLimit()
@@ -121,6 +124,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		return err
 	}
 	srv := newHTTPServer(router.Routes(), logger)
+	srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	if cfg.PprofAddr != "" {
 		go servePprof(cfg.PprofAddr, logger)
 	}

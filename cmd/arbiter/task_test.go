@@ -84,10 +84,14 @@ func TestRun_TaskCreateWaitGet(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// On Postgres the decision wakes the server's waiting request
+			// at once (LISTEN/NOTIFY); SQLite serves one process, so the
+			// server sees a decision made by another process when its
+			// long-poll of 20 s ends.
 			var res result
 			select {
 			case res = <-done:
-			case <-time.After(20 * time.Second):
+			case <-time.After(45 * time.Second):
 				t.Fatal("task create --wait did not return after the decision")
 			}
 			if res.err != nil {

@@ -1,0 +1,244 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.TaskWatcher = (*DB)(nil)
+
+// Waking requests that wait for a task (GET /v1/tasks/{id}?wait=N).
+//
+// A transition to a final state publishes the task's id: in this process
+// right after its commit, and on Postgres also with pg_notify in the
+// transaction itself, so every process hears of it once it commits. Each
+// process keeps one LISTEN connection, opened at its first watch, and fans
+// what it hears out to its watchers; a watcher is a channel in a map, so
+// thousands of waiting requests cost memory and no connection. After the
+// listener connects, and whenever it reconnects after losing its
+// connection, every watcher is woken to read its task again, since
+// notifications sent meanwhile are lost. The shape follows River's notifier
+// (riverqueue/river internal/notifier).
+
+// taskChannel is the Postgres notification channel of final transitions;
+// the payload is the task's id.
+const taskChannel = "arbiter_tasks"
+
+// listenerPing is how often the listener checks its idle connection, so a
+// connection that died silently is noticed and replaced.
+const listenerPing = 30 * time.Second
+
+// watchers fans wake-ups out to the watchers of each task.
+type watchers struct {
+	mu     sync.Mutex
+	byTask map[string][]chan struct{}
+	count  int
+
+	listenOnce sync.Once
+	stopListen context.CancelFunc // nil until the listener starts
+	listenDone chan struct{}
+}
+
+// WatchTask starts watching a task for a final transition (see
+// arbiter.TaskWatcher). On Postgres the first watch opens the process's
+// listener connection.
+func (d *DB) WatchTask(taskID string) (<-chan struct{}, func()) {
+	w := &d.watchers
+	c := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.byTask == nil {
+		w.byTask = map[string][]chan struct{}{}
+	}
+	w.byTask[taskID] = append(w.byTask[taskID], c)
+	w.count++
+	w.mu.Unlock()
+	if d.dialect == Postgres {
+		w.listenOnce.Do(d.startListener)
+	}
+	var once sync.Once
+	return c, func() { once.Do(func() { w.remove(taskID, c) }) }
+}
+
+// Waiting returns how many watches are open.
+func (d *DB) Waiting() int {
+	d.watchers.mu.Lock()
+	defer d.watchers.mu.Unlock()
+	return d.watchers.count
+}
+
+func (w *watchers) remove(taskID string, c chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.byTask[taskID]
+	for i, other := range list {
+		if other == c {
+			list[i] = list[len(list)-1]
+			list = list[:len(list)-1]
+			w.count--
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(w.byTask, taskID)
+	} else {
+		w.byTask[taskID] = list
+	}
+}
+
+// wake wakes the watchers of the tasks; a watcher already woken stays so.
+func (w *watchers) wake(taskIDs ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range taskIDs {
+		for _, c := range w.byTask[id] {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// wakeAll wakes every watcher.
+func (w *watchers) wakeAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, list := range w.byTask {
+		for _, c := range list {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// published wakes this process's watchers of tasks that reached a final
+// state in a transaction that has committed.
+func (d *DB) published(taskIDs ...string) {
+	if len(taskIDs) > 0 {
+		d.watchers.wake(taskIDs...)
+	}
+}
+
+// startListener opens the Postgres listener and fans its notifications out
+// until the store closes.
+func (d *DB) startListener() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &d.watchers
+	w.mu.Lock()
+	w.stopListen, w.listenDone = cancel, make(chan struct{})
+	w.mu.Unlock()
+	log := d.log
+	l := pq.NewListener(d.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+		switch ev {
+		case pq.ListenerEventDisconnected:
+			log.Warn("task listener lost its connection; reconnecting", "error", errString(err))
+		case pq.ListenerEventConnectionAttemptFailed:
+			log.Warn("task listener could not connect", "error", errString(err))
+		case pq.ListenerEventReconnected:
+			log.Info("task listener reconnected")
+		}
+	})
+	go func() {
+		// Listen returns once LISTEN is in force; watches opened before
+		// then may have missed a notification.
+		if err := l.Listen(taskChannel); err != nil && !errors.Is(err, net.ErrClosed) {
+			log.Error("task listener", "error", err.Error())
+			return
+		}
+		w.wakeAll()
+	}()
+	go func() {
+		defer close(w.listenDone)
+		ping := time.NewTicker(listenerPing)
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				_ = l.Close()
+				return
+			case n, ok := <-l.Notify:
+				switch {
+				case !ok:
+					return
+				case n == nil:
+					// Reconnected: whatever was sent meanwhile is lost.
+					w.wakeAll()
+				default:
+					w.wake(n.Extra)
+				}
+			case <-ping.C:
+				go func() { _ = l.Ping() }()
+			}
+		}
+	}()
+}
+
+// stopListener closes the listener, if it started, and waits for it.
+func (w *watchers) stopListener() {
+	w.listenOnce.Do(func() {}) // no listener starts after this
+	w.mu.Lock()
+	stop, done := w.stopListen, w.listenDone
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// publishingSQL returns update, an UPDATE of tasks ending in RETURNING id,
+// status, as the dialect runs it: on Postgres, wrapped so that the same
+// statement notifies taskChannel of every task it left in a final status;
+// the notifications go out when the transaction commits. scanUpdated reads
+// its rows.
+func (d *DB) publishingSQL(update string) string {
+	if d.dialect != Postgres {
+		return update
+	}
+	// A volatile call in the select list runs once per row returned.
+	return `WITH u AS (` + update + `)
+		SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `')
+			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
+}
+
+// scanUpdated reads the rows of a publishingSQL statement and closes them:
+// how many tasks it updated, and the ids of those it left final.
+func scanUpdated(rows *sql.Rows) (updated int, final []string, err error) {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, nil, err
+	}
+	var id, status string
+	var notified any
+	dest := []any{&id, &status, &notified}[:len(cols)]
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return 0, nil, err
+		}
+		updated++
+		if arbiter.FinalStatus(status) {
+			final = append(final, id)
+		}
+	}
+	return updated, final, rows.Err()
+}
+
+// OpenConnections returns how many connections of the pool are open.
+func (d *DB) OpenConnections() int { return d.db.Stats().OpenConnections }
