@@ -92,8 +92,8 @@ func (d HumanDecision) Validate() error {
 // reviewer's verdict at confidence 1.0, which completes t with final_tier
 // human. Returns EINVALID when Validate refuses the decision or its
 // verdict is not one of t's, and ECONFLICT when t is not waiting for a
-// human: decided already (the error says by whom), or still with the
-// agent.
+// human: decided already (the error says by whom), expired (ExpiredError),
+// or still with the agent.
 func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
 	if err := d.Validate(); err != nil {
 		return Attempt{}, err
@@ -102,6 +102,8 @@ func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
 	case StatusHumanNeeded:
 	case StatusCompleted:
 		return Attempt{}, Errorf(ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
+	case StatusExpired:
+		return Attempt{}, ExpiredError(t.ExpiredAt)
 	default:
 		return Attempt{}, Errorf(ECONFLICT, "The task is not waiting for a human; it is %s.", t.Status)
 	}
@@ -125,9 +127,17 @@ type QueueService interface {
 
 	// FinishAgentAttempt records a verifier call and moves the task to
 	// step.Next, in one transaction, only while owner still holds the
-	// task's lease. Returns ECONFLICT, changing nothing, when the lease was
-	// lost, so no task is decided twice.
+	// task's lease and its deadline has not passed. Returns ECONFLICT,
+	// changing nothing, when the lease was lost, so no task is decided
+	// twice, and ExpiredError when the deadline passed first.
 	FinishAgentAttempt(ctx context.Context, owner, taskID string, step AgentStep) error
+
+	// ExpireTasks moves up to max tasks that are not final and whose
+	// deadline has passed, by the database's clock, to expired (final_*
+	// and completed_at stay null, expired_at is set), and returns their
+	// ids. Each task expires once, however many workers call it at once,
+	// and its waiters are woken.
+	ExpireTasks(ctx context.Context, max int) ([]string, error)
 
 	// ReleaseTasks returns every task still leased to owner to pending, for
 	// a worker that stops before its calls finished.
@@ -138,7 +148,9 @@ type QueueService interface {
 	// attempt, and records the decision in the account's audit log, in one
 	// transaction. Returns ENOTFOUND as FindTaskByID does, EINVALID for a
 	// verdict outside the task's set, and ECONFLICT when the task is not
-	// waiting for a human (already decided, or still with the agent).
+	// waiting for a human (already decided, still with the agent, or
+	// expired: ExpiredError, also when its deadline has passed and the
+	// worker has not expired it yet).
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
 
 	// ListHumanQueue returns the account's human_needed tasks, oldest

@@ -18,6 +18,7 @@ const (
 	StatusAgentRunning = "agent_running" // claimed by a worker under a lease
 	StatusHumanNeeded  = "human_needed"  // waiting for a reviewer
 	StatusCompleted    = "completed"     // final_* fields are set
+	StatusExpired      = "expired"       // its deadline passed first; final_* stay null
 )
 
 // Tiers that decide a task or make an attempt on it.
@@ -42,6 +43,9 @@ const (
 	MaxVerdicts     = 64        // entries in allowed_verdicts
 	MaxVerdictChars = 200       // characters in one verdict
 	MaxLabelChars   = 200       // characters in task_type, touchpoint or source
+
+	MinDeadlineSeconds = 60                // the shortest deadline_seconds
+	MaxDeadlineSeconds = 30 * 24 * 60 * 60 // the longest deadline_seconds: 30 days
 )
 
 // Task is a closed question put to the verifier and, if needed, to a human.
@@ -62,7 +66,13 @@ type Task struct {
 	FinalConfidence     *float64   `json:"final_confidence"`
 	CreatedAt           Timestamp  `json:"created_at"`
 	CompletedAt         *Timestamp `json:"completed_at"`
-	Attempts            []Attempt  `json:"attempts"`
+	// DeadlineAt is when the task expires unless it is final by then:
+	// created_at plus the create's deadline_seconds; null without one.
+	DeadlineAt *Timestamp `json:"deadline_at"`
+	// ExpiredAt is when the task expired, by the database's clock; null
+	// unless its status is expired.
+	ExpiredAt *Timestamp `json:"expired_at"`
+	Attempts  []Attempt  `json:"attempts"`
 
 	// Context is the caller's JSON, kept for the verifier and the reviewer.
 	// It is deliberately absent from the API response.
@@ -117,6 +127,12 @@ type TaskCreate struct {
 	Touchpoint          string
 	Source              string
 
+	// DeadlineSeconds, when not zero, is how long after its creation the
+	// task expires unless it is final by then. Requests allow
+	// MinDeadlineSeconds to MaxDeadlineSeconds; the store takes any
+	// positive value.
+	DeadlineSeconds int
+
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
 	// request's Fingerprint.
@@ -132,6 +148,7 @@ type taskCreateRequest struct {
 	TaskType            *string         `json:"task_type"`
 	Touchpoint          *string         `json:"touchpoint"`
 	Source              *string         `json:"source"`
+	DeadlineSeconds     *int            `json:"deadline_seconds"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -142,7 +159,11 @@ var fieldTypeErrors = map[string]string{
 	"task_type":            "task_type must be a string.",
 	"touchpoint":           "touchpoint must be a string.",
 	"source":               "source must be a string.",
+	"deadline_seconds":     errDeadline.Message,
 }
+
+// errDeadline is the EINVALID error of a deadline_seconds out of range.
+var errDeadline = Errorf(EINVALID, "deadline_seconds must be a whole number of seconds from %d to %d (30 days).", MinDeadlineSeconds, MaxDeadlineSeconds)
 
 // ParseTaskCreate decodes and validates a task-create request body. Every
 // failure is an EINVALID *Error whose message names the field at fault.
@@ -234,6 +255,13 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 			return TaskCreate{}, Errorf(EINVALID, "context must nest arrays and objects at most %d levels deep.", MaxContextDepth)
 		}
 		in.Context = buf.Bytes()
+	}
+
+	if d := req.DeadlineSeconds; d != nil {
+		if *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
+			return TaskCreate{}, errDeadline
+		}
+		in.DeadlineSeconds = *d
 	}
 	return in, nil
 }

@@ -18,7 +18,7 @@ const (
 )
 
 // TaskStatuses lists every task status, in lifecycle order.
-var TaskStatuses = []string{StatusPending, StatusAgentRunning, StatusHumanNeeded, StatusCompleted}
+var TaskStatuses = []string{StatusPending, StatusAgentRunning, StatusHumanNeeded, StatusCompleted, StatusExpired}
 
 // ValidTaskStatus reports whether s is one of TaskStatuses.
 func ValidTaskStatus(s string) bool {

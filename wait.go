@@ -7,10 +7,9 @@ import "time"
 const MaxWait = 60 * time.Second
 
 // FinalStatus reports whether status is one a task never leaves: completed
-// (and, with deadlines, expired). A waiting request answers as soon as its
-// task reaches one.
+// or expired. A waiting request answers as soon as its task reaches one.
 func FinalStatus(status string) bool {
-	return status == StatusCompleted
+	return status == StatusCompleted || status == StatusExpired
 }
 
 // Final reports whether the task is in a final status.
@@ -44,4 +43,15 @@ type TaskWatcher interface {
 	// falls between the read and the watch. stop ends the watch; call it
 	// once.
 	WatchTask(taskID string) (wake <-chan struct{}, stop func())
+}
+
+// ExpiredError is the ECONFLICT error of a change refused because the
+// task's deadline passed first: a reviewer's late verdict, a verifier's
+// late answer. expiredAt, when known, is when the task expired.
+func ExpiredError(expiredAt *Timestamp) *Error {
+	if expiredAt == nil {
+		return Errorf(ECONFLICT, "The task expired: its deadline passed before it was decided, and nothing was recorded.")
+	}
+	return Errorf(ECONFLICT, "The task expired at %s UTC: its deadline passed before it was decided, and nothing was recorded.",
+		expiredAt.Time().Format("2006-01-02 15:04:05"))
 }

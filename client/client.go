@@ -33,6 +33,9 @@
 //		if err != nil {
 //			log.Fatal(err)
 //		}
+//		if task.Status == client.StatusExpired { // only with a deadline
+//			log.Fatal("nobody decided in time")
+//		}
 //		fmt.Println(*task.FinalVerdict, *task.FinalTier)
 //	}
 //

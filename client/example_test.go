@@ -109,9 +109,12 @@ func ExampleClient_WaitTask() {
 	c := client.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	task, err := c.WaitTask(ctx, "tsk_3f9a0c1b2d4e5f60", &client.WaitOptions{MaxPollInterval: 10 * time.Second})
+	task, err := c.WaitTask(ctx, "tsk_3f9a0c1b2d4e5f60", &client.WaitOptions{LongPoll: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err) // the task is still with the verifier or a person
+	}
+	if task.Status == client.StatusExpired {
+		log.Fatalf("nobody decided before the deadline, %s", task.DeadlineAt.Format(time.RFC3339))
 	}
 	fmt.Printf("%s by the %s tier at %s\n", *task.FinalVerdict, *task.FinalTier, task.CompletedAt.Format(time.RFC3339))
 }

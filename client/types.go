@@ -15,6 +15,7 @@ const (
 	StatusAgentRunning = "agent_running" // the verifier is answering
 	StatusHumanNeeded  = "human_needed"  // waiting for a person
 	StatusCompleted    = "completed"     // the Final* fields are set
+	StatusExpired      = "expired"       // the deadline passed first; the Final* fields stay nil
 )
 
 // Tiers that decide a task or make an attempt on it.
@@ -42,6 +43,10 @@ type TaskCreate struct {
 	// Context is any JSON-encodable value the verifier and the reviewer see,
 	// at most 256 KiB once encoded; a json.RawMessage is sent as it is.
 	Context any `json:"context,omitempty"`
+	// DeadlineSeconds, when set, is how long after its creation the task
+	// expires unless it is final by then: 60 to 2,592,000 (30 days).
+	// Zero means no deadline.
+	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task
@@ -52,15 +57,15 @@ type TaskCreate struct {
 }
 
 // Final reports whether the task is in a final state, one it never leaves:
-// completed.
-func (t *Task) Final() bool { return t.Status == StatusCompleted }
+// completed, or expired when its deadline passed first.
+func (t *Task) Final() bool { return t.Status == StatusCompleted || t.Status == StatusExpired }
 
 // Threshold returns a pointer to v, for TaskCreate.ConfidenceThreshold.
 func Threshold(v float64) *float64 { return &v }
 
 // Task is a task as the server reports it. The Final* fields and
-// CompletedAt are nil until it is completed. Its JSON form is the API's,
-// times as epoch seconds.
+// CompletedAt are nil until it is completed; an expired task keeps them nil
+// and has ExpiredAt. Its JSON form is the API's, times as epoch seconds.
 type Task struct {
 	ID                  string     `json:"id"`
 	Status              string     `json:"status"`
@@ -75,7 +80,12 @@ type Task struct {
 	FinalConfidence     *float64   `json:"final_confidence"`
 	CreatedAt           time.Time  `json:"created_at"`
 	CompletedAt         *time.Time `json:"completed_at"`
-	Attempts            []Attempt  `json:"attempts"`
+	// DeadlineAt is when the task expires unless it is final by then; nil
+	// without a deadline.
+	DeadlineAt *time.Time `json:"deadline_at"`
+	// ExpiredAt is when the task expired; nil unless it is expired.
+	ExpiredAt *time.Time `json:"expired_at"`
+	Attempts  []Attempt  `json:"attempts"`
 }
 
 // taskWire is Task as the API spells it.
@@ -93,6 +103,8 @@ type taskWire struct {
 	FinalConfidence     *float64  `json:"final_confidence"`
 	CreatedAt           epoch     `json:"created_at"`
 	CompletedAt         *epoch    `json:"completed_at"`
+	DeadlineAt          *epoch    `json:"deadline_at"`
+	ExpiredAt           *epoch    `json:"expired_at"`
 	Attempts            []Attempt `json:"attempts"`
 }
 
@@ -104,7 +116,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.Attempts}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts}
 	return nil
 }
 
@@ -112,7 +124,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), t.Attempts})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields

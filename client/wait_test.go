@@ -153,3 +153,38 @@ func TestClient_WaitTask_LongPollFitsTheTimeouts(t *testing.T) {
 		t.Errorf("a 5-minute long-poll without a client timeout asked %q (%v), want wait=60", queries, err)
 	}
 }
+
+// TestClient_WaitTask_Expired waits for a task whose deadline passes first:
+// WaitTask returns it, expired, without an error.
+func TestClient_WaitTask_Expired(t *testing.T) {
+	// The store's clock runs two minutes behind, so a minute's deadline
+	// has passed when the task is made.
+	eachServer(t, db.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Minute) }}, func(t *testing.T, s *server) {
+		c := s.client()
+		task, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve"}, DeadlineSeconds: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.DeadlineAt == nil || !task.DeadlineAt.Equal(task.CreatedAt.Add(time.Minute)) || task.ExpiredAt != nil {
+			t.Fatalf("created = %+v", task)
+		}
+		done := make(chan *client.Task, 1)
+		go func() {
+			got, err := c.WaitTask(ctx, task.ID, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		for s.store.Waiting() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := s.store.ExpireTasks(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got == nil || got.Status != client.StatusExpired || !got.Final() || got.ExpiredAt == nil || got.FinalVerdict != nil || got.CompletedAt != nil {
+			t.Fatalf("WaitTask = %+v", got)
+		}
+	})
+}

@@ -133,6 +133,16 @@ func (d *DB) ExplainListTasks(ctx context.Context, accountID string, f arbiter.T
 		return "", err
 	}
 	query, args := listTasksQuery(accountID, f)
+	return d.explain(ctx, query, args...)
+}
+
+// ExplainExpireTasks returns the store's plan of ExpireTasks's statement.
+func (d *DB) ExplainExpireTasks(ctx context.Context) (string, error) {
+	return d.explain(ctx, d.expireTasksSQL(), 100)
+}
+
+// explain returns the store's plan of query, one line per plan row.
+func (d *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
 	explain := "EXPLAIN "
 	if d.dialect == SQLite {
 		explain = "EXPLAIN QUERY PLAN "
@@ -195,4 +205,12 @@ func SetPruneBatch(n int) (restore func()) {
 	old := pruneBatch
 	pruneBatch = n
 	return func() { pruneBatch = old }
+}
+
+// MoveDeadline sets the task's deadline to at, as if it had been created
+// with the deadline that ends then: the way tests make a deadline pass
+// without waiting for the database's clock.
+func (d *DB) MoveDeadline(ctx context.Context, taskID string, at arbiter.Timestamp) error {
+	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET deadline_at = ? WHERE id = ?`), int64(at), taskID)
+	return err
 }

@@ -25,10 +25,11 @@ const maxMigrateRounds = 10
 // take turns under a session advisory lock; on SQLite, where each migration
 // is one transaction under the single writer, a process that finds a
 // migration applied by another in the meantime (its tables "already
-// exist", and its transaction rolled back) starts over and finds nothing
-// left to do. SQLite migrations must therefore fail when applied twice:
-// CREATE without IF NOT EXISTS, and no data-only migration, which a second
-// process could apply again.
+// exist", or its columns are a "duplicate column name", and its
+// transaction rolled back) starts over and finds nothing left to do.
+// SQLite migrations must therefore fail when applied twice: CREATE without
+// IF NOT EXISTS, ALTER TABLE … ADD COLUMN, and no data-only migration,
+// which a second process could apply again.
 func (d *DB) Migrate(ctx context.Context) error {
 	conn, done, err := d.migrationPool()
 	if err != nil {
@@ -44,10 +45,16 @@ func (d *DB) Migrate(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if d.dialect != SQLite || !strings.Contains(err.Error(), "already exists") || round == maxMigrateRounds {
+		if d.dialect != SQLite || !appliedMeanwhile(err) || round == maxMigrateRounds {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+}
+
+// appliedMeanwhile reports whether a SQLite migration failed because
+// another process had applied it: what it creates already exists.
+func appliedMeanwhile(err error) bool {
+	return strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "duplicate column name")
 }
 
 // migrationPool returns the pool to migrate on, and the function that

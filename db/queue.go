@@ -42,11 +42,11 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	// One statement, so SQLite takes its one write lock once per claim:
 	// each kind of due task is picked by its own index, at most max of
 	// each, and the first max of them by kind, then by due time, are
-	// leased.
+	// leased. A task past its deadline is left to the sweep to expire.
 	now := int64(d.nowMS())
 	due := func(prio int, where, order string) string {
 		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
-			WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
+			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
 	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
 		lease_expires_at = `+d.dbNowMS()+` + ?
@@ -121,7 +121,7 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = ? AND status = 'agent_running' AND lease_owner = ?
+		WHERE id = ? AND status = 'agent_running' AND lease_owner = ? AND `+d.beforeDeadline()+`
 		RETURNING id, status`))
 	if err != nil {
 		return err
@@ -141,6 +141,11 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 		if n, final, err = scanUpdated(rows); err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		} else if n == 0 {
+			if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
+				return err
+			} else if passed {
+				return arbiter.ExpiredError(nil)
+			}
 			return errLeaseLost
 		}
 		return insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, step.Attempt)
@@ -206,7 +211,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		}
 		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
 			final_tier = ?, final_confidence = ?, completed_at = ?
-			WHERE id = ? AND account_id = ? AND status = ?
+			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
 			RETURNING id, status`)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded)
@@ -216,13 +221,19 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if n, _, err := scanUpdated(rows); err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		} else if n == 0 {
-			// Another decision committed between the read and the update
-			// (Postgres re-checks the WHERE after the row lock). Under
-			// read committed a new read sees it, so the error can say who.
+			// Another decision or the expiry committed between the read
+			// and the update (Postgres re-checks the WHERE after the row
+			// lock), or the deadline passed and the worker has not yet
+			// expired the task. Under read committed a new read sees the
+			// change, so the error can say what happened.
 			if t, err = d.findTask(ctx, tx, accountID, taskID); err != nil {
 				return err
 			} else if _, err := dec.Attempt(t, now); err != nil {
 				return err
+			} else if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
+				return err
+			} else if passed {
+				return arbiter.ExpiredError(t.DeadlineAt)
 			}
 			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
 		}

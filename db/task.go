@@ -21,7 +21,7 @@ const msPerDay = 24 * 60 * 60 * 1000
 // taskColumns lists, in scan order, the columns scanTask reads.
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
-	t.final_confidence, t.created_at, t.completed_at, t.failures`
+	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -124,6 +124,10 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 		},
 		verdicts: string(verdicts),
 	}
+	if in.DeadlineSeconds > 0 {
+		deadline := now + arbiter.Timestamp(in.DeadlineSeconds)*1000
+		c.task.DeadlineAt = &deadline
+	}
 	if in.IdempotencyKey != "" {
 		c.key, c.fingerprint = in.IdempotencyKey, in.Fingerprint()
 		c.expiresAt = now + arbiter.Timestamp(d.idempotencyTTL.Milliseconds())
@@ -148,8 +152,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -169,7 +173,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 	err = stmt.QueryRowContext(ctx,
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
+		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {
@@ -293,12 +297,13 @@ type taskRow struct {
 	createdAt                                                             int64
 	completedAt                                                           sql.NullInt64
 	failures                                                              int
+	deadlineAt, expiredAt                                                 sql.NullInt64
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
-		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures}
+		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -316,6 +321,8 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		FinalConfidence:     nullFloat(r.finalConfidence),
 		CreatedAt:           arbiter.Timestamp(r.createdAt),
 		CompletedAt:         nullTimestamp(r.completedAt),
+		DeadlineAt:          nullTimestamp(r.deadlineAt),
+		ExpiredAt:           nullTimestamp(r.expiredAt),
 		Attempts:            []arbiter.Attempt{},
 		Failures:            r.failures,
 	}
@@ -384,4 +391,12 @@ func nullJSON(raw json.RawMessage) any {
 		return nil
 	}
 	return string(raw)
+}
+
+// nullTime stores an absent time as SQL NULL.
+func nullTime(ts *arbiter.Timestamp) any {
+	if ts == nil {
+		return nil
+	}
+	return int64(*ts)
 }

@@ -188,15 +188,16 @@ func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, cre
 // then the pending status.
 const insertBatchSQL = `WITH input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at)
+			idempotency_key, fingerprint, expires_at, deadline_at)
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after)
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
+			NULLIF(i.deadline_at, 0)
 		FROM input i
 		RETURNING id
 	)
@@ -207,8 +208,8 @@ const insertBatchSQL = `WITH input AS (
 // insertTaskSQL and insertKeySQL insert one task and one idempotency key.
 const (
 	insertTaskSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-		allowed_verdicts, confidence_threshold, context, created_at, run_after)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertKeySQL = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
 		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 )
@@ -228,7 +229,8 @@ func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, cre
 	for _, c := range creates {
 		t := c.task
 		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt)); err != nil {
+			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
+			nullTime(t.DeadlineAt)); err != nil {
 			return fmt.Errorf("insert task: %w", err)
 		}
 		if c.key == "" {

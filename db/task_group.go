@@ -71,10 +71,10 @@ func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
 // twice and the pending status. It returns the ids stored.
 const createGroupSQL = `WITH input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at)
+			idempotency_key, fingerprint, expires_at, deadline_at)
 	), fresh AS (
 		SELECT * FROM input i WHERE i.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k
 			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
@@ -90,9 +90,10 @@ const createGroupSQL = `WITH input AS (
 		RETURNING account_id, day
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after)
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
+			NULLIF(i.deadline_at, 0)
 		FROM fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
 		RETURNING id
 	), keyed AS (
@@ -130,14 +131,15 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 // createArrays returns creates as Postgres arrays, one per column: id,
 // account, day, task type, source, touchpoint, prompt, allowed verdicts,
 // threshold, context ("" for none), created at, idempotency key,
-// fingerprint ("" for none) and the key's expiry.
+// fingerprint ("" for none), the key's expiry and the deadline (0 for
+// none).
 func createArrays(creates []newCreate) []any {
 	n := len(creates)
 	var (
 		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prompts, verdicts, contexts                = make([]string, n), make([]string, n), make([]string, n)
 		keys, fingerprints                         = make([]string, n), make([]string, n)
-		days, created, expires                     = make([]int64, n), make([]int64, n), make([]int64, n)
+		days, created, expires, deadlines          = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		thresholds                                 = make([]float64, n)
 	)
 	for i, c := range creates {
@@ -147,10 +149,14 @@ func createArrays(creates []newCreate) []any {
 		keys[i], fingerprints[i] = c.key, c.fingerprint
 		days[i], created[i], expires[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt), int64(c.expiresAt)
 		thresholds[i] = t.ConfidenceThreshold
+		if t.DeadlineAt != nil {
+			deadlines[i] = int64(*t.DeadlineAt)
+		}
 	}
 	return []any{pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types), pq.Array(sources),
 		pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
-		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires)}
+		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires),
+		pq.Array(deadlines)}
 }
 
 // readGroup reads tasks in groups (group.go).

@@ -213,7 +213,7 @@ func (d *DB) publishingSQL(update string) string {
 	}
 	// A volatile call in the select list runs once per row returned.
 	return `WITH u AS (` + update + `)
-		SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `')
+		SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
 			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
 }
 

@@ -44,7 +44,7 @@ func TestValidateResponse_CatchesMismatches(t *testing.T) {
 	rateLimited := http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}}
 	task := `{"id":"tsk_0123456789abcdef","status":"pending","task_type":"decide","source":"","touchpoint":"chat",
 		"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":0.8,"final_verdict":%s,"final_tier":null,
-		"final_confidence":null,"created_at":1795415525.173,"completed_at":null,"attempts":[]%s}`
+		"final_confidence":null,"created_at":1795415525.173,"completed_at":null,"deadline_at":null,"expired_at":null,"attempts":[]%s}`
 	for _, c := range []struct {
 		name, method, path string
 		status             int

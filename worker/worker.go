@@ -78,6 +78,11 @@ type Config struct {
 	// for it.
 	Keys           arbiter.IdempotencyKeyService
 	PruneKeysEvery time.Duration
+	// ExpireEvery is how often the worker expires the tasks whose deadline
+	// has passed (default DefaultExpireEvery), so a task expires within
+	// that of its deadline. Any number of workers may sweep at once: each
+	// task expires once.
+	ExpireEvery time.Duration
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -85,7 +90,12 @@ const (
 	DefaultConcurrency    = 8
 	DefaultAttemptTimeout = 30 * time.Second
 	DefaultGrace          = 10 * time.Second
+	DefaultExpireEvery    = time.Second
 )
+
+// expireBatch bounds the tasks one sweep statement expires; a sweep runs
+// statements until one expires fewer.
+const expireBatch = 500
 
 // recordTimeout bounds a store call that records an attempt or, at
 // shutdown, releases leases and removes the heartbeat.
@@ -132,6 +142,9 @@ func New(cfg Config) *Worker {
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = time.Hour
 	}
+	if cfg.ExpireEvery <= 0 {
+		cfg.ExpireEvery = DefaultExpireEvery
+	}
 	if cfg.PruneKeysEvery <= 0 {
 		cfg.PruneKeysEvery = time.Minute
 	}
@@ -174,6 +187,7 @@ func (w *Worker) Run(ctx context.Context) {
 	// decided is never seen before the worker's heartbeat.
 	w.beat(beats)
 	beatWG.Go(func() { w.heartbeat(beats) })
+	beatWG.Go(func() { w.expire(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
 	}
@@ -269,6 +283,12 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(calls), recordTimeout)
 	defer cancel()
 	if err := w.cfg.Queue.FinishAgentAttempt(recordCtx, w.cfg.ID, t.ID, step); err != nil {
+		if arbiter.ErrorCode(err) == arbiter.ECONFLICT {
+			// The lease or the task's deadline ran out during the call;
+			// the store changed nothing.
+			w.log.Warn("attempt not recorded", "task", t.ID, "reason", arbiter.ErrorMessage(err))
+			return
+		}
 		w.log.Error("record attempt", "task", t.ID, "error", err.Error())
 		return
 	}
@@ -323,6 +343,35 @@ func (w *Worker) pruneDemo(ctx context.Context) {
 			w.log.Error("prune demo verdicts", "error", err.Error())
 		} else if n > 0 {
 			w.log.Info("pruned demo verdicts", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// expire expires the tasks whose deadline has passed, at once and then
+// every ExpireEvery until ctx ends.
+func (w *Worker) expire(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.ExpireEvery)
+	defer tick.Stop()
+	for {
+		for {
+			ids, err := w.cfg.Queue.ExpireTasks(ctx, expireBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Error("expire tasks", "error", err.Error())
+				}
+				break
+			}
+			if len(ids) > 0 {
+				w.log.Info("expired tasks past their deadline", "count", len(ids))
+			}
+			if len(ids) < expireBatch {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -50,7 +50,16 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 	fs.StringVar(&in.Source, "source", "", "a free-form label")
 	fs.StringVar(&in.IdempotencyKey, "idempotency-key", "",
 		"makes the create safe to repeat: the same key and task return the task made first (1 to 255 printable ASCII characters)")
-	wait := fs.Bool("wait", false, "wait until the task is completed and print it then")
+	fs.Func("deadline", "the task expires this long after its creation unless it is decided by then, in whole seconds from 1m to 720h (default none)",
+		func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d%time.Second != 0 || d <= 0 {
+				return errors.New("not a positive duration in whole seconds, such as 90s, 10m or 24h")
+			}
+			in.DeadlineSeconds = int(d / time.Second)
+			return nil
+		})
+	wait := fs.Bool("wait", false, "wait until the task is completed (or expired) and print it then; an expired task is printed and fails the command")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 	if err := c.parse(fs, p, args); err != nil {
 		return err
@@ -76,14 +85,19 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 		waitCtx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		done, err := cl.WaitTask(waitCtx, task.ID, nil)
-		if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && waitCtx.Err() != nil && ctx.Err() == nil:
 			status := task.Status
 			if done != nil {
 				status = done.Status
 			}
 			return nil, fmt.Errorf("task %s is still %s after %s; `arbiter task get %s` reads it later", task.ID, status, *timeout, task.ID)
+		case err != nil:
+			return nil, err
+		case done.Status == client.StatusExpired:
+			return done, fmt.Errorf("task %s expired: its deadline passed before it was decided", task.ID)
 		}
-		return done, err
+		return done, nil
 	})
 }
 
@@ -98,23 +112,28 @@ func runTaskGet(ctx context.Context, c *command, p *process, args []string) erro
 }
 
 // callTask makes a task command's call with a client of the server the
-// environment names and prints the task it returns as JSON.
+// environment names and prints the task it returns as JSON, also when the
+// call returns an error with it (a task that expired while --wait waited).
 func callTask(c *command, p *process, call func(*client.Client) (*client.Task, error)) error {
 	key := p.getenv(envAPIKey)
 	if key == "" {
 		return fmt.Errorf("%s: %s is not set; create a key with `arbiter admin create-key --email E`", c.name, envAPIKey)
 	}
 	cl := client.New(client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL)))
-	task, err := call(cl)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.name, err)
+	task, callErr := call(cl)
+	if task != nil {
+		b, err := json.MarshalIndent(task, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(p.stdout, "%s\n", b); err != nil {
+			return err
+		}
 	}
-	b, err := json.MarshalIndent(task, "", "  ")
-	if err != nil {
-		return err
+	if callErr != nil {
+		return fmt.Errorf("%s: %w", c.name, callErr)
 	}
-	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
-	return err
+	return nil
 }
 
 // readContext returns the --context value as JSON: the argument itself, or

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -204,4 +205,96 @@ func TestRun_TaskCreateIdempotencyKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRun_TaskCreateDeadline creates a task with --deadline and waits for
+// it with --wait: when the deadline passes (moved into the past here) the
+// server's worker expires the task, and the command prints it and fails.
+func TestRun_TaskCreateDeadline(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			getenv := taskServer(t, url)
+			store := dbtest.OpenURL(t, url, db.Options{})
+			account, err := store.FindAccountByEmail(context.Background(), "ops@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			created := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "a", "--deadline", "90s"))
+			if created["deadline_at"].(float64)-created["created_at"].(float64) != 90 || created["expired_at"] != nil {
+				t.Errorf("--deadline 90s made %v", created)
+			}
+			if _, stderr, err := runCmd(getenv, "task", "create", "--prompt", "Refund?", "--verdict", "a", "--deadline", "30s"); err == nil ||
+				!strings.Contains(stderr, "deadline_seconds") {
+				t.Errorf("--deadline 30s: %v, %q; want the server's refusal", err, stderr)
+			}
+			if _, stderr, err := runCmd(getenv, "task", "create", "--prompt", "Refund?", "--verdict", "a", "--deadline", "1.5m1ms"); err == nil ||
+				!strings.Contains(stderr, "whole seconds") {
+				t.Errorf("--deadline 1.5m1ms: %v, %q", err, stderr)
+			}
+
+			type result struct {
+				stdout, stderr string
+				err            error
+			}
+			done := make(chan result, 1)
+			go func() {
+				stdout, stderr, err := runCmd(getenv, "task", "create", "--prompt", "Too late?", "--verdict", "a",
+					"--deadline", "1h", "--wait", "--timeout", "50s")
+				done <- result{stdout, stderr, err}
+			}()
+			var id string
+			for deadline := time.Now().Add(15 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+				page, err := store.ListTasks(context.Background(), account.ID, arbiter.TaskFilter{Limit: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Tasks) > 0 && page.Tasks[0].Prompt == "Too late?" {
+					id = page.Tasks[0].ID
+				} else if time.Now().After(deadline) {
+					t.Fatal("the task was never created")
+				}
+			}
+			moveDeadlineIntoThePast(t, dialect, url, id)
+
+			res := <-done
+			if res.err == nil || !strings.Contains(res.stderr, "expired") {
+				t.Fatalf("task create --wait on a task that expired: %v, stderr %q", res.err, res.stderr)
+			}
+			if task := decodeTask(t, res.stdout); task["id"] != id || task["status"] != "expired" || task["expired_at"] == nil {
+				t.Errorf("printed %s", res.stdout)
+			}
+		})
+	}
+}
+
+// moveDeadlineIntoThePast sets the task's deadline to long ago, straight in
+// the store at url, as if it had been created with a deadline that ended.
+func moveDeadlineIntoThePast(t *testing.T, dialect, url, id string) {
+	t.Helper()
+	driver, dsn, query := "postgres", url, `UPDATE tasks SET deadline_at = 1 WHERE id = $1`
+	if dialect == db.SQLite {
+		driver, dsn, query = "sqlite", "file:"+strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)", `UPDATE tasks SET deadline_at = 1 WHERE id = ?`
+	}
+	conn, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if res, err := conn.Exec(query, id); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("moved %d deadlines", n)
+	}
+}
+
+// runCmd runs a command to completion and returns its stdout, and its
+// stderr followed by the error it returned.
+func runCmd(getenv func(string) string, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, getenv, nil, &out, &errOut)
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return out.String(), errOut.String(), err
 }

@@ -17,6 +17,8 @@ func statusLabel(status string) string {
 		return "Waiting for a human"
 	case arbiter.StatusCompleted:
 		return "Completed"
+	case arbiter.StatusExpired:
+		return "Expired"
 	}
 	return status
 }

@@ -1,0 +1,78 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// notFinal is the SQL list of the statuses a task can expire from.
+const notFinal = `('` + arbiter.StatusPending + `', '` + arbiter.StatusAgentRunning + `', '` + arbiter.StatusHumanNeeded + `')`
+
+// ExpireTasks moves up to max tasks that are not final and whose deadline
+// has passed, by the database's clock, to expired, and returns their ids
+// (see arbiter.QueueService). It is one statement: each row changes once,
+// so a task expires once however many workers sweep at the same time; on
+// Postgres they skip each other's rows (SKIP LOCKED) instead of waiting,
+// and the statement publishes each expiry with pg_notify.
+func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if max <= 0 {
+		return nil, nil
+	}
+	stmt, err := d.stmt(ctx, d.expireTasksSQL())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, max)
+	if err != nil {
+		return nil, fmt.Errorf("expire tasks: %w", err)
+	}
+	_, expired, err := scanUpdated(rows)
+	if err != nil {
+		return nil, fmt.Errorf("expire tasks: %w", err)
+	}
+	d.published(expired...)
+	return expired, nil
+}
+
+// expireTasksSQL is ExpireTasks's statement; its argument is the most
+// tasks it expires. The due tasks are found by the partial index
+// tasks_deadline, so a sweep costs what it expires, not the table's size.
+func (d *DB) expireTasksSQL() string {
+	lock := ""
+	if d.dialect == Postgres {
+		lock = "FOR UPDATE SKIP LOCKED"
+	}
+	return d.publishingSQL(`UPDATE tasks SET status = 'expired', expired_at = ` + d.dbNowMS() + `,
+		lease_owner = NULL, lease_expires_at = NULL
+		WHERE id IN (SELECT id FROM tasks
+			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.dbNowMS() + `
+			ORDER BY deadline_at LIMIT ? ` + lock + `)
+		AND status IN ` + notFinal + `
+		RETURNING id, status`)
+}
+
+// beforeDeadline is the SQL condition that a task's deadline, if it has
+// one, has not passed by the database's clock.
+func (d *DB) beforeDeadline() string {
+	return `(deadline_at IS NULL OR deadline_at > ` + d.dbNowMS() + `)`
+}
+
+// deadlinePassed reports whether a change refused on the task was refused
+// for its deadline: the task expired, or its deadline has passed by the
+// database's clock though no sweep has expired it yet. q is the
+// transaction the change ran in, or the pool.
+func (d *DB) deadlinePassed(ctx context.Context, q sqlx.QueryerContext, taskID string) (bool, error) {
+	var passed bool
+	err := sqlx.GetContext(ctx, q, &passed, d.rebind(`SELECT status = 'expired' OR (deadline_at IS NOT NULL AND deadline_at <= `+
+		d.dbNowMS()+`) FROM tasks WHERE id = ?`), taskID)
+	if err != nil {
+		return false, notFound(err, "Task not found.")
+	}
+	return passed, nil
+}
