@@ -83,6 +83,8 @@ var commands = []*command{
 		summary: "create a task through the API; prints it as JSON"},
 	{name: "task get", args: "ID", positional: "ID", env: clientEnv, run: runTaskGet,
 		summary: "read a task through the API; prints it as JSON"},
+	{name: "task list", args: "[--status S] [--source S] [flags]", env: clientEnv, run: runTaskList,
+		summary: "list the account's tasks through the API, newest first; prints a page, or with --all every task, as JSON"},
 	{name: "version", run: runVersion,
 		summary: "print the version, the VCS revision and the Go version"},
 }

@@ -44,7 +44,7 @@ func runHelp(t *testing.T, args ...string) string {
 
 func TestRun_Help(t *testing.T) {
 	everyCommand := []string{"serve", "worker", "migrate", "admin create-key", "admin list-keys",
-		"admin revoke-key", "admin set-cap", "task create", "task get", "version", "--version"}
+		"admin revoke-key", "admin set-cap", "task create", "task get", "task list", "version", "--version"}
 	for _, tc := range []struct {
 		args      []string
 		want, not []string
@@ -91,6 +91,10 @@ func TestRun_Help(t *testing.T) {
 			[]string{"--email", "--addr", "ARBITER_"}},
 		{[]string{"task", "get", "--help"},
 			[]string{"Usage: arbiter task get ID", "SVC_API_KEY", "SVC_BASE_URL"},
+			[]string{"--prompt", "--email", "ARBITER_"}},
+		{[]string{"task", "list", "--help"},
+			[]string{"Usage: arbiter task list", "--status", "--task-type", "--source", "--touchpoint", "--final-tier",
+				"--created-after", "--created-before", "--limit", "--starting-after", "--all", "SVC_API_KEY"},
 			[]string{"--prompt", "--email", "ARBITER_"}},
 		{[]string{"version", "--help"}, []string{"Usage: arbiter version"}, []string{"--addr", "ARBITER_"}},
 	} {

@@ -111,15 +111,81 @@ func runTaskGet(ctx context.Context, c *command, p *process, args []string) erro
 	return callTask(c, p, func(cl *client.Client) (*client.Task, error) { return cl.GetTask(ctx, id) })
 }
 
+// runTaskList runs `arbiter task list`: one page of the account's tasks as
+// the API answers it, or with --all every task the filters select, one
+// JSON object a line, read page by page.
+func runTaskList(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	var opts client.ListOptions
+	fs.StringVar(&opts.Status, "status", "", "only tasks in this status: pending, agent_running, human_needed, completed or expired")
+	fs.StringVar(&opts.TaskType, "task-type", "", "only tasks with this task type")
+	fs.StringVar(&opts.Source, "source", "", "only tasks with this source")
+	fs.StringVar(&opts.Touchpoint, "touchpoint", "", "only tasks with this touchpoint")
+	fs.StringVar(&opts.FinalTier, "final-tier", "", "only tasks decided by this tier: agent or human")
+	timeFlag := func(name, usage string, t *time.Time) {
+		fs.Func(name, usage+" (RFC 3339, such as 2026-11-23T00:00:00Z)", func(v string) error {
+			parsed, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return errors.New("not an RFC 3339 time")
+			}
+			*t = parsed
+			return nil
+		})
+	}
+	timeFlag("created-after", "only tasks created after this time", &opts.CreatedAfter)
+	timeFlag("created-before", "only tasks created before this time", &opts.CreatedBefore)
+	fs.IntVar(&opts.Limit, "limit", 0, "tasks per page, 1 to 100 (server default 20)")
+	fs.StringVar(&opts.StartingAfter, "starting-after", "", "continue after this task: the last of the page before")
+	all := fs.Bool("all", false, "print every task the filters select, one JSON object a line, reading page after page")
+	if err := c.parse(fs, p, args); err != nil {
+		return err
+	}
+	cl, err := taskClient(c, p)
+	if err != nil {
+		return err
+	}
+	if !*all {
+		page, err := cl.ListTasks(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		b, err := json.MarshalIndent(page, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.stdout, "%s\n", b)
+		return err
+	}
+	enc := json.NewEncoder(p.stdout)
+	for task, err := range cl.AllTasks(ctx, opts) {
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if err := enc.Encode(task); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// taskClient returns a client of the server the environment names, with
+// its key.
+func taskClient(c *command, p *process) (*client.Client, error) {
+	key := p.getenv(envAPIKey)
+	if key == "" {
+		return nil, fmt.Errorf("%s: %s is not set; create a key with `arbiter admin create-key --email E`", c.name, envAPIKey)
+	}
+	return client.New(client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL))), nil
+}
+
 // callTask makes a task command's call with a client of the server the
 // environment names and prints the task it returns as JSON, also when the
 // call returns an error with it (a task that expired while --wait waited).
 func callTask(c *command, p *process, call func(*client.Client) (*client.Task, error)) error {
-	key := p.getenv(envAPIKey)
-	if key == "" {
-		return fmt.Errorf("%s: %s is not set; create a key with `arbiter admin create-key --email E`", c.name, envAPIKey)
+	cl, err := taskClient(c, p)
+	if err != nil {
+		return err
 	}
-	cl := client.New(client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL)))
 	task, callErr := call(cl)
 	if task != nil {
 		b, err := json.MarshalIndent(task, "", "  ")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +298,58 @@ func runCmd(getenv func(string) string, args ...string) (stdout, stderr string, 
 		errOut.WriteString(err.Error())
 	}
 	return out.String(), errOut.String(), err
+}
+
+// TestRun_TaskList lists the account's tasks through a running server: a
+// page as the API answers it, every task with --all, and the server's
+// refusals.
+func TestRun_TaskList(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			getenv := taskServer(t, dbtest.URL(t, dialect))
+			var created []string
+			for _, source := range []string{"bot", "crm", "bot", "bot", "crm"} {
+				task := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "a", "--source", source))
+				created = append(created, task["id"].(string))
+			}
+
+			// Every task, newest first (tasks made in one millisecond
+			// are in id order).
+			out := runOK(t, getenv, "task", "list", "--all", "--limit", "2", "--created-after", "2000-01-01T00:00:00Z")
+			var all, bots []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				task := decodeTask(t, line)
+				all = append(all, task["id"].(string))
+				if task["source"] == "bot" {
+					bots = append(bots, task["id"].(string))
+				}
+			}
+			if !slices.Equal(slices.Sorted(slices.Values(all)), slices.Sorted(slices.Values(created))) {
+				t.Fatalf("task list --all printed %v, want the 5 tasks", all)
+			}
+
+			var page struct {
+				Tasks []struct {
+					ID string `json:"id"`
+				} `json:"tasks"`
+				HasMore bool `json:"has_more"`
+			}
+			out = runOK(t, getenv, "task", "list", "--source", "bot", "--limit", "2")
+			if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Tasks) != 2 || !page.HasMore ||
+				page.Tasks[0].ID != bots[0] || page.Tasks[1].ID != bots[1] {
+				t.Fatalf("task list --source bot --limit 2 printed %s, want %v first", out, bots)
+			}
+			out = runOK(t, getenv, "task", "list", "--source", "bot", "--limit", "2", "--starting-after", bots[1])
+			if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Tasks) != 1 || page.HasMore || page.Tasks[0].ID != bots[2] {
+				t.Fatalf("the next page printed %s", out)
+			}
+
+			if _, stderr, err := runCmd(getenv, "task", "list", "--status", "done"); err == nil || !strings.Contains(stderr, "status") {
+				t.Errorf("--status done: %v, %q; want the server's refusal", err, stderr)
+			}
+			if _, stderr, err := runCmd(getenv, "task", "list", "--created-after", "yesterday"); err == nil || !strings.Contains(stderr, "RFC 3339") {
+				t.Errorf("--created-after yesterday: %v, %q", err, stderr)
+			}
+		})
+	}
 }
