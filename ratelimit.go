@@ -52,6 +52,21 @@ func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	return true, 0
 }
 
+// Available reports whether key's bucket has a request to spend, without
+// spending it; when it has not, retryAfter is how long until it will. A
+// caller that learns only afterwards whether a request counts (a failed
+// check, say) asks this first and spends with Allow once it knows.
+func (l *RateLimiter) Available(key string) (ok bool, retryAfter time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.refilled(key, now)
+	if b.tokens < 1 {
+		return false, time.Duration((1 - b.tokens) * float64(l.every))
+	}
+	return true, 0
+}
+
 // Return gives back one request that Allow spent, for a request that turned
 // out not to count (a valid API key, say). The bucket never exceeds its
 // burst.

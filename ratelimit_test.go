@@ -71,6 +71,22 @@ func TestRateLimiter_ReturnGivesBackOneRequest(t *testing.T) {
 	}
 }
 
+func TestRateLimiter_AvailableSpendsNothing(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := NewRateLimiter(1, time.Minute, func() time.Time { return now })
+	for range 3 {
+		if ok, _ := l.Available("a"); !ok {
+			t.Fatal("Available with a full bucket = false")
+		}
+	}
+	if ok, _ := l.Allow("a"); !ok {
+		t.Fatal("Available spent the request")
+	}
+	if ok, wait := l.Available("a"); ok || wait != time.Minute {
+		t.Fatalf("Available with an empty bucket = %v, %v; want false, 1m", ok, wait)
+	}
+}
+
 func TestClient_LimitKey(t *testing.T) {
 	for ip, want := range map[string]string{
 		"203.0.113.7":                "203.0.113.7",

@@ -108,22 +108,20 @@ func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accou
 }
 
 // lookupLimited looks a key up for client. A key last seen active is
-// looked up freely; any other spends one of the client's failed checks
-// first, given back when the key turns out active or the store failed.
+// looked up freely; any other only while the client has failed checks left.
+// A check is spent once the lookup finds the key unknown or revoked, never
+// before: many requests with one valid key, sent at once before any of
+// them was answered, all pass. (So guesses sent at once may be looked up
+// a few past the client's budget, as many as it has requests in flight.)
 func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now time.Time, wasActive bool) (cachedKey, error) {
-	if wasActive {
-		k, err := c.lookup(ctx, hash, now)
-		if err == nil && !k.active {
-			c.failures.Allow(client) // a revoked key counts from now on
+	if !wasActive {
+		if ok, wait := c.failures.Available(client); !ok {
+			return cachedKey{}, tooManyFailedChecks(wait)
 		}
-		return k, err
-	}
-	if ok, wait := c.failures.Allow(client); !ok {
-		return cachedKey{}, tooManyFailedChecks(wait)
 	}
 	k, err := c.lookup(ctx, hash, now)
-	if err != nil || k.active {
-		c.failures.Return(client)
+	if err == nil && !k.active {
+		c.failures.Allow(client)
 	}
 	return k, err
 }

@@ -206,3 +206,53 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 
 // keyCacheTTLPlus is a step of the clock just past a cache entry's life.
 func keyCacheTTLPlus() time.Duration { return web.KeyCacheTTL + time.Millisecond }
+
+// gatedKeys is a memKeys whose lookups wait until released.
+type gatedKeys struct {
+	*memKeys
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedKeys) FindAPIKeyByHash(ctx context.Context, hash string) (*arbiter.APIKey, error) {
+	g.arrived <- struct{}{}
+	<-g.release
+	return g.memKeys.FindAPIKeyByHash(ctx, hash)
+}
+
+// TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass sends more checks of
+// one valid key than a client has failed checks, all before the first
+// lookup answers: none of them may be refused, since none of them failed.
+func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
+	valid := arbiter.NewAPIKeyPlaintext()
+	const n = 3 * web.FailedKeyChecksBurst
+	store := &gatedKeys{memKeys: newMemKeys(valid), arrived: make(chan struct{}, n), release: make(chan struct{})}
+	kc := web.NewKeyChecker(store, nil)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := kc.Check(ctx, "198.51.100.1", valid)
+			errs <- err
+		}()
+	}
+	// Every check either reaches the store or is answered without it;
+	// only then are the lookups let through.
+	answered := 0
+	for reached := 0; reached+answered < n; {
+		select {
+		case <-store.arrived:
+			reached++
+		case err := <-errs:
+			answered++
+			if err != nil {
+				t.Errorf("a check answered before any lookup: %v", err)
+			}
+		}
+	}
+	close(store.release)
+	for range n - answered {
+		if err := <-errs; err != nil {
+			t.Errorf("check: %v", err)
+		}
+	}
+}
