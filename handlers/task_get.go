@@ -50,13 +50,16 @@ func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 			Error(w, r, err)
 			return
 		}
+		if task == nil {
+			return // the caller left while waiting
+		}
 		JSON(w, http.StatusOK, task)
 	})
 }
 
-// waitForFinal reads the account's task until it is final, wait has passed,
-// shutdown closes or the caller leaves, reading it again each time watcher
-// wakes it, and returns the last read.
+// waitForFinal reads the account's task until it is final, wait has passed
+// or shutdown closes, reading it again each time watcher wakes it, and
+// returns the last read; nil when the caller left.
 func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbiter.TaskWatcher,
 	accountID, id string, wait time.Duration, shutdown <-chan struct{}) (*arbiter.Task, error) {
 	// Watch first: a transition between the read and the watch would
@@ -70,15 +73,17 @@ func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbite
 		if err != nil || task.Final() {
 			return task, err
 		}
+		// The task is not kept while waiting: thousands of waiters would
+		// hold thousands of contexts.
+		task = nil
 		select {
 		case <-wake:
 			continue
 		case <-timer.C:
 		case <-shutdown:
 		case <-ctx.Done():
-			// The caller left: the last read is as good an answer as
-			// any, and nobody reads it.
-			return task, nil
+			// The caller left: nobody reads an answer.
+			return nil, nil
 		}
 		return tasks.FindTaskByID(ctx, accountID, id)
 	}

@@ -21,8 +21,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +61,14 @@ type config struct {
 	accounts    int
 	workerTasks int
 	workers     int
+	waiters     int
+	waitHold    time.Duration
+	phases      map[string]bool
 }
+
+// allPhases names the groups of phases -phases selects from, in the order
+// they run.
+var allPhases = []string{"api", "wait", "worker"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -76,8 +83,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
 	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
 	fs.IntVar(&c.workers, "workers", 32, "ARBITER_WORKERS for the worker phase")
+	fs.IntVar(&c.waiters, "waiters", 10000, "long-polls the wait phase holds open (0 skips it)")
+	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	c.phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		if !slices.Contains(allPhases, p) {
+			return fmt.Errorf("-phases: %q is not one of %s", p, strings.Join(allPhases, ","))
+		}
+		c.phases[p] = true
 	}
 	b := &bench{config: c, log: stderr}
 	return b.run(ctx, stdout)
@@ -90,6 +107,7 @@ type bench struct {
 	results   []result
 	rssMB     float64
 	ids       []idAt
+	wait      *waitResult
 }
 
 // idAt is a created task and the account that owns it.
@@ -113,14 +131,21 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	if err := b.resetDatabase(ctx); err != nil {
 		return err
 	}
-	keys, accountIDs, err := b.createKeys(ctx)
-	if err != nil {
-		return err
+	if b.phases["api"] {
+		keys, accountIDs, err := b.createKeys(ctx)
+		if err != nil {
+			return err
+		}
+		if err := b.measureAPI(ctx, keys, accountIDs); err != nil {
+			return err
+		}
 	}
-	if err := b.measureAPI(ctx, keys, accountIDs); err != nil {
-		return err
+	if b.phases["wait"] && b.waiters > 0 {
+		if err := b.measureWait(ctx); err != nil {
+			return err
+		}
 	}
-	if b.workerTasks > 0 {
+	if b.phases["worker"] && b.workerTasks > 0 {
 		if err := b.measureWorker(ctx); err != nil {
 			return err
 		}
@@ -177,21 +202,35 @@ func (b *bench) createKeys(ctx context.Context) (keys, accountIDs []string, err 
 	defer store.Close()
 	for i := range b.accounts {
 		email := fmt.Sprintf("bench-%03d@example.com", i)
-		cmd := exec.CommandContext(ctx, b.bin, "admin", "create-key", "--email", email, "--name", "bench")
-		cmd.Env = b.env()
-		cmd.Stderr = b.log
-		out, err := cmd.Output()
+		key, err := b.createKey(ctx, email)
 		if err != nil {
-			return nil, nil, fmt.Errorf("create-key: %w", err)
+			return nil, nil, err
 		}
 		account, err := store.FindAccountByEmail(ctx, email)
 		if err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, strings.TrimSpace(string(out)))
+		keys = append(keys, key)
 		accountIDs = append(accountIDs, account.ID)
 	}
 	return keys, accountIDs, nil
+}
+
+// createKey creates a key for the account of email, and the account if it
+// does not exist, through `arbiter admin create-key`.
+func (b *bench) createKey(ctx context.Context, email string) (string, error) {
+	cmd := exec.CommandContext(ctx, b.bin, "admin", "create-key", "--email", email, "--name", "bench")
+	cmd.Env = b.env()
+	cmd.Stderr = b.log
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("create-key: %w", err)
+	}
+	key := strings.TrimSpace(string(out))
+	if key == "" {
+		return "", errNoKey
+	}
+	return key, nil
 }
 
 // taskBody is a realistic create: a ~200-byte prompt, ~1 KiB of context
@@ -308,6 +347,8 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 	if len(b.ids) == 0 {
 		return errors.New("no task was created")
 	}
+	b.logf("POST /v1/tasks/batch with %d tasks each for %s at %d connections", batchSize, b.duration, b.concurrency)
+	b.results = append(b.results, b.batchPhase(ctx, client, base, keys))
 	b.logf("ceiling: one create statement per create through database/sql for %s", b.duration)
 	b.results = append(b.results, b.phase(ctx, "create (ceiling)", createThrough(singleCreates)))
 	b.logf("ceiling: the service's grouped creates through database/sql for %s", b.duration)
@@ -329,7 +370,7 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 	b.results = append(b.results, b.phase(ctx, "get (ceiling)", getThrough(singleReads)))
 	b.logf("ceiling: the service's grouped reads through database/sql for %s", b.duration)
 	b.results = append(b.results, b.phase(ctx, "get (grouped)", getThrough(store)))
-	b.rssMB = peakRSSMB(cmd.Process.Pid)
+	b.rssMB = rssMB(cmd.Process.Pid, "VmHWM:")
 	return nil
 }
 
@@ -390,28 +431,14 @@ func (b *bench) measureWorker(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	rules := filepath.Join(dir, "rules.txt")
-	if err := os.WriteFile(rules, []byte(alwaysRule), 0o600); err != nil {
-		return err
-	}
-	logFile, err := os.Create(filepath.Join(dir, "worker.log"))
+
+	b.logf("arbiter worker with the rules backend, %d concurrent", b.workers)
+	start := time.Now()
+	stopWorker, err := b.startWorker(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-
-	b.logf("arbiter worker with the rules backend, %d concurrent", b.workers)
-	cmd := exec.Command(b.bin, "worker")
-	cmd.Env = b.env("ARBITER_AGENT=rules", "ARBITER_AGENT_RULES="+rules, "ARBITER_WORKERS="+strconv.Itoa(b.workers))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
+	defer stopWorker()
 	conn, err := sql.Open("postgres", b.databaseURL)
 	if err != nil {
 		return err
@@ -579,14 +606,15 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("the server did not answer %s within 30s", url)
 }
 
-// peakRSSMB reads a process's peak resident set size (VmHWM) in MB.
-func peakRSSMB(pid int) float64 {
+// rssMB reads a process's resident set size in MB from the field of
+// /proc/pid/status: "VmRSS:" now, "VmHWM:" its peak.
+func rssMB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
@@ -643,6 +671,15 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
 	fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
+	ratio("batch create (HTTP)", "create (HTTP)", 3)
+	if r := b.wait; r != nil {
+		fmt.Fprintf(w, "%-22s %d held, %d errors, open file limit %d\n", "wait", r.waiters, r.errors, r.fileLimit)
+		fmt.Fprintf(w, "%-22s %.0f MB held, %.0f MB peak (target < 300 MB) %s\n", "wait: server RSS",
+			r.heldRSSMB, r.peakRSSMB, verdict(r.errors == 0 && r.peakRSSMB > 0 && r.peakRSSMB < 300))
+		p50, p99 := float64(r.wake.ValueAtQuantile(50))/1000, float64(r.wake.ValueAtQuantile(99))/1000
+		fmt.Fprintf(w, "%-22s p50 %.1f ms, p99 %.1f ms (target p99 < 250 ms) %s\n", "wait: wake-up",
+			p50, p99, verdict(r.errors == 0 && r.wake.TotalCount() > 0 && p99 < 250))
+	}
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
