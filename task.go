@@ -235,10 +235,8 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 	} {
 		if f.in == nil || *f.in == "" {
 			continue
-		} else if utf8.RuneCountInString(*f.in) > MaxLabelChars {
-			return TaskCreate{}, Errorf(EINVALID, "%s must be at most %d characters.", f.name, MaxLabelChars)
-		} else if strings.IndexByte(*f.in, 0) >= 0 {
-			return TaskCreate{}, Errorf(EINVALID, "%s must not contain NUL characters.", f.name)
+		} else if err := checkLabel(f.name, *f.in); err != nil {
+			return TaskCreate{}, err
 		}
 		*f.out = *f.in
 	}

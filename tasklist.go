@@ -69,8 +69,8 @@ func (f *TaskFilter) Validate() error {
 	for _, label := range []struct{ name, value string }{
 		{"task_type", f.TaskType}, {"source", f.Source}, {"touchpoint", f.Touchpoint},
 	} {
-		if utf8.RuneCountInString(label.value) > MaxLabelChars || !utf8.ValidString(label.value) {
-			return Errorf(EINVALID, "%s must be valid text of at most %d characters.", label.name, MaxLabelChars)
+		if err := checkLabel(label.name, label.value); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -242,4 +242,17 @@ func parseSmallInt(v string) (int, bool) {
 		n = n*10 + int(v[i]-'0')
 	}
 	return n, true
+}
+
+// checkLabel is the one rule for a task label (task_type, touchpoint or
+// source), on create and in a list filter alike: valid UTF-8 of at most
+// MaxLabelChars characters, without NUL, which Postgres cannot store or
+// compare in text.
+func checkLabel(name, value string) error {
+	if !utf8.ValidString(value) || utf8.RuneCountInString(value) > MaxLabelChars {
+		return Errorf(EINVALID, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
+	} else if strings.IndexByte(value, 0) >= 0 {
+		return Errorf(EINVALID, "%s must not contain NUL characters.", name)
+	}
+	return nil
 }

@@ -61,6 +61,8 @@ func TestTaskFilter_Validate(t *testing.T) {
 		{arbiter.TaskFilter{Limit: arbiter.MaxTaskPageSize + 1}, "limit"},
 		{arbiter.TaskFilter{Source: strings.Repeat("s", arbiter.MaxLabelChars+1)}, "source"},
 		{arbiter.TaskFilter{TaskType: "\xff"}, "task_type"},
+		{arbiter.TaskFilter{Source: "a\x00b"}, "source"},
+		{arbiter.TaskFilter{Touchpoint: "\x00"}, "touchpoint"},
 		{arbiter.TaskFilter{Touchpoint: strings.Repeat("t", arbiter.MaxLabelChars+1)}, "touchpoint"},
 		{arbiter.TaskFilter{After: &arbiter.TaskCursor{ID: "nope"}}, "cursor"},
 	} {
@@ -133,6 +135,7 @@ func TestParseTaskListQuery_ErrInvalid(t *testing.T) {
 		{"starting_after=%27%20OR%201=1", "starting_after"},
 		{"source=" + strings.Repeat("s", arbiter.MaxLabelChars+1), "source"},
 		{"task_type=%ff", "task_type"},
+		{"source=a%00b", "source"},
 		{"sort=created_at", "sort"},
 		{"Status=pending", "Status"},
 		{"%zz", "query"},

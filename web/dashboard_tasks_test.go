@@ -133,6 +133,7 @@ func TestDashboardTasks_ErrBadFilter(t *testing.T) {
 			{"after=not-a-cursor", "cursor is not valid"},
 			{"after=" + arbiter.TaskCursor{CreatedAt: 1, ID: "x"}.String(), "cursor is not valid"},
 			{"source=" + strings.Repeat("s", arbiter.MaxLabelChars+1), "source must be"},
+			{"source=a%00b", "source must not contain NUL"},
 		} {
 			r := alice.get("/tasks?" + tc.query)
 			wantStatus(t, r, http.StatusBadRequest)

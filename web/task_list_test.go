@@ -195,6 +195,8 @@ func TestTaskList_Errors(t *testing.T) {
 			{"starting_after=nope", "starting_after"},
 			{"order=asc", "order"},
 			{"source=" + strings.Repeat("s", 201), "source"},
+			{"source=a%00b", "source"}, // Postgres cannot compare text with NUL
+			{"task_type=%00", "task_type"},
 		} {
 			status, h, b := a.do("GET", "/v1/tasks?"+tc.query, key, "")
 			if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, tc.mention) {
