@@ -120,11 +120,15 @@ func TestDecodeJSONStrict_FieldNamesAreExact(t *testing.T) {
 		`{"prompt":"p","prompt":"p","allowed_verdicts":["a"]}`:            `"prompt" twice`,
 		`{"prompt":"p","\u0070rompt":"p","allowed_verdicts":["a"]}`:       `"prompt" twice`,
 		`{"prompt":"p","allowed_verdicts":["a"],"context":1,"context":2}`: `"context" twice`,
+		" null ": "not null",
 	} {
 		_, err := arbiter.ParseTaskCreate([]byte(body))
 		if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), mention) {
 			t.Errorf("%s: %v, want EINVALID mentioning %s", body, err, mention)
 		}
+	}
+	if items, err := arbiter.ParseTaskBatch([]byte(`{"tasks":[null]}`)); err != nil || !strings.Contains(arbiter.ErrorMessage(items[0].Err), "The task must be a JSON object, not null") {
+		t.Errorf("a null batch item: %v, want its own sentence saying it is null", err)
 	}
 	// Names inside values are not fields of the request.
 	for _, body := range []string{

@@ -302,6 +302,10 @@ func DecodeJSONStrict(body []byte, v any, typeErrors map[string]string) error {
 func decodeStrict(body []byte, v any, typeErrors map[string]string, what string) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Errorf(EINVALID, "%s is empty; send a JSON object.", what)
+	} else if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		// Go decodes null into a struct as nothing at all; say so rather
+		// than name the first field that is missing.
+		return Errorf(EINVALID, "%s must be a JSON object, not null.", what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -458,9 +462,6 @@ func ParseTaskBatch(body []byte) ([]TaskBatchItem, error) {
 
 // parseBatchItem parses one item of a batch.
 func parseBatchItem(raw []byte) (TaskCreate, error) {
-	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return TaskCreate{}, Errorf(EINVALID, "The task must be a JSON object, not null.")
-	}
 	var req taskBatchItemRequest
 	if err := decodeStrict(raw, &req, batchItemTypeErrors, "The task"); err != nil {
 		return TaskCreate{}, err
