@@ -14,12 +14,12 @@ func raiseOpenFileLimit() (uint64, error) {
 		return 0, err
 	}
 	if lim.Cur >= lim.Max {
-		return lim.Cur, nil
+		return uint64(lim.Cur), nil // int64 on FreeBSD, uint64 elsewhere
 	}
 	raised := lim
 	raised.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
-		return lim.Cur, err
+		return uint64(lim.Cur), err
 	}
-	return raised.Cur, nil
+	return uint64(raised.Cur), nil
 }
