@@ -80,7 +80,8 @@ func NormalizeEmail(s string) (string, error) {
 // AccountService finds and creates accounts.
 type AccountService interface {
 	// FindOrCreateAccountByEmail returns the account with the e-mail,
-	// creating it when absent.
+	// creating it when absent, with the person of that address as its
+	// owner.
 	FindOrCreateAccountByEmail(ctx context.Context, email string) (*Account, error)
 
 	// FindAccountByEmail returns ENOTFOUND when no account has the e-mail.

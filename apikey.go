@@ -76,7 +76,8 @@ type APIKeyService interface {
 	// of the account's audit log, naming by, is written in the same
 	// transaction: a key exists only if its creation is on record.
 	// Returns EINVALID for a name NormalizeKeyName refuses, ENOTFOUND for
-	// an unknown account.
+	// an unknown account, and ErrNotAllowed when by's role in the account
+	// may not manage keys (Can).
 	CreateAPIKey(ctx context.Context, accountID, name string, by Actor) (*APIKey, string, error)
 
 	// FindAPIKeyByHash returns the key with the given hash, revoked or not.
@@ -89,7 +90,8 @@ type APIKeyService interface {
 	// RevokeAPIKey revokes a key and writes the key_revoked event, naming
 	// by, in the same transaction. accountID scopes the lookup; "" means
 	// any account (operator use). Returns ENOTFOUND for an unknown key or
-	// one of another account, ECONFLICT when it is already revoked.
+	// one of another account, ErrNotAllowed as CreateAPIKey does, and
+	// ECONFLICT when it is already revoked.
 	RevokeAPIKey(ctx context.Context, accountID, keyID string, by Actor) (*APIKey, error)
 
 	// TouchAPIKeys records last use times, as coalesced by the key checker.

@@ -27,8 +27,11 @@ type AuditEvent struct {
 
 // Actor is who made a change the audit log records, and from where.
 type Actor struct {
-	Email  string // the signed-in person's e-mail, or OperatorActor
-	Client Client
+	Email string // the signed-in person's e-mail, or OperatorActor
+	// PersonID is the signed-in person, whose role the store checks; ""
+	// for the operator, whose admin commands may do everything.
+	PersonID string
+	Client   Client
 }
 
 // OperatorActor names the operator's admin commands as the actor of what

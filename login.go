@@ -80,12 +80,15 @@ func (id *ExternalIdentity) Validate() error {
 	return CheckSignInEmail(id.Email)
 }
 
-// IdentityService links external identities to accounts.
+// IdentityService links external identities to people.
 type IdentityService interface {
-	// SignInWithIdentity returns the account an identity signs in to. A
-	// known identity keeps its account; a new one joins the account of its
-	// verified e-mail, which is created when absent.
+	// SignInWithIdentity returns the person an identity signs in as. A
+	// known identity keeps its person; a new one joins the person of its
+	// verified e-mail, who is created when absent. A person who is a member
+	// of no account gets an account of their own, as its owner, unless an
+	// invitation for their address is pending: then they join by
+	// accepting it.
 	// Returns EUNAUTHORIZED for an identity that fails Validate, and
 	// ErrDemoSignIn for one that leads to the demo account.
-	SignInWithIdentity(ctx context.Context, id ExternalIdentity) (*Account, error)
+	SignInWithIdentity(ctx context.Context, id ExternalIdentity) (*Person, error)
 }

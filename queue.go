@@ -69,6 +69,9 @@ type HumanDecision struct {
 	Verdict   string
 	Rationale string
 	Reviewer  string // who decided: an e-mail address or another identity
+	// ReviewerID is the deciding person, whose role the store checks; ""
+	// for a decision made on the operator's behalf.
+	ReviewerID string
 	// Client is where the decision came from, for the account's audit log.
 	Client Client
 }
@@ -146,7 +149,8 @@ type QueueService interface {
 	// DecideTask completes the account's human_needed task with a
 	// reviewer's verdict: final_tier human, final_confidence 1.0 and a human
 	// attempt, and records the decision in the account's audit log, in one
-	// transaction. Returns ENOTFOUND as FindTaskByID does, EINVALID for a
+	// transaction. Returns ErrNotAllowed when the reviewer (ReviewerID) is
+	// not a member whose role may review, ENOTFOUND as FindTaskByID does, EINVALID for a
 	// verdict outside the task's set, and ECONFLICT when the task is not
 	// waiting for a human (already decided, still with the agent, or
 	// expired: ExpiredError, also when its deadline has passed and the

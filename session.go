@@ -37,9 +37,17 @@ func SignInMethodLabel(method string) string {
 // site. Its token lives in a cookie; the store keeps only its SHA-256, so a
 // copy of the database cannot be used to sign in.
 type Session struct {
-	ID        string
-	AccountID string
-	Email     string // the account's e-mail, for display
+	ID       string
+	PersonID string
+	Email    string // the person's e-mail, for display and the audit log
+	// AccountID is the account the person works in now, chosen in the
+	// navigation's switcher; "" when they are a member of none. A session
+	// whose account removed the person falls back to another of theirs.
+	AccountID   string
+	AccountName string // the current account's e-mail, which names it
+	Role        string // the person's role in the current account
+	// Accounts are the person's memberships, for the switcher.
+	Accounts  []*Membership
 	Method    string // how the person signed in: SignInEmail, SignInGitHub, …
 	CreatedAt Timestamp
 	ExpiresAt Timestamp
@@ -67,16 +75,23 @@ func HashToken(token string) string {
 
 // SessionService keeps dashboard sessions.
 type SessionService interface {
-	// CreateSession starts a session for the account and records the
-	// sign-in in the account's audit log, in one step. It returns the
-	// session and its token, which is stored only hashed.
-	// Returns ENOTFOUND for an unknown account and ErrDemoSignIn for the
-	// demo account.
-	CreateSession(ctx context.Context, accountID, method string, client Client) (*Session, string, error)
+	// CreateSession starts a session for the person in the first account
+	// they are a member of, and records the sign-in in that account's audit
+	// log, in one step. It returns the session and its token, which is
+	// stored only hashed. Returns ENOTFOUND for an unknown person and
+	// ErrDemoSignIn for the demo account's address.
+	CreateSession(ctx context.Context, personID, method string, client Client) (*Session, string, error)
 
-	// FindSessionByToken returns the live session with the token.
+	// SwitchAccount makes accountID the session's current account.
+	// Returns ENOTFOUND when the session's person is not a member of it,
+	// and EUNAUTHORIZED for an ended session.
+	SwitchAccount(ctx context.Context, token, accountID string) error
+
+	// FindSessionByToken returns the live session with the token, its
+	// person's memberships and their role in the current account.
 	// Returns EUNAUTHORIZED for an unknown, ended or expired one, and for
-	// any session of the demo account.
+	// any session of the demo account's address; memberships of the demo
+	// account are never listed.
 	FindSessionByToken(ctx context.Context, token string) (*Session, error)
 
 	// DeleteSession ends the session with the token; ending an unknown

@@ -15,7 +15,8 @@ var _ arbiter.AccountService = (*DB)(nil)
 const accountColumns = `id, email, daily_cap, created_at`
 
 // FindOrCreateAccountByEmail returns the account with the e-mail, creating it
-// when absent. Returns EINVALID for a malformed address.
+// when absent, with the person of that address as its owner. Returns
+// EINVALID for a malformed address.
 func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (_ *arbiter.Account, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
@@ -25,14 +26,27 @@ func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (_ *a
 	}
 	var a *arbiter.Account
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, created_at)
+		now := int64(d.nowMS())
+		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, created_at)
 			VALUES (?, ?, ?) ON CONFLICT (email) DO NOTHING`),
-			arbiter.NewAccountID(), email, int64(d.nowMS()))
+			arbiter.NewAccountID(), email, now)
 		if err != nil {
 			return fmt.Errorf("insert account: %w", err)
 		}
-		a, err = d.findAccount(ctx, tx, "email", email)
-		return err
+		if a, err = d.findAccount(ctx, tx, "email", email); err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		} else if n == 0 || a.ID == arbiter.DemoAccountID {
+			return nil
+		}
+		// A new account's address is its first owner's.
+		p, err := d.findOrCreatePerson(ctx, tx, email, now)
+		if err != nil {
+			return err
+		}
+		return d.insertMembership(ctx, tx, a.ID, p.ID, arbiter.RoleOwner, now)
 	})
 	return a, err
 }

@@ -38,6 +38,9 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbite
 		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
 			return err
 		}
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageKeys); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`), k.ID, k.AccountID, k.Name, k.Prefix, k.Hash, int64(k.CreatedAt))
 		if err != nil {
@@ -102,6 +105,8 @@ func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbit
 			return fmt.Errorf("find api key: %w", notFound(err, "API key not found."))
 		} else if accountID != "" && k.AccountID != accountID {
 			return arbiter.Errorf(arbiter.ENOTFOUND, "API key not found.")
+		} else if _, err := d.authorize(ctx, tx, k.AccountID, by, arbiter.ActionManageKeys); err != nil {
+			return err
 		} else if !k.Active() {
 			return arbiter.Errorf(arbiter.ECONFLICT, "The API key is already revoked.")
 		}

@@ -200,6 +200,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	}
 	var decided *arbiter.Task
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: dec.ReviewerID}, arbiter.ActionReview); err != nil {
+			return err
+		}
 		t, err := d.findTask(ctx, tx, accountID, taskID)
 		if err != nil {
 			return err

@@ -18,7 +18,8 @@ func TestSessionService(t *testing.T) {
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
-		s, token, err := d.CreateSession(ctx, acct.ID, arbiter.SignInGitHub, arbiter.Client{IP: "192.0.2.1", UserAgent: "ua"})
+		person := personOf(t, d, "a@example.com")
+		s, token, err := d.CreateSession(ctx, person.ID, arbiter.SignInGitHub, arbiter.Client{IP: "192.0.2.1", UserAgent: "ua"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,8 @@ func TestSessionService(t *testing.T) {
 			t.Fatalf("session = %+v, token %q", s, token)
 		}
 		got, err := d.FindSessionByToken(ctx, token)
-		if err != nil || got.ID != s.ID || got.AccountID != acct.ID || got.Email != "a@example.com" {
+		if err != nil || got.ID != s.ID || got.AccountID != acct.ID || got.Email != "a@example.com" ||
+			got.Role != arbiter.RoleOwner || got.PersonID != person.ID || len(got.Accounts) != 1 {
 			t.Fatalf("find = %+v, %v", got, err)
 		}
 		// Only the hash is stored: the token itself finds nothing.
@@ -49,12 +51,12 @@ func TestSessionService(t *testing.T) {
 		}
 
 		// Sessions expire.
-		_, token, _ = d.CreateSession(ctx, acct.ID, arbiter.SignInEmail, arbiter.Client{})
+		_, token, _ = d.CreateSession(ctx, person.ID, arbiter.SignInEmail, arbiter.Client{})
 		clock.t = clock.t.Add(arbiter.SessionTTL + time.Minute)
 		_, err = d.FindSessionByToken(ctx, token)
 		wantCode(t, err, arbiter.EUNAUTHORIZED)
 
-		_, _, err = d.CreateSession(ctx, "acct_nobody", arbiter.SignInEmail, arbiter.Client{})
+		_, _, err = d.CreateSession(ctx, "per_nobody", arbiter.SignInEmail, arbiter.Client{})
 		wantCode(t, err, arbiter.ENOTFOUND)
 	})
 }
@@ -141,6 +143,17 @@ func TestIdentityService_SignInWithIdentity(t *testing.T) {
 	})
 }
 
+// personOf returns the person of the address, as signing in with an e-mail
+// link makes them.
+func personOf(t *testing.T, d *db.DB, email string) *arbiter.Person {
+	t.Helper()
+	p, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestAuditService(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -193,21 +206,20 @@ func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
 		if token != "" {
 			t.Error("a sign-in link was made for the demo account")
 		}
-		// No session starts for it, and none is audited.
-		_, _, err = d.CreateSession(ctx, arbiter.DemoAccountID, arbiter.SignInEmail, arbiter.Client{})
-		wantCode(t, err, arbiter.EUNAUTHORIZED)
-		if events, _ := d.ListAuditEvents(ctx, arbiter.DemoAccountID, 10); len(events) != 0 {
-			t.Errorf("audit of the demo account = %+v", events)
-		}
-
-		// An identity linked, and a session started, before these rules
-		// existed: neither works any more.
-		old, err := d.InsertIdentityAndSession(ctx, arbiter.DemoAccountID, arbiter.SignInOIDC, "linked-before")
+		// A person, identity and session made before these rules existed:
+		// none of them works any more, no new session starts for the
+		// person, and none is audited.
+		old, person, err := d.InsertIdentityAndSession(ctx, arbiter.DemoAccountID, arbiter.SignInOIDC, "linked-before")
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = d.FindSessionByToken(ctx, old)
 		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		_, _, err = d.CreateSession(ctx, person, arbiter.SignInEmail, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if events, _ := d.ListAuditEvents(ctx, arbiter.DemoAccountID, 10); len(events) != 0 {
+			t.Errorf("audit of the demo account = %+v", events)
+		}
 		// The provider still vouches for its old address, or a new one.
 		for _, email := range []string{arbiter.DemoAccountEmail, "someone@example.com"} {
 			_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInOIDC, Subject: "linked-before", Email: email, EmailVerified: true})

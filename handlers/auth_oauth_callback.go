@@ -67,12 +67,12 @@ func AuthOAuthCallback(providers []OAuthProvider, identities arbiter.IdentitySer
 			fail("user", err)
 			return
 		}
-		account, err := identities.SignInWithIdentity(r.Context(), p.Identity(user))
+		person, err := identities.SignInWithIdentity(r.Context(), p.Identity(user))
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		if err := sessions.SignIn(w, r, account.ID, p.Name); err != nil {
+		if err := sessions.SignIn(w, r, person.ID, p.Name); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -13,9 +13,12 @@ import (
 // SessionKeeper is what the sign-in handlers need of the session layer;
 // web.Sessions implements it.
 type SessionKeeper interface {
-	// SignIn starts a session for the account and sets its cookie; the
+	// SignIn starts a session for the person and sets its cookie; the
 	// store records the sign-in in the audit log.
-	SignIn(w http.ResponseWriter, r *http.Request, accountID, method string) error
+	SignIn(w http.ResponseWriter, r *http.Request, personID, method string) error
+	// SwitchAccount makes accountID the current account of the request's
+	// session. Returns ErrNotAllowed when its person is not a member.
+	SwitchAccount(r *http.Request, accountID string) error
 	// SignOut ends the request's session, if any, and clears its cookie.
 	SignOut(w http.ResponseWriter, r *http.Request) error
 	// SaveOAuthState keeps an OAuth flow's state in a short-lived cookie.

@@ -22,7 +22,7 @@ func AuthSignOut(sessions SessionKeeper, audit arbiter.AuditService) http.Handle
 			return
 		}
 		// A request without a live session ended nothing: nothing to record.
-		if s := arbiter.SessionFromContext(r.Context()); s != nil {
+		if s := arbiter.SessionFromContext(r.Context()); s != nil && s.AccountID != "" {
 			if err := audit.RecordAuditEvent(r.Context(), arbiter.NewSignOutAuditEvent(s, ClientOf(r))); err != nil {
 				// The person is signed out either way; the log says why
 				// the audit line is missing.

@@ -8,9 +8,15 @@ import (
 )
 
 // DashboardHome handles GET /: today's usage against the cap, the number of
-// active keys, and a first call to copy.
+// active keys, and a first call to copy. A member whose role may not see it
+// goes to the review queue.
 func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := arbiter.SessionFromContext(r.Context()); !arbiter.Can(s.Role, arbiter.ActionViewOverview) {
+			// A reviewer's work is on the reviewer site.
+			redirect(w, r, homeOf(r, s.Role))
+			return
+		}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		used, cap, err := accounts.UsageToday(r.Context(), accountID)
 		if err != nil {

@@ -167,8 +167,31 @@ func PageOf(r *http.Request, title, active string) layouts.Page {
 	}
 	if s := arbiter.SessionFromContext(r.Context()); s != nil {
 		p.Email = s.Email
+		p.Nav = map[string]bool{}
+		for key, action := range navActions {
+			p.Nav[key] = s.AccountID != "" && arbiter.Can(s.Role, action)
+		}
+		p.SwitchURL = "/account"
+		if OnReviewSite(r) {
+			p.SwitchURL = "/review/account"
+		}
+		for _, m := range s.Accounts {
+			p.Accounts = append(p.Accounts, layouts.AccountChoice{ID: m.AccountID, Name: m.AccountName,
+				Role: arbiter.RoleLabel(m.Role), Current: m.AccountID == s.AccountID})
+		}
 	}
 	return p
+}
+
+// navActions says which action each navigation entry needs: an entry is
+// shown to the members whose role may do it.
+var navActions = map[string]arbiter.Action{
+	"home":    arbiter.ActionViewOverview,
+	"tasks":   arbiter.ActionViewTasks,
+	"keys":    arbiter.ActionManageKeys,
+	"members": arbiter.ActionManageMembers,
+	"audit":   arbiter.ActionViewAudit,
+	"review":  arbiter.ActionReview,
 }
 
 // Render writes c as HTML with the status. Pages show account data, so
@@ -266,7 +289,7 @@ func ClientOf(r *http.Request) arbiter.Client {
 func ActorOf(r *http.Request) arbiter.Actor {
 	a := arbiter.Actor{Client: ClientOf(r)}
 	if s := arbiter.SessionFromContext(r.Context()); s != nil {
-		a.Email = s.Email
+		a.Email, a.PersonID = s.Email, s.PersonID
 	}
 	return a
 }

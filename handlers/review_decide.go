@@ -22,7 +22,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		verdict, rationale, err := verdictForm(r)
 		if err == nil {
 			_, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
-				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, Client: ClientOf(r),
+				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, ReviewerID: s.PersonID, Client: ClientOf(r),
 			})
 		}
 		if err != nil {

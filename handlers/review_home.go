@@ -8,6 +8,9 @@ import (
 	"github.com/arbiterhq/arbiter/views/review"
 )
 
+// errNoQueue answers a signed-in person who is a member of no account.
+var errNoQueue = arbiter.Errorf(arbiter.ENOTFOUND, "You are not a member of any account, so no queue is yours. If someone invited you, open the link in their invitation mail.")
+
 // reviewQueueLimit bounds the tasks the queue page lists at once.
 const reviewQueueLimit = 100
 
@@ -27,6 +30,10 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 			}))
 			return
 		}
+		if s.AccountID == "" || !arbiter.Can(s.Role, arbiter.ActionReview) {
+			Error(w, r, errNoQueue)
+			return
+		}
 		v, err := queueView(r, queue, s.AccountID, now())
 		if err != nil {
 			Error(w, r, err)
@@ -43,7 +50,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
-		if s == nil {
+		if s == nil || s.AccountID == "" || !arbiter.Can(s.Role, arbiter.ActionReview) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -67,7 +74,7 @@ func queueView(r *http.Request, queue arbiter.QueueService, accountID string, no
 func ReviewCount(queue arbiter.QueueService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
-		if s == nil {
+		if s == nil || s.AccountID == "" || !arbiter.Can(s.Role, arbiter.ActionReview) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -57,6 +57,22 @@ func (l *Log) SendLoginLink(ctx context.Context, to, link string) error {
 	return nil
 }
 
+// SendInvitation logs an invitation's link as SendLoginLink logs a sign-in
+// link.
+func (l *Log) SendInvitation(ctx context.Context, to, accountName, role, link string) error {
+	return l.SendLoginLink(ctx, to, link)
+}
+
+// Send logs that a message would have been mailed, without its body.
+func (l *Log) Send(ctx context.Context, to, subject, _ string) error {
+	logger := l.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.InfoContext(ctx, "mail not sent (no ARBITER_SMTP_URL set)", "to", to, "subject", subject)
+	return nil
+}
+
 // LinksGoToLog reports true: the log mailer mails nothing.
 func (l *Log) LinksGoToLog() bool { return true }
 
@@ -100,6 +116,28 @@ func NewSMTP(rawURL, from string) (*SMTP, error) {
 
 // SendLoginLink sends the link to the address as a plain-text message.
 func (s *SMTP) SendLoginLink(ctx context.Context, to, link string) error {
+	if err := s.send(ctx, to, "Your Arbiter sign-in link", loginBody(link)); err != nil {
+		return fmt.Errorf("send sign-in mail: %w", err)
+	}
+	return nil
+}
+
+// SendInvitation sends an invitation's link to the address.
+func (s *SMTP) SendInvitation(ctx context.Context, to, accountName, role, link string) error {
+	if err := s.send(ctx, to, "You are invited to review on Arbiter", invitationBody(accountName, role, link)); err != nil {
+		return fmt.Errorf("send invitation mail: %w", err)
+	}
+	return nil
+}
+
+// Send sends a plain-text message to the address: the worker's digests go
+// this way too.
+func (s *SMTP) Send(ctx context.Context, to, subject, body string) error {
+	return s.send(ctx, to, subject, body)
+}
+
+// send delivers one plain-text message.
+func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 	m := gomail.NewMsg()
 	if err := m.From(s.from); err != nil {
 		return fmt.Errorf("mail from: %w", err)
@@ -107,8 +145,8 @@ func (s *SMTP) SendLoginLink(ctx context.Context, to, link string) error {
 	if err := m.To(to); err != nil {
 		return fmt.Errorf("mail to: %w", err)
 	}
-	m.Subject("Your Arbiter sign-in link")
-	m.SetBodyString(gomail.TypeTextPlain, loginBody(link))
+	m.Subject(subject)
+	m.SetBodyString(gomail.TypeTextPlain, body)
 
 	opts := []gomail.Option{gomail.WithPort(s.port), gomail.WithTimeout(30 * time.Second)}
 	if s.ssl {
@@ -127,9 +165,25 @@ func (s *SMTP) SendLoginLink(ctx context.Context, to, link string) error {
 		return fmt.Errorf("smtp client: %w", err)
 	}
 	if err := c.DialAndSendWithContext(ctx, m); err != nil {
-		return fmt.Errorf("send sign-in mail via %s:%d: %w", s.host, s.port, err)
+		return fmt.Errorf("via %s:%d: %w", s.host, s.port, err)
 	}
 	return nil
+}
+
+// invitationBody is the text of an invitation mail.
+func invitationBody(accountName, role, link string) string {
+	return strings.Join([]string{
+		"Hello,",
+		"",
+		fmt.Sprintf("You are invited to join %s on Arbiter as %s.", accountName, strings.ToLower(arbiter.RoleLabel(role))),
+		"Open this link, then sign in with this address (an e-mail link, or a provider that has verified it):",
+		"",
+		link,
+		"",
+		fmt.Sprintf("It works once, within %d days. If you do not know the sender, ignore this mail.", int(arbiter.InvitationTTL.Hours()/24)),
+		"",
+		"— Arbiter",
+	}, "\r\n")
 }
 
 // loginBody is the text of a sign-in mail.

@@ -33,6 +33,8 @@ type Services struct {
 	Logins     arbiter.LoginTokenService
 	Identities arbiter.IdentityService
 	Audit      arbiter.AuditService
+	// Members keeps accounts' members and invitations.
+	Members arbiter.MemberService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -197,17 +199,30 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodGet, "/auth/{provider}", handlers.AuthOAuthBegin(rt.Providers, rt.Sessions))
 		r.Method(http.MethodGet, "/auth/{provider}/callback", handlers.AuthOAuthCallback(rt.Providers, s.Identities, rt.Sessions))
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
+		r.Method(http.MethodGet, "/invitations/accept", handlers.InvitationShow(s.Members))
 
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession)
+			r.Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
+			r.Method(http.MethodPost, "/invitations/accept", handlers.InvitationAccept(s.Members, rt.Sessions))
+		})
+		// Every page of an account checks the role of the person in it
+		// (arbiter.Can); a page the role may not see is not found.
+		r.Group(func(r chi.Router) {
+			r.Use(requireSession, requireAccount)
 			r.Method(http.MethodGet, "/", handlers.DashboardHome(s.Accounts, s.Keys))
-			r.Method(http.MethodGet, "/keys", handlers.DashboardKeys(s.Keys, now))
-			r.Method(http.MethodPost, "/keys", handlers.DashboardKeyCreate(s.Keys, now))
-			r.Method(http.MethodGet, "/keys/{id}/revoke", handlers.DashboardKeyRevokeConfirm(s.Keys))
-			r.Method(http.MethodPost, "/keys/{id}/revoke", handlers.DashboardKeyRevoke(s.Keys))
-			r.Method(http.MethodGet, "/tasks", handlers.DashboardTasks(s.Tasks, now))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.DashboardTask(s.Tasks, now))
-			r.Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
+			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodGet, "/keys", handlers.DashboardKeys(s.Keys, now))
+			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodPost, "/keys", handlers.DashboardKeyCreate(s.Keys, now))
+			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodGet, "/keys/{id}/revoke", handlers.DashboardKeyRevokeConfirm(s.Keys))
+			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodPost, "/keys/{id}/revoke", handlers.DashboardKeyRevoke(s.Keys))
+			r.With(allow(arbiter.ActionViewTasks)).Method(http.MethodGet, "/tasks", handlers.DashboardTasks(s.Tasks, now))
+			r.With(allow(arbiter.ActionViewTasks)).Method(http.MethodGet, "/tasks/{id}", handlers.DashboardTask(s.Tasks, now))
+			r.With(allow(arbiter.ActionViewAudit)).Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
+			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodGet, "/members", handlers.DashboardMembers(s.Members, now))
+			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/invite", handlers.DashboardMemberInvite(s.Members, rt.Mailer, now))
+			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/role", handlers.DashboardMemberRole(s.Members, now))
+			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/remove", handlers.DashboardMemberRemove(s.Members, now))
+			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/invitations/{id}/revoke", handlers.DashboardInvitationRevoke(s.Members, now))
 		})
 	})
 }
@@ -233,8 +248,9 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
+		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 		r.Group(func(r chi.Router) {
-			r.Use(requireSession)
+			r.Use(requireSession, requireAccount, allow(arbiter.ActionReview))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, now))
 			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, now))
 		})

@@ -93,21 +93,30 @@ func (s *Sessions) token(r *http.Request) string {
 	return token
 }
 
-// SignIn starts a session for the account, replacing the request's own,
+// SignIn starts a session for the person, replacing the request's own,
 // and sets its cookie.
-func (s *Sessions) SignIn(w http.ResponseWriter, r *http.Request, accountID, method string) error {
+func (s *Sessions) SignIn(w http.ResponseWriter, r *http.Request, personID, method string) error {
 	if old := s.token(r); old != "" {
 		if err := s.store.DeleteSession(r.Context(), old); err != nil {
 			return err
 		}
 	}
-	_, token, err := s.store.CreateSession(r.Context(), accountID, method, handlers.ClientOf(r))
+	_, token, err := s.store.CreateSession(r.Context(), personID, method, handlers.ClientOf(r))
 	if err != nil {
 		return err
 	}
 	c, _ := s.cookies.New(r, sessionCookieName)
 	c.Values["token"] = token
 	return c.Save(r, w)
+}
+
+// SwitchAccount makes the account the current one of the request's session.
+func (s *Sessions) SwitchAccount(r *http.Request, accountID string) error {
+	token := s.token(r)
+	if token == "" {
+		return errSignInFirst
+	}
+	return s.store.SwitchAccount(r.Context(), token, accountID)
 }
 
 // SignOut ends the request's session and clears its cookie.
@@ -171,3 +180,33 @@ func requireSession(next http.Handler) http.Handler {
 }
 
 var errSignInFirst = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Sign in first: your session has ended.")
+
+// errNoAccount answers a signed-in person who is a member of no account.
+var errNoAccount = arbiter.Errorf(arbiter.ENOTFOUND, "You are not a member of any account. If someone invited you, open the link in their invitation mail; otherwise ask an account's owner to invite you.")
+
+// requireAccount is middleware, after requireSession, for pages of an
+// account: a person who is a member of none gets a page that says so.
+func requireAccount(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := arbiter.SessionFromContext(r.Context()); s == nil || s.AccountID == "" {
+			handlers.Error(w, r, errNoAccount)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allow returns middleware, after requireAccount, that lets through the
+// members whose role may do the action (arbiter.Can) and answers everyone
+// else as if the page did not exist.
+func allow(action arbiter.Action) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s := arbiter.SessionFromContext(r.Context()); s == nil || !arbiter.Can(s.Role, action) {
+				handlers.Error(w, r, arbiter.ErrNotAllowed)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

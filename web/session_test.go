@@ -132,8 +132,8 @@ func (s *smtpSink) next(t *testing.T) sentMail {
 
 var linkPattern = regexp.MustCompile(`http://\S+/signin/email/confirm\?token=([0-9a-f]{64})\S*`)
 
-// link returns the sign-in link of a message and its token.
-func (m sentMail) link(t *testing.T) (string, string) {
+// text returns the decoded body of a message.
+func (m sentMail) text(t *testing.T) []byte {
 	t.Helper()
 	msg, err := netmail.ReadMessage(bytes.NewReader(m.data))
 	if err != nil {
@@ -144,6 +144,13 @@ func (m sentMail) link(t *testing.T) (string, string) {
 		body = quotedprintable.NewReader(body)
 	}
 	text, _ := io.ReadAll(body)
+	return text
+}
+
+// link returns the sign-in link of a message and its token.
+func (m sentMail) link(t *testing.T) (string, string) {
+	t.Helper()
+	text := m.text(t)
 	found := linkPattern.FindSubmatch(text)
 	if found == nil {
 		t.Fatalf("no sign-in link in the mail:\n%s", text)
@@ -192,7 +199,7 @@ func newDash(t *testing.T, dialect string, setup func(d *dash)) *dash {
 	d.router = &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store,
 		},
 		KeyChecker: d.keys,
 		Logger:     discardLogger(),
@@ -282,11 +289,16 @@ func (b *browser) follow(r response) response {
 }
 
 // signedIn reports whether the browser has a session: / answers the
-// overview instead of sending it to sign in.
+// overview, or the page a member's role starts on, or the page that says
+// the person is a member of no account, each showing who is signed in,
+// instead of sending it to sign in.
 func (b *browser) signedIn() bool {
 	b.t.Helper()
 	r := b.get("/")
-	return r.status == http.StatusOK && strings.Contains(r.body, `data-testid="usage"`)
+	if r.status == http.StatusSeeOther && strings.Contains(r.header.Get("Location"), "/signin") {
+		return false
+	}
+	return strings.Contains(b.follow(r).body, `data-testid="signed-in-as"`)
 }
 
 // signIn signs the browser in as email through the mailed link.
@@ -533,8 +545,11 @@ func TestSessionCookie_Attributes(t *testing.T) {
 		// https app URL: Secure.
 		secure := web.NewSessions(d.store, "0123456789abcdef0123456789abcdef", true, ".example.com")
 		rec := httptest.NewRecorder()
-		account, _ := d.store.FindAccountByEmail(ctx, "a@example.com")
-		if err := secure.SignIn(rec, httptest.NewRequest("POST", "https://app.example.com/", nil), account.ID, arbiter.SignInEmail); err != nil {
+		person, err := d.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: "a@example.com", Email: "a@example.com", EmailVerified: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := secure.SignIn(rec, httptest.NewRequest("POST", "https://app.example.com/", nil), person.ID, arbiter.SignInEmail); err != nil {
 			t.Fatal(err)
 		}
 		if c := rec.Header().Get("Set-Cookie"); !strings.Contains(c, "Secure") || !strings.Contains(c, "Domain=example.com") {

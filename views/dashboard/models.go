@@ -92,3 +92,42 @@ type TaskView struct {
 	DeskURL string
 	Now     time.Time
 }
+
+// MembersView is the members page: who is in the account, the pending
+// invitations and the form to invite.
+type MembersView struct {
+	Members     []*arbiter.Membership
+	Invitations []*arbiter.Invitation
+	// Self is the signed-in person, whose own row offers no removal.
+	Self string
+	// Roles are the roles the signed-in person may give.
+	Roles []string
+	// Email and Role echo a refused invitation; Error says why.
+	Email, Role, Error string
+	// Notice confirms what was just done.
+	Notice string
+	Now    time.Time
+}
+
+// CanManage reports whether the signed-in person may change the member m.
+func (v MembersView) CanManage(m *arbiter.Membership) bool {
+	if m.PersonID == v.Self {
+		return false
+	}
+	for _, r := range v.Roles {
+		if r == m.Role {
+			return true
+		}
+	}
+	return false
+}
+
+// InvitationView is the page an invitation's link opens.
+type InvitationView struct {
+	Invitation *arbiter.Invitation
+	Token      string
+	// SignedInAs is the signed-in person's address; "" for a visitor.
+	SignedInAs string
+	// SignInURL signs in and comes back to this page.
+	SignInURL string
+}

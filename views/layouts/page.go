@@ -9,7 +9,7 @@ type Page struct {
 	// which hides the navigation and the sign-out button.
 	Email string
 	// Active is the navigation entry to highlight: "home", "tasks",
-	// "keys", "audit" or "review".
+	// "keys", "members", "audit" or "review".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
@@ -35,6 +35,30 @@ type Page struct {
 	// the page's origin only. Other pages send their address to their own
 	// origin.
 	SecretAddress bool
+	// Nav says which navigation entries the signed-in person's role
+	// shows, by key; nil shows them all.
+	Nav map[string]bool
+	// Accounts are the signed-in person's accounts, for the switcher,
+	// shown when there are two or more.
+	Accounts []AccountChoice
+	// SwitchURL is where the switcher posts, on the page's own origin.
+	SwitchURL string
+}
+
+// AccountChoice is one account of the switcher.
+type AccountChoice struct {
+	ID, Name, Role string
+	Current        bool
+}
+
+// CurrentAccount returns the name of the account the person works in, or "".
+func (p Page) CurrentAccount() string {
+	for _, a := range p.Accounts {
+		if a.Current {
+			return a.Name
+		}
+	}
+	return ""
 }
 
 // Referrer is the page's referrer policy, for the layout's meta tag, which
@@ -89,8 +113,18 @@ func (p Page) nav() []navItem {
 		{"home", "Overview", "/"},
 		{"tasks", "Tasks", "/tasks"},
 		{"keys", "API keys", "/keys"},
+		{"members", "Members", "/members"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},
+	}
+	if p.Nav != nil {
+		shown := items[:0]
+		for _, it := range items {
+			if p.Nav[it.Key] {
+				shown = append(shown, it)
+			}
+		}
+		items = shown
 	}
 	// Every entry but the reviewer site's is a dashboard page.
 	for i := range items {

@@ -1,0 +1,121 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// membersPage renders the members page, with v's notice or form error,
+// after reading the account's members and pending invitations.
+func membersPage(w http.ResponseWriter, r *http.Request, members arbiter.MemberService, now arbiter.Clock, status int, v dashboard.MembersView) {
+	ctx := r.Context()
+	s := arbiter.SessionFromContext(ctx)
+	list, err := members.ListMembers(ctx, s.AccountID)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	invitations, err := members.ListInvitations(ctx, s.AccountID)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	v.Members, v.Invitations, v.Self, v.Now = list, invitations, s.PersonID, now()
+	for _, role := range arbiter.Roles {
+		if arbiter.CheckMemberChange(s.Role, "", role) == nil {
+			v.Roles = append(v.Roles, role)
+		}
+	}
+	Render(w, r, status, dashboard.Members(PageOf(r, "Members", "members"), v))
+}
+
+// DashboardMembers handles GET /members: the account's members, its
+// pending invitations and the form to invite someone.
+func DashboardMembers(members arbiter.MemberService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{})
+	})
+}
+
+// DashboardMemberInvite handles POST /members/invite: it invites the
+// address with the role and mails the link, by the path sign-in links take.
+// A refused address or role answers the page with the form as typed and
+// why.
+func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMailer, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		email, role := r.PostFormValue("email"), r.PostFormValue("role")
+		inv, token, err := members.CreateInvitation(r.Context(), s.AccountID, email, role, ActorOf(r))
+		if code := arbiter.ErrorCode(err); code == arbiter.EINVALID || code == arbiter.ECONFLICT {
+			membersPage(w, r, members, now, StatusOf(err), dashboard.MembersView{Email: email, Role: role, Error: arbiter.ErrorMessage(err)})
+			return
+		} else if err != nil {
+			Error(w, r, err)
+			return
+		}
+		link := SiteFrom(r.Context()).AppURL + "/invitations/accept?token=" + token
+		if err := arbiter.InvitationMailerOf(mailer).SendInvitation(r.Context(), inv.Email, inv.AccountName, inv.Role, link); err != nil {
+			Error(w, r, err)
+			return
+		}
+		notice := "Invitation sent to " + inv.Email + " as " + arbiter.RoleLabel(inv.Role) + "."
+		if arbiter.LoginLinksGoToLog(mailer) {
+			notice = "Invitation made for " + inv.Email + ". No mail server is set up, so its link is in the server's log."
+		}
+		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{Notice: notice})
+	})
+}
+
+// DashboardMemberRole handles POST /members/{id}/role: it gives the member
+// the role chosen.
+func DashboardMemberRole(members arbiter.MemberService, now arbiter.Clock) http.Handler {
+	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
+		role := r.PostFormValue("role")
+		if err := members.ChangeRole(r.Context(), accountID, personID, role, ActorOf(r)); err != nil {
+			return "", err
+		}
+		return "The role was changed to " + arbiter.RoleLabel(role) + ".", nil
+	})
+}
+
+// DashboardMemberRemove handles POST /members/{id}/remove: the member
+// loses the account at once, in every session.
+func DashboardMemberRemove(members arbiter.MemberService, now arbiter.Clock) http.Handler {
+	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
+		if err := members.RemoveMember(r.Context(), accountID, personID, ActorOf(r)); err != nil {
+			return "", err
+		}
+		return "The member was removed.", nil
+	})
+}
+
+// DashboardInvitationRevoke handles POST /invitations/{id}/revoke: the
+// invitation's link no longer works.
+func DashboardInvitationRevoke(members arbiter.MemberService, now arbiter.Clock) http.Handler {
+	return memberChange(members, now, func(r *http.Request, accountID, id string) (string, error) {
+		if err := members.RevokeInvitation(r.Context(), accountID, id, ActorOf(r)); err != nil {
+			return "", err
+		}
+		return "The invitation was revoked.", nil
+	})
+}
+
+// memberChange runs a change to the member or invitation of the path's id
+// and answers the members page with its notice, or with why it was refused;
+// an id that is not the account's is not found.
+func memberChange(members arbiter.MemberService, now arbiter.Clock, change func(r *http.Request, accountID, id string) (string, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		notice, err := change(r, s.AccountID, r.PathValue("id"))
+		if code := arbiter.ErrorCode(err); code == arbiter.EINVALID || code == arbiter.ECONFLICT {
+			membersPage(w, r, members, now, StatusOf(err), dashboard.MembersView{Error: arbiter.ErrorMessage(err)})
+			return
+		} else if err != nil {
+			Error(w, r, err)
+			return
+		}
+		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{Notice: notice})
+	})
+}
