@@ -42,6 +42,10 @@ func load() (routers.Router, error) {
 	loadOnce.Do(func() {
 		var doc *openapi3.T
 		if doc, loadErr = Load(); loadErr == nil {
+			// The router would match requests against the document's
+			// servers and skip every other origin as undocumented; the
+			// tests' servers listen on ports of their own.
+			doc.Servers = nil
 			router, loadErr = legacy.NewRouter(doc)
 		}
 	})
@@ -56,6 +60,7 @@ func ValidateResponse(t testing.TB, req *http.Request, status int, header http.H
 	r, err := load()
 	if err != nil {
 		t.Fatalf("openapi document: %v", err)
+		return
 	}
 	route, params, err := r.FindRoute(req)
 	var routeErr *routers.RouteError
@@ -64,6 +69,7 @@ func ValidateResponse(t testing.TB, req *http.Request, status int, header http.H
 		return // an undocumented path or method: a 404 or 405 the router answers
 	} else if err != nil {
 		t.Fatalf("openapi route for %s %s: %v", req.Method, req.URL, err)
+		return
 	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{
