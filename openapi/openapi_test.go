@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/arbiterhq/arbiter/openapi"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
@@ -71,14 +74,176 @@ func TestValidateResponse_CatchesMismatches(t *testing.T) {
 		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"error":"No."}]}`, false},
 		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":500,"error":"No."}]}`, false},
 		{"UnhealthyWithReason", "GET", "/healthz", 503, jsonHeader, `{"ok":false,"error":"No worker is running."}`, true},
+		// Any origin is checked, not only the document's servers.
+		{"OtherOrigin", "GET", "http://127.0.0.1:54321/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req, _ := http.NewRequest(c.method, "http://localhost"+c.path, nil)
+			url := c.path
+			if strings.HasPrefix(url, "/") {
+				url = "http://localhost" + url
+			}
+			req, _ := http.NewRequest(c.method, url, nil)
 			r := &recorder{TB: t}
 			openapitest.ValidateResponse(r, req, c.status, c.header, []byte(c.body))
 			if valid := len(r.failures) == 0; valid != c.valid {
 				t.Errorf("valid = %v, want %v; failures: %q", valid, c.valid, r.failures)
 			}
 		})
+	}
+}
+
+// The document is read by people and by generators (TypeScript clients,
+// documentation sites), so every operation must say what it does and show
+// what it takes and gives; and the rules third-party tools taught us hold
+// for every schema (see TestDocument_SchemasSuitGenerators). A new
+// operation that leaves one out fails here, before `make contract-lint`.
+func TestDocument_EveryOperationIsDescribed(t *testing.T) {
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Servers) == 0 {
+		t.Error("the document names no servers")
+	}
+	tags := map[string]bool{}
+	for _, tag := range doc.Tags {
+		if tag.Description == "" {
+			t.Errorf("tag %s has no description", tag.Name)
+		}
+		tags[tag.Name] = true
+	}
+	operationIDs := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			if op.OperationID == "" || op.Summary == "" || op.Description == "" {
+				t.Errorf("%s needs an operationId, a summary and a description", name)
+			} else if other, ok := operationIDs[op.OperationID]; ok {
+				t.Errorf("%s and %s share the operationId %s", name, other, op.OperationID)
+			}
+			operationIDs[op.OperationID] = name
+			if len(op.Tags) == 0 {
+				t.Errorf("%s has no tag", name)
+			}
+			for _, tag := range op.Tags {
+				if !tags[tag] {
+					t.Errorf("%s has the tag %q, which the document's tags do not list", name, tag)
+				}
+			}
+			// Public operations say so with "security": [], so that a
+			// document-wide requirement never covers them by mistake.
+			if op.Security == nil {
+				t.Errorf("%s does not say its security: [{\"bearer\": []}], or [] when public", name)
+			} else if public, has401 := len(*op.Security) == 0, op.Responses.Value("401") != nil; public == has401 {
+				t.Errorf("%s: public (security: []) = %v, a 401 documented = %v; a key's operations have a 401, public ones none", name, public, has401)
+			}
+			for _, p := range op.Parameters {
+				if p.Value.Description == "" || p.Value.Example == nil {
+					t.Errorf("%s: parameter %s needs a description and an example", name, p.Value.Name)
+				}
+			}
+			if body := op.RequestBody; body != nil {
+				for mediaType, content := range body.Value.Content {
+					if content.Example == nil && len(content.Examples) == 0 {
+						t.Errorf("%s: the %s request body has no example", name, mediaType)
+					}
+				}
+			}
+			for status, response := range op.Responses.Map() {
+				// chi answers a method a path does not list with 405;
+				// no listed operation ever does.
+				if status == "405" {
+					t.Errorf("%s documents a 405, which only methods it does not list get", name)
+				}
+				if response.Value.Description == nil || *response.Value.Description == "" {
+					t.Errorf("%s → %s has no description", name, status)
+				}
+				for mediaType, content := range response.Value.Content {
+					if content.Example == nil && len(content.Examples) == 0 {
+						t.Errorf("%s → %s: the %s body has no example", name, status, mediaType)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The rules of the contract polish (issue 14), which generators taught:
+// every number is a time or a confidence and says format double; every
+// integer says its size; no schema has a default (a generated TypeScript
+// client makes a field with a default required; descriptions say the
+// default instead); no enum holds null (a nullable enum is a oneOf of the
+// enum and {"type": "null"}).
+func TestDocument_SchemasSuitGenerators(t *testing.T) {
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*openapi3.Schema]bool{}
+	var check func(where string, ref *openapi3.SchemaRef)
+	check = func(where string, ref *openapi3.SchemaRef) {
+		if ref == nil || ref.Value == nil || seen[ref.Value] {
+			return
+		}
+		s := ref.Value
+		seen[s] = true
+		switch {
+		case s.Type.Includes("number") && s.Format != "double":
+			t.Errorf("%s: a number with format %q, want double", where, s.Format)
+		case s.Type.Includes("integer") && s.Format != "int32" && s.Format != "int64":
+			t.Errorf("%s: an integer with format %q, want int32 or int64", where, s.Format)
+		}
+		if s.Default != nil {
+			t.Errorf("%s: has a default (%v); say it in the description", where, s.Default)
+		}
+		for _, v := range s.Enum {
+			if v == nil {
+				t.Errorf("%s: null in an enum; use oneOf with {\"type\": \"null\"}", where)
+			}
+		}
+		for name, p := range s.Properties {
+			check(where+"."+name, p)
+		}
+		check(where+"[]", s.Items)
+		check(where+"{}", s.AdditionalProperties.Schema)
+		check(where+"!", s.Not)
+		for i, group := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf, s.AllOf} {
+			for j, sub := range group {
+				check(fmt.Sprintf("%s/%s/%d", where, []string{"oneOf", "anyOf", "allOf"}[i], j), sub)
+			}
+		}
+	}
+	for name, s := range doc.Components.Schemas {
+		check("#/components/schemas/"+name, s)
+	}
+	for name, p := range doc.Components.Parameters {
+		check("#/components/parameters/"+name, p.Value.Schema)
+	}
+	for name, h := range doc.Components.Headers {
+		check("#/components/headers/"+name, h.Value.Schema)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			for _, p := range op.Parameters {
+				check(name+" "+p.Value.Name, p.Value.Schema)
+			}
+			if op.RequestBody != nil {
+				for _, c := range op.RequestBody.Value.Content {
+					check(name+" body", c.Schema)
+				}
+			}
+			for status, r := range op.Responses.Map() {
+				for _, h := range r.Value.Headers {
+					check(name+" → "+status+" header", h.Value.Schema)
+				}
+				for _, c := range r.Value.Content {
+					check(name+" → "+status, c.Schema)
+				}
+			}
+		}
+	}
+	if len(seen) < 20 {
+		t.Fatalf("checked %d schemas; the walk misses most of the document", len(seen))
 	}
 }
