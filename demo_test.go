@@ -32,6 +32,30 @@ func TestValidateRationale(t *testing.T) {
 	}
 }
 
+// Field names of a demo verdict are matched exactly, as a task's are: Go's
+// decoder alone would take "TASK_ID" for "task_id" and keep the last of a
+// repeated field.
+func TestParseDemoVerdictCreate_FieldNamesAreExact(t *testing.T) {
+	for body, mention := range map[string]string{
+		`{"TASK_ID":"tsk_demo_a","verdict":"approve"}`:                                             `did you mean "task_id"`,
+		`{"task_id":"tsk_demo_a","Verdict":"approve"}`:                                             `did you mean "verdict"`,
+		`{"task_id":"tsk_demo_a","verdict":"approve","Rationale":"r"}`:                             `did you mean "rationale"`,
+		`{"task_id":"tsk_demo_a","verdict":"approve","verdict":"reject"}`:                          `"verdict" twice`,
+		`{"task_id":"tsk_demo_a","\u0074ask_id":"tsk_demo_b","verdict":"a"}`:                       `"task_id" twice`,
+		`{"task_id":"tsk_demo_a","verdict":"approve","anon_session_id":"x","anon_session_id":"y"}`: `"anon_session_id" twice`,
+	} {
+		_, err := arbiter.ParseDemoVerdictCreate([]byte(body))
+		if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), mention) {
+			t.Errorf("%s: %v, want EINVALID mentioning %s", body, err, mention)
+		}
+	}
+	// Escaped names are the names they spell.
+	in, err := arbiter.ParseDemoVerdictCreate([]byte(`{"\u0074ask_id":"tsk_demo_a","verdict":"approve"}`))
+	if err != nil || in.TaskID != "tsk_demo_a" {
+		t.Fatalf("escaped task_id: %+v, %v", in, err)
+	}
+}
+
 // FuzzParseDemoVerdictCreate checks that no body makes the decoder panic or
 // accept a verdict the store could not keep. Its seeds run with every
 // `go test`.

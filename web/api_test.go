@@ -473,6 +473,31 @@ func TestDemo(t *testing.T) {
 	})
 }
 
+// POST /demo/verdicts matches field names exactly, as POST /v1/tasks and
+// each task of a batch do (TestTaskCreate_FieldNamesAreExact,
+// TestTaskBatchCreate): a field in another case or given twice is 400 and
+// stores nothing.
+func TestDemoVerdictCreate_FieldNamesAreExact(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		const task, session = `"task_id":"tsk_demo_refund_late_delivery"`, `"anon_session_id":"anon_exact"`
+		for body, mention := range map[string]string{
+			`{"TASK_ID":"tsk_demo_refund_late_delivery","verdict":"approve",` + session + `}`:    `"TASK_ID"`,
+			`{` + task + `,"VERDICT":"approve",` + session + `}`:                                 `"VERDICT"`,
+			`{` + task + `,"verdict":"approve","verdict":"reject",` + session + `}`:              "twice",
+			`{` + task + `,` + task + `,"verdict":"approve",` + session + `}`:                    "twice",
+			`{` + task + `,"verdict":"approve","rationale":"a","rationale":"b",` + session + `}`: "twice",
+		} {
+			status, h, b := a.do("POST", "/demo/verdicts", "", body)
+			if msg := wantError(t, status, h, b, 400); !strings.Contains(msg, mention) {
+				t.Errorf("%s: error %q does not mention %s", body, msg, mention)
+			}
+		}
+		if n, err := a.store.CountDemoVerdicts(ctx, "anon_exact"); err != nil || n != 0 {
+			t.Fatalf("%d demo verdicts stored after refused bodies (%v), want 0", n, err)
+		}
+	})
+}
+
 func TestHealthz(t *testing.T) {
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, _, b := a.do("GET", "/healthz", "", "")
