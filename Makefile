@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint generate generate-check fuzz bench bench-micro clean
+.PHONY: run test build lint contract-lint generate generate-check fuzz bench bench-micro clean
 
 run: build
 	./$(BIN) serve
@@ -18,6 +18,14 @@ build:
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# contract-lint runs two third-party OpenAPI linters on the API's document,
+# Redocly CLI (redocly.yaml, .redocly.lint-ignore.yaml) and Spectral
+# (.spectral.yaml), from the locked Node packages; either failing on an
+# error fails the target. Redocly's telemetry and update check are off.
+contract-lint: node_modules/.package-lock.json
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint openapi/openapi.json
+	npx --no-install spectral lint --fail-severity=error openapi/openapi.json
 
 # generate rebuilds the generated files, which are committed so `go build`
 # needs neither Node nor the templ CLI: the views' *_templ.go (templ, a tool
