@@ -75,10 +75,11 @@ type DB struct {
 
 	idempotencyTTL time.Duration
 
-	// creates and reads group concurrent creates and task reads on
-	// Postgres unless ungrouped.
+	// creates, reads and finishes group concurrent creates, task reads
+	// and agent finishes on Postgres unless ungrouped.
 	creates   createGroup
 	reads     readGroup
+	finishes  finishGroup
 	ungrouped bool
 
 	// watchers wake requests waiting for tasks (watch.go).
@@ -115,6 +116,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
+	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
 	var err error
 	// Few connections serve many requests: a query holds one for well

@@ -214,3 +214,43 @@ func (d *DB) MoveDeadline(ctx context.Context, taskID string, at arbiter.Timesta
 	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET deadline_at = ? WHERE id = ?`), int64(at), taskID)
 	return err
 }
+
+// Finish is one FinishAgentAttempt call, for FinishGroup.
+type Finish struct {
+	Owner, TaskID string
+	Step          arbiter.AgentStep
+}
+
+// FinishGroup records the finishes as one group, the way concurrent
+// finishes are recorded on Postgres, and returns each one's outcome.
+func (d *DB) FinishGroup(ctx context.Context, finishes []Finish) []error {
+	group := make([]*call[agentFinish, struct{}], len(finishes))
+	for i, f := range finishes {
+		group[i] = &call[agentFinish, struct{}]{in: agentFinish{owner: f.Owner, taskID: f.TaskID, step: f.Step, now: d.nowMS()}}
+	}
+	d.finishGroupOf(ctx, group)
+	errs := make([]error, len(group))
+	for i, c := range group {
+		errs[i] = c.err
+	}
+	return errs
+}
+
+// GroupedFinishes returns how many finishes group statements have
+// recorded.
+func (d *DB) GroupedFinishes() int64 {
+	d.finishes.mu.Lock()
+	defer d.finishes.mu.Unlock()
+	return d.finishes.grouped
+}
+
+// HoldFinishes keeps new finishes queued, as if every group slot were
+// busy, until the returned function is called.
+func (d *DB) HoldFinishes() (release func()) { return hold(&d.finishes) }
+
+// QueuedFinishes returns how many finishes wait for a group.
+func (d *DB) QueuedFinishes() int {
+	d.finishes.mu.Lock()
+	defer d.finishes.mu.Unlock()
+	return len(d.finishes.queue)
+}

@@ -12,7 +12,8 @@ import (
 // them instead of one each. Under load this is what bounds latency; a call
 // that arrives alone is a group of one and runs at once.
 const (
-	// maxGroup bounds the calls in one statement.
+	// maxGroup bounds the calls in one statement, unless a grouper sets
+	// its own max.
 	maxGroup = 128
 	// groupsInFlight is how many groups of one kind may run at once, so
 	// that one waiting on the disk or the network does not hold up the
@@ -33,6 +34,8 @@ type call[In, Out any] struct {
 // or err on every call it is given; the grouper closes done.
 type grouper[In, Out any] struct {
 	run func(ctx context.Context, calls []*call[In, Out])
+	// max bounds the calls in one group (default maxGroup).
+	max int
 	// timeout bounds one group, the store's timeout. A group runs
 	// detached from the callers' contexts: a caller that gives up must
 	// not cancel the others.
@@ -83,7 +86,11 @@ func (g *grouper[In, Out]) do(ctx context.Context, in In) (Out, error) {
 func (g *grouper[In, Out]) loop() {
 	for {
 		g.mu.Lock()
-		n := min(len(g.queue), maxGroup)
+		limit := g.max
+		if limit <= 0 {
+			limit = maxGroup
+		}
+		n := min(len(g.queue), limit)
 		if n == 0 {
 			g.running--
 			g.mu.Unlock()

@@ -105,19 +105,50 @@ func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.T
 var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds the task's lease.")
 
 // FinishAgentAttempt records a verifier call and moves the task on, only
-// while owner holds its lease.
+// while owner holds its lease. On Postgres concurrent calls share one
+// statement and one commit (finishGroupOf); on SQLite, and for a call alone,
+// it is finishOne.
 func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	now := d.nowMS()
-	var verdict, tier, confidence, completedAt any
-	if step.Next == arbiter.StatusCompleted {
-		verdict, tier, confidence, completedAt = *step.Attempt.Verdict, arbiter.TierAgent, *step.Attempt.Confidence, int64(now)
+	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS()}
+	if d.grouping() {
+		_, err = d.finishes.do(ctx, f)
+		return err
 	}
-	failed := 0
-	if step.Attempt.Error != nil {
-		failed = 1
+	return d.finishOne(ctx, f)
+}
+
+// agentFinish is one FinishAgentAttempt call: the step to record on the
+// task, while owner holds its lease, at now.
+type agentFinish struct {
+	owner, taskID string
+	step          arbiter.AgentStep
+	now           arbiter.Timestamp
+}
+
+// finalFields returns what the finish sets in the task's final_* columns
+// and completed_at: the agent's verdict when the step completes the task,
+// NULL otherwise.
+func (f agentFinish) finalFields() (verdict, tier, confidence, completedAt any) {
+	if f.step.Next == arbiter.StatusCompleted {
+		return *f.step.Attempt.Verdict, arbiter.TierAgent, *f.step.Attempt.Confidence, int64(f.now)
 	}
+	return nil, nil, nil, nil
+}
+
+// failed is 1 when the finish records a failed call, for the failures
+// count.
+func (f agentFinish) failed() int {
+	if f.step.Attempt.Error != nil {
+		return 1
+	}
+	return 0
+}
+
+// finishOne records one finish in its own transaction.
+func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
+	verdict, tier, confidence, completedAt := f.finalFields()
 	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL
@@ -133,7 +164,7 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	var final []string
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
-			step.Next, verdict, tier, confidence, completedAt, failed, int64(step.RunAfter), taskID, owner)
+			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), f.taskID, f.owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
@@ -141,19 +172,25 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 		if n, final, err = scanUpdated(rows); err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		} else if n == 0 {
-			if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
-				return err
-			} else if passed {
-				return arbiter.ExpiredError(nil)
-			}
-			return errLeaseLost
+			return d.finishRefused(ctx, tx, f.taskID)
 		}
-		return insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, step.Attempt)
+		return insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt)
 	})
 	if err == nil {
 		d.published(final...)
 	}
 	return err
+}
+
+// finishRefused says why a finish changed nothing: the task's deadline
+// passed (ExpiredError), or its lease was lost (ECONFLICT).
+func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID string) error {
+	if passed, err := d.deadlinePassed(ctx, q, taskID); err != nil {
+		return err
+	} else if passed {
+		return arbiter.ExpiredError(nil)
+	}
+	return errLeaseLost
 }
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,

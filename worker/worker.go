@@ -63,6 +63,11 @@ type Config struct {
 	// Poll is the wait between claims when the queue is empty (default
 	// 500ms); Notify cuts it short.
 	Poll time.Duration
+	// ClaimCooldown is the least time between two claims (default
+	// DefaultClaimCooldown), so that calls finishing one after another
+	// free their slots for one claim of many tasks rather than many
+	// claims of one; River's FetchCooldown.
+	ClaimCooldown time.Duration
 	// Backoff is the wait before the first retry of a failed call; it
 	// doubles with each failure (default 1s).
 	Backoff time.Duration
@@ -91,6 +96,7 @@ const (
 	DefaultAttemptTimeout = 30 * time.Second
 	DefaultGrace          = 10 * time.Second
 	DefaultExpireEvery    = time.Second
+	DefaultClaimCooldown  = 2 * time.Millisecond
 )
 
 // expireBatch bounds the tasks one sweep statement expires; a sweep runs
@@ -132,6 +138,9 @@ func New(cfg Config) *Worker {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.ClaimCooldown <= 0 {
+		cfg.ClaimCooldown = DefaultClaimCooldown
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = time.Second
@@ -223,6 +232,8 @@ func (w *Worker) Run(ctx context.Context) {
 func (w *Worker) claimLoop(ctx, calls context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	cooldown := time.NewTimer(0)
+	defer cooldown.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -231,11 +242,19 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 		case <-w.wake:
 		case <-w.freed:
 		}
+		// The cooldown since the last claim, while more calls finish.
+		select {
+		case <-ctx.Done():
+			return
+		case <-cooldown.C:
+		}
 		free := cap(w.slots) - len(w.slots)
 		if free == 0 {
+			cooldown.Reset(0)
 			continue // a finishing call sends on freed
 		}
 		tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, free, w.cfg.Lease)
+		cooldown.Reset(w.cfg.ClaimCooldown)
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("claim tasks", "error", err.Error())
 		}

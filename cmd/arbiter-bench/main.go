@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
@@ -53,22 +53,25 @@ func main() {
 
 // config holds the command line.
 type config struct {
-	bin         string
-	databaseURL string
-	addr        string
-	duration    time.Duration
-	concurrency int
-	accounts    int
-	workerTasks int
-	workers     int
-	waiters     int
-	waitHold    time.Duration
-	phases      map[string]bool
+	bin          string
+	databaseURL  string
+	addr         string
+	duration     time.Duration
+	concurrency  int
+	accounts     int
+	workerTasks  int
+	workers      int
+	waiters      int
+	riverBin     string
+	queueJobs    int
+	queueWorkers int
+	waitHold     time.Duration
+	phases       map[string]bool
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker"}
+var allPhases = []string{"api", "wait", "worker", "queue"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -83,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
 	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
 	fs.IntVar(&c.workers, "workers", 32, "ARBITER_WORKERS for the worker phase")
+	fs.StringVar(&c.riverBin, "river-bin", "bin/river-bench", "the River side of the queue comparison (cmd/arbiter-bench/river)")
+	fs.IntVar(&c.queueJobs, "queue-jobs", 20000, "jobs River and tasks the worker work in the queue comparison (0 skips it)")
+	fs.IntVar(&c.queueWorkers, "queue-workers", 2000, "ARBITER_WORKERS in the queue comparison, as River's MaxWorkers")
 	fs.IntVar(&c.waiters, "waiters", 10000, "long-polls the wait phase holds open (0 skips it)")
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
@@ -150,6 +156,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 			return err
 		}
 	}
+	if b.phases["queue"] && b.queueJobs > 0 {
+		if err := b.measureQueue(ctx); err != nil {
+			return err
+		}
+	}
 	b.print(stdout)
 	return nil
 }
@@ -166,7 +177,20 @@ func (b *bench) env(extra ...string) []string {
 
 // resetDatabase drops and creates the bench database and migrates it.
 func (b *bench) resetDatabase(ctx context.Context) error {
-	u, err := url.Parse(b.databaseURL)
+	if err := recreateDatabase(ctx, b.databaseURL); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, b.bin, "migrate")
+	cmd.Env = b.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("arbiter migrate: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// recreateDatabase drops the database of databaseURL and creates it empty.
+func recreateDatabase(ctx context.Context, databaseURL string) error {
+	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return err
 	}
@@ -183,11 +207,6 @@ func (b *bench) resetDatabase(ctx context.Context) error {
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
 		return fmt.Errorf("create %s: %w", name, err)
-	}
-	cmd := exec.CommandContext(ctx, b.bin, "migrate")
-	cmd.Env = b.env()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("arbiter migrate: %v\n%s", err, out)
 	}
 	return nil
 }
@@ -395,78 +414,114 @@ func vacuum(ctx context.Context, databaseURL string) error {
 // a model.
 const alwaysRule = "approve 0.99 true\n"
 
-// measureWorker creates workerTasks pending tasks on a fresh database and
-// times `arbiter worker` with the rules backend deciding them all.
+// measureWorker times `arbiter worker` with the rules backend deciding
+// workerTasks pending tasks at ARBITER_WORKERS=workers.
 func (b *bench) measureWorker(ctx context.Context) error {
-	if err := b.resetDatabase(ctx); err != nil {
+	r, err := b.timeWorker(ctx, "worker (rules)", b.workerTasks, b.workers)
+	if err != nil {
 		return err
+	}
+	b.results = append(b.results, r)
+	return nil
+}
+
+// timeWorker creates n pending tasks on a fresh database, starts `arbiter
+// worker` with the rules backend and ARBITER_WORKERS=workers, and times it
+// from the moment it says it started until the last task's completion is
+// heard on the task channel, the way River's benchmark counts its jobs
+// through its completion events. CPU is the worker's and Postgres's in
+// that window.
+func (b *bench) timeWorker(ctx context.Context, name string, n, workers int) (result, error) {
+	if err := b.resetDatabase(ctx); err != nil {
+		return result{}, err
 	}
 	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	defer store.Close()
 	account, err := store.FindOrCreateAccountByEmail(ctx, "bench-worker@example.com")
 	if err != nil {
-		return err
+		return result{}, err
 	}
-	in, _ := arbiter.ParseTaskCreate(taskBody)
-	b.logf("creating %d pending tasks", b.workerTasks)
-	var next sync.Mutex
-	n := 0
-	drive(ctx, "", b.concurrency, time.Hour, func(int, int) error {
-		next.Lock()
-		if n >= b.workerTasks {
-			next.Unlock()
-			return errStop
-		}
-		n++
-		next.Unlock()
-		_, err := store.CreateTask(ctx, account.ID, in)
-		return err
-	})
+	b.logf("creating %d pending tasks", n)
+	if _, err := createPending(ctx, store, account.ID, n); err != nil {
+		return result{}, err
+	}
+	if err := vacuum(ctx, b.databaseURL); err != nil {
+		return result{}, err
+	}
+	completed, stopListening, err := listenCompletions(b.databaseURL)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopListening()
 
 	dir, err := os.MkdirTemp("", "arbiter-bench")
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	defer os.RemoveAll(dir)
-
-	b.logf("arbiter worker with the rules backend, %d concurrent", b.workers)
+	b.logf("arbiter worker with the rules backend, %d concurrent", workers)
+	w, err := b.startWorker(ctx, dir, "ARBITER_WORKERS="+strconv.Itoa(workers))
+	if err != nil {
+		return result{}, err
+	}
+	defer w.stop()
+	select {
+	case <-w.started:
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	case <-time.After(30 * time.Second):
+		return result{}, errors.New("the worker did not start within 30 s")
+	}
+	b.serverPID = w.pid
+	before := b.cpuNow()
 	start := time.Now()
-	stopWorker, err := b.startWorker(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer stopWorker()
-	conn, err := sql.Open("postgres", b.databaseURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for {
-		var done int
-		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE status = 'completed'`).Scan(&done); err != nil {
-			return err
-		}
-		if done >= b.workerTasks {
-			break
-		}
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("the worker decided %d of %d tasks in 10 minutes", done, b.workerTasks)
-		}
+	seen := make(map[string]bool, n)
+	for len(seen) < n {
 		select {
+		case id := <-completed:
+			seen[id] = true
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+			return result{}, ctx.Err()
+		case <-time.After(time.Minute):
+			return result{}, fmt.Errorf("the worker decided %d of %d tasks, then nothing for a minute", len(seen), n)
 		}
 	}
 	elapsed := time.Since(start)
-	b.results = append(b.results, result{
-		name: "worker (rules)", ops: int64(b.workerTasks), elapsed: elapsed,
-		perSec: float64(b.workerTasks) / elapsed.Seconds(), unitName: "tasks/s",
-	})
-	return nil
+	cpu := b.cpuNow().minus(before)
+	cpu.generator = 0 // the bench only listened
+	return result{name: name, ops: int64(n), elapsed: elapsed, cpu: cpu,
+		perSec: float64(n) / elapsed.Seconds(), unitName: "tasks/s"}, nil
+}
+
+// listenCompletions listens on Arbiter's task channel and sends the id of
+// each task that reaches a final state.
+func listenCompletions(databaseURL string) (<-chan string, func(), error) {
+	l := pq.NewListener(databaseURL, 100*time.Millisecond, time.Second, nil)
+	if err := l.Listen("arbiter_tasks"); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("listen: %w", err)
+	}
+	ids := make(chan string, 1024)
+	stop := make(chan struct{})
+	go func() {
+		for n := range l.Notify {
+			if n == nil {
+				continue
+			}
+			select {
+			case ids <- n.Extra:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return ids, func() {
+		close(stop)
+		l.Close()
+	}, nil
 }
 
 // phase drives fn at the configured concurrency and duration, and records
@@ -672,6 +727,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
+	ratio("worker (vs River)", "River (no-op)", 1)
 	if r := b.wait; r != nil {
 		fmt.Fprintf(w, "%-22s %d held, %d errors, open file limit %d\n", "wait", r.waiters, r.errors, r.fileLimit)
 		fmt.Fprintf(w, "%-22s %.0f MB held, %.0f MB peak (target < 300 MB) %s\n", "wait: server RSS",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,12 +169,12 @@ func (b *bench) measureWait(ctx context.Context) error {
 	}
 	b.logf("%d waiters held; server RSS %.0f MB; deciding their tasks with `arbiter worker`", sent.Load(), res.heldRSSMB)
 
-	stopWorker, err := b.startWorker(ctx, dir)
+	w, err := b.startWorker(ctx, dir)
 	if err != nil {
 		return err
 	}
 	done.Wait()
-	stopWorker()
+	w.stop()
 	res.peakRSSMB = rssMB(server.Process.Pid, "VmHWM:")
 	b.wait = &res
 	if res.errors > 0 {
@@ -209,9 +210,16 @@ func createPending(ctx context.Context, store *db.DB, accountID string, n int) (
 	return ids, nil
 }
 
+// startedWorker is an `arbiter worker` the bench started.
+type startedWorker struct {
+	pid     int
+	started <-chan struct{} // closed when it logs that it started
+	stop    func()
+}
+
 // startWorker starts `arbiter worker` with the rules backend deciding every
-// task, and returns a function that stops it.
-func (b *bench) startWorker(ctx context.Context, dir string, extraEnv ...string) (stop func(), err error) {
+// task, ARBITER_WORKERS=b.workers unless extraEnv sets it.
+func (b *bench) startWorker(ctx context.Context, dir string, extraEnv ...string) (*startedWorker, error) {
 	rules := filepath.Join(dir, "rules.txt")
 	if err := os.WriteFile(rules, []byte(alwaysRule), 0o600); err != nil {
 		return nil, err
@@ -220,19 +228,37 @@ func (b *bench) startWorker(ctx context.Context, dir string, extraEnv ...string)
 	if err != nil {
 		return nil, err
 	}
+	started := make(chan struct{})
 	cmd := exec.CommandContext(ctx, b.bin, "worker")
 	cmd.Env = b.env(append([]string{"ARBITER_AGENT=rules", "ARBITER_AGENT_RULES=" + rules,
 		"ARBITER_WORKERS=" + strconv.Itoa(b.workers)}, extraEnv...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout = logFile
+	cmd.Stderr = &lineWatcher{w: logFile, want: []byte(`msg="worker started"`), seen: started}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	return func() {
+	return &startedWorker{pid: cmd.Process.Pid, started: started, stop: func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		logFile.Close()
-	}, nil
+	}}, nil
+}
+
+// lineWatcher passes writes on to w and closes seen the first time want
+// appears in them.
+type lineWatcher struct {
+	w    io.Writer
+	want []byte
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *lineWatcher) Write(p []byte) (int, error) {
+	if bytes.Contains(p, l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return l.w.Write(p)
 }
 
 // settle waits until the process pid has spent no CPU for 200 ms, or 10 s

@@ -1,0 +1,180 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// finishGroup records agent attempts in groups on Postgres (group.go): a
+// worker with many calls in flight finishes them with one statement and
+// one commit per group instead of a transaction each, as River's completer
+// does (riverqueue/river internal/jobcompleter).
+type finishGroup = grouper[agentFinish, struct{}]
+
+// maxFinishGroup bounds the finishes in one statement: a worker may have
+// thousands of calls in flight, and a finish is a short row.
+const maxFinishGroup = 1000
+
+// finishGroupOf records a group of finishes and tells each its outcome. A
+// group of one, a second finish of a task already in the group, and every
+// finish of a group whose statement failed go through finishOne, so each
+// gets its own answer. A finish the statement did not apply (its lease
+// lost, its deadline passed) is told why, as finishOne would.
+func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struct{}]) {
+	if len(group) == 1 {
+		group[0].err = d.finishOne(ctx, group[0].in)
+		return
+	}
+	var batch []agentFinish
+	var inBatch, alone []*call[agentFinish, struct{}]
+	seen := make(map[string]bool, len(group))
+	for _, c := range group {
+		if seen[c.in.taskID] {
+			alone = append(alone, c)
+			continue
+		}
+		seen[c.in.taskID] = true
+		batch, inBatch = append(batch, c.in), append(inBatch, c)
+	}
+	applied, err := d.finishMany(ctx, batch)
+	if err != nil {
+		d.log.Warn("a grouped finish failed; recording its finishes one by one", "finishes", len(batch), "error", err.Error())
+	}
+	d.finishes.addGrouped(len(applied))
+	for _, c := range inBatch {
+		switch {
+		case err != nil:
+			c.err = d.finishOne(ctx, c.in)
+		case !applied[c.in.taskID]:
+			c.err = d.finishRefused(ctx, d.db, c.in.taskID)
+		}
+	}
+	for _, c := range alone {
+		c.err = d.finishOne(ctx, c.in)
+	}
+}
+
+// finishManySQL is the statement that applies a group of finishes in one
+// statement: each task whose lease its owner still holds and whose deadline
+// has not passed moves to its next status, and gets its attempt; the
+// statement returns the tasks it moved, notifying the final ones
+// (publishingSQL). Arguments are 'agent_running', then arrays, one element
+// per finish, in the order of input's columns.
+//
+// The running status is compared through the input, not as a constant:
+// with a constant the planner may find the tasks through the partial index
+// of running tasks and compare each to every finish (its statistics often
+// say no task is running), where finding each by id costs one lookup.
+//
+// Writes that must commit with a finish (an outbox, an audit) belong in
+// finishMany's transaction, over the ids this statement returns.
+func (d *DB) finishManySQL() string {
+	return `WITH input AS MATERIALIZED (
+		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
+			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
+		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
+			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at)
+	), u AS (
+		UPDATE tasks t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
+			final_confidence = i.final_confidence, completed_at = i.completed_at,
+			failures = t.failures + i.failed, run_after = i.run_after,
+			lease_owner = NULL, lease_expires_at = NULL
+		FROM input i
+		WHERE t.id = i.id AND t.status = i.claimed AND t.lease_owner = i.owner AND ` + d.beforeDeadline() + `
+		RETURNING t.id, t.status
+	), a AS (
+		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at)
+		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at
+		FROM input i JOIN u ON u.id = i.id
+	)
+	SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
+		THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
+}
+
+// finishMany runs finishManySQL over batch, whose task ids are distinct,
+// in one transaction, wakes the waiters of the tasks it left final, and
+// returns the ids of the tasks it moved.
+func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bool, error) {
+	n := len(batch)
+	var (
+		ids, owners, statuses     = make([]string, n), make([]string, n), make([]string, n)
+		finalVerdicts, finalTiers = make([]sql.NullString, n), make([]sql.NullString, n)
+		finalConfidences          = make([]sql.NullFloat64, n)
+		completedAts, runAfters   = make([]sql.NullInt64, n), make([]int64, n)
+		failed                    = make([]int64, n)
+		verdicts, models, errs    = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
+		confidences               = make([]sql.NullFloat64, n)
+		rationales                = make([]string, n)
+		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
+	)
+	for i, f := range batch {
+		a := f.step.Attempt
+		ids[i], owners[i], statuses[i] = f.taskID, f.owner, f.step.Next
+		if f.step.Next == arbiter.StatusCompleted {
+			finalVerdicts[i] = sql.NullString{String: *a.Verdict, Valid: true}
+			finalTiers[i] = sql.NullString{String: arbiter.TierAgent, Valid: true}
+			finalConfidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
+			completedAts[i] = sql.NullInt64{Int64: int64(f.now), Valid: true}
+		}
+		failed[i], runAfters[i] = int64(f.failed()), int64(f.step.RunAfter)
+		verdicts[i], models[i], errs[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error)
+		if a.Confidence != nil {
+			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
+		}
+		rationales[i], startedAts[i] = a.Rationale, int64(a.StartedAt)
+		if a.FinishedAt != nil {
+			finishedAts[i] = sql.NullInt64{Int64: int64(*a.FinishedAt), Valid: true}
+		}
+	}
+	stmt, err := d.stmt(ctx, d.finishManySQL())
+	if err != nil {
+		return nil, err
+	}
+	applied := make(map[string]bool, n)
+	var final []string
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, arbiter.StatusAgentRunning,
+			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
+			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
+			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
+			pq.Array(startedAts), pq.Array(finishedAts))
+		if err != nil {
+			return fmt.Errorf("finish attempts: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, status string
+			var notified any
+			if err := rows.Scan(&id, &status, &notified); err != nil {
+				return fmt.Errorf("finish attempts: %w", err)
+			}
+			applied[id] = true
+			if arbiter.FinalStatus(status) {
+				final = append(final, id)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("finish attempts: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.published(final...)
+	return applied, nil
+}
+
+// nullOf is s as a nullable column value.
+func nullOf(s *string) sql.NullString {
+	if s == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *s, Valid: true}
+}
