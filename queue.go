@@ -158,13 +158,13 @@ type QueueService interface {
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
 
 	// ListHumanQueue returns the account's human_needed tasks, oldest
-	// first, at most limit of them, and how many there are in all. The
-	// tasks come without their contexts and attempts, which a list does not
-	// show.
+	// first, at most limit of them, and how many there are in all, up to
+	// QueueCountCap+1. The tasks come without their contexts and attempts,
+	// which a list does not show.
 	ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*Task, int, error)
 
 	// CountHumanQueue returns how many of the account's tasks wait for a
-	// human.
+	// human, up to QueueCountCap+1.
 	CountHumanQueue(ctx context.Context, accountID string) (int, error)
 
 	// FindQueuePlace returns where the account's task stands in its human
@@ -174,14 +174,21 @@ type QueueService interface {
 	FindQueuePlace(ctx context.Context, accountID, taskID string) (QueuePlace, error)
 }
 
+// QueueCountCap bounds the counting of a human queue: counts of it (the
+// queue's length, a task's position) stop at QueueCountCap+1, so a request
+// costs the same however deep the queue. A count above QueueCountCap
+// means "more than QueueCountCap".
+const QueueCountCap = 10_000
+
 // QueuePlace is where a task stands in its account's human queue, for the
 // reviewer's previous and next links.
 type QueuePlace struct {
 	// Prev and Next are the ids of the waiting tasks just before and after
 	// the task; "" at the ends.
 	Prev, Next string
-	// Position counts from 1; 0 when the task is not waiting.
+	// Position counts from 1; 0 when the task is not waiting. Like Total,
+	// it stops at QueueCountCap+1.
 	Position int
-	// Total is how many tasks wait in all.
+	// Total is how many tasks wait in all, up to QueueCountCap+1.
 	Total int
 }

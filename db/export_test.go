@@ -254,3 +254,10 @@ func (d *DB) QueuedFinishes() int {
 	defer d.finishes.mu.Unlock()
 	return len(d.finishes.queue)
 }
+
+// QueueAll moves every task of the account to human_needed, as if the
+// agent had passed each to a human.
+func (d *DB) QueueAll(ctx context.Context, accountID string) error {
+	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'human_needed' WHERE account_id = ?`), accountID)
+	return err
+}

@@ -333,13 +333,18 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_
 	return tasks, total, nil
 }
 
-// CountHumanQueue returns how many of the account's tasks wait for a human.
+// CountHumanQueue returns how many of the account's tasks wait for a human,
+// up to arbiter.QueueCountCap+1.
 func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var total int
-	if err := d.db.GetContext(ctx, &total, d.rebind(`SELECT count(*) FROM tasks
-		WHERE account_id = ? AND status = 'human_needed'`), accountID); err != nil {
+	stmt, err := d.stmt(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks
+		WHERE account_id = ? AND status = 'human_needed' LIMIT `+queueCountLimit+`) q`)
+	if err != nil {
+		return 0, err
+	}
+	if err := stmt.QueryRowContext(ctx, accountID).Scan(&total); err != nil {
 		return 0, fmt.Errorf("count human queue: %w", err)
 	}
 	return total, nil
@@ -347,20 +352,29 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 
 // queuePlaceSQL finds, in one statement, the waiting tasks around a task
 // (cur, when it is waiting), its position and the queue's length. With no
-// cur, the next task is the oldest. Arguments: task, account, then the
-// account four more times.
-const queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
+// cur, the next task is the oldest. The queue's order is (created_at, id),
+// compared as rows so that each neighbour is one step of the
+// tasks_human_queue index and the position a count over it; both counts
+// stop at arbiter.QueueCountCap+1. Arguments:
+// task, account, then the account four more times.
+var queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
 		WHERE id = ? AND account_id = ? AND status = 'human_needed')
 	SELECT
-		(SELECT t.id FROM tasks t, cur WHERE t.account_id = ? AND t.status = 'human_needed'
-			AND (t.created_at < cur.created_at OR (t.created_at = cur.created_at AND t.id < cur.id))
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (t.created_at, t.id) < ((SELECT created_at FROM cur), (SELECT id FROM cur))
 			ORDER BY t.created_at DESC, t.id DESC LIMIT 1),
-		(SELECT t.id FROM tasks t LEFT JOIN cur ON 1 = 1 WHERE t.account_id = ? AND t.status = 'human_needed'
-			AND (cur.id IS NULL OR t.created_at > cur.created_at OR (t.created_at = cur.created_at AND t.id > cur.id))
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (t.created_at, t.id) > (COALESCE((SELECT created_at FROM cur), -1), COALESCE((SELECT id FROM cur), ''))
 			ORDER BY t.created_at, t.id LIMIT 1),
-		(SELECT count(*) FROM tasks t, cur WHERE t.account_id = ? AND t.status = 'human_needed'
-			AND (t.created_at < cur.created_at OR (t.created_at = cur.created_at AND t.id <= cur.id))),
-		(SELECT count(*) FROM tasks WHERE account_id = ? AND status = 'human_needed')`
+		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+			AND (t.created_at, t.id) <= ((SELECT created_at FROM cur), (SELECT id FROM cur))
+			LIMIT ` + queueCountLimit + `) p),
+		(SELECT count(*) FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status = 'human_needed'
+			LIMIT ` + queueCountLimit + `) q)`
+
+// queueCountLimit is where counts of a human queue stop,
+// arbiter.QueueCountCap+1.
+var queueCountLimit = strconv.Itoa(arbiter.QueueCountCap + 1)
 
 // FindQueuePlace returns where the account's task stands in its human
 // queue, from ids and counts alone.
@@ -369,7 +383,11 @@ func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID string) (_ ar
 	defer end(&err)
 	var p arbiter.QueuePlace
 	var prev, next sql.NullString
-	err = d.db.QueryRowContext(ctx, d.rebind(queuePlaceSQL), taskID, accountID,
+	stmt, err := d.stmt(ctx, queuePlaceSQL)
+	if err != nil {
+		return p, err
+	}
+	err = stmt.QueryRowContext(ctx, taskID, accountID,
 		accountID, accountID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
 	if err != nil {
 		return p, fmt.Errorf("find queue place: %w", err)

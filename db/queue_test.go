@@ -571,3 +571,43 @@ func TestQueueService_DecideTask_Audited(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueService_CountsStopPastTheCap: counts of a human queue deeper
+// than arbiter.QueueCountCap stop at one past it, so a request over a deep
+// queue costs what it costs over one of QueueCountCap; the neighbours are
+// still exact.
+func TestQueueService_CountsStopPastTheCap(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "deep@example.com")
+		const n = arbiter.QueueCountCap + 5
+		if err := d.InsertTasks(ctx, acct.ID, n, 1763805600000); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.QueueAll(ctx, acct.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.CountHumanQueue(ctx, acct.ID); err != nil || got != arbiter.QueueCountCap+1 {
+			t.Errorf("CountHumanQueue = %d (%v), want %d", got, err, arbiter.QueueCountCap+1)
+		}
+		tasks, total, err := d.ListHumanQueue(ctx, acct.ID, 3)
+		if err != nil || len(tasks) != 3 || total != arbiter.QueueCountCap+1 {
+			t.Fatalf("ListHumanQueue = %d tasks, total %d (%v)", len(tasks), total, err)
+		}
+		first, err := d.FindQueuePlace(ctx, acct.ID, tasks[0].ID)
+		if want := (arbiter.QueuePlace{Next: tasks[1].ID, Position: 1, Total: arbiter.QueueCountCap + 1}); err != nil || first != want {
+			t.Errorf("first place = %+v (%v), want %+v", first, err, want)
+		}
+		second, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID)
+		if want := (arbiter.QueuePlace{Prev: tasks[0].ID, Next: tasks[2].ID, Position: 2, Total: arbiter.QueueCountCap + 1}); err != nil || second != want {
+			t.Errorf("second place = %+v (%v), want %+v", second, err, want)
+		}
+		all, _, err := d.ListHumanQueue(ctx, acct.ID, n)
+		if err != nil || len(all) != n {
+			t.Fatalf("ListHumanQueue = %d tasks (%v), want %d", len(all), err, n)
+		}
+		last, err := d.FindQueuePlace(ctx, acct.ID, all[n-1].ID)
+		if want := (arbiter.QueuePlace{Prev: all[n-2].ID, Position: arbiter.QueueCountCap + 1, Total: arbiter.QueueCountCap + 1}); err != nil || last != want {
+			t.Errorf("last place = %+v (%v), want %+v", last, err, want)
+		}
+	})
+}

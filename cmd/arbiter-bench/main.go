@@ -53,25 +53,28 @@ func main() {
 
 // config holds the command line.
 type config struct {
-	bin          string
-	databaseURL  string
-	addr         string
-	duration     time.Duration
-	concurrency  int
-	accounts     int
-	workerTasks  int
-	workers      int
-	waiters      int
-	riverBin     string
-	queueJobs    int
-	queueWorkers int
-	waitHold     time.Duration
-	phases       map[string]bool
+	bin             string
+	databaseURL     string
+	addr            string
+	duration        time.Duration
+	concurrency     int
+	accounts        int
+	workerTasks     int
+	workers         int
+	waiters         int
+	riverBin        string
+	queueJobs       int
+	queueWorkers    int
+	latencyRates    latencyRatesFlag
+	latencyDuration time.Duration
+	deskTasks       int
+	waitHold        time.Duration
+	phases          map[string]bool
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -89,6 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.riverBin, "river-bin", "bin/river-bench", "the River side of the queue comparison (cmd/arbiter-bench/river)")
 	fs.IntVar(&c.queueJobs, "queue-jobs", 20000, "jobs River and tasks the worker work in the queue comparison (0 skips it)")
 	fs.IntVar(&c.queueWorkers, "queue-workers", 2000, "ARBITER_WORKERS in the queue comparison, as River's MaxWorkers")
+	c.latencyRates = latencyRatesFlag{100, 1000}
+	fs.Var(&c.latencyRates, "latency-rates", "the rates, in tasks/s, of the end-to-end latency phases")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "length of each end-to-end latency phase")
+	fs.IntVar(&c.deskTasks, "desk-tasks", 50000, "tasks waiting for a human in the review desk phases")
 	fs.IntVar(&c.waiters, "waiters", 10000, "long-polls the wait phase holds open (0 skips it)")
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
@@ -158,6 +165,16 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["queue"] && b.queueJobs > 0 {
 		if err := b.measureQueue(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["latency"] {
+		if err := b.measureLatency(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["desk"] && b.deskTasks > 0 {
+		if err := b.measureDesk(ctx); err != nil {
 			return err
 		}
 	}
@@ -728,6 +745,17 @@ func (b *bench) print(w io.Writer) {
 	fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
 	ratio("worker (vs River)", "River (no-op)", 1)
+	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide"} {
+		if r, ok := byName[name]; ok {
+			p99 := float64(r.hist.ValueAtQuantile(99)) / 1000
+			fmt.Fprintf(w, "%-22s p99 %.1f ms (target < 50 ms) %s\n", name, p99, verdict(r.errors == 0 && r.ops > 0 && p99 < 50))
+		}
+	}
+	if r, ok := byName["end to end (1000/s)"]; ok && r.hist != nil {
+		p50, p99 := float64(r.hist.ValueAtQuantile(50))/1000, float64(r.hist.ValueAtQuantile(99))/1000
+		fmt.Fprintf(w, "%-22s p50 %.1f ms, p99 %.1f ms (target p50 < 20 ms, p99 < 100 ms) %s\n", "end to end (1000/s)",
+			p50, p99, verdict(r.errors == 0 && r.ops > 0 && p50 < 20 && p99 < 100))
+	}
 	if r := b.wait; r != nil {
 		fmt.Fprintf(w, "%-22s %d held, %d errors, open file limit %d\n", "wait", r.waiters, r.errors, r.fileLimit)
 		fmt.Fprintf(w, "%-22s %.0f MB held, %.0f MB peak (target < 300 MB) %s\n", "wait: server RSS",

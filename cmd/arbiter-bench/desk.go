@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+// deskConcurrency is how many reviewers' requests the desk phases send at
+// once: a few people at a desk, not a load test.
+const deskConcurrency = 4
+
+// measureDesk fills one account's human queue with b.deskTasks tasks and
+// times the reviewer site over it with a signed-in reviewer: the queue
+// page (/review), a task's page and the answer to a decision (POST
+// /review/tasks/{id}, not following its redirect), each for b.duration at
+// deskConcurrency.
+func (b *bench) measureDesk(ctx context.Context) error {
+	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	const email = "bench-desk@example.com"
+	account, err := store.FindOrCreateAccountByEmail(ctx, email)
+	if err != nil {
+		return err
+	}
+	person, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{
+		Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
+	if err != nil {
+		return err
+	}
+	b.logf("filling the human queue of one account with %d tasks", b.deskTasks)
+	ids, err := createPending(ctx, store, account.ID, b.deskTasks)
+	if err != nil {
+		return err
+	}
+	conn, err := sql.Open("postgres", b.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `UPDATE tasks SET status = 'human_needed' WHERE account_id = $1`, account.ID); err != nil {
+		return err
+	}
+	if err := vacuum(ctx, b.databaseURL); err != nil {
+		return err
+	}
+	cookie, err := sessionCookie(ctx, store, person.ID)
+	if err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "arbiter-bench-desk")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	server := exec.Command(b.bin, "serve", "--worker=false")
+	server.Env = b.env()
+	server.Stdout, server.Stderr = logFile, logFile
+	if err := server.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = server.Process.Signal(syscall.SIGTERM)
+		_ = server.Wait()
+	}()
+	b.serverPID = server.Process.Pid
+	base := "http://" + b.addr
+	if err := waitReady(ctx, base+"/demo/tasks"); err != nil {
+		return fmt.Errorf("%w (server log: %s)", err, logFile.Name())
+	}
+	client := &http.Client{
+		Transport:     &http.Transport{MaxIdleConnsPerHost: deskConcurrency},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	page := func(method, path string, form url.Values, want int) error {
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, body)
+		req.AddCookie(cookie)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		page, err := io.ReadAll(res.Body)
+		if err != nil {
+			return err
+		}
+		if res.StatusCode != want {
+			return fmt.Errorf("%s %s: %d, want %d: %.200s", method, path, res.StatusCode, want, page)
+		}
+		return nil
+	}
+	phase := func(name string, fn func(w, i int) error) {
+		before := b.cpuNow()
+		r := drive(ctx, name, deskConcurrency, b.duration, fn)
+		r.cpu = b.cpuNow().minus(before)
+		b.results = append(b.results, r)
+	}
+	b.logf("the reviewer site over %d waiting tasks, %d at a time, for %s each", b.deskTasks, deskConcurrency, b.duration)
+	phase("desk: /review", func(int, int) error { return page("GET", "/review", nil, http.StatusOK) })
+	phase("desk: task page", func(w, i int) error {
+		return page("GET", "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)], nil, http.StatusOK)
+	})
+	// Each decision takes the oldest task nobody has decided yet, as a
+	// reviewer working down the queue does.
+	var next atomic.Int64
+	phase("desk: decide", func(int, int) error {
+		n := int(next.Add(1)) - 1
+		if n >= len(ids) {
+			return errStop
+		}
+		return page("POST", "/review/tasks/"+ids[n], url.Values{"verdict": {"approve"}}, http.StatusSeeOther)
+	})
+	return nil
+}
+
+// sessionCookie signs the person in as the reviewer site would, and returns
+// the session cookie it sets.
+func sessionCookie(ctx context.Context, store *db.DB, personID string) (*http.Cookie, error) {
+	secret, err := store.SessionSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "http://localhost/", nil).WithContext(ctx)
+	if err := web.NewSessions(store, secret, false, "").SignIn(rec, req, personID, arbiter.SignInEmail); err != nil {
+		return nil, err
+	}
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "arbiter_session" {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("signing in set no session cookie")
+}
