@@ -12,8 +12,8 @@ import (
 // result per item, in order, each {"status": 200, "task": …, "replayed": …}
 // or {"status": 400|409|422|429, "error": "…"}. An envelope that is not
 // valid, or too large, is answered as a whole and stores nothing. created
-// is called once when the batch stored any new task.
-func TaskBatchCreate(tasks arbiter.TaskService, created func()) http.Handler {
+// is called once with the number of new tasks when the batch stored any.
+func TaskBatchCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
 	type result struct {
 		Status   int           `json:"status"`
 		Task     *arbiter.Task `json:"task,omitempty"`
@@ -56,7 +56,7 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func()) http.Handler {
 				Error(w, r, err)
 				return
 			}
-			stored := false
+			stored := 0
 			for n, answer := range answers {
 				if answer.Err != nil {
 					results[positions[n]] = failed(answer.Err)
@@ -64,10 +64,12 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func()) http.Handler {
 				}
 				replayed := answer.Replayed
 				results[positions[n]] = result{Status: http.StatusOK, Task: answer.Task, Replayed: &replayed}
-				stored = stored || !replayed
+				if !replayed {
+					stored++
+				}
 			}
-			if stored && created != nil {
-				created()
+			if stored > 0 && created != nil {
+				created(stored)
 			}
 		}
 		JSON(w, http.StatusOK, struct {

@@ -20,8 +20,8 @@ const (
 // task for the authenticated account and answers the Task object. With an
 // Idempotency-Key header, a retry of an earlier create answers that
 // create's task as it is now, marked Idempotent-Replayed. created is called
-// after each new task, so an in-process worker can start at once.
-func TaskCreate(tasks arbiter.TaskService, created func()) http.Handler {
+// with 1 after each new task, so an in-process worker can start at once.
+func TaskCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := idempotencyKey(r)
 		if err != nil {
@@ -52,7 +52,7 @@ func TaskCreate(tasks arbiter.TaskService, created func()) http.Handler {
 		if answer.Replayed {
 			w.Header().Set(IdempotentReplayedHeader, "true")
 		} else if created != nil {
-			created()
+			created(1)
 		}
 		JSON(w, http.StatusOK, answer.Task)
 	})

@@ -41,6 +41,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// LogLevel is debug, info, warn or error (ARBITER_LOG_LEVEL).
 	LogLevel string
+	// MetricsAddr, when set, serves Prometheus metrics at /metrics on
+	// this separate address (ARBITER_METRICS_ADDR), for serve and worker
+	// alike. Keep it off public networks.
+	MetricsAddr string
 	// PprofAddr, when set, serves /debug/pprof on this separate address
 	// (ARBITER_PPROF_ADDR). Keep it on loopback: it is never public.
 	PprofAddr string
@@ -235,6 +239,9 @@ var Settings = []Setting{
 	{Env: "ARBITER_ADDR", Flag: "addr", Default: DefaultAddr, Scope: ScopeHTTP,
 		Help: "listen address",
 		Set:  stringSetting(func(c *Config) *string { return &c.Addr })},
+	{Env: "ARBITER_METRICS_ADDR", Flag: "metrics-addr", Scope: ScopeWorker,
+		Help: "serve Prometheus metrics at /metrics on this separate address; never a public one",
+		Set:  stringSetting(func(c *Config) *string { return &c.MetricsAddr })},
 	{Env: "ARBITER_PPROF_ADDR", Flag: "pprof-addr", Scope: ScopeHTTP,
 		Help: "serve /debug/pprof on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},

@@ -35,6 +35,10 @@ type KeyChecker struct {
 	now      arbiter.Clock
 	failures *arbiter.RateLimiter // failed checks, by client
 
+	// Observe, when set before the first check, is told of each check of
+	// a well-formed key: answered from the cache (true) or looked up.
+	Observe func(cached bool)
+
 	mu    sync.Mutex
 	cache map[string]cachedKey         // by key hash
 	used  map[string]arbiter.Timestamp // by key id, not yet flushed
@@ -85,7 +89,11 @@ func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accou
 	c.mu.Lock()
 	k, ok := c.cache[hash]
 	c.mu.Unlock()
-	if !ok || now.After(k.expires) {
+	cached := ok && !now.After(k.expires)
+	if c.Observe != nil {
+		c.Observe(cached)
+	}
+	if !cached {
 		if k, err = c.lookupLimited(ctx, client, hash, now, ok && k.known && k.active); err != nil {
 			return "", err
 		}

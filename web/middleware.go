@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/arbiterhq/arbiter"
@@ -41,6 +42,36 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 				slog.Int("bytes", ww.BytesWritten()),
 				slog.Duration("duration", time.Since(start)),
 			)
+		})
+	}
+}
+
+// RequestObserver records answered requests (metrics.Metrics implements
+// it).
+type RequestObserver interface {
+	// ObserveRequest records a request to the route pattern the router
+	// matched ("" when none did), its method, its status and how long its
+	// answer took.
+	ObserveRequest(route, method string, status int, d time.Duration)
+}
+
+// observeRequests tells o of every request once it is answered, by the
+// route pattern chi matched, so task ids never become labels.
+func observeRequests(o RequestObserver) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r)
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			route := ""
+			if rc := chi.RouteContext(r.Context()); rc != nil {
+				route = rc.RoutePattern()
+			}
+			o.ObserveRequest(route, r.Method, status, time.Since(start))
 		})
 	}
 }

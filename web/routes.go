@@ -45,9 +45,13 @@ type Router struct {
 	KeyChecker *KeyChecker
 	// Logger receives one line per request and every internal error.
 	Logger *slog.Logger
-	// TaskCreated, when set, is called after each stored task so an
-	// in-process worker can claim it at once.
-	TaskCreated func()
+	// TaskCreated, when set, is called with the number of tasks a create
+	// or a batch stored (replays not counted), so an in-process worker can
+	// claim them at once and metrics count them.
+	TaskCreated func(n int)
+	// Metrics, when set, records every request by route pattern, method
+	// and status (metrics.Metrics).
+	Metrics RequestObserver
 	// ShuttingDown, closed when the server begins to shut down, answers
 	// the requests waiting for a task at once with the task as it is.
 	ShuttingDown <-chan struct{}
@@ -139,6 +143,9 @@ func (rt *Router) Routes() http.Handler {
 // static files.
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
+	if rt.Metrics != nil {
+		r.Use(observeRequests(rt.Metrics))
+	}
 	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL))
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)

@@ -27,6 +27,17 @@ type DemoPruner interface {
 	PruneDemoVerdicts(ctx context.Context, maxAge time.Duration, keep int) (int64, error)
 }
 
+// Observer receives what the worker does, for metrics (metrics.Metrics
+// implements it).
+type Observer interface {
+	// Claimed is called after each claim statement with the tasks it
+	// leased.
+	Claimed(n int)
+	// Verified is called after each verifier call with its duration and
+	// its error (nil when it answered).
+	Verified(d time.Duration, err error)
+}
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
@@ -38,6 +49,8 @@ type Config struct {
 	// Logger receives claim, record and heartbeat failures (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Observer, when set, is told of each claim and verifier call.
+	Observer Observer
 	// Now stamps the attempts' started_at and finished_at (default
 	// time.Now).
 	Now arbiter.Clock
@@ -258,6 +271,9 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("claim tasks", "error", err.Error())
 		}
+		if w.cfg.Observer != nil && err == nil {
+			w.cfg.Observer.Claimed(len(tasks))
+		}
 		for _, t := range tasks {
 			w.slots <- struct{}{}
 			w.callWG.Go(func() {
@@ -289,6 +305,9 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 	cancel()
 	if calls.Err() != nil {
 		return
+	}
+	if w.cfg.Observer != nil {
+		w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
 	}
 	step := arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
 	if step.Err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -65,17 +66,38 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	notify := func() {}
+	// Metrics, when asked for, on their own listener; the open tasks are
+	// counted by one process of each kind that serves them.
+	var m *metrics.Metrics
+	var observer worker.Observer
+	if cfg.MetricsAddr != "" {
+		m = metrics.New()
+		observer = m
+		metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		metricsSrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics", "error", err.Error())
+			}
+		}()
+		defer metricsSrv.Close()
+		wg.Go(func() { m.CountOpenTasksEvery(bg, store, metricsCountEvery, logger) })
+		logger.Info("metrics listening; keep it off public networks", "addr", metricsLn.Addr().String())
+	}
+	notify := func(int) {}
 	if runWorker {
 		verifier, err := agent.New(cfg.Agent)
 		if err != nil {
 			return err
 		}
 		w := worker.New(worker.Config{
-			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger,
+			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger, Observer: observer,
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
 		})
-		notify = w.Notify
+		notify = func(int) { w.Notify() }
 		// The worker stops claiming at the signal, while the HTTP server
 		// drains; both have the grace period.
 		wg.Go(func() {
@@ -91,6 +113,14 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	}
 
 	keys := web.NewKeyChecker(store, nil)
+	created := notify
+	if m != nil {
+		keys.Observe = m.KeyChecked
+		created = func(n int) {
+			m.TasksCreated(n)
+			notify(n)
+		}
+	}
 	wg.Go(func() {
 		keys.Run(bg, func(err error) { logger.Error("flush key use", "error", err.Error()) })
 	})
@@ -103,9 +133,12 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		},
 		KeyChecker:     keys,
 		Logger:         logger,
-		TaskCreated:    notify,
+		TaskCreated:    created,
 		ShuttingDown:   shuttingDown,
 		TrustedProxies: cfg.TrustedProxies,
+	}
+	if m != nil {
+		router.Metrics = m
 	}
 	fileLimit, err := raiseOpenFileLimit()
 	if err != nil {
@@ -187,6 +220,17 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// metricsCountEvery is how often a process serving metrics counts the
+// open tasks for the arbiter_tasks gauge.
+const metricsCountEvery = 15 * time.Second
+
+// metricsMux serves the metrics at /metrics.
+func metricsMux(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	return mux
 }
 
 // servePprof serves the profiler on its own listener, apart from the
