@@ -4,15 +4,19 @@ import (
 	"context"
 	"net/mail"
 	"strings"
+	"time"
 )
 
 // Account owns tasks and API keys. People sign in to it; its e-mail is the
 // verified address of its first identity.
 type Account struct {
-	ID        string
-	Email     string
-	DailyCap  *int // nil means the operator's default cap
-	CreatedAt Timestamp
+	ID       string
+	Email    string
+	DailyCap *int // nil means the operator's default cap
+	// ReservationLength is how long opening a task on the desk reserves
+	// it for the reviewer (DefaultReservation unless the account set one).
+	ReservationLength time.Duration
+	CreatedAt         Timestamp
 }
 
 // The daily task cap: how many tasks an account may create per UTC day.
@@ -86,6 +90,14 @@ type AccountService interface {
 
 	// FindAccountByEmail returns ENOTFOUND when no account has the e-mail.
 	FindAccountByEmail(ctx context.Context, email string) (*Account, error)
+
+	// FindAccountByID returns ENOTFOUND for an unknown account.
+	FindAccountByID(ctx context.Context, id string) (*Account, error)
+
+	// SetReservationLength sets how long opening a task reserves it.
+	// Returns EINVALID for a length CheckReservation refuses, and
+	// ErrNotAllowed when by's role may not manage settings.
+	SetReservationLength(ctx context.Context, accountID string, d time.Duration, by Actor) error
 
 	// SetDailyCap sets the account's own daily task cap; nil returns it to the
 	// default. Returns EINVALID for a cap CheckDailyCap refuses and

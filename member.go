@@ -180,6 +180,7 @@ const (
 	AuditMemberJoined      = "member_joined"
 	AuditMemberRemoved     = "member_removed"
 	AuditRoleChanged       = "role_changed"
+	AuditSettingsChanged   = "settings_changed"
 )
 
 // InvitationMailer delivers invitations, by the same path as sign-in links.

@@ -168,10 +168,11 @@ type QueueService interface {
 	CountHumanQueue(ctx context.Context, accountID string) (int, error)
 
 	// FindQueuePlace returns where the account's task stands in its human
-	// queue, oldest first, reading ids and counts only. A task that is not
-	// waiting (decided, unknown, another account's) has Position 0, and its
-	// Next is the oldest waiting task.
-	FindQueuePlace(ctx context.Context, accountID, taskID string) (QueuePlace, error)
+	// queue, oldest first, reading ids and counts only. Its Prev and Next
+	// skip the tasks someone other than the person holds (Reservation). A
+	// task that is not waiting (decided, unknown, another account's) has
+	// Position 0, and its Next is the oldest waiting task.
+	FindQueuePlace(ctx context.Context, accountID, taskID, personID string) (QueuePlace, error)
 }
 
 // QueueCountCap bounds the counting of a human queue: counts of it (the

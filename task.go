@@ -79,6 +79,9 @@ type Task struct {
 	Context json.RawMessage `json:"-"`
 	// Failures counts the task's failed verifier calls.
 	Failures int `json:"-"`
+	// Reservation is who holds the task on the desk, in the human queue's
+	// list; nil when nobody does.
+	Reservation *Reservation `json:"-"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -12,7 +13,7 @@ import (
 
 var _ arbiter.AccountService = (*DB)(nil)
 
-const accountColumns = `id, email, daily_cap, created_at`
+const accountColumns = `id, email, daily_cap, reservation_seconds, created_at`
 
 // FindOrCreateAccountByEmail returns the account with the e-mail, creating it
 // when absent, with the person of that address as its owner. Returns
@@ -62,14 +63,47 @@ func (d *DB) FindAccountByEmail(ctx context.Context, email string) (_ *arbiter.A
 	return d.findAccount(ctx, d.db, "email", email)
 }
 
+// FindAccountByID returns ENOTFOUND for an unknown account.
+func (d *DB) FindAccountByID(ctx context.Context, id string) (_ *arbiter.Account, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	return d.findAccount(ctx, d.db, "id", id)
+}
+
+// SetReservationLength sets how long opening a task reserves it, when
+// the actor may manage the account's settings.
+func (d *DB) SetReservationLength(ctx context.Context, accountID string, length time.Duration, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := arbiter.CheckReservation(length); err != nil {
+		return err
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
+			return err
+		}
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET reservation_seconds = ? WHERE id = ?`),
+			int64(length/time.Second), accountID); err != nil {
+			return fmt.Errorf("set reservation length: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by,
+			fmt.Sprintf("reservations last %d minutes", int(length.Minutes()))))
+	})
+}
+
 // findAccount looks an account up by a unique column, "id" or "email".
 func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, value string) (*arbiter.Account, error) {
 	var (
-		a   arbiter.Account
-		cap sql.NullInt64
+		a       arbiter.Account
+		cap     sql.NullInt64
+		reserve int64
 	)
 	err := q.QueryRowxContext(ctx, d.rebind(`SELECT `+accountColumns+` FROM accounts WHERE `+column+` = ?`), value).
-		Scan(&a.ID, &a.Email, &cap, &a.CreatedAt)
+		Scan(&a.ID, &a.Email, &cap, &reserve, &a.CreatedAt)
+	a.ReservationLength = time.Duration(reserve) * time.Second
 	if err != nil {
 		return nil, notFound(err, "Account not found.")
 	}

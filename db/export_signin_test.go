@@ -38,3 +38,9 @@ func (d *DB) Exec(ctx context.Context, query string, args ...any) error {
 	_, err := d.db.ExecContext(ctx, d.rebind(query), args...)
 	return err
 }
+
+// ExpireReservation makes the task's reservation run out now, as if its
+// holder had left the desk long ago.
+func (d *DB) ExpireReservation(ctx context.Context, taskID string) error {
+	return d.Exec(ctx, `UPDATE tasks SET reserved_until = 1 WHERE id = ?`, taskID)
+}

@@ -249,12 +249,15 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
+		// A reviewer decides only a task nobody else holds: their own
+		// reservation, or one that ran out and nobody took over.
 		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
-			final_tier = ?, final_confidence = ?, completed_at = ?
+			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
+			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)
 			RETURNING id, status`)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
-			taskID, accountID, arbiter.StatusHumanNeeded)
+			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
 		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		}
@@ -274,6 +277,10 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 				return err
 			} else if passed {
 				return arbiter.ExpiredError(t.DeadlineAt)
+			} else if r, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
+				return err
+			} else if r != nil && r.PersonID != dec.ReviewerID {
+				return arbiter.ReservedByOtherError(r)
 			}
 			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
 		}
@@ -304,10 +311,11 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, account_id, status, task_type, source, touchpoint,
-		prompt, allowed_verdicts, confidence_threshold, created_at
-		FROM tasks WHERE account_id = ? AND status = 'human_needed'
-		ORDER BY created_at, id LIMIT ?`), accountID, limit)
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
+		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.reserved_by, t.reserved_until, p.email
+		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
+		WHERE t.account_id = ? AND t.status = 'human_needed'
+		ORDER BY t.created_at, t.id LIMIT ?`), accountID, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
@@ -317,9 +325,14 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_
 		t := &arbiter.Task{Attempts: []arbiter.Attempt{}}
 		var verdicts string
 		var created int64
+		var holder, holderEmail sql.NullString
+		var until sql.NullInt64
 		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
-			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created); err != nil {
+			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &holder, &until, &holderEmail); err != nil {
 			return nil, 0, fmt.Errorf("scan human queue: %w", err)
+		}
+		if holderEmail.Valid {
+			t.Reservation = &arbiter.Reservation{TaskID: t.ID, PersonID: holder.String, Email: holderEmail.String, Until: arbiter.Timestamp(until.Int64)}
 		}
 		t.CreatedAt = arbiter.Timestamp(created)
 		if err := json.Unmarshal([]byte(verdicts), &t.AllowedVerdicts); err != nil {
@@ -351,19 +364,21 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 }
 
 // queuePlaceSQL finds, in one statement, the waiting tasks around a task
-// (cur, when it is waiting), its position and the queue's length. With no
-// cur, the next task is the oldest. The queue's order is (created_at, id),
-// compared as rows so that each neighbour is one step of the
-// tasks_human_queue index and the position a count over it; both counts
-// stop at arbiter.QueueCountCap+1. Arguments:
-// task, account, then the account four more times.
-var queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
+// (cur, when it is waiting) that the person may take (freeFor), its
+// position and the queue's length. With no cur, the next task is the
+// oldest. The queue's order is (created_at, id), compared as rows so that
+// each neighbour is one step of the tasks_human_queue index (passing over
+// the tasks another reviewer holds) and the position a count over it; both
+// counts stop at arbiter.QueueCountCap+1. Arguments: task, account,
+// account, person, account, person, then the account twice more.
+func (d *DB) queuePlaceSQL() string {
+	return `WITH cur AS (SELECT created_at, id FROM tasks
 		WHERE id = ? AND account_id = ? AND status = 'human_needed')
 	SELECT
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
 			AND (t.created_at, t.id) < ((SELECT created_at FROM cur), (SELECT id FROM cur))
 			ORDER BY t.created_at DESC, t.id DESC LIMIT 1),
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
 			AND (t.created_at, t.id) > (COALESCE((SELECT created_at FROM cur), -1), COALESCE((SELECT id FROM cur), ''))
 			ORDER BY t.created_at, t.id LIMIT 1),
 		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
@@ -371,24 +386,26 @@ var queuePlaceSQL = `WITH cur AS (SELECT created_at, id FROM tasks
 			LIMIT ` + queueCountLimit + `) p),
 		(SELECT count(*) FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status = 'human_needed'
 			LIMIT ` + queueCountLimit + `) q)`
+}
 
 // queueCountLimit is where counts of a human queue stop,
 // arbiter.QueueCountCap+1.
 var queueCountLimit = strconv.Itoa(arbiter.QueueCountCap + 1)
 
 // FindQueuePlace returns where the account's task stands in its human
-// queue, from ids and counts alone.
-func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID string) (_ arbiter.QueuePlace, err error) {
+// queue, from ids and counts alone; its neighbours are tasks nobody but the
+// person holds.
+func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID, personID string) (_ arbiter.QueuePlace, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var p arbiter.QueuePlace
 	var prev, next sql.NullString
-	stmt, err := d.stmt(ctx, queuePlaceSQL)
+	stmt, err := d.stmt(ctx, d.queuePlaceSQL())
 	if err != nil {
 		return p, err
 	}
 	err = stmt.QueryRowContext(ctx, taskID, accountID,
-		accountID, accountID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
+		accountID, personID, accountID, personID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
 	if err != nil {
 		return p, fmt.Errorf("find queue place: %w", err)
 	}

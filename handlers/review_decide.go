@@ -15,7 +15,11 @@ import (
 // answer also triggers QueueChangedEvent, so the navigation's count follows
 // at once. A task decided already answers 409 with who decided it; nothing
 // changes twice.
-func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arbiter.Clock) http.Handler {
+//
+// The next task is the oldest that nobody else holds (NextTask), reserved
+// for the reviewer at once, so two reviewers deciding at the same moment go
+// on to two different tasks.
+func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reservations arbiter.ReservationService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
 		id := r.PathValue("id")
@@ -27,7 +31,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		}
 		if err != nil {
 			deskError(w, r, err, func() (*arbiter.Task, error) { return tasks.FindTaskByID(r.Context(), s.AccountID, id) },
-				func(t *arbiter.Task) (review.TaskView, error) { return deskView(r, queue, s.AccountID, t) }, now)
+				func(t *arbiter.Task) (review.TaskView, error) { return reservedDeskView(r, queue, reservations, t) }, now)
 			return
 		}
 
@@ -35,12 +39,12 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 			w.Header().Set("HX-Trigger", QueueChangedEvent)
 		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
-		place, err := queue.FindQueuePlace(r.Context(), s.AccountID, id)
+		nextID, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		if place.Next == "" {
+		if nextID == "" {
 			setNotice(w, r, decided+" Nothing else is waiting.")
 			if IsHTMX(r) {
 				w.Header().Set("HX-Redirect", "/review")
@@ -53,15 +57,15 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, now arb
 		notice := decided + " Here is the next task."
 		if !IsHTMX(r) {
 			setNotice(w, r, notice)
-			redirect(w, r, "/review/tasks/"+place.Next)
+			redirect(w, r, "/review/tasks/"+nextID)
 			return
 		}
-		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, place.Next)
+		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, nextID)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		v, err := deskView(r, queue, s.AccountID, next)
+		v, err := reservedDeskView(r, queue, reservations, next)
 		if err != nil {
 			Error(w, r, err)
 			return

@@ -65,7 +65,11 @@ func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 
 func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
 	tasks, total, err := queue.ListHumanQueue(r.Context(), accountID, reviewQueueLimit)
-	return review.QueueView{Tasks: tasks, Total: total, Now: now}, err
+	v := review.QueueView{Tasks: tasks, Total: total, Now: now}
+	if s := arbiter.SessionFromContext(r.Context()); s != nil {
+		v.Self = s.PersonID
+	}
+	return v, err
 }
 
 // ReviewCount handles GET /review/count: how many of the account's tasks

@@ -11,7 +11,11 @@ import (
 // on the reviewer's desk. Another account's task is 404, as in the API.
 // The page reads one task with its context; its neighbours in the queue
 // are ids and counts only.
-func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbiter.Clock) http.Handler {
+//
+// Opening a task that waits reserves it for the reviewer (or says who else
+// holds it); the page extends the reservation every minute while it is
+// open (ReviewReservation).
+func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservations arbiter.ReservationService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
 		task, err := tasks.FindTaskByID(r.Context(), s.AccountID, r.PathValue("id"))
@@ -19,7 +23,7 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbit
 			Error(w, r, err)
 			return
 		}
-		v, err := deskView(r, queue, s.AccountID, task)
+		v, err := reservedDeskView(r, queue, reservations, task)
 		if err != nil {
 			Error(w, r, err)
 			return
@@ -30,13 +34,71 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, now arbit
 }
 
 // deskView places task within the account's queue, for the previous and
-// next links.
-func deskView(r *http.Request, queue arbiter.QueueService, accountID string, task *arbiter.Task) (review.TaskView, error) {
-	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID)
+// next links, which skip the tasks someone other than the person holds.
+func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID string, task *arbiter.Task) (review.TaskView, error) {
+	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID, personID)
 	if err != nil {
 		return review.TaskView{}, err
 	}
 	return placed(review.TaskView{Task: task, Action: "/review/tasks/" + task.ID}, place, "/review/tasks/"), nil
+}
+
+// reservedDeskView is deskView for the signed-in reviewer, who reserves
+// the task if it waits and nobody else holds it.
+func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations arbiter.ReservationService, task *arbiter.Task) (review.TaskView, error) {
+	s := arbiter.SessionFromContext(r.Context())
+	var held *arbiter.Reservation
+	if task.Status == arbiter.StatusHumanNeeded {
+		var err error
+		if held, err = reservations.ReserveTask(r.Context(), s.AccountID, task.ID, s.PersonID); err != nil {
+			return review.TaskView{}, err
+		}
+	}
+	v, err := deskView(r, queue, s.AccountID, s.PersonID, task)
+	v.Reservation, v.Mine = held, held != nil && held.PersonID == s.PersonID
+	return v, err
+}
+
+// ReviewReservation handles POST /review/tasks/{id}/reservation, which an
+// open desk sends every minute: it extends the reviewer's reservation and
+// answers who holds the task now.
+func ReviewReservation(reservations arbiter.ReservationService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		id := r.PathValue("id")
+		held, err := reservations.ReserveTask(r.Context(), s.AccountID, id, s.PersonID)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, review.ReservationStatus(review.TaskView{Action: "/review/tasks/" + id,
+			Reservation: held, Mine: held != nil && held.PersonID == s.PersonID}))
+	})
+}
+
+// ReviewSkip handles POST /review/tasks/{id}/skip: the reviewer lets the
+// task go, it moves to the end of their order for this session, and the
+// next task is reserved for them and opened.
+func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		if err := reservations.ReleaseTask(r.Context(), s.AccountID, r.PathValue("id"), s.PersonID, s.ID, true); err != nil {
+			Error(w, r, err)
+			return
+		}
+		next, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		if next == "" {
+			setNotice(w, r, "Skipped. Nothing else is waiting that nobody holds.")
+			redirect(w, r, "/review")
+			return
+		}
+		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
+		redirect(w, r, "/review/tasks/"+next)
+	})
 }
 
 // placed fills in v's links to its neighbours, pages under prefix, and its

@@ -127,13 +127,21 @@
   function leave(selector, again) {
     const link = document.querySelector(selector);
     if (!link) return;
+    if (keepRationale(again)) return;
+    if (link.tagName === "FORM") link.requestSubmit();
+    else link.click();
+  }
+
+  // keepRationale reports whether leaving now would lose a typed rationale,
+  // and then asks for a second press first.
+  function keepRationale(again) {
     const rationale = form()?.querySelector("textarea[name=rationale]");
     if (rationale && rationale.value.trim() !== "" && !again) {
       leaving = true;
       say("Your rationale is not sent yet. Press the key again to leave this task without deciding it.");
-      return;
+      return true;
     }
-    link.click();
+    return false;
   }
 
   document.addEventListener("keydown", (event) => {
@@ -190,6 +198,8 @@
       leave("[data-nav-next]", again);
     } else if (event.key === "k") {
       leave("[data-nav-prev]", again);
+    } else if (event.key === "s") {
+      leave("[data-skip-form]", again);
     } else if (event.key === "?") {
       const dialog = document.getElementById("shortcuts");
       if (dialog && typeof dialog.showModal === "function") dialog.showModal();

@@ -85,6 +85,9 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 			{"GET", "/tasks/" + task.ID, nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/audit", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/members", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			{"GET", "/settings", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			{"POST", "/settings", url.Values{"reservation_minutes": {"10"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			{"POST", "/review/tasks/" + task.ID + "/reservation", url.Values{}, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
 			{"POST", "/members/invite", url.Values{"email": {"x@example.com"}, "role": {"reviewer"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/review", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
 			{"GET", "/review/tasks/" + task.ID, nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
@@ -112,7 +115,9 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 				t.Errorf("the %s's navigation links the keys: %v", role, hasKeys)
 			}
 		}
-		// The reviewer's decision is theirs, recorded in the audit log.
+		// The reviewer's decision is theirs, recorded in the audit log (on
+		// a task nobody opened: the table's pages reserved the first).
+		task = humanTask(t, d.store, "owner@example.com", "Another refund?", "")
 		r := reviewer.post("/review/tasks/"+task.ID, url.Values{"verdict": {"approve"}})
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("the reviewer's decision: %d\n%.1000s", r.status, r.body)

@@ -35,6 +35,8 @@ type Services struct {
 	Audit      arbiter.AuditService
 	// Members keeps accounts' members and invitations.
 	Members arbiter.MemberService
+	// Reservations keeps who works on which task of the review queue.
+	Reservations arbiter.ReservationService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -225,6 +227,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionViewTasks)).Method(http.MethodGet, "/tasks", handlers.DashboardTasks(s.Tasks, now))
 			r.With(allow(arbiter.ActionViewTasks)).Method(http.MethodGet, "/tasks/{id}", handlers.DashboardTask(s.Tasks, now))
 			r.With(allow(arbiter.ActionViewAudit)).Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings", handlers.DashboardSettings(s.Accounts))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings", handlers.DashboardSettingsSave(s.Accounts))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodGet, "/members", handlers.DashboardMembers(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/invite", handlers.DashboardMemberInvite(s.Members, rt.Mailer, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/role", handlers.DashboardMemberRole(s.Members, now))
@@ -258,8 +262,10 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession, requireAccount, allow(arbiter.ActionReview))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, now))
-			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, now))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, s.Reservations, now))
+			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, s.Reservations, now))
+			r.Method(http.MethodPost, "/tasks/{id}/reservation", handlers.ReviewReservation(s.Reservations))
+			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Reservations))
 		})
 	})
 }

@@ -235,15 +235,27 @@ func eventLabel(kind string) string {
 		return "Key created"
 	case arbiter.AuditKeyRevoked:
 		return "Key revoked"
+	case arbiter.AuditMemberInvited:
+		return "Invited"
+	case arbiter.AuditInvitationRevoked:
+		return "Invitation revoked"
+	case arbiter.AuditMemberJoined:
+		return "Joined"
+	case arbiter.AuditMemberRemoved:
+		return "Member removed"
+	case arbiter.AuditRoleChanged:
+		return "Role changed"
+	case arbiter.AuditSettingsChanged:
+		return "Settings changed"
 	}
 	return kind
 }
 
 func eventColour(kind string) string {
 	switch kind {
-	case arbiter.AuditKeyCreated:
+	case arbiter.AuditKeyCreated, arbiter.AuditMemberJoined:
 		return "green"
-	case arbiter.AuditKeyRevoked:
+	case arbiter.AuditKeyRevoked, arbiter.AuditMemberRemoved, arbiter.AuditInvitationRevoked:
 		return "red"
 	case arbiter.AuditReviewDecided:
 		return "blue"

@@ -131,3 +131,13 @@ type InvitationView struct {
 	// SignInURL signs in and comes back to this page.
 	SignInURL string
 }
+
+// SettingsView is the account's settings page.
+type SettingsView struct {
+	// ReservationMinutes is how long opening a task reserves it, as shown
+	// or as typed.
+	ReservationMinutes string
+	// Error says why the form was refused; Saved confirms it was not.
+	Error string
+	Saved bool
+}

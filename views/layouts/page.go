@@ -9,7 +9,7 @@ type Page struct {
 	// which hides the navigation and the sign-out button.
 	Email string
 	// Active is the navigation entry to highlight: "home", "tasks",
-	// "keys", "members", "audit" or "review".
+	// "keys", "members", "settings", "audit" or "review".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
@@ -114,6 +114,7 @@ func (p Page) nav() []navItem {
 		{"tasks", "Tasks", "/tasks"},
 		{"keys", "API keys", "/keys"},
 		{"members", "Members", "/members"},
+		{"settings", "Settings", "/settings"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},
 	}

@@ -14,7 +14,32 @@ type QueueView struct {
 	Tasks  []*arbiter.Task
 	Total  int
 	Notice string // a message after the last decision
-	Now    time.Time
+	// Self is the signed-in reviewer: tasks someone else holds are marked
+	// with who, and the first free one is where j leads.
+	Self string
+	Now  time.Time
+}
+
+// HeldByOther reports whether someone other than the signed-in reviewer
+// holds t.
+func (v QueueView) HeldByOther(t *arbiter.Task) bool {
+	return t.Reservation.HeldByOther(v.Self, arbiter.TimestampOf(v.Now))
+}
+
+// FirstFree returns the index of the first task nobody else holds, or -1.
+func (v QueueView) FirstFree() int {
+	for i, t := range v.Tasks {
+		if !v.HeldByOther(t) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ClockTime writes an instant as the hour and minute, in UTC, for "until
+// 14:32".
+func ClockTime(ts arbiter.Timestamp) string {
+	return ts.Time().UTC().Format("15:04") + " UTC"
 }
 
 // TaskView is one task on the reviewer's desk, a real one or a demo one.
@@ -29,6 +54,10 @@ type TaskView struct {
 	Position, Total int
 	// Notice reports the previous decision; Error why this one failed.
 	Notice, Error string
+	// Reservation is who holds the task, when someone does; Mine says
+	// it is the signed-in reviewer, whose page extends it.
+	Reservation *arbiter.Reservation
+	Mine        bool
 	// Demo marks the anonymous demo, with how many verdicts this visitor
 	// has given.
 	Demo     bool

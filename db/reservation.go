@@ -1,0 +1,172 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.ReservationService = (*DB)(nil)
+
+// freeFor is the SQL condition, on the tasks aliased t, of a task the
+// person (the argument) may take: nobody holds it, they do, or its holder's
+// reservation ran out by the database's clock.
+func (d *DB) freeFor() string {
+	return `(t.reserved_by IS NULL OR t.reserved_by = ? OR t.reserved_until <= ` + d.dbNowMS() + `)`
+}
+
+// reservedUntil is the SQL expression of a new reservation's end: the
+// database's now plus the account's (the argument) reservation length.
+func (d *DB) reservedUntil() string {
+	return d.dbNowMS() + ` + 1000 * (SELECT reservation_seconds FROM accounts WHERE id = ?)`
+}
+
+// releaseOthers ends the person's reservations in the account but that of
+// taskID: a reviewer holds one task at a time, so browsing does not hoard.
+func (d *DB) releaseOthers(ctx context.Context, tx *sqlx.Tx, accountID, personID, taskID string) error {
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = NULL, reserved_until = NULL
+		WHERE reserved_by = ? AND account_id = ? AND id <> ?`), personID, accountID, taskID); err != nil {
+		return fmt.Errorf("release reservations: %w", err)
+	}
+	return nil
+}
+
+// findReservation returns the task's reservation as it stands, nil when
+// the task waits for nobody or nobody holds it; ENOTFOUND for a task that
+// is not the account's.
+func (d *DB) findReservation(ctx context.Context, q sqlx.QueryerContext, accountID, taskID string) (*arbiter.Reservation, error) {
+	var (
+		status      string
+		holder, who sql.NullString
+		until       sql.NullInt64
+	)
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT t.status, t.reserved_by, t.reserved_until, p.email
+		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by WHERE t.id = ? AND t.account_id = ?`), taskID, accountID).
+		Scan(&status, &holder, &until, &who)
+	if err != nil {
+		return nil, notFound(err, errTaskNotFound.Message)
+	}
+	if status != arbiter.StatusHumanNeeded || !holder.Valid {
+		return nil, nil
+	}
+	return &arbiter.Reservation{TaskID: taskID, PersonID: holder.String, Email: who.String, Until: arbiter.Timestamp(until.Int64)}, nil
+}
+
+// ReserveTask reserves the task for the person, or extends their
+// reservation, unless another holds it, and returns the reservation as it
+// stands.
+func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string) (_ *arbiter.Reservation, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if !arbiter.ValidTaskID(taskID) {
+		return nil, errTaskNotFound
+	}
+	var r *arbiter.Reservation
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
+			WHERE id = ? AND account_id = ? AND status = 'human_needed'
+			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
+			personID, accountID, taskID, accountID, personID)
+		if err != nil {
+			return fmt.Errorf("reserve task: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("reserve task: %w", err)
+		} else if n == 1 {
+			if err := d.releaseOthers(ctx, tx, accountID, personID, taskID); err != nil {
+				return err
+			}
+		}
+		r, err = d.findReservation(ctx, tx, accountID, taskID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// authorizeReviewer returns nil when the person may review in the account:
+// reservations are a person's, never the operator's.
+func (d *DB) authorizeReviewer(ctx context.Context, tx *sqlx.Tx, accountID, personID string) error {
+	if personID == "" {
+		return arbiter.ErrNotAllowed
+	}
+	_, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: personID}, arbiter.ActionReview)
+	return err
+}
+
+// ReleaseTask ends the person's reservation of the task and, to skip it,
+// puts it at the end of the session's order.
+func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessionID string, skip bool) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if !arbiter.ValidTaskID(taskID) {
+		return errTaskNotFound
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
+			return err
+		}
+		if _, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = NULL, reserved_until = NULL
+			WHERE id = ? AND account_id = ? AND reserved_by = ?`), taskID, accountID, personID); err != nil {
+			return fmt.Errorf("release task: %w", err)
+		}
+		if !skip || sessionID == "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO session_skips (session_id, task_id, skipped_at) VALUES (?, ?, ?)
+			ON CONFLICT (session_id, task_id) DO UPDATE SET skipped_at = excluded.skipped_at`),
+			sessionID, taskID, int64(d.nowMS())); err != nil {
+			return fmt.Errorf("skip task: %w", err)
+		}
+		return nil
+	})
+}
+
+// NextTask reserves the next task for the person in one statement: the
+// oldest that nobody else holds, the session's skipped ones last. On
+// Postgres the pick skips rows another reviewer's pick has locked, so two
+// reviewers asking at once get two tasks; on SQLite the single writer
+// serializes the picks.
+func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string) (_ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var id string
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
+			return err
+		}
+		lock := ""
+		if d.dialect == Postgres {
+			lock = ` FOR UPDATE OF t SKIP LOCKED`
+		}
+		err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
+			WHERE id = (SELECT t.id FROM tasks t LEFT JOIN session_skips k ON k.session_id = ? AND k.task_id = t.id
+				WHERE t.account_id = ? AND t.status = 'human_needed' AND `+d.freeFor()+`
+				ORDER BY CASE WHEN k.skipped_at IS NULL THEN 0 ELSE 1 END, k.skipped_at, t.created_at, t.id
+				LIMIT 1`+lock+`)
+			RETURNING id`), personID, accountID, sessionID, accountID, personID).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("next task: %w", err)
+		}
+		return d.releaseOthers(ctx, tx, accountID, personID, id)
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
