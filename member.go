@@ -50,17 +50,18 @@ type Action string
 
 // The actions pages and store calls check.
 const (
-	ActionViewOverview    Action = "view_overview"    // the dashboard's overview: usage and keys at a glance
-	ActionViewTasks       Action = "view_tasks"       // the dashboard's task list and task pages
-	ActionManageKeys      Action = "manage_keys"      // list, create and revoke API keys
-	ActionManageWebhooks  Action = "manage_webhooks"  // webhook endpoints and their deliveries
-	ActionManageSettings  Action = "manage_settings"  // the account's settings
-	ActionViewAudit       Action = "view_audit"       // the audit log
-	ActionManageMembers   Action = "manage_members"   // invite, remove and change the role of members
-	ActionDeleteAccount   Action = "delete_account"   // delete the account
-	ActionReview          Action = "review"           // the review queue and its desk
-	ActionViewCalibration Action = "view_calibration" // the calibration report
-	ActionViewStats       Action = "view_stats"       // the desk's stats: the team's and one's own
+	ActionViewOverview    Action = "view_overview"     // the dashboard's overview: usage and keys at a glance
+	ActionViewTasks       Action = "view_tasks"        // the dashboard's task list and task pages
+	ActionManageKeys      Action = "manage_keys"       // list, create and revoke API keys
+	ActionManageWebhooks  Action = "manage_webhooks"   // webhook endpoints and their deliveries
+	ActionManageSettings  Action = "manage_settings"   // the account's settings
+	ActionViewAudit       Action = "view_audit"        // the audit log
+	ActionManageMembers   Action = "manage_members"    // invite, remove and change the role of members
+	ActionDeleteAccount   Action = "delete_account"    // delete the account
+	ActionReview          Action = "review"            // the review queue and its desk
+	ActionViewCalibration Action = "view_calibration"  // the calibration report
+	ActionViewStats       Action = "view_stats"        // the desk's stats: the team's and one's own
+	ActionViewMemberStats Action = "view_member_stats" // every member's own line of the desk's stats
 )
 
 // roleActions is the one table of who may do what.
@@ -68,12 +69,12 @@ var roleActions = map[string]map[Action]bool{
 	RoleOwner: {
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,
 		ActionManageSettings: true, ActionViewAudit: true, ActionManageMembers: true, ActionDeleteAccount: true,
-		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true,
+		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true, ActionViewMemberStats: true,
 	},
 	RoleAdmin: {
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,
 		ActionManageSettings: true, ActionViewAudit: true, ActionManageMembers: true,
-		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true,
+		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true, ActionViewMemberStats: true,
 	},
 	RoleReviewer: {
 		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true,

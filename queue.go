@@ -157,11 +157,13 @@ type QueueService interface {
 	// worker has not expired it yet).
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
 
-	// ListHumanQueue returns the account's human_needed tasks, oldest
-	// first, at most limit of them, and how many there are in all, up to
-	// QueueCountCap+1. The tasks come without their contexts and attempts,
-	// which a list does not show.
-	ListHumanQueue(ctx context.Context, accountID string, limit int) ([]*Task, int, error)
+	// ListHumanQueue returns the account's human_needed tasks that the
+	// view keeps, in its order, at most limit of them, and how many it
+	// keeps in all, up to QueueCountCap+1; each says who holds it
+	// (Reservation). The tasks come without their contexts and attempts,
+	// which a list does not show. Returns EINVALID for a view that fails
+	// Validate.
+	ListHumanQueue(ctx context.Context, accountID string, view QueueView, limit int) ([]*Task, int, error)
 
 	// CountHumanQueue returns how many of the account's tasks wait for a
 	// human, up to QueueCountCap+1.
@@ -192,4 +194,45 @@ type QueuePlace struct {
 	Position int
 	// Total is how many tasks wait in all, up to QueueCountCap+1.
 	Total int
+}
+
+// Orders of the review queue.
+const (
+	QueueOldestFirst = "oldest"   // the default: the longest waiting first
+	QueueByDeadline  = "deadline" // the nearest deadline first; tasks without one last
+)
+
+// QueueView is a team's view of the review queue: filters on the task's
+// labels (exact matches; "" matches any) and an order. It lives in the
+// queue page's address, so a team can share it.
+type QueueView struct {
+	TaskType   string
+	Source     string
+	Touchpoint string
+	Order      string // QueueOldestFirst ("" too) or QueueByDeadline
+}
+
+// Validate checks the view and fills in the default order. Every failure
+// is an EINVALID *Error naming the field at fault.
+func (v *QueueView) Validate() error {
+	for _, l := range []struct{ name, value string }{
+		{"task_type", v.TaskType}, {"source", v.Source}, {"touchpoint", v.Touchpoint},
+	} {
+		if err := checkLabel(l.name, l.value); err != nil {
+			return err
+		}
+	}
+	switch v.Order {
+	case "":
+		v.Order = QueueOldestFirst
+	case QueueOldestFirst, QueueByDeadline:
+	default:
+		return Errorf(EINVALID, "order must be %q or %q.", QueueOldestFirst, QueueByDeadline)
+	}
+	return nil
+}
+
+// Filtered reports whether the view leaves some tasks out.
+func (v QueueView) Filtered() bool {
+	return v.TaskType != "" || v.Source != "" || v.Touchpoint != ""
 }

@@ -142,7 +142,7 @@ func TestQueueService_ExpireTasks(t *testing.T) {
 		}
 
 		// An expired task leaves the reviewer's queue, and the list finds it.
-		if queue, total, err := d.ListHumanQueue(ctx, acct.ID, 10); err != nil || total != 0 || len(queue) != 0 {
+		if queue, total, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 10); err != nil || total != 0 || len(queue) != 0 {
 			t.Errorf("the human queue holds %d (%d) after the expiry: %v", len(queue), total, err)
 		}
 		page, err := d.ListTasks(ctx, acct.ID, arbiter.TaskFilter{Status: arbiter.StatusExpired})

@@ -304,18 +304,35 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest
 // first, without their contexts and attempts, and their total count.
-func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_ []*arbiter.Task, _ int, err error) {
+func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.QueueView, limit int) (_ []*arbiter.Task, _ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	total, err := d.CountHumanQueue(ctx, accountID)
-	if err != nil {
+	if err := view.Validate(); err != nil {
 		return nil, 0, err
 	}
+	where, args := `t.account_id = ? AND t.status = 'human_needed'`, []any{accountID}
+	for _, f := range []struct{ column, value string }{
+		{"task_type", view.TaskType}, {"source", view.Source}, {"touchpoint", view.Touchpoint},
+	} {
+		if f.value != "" {
+			where += ` AND t.` + f.column + ` = ?`
+			args = append(args, f.value)
+		}
+	}
+	var total int
+	if err := d.db.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE `+where+`
+		LIMIT `+queueCountLimit+`) q`), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count human queue: %w", err)
+	}
+	order := `t.created_at, t.id`
+	if view.Order == arbiter.QueueByDeadline {
+		order = `CASE WHEN t.deadline_at IS NULL THEN 1 ELSE 0 END, t.deadline_at, t.created_at, t.id`
+	}
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
-		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.reserved_by, t.reserved_until, p.email
+		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
-		WHERE t.account_id = ? AND t.status = 'human_needed'
-		ORDER BY t.created_at, t.id LIMIT ?`), accountID, limit)
+		WHERE `+where+`
+		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list human queue: %w", err)
 	}
@@ -326,11 +343,12 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, limit int) (_
 		var verdicts string
 		var created int64
 		var holder, holderEmail sql.NullString
-		var until sql.NullInt64
+		var until, deadline sql.NullInt64
 		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
-			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &holder, &until, &holderEmail); err != nil {
+			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail); err != nil {
 			return nil, 0, fmt.Errorf("scan human queue: %w", err)
 		}
+		t.DeadlineAt = nullTimestamp(deadline)
 		if holderEmail.Valid {
 			t.Reservation = &arbiter.Reservation{TaskID: t.ID, PersonID: holder.String, Email: holderEmail.String, Until: arbiter.Timestamp(until.Int64)}
 		}

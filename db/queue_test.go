@@ -450,11 +450,11 @@ func TestQueueService_ListHumanQueue(t *testing.T) {
 		humanNeeded(t, d, bob.ID)
 		d.CreateTask(ctx, alice.ID, taskCreate("pending, not queued"))
 
-		tasks, total, err := d.ListHumanQueue(ctx, alice.ID, 1)
+		tasks, total, err := d.ListHumanQueue(ctx, alice.ID, arbiter.QueueView{}, 1)
 		if err != nil || total != 2 || len(tasks) != 1 || tasks[0].ID != first.ID {
 			t.Fatalf("queue = %v total %d (%v), want %s first of 2", taskIDs(tasks), total, err, first.ID)
 		}
-		tasks, _, _ = d.ListHumanQueue(ctx, alice.ID, 10)
+		tasks, _, _ = d.ListHumanQueue(ctx, alice.ID, arbiter.QueueView{}, 10)
 		if len(tasks) != 2 || tasks[1].ID != second.ID {
 			t.Fatalf("queue = %v, want oldest first", taskIDs(tasks))
 		}
@@ -589,7 +589,7 @@ func TestQueueService_CountsStopPastTheCap(t *testing.T) {
 		if got, err := d.CountHumanQueue(ctx, acct.ID); err != nil || got != arbiter.QueueCountCap+1 {
 			t.Errorf("CountHumanQueue = %d (%v), want %d", got, err, arbiter.QueueCountCap+1)
 		}
-		tasks, total, err := d.ListHumanQueue(ctx, acct.ID, 3)
+		tasks, total, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 3)
 		if err != nil || len(tasks) != 3 || total != arbiter.QueueCountCap+1 {
 			t.Fatalf("ListHumanQueue = %d tasks, total %d (%v)", len(tasks), total, err)
 		}
@@ -601,7 +601,7 @@ func TestQueueService_CountsStopPastTheCap(t *testing.T) {
 		if want := (arbiter.QueuePlace{Prev: tasks[0].ID, Next: tasks[2].ID, Position: 2, Total: arbiter.QueueCountCap + 1}); err != nil || second != want {
 			t.Errorf("second place = %+v (%v), want %+v", second, err, want)
 		}
-		all, _, err := d.ListHumanQueue(ctx, acct.ID, n)
+		all, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, n)
 		if err != nil || len(all) != n {
 			t.Fatalf("ListHumanQueue = %d tasks (%v), want %d", len(all), err, n)
 		}

@@ -64,7 +64,7 @@ func TestReservations_TakeOverAndLateDecision(t *testing.T) {
 			t.Errorf("the conflict says %q", arbiter.ErrorMessage(err))
 		}
 		// The queue shows who holds it; j/k from the other task skip it.
-		list, _, err := d.ListHumanQueue(ctx, acct.ID, 10)
+		list, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 10)
 		if err != nil || list[0].Reservation == nil || list[0].Reservation.Email != "ann@example.com" || list[1].Reservation != nil {
 			t.Fatalf("queue = %+v, %v", list, err)
 		}
@@ -157,7 +157,7 @@ func TestReservations_SkipGoesToTheEnd(t *testing.T) {
 		}
 		// Holding one task at a time: taking the third released nothing of
 		// Bob's, and Ann holds only the third.
-		list, _, _ := d.ListHumanQueue(ctx, acct.ID, 10)
+		list, _, _ := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 10)
 		holders := map[string]string{}
 		for _, task := range list {
 			if task.Reservation != nil {

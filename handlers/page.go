@@ -193,6 +193,7 @@ var navActions = map[string]arbiter.Action{
 	"settings": arbiter.ActionManageSettings,
 	"audit":    arbiter.ActionViewAudit,
 	"review":   arbiter.ActionReview,
+	"stats":    arbiter.ActionViewStats,
 }
 
 // Render writes c as HTML with the status. Pages show account data, so

@@ -45,7 +45,7 @@ func TestReview_DeskBeyondTheFirstHundredTasks(t *testing.T) {
 			humanTask(t, d.store, "alice@example.com", fmt.Sprintf("Refund %d?", i), `{"n":1}`)
 		}
 		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
-		queue, total, err := d.store.ListHumanQueue(ctx, acct.ID, 200)
+		queue, total, err := d.store.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 200)
 		if err != nil || total != 103 || len(queue) != 103 {
 			t.Fatalf("queue of %d, total %d (%v)", len(queue), total, err)
 		}
@@ -125,7 +125,7 @@ func TestReview_DecisionWithoutJavaScriptIsConfirmed(t *testing.T) {
 		}
 
 		// The last decision lands on the queue, which says so.
-		queue, _, _ := d.store.ListHumanQueue(ctx, mustAccount(t, d, "alice@example.com"), 10)
+		queue, _, _ := d.store.ListHumanQueue(ctx, mustAccount(t, d, "alice@example.com"), arbiter.QueueView{}, 10)
 		r = alice.follow(alice.post("/review/tasks/"+queue[0].ID, url.Values{"verdict": {"approve"}}))
 		if got := notice(r.body); got != "Decided &#34;approve&#34;. Nothing else is waiting." || !strings.Contains(r.body, `data-testid="empty-state"`) {
 			t.Errorf("the empty queue says %q", got)

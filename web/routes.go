@@ -37,6 +37,8 @@ type Services struct {
 	Members arbiter.MemberService
 	// Reservations keeps who works on which task of the review queue.
 	Reservations arbiter.ReservationService
+	// Stats reads what the desk's stats summarize.
+	Stats arbiter.StatsService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -267,6 +269,8 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/tasks/{id}/reservation", handlers.ReviewReservation(s.Reservations))
 			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Reservations))
 		})
+		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
+			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, now))
 	})
 }
 

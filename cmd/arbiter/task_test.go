@@ -70,7 +70,7 @@ func TestRun_TaskCreateWaitGet(t *testing.T) {
 			// hands the task to a person, who decides it here.
 			var id string
 			for deadline := time.Now().Add(15 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-				queue, _, err := store.ListHumanQueue(context.Background(), account.ID, 10)
+				queue, _, err := store.ListHumanQueue(context.Background(), account.ID, arbiter.QueueView{}, 10)
 				if err != nil {
 					t.Fatal(err)
 				}

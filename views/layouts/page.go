@@ -9,7 +9,7 @@ type Page struct {
 	// which hides the navigation and the sign-out button.
 	Email string
 	// Active is the navigation entry to highlight: "home", "tasks",
-	// "keys", "members", "settings", "audit" or "review".
+	// "keys", "members", "settings", "audit", "review" or "stats".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
@@ -117,6 +117,7 @@ func (p Page) nav() []navItem {
 		{"settings", "Settings", "/settings"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},
+		{"stats", "Desk stats", review + "/stats"},
 	}
 	if p.Nav != nil {
 		shown := items[:0]
@@ -129,7 +130,7 @@ func (p Page) nav() []navItem {
 	}
 	// Every entry but the reviewer site's is a dashboard page.
 	for i := range items {
-		if items[i].Key != "review" {
+		if items[i].Key != "review" && items[i].Key != "stats" {
 			items[i].Href = p.AppLink(items[i].Href)
 		}
 	}

@@ -3,6 +3,7 @@
 package review
 
 import (
+	"net/url"
 	"strconv"
 	"time"
 
@@ -17,6 +18,9 @@ type QueueView struct {
 	// Self is the signed-in reviewer: tasks someone else holds are marked
 	// with who, and the first free one is where j leads.
 	Self string
+	// View is the filters and order of the address, which the list's
+	// polling keeps.
+	View arbiter.QueueView
 	Now  time.Time
 }
 
@@ -133,4 +137,62 @@ func queueCount(n int) string {
 		return strconv.Itoa(arbiter.QueueCountCap) + "+"
 	}
 	return strconv.Itoa(n)
+}
+
+// Query returns the view as the query string of the queue's address, "" for
+// the default view.
+func (v QueueView) Query() string {
+	q := url.Values{}
+	for k, val := range map[string]string{"task_type": v.View.TaskType, "source": v.View.Source, "touchpoint": v.View.Touchpoint} {
+		if val != "" {
+			q.Set(k, val)
+		}
+	}
+	if v.View.Order == arbiter.QueueByDeadline {
+		q.Set("order", v.View.Order)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// StatsView is the desk's stats page.
+type StatsView struct {
+	Stats arbiter.DeskStats
+	// Windows are the windows offered, by name.
+	Windows []string
+	// Self is the signed-in reviewer's e-mail, whose line is marked.
+	Self string
+	// Everyone says every member's line is shown; otherwise only Self's.
+	Everyone bool
+}
+
+// Duration writes a duration for the stats: "—" for none, else the two
+// largest units ("3m 20s", "2h 5m", "4d 3h").
+func Duration(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	d = d.Round(time.Second)
+	days, hours, minutes, seconds := int(d/(24*time.Hour)), int(d/time.Hour)%24, int(d/time.Minute)%60, int(d/time.Second)%60
+	switch {
+	case days > 0:
+		return strconv.Itoa(days) + "d " + strconv.Itoa(hours) + "h"
+	case hours > 0:
+		return strconv.Itoa(hours) + "h " + strconv.Itoa(minutes) + "m"
+	case minutes > 0:
+		return strconv.Itoa(minutes) + "m " + strconv.Itoa(seconds) + "s"
+	}
+	return strconv.Itoa(seconds) + "s"
+}
+
+// Rate writes a disagreement rate as a percentage, or "—" with nothing to
+// compare.
+func Rate(s arbiter.ReviewerStats) string {
+	r := s.DisagreementRate()
+	if r < 0 {
+		return "—"
+	}
+	return strconv.Itoa(int(r*100+0.5)) + "% (" + strconv.Itoa(s.Disagreements) + " of " + strconv.Itoa(s.Compared) + ")"
 }

@@ -1,0 +1,44 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/review"
+)
+
+// ReviewStats handles GET /review/stats?window=24h|7d|30d: the queue now
+// (how many wait, their median, 90th percentile and oldest age) and the
+// window's decisions, for the team and per reviewer (count, median and 90th
+// percentile time from human_needed to decision, disagreement with the
+// verifier). Reviewers see the team's line and their own; owners and
+// admins see everyone's. Each read is bounded by arbiter.MaxStatsRows.
+func ReviewStats(stats arbiter.StatsService, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := arbiter.SessionFromContext(r.Context())
+		window, length, err := arbiter.ParseStatsWindow(r.URL.Query().Get("window"))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		decisions, err := stats.ListDecisions(r.Context(), s.AccountID, arbiter.TimestampOf(now().Add(-length)))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		waiting, at, err := stats.ListWaiting(r.Context(), s.AccountID)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		truncated := len(decisions) > arbiter.MaxStatsRows || len(waiting) > arbiter.MaxStatsRows
+		decisions, waiting = decisions[:min(len(decisions), arbiter.MaxStatsRows)], waiting[:min(len(waiting), arbiter.MaxStatsRows)]
+		v := review.StatsView{Stats: arbiter.SummarizeDesk(window, decisions, waiting, at), Self: s.Email,
+			Everyone: arbiter.Can(s.Role, arbiter.ActionViewMemberStats)}
+		v.Stats.Truncated = truncated
+		for _, w := range arbiter.StatsWindows {
+			v.Windows = append(v.Windows, w.Name)
+		}
+		Render(w, r, http.StatusOK, review.Stats(PageOf(r, "Desk stats", "stats"), v))
+	})
+}
