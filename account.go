@@ -16,7 +16,10 @@ type Account struct {
 	// ReservationLength is how long opening a task on the desk reserves
 	// it for the reviewer (DefaultReservation unless the account set one).
 	ReservationLength time.Duration
-	CreatedAt         Timestamp
+	// NotifyAfter, when set, has the account's reviewers e-mailed once a
+	// task has waited that long (at most one digest an hour each).
+	NotifyAfter *time.Duration
+	CreatedAt   Timestamp
 }
 
 // The daily task cap: how many tasks an account may create per UTC day.
@@ -98,6 +101,11 @@ type AccountService interface {
 	// Returns EINVALID for a length CheckReservation refuses, and
 	// ErrNotAllowed when by's role may not manage settings.
 	SetReservationLength(ctx context.Context, accountID string, d time.Duration, by Actor) error
+
+	// SetNotifyAfter sets after how long a wait reviewers are e-mailed;
+	// nil turns it off. Returns EINVALID for a wait CheckNotifyAfter
+	// refuses, and ErrNotAllowed when by's role may not manage settings.
+	SetNotifyAfter(ctx context.Context, accountID string, d *time.Duration, by Actor) error
 
 	// SetDailyCap sets the account's own daily task cap; nil returns it to the
 	// default. Returns EINVALID for a cap CheckDailyCap refuses and

@@ -13,7 +13,7 @@ import (
 
 var _ arbiter.AccountService = (*DB)(nil)
 
-const accountColumns = `id, email, daily_cap, reservation_seconds, created_at`
+const accountColumns = `id, email, daily_cap, reservation_seconds, notify_after_minutes, created_at`
 
 // FindOrCreateAccountByEmail returns the account with the e-mail, creating it
 // when absent, with the person of that address as its owner. Returns
@@ -94,16 +94,49 @@ func (d *DB) SetReservationLength(ctx context.Context, accountID string, length 
 	})
 }
 
+// SetNotifyAfter sets after how long a wait the account's reviewers are
+// mailed, or turns it off, when the actor may manage settings.
+func (d *DB) SetNotifyAfter(ctx context.Context, accountID string, after *time.Duration, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var minutes any
+	detail := "reviewers are not e-mailed"
+	if after != nil {
+		if err := arbiter.CheckNotifyAfter(*after); err != nil {
+			return err
+		}
+		minutes = int64(*after / time.Minute)
+		detail = fmt.Sprintf("reviewers are e-mailed after a task waited %d minutes", minutes)
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
+			return err
+		}
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET notify_after_minutes = ? WHERE id = ?`), minutes, accountID); err != nil {
+			return fmt.Errorf("set notify after: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by, detail))
+	})
+}
+
 // findAccount looks an account up by a unique column, "id" or "email".
 func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, value string) (*arbiter.Account, error) {
 	var (
 		a       arbiter.Account
 		cap     sql.NullInt64
 		reserve int64
+		notify  sql.NullInt64
 	)
 	err := q.QueryRowxContext(ctx, d.rebind(`SELECT `+accountColumns+` FROM accounts WHERE `+column+` = ?`), value).
-		Scan(&a.ID, &a.Email, &cap, &reserve, &a.CreatedAt)
+		Scan(&a.ID, &a.Email, &cap, &reserve, &notify, &a.CreatedAt)
 	a.ReservationLength = time.Duration(reserve) * time.Second
+	if notify.Valid {
+		n := time.Duration(notify.Int64) * time.Minute
+		a.NotifyAfter = &n
+	}
 	if err != nil {
 		return nil, notFound(err, "Account not found.")
 	}

@@ -18,9 +18,11 @@ func DashboardSettings(accounts arbiter.AccountService) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		Render(w, r, http.StatusOK, dashboard.Settings(PageOf(r, "Settings", "settings"), dashboard.SettingsView{
-			ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes())),
-		}))
+		v := dashboard.SettingsView{ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes()))}
+		if a.NotifyAfter != nil {
+			v.NotifyMinutes = strconv.Itoa(int(a.NotifyAfter.Minutes()))
+		}
+		Render(w, r, http.StatusOK, dashboard.Settings(PageOf(r, "Settings", "settings"), v))
 	})
 }
 
@@ -28,25 +30,55 @@ func DashboardSettings(accounts arbiter.AccountService) http.Handler {
 // the page with it as typed and why, changing nothing.
 func DashboardSettingsSave(accounts arbiter.AccountService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		typed := r.PostFormValue("reservation_minutes")
-		var err error = errReservationMinutes
-		if n, convErr := strconv.Atoi(strings.TrimSpace(typed)); convErr == nil && n > 0 && n <= int(arbiter.MaxReservation.Minutes()) {
-			err = accounts.SetReservationLength(r.Context(), arbiter.AccountIDFromContext(r.Context()), time.Duration(n)*time.Minute, ActorOf(r))
+		ctx, accountID := r.Context(), arbiter.AccountIDFromContext(r.Context())
+		typed := dashboard.SettingsView{ReservationMinutes: r.PostFormValue("reservation_minutes"), NotifyMinutes: r.PostFormValue("notify_minutes")}
+		reserve, err := minutesOf(typed.ReservationMinutes, errReservationMinutes)
+		var notify *time.Duration
+		if err == nil && strings.TrimSpace(typed.NotifyMinutes) != "" {
+			var n time.Duration
+			n, err = minutesOf(typed.NotifyMinutes, errNotifyMinutes)
+			notify = &n
+		}
+		// Both values are checked before either is saved.
+		if err == nil {
+			err = arbiter.CheckReservation(reserve)
+		}
+		if err == nil && notify != nil {
+			err = arbiter.CheckNotifyAfter(*notify)
+		}
+		if err == nil {
+			err = accounts.SetReservationLength(ctx, accountID, reserve, ActorOf(r))
+		}
+		if err == nil {
+			err = accounts.SetNotifyAfter(ctx, accountID, notify, ActorOf(r))
 		}
 		if arbiter.ErrorCode(err) == arbiter.EINVALID {
-			Render(w, r, http.StatusBadRequest, dashboard.Settings(PageOf(r, "Settings", "settings"), dashboard.SettingsView{
-				ReservationMinutes: typed, Error: arbiter.ErrorMessage(err),
-			}))
+			typed.Error = arbiter.ErrorMessage(err)
+			Render(w, r, http.StatusBadRequest, dashboard.Settings(PageOf(r, "Settings", "settings"), typed))
 			return
 		} else if err != nil {
 			Error(w, r, err)
 			return
 		}
-		Render(w, r, http.StatusOK, dashboard.Settings(PageOf(r, "Settings", "settings"), dashboard.SettingsView{
-			ReservationMinutes: strings.TrimSpace(typed), Saved: true,
-		}))
+		typed.Saved = true
+		typed.ReservationMinutes, typed.NotifyMinutes = strings.TrimSpace(typed.ReservationMinutes), strings.TrimSpace(typed.NotifyMinutes)
+		Render(w, r, http.StatusOK, dashboard.Settings(PageOf(r, "Settings", "settings"), typed))
 	})
 }
+
+// minutesOf reads a whole number of minutes, from 1 to a day's; refused
+// is the answer for anything else.
+func minutesOf(typed string, refused error) (time.Duration, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(typed))
+	if err != nil || n < 1 || n > 24*60 {
+		return 0, refused
+	}
+	return time.Duration(n) * time.Minute, nil
+}
+
+// errNotifyMinutes refuses a wait before mailing reviewers that is not a
+// number of minutes.
+var errNotifyMinutes = arbiter.CheckNotifyAfter(0)
 
 // errReservationMinutes refuses a reservation length that is not a number
 // of minutes the store may hold.

@@ -101,6 +101,14 @@ type Config struct {
 	// that of its deadline. Any number of workers may sweep at once: each
 	// task expires once.
 	ExpireEvery time.Duration
+	// Digests, with Mail, has the worker e-mail reviewers the digests due
+	// (arbiter.NotificationService) at start and every DigestEvery
+	// (default DefaultDigestEvery), with a link to QueueURL, the reviewer
+	// site's queue.
+	Digests     arbiter.NotificationService
+	Mail        arbiter.MailSender
+	QueueURL    string
+	DigestEvery time.Duration
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -110,6 +118,7 @@ const (
 	DefaultGrace          = 10 * time.Second
 	DefaultExpireEvery    = time.Second
 	DefaultClaimCooldown  = 2 * time.Millisecond
+	DefaultDigestEvery    = time.Minute
 )
 
 // expireBatch bounds the tasks one sweep statement expires; a sweep runs
@@ -167,6 +176,9 @@ func New(cfg Config) *Worker {
 	if cfg.ExpireEvery <= 0 {
 		cfg.ExpireEvery = DefaultExpireEvery
 	}
+	if cfg.DigestEvery <= 0 {
+		cfg.DigestEvery = DefaultDigestEvery
+	}
 	if cfg.PruneKeysEvery <= 0 {
 		cfg.PruneKeysEvery = time.Minute
 	}
@@ -215,6 +227,9 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 	if w.cfg.Keys != nil {
 		beatWG.Go(func() { w.pruneKeys(beats) })
+	}
+	if w.cfg.Digests != nil && w.cfg.Mail != nil {
+		beatWG.Go(func() { w.digests(beats) })
 	}
 
 	w.claimLoop(ctx, calls)
@@ -451,4 +466,45 @@ func (w *Worker) PruneIdempotencyKeys(ctx context.Context) error {
 		w.log.Debug("pruned idempotency keys", "count", n)
 	}
 	return nil
+}
+
+// digests sends the digests due at once and then every DigestEvery until
+// ctx ends.
+func (w *Worker) digests(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.DigestEvery)
+	defer tick.Stop()
+	for {
+		if _, err := w.SendDigests(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("send digests", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// SendDigests claims the digests due and mails each, once; Run does it
+// every DigestEvery when Digests and Mail are set. A digest is claimed in
+// the store before it is sent, so several workers never send one twice; a
+// send that fails is logged and not retried within the hour. It returns
+// how many were sent.
+func (w *Worker) SendDigests(ctx context.Context) (int, error) {
+	if w.cfg.Digests == nil || w.cfg.Mail == nil {
+		return 0, nil
+	}
+	due, err := w.cfg.Digests.ClaimDigests(ctx, arbiter.MaxDigestsPerRound)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for _, d := range due {
+		if err := w.cfg.Mail.Send(ctx, d.Email, d.Subject(), d.Body(w.cfg.QueueURL)); err != nil {
+			w.log.Error("send a digest", "account", d.AccountID, "person", d.PersonID, "error", err.Error())
+			continue
+		}
+		sent++
+	}
+	return sent, nil
 }

@@ -14,8 +14,10 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
@@ -93,10 +95,24 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		if err != nil {
 			return err
 		}
-		w := worker.New(worker.Config{
+		wcfg := worker.Config{
 			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger, Observer: observer,
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
-		})
+		}
+		// Reviewers' digests go out by the sign-in links' mail path, from
+		// the workers of serve, which read the mail settings and the
+		// reviewer site's address; a worker alone would claim digests it
+		// cannot mail.
+		if api {
+			mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
+			if err != nil {
+				return err
+			}
+			if sender, ok := mailer.(arbiter.MailSender); ok {
+				wcfg.Digests, wcfg.Mail, wcfg.QueueURL = store, sender, cfg.ReviewURL+"/review"
+			}
+		}
+		w := worker.New(wcfg)
 		notify = func(int) { w.Notify() }
 		// The worker stops claiming at the signal, while the HTTP server
 		// drains; both have the grace period.

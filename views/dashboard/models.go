@@ -137,6 +137,9 @@ type SettingsView struct {
 	// ReservationMinutes is how long opening a task reserves it, as shown
 	// or as typed.
 	ReservationMinutes string
+	// NotifyMinutes is after how many minutes of waiting reviewers are
+	// e-mailed, as shown or typed; "" for never.
+	NotifyMinutes string
 	// Error says why the form was refused; Saved confirms it was not.
 	Error string
 	Saved bool

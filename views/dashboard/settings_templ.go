@@ -72,7 +72,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card p-6\" aria-labelledby=\"reservation-heading\"><h2 id=\"reservation-heading\" class=\"text-base font-semibold\">Reservations</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 flex flex-col gap-3 sm:flex-row sm:items-end\"><div><label for=\"reservation-minutes\" class=\"label\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card p-6\" aria-labelledby=\"reservation-heading\"><h2 id=\"reservation-heading\" class=\"text-base font-semibold\">Reservations</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 flex flex-col gap-3 sm:flex-row sm:flex-wrap sm:items-end\"><div><label for=\"reservation-minutes\" class=\"label\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -121,12 +121,51 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-settings\">Save</button></form><p class=\"mt-2 text-xs text-slate-500\">Other reviewers skip a task while someone holds it; the desk extends the hold every minute while it is open, and deciding or skipping ends it.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "></div><div><label for=\"notify-minutes\" class=\"label\">E-mail reviewers when a task has waited (minutes)</label> <input id=\"notify-minutes\" name=\"notify_minutes\" type=\"number\" min=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var6 string
+			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MinNotifyAfter.Minutes())))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 45, Col: 63}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "\" max=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var7 string
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MaxNotifyAfter.Minutes())))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 46, Col: 63}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\" value=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var8 string
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(v.NotifyMinutes)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 47, Col: 29}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\" placeholder=\"never\" class=\"input mt-2 w-32\" aria-describedby=\"notify-help\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-settings\">Save</button></form><p id=\"notify-help\" class=\"mt-2 text-xs text-slate-500\">Empty: never. Each reviewer gets at most one e-mail an hour: how many tasks wait, how long the oldest has, and a link to the queue.</p><p class=\"mt-2 text-xs text-slate-500\">Other reviewers skip a task while someone holds it; the desk extends the hold every minute while it is open, and deciding or skipping ends it.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Error != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<div class=\"mt-3\" data-testid=\"settings-error\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"mt-3\" data-testid=\"settings-error\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -134,12 +173,12 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
