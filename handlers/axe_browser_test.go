@@ -78,9 +78,9 @@ func TestAccessibility_Axe(t *testing.T) {
 	script := axeScript(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	base, links := serveSite(t, store)
-	// Eighteen pages, each checked whole: more than the usual minute under
+	// Twenty-four pages, each checked whole: more than the usual minute under
 	// the race detector on a busy machine.
-	bctx := newBrowserFor(t, 3*time.Minute)
+	bctx := newBrowserFor(t, 4*time.Minute)
 
 	// The account has a key, tasks in each state, and one waiting for a
 	// human with a context to show.
@@ -139,6 +139,9 @@ func TestAccessibility_Axe(t *testing.T) {
 		{"audit", "/audit", `[data-testid=audit-list]`},
 		{"queue", "/review", `[data-testid=queue]`},
 		{"desk", "/review/tasks/" + waiting.ID, `[data-testid=verdict-form]`},
+		{"members", "/members", `[data-testid=member-list]`},
+		{"settings", "/settings", `#reservation-minutes`},
+		{"stats", "/review/stats", `[data-testid=stats-table]`},
 	}
 	visit := func(pages []page) {
 		for _, width := range []int64{desktopWidth, phoneWidth} {
