@@ -135,11 +135,12 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 	})
 }
 
-// NextTask reserves the next task for the person in one statement: the
-// oldest that nobody else holds, the session's skipped ones last. On
-// Postgres the pick skips rows another reviewer's pick has locked, so two
-// reviewers asking at once get two tasks; on SQLite the single writer
-// serializes the picks.
+// NextTask reserves the next task for the person, picked and reserved in
+// one statement: the oldest that nobody else holds and the session did not
+// skip (one step of the human queue's index at a time), else the session's
+// skipped ones in the order they were skipped. On Postgres the pick skips
+// rows another reviewer's pick has locked, so two reviewers asking at once
+// get two tasks; on SQLite the single writer serializes the picks.
 func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string) (_ string, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
@@ -152,16 +153,29 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		if d.dialect == Postgres {
 			lock = ` FOR UPDATE OF t SKIP LOCKED`
 		}
-		err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
-			WHERE id = (SELECT t.id FROM tasks t LEFT JOIN session_skips k ON k.session_id = ? AND k.task_id = t.id
-				WHERE t.account_id = ? AND t.status = 'human_needed' AND `+d.freeFor()+`
-				ORDER BY CASE WHEN k.skipped_at IS NULL THEN 0 ELSE 1 END, k.skipped_at, t.created_at, t.id
-				LIMIT 1`+lock+`)
-			RETURNING id`), personID, accountID, sessionID, accountID, personID).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
+		// First the oldest the session did not skip, one step of the
+		// human queue's index at a time; then the skipped ones, in the
+		// order they were skipped (a session skips few).
+		for _, pick := range []string{
+			`SELECT t.id FROM tasks t
+				WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
+				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
+				ORDER BY t.created_at, t.id LIMIT 1` + lock,
+			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
+				WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + ` AND k.session_id = ?
+				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
+		} {
+			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
+				WHERE id = (`+pick+`) RETURNING id`), personID, accountID, accountID, personID, sessionID).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("next task: %w", err)
+			}
+			break
+		}
+		if id == "" {
 			return nil
-		} else if err != nil {
-			return fmt.Errorf("next task: %w", err)
 		}
 		return d.releaseOthers(ctx, tx, accountID, personID, id)
 	})
