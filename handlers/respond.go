@@ -67,14 +67,7 @@ func StatusError(status int, format string, args ...any) error {
 // here too, with its cause. A RetryAfter on the error becomes Retry-After.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	status := StatusOf(err)
-	switch status {
-	case http.StatusInternalServerError:
-		Logger(r.Context()).ErrorContext(r.Context(), "internal error",
-			"method", r.Method, "path", r.URL.Path, "error", err.Error())
-	case http.StatusServiceUnavailable:
-		Logger(r.Context()).WarnContext(r.Context(), "unavailable",
-			"method", r.Method, "path", r.URL.Path, "error", err.Error())
-	}
+	logFailure(r.Context(), status, err, "method", r.Method, "path", r.URL.Path)
 	setRetryAfter(w, err)
 	if wantsPage(r) {
 		errorPage(w, r, status, err)
@@ -83,6 +76,18 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	JSON(w, status, struct {
 		Error string `json:"error"`
 	}{arbiter.ErrorMessage(err)})
+}
+
+// logFailure logs, with attrs, a failure answered with status that is the
+// server's to fix: an internal error, or an unavailable store or
+// dependency (503) with its cause. The caller's failures are not logged.
+func logFailure(ctx context.Context, status int, err error, attrs ...any) {
+	switch status {
+	case http.StatusInternalServerError:
+		Logger(ctx).ErrorContext(ctx, "internal error", append(attrs, "error", err.Error())...)
+	case http.StatusServiceUnavailable:
+		Logger(ctx).WarnContext(ctx, "unavailable", append(attrs, "error", err.Error())...)
+	}
 }
 
 // setRetryAfter sets Retry-After, in whole seconds rounded up, when err

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/arbiterhq/arbiter"
@@ -33,29 +34,39 @@ func TaskCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		in, err := arbiter.ParseTaskCreate(body)
+		answer, err := createTask(r.Context(), tasks, created, body, key)
 		if err != nil {
 			Error(w, r, err)
-			return
-		}
-		in.IdempotencyKey = key
-		answers, err := tasks.CreateTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), []arbiter.TaskCreate{in})
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		answer := answers[0]
-		if answer.Err != nil {
-			Error(w, r, answer.Err)
 			return
 		}
 		if answer.Replayed {
 			w.Header().Set(IdempotentReplayedHeader, "true")
-		} else if created != nil {
-			created(1)
 		}
 		JSON(w, http.StatusOK, answer.Task)
 	})
+}
+
+// createTask stores the task-create request body for the context's
+// account, under the idempotency key when it is not "", and calls created
+// with 1 after a new task. The error is why nothing was stored.
+func createTask(ctx context.Context, tasks arbiter.TaskService, created func(n int), body []byte, key string) (arbiter.TaskCreated, error) {
+	in, err := arbiter.ParseTaskCreate(body)
+	if err != nil {
+		return arbiter.TaskCreated{}, err
+	}
+	in.IdempotencyKey = key
+	answers, err := tasks.CreateTasks(ctx, arbiter.AccountIDFromContext(ctx), []arbiter.TaskCreate{in})
+	if err != nil {
+		return arbiter.TaskCreated{}, err
+	}
+	answer := answers[0]
+	if answer.Err != nil {
+		return arbiter.TaskCreated{}, answer.Err
+	}
+	if !answer.Replayed && created != nil {
+		created(1)
+	}
+	return answer, nil
 }
 
 // idempotencyKey returns the request's Idempotency-Key, or "" when it has

@@ -175,6 +175,9 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown))
+			// Agents' tools over MCP (Streamable HTTP); it answers 405
+			// itself to the methods it does not take.
+			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
 		})
 	})
 }

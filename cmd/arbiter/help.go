@@ -85,6 +85,8 @@ var commands = []*command{
 		summary: "read a task through the API; prints it as JSON"},
 	{name: "task list", args: "[--status S] [--source S] [flags]", env: clientEnv, run: runTaskList,
 		summary: "list the account's tasks through the API, newest first; prints a page, or with --all every task, as JSON"},
+	{name: "mcp", env: clientEnv, run: runMCP,
+		summary: "serve the agents' tools (ask_verdict, get_task, list_tasks) over MCP on stdin and stdout, through the API"},
 	{name: "version", run: runVersion,
 		summary: "print the version, the VCS revision and the Go version"},
 }

@@ -169,13 +169,13 @@ func runTaskList(ctx context.Context, c *command, p *process, args []string) err
 }
 
 // taskClient returns a client of the server the environment names, with
-// its key.
-func taskClient(c *command, p *process) (*client.Client, error) {
+// its key and opts.
+func taskClient(c *command, p *process, opts ...client.Option) (*client.Client, error) {
 	key := p.getenv(envAPIKey)
 	if key == "" {
 		return nil, fmt.Errorf("%s: %s is not set; create a key with `arbiter admin create-key --email E`", c.name, envAPIKey)
 	}
-	return client.New(client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL))), nil
+	return client.New(append([]client.Option{client.WithAPIKey(key), client.WithBaseURL(p.getenv(envBaseURL))}, opts...)...), nil
 }
 
 // callTask makes a task command's call with a client of the server the

@@ -1,0 +1,282 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/client"
+	"github.com/arbiterhq/arbiter/mcpserver"
+)
+
+// MCP handles /v1/mcp: the Model Context Protocol's Streamable HTTP
+// transport, serving mcpserver's tools to the account of the request's API
+// key. It is stateless (any server process answers any request, and
+// nothing is kept between requests) and answers plain JSON, so it takes
+// POST alone.
+//
+// The tools are the ones `arbiter mcp` serves over the Go client; here
+// they call the services in-process, through mcpTasks, which hands them
+// the API's task objects and sentences as the client would. A call that
+// waits for a verdict (up to arbiter.MaxWait) has its write deadline moved
+// past the wait, as GET /v1/tasks/{id}?wait=N does, stops waiting when the
+// caller leaves, and is answered at once when shutdown closes.
+func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, created func(n int)) http.Handler {
+	if watcher == nil {
+		watcher = unwatched{}
+	}
+	server := mcpserver.New(&mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created})
+	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		// The SDK's guard against DNS rebinding protects local servers
+		// without authentication; every request here carries an API key,
+		// and a server behind a reverse proxy on its machine sees a
+		// loopback peer asking for the public host.
+		DisableLocalhostProtection:   true,
+		PropagateRequestCancellation: true,
+		MaxRequestBodyBytes:          arbiter.MaxBodyBytes,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkMCPRequest(w, r); err != nil {
+			Error(w, r, err)
+			return
+		}
+		// The server's write timeout counts from the request; a tool call
+		// may wait for a verdict first.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
+		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, r.Context()))
+		jw := &jsonErrorWriter{ResponseWriter: w}
+		stream.ServeHTTP(jw, r)
+		jw.finish(r)
+	})
+}
+
+// checkMCPRequest refuses, with the API's sentences, the requests the
+// Streamable HTTP transport does not take here.
+func checkMCPRequest(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return StatusError(http.StatusMethodNotAllowed,
+			"/v1/mcp takes POST only: it is a stateless MCP Streamable HTTP endpoint, with no server-to-client stream to GET.")
+	}
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+		return StatusError(http.StatusUnsupportedMediaType, "Send the JSON-RPC message as Content-Type: application/json.")
+	}
+	var acceptsJSON, acceptsStream bool
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mediaType, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			acceptsJSON = acceptsJSON || mediaType == "application/json" || mediaType == "*/*"
+			acceptsStream = acceptsStream || mediaType == "text/event-stream" || mediaType == "*/*"
+		}
+	}
+	if !acceptsJSON || !acceptsStream {
+		return StatusError(http.StatusNotAcceptable,
+			"Accept must list both application/json and text/event-stream, as the MCP Streamable HTTP transport requires.")
+	}
+	return nil
+}
+
+// mcpRequestKey carries the HTTP request's context into the tools, whose
+// own context the SDK detaches from it, so that a wait ends when the
+// caller leaves.
+type mcpRequestKey struct{}
+
+// jsonErrorWriter answers the SDK's plain-text refusals (a body that is not
+// JSON-RPC, say) as the API's {"error": "…"}; everything else, JSON-RPC
+// answers included, passes through.
+type jsonErrorWriter struct {
+	http.ResponseWriter
+	status int // the refusal held back, or 0
+	text   bytes.Buffer
+}
+
+func (w *jsonErrorWriter) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = status
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *jsonErrorWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		return w.ResponseWriter.Write(b)
+	}
+	if w.text.Len() < 512 {
+		w.text.Write(b[:min(len(b), 512)])
+	}
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *jsonErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes the refusal held back, if any.
+func (w *jsonErrorWriter) finish(r *http.Request) {
+	if w.status == 0 {
+		return
+	}
+	msg := []rune(strings.TrimSpace(w.text.String()))
+	if len(msg) == 0 {
+		msg = []rune(http.StatusText(w.status))
+	}
+	msg[0] = unicode.ToUpper(msg[0])
+	if !strings.HasSuffix(string(msg), ".") {
+		msg = append(msg, '.')
+	}
+	Error(w.ResponseWriter, r, StatusError(w.status, "%s", string(msg)))
+}
+
+// mcpTasks is mcpserver.Tasks over the services, for the account in the
+// context: the in-process twin of the Go client. Tasks are encoded as the
+// API encodes them and decoded as the client does, and failures become
+// the *client.Error that the API's answer would have made.
+type mcpTasks struct {
+	tasks    arbiter.TaskService
+	watcher  arbiter.TaskWatcher
+	shutdown <-chan struct{}
+	created  func(n int)
+}
+
+// errShuttingDown ends a wait when the server begins to shut down.
+var errShuttingDown = errors.New("the server is shutting down")
+
+// CreateTask creates the task as POST /v1/tasks does.
+func (m *mcpTasks) CreateTask(ctx context.Context, in client.TaskCreate) (*client.Task, error) {
+	if in.IdempotencyKey != "" {
+		if err := arbiter.ValidateIdempotencyKey(in.IdempotencyKey); err != nil {
+			return nil, apiError(ctx, err)
+		}
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, apiError(ctx, arbiter.Errorf(arbiter.EINVALID, "context must be a JSON value."))
+	}
+	answer, err := createTask(ctx, m.tasks, m.created, body, in.IdempotencyKey)
+	if err != nil {
+		return nil, apiError(ctx, err)
+	}
+	return apiTask(ctx, answer.Task)
+}
+
+// GetTask reads the task as GET /v1/tasks/{id} does.
+func (m *mcpTasks) GetTask(ctx context.Context, id string) (*client.Task, error) {
+	task, err := m.tasks.FindTaskByID(ctx, arbiter.AccountIDFromContext(ctx), id)
+	if err != nil {
+		return nil, apiError(ctx, err)
+	}
+	return apiTask(ctx, task)
+}
+
+// WaitTask waits for the task to be final, woken by the watcher, until ctx
+// ends, the HTTP request ends or the server shuts down; then it returns
+// the task as last read with an error.
+func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOptions) (*client.Task, error) {
+	if req, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(req, cancel)()
+	}
+	accountID := arbiter.AccountIDFromContext(ctx)
+	var last *client.Task
+	for {
+		task, err := waitForFinal(ctx, m.tasks, m.watcher, accountID, id, arbiter.MaxWait, m.shutdown)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, fmt.Errorf("waiting for task %s: %w", id, ctx.Err())
+			}
+			return last, apiError(ctx, err)
+		}
+		if last, err = apiTask(ctx, task); err != nil || task.Final() {
+			return last, err
+		}
+		if ctx.Err() != nil {
+			return last, fmt.Errorf("task %s is still %s: %w", id, task.Status, ctx.Err())
+		}
+		select {
+		case <-m.shutdown:
+			return last, errShuttingDown
+		default:
+		}
+	}
+}
+
+// ListTasks reads a page of the account's tasks as GET /v1/tasks does.
+func (m *mcpTasks) ListTasks(ctx context.Context, opts client.ListOptions) (*client.TaskPage, error) {
+	f := arbiter.TaskFilter{
+		Status: opts.Status, TaskType: opts.TaskType, Source: opts.Source, Touchpoint: opts.Touchpoint,
+		FinalTier: opts.FinalTier, StartingAfter: opts.StartingAfter, Limit: opts.Limit,
+	}
+	for _, t := range []struct {
+		in  time.Time
+		out **arbiter.Timestamp
+	}{{opts.CreatedAfter, &f.CreatedAfter}, {opts.CreatedBefore, &f.CreatedBefore}} {
+		if !t.in.IsZero() {
+			ts := arbiter.TimestampOf(t.in)
+			*t.out = &ts
+		}
+	}
+	page, err := m.tasks.ListTasks(ctx, arbiter.AccountIDFromContext(ctx), f)
+	if err != nil {
+		return nil, apiError(ctx, err)
+	}
+	var out client.TaskPage
+	if err := viaJSON(taskListResponse{Tasks: page.Tasks, HasMore: page.HasMore}, &out); err != nil {
+		return nil, apiError(ctx, err)
+	}
+	return &out, nil
+}
+
+// taskListResponse is the body of GET /v1/tasks.
+type taskListResponse struct {
+	Tasks   []*arbiter.Task `json:"tasks"`
+	HasMore bool            `json:"has_more"`
+}
+
+// apiTask is the task as the client reads the API's answer.
+func apiTask(ctx context.Context, task *arbiter.Task) (*client.Task, error) {
+	var out client.Task
+	if err := viaJSON(task, &out); err != nil {
+		return nil, apiError(ctx, err)
+	}
+	return &out, nil
+}
+
+// viaJSON decodes into out the API's encoding of v.
+func viaJSON(v, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding an answer: %w", err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decoding an answer as the client does: %w", err)
+	}
+	return nil
+}
+
+// apiError is the *client.Error of the API's answer to err: its status,
+// its sentence and when to try again. Failures that are the server's are
+// logged here, once, as Error logs them.
+func apiError(ctx context.Context, err error) error {
+	status := StatusOf(err)
+	logFailure(ctx, status, err, "path", "/v1/mcp")
+	out := &client.Error{StatusCode: status, Message: arbiter.ErrorMessage(err)}
+	var e *arbiter.Error
+	if errors.As(err, &e) {
+		out.RetryAfter = e.RetryAfter
+	}
+	return out
+}
