@@ -24,7 +24,7 @@ func TestDocument_IsValidOpenAPI31(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the document is not valid: %v", err)
 	}
-	for _, path := range []string{"/v1/tasks", "/v1/tasks/batch", "/v1/tasks/{id}", "/demo/tasks", "/demo/verdicts", "/healthz", "/v1/openapi.json"} {
+	for _, path := range []string{"/v1/tasks", "/v1/tasks/batch", "/v1/tasks/{id}", "/demo/tasks", "/demo/verdicts", "/healthz", "/v1/openapi.json", "/v1/mcp"} {
 		if doc.Paths.Find(path) == nil {
 			t.Errorf("%s is not documented", path)
 		}

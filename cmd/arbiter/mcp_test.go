@@ -36,6 +36,7 @@ type mcpServer struct {
 	// SQLite, which serves one process, the server's own store.
 	decider *db.DB
 	base    string
+	srv     *httptest.Server
 }
 
 // mcpWriteTimeout is the test server's write timeout, shorter than the
@@ -75,7 +76,7 @@ func newMCPServer(t *testing.T, dialect string) *mcpServer {
 		cancel()
 		wg.Wait()
 	})
-	s := &mcpServer{store: store, decider: store, base: srv.URL}
+	s := &mcpServer{store: store, decider: store, base: srv.URL, srv: srv}
 	if store.Dialect() == db.Postgres {
 		s.decider = dbtest.OpenURL(t, url, db.Options{})
 	}
@@ -701,5 +702,82 @@ func TestRun_MCPNeedsAKey(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("stdout, the protocol's, got %q", stdout.String())
+	}
+}
+
+// waitForWatches waits until the server's store has n watches open.
+func waitForWatches(t *testing.T, s *mcpServer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); s.store.Waiting() != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches open, want %d", s.store.Waiting(), n)
+		}
+	}
+}
+
+// askForAPerson is a tools/call of ask_verdict, alone in its POST, that a
+// person must decide and that waits up to 60 s.
+const askForAPerson = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask_verdict","arguments":` +
+	`{"prompt":"Refund order ord_9?","allowed_verdicts":["approve","reject"],"context":{"amount":700},"wait_seconds":60}}}`
+
+func TestMCP_HTTPWaitEndsWhenTheCallerLeaves(t *testing.T) {
+	s := newMCPServer(t, db.SQLite)
+	_, key := s.newAccount(t, "a@example.com")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/mcp", strings.NewReader(askForAPerson))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	done := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	waitForWatches(t, s, 1)
+	cancel()
+	<-done
+	// The call stops watching the task long before its 60 s are up.
+	waitForWatches(t, s, 0)
+}
+
+func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
+	s := newMCPServer(t, db.SQLite)
+	_, key := s.newAccount(t, "a@example.com")
+	type answer struct {
+		status int
+		body   []byte
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, _, b := postMCP(t, s.base, "POST", map[string]string{"Authorization": "Bearer " + key}, askForAPerson)
+		answered <- answer{status, b}
+	}()
+	waitForWatches(t, s, 1)
+	started := time.Now()
+	go s.srv.Config.Shutdown(context.Background())
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting call was not answered at shutdown")
+	}
+	var res struct {
+		Result struct {
+			IsError           bool       `json:"isError"`
+			StructuredContent toolAnswer `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(a.body, &res); err != nil || a.status != http.StatusOK {
+		t.Fatalf("answer = %d %s (%v)", a.status, a.body, err)
+	}
+	got := res.Result.StructuredContent
+	if res.Result.IsError || got.TaskID == "" || got.Verdict != nil || !strings.Contains(got.Message, "get_task") {
+		t.Errorf("the call answered %s, want the undecided task", a.body)
+	}
+	if elapsed := time.Since(started); elapsed > 10*time.Second {
+		t.Errorf("answered %s after shutdown began", elapsed)
 	}
 }
