@@ -194,11 +194,11 @@ func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOption
 	var last *client.Task
 	for {
 		task, err := waitForFinal(ctx, m.tasks, m.watcher, accountID, id, arbiter.MaxWait, m.shutdown)
-		if err != nil {
-			if ctx.Err() != nil {
-				return last, fmt.Errorf("waiting for task %s: %w", id, ctx.Err())
-			}
+		switch {
+		case err != nil && ctx.Err() == nil:
 			return last, apiError(ctx, err)
+		case err != nil || task == nil: // ctx ended
+			return last, fmt.Errorf("waiting for task %s: %w", id, ctx.Err())
 		}
 		if last, err = apiTask(ctx, task); err != nil || task.Final() {
 			return last, err
