@@ -10,7 +10,7 @@ run: build
 	./$(BIN) serve
 
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 build:
 	$(GO) build -o $(BIN) ./cmd/arbiter

@@ -66,7 +66,9 @@ func start(t *testing.T, store *db.DB, v arbiter.Verifier, tune func(*worker.Con
 // waitFor polls the task until cond holds or 10 s pass.
 func waitFor(t *testing.T, store *db.DB, accountID, id string, cond func(*arbiter.Task) bool) *arbiter.Task {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// The bound only ends a test whose state never comes; a busy machine
+	// with the race detector may take many seconds to work 500 tasks.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		task, err := store.FindTaskByID(ctx, accountID, id)
 		if err != nil {
