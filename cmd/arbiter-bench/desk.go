@@ -30,6 +30,9 @@ const deskConcurrency = 4
 // /review/tasks/{id}, not following its redirect), each for b.duration at
 // deskConcurrency.
 func (b *bench) measureDesk(ctx context.Context) error {
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
 	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
 	if err != nil {
 		return err

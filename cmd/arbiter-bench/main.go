@@ -742,7 +742,9 @@ func (b *bench) print(w io.Writer) {
 	if r, ok := byName["worker (rules)"]; ok {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
-	fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
+	if b.phases["api"] {
+		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
+	}
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
 	ratio("worker (vs River)", "River (no-op)", 1)
 	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide"} {

@@ -42,6 +42,11 @@ type waitResult struct {
 // lets `arbiter worker` (a second process) decide the tasks and records, for
 // each waiter, the time from its task's completed_at to its answer.
 func (b *bench) measureWait(ctx context.Context) error {
+	// A fresh database: a worker decides the oldest pending tasks first,
+	// and the API phases leave many.
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
 	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000})
 	if err != nil {
 		return err
