@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/arbiterhq/arbiter"
@@ -43,7 +42,7 @@ func (b *bench) measureDesk(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	person, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{
+	owner, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{
 		Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
 	if err != nil {
 		return err
@@ -64,9 +63,27 @@ func (b *bench) measureDesk(ctx context.Context) error {
 	if err := vacuum(ctx, b.databaseURL); err != nil {
 		return err
 	}
-	cookie, err := sessionCookie(ctx, store, person.ID)
-	if err != nil {
-		return err
+	// deskConcurrency reviewers, each invited to the account and signed
+	// in: people at their own desks, each holding their own task.
+	cookies := make([]*http.Cookie, deskConcurrency)
+	for w := range cookies {
+		reviewer := fmt.Sprintf("bench-reviewer-%d@example.com", w)
+		_, token, err := store.CreateInvitation(ctx, account.ID, reviewer, arbiter.RoleReviewer,
+			arbiter.Actor{Email: email, PersonID: owner.ID})
+		if err != nil {
+			return err
+		}
+		person, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{
+			Provider: arbiter.SignInEmail, Subject: reviewer, Email: reviewer, EmailVerified: true})
+		if err != nil {
+			return err
+		}
+		if _, err := store.AcceptInvitation(ctx, token, person.ID, arbiter.Client{}); err != nil {
+			return err
+		}
+		if cookies[w], err = sessionCookie(ctx, store, person.ID); err != nil {
+			return err
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "arbiter-bench-desk")
@@ -98,29 +115,33 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		Transport:     &http.Transport{MaxIdleConnsPerHost: deskConcurrency},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	page := func(method, path string, form url.Values, want int) error {
+	page := func(w int, method, path string, form url.Values, want int) (location string, err error) {
 		var body io.Reader
 		if form != nil {
 			body = strings.NewReader(form.Encode())
 		}
 		req, _ := http.NewRequestWithContext(ctx, method, base+path, body)
-		req.AddCookie(cookie)
+		req.AddCookie(cookies[w])
 		if form != nil {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		}
 		res, err := client.Do(req)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer res.Body.Close()
 		page, err := io.ReadAll(res.Body)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if res.StatusCode != want {
-			return fmt.Errorf("%s %s: %d, want %d: %.200s", method, path, res.StatusCode, want, page)
+			return "", fmt.Errorf("%s %s: %d, want %d: %.200s", method, path, res.StatusCode, want, page)
 		}
-		return nil
+		return res.Header.Get("Location"), nil
+	}
+	get := func(w int, path string) error {
+		_, err := page(w, "GET", path, nil, http.StatusOK)
+		return err
 	}
 	phase := func(name string, fn func(w, i int) error) {
 		before := b.cpuNow()
@@ -129,19 +150,27 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		b.results = append(b.results, r)
 	}
 	b.logf("the reviewer site over %d waiting tasks, %d at a time, for %s each", b.deskTasks, deskConcurrency, b.duration)
-	phase("desk: /review", func(int, int) error { return page("GET", "/review", nil, http.StatusOK) })
+	phase("desk: /review", func(w, _ int) error { return get(w, "/review") })
 	phase("desk: task page", func(w, i int) error {
-		return page("GET", "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)], nil, http.StatusOK)
+		return get(w, "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)])
 	})
-	// Each decision takes the oldest task nobody has decided yet, as a
+	// Each reviewer starts on a task of their own and then decides the
+	// task the desk sends them to next, which it reserves for them, as a
 	// reviewer working down the queue does.
-	var next atomic.Int64
-	phase("desk: decide", func(int, int) error {
-		n := int(next.Add(1)) - 1
-		if n >= len(ids) {
-			return errStop
+	current := make([]string, deskConcurrency)
+	for w := range current {
+		current[w] = "/review/tasks/" + ids[w]
+	}
+	phase("desk: decide", func(w, _ int) error {
+		if !strings.HasPrefix(current[w], "/review/tasks/") {
+			return errStop // the queue is empty
 		}
-		return page("POST", "/review/tasks/"+ids[n], url.Values{"verdict": {"approve"}}, http.StatusSeeOther)
+		next, err := page(w, "POST", current[w], url.Values{"verdict": {"approve"}}, http.StatusSeeOther)
+		if err != nil {
+			return err
+		}
+		current[w] = next
+		return nil
 	})
 	return nil
 }
