@@ -95,13 +95,26 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 }
 
 // authorizeReviewer returns nil when the person may review in the account:
-// reservations are a person's, never the operator's.
+// reservations are a person's, never the operator's. On Postgres it then
+// locks the person's membership, so one person's reservation changes in
+// several tabs take turns: each reserves one task and releases the
+// others, and two of them at once would lock those rows in opposite
+// orders. SQLite's single writer serializes them already.
 func (d *DB) authorizeReviewer(ctx context.Context, tx *sqlx.Tx, accountID, personID string) error {
 	if personID == "" {
 		return arbiter.ErrNotAllowed
 	}
-	_, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: personID}, arbiter.ActionReview)
-	return err
+	if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: personID}, arbiter.ActionReview); err != nil {
+		return err
+	}
+	if d.dialect != Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM memberships WHERE account_id = $1 AND person_id = $2 FOR NO KEY UPDATE`,
+		accountID, personID); err != nil {
+		return fmt.Errorf("lock membership: %w", err)
+	}
+	return nil
 }
 
 // ReleaseTask ends the person's reservation of the task and, to skip it,

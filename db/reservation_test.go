@@ -215,3 +215,35 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 		}
 	})
 }
+
+// One person in several tabs opens tasks and asks for the next at once:
+// each call reserves one task and releases the person's others, which
+// must not lock the same rows in opposite orders (a deadlock on Postgres).
+func TestReservations_OnePersonInManyTabsNeverDeadlocks(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct, ann, _, tasks := reviewTeam(t, d, c, 4)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8*50)
+		for tab := range 8 {
+			wg.Go(func() {
+				for i := range 50 {
+					var err error
+					if (tab+i)%3 == 0 {
+						_, err = d.NextTask(ctx, acct.ID, ann.PersonID, ann.ID)
+					} else {
+						_, err = d.ReserveTask(ctx, acct.ID, tasks[(tab+i)%len(tasks)].ID, ann.PersonID)
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("a tab's reservation failed: %v", err)
+		}
+	})
+}
