@@ -85,6 +85,10 @@ type DB struct {
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
 
+	// webhookWake signals that this process queued webhook messages
+	// (WebhooksQueued).
+	webhookWake chan struct{}
+
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
 	stmts sync.Map // string → *sql.Stmt
@@ -113,7 +117,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		opts.Timeout = DefaultTimeout
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
-		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped}
+		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1)}
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
 	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
@@ -175,7 +179,7 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
-// sqliteDSN adds the pragmas every connection needs: WAL, a busy timeout so
+// sqliteDSN escapes path as a file: URI and adds the pragmas every connection needs: WAL, a busy timeout so
 // writers queue for the write lock instead of failing, up to the store's
 // timeout, foreign keys, and transactions that take the write lock up front
 // so two writers never deadlock.
@@ -186,7 +190,11 @@ func sqliteDSN(path string, timeout time.Duration) string {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
+	// In a file: URI, "#" would end the path and "?" start the query, so a
+	// path holding them (a test's temporary directory, "Fresh#01") would
+	// open another file; SQLite decodes the escapes.
+	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	return "file:" + escaped + "?" + q.Encode()
 }
 
 // Dialect returns Postgres or SQLite.

@@ -14,10 +14,11 @@ const notFinal = `('` + arbiter.StatusPending + `', '` + arbiter.StatusAgentRunn
 
 // ExpireTasks moves up to max tasks that are not final and whose deadline
 // has passed, by the database's clock, to expired, and returns their ids
-// (see arbiter.QueueService). It is one statement: each row changes once,
-// so a task expires once however many workers sweep at the same time; on
-// Postgres they skip each other's rows (SKIP LOCKED) instead of waiting,
-// and the statement publishes each expiry with pg_notify.
+// (see arbiter.QueueService). The change is one statement: each row changes
+// once, so a task expires once however many workers sweep at the same
+// time; on Postgres they skip each other's rows (SKIP LOCKED) instead of
+// waiting, and the statement publishes each expiry with pg_notify. The
+// expiries' webhook messages are written in the same transaction.
 func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -28,15 +29,28 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, max)
+	var expired []string
+	var queued bool
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, max)
+		if err != nil {
+			return fmt.Errorf("expire tasks: %w", err)
+		}
+		updated, err := scanUpdated(rows)
+		if err != nil {
+			return fmt.Errorf("expire tasks: %w", err)
+		}
+		expired = finalIDs(updated)
+		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("expire tasks: %w", err)
-	}
-	_, expired, err := scanUpdated(rows)
-	if err != nil {
-		return nil, fmt.Errorf("expire tasks: %w", err)
+		return nil, err
 	}
 	d.published(expired...)
+	if queued {
+		d.webhooksQueued()
+	}
 	return expired, nil
 }
 
@@ -54,7 +68,7 @@ func (d *DB) expireTasksSQL() string {
 			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.dbNowMS() + `
 			ORDER BY deadline_at LIMIT ? ` + lock + `)
 		AND status IN ` + notFinal + `
-		RETURNING id, status`)
+		RETURNING ` + updatedColumns)
 }
 
 // beforeDeadline is the SQL condition that a task's deadline, if it has

@@ -153,7 +153,7 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL
 		WHERE id = ? AND status = 'agent_running' AND lease_owner = ? AND `+d.beforeDeadline()+`
-		RETURNING id, status`))
+		RETURNING `+updatedColumns))
 	if err != nil {
 		return err
 	}
@@ -162,22 +162,32 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 		return err
 	}
 	var final []string
+	var queued bool
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
 			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), f.taskID, f.owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
-		var n int
-		if n, final, err = scanUpdated(rows); err != nil {
+		updated, err := scanUpdated(rows)
+		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
-		} else if n == 0 {
+		} else if len(updated) == 0 {
 			return d.finishRefused(ctx, tx, f.taskID)
 		}
-		return insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt)
+		final = finalIDs(updated)
+		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
+			return err
+		}
+		// The attempt is in: the event's task shows it.
+		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
+		return err
 	})
 	if err == nil {
 		d.published(final...)
+		if queued {
+			d.webhooksQueued()
+		}
 	}
 	return err
 }
@@ -236,6 +246,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil, err
 	}
 	var decided *arbiter.Task
+	var queued bool
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: dec.ReviewerID}, arbiter.ActionReview); err != nil {
 			return err
@@ -255,15 +266,16 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
 			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)
-			RETURNING id, status`)),
+			RETURNING `+updatedColumns)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
 		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
 		}
-		if n, _, err := scanUpdated(rows); err != nil {
+		updated, err := scanUpdated(rows)
+		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
-		} else if n == 0 {
+		} else if len(updated) == 0 {
 			// Another decision or the expiry committed between the read
 			// and the update (Postgres re-checks the WHERE after the row
 			// lock), or the deadline passed and the worker has not yet
@@ -290,6 +302,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
 			return err
 		}
+		if queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated)); err != nil {
+			return err
+		}
 		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, a.Verdict, &a.Tier, a.Confidence, &now
 		t.Attempts = append(t.Attempts, a)
 		decided = t
@@ -299,6 +314,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil, err
 	}
 	d.published(taskID)
+	if queued {
+		d.webhooksQueued()
+	}
 	return decided, nil
 }
 

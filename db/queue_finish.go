@@ -63,8 +63,8 @@ func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struc
 // finishManySQL is the statement that applies a group of finishes in one
 // statement: each task whose lease its owner still holds and whose deadline
 // has not passed moves to its next status, and gets its attempt; the
-// statement returns the tasks it moved, notifying the final ones
-// (publishingSQL). Arguments are 'agent_running', then arrays, one element
+// statement returns the tasks it moved (updatedColumns), notifying the
+// final ones (publishingSQL). Arguments are 'agent_running', then arrays, one element
 // per finish, in the order of input's columns.
 //
 // The running status is compared through the input, not as a constant:
@@ -87,13 +87,14 @@ func (d *DB) finishManySQL() string {
 			lease_owner = NULL, lease_expires_at = NULL
 		FROM input i
 		WHERE t.id = i.id AND t.status = i.claimed AND t.lease_owner = i.owner AND ` + d.beforeDeadline() + `
-		RETURNING t.id, t.status
+		RETURNING t.id, t.status, t.account_id, t.callback_url
 	), a AS (
 		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at)
 		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at
 		FROM input i JOIN u ON u.id = i.id
 	)
-	SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
+	SELECT u.id, u.status, u.account_id, u.callback_url,
+		CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
 		THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
 }
 
@@ -138,6 +139,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 	}
 	applied := make(map[string]bool, n)
 	var final []string
+	var queued bool
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, arbiter.StatusAgentRunning,
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
@@ -147,27 +149,26 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, status string
-			var notified any
-			if err := rows.Scan(&id, &status, &notified); err != nil {
-				return fmt.Errorf("finish attempts: %w", err)
-			}
-			applied[id] = true
-			if arbiter.FinalStatus(status) {
-				final = append(final, id)
-			}
-		}
-		if err := rows.Err(); err != nil {
+		updated, err := scanUpdated(rows)
+		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}
-		return nil
+		for _, u := range updated {
+			applied[u.id] = true
+		}
+		final = finalIDs(updated)
+		// The webhook messages of the finishes, in their transaction,
+		// their attempts in.
+		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.published(final...)
+	if queued {
+		d.webhooksQueued()
+	}
 	return applied, nil
 }
 

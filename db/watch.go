@@ -202,42 +202,64 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// publishingSQL returns update, an UPDATE of tasks ending in RETURNING id,
-// status, as the dialect runs it: on Postgres, wrapped so that the same
-// statement notifies taskChannel of every task it left in a final status;
-// the notifications go out when the transaction commits. scanUpdated reads
-// its rows.
+// publishingSQL returns update, an UPDATE of tasks ending in RETURNING
+// id, status, account_id, callback_url (updatedColumns), as the dialect
+// runs it: on Postgres, wrapped so that the same statement notifies
+// taskChannel of every task it left in a final status; the notifications
+// go out when the transaction commits. scanUpdated reads its rows.
 func (d *DB) publishingSQL(update string) string {
 	if d.dialect != Postgres {
 		return update
 	}
 	// A volatile call in the select list runs once per row returned.
 	return `WITH u AS (` + update + `)
-		SELECT u.id, u.status, CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
+		SELECT u.id, u.status, u.account_id, u.callback_url,
+			CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
 			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
 }
 
+// updatedColumns is what a publishingSQL update returns of each task.
+const updatedColumns = `id, status, account_id, callback_url`
+
+// updatedTask is a task a publishingSQL statement changed.
+type updatedTask struct {
+	id, status, accountID string
+	// callbackURL is the task's callback_url, "" without one.
+	callbackURL string
+}
+
 // scanUpdated reads the rows of a publishingSQL statement and closes them:
-// how many tasks it updated, and the ids of those it left final.
-func scanUpdated(rows *sql.Rows) (updated int, final []string, err error) {
+// the tasks it updated.
+func scanUpdated(rows *sql.Rows) ([]updatedTask, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	var id, status string
-	var notified any
-	dest := []any{&id, &status, &notified}[:len(cols)]
+	var updated []updatedTask
 	for rows.Next() {
+		var u updatedTask
+		var callback sql.NullString
+		var notified any
+		dest := []any{&u.id, &u.status, &u.accountID, &callback, &notified}[:len(cols)]
 		if err := rows.Scan(dest...); err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		updated++
-		if arbiter.FinalStatus(status) {
-			final = append(final, id)
+		u.callbackURL = callback.String
+		updated = append(updated, u)
+	}
+	return updated, rows.Err()
+}
+
+// finalIDs returns the ids of the updated tasks left in a final status.
+func finalIDs(updated []updatedTask) []string {
+	var final []string
+	for _, u := range updated {
+		if arbiter.FinalStatus(u.status) {
+			final = append(final, u.id)
 		}
 	}
-	return updated, final, rows.Err()
+	return final
 }
 
 // OpenConnections returns how many connections of the pool are open.

@@ -18,10 +18,17 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
+// Mailer sends every mail Arbiter sends: sign-in links and invitations
+// (arbiter.LoginMailer and more) and webhook notices.
+type Mailer interface {
+	arbiter.LoginMailer
+	arbiter.WebhookMailer
+}
+
 // New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "":
 // it logs through logger, and writes each link on a line of its own to out,
 // the log's stream.
-func New(rawURL, from string, logger *slog.Logger, out io.Writer) (arbiter.LoginMailer, error) {
+func New(rawURL, from string, logger *slog.Logger, out io.Writer) (Mailer, error) {
 	if rawURL == "" {
 		return &Log{Logger: logger, Out: out}, nil
 	}
@@ -168,6 +175,46 @@ func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 		return fmt.Errorf("via %s:%d: %w", s.host, s.port, err)
 	}
 	return nil
+}
+
+// SendWebhookDisabled tells the address that the endpoint was disabled, and
+// why.
+func (s *SMTP) SendWebhookDisabled(ctx context.Context, to string, e *arbiter.WebhookEndpoint) error {
+	if err := s.send(ctx, to, "Arbiter disabled a webhook endpoint", webhookDisabledBody(e)); err != nil {
+		return fmt.Errorf("send webhook mail: %w", err)
+	}
+	return nil
+}
+
+// SendWebhookDisabled logs that the endpoint was disabled, for a server
+// without a mail server.
+func (l *Log) SendWebhookDisabled(ctx context.Context, to string, e *arbiter.WebhookEndpoint) error {
+	logger := l.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.WarnContext(ctx, "webhook endpoint disabled (no ARBITER_SMTP_URL set, so its owner is told here)",
+		"to", to, "endpoint", e.ID, "reason", e.Disabled)
+	return nil
+}
+
+// webhookDisabledBody is the text of the mail about a disabled endpoint.
+func webhookDisabledBody(e *arbiter.WebhookEndpoint) string {
+	why := "it answered 410 Gone, which says the URL is no longer in use"
+	if e.Disabled == arbiter.WebhookDisabledFailing {
+		why = fmt.Sprintf("every delivery to it has failed for %d days", int(arbiter.WebhookFailingLimit.Hours()/24))
+	}
+	return strings.Join([]string{
+		"Hello,",
+		"",
+		"Arbiter stopped sending webhooks to this endpoint of your account, because " + why + ":",
+		"",
+		e.URL,
+		"",
+		"Messages for it are kept. Once the endpoint answers again, enable it on the Webhooks page of the dashboard; its delivery log lists what failed, and \"Resend all failed\" sends it again.",
+		"",
+		"— Arbiter",
+	}, "\r\n")
 }
 
 // invitationBody is the text of an invitation mail.

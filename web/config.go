@@ -66,6 +66,10 @@ type Config struct {
 	// AgentTimeout bounds one verifier call (ARBITER_AGENT_TIMEOUT); the
 	// worker applies it, the call's one time limit.
 	AgentTimeout time.Duration
+	// WebhookAllowPrivate lets webhook URLs be http:// and reach loopback,
+	// private and link-local addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE),
+	// for development and tests.
+	WebhookAllowPrivate bool
 
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
@@ -81,8 +85,8 @@ type Config struct {
 	// (ARBITER_SESSION_SECRET); when empty, a secret generated once and kept
 	// in the store is used.
 	SessionSecret string
-	// SMTPURL is the mail server for sign-in links (ARBITER_SMTP_URL);
-	// empty means the links are written to the log. MailFrom is their
+	// SMTPURL is the mail server for sign-in links and webhook notices
+	// (ARBITER_SMTP_URL); empty means they are written to the log. MailFrom is their
 	// sender (ARBITER_MAIL_FROM).
 	SMTPURL, MailFrom string
 	// GitHub, Google and OIDC are the sign-in providers; each is offered
@@ -225,6 +229,25 @@ var Settings = []Setting{
 	{Env: "ARBITER_SHUTDOWN_GRACE", Default: worker.DefaultGrace.String(), Scope: ScopeWorker,
 		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Env: "ARBITER_WEBHOOK_ALLOW_PRIVATE", Default: "0", Scope: ScopeWorker,
+		Help: "1 lets webhooks reach http:// URLs and loopback, private and link-local addresses: for development and tests only",
+		Set: func(c *Config, v string) error {
+			switch v {
+			case "0", "false":
+				c.WebhookAllowPrivate = false
+			case "1", "true":
+				c.WebhookAllowPrivate = true
+			default:
+				return errors.New("must be 1 or 0")
+			}
+			return nil
+		}},
+	{Env: "ARBITER_SMTP_URL", Scope: ScopeWorker, Secret: true,
+		Help: "smtp://user:password@host:587 for sign-in links and webhook notices (unset: they go to the log)",
+		Set:  stringSetting(func(c *Config) *string { return &c.SMTPURL })},
+	{Env: "ARBITER_MAIL_FROM", Scope: ScopeWorker,
+		Help: "the sender of that mail",
+		Set:  stringSetting(func(c *Config) *string { return &c.MailFrom })},
 	{Env: "ARBITER_LOG_LEVEL", Default: "info", Scope: ScopeWorker,
 		Help: "debug, info, warn or error; logs go to stderr",
 		Set: func(c *Config, v string) error {
@@ -289,12 +312,6 @@ var Settings = []Setting{
 			c.SessionSecret = v
 			return nil
 		}},
-	{Env: "ARBITER_SMTP_URL", Scope: ScopeHTTP, Secret: true,
-		Help: "smtp://user:password@host:587 for sign-in mail (unset: links go to the log)",
-		Set:  stringSetting(func(c *Config) *string { return &c.SMTPURL })},
-	{Env: "ARBITER_MAIL_FROM", Scope: ScopeHTTP,
-		Help: "the sender of sign-in mail",
-		Set:  stringSetting(func(c *Config) *string { return &c.MailFrom })},
 	{Env: "ARBITER_GITHUB_CLIENT_ID", Scope: ScopeHTTP,
 		Help: "a GitHub OAuth app's client id",
 		Set:  stringSetting(func(c *Config) *string { return &c.GitHub.ClientID })},

@@ -119,6 +119,17 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		wg.Go(func() {
 			w.Run(ctx)
 		})
+		mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
+		if err != nil {
+			return err
+		}
+		deliverer := worker.NewDeliverer(worker.WebhookConfig{
+			Store: store, Queued: store.WebhooksQueued(), AllowPrivate: cfg.WebhookAllowPrivate,
+			Mailer: mailer, Logger: logger,
+		})
+		wg.Go(func() {
+			deliverer.Run(ctx)
+		})
 	}
 	if !api {
 		logger.Info("worker started", "store", store.Dialect(), "agent", cfg.Agent.Backend, "concurrency", cfg.Workers)

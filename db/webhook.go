@@ -1,0 +1,825 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var (
+	_ arbiter.WebhookService         = (*DB)(nil)
+	_ arbiter.WebhookDeliveryService = (*DB)(nil)
+)
+
+// Webhooks: the outbox and its delivery.
+//
+// A change that callers care about enqueues its messages in its own
+// transaction (enqueueTaskEvents): one row of webhook_messages per
+// destination, the endpoints of the account that want the event and the
+// task's callback_url, with the payload as it is at that moment. Delivery
+// workers claim due rows under a lease, as task workers claim tasks
+// (SKIP LOCKED on Postgres; on SQLite one UPDATE … RETURNING under the one
+// writer), and record each attempt, which moves the message on.
+
+const endpointColumns = `id, account_id, url, description, event_types, disabled, secret, previous_secret,
+	previous_secret_expires_at, failing_since, created_at`
+
+// endpointRow is a scanned row of endpointColumns.
+type endpointRow struct {
+	ID                      string        `db:"id"`
+	AccountID               string        `db:"account_id"`
+	URL                     string        `db:"url"`
+	Description             string        `db:"description"`
+	EventTypes              string        `db:"event_types"`
+	Disabled                string        `db:"disabled"`
+	Secret                  string        `db:"secret"`
+	PreviousSecret          string        `db:"previous_secret"`
+	PreviousSecretExpiresAt sql.NullInt64 `db:"previous_secret_expires_at"`
+	FailingSince            sql.NullInt64 `db:"failing_since"`
+	CreatedAt               int64         `db:"created_at"`
+}
+
+func (r *endpointRow) endpoint() *arbiter.WebhookEndpoint {
+	e := &arbiter.WebhookEndpoint{
+		ID: r.ID, AccountID: r.AccountID, URL: r.URL, Description: r.Description, Disabled: r.Disabled,
+		Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+		PreviousSecretExpiresAt: nullTimestamp(r.PreviousSecretExpiresAt),
+		FailingSince:            nullTimestamp(r.FailingSince),
+		CreatedAt:               arbiter.Timestamp(r.CreatedAt),
+	}
+	if r.EventTypes != "" {
+		e.EventTypes = strings.Split(r.EventTypes, ",")
+	}
+	return e
+}
+
+var (
+	errEndpointNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such webhook endpoint in this account.")
+	errMessageNotFound  = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such message for this endpoint.")
+	errMessageLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The delivery worker no longer holds the message's lease.")
+)
+
+// CreateWebhookEndpoint stores a new endpoint with a fresh secret and
+// records it in the audit log, in one transaction.
+func (d *DB) CreateWebhookEndpoint(ctx context.Context, accountID string, in arbiter.WebhookEndpointInput, allowPrivate bool, by arbiter.Actor) (_ *arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := in.Validate(allowPrivate); err != nil {
+		return nil, err
+	}
+	e := &arbiter.WebhookEndpoint{
+		ID: arbiter.NewWebhookEndpointID(), AccountID: accountID, URL: in.URL, Description: in.Description,
+		EventTypes: in.EventTypes, Secret: arbiter.NewWebhookSecret(), CreatedAt: d.nowMS(),
+	}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		var n int
+		if err := tx.GetContext(ctx, &n, d.rebind(`SELECT count(*) FROM webhook_endpoints WHERE account_id = ?`), accountID); err != nil {
+			return fmt.Errorf("count endpoints: %w", err)
+		} else if n >= arbiter.MaxWebhookEndpoints {
+			return arbiter.Errorf(arbiter.ECONFLICT, "An account may have at most %d webhook endpoints; delete one first.", arbiter.MaxWebhookEndpoints)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO webhook_endpoints (id, account_id, url, description,
+			event_types, secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			e.ID, accountID, e.URL, e.Description, strings.Join(e.EventTypes, ","), e.Secret, int64(e.CreatedAt)); err != nil {
+			return fmt.Errorf("insert endpoint: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookCreated, accountID, e, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ListWebhookEndpoints returns the account's endpoints, oldest first.
+func (d *DB) ListWebhookEndpoints(ctx context.Context, accountID string) (_ []*arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var rows []endpointRow
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`SELECT `+endpointColumns+` FROM webhook_endpoints
+		WHERE account_id = ? ORDER BY created_at, id`), accountID); err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	list := make([]*arbiter.WebhookEndpoint, len(rows))
+	for i := range rows {
+		list[i] = rows[i].endpoint()
+	}
+	return list, nil
+}
+
+// FindWebhookEndpoint returns the account's endpoint, or ENOTFOUND.
+func (d *DB) FindWebhookEndpoint(ctx context.Context, accountID, id string) (_ *arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	return d.findEndpoint(ctx, d.db, accountID, id)
+}
+
+func (d *DB) findEndpoint(ctx context.Context, q sqlx.QueryerContext, accountID, id string) (*arbiter.WebhookEndpoint, error) {
+	if !arbiter.ValidWebhookEndpointID(id) {
+		return nil, errEndpointNotFound
+	}
+	var r endpointRow
+	err := sqlx.GetContext(ctx, q, &r, d.rebind(`SELECT `+endpointColumns+` FROM webhook_endpoints
+		WHERE id = ? AND account_id = ?`), id, accountID)
+	if err != nil {
+		return nil, notFound(err, errEndpointNotFound.Message)
+	}
+	return r.endpoint(), nil
+}
+
+// SetWebhookEndpointEnabled enables or disables the account's endpoint and
+// records it in the audit log. Enabling forgets its failures.
+func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string, enabled bool, by arbiter.Actor) (_ *arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var e *arbiter.WebhookEndpoint
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
+			return err
+		} else if e.Enabled() == enabled {
+			return nil
+		}
+		kind, disabled := arbiter.AuditWebhookEnabled, ""
+		if !enabled {
+			kind, disabled = arbiter.AuditWebhookDisabled, arbiter.WebhookDisabledByPerson
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET disabled = ?, failing_since = NULL
+			WHERE id = ? AND account_id = ?`), disabled, id, accountID); err != nil {
+			return fmt.Errorf("set endpoint enabled: %w", err)
+		}
+		e.Disabled, e.FailingSince = disabled, nil
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(kind, accountID, e, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if enabled {
+		d.webhooksQueued()
+	}
+	return e, nil
+}
+
+// DeleteWebhookEndpoint deletes the account's endpoint, its messages and
+// their attempts, and records it in the audit log.
+func (d *DB) DeleteWebhookEndpoint(ctx context.Context, accountID, id string, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		e, err := d.findEndpoint(ctx, tx, accountID, id)
+		if err != nil {
+			return err
+		}
+		// SQLite cascades only with foreign keys on, which the store's
+		// connections have; the attempts go first either way.
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM webhook_attempts WHERE message_id IN
+			(SELECT id FROM webhook_messages WHERE endpoint_id = ?)`), id); err != nil {
+			return fmt.Errorf("delete attempts: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM webhook_messages WHERE endpoint_id = ?`), id); err != nil {
+			return fmt.Errorf("delete messages: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM webhook_endpoints WHERE id = ? AND account_id = ?`), id, accountID); err != nil {
+			return fmt.Errorf("delete endpoint: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookDeleted, accountID, e, by))
+	})
+}
+
+// RotateWebhookSecret gives the account's endpoint a new secret; the old one
+// signs beside it for arbiter.WebhookSecretOverlap.
+func (d *DB) RotateWebhookSecret(ctx context.Context, accountID, id string, by arbiter.Actor) (_ *arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var e *arbiter.WebhookEndpoint
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
+			return err
+		}
+		until := arbiter.TimestampOf(d.now().Add(arbiter.WebhookSecretOverlap))
+		e.PreviousSecret, e.PreviousSecretExpiresAt, e.Secret = e.Secret, &until, arbiter.NewWebhookSecret()
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET secret = ?, previous_secret = ?,
+			previous_secret_expires_at = ? WHERE id = ? AND account_id = ?`),
+			e.Secret, e.PreviousSecret, int64(until), id, accountID); err != nil {
+			return fmt.Errorf("rotate endpoint secret: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookRotated, accountID, e, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// callbackSecretRow is a scanned row of webhook_callback_secrets.
+type callbackSecretRow struct {
+	AccountID               string        `db:"account_id"`
+	Secret                  string        `db:"secret"`
+	PreviousSecret          string        `db:"previous_secret"`
+	PreviousSecretExpiresAt sql.NullInt64 `db:"previous_secret_expires_at"`
+}
+
+func (r *callbackSecretRow) secret() *arbiter.CallbackSecret {
+	return &arbiter.CallbackSecret{AccountID: r.AccountID, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+		PreviousSecretExpiresAt: nullTimestamp(r.PreviousSecretExpiresAt)}
+}
+
+const callbackSecretColumns = `account_id, secret, previous_secret, previous_secret_expires_at`
+
+// ensureCallbackSecret gives the account a callback secret unless it has
+// one.
+func (d *DB) ensureCallbackSecret(ctx context.Context, q sqlx.ExecerContext, accountID string) error {
+	_, err := q.ExecContext(ctx, d.rebind(`INSERT INTO webhook_callback_secrets (account_id, secret, created_at)
+		VALUES (?, ?, ?) ON CONFLICT (account_id) DO NOTHING`), accountID, arbiter.NewWebhookSecret(), int64(d.nowMS()))
+	if err != nil {
+		return fmt.Errorf("create callback secret: %w", err)
+	}
+	return nil
+}
+
+// FindCallbackSecret returns the account's callback secret, creating it
+// on first use.
+func (d *DB) FindCallbackSecret(ctx context.Context, accountID string) (_ *arbiter.CallbackSecret, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var r callbackSecretRow
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.ensureCallbackSecret(ctx, tx, accountID); err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &r, d.rebind(`SELECT `+callbackSecretColumns+` FROM webhook_callback_secrets
+			WHERE account_id = ?`), accountID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find callback secret: %w", err)
+	}
+	return r.secret(), nil
+}
+
+// RotateCallbackSecret gives the account a new callback secret; the old one
+// signs beside it for arbiter.WebhookSecretOverlap.
+func (d *DB) RotateCallbackSecret(ctx context.Context, accountID string, by arbiter.Actor) (_ *arbiter.CallbackSecret, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var r callbackSecretRow
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.ensureCallbackSecret(ctx, tx, accountID); err != nil {
+			return err
+		}
+		until := int64(arbiter.TimestampOf(d.now().Add(arbiter.WebhookSecretOverlap)))
+		if err := tx.GetContext(ctx, &r, d.rebind(`UPDATE webhook_callback_secrets SET previous_secret = secret,
+			previous_secret_expires_at = ?, secret = ? WHERE account_id = ?
+			RETURNING `+callbackSecretColumns), until, arbiter.NewWebhookSecret(), accountID); err != nil {
+			return fmt.Errorf("rotate callback secret: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditCallbackSecretRotated, accountID, nil, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.secret(), nil
+}
+
+// SendWebhookPing queues a ping to the account's endpoint, due at once.
+func (d *DB) SendWebhookPing(ctx context.Context, accountID, endpointID string) (_ *arbiter.WebhookMessage, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	now := d.now()
+	payload, err := arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: endpointID})
+	if err != nil {
+		return nil, err
+	}
+	m := &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: accountID, EndpointID: endpointID,
+		EventType: arbiter.EventPing, Payload: payload, Status: arbiter.WebhookPending,
+		NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		e, err := d.findEndpoint(ctx, tx, accountID, endpointID)
+		if err != nil {
+			return err
+		}
+		m.URL = e.URL
+		return d.insertMessages(ctx, tx, []*arbiter.WebhookMessage{m})
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.webhooksQueued()
+	return m, nil
+}
+
+// messageColumns lists, in scan order, the columns messageRow reads.
+const messageColumns = `m.id, m.account_id, m.endpoint_id, m.url, m.event_type, m.task_id, m.payload, m.status,
+	m.attempts, m.next_attempt_at, m.created_at, m.last_attempt_at, m.last_status_code`
+
+// messageRow is a scanned row of messageColumns.
+type messageRow struct {
+	ID             string         `db:"id"`
+	AccountID      string         `db:"account_id"`
+	EndpointID     sql.NullString `db:"endpoint_id"`
+	URL            string         `db:"url"`
+	EventType      string         `db:"event_type"`
+	TaskID         sql.NullString `db:"task_id"`
+	Payload        string         `db:"payload"`
+	Status         string         `db:"status"`
+	Attempts       int            `db:"attempts"`
+	NextAttemptAt  int64          `db:"next_attempt_at"`
+	CreatedAt      int64          `db:"created_at"`
+	LastAttemptAt  sql.NullInt64  `db:"last_attempt_at"`
+	LastStatusCode int            `db:"last_status_code"`
+}
+
+func (r *messageRow) message() *arbiter.WebhookMessage {
+	return &arbiter.WebhookMessage{
+		ID: r.ID, AccountID: r.AccountID, EndpointID: r.EndpointID.String, URL: r.URL, EventType: r.EventType,
+		TaskID: r.TaskID.String, Payload: []byte(r.Payload), Status: r.Status, Attempts: r.Attempts,
+		NextAttemptAt: arbiter.Timestamp(r.NextAttemptAt), CreatedAt: arbiter.Timestamp(r.CreatedAt),
+		LastAttemptAt: nullTimestamp(r.LastAttemptAt), LastStatusCode: r.LastStatusCode,
+	}
+}
+
+// ListWebhookMessages returns the endpoint's latest messages, newest first.
+func (d *DB) ListWebhookMessages(ctx context.Context, accountID, endpointID, status string, limit int) (_ []*arbiter.WebhookMessage, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if status != "" && !containsString(arbiter.WebhookMessageStatuses, status) {
+		return nil, arbiter.Errorf(arbiter.EINVALID, "The status must be one of %s.", strings.Join(arbiter.WebhookMessageStatuses, ", "))
+	}
+	if _, err := d.findEndpoint(ctx, d.db, accountID, endpointID); err != nil {
+		return nil, err
+	}
+	var rows []messageRow
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`SELECT `+messageColumns+` FROM webhook_messages m
+		WHERE m.endpoint_id = ? AND m.account_id = ? AND (? = '' OR m.status = ?)
+		ORDER BY m.created_at DESC, m.id DESC LIMIT ?`), endpointID, accountID, status, status, limit); err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	list := make([]*arbiter.WebhookMessage, len(rows))
+	for i := range rows {
+		list[i] = rows[i].message()
+	}
+	return list, nil
+}
+
+// FindWebhookMessage returns the endpoint's message and its attempts.
+func (d *DB) FindWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (_ *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if !arbiter.ValidWebhookMessageID(messageID) || !arbiter.ValidWebhookEndpointID(endpointID) {
+		return nil, nil, errMessageNotFound
+	}
+	var r messageRow
+	if err := d.db.GetContext(ctx, &r, d.rebind(`SELECT `+messageColumns+` FROM webhook_messages m
+		WHERE m.id = ? AND m.endpoint_id = ? AND m.account_id = ?`), messageID, endpointID, accountID); err != nil {
+		return nil, nil, notFound(err, errMessageNotFound.Message)
+	}
+	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT attempted_at, status_code, latency_ms, response_body, error
+		FROM webhook_attempts WHERE message_id = ? ORDER BY id`), messageID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list attempts: %w", err)
+	}
+	defer rows.Close()
+	var attempts []arbiter.WebhookAttempt
+	for rows.Next() {
+		a := arbiter.WebhookAttempt{MessageID: messageID}
+		var at, latency int64
+		if err := rows.Scan(&at, &a.StatusCode, &latency, &a.ResponseBody, &a.Error); err != nil {
+			return nil, nil, fmt.Errorf("scan attempt: %w", err)
+		}
+		a.AttemptedAt, a.Latency = arbiter.Timestamp(at), time.Duration(latency)*time.Millisecond
+		attempts = append(attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list attempts: %w", err)
+	}
+	return r.message(), attempts, nil
+}
+
+// ResendWebhookMessage makes the endpoint's message due at once, with its
+// schedule started over, unless a worker is delivering it right now.
+func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if !arbiter.ValidWebhookMessageID(messageID) || !arbiter.ValidWebhookEndpointID(endpointID) {
+		return errMessageNotFound
+	}
+	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', attempts = 0,
+		next_attempt_at = ? WHERE id = ? AND endpoint_id = ? AND account_id = ?
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`),
+		int64(d.nowMS()), messageID, endpointID, accountID)
+	if err != nil {
+		return fmt.Errorf("resend message: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("resend message: %w", err)
+	} else if n == 0 {
+		if _, _, err := d.FindWebhookMessage(ctx, accountID, endpointID, messageID); err != nil {
+			return err
+		}
+		return arbiter.Errorf(arbiter.ECONFLICT, "The message is being delivered right now; its attempt will show in the log.")
+	}
+	d.webhooksQueued()
+	return nil
+}
+
+// ResendFailedWebhookMessages resends the endpoint's failed messages
+// created at or after since.
+func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpointID string, since arbiter.Timestamp) (_ int, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var n int64
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.findEndpoint(ctx, tx, accountID, endpointID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', attempts = 0,
+			next_attempt_at = ? WHERE endpoint_id = ? AND account_id = ? AND status = 'failed' AND created_at >= ?`),
+			int64(d.nowMS()), endpointID, accountID, int64(since))
+		if err != nil {
+			return fmt.Errorf("resend failed messages: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		d.webhooksQueued()
+	}
+	return int(n), nil
+}
+
+// insertMessages stores new messages in tx.
+func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.WebhookMessage) error {
+	const cols = 9
+	for start := 0; start < len(msgs); start += 100 {
+		chunk := msgs[start:min(start+100, len(msgs))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO webhook_messages (id, account_id, endpoint_id, url, event_type, task_id, payload,
+			status, next_attempt_at, created_at) VALUES `)
+		args := make([]any, 0, len(chunk)*(cols+1))
+		for i, m := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)")
+			var endpoint, task, url any
+			url = ""
+			if m.EndpointID != "" {
+				endpoint = m.EndpointID
+			} else {
+				url = m.URL
+			}
+			if m.TaskID != "" {
+				task = m.TaskID
+			}
+			args = append(args, m.ID, m.AccountID, endpoint, url, m.EventType, task, string(m.Payload),
+				int64(m.NextAttemptAt), int64(m.CreatedAt))
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(b.String()), args...); err != nil {
+			return fmt.Errorf("insert webhook messages: %w", err)
+		}
+	}
+	return nil
+}
+
+// taskEvent is an event about a task, to enqueue in the transaction of the
+// change that caused it.
+type taskEvent struct {
+	taskID, accountID, eventType string
+	// callbackURL is the task's callback_url, "" without one.
+	callbackURL string
+}
+
+// eventsOf returns the events that the tasks' new statuses announce.
+func eventsOf(changed []updatedTask) []taskEvent {
+	var events []taskEvent
+	for _, u := range changed {
+		if t := arbiter.TaskEventOf(u.status); t != "" {
+			events = append(events, taskEvent{taskID: u.id, accountID: u.accountID, eventType: t, callbackURL: u.callbackURL})
+		}
+	}
+	return events
+}
+
+// enqueueTaskEvent enqueues an event of the account's task in tx, the
+// transaction of the change that caused it, as enqueueTaskEvents does.
+// This is how a change elsewhere in the store emits a new event type:
+//
+//	queued, err := d.enqueueTaskEvent(ctx, tx, accountID, taskID, arbiter.EventTaskSomething)
+//
+// and, after the commit, d.webhooksQueued() when queued.
+func (d *DB) enqueueTaskEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskID, eventType string) (bool, error) {
+	var callback sql.NullString
+	if err := tx.GetContext(ctx, &callback, d.rebind(`SELECT callback_url FROM tasks WHERE id = ? AND account_id = ?`),
+		taskID, accountID); err != nil {
+		return false, notFound(err, errTaskNotFound.Message)
+	}
+	return d.enqueueTaskEvents(ctx, tx, []taskEvent{{taskID: taskID, accountID: accountID, eventType: eventType, callbackURL: callback.String}})
+}
+
+// enqueueTaskEvents writes, in tx, a message of each event for each
+// enabled endpoint of its account that wants it and for its task's
+// callback_url, the payload holding the task as it is in tx. It costs one
+// query when no endpoint and no callback wants any of them. It reports
+// whether it queued any; call webhooksQueued after the commit if so.
+func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
+	if len(events) == 0 {
+		return false, nil
+	}
+	accounts := map[string]bool{}
+	var accountIDs []any
+	for _, ev := range events {
+		if !accounts[ev.accountID] {
+			accounts[ev.accountID] = true
+			accountIDs = append(accountIDs, ev.accountID)
+		}
+	}
+	query, args, err := sqlx.In(`SELECT id, account_id, event_types FROM webhook_endpoints
+		WHERE account_id IN (?) AND disabled = ''`, accountIDs)
+	if err != nil {
+		return false, err
+	}
+	var endpoints []struct {
+		ID         string `db:"id"`
+		AccountID  string `db:"account_id"`
+		EventTypes string `db:"event_types"`
+	}
+	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
+		return false, fmt.Errorf("find endpoints: %w", err)
+	}
+	type destination struct{ endpointID, url string }
+	dests := make([][]destination, len(events))
+	var taskIDs []any
+	for i, ev := range events {
+		for _, e := range endpoints {
+			wanted := (&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(ev.eventType)
+			if e.AccountID == ev.accountID && wanted {
+				dests[i] = append(dests[i], destination{endpointID: e.ID})
+			}
+		}
+		if ev.callbackURL != "" {
+			dests[i] = append(dests[i], destination{url: ev.callbackURL})
+			if err := d.ensureCallbackSecret(ctx, tx, ev.accountID); err != nil {
+				return false, err
+			}
+		}
+		if len(dests[i]) > 0 {
+			taskIDs = append(taskIDs, ev.taskID)
+		}
+	}
+	if len(taskIDs) == 0 {
+		return false, nil
+	}
+	query, args, err = sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, taskIDs)
+	if err != nil {
+		return false, err
+	}
+	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return false, fmt.Errorf("read tasks for webhooks: %w", err)
+	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return false, fmt.Errorf("read tasks for webhooks: %w", err)
+	}
+	byID := make(map[string]*arbiter.Task, len(tasks))
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	now := d.now()
+	var msgs []*arbiter.WebhookMessage
+	for i, ev := range events {
+		t := byID[ev.taskID]
+		if t == nil || len(dests[i]) == 0 {
+			continue
+		}
+		payload, err := arbiter.NewWebhookPayload(ev.eventType, now, t)
+		if err != nil {
+			return false, fmt.Errorf("webhook payload: %w", err)
+		}
+		for _, dest := range dests[i] {
+			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.accountID,
+				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.eventType, TaskID: ev.taskID, Payload: payload,
+				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
+		}
+	}
+	if err := d.insertMessages(ctx, tx, msgs); err != nil {
+		return false, err
+	}
+	return len(msgs) > 0, nil
+}
+
+func splitTypes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhooksQueued returns a channel that receives when messages were queued
+// by this process, so an in-process delivery worker sends them at once
+// instead of at its next poll.
+func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
+
+// webhooksQueued signals WebhooksQueued, after a commit that queued
+// messages.
+func (d *DB) webhooksQueued() {
+	select {
+	case d.webhookWake <- struct{}{}:
+	default:
+	}
+}
+
+// ClaimWebhookMessages leases up to max due messages to owner (see
+// arbiter.WebhookDeliveryService), in one statement: on Postgres, rows
+// other workers hold locked are skipped; on SQLite, the one writer makes
+// the UPDATE … RETURNING exclusive. A message to a disabled endpoint waits,
+// unless it is a ping.
+func (d *DB) ClaimWebhookMessages(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.WebhookDelivery, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if max <= 0 {
+		return nil, nil
+	}
+	lock := ""
+	if d.dialect == Postgres {
+		lock = "FOR UPDATE SKIP LOCKED"
+	}
+	stmt, err := d.stmt(ctx, `UPDATE webhook_messages SET lease_owner = ?, lease_expires_at = `+d.dbNowMS()+` + ?
+		WHERE id IN (SELECT m.id FROM webhook_messages m
+			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.dbNowMS()+`)
+			AND (m.endpoint_id IS NULL OR m.event_type = 'ping' OR EXISTS (SELECT 1 FROM webhook_endpoints e
+				WHERE e.id = m.endpoint_id AND e.disabled = ''))
+			ORDER BY m.next_attempt_at LIMIT ? `+lock+`)
+		RETURNING `+strings.ReplaceAll(messageColumns, "m.", ""))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, owner, lease.Milliseconds(), int64(d.nowMS()), max)
+	if err != nil {
+		return nil, fmt.Errorf("claim webhook messages: %w", err)
+	}
+	var msgs []*arbiter.WebhookMessage
+	err = func() error {
+		defer rows.Close()
+		for rows.Next() {
+			var r messageRow
+			if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
+				&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
+				return err
+			}
+			msgs = append(msgs, r.message())
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("claim webhook messages: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return d.signingSecrets(ctx, msgs)
+}
+
+// signingSecrets pairs claimed messages with their destination's URL and
+// the secrets that sign them now. A message whose endpoint was deleted
+// since the claim is left out; its row went with the endpoint.
+func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage) ([]*arbiter.WebhookDelivery, error) {
+	var endpointIDs, accountIDs []any
+	for _, m := range msgs {
+		if m.EndpointID != "" {
+			endpointIDs = append(endpointIDs, m.EndpointID)
+		} else {
+			accountIDs = append(accountIDs, m.AccountID)
+		}
+	}
+	endpoints := map[string]*arbiter.WebhookEndpoint{}
+	if len(endpointIDs) > 0 {
+		query, args, err := sqlx.In(`SELECT `+endpointColumns+` FROM webhook_endpoints WHERE id IN (?)`, endpointIDs)
+		if err != nil {
+			return nil, err
+		}
+		var rows []endpointRow
+		if err := d.db.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+			return nil, fmt.Errorf("read endpoints: %w", err)
+		}
+		for i := range rows {
+			endpoints[rows[i].ID] = rows[i].endpoint()
+		}
+	}
+	callbacks := map[string]*arbiter.CallbackSecret{}
+	if len(accountIDs) > 0 {
+		query, args, err := sqlx.In(`SELECT `+callbackSecretColumns+` FROM webhook_callback_secrets WHERE account_id IN (?)`, accountIDs)
+		if err != nil {
+			return nil, err
+		}
+		var rows []callbackSecretRow
+		if err := d.db.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+			return nil, fmt.Errorf("read callback secrets: %w", err)
+		}
+		for i := range rows {
+			callbacks[rows[i].AccountID] = rows[i].secret()
+		}
+	}
+	now := d.now()
+	out := make([]*arbiter.WebhookDelivery, 0, len(msgs))
+	for _, m := range msgs {
+		if m.EndpointID != "" {
+			if e := endpoints[m.EndpointID]; e != nil {
+				m.URL = e.URL
+				out = append(out, &arbiter.WebhookDelivery{Message: m, Secrets: e.SigningSecrets(now)})
+			}
+		} else if c := callbacks[m.AccountID]; c != nil {
+			out = append(out, &arbiter.WebhookDelivery{Message: m, Secrets: c.SigningSecrets(now)})
+		}
+	}
+	return out, nil
+}
+
+// RecordWebhookAttempt records an attempt on a message leased to owner and
+// moves the message on as step says, tracking its endpoint's failures, in
+// one transaction.
+func (d *DB) RecordWebhookAttempt(ctx context.Context, owner, messageID string, step arbiter.WebhookStep) (_ *arbiter.DisabledWebhookEndpoint, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	a := step.Attempt
+	var disabled *arbiter.DisabledWebhookEndpoint
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		var endpointID sql.NullString
+		err := tx.GetContext(ctx, &endpointID, d.rebind(`UPDATE webhook_messages SET status = ?, attempts = attempts + 1,
+			next_attempt_at = ?, lease_owner = NULL, lease_expires_at = NULL, last_attempt_at = ?, last_status_code = ?
+			WHERE id = ? AND lease_owner = ? AND status = 'pending' RETURNING endpoint_id`),
+			step.Status, int64(step.NextAttemptAt), int64(a.AttemptedAt), a.StatusCode, messageID, owner)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errMessageLeaseLost
+		} else if err != nil {
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO webhook_attempts (message_id, attempted_at, status_code,
+			latency_ms, response_body, error) VALUES (?, ?, ?, ?, ?, ?)`),
+			messageID, int64(a.AttemptedAt), a.StatusCode, a.Latency.Milliseconds(), a.ResponseBody, a.Error); err != nil {
+			return fmt.Errorf("insert webhook attempt: %w", err)
+		}
+		if !endpointID.Valid {
+			return nil
+		}
+		if a.Succeeded() {
+			_, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET failing_since = NULL
+				WHERE id = ? AND failing_since IS NOT NULL`), endpointID.String)
+			return err
+		}
+		var since int64
+		var state string
+		if err := tx.QueryRowContext(ctx, d.rebind(`UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ?)
+			WHERE id = ? RETURNING failing_since, disabled`), int64(a.AttemptedAt), endpointID.String).Scan(&since, &state); err != nil {
+			return fmt.Errorf("record endpoint failure: %w", err)
+		}
+		reason := step.DisableEndpoint
+		if reason == "" && arbiter.EndpointFailingTooLong((*arbiter.Timestamp)(&since), a.AttemptedAt.Time()) {
+			reason = arbiter.WebhookDisabledFailing
+		}
+		if reason == "" || state != "" {
+			return nil
+		}
+		var r endpointRow
+		if err := tx.GetContext(ctx, &r, d.rebind(`UPDATE webhook_endpoints SET disabled = ? WHERE id = ?
+			RETURNING `+endpointColumns), reason, endpointID.String); err != nil {
+			return fmt.Errorf("disable endpoint: %w", err)
+		}
+		disabled = &arbiter.DisabledWebhookEndpoint{Endpoint: r.endpoint()}
+		return tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return disabled, nil
+}
+
+// ReleaseWebhookMessages ends the leases owner still holds, for a worker
+// that stops with messages unsent.
+func (d *DB) ReleaseWebhookMessages(ctx context.Context, owner string) (err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if _, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET lease_owner = NULL, lease_expires_at = NULL
+		WHERE lease_owner = ? AND status = 'pending'`), owner); err != nil {
+		return fmt.Errorf("release webhook messages: %w", err)
+	}
+	return nil
+}

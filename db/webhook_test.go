@@ -1,0 +1,260 @@
+package db_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+var owner = arbiter.Actor{Email: "owner@example.com"}
+
+func newWebhookEndpoint(t *testing.T, d *db.DB, accountID string) *arbiter.WebhookEndpoint {
+	t.Helper()
+	e, err := d.CreateWebhookEndpoint(ctx, accountID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks"}, false, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestWebhookService_Endpoints: create, list, find, disable and enable,
+// delete; bad input and another account's id change nothing.
+func TestWebhookService_Endpoints(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		if !arbiter.ValidWebhookEndpointID(e.ID) || !strings.HasPrefix(e.Secret, "whsec_") || !e.Enabled() {
+			t.Fatalf("created %+v", e)
+		}
+		for _, in := range []arbiter.WebhookEndpointInput{
+			{URL: "http://example.com/hooks"},
+			{URL: "https://10.0.0.1/hooks"},
+			{URL: "https://example.com/", EventTypes: []string{"nope"}},
+			{URL: "https://example.com/", Description: strings.Repeat("x", 201)},
+		} {
+			if _, err := d.CreateWebhookEndpoint(ctx, a.ID, in, false, owner); arbiter.ErrorCode(err) != arbiter.EINVALID {
+				t.Errorf("%+v: %v, want EINVALID", in, err)
+			}
+		}
+		list, err := d.ListWebhookEndpoints(ctx, a.ID)
+		if err != nil || len(list) != 1 || list[0].ID != e.ID || list[0].Secret != e.Secret {
+			t.Fatalf("list: %v %v", list, err)
+		}
+		if other, _ := d.ListWebhookEndpoints(ctx, b.ID); len(other) != 0 {
+			t.Error("another account lists the endpoint")
+		}
+		foreign := []func() error{
+			func() error { _, err := d.FindWebhookEndpoint(ctx, b.ID, e.ID); return err },
+			func() error { _, err := d.RotateWebhookSecret(ctx, b.ID, e.ID, owner); return err },
+			func() error { _, err := d.SetWebhookEndpointEnabled(ctx, b.ID, e.ID, false, owner); return err },
+			func() error { _, err := d.SendWebhookPing(ctx, b.ID, e.ID); return err },
+			func() error { _, err := d.ListWebhookMessages(ctx, b.ID, e.ID, "", 10); return err },
+			func() error { _, err := d.ResendFailedWebhookMessages(ctx, b.ID, e.ID, 0); return err },
+			func() error { return d.DeleteWebhookEndpoint(ctx, b.ID, e.ID, owner) },
+			func() error { _, err := d.FindWebhookEndpoint(ctx, a.ID, "wh_nope"); return err },
+		}
+		for i, f := range foreign {
+			if err := f(); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+				t.Errorf("call %d on another account's endpoint: %v, want ENOTFOUND", i, err)
+			}
+		}
+		if got, _ := d.FindWebhookEndpoint(ctx, a.ID, e.ID); got.Secret != e.Secret || !got.Enabled() {
+			t.Error("another account's calls changed the endpoint")
+		}
+
+		off, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, false, owner)
+		if err != nil || off.Disabled != arbiter.WebhookDisabledByPerson {
+			t.Fatalf("disable: %+v %v", off, err)
+		}
+		on, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, true, owner)
+		if err != nil || !on.Enabled() {
+			t.Fatalf("enable: %+v %v", on, err)
+		}
+		if err := d.DeleteWebhookEndpoint(ctx, a.ID, e.ID, owner); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.FindWebhookEndpoint(ctx, a.ID, e.ID); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			t.Errorf("after delete: %v", err)
+		}
+		events, _ := d.ListAuditEvents(ctx, a.ID, 10)
+		var kinds []string
+		for _, ev := range events {
+			kinds = append(kinds, ev.Kind)
+		}
+		want := "webhook_deleted webhook_enabled webhook_disabled webhook_created"
+		if strings.Join(kinds, " ") != want {
+			t.Errorf("audit log %v, want %s", kinds, want)
+		}
+	})
+}
+
+func TestWebhookService_AtMostTwentyEndpoints(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		for range arbiter.MaxWebhookEndpoints {
+			newWebhookEndpoint(t, d, a.ID)
+		}
+		_, err := d.CreateWebhookEndpoint(ctx, a.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/"}, false, owner)
+		if arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+			t.Errorf("the 21st endpoint: %v, want ECONFLICT", err)
+		}
+	})
+}
+
+// TestWebhookService_CallbackSecret is made on first use, stays, and
+// rotates with the old secret kept for the overlap.
+func TestWebhookService_CallbackSecret(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		first, err := d.FindCallbackSecret(ctx, a.ID)
+		if err != nil || !strings.HasPrefix(first.Secret, "whsec_") {
+			t.Fatalf("%+v %v", first, err)
+		}
+		again, _ := d.FindCallbackSecret(ctx, a.ID)
+		if again.Secret != first.Secret {
+			t.Error("the callback secret changed on a second read")
+		}
+		rotated, err := d.RotateCallbackSecret(ctx, a.ID, owner)
+		if err != nil || rotated.Secret == first.Secret || rotated.PreviousSecret != first.Secret ||
+			*rotated.PreviousSecretExpiresAt != arbiter.TimestampOf(c.Now().Add(arbiter.WebhookSecretOverlap)) {
+			t.Fatalf("rotate: %+v %v", rotated, err)
+		}
+		if got := rotated.SigningSecrets(c.Now()); len(got) != 2 {
+			t.Errorf("during the overlap %d secrets sign", len(got))
+		}
+	})
+}
+
+// TestWebhookService_DeliveryLog lists an endpoint's messages by status,
+// resends one and all failed ones since a time.
+func TestWebhookService_DeliveryLog(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		var ids []string
+		for range 3 {
+			m, err := d.SendWebhookPing(ctx, a.ID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, m.ID)
+			c.Add(time.Minute)
+		}
+		// The first two fail for good, the third is delivered.
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd_a", 10, time.Minute)
+		if err != nil || len(claimed) != 3 {
+			t.Fatalf("claim: %d %v", len(claimed), err)
+		}
+		if again, _ := d.ClaimWebhookMessages(ctx, "whd_b", 10, time.Minute); len(again) != 0 {
+			t.Fatalf("leased messages were claimed again: %d", len(again))
+		}
+		for _, del := range claimed {
+			if del.Message.URL != e.URL || len(del.Secrets) != 1 || del.Secrets[0] != e.Secret {
+				t.Errorf("claimed %+v", del)
+			}
+			step := arbiter.WebhookStep{Attempt: arbiter.WebhookAttempt{StatusCode: 500, AttemptedAt: arbiter.TimestampOf(c.Now())}, Status: arbiter.WebhookFailed}
+			if del.Message.ID == ids[2] {
+				step = arbiter.WebhookStep{Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: arbiter.TimestampOf(c.Now())}, Status: arbiter.WebhookDelivered}
+			}
+			if _, err := d.RecordWebhookAttempt(ctx, "whd_b", del.Message.ID, step); arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+				t.Errorf("another worker recorded on a leased message: %v", err)
+			}
+			if _, err := d.RecordWebhookAttempt(ctx, "whd_a", del.Message.ID, step); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list := func(status string) []string {
+			t.Helper()
+			msgs, err := d.ListWebhookMessages(ctx, a.ID, e.ID, status, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range msgs {
+				got = append(got, m.ID)
+			}
+			return got
+		}
+		if got := list(""); strings.Join(got, " ") != ids[2]+" "+ids[1]+" "+ids[0] {
+			t.Errorf("the log lists %v, want newest first", got)
+		}
+		if got := list(arbiter.WebhookFailed); strings.Join(got, " ") != ids[1]+" "+ids[0] {
+			t.Errorf("failed: %v", got)
+		}
+		if _, err := d.ListWebhookMessages(ctx, a.ID, e.ID, "lost", 100); arbiter.ErrorCode(err) != arbiter.EINVALID {
+			t.Errorf("an unknown status: %v", err)
+		}
+
+		if err := d.ResendWebhookMessage(ctx, a.ID, e.ID, ids[2]); err != nil {
+			t.Fatal(err)
+		}
+		m, attempts, err := d.FindWebhookMessage(ctx, a.ID, e.ID, ids[2])
+		if err != nil || m.Status != arbiter.WebhookPending || m.Attempts != 0 || len(attempts) != 1 {
+			t.Fatalf("after resend: %+v, %d attempts, %v", m, len(attempts), err)
+		}
+		// Failed since the second ping: only that one.
+		n, err := d.ResendFailedWebhookMessages(ctx, a.ID, e.ID, arbiter.TimestampOf(c.Now().Add(-2*time.Minute)))
+		if err != nil || n != 1 {
+			t.Fatalf("resend failed since: %d %v", n, err)
+		}
+		if got := list(arbiter.WebhookFailed); strings.Join(got, " ") != ids[0] {
+			t.Errorf("still failed: %v", got)
+		}
+		if err := d.ResendWebhookMessage(ctx, a.ID, e.ID, "msg_000000000000000000000000"); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			t.Errorf("an unknown message: %v", err)
+		}
+	})
+}
+
+// TestWebhookService_OutboxIsInTheChangesTransaction: a decision that the
+// store refuses (already decided) queues nothing; one endpoint per account
+// gets its own account's events only.
+func TestWebhookService_OutboxFollowsTheChange(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
+		ea, eb := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, b.ID)
+		task, err := d.CreateTask(ctx, a.ID, taskCreate("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w", 1, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatal(err)
+		}
+		now := arbiter.TimestampOf(time.Now())
+		if err := d.FinishAgentAttempt(ctx, "w", task.ID, arbiter.AgentStep{Next: arbiter.StatusHumanNeeded,
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, StartedAt: now, FinishedAt: &now}}); err != nil {
+			t.Fatal(err)
+		}
+		dec := arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"}
+		if _, err := d.DecideTask(ctx, a.ID, task.ID, dec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.DecideTask(ctx, a.ID, task.ID, dec); arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+			t.Fatalf("second decision: %v", err)
+		}
+		msgs, err := d.ListWebhookMessages(ctx, a.ID, ea.ID, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, m := range msgs {
+			types = append(types, m.EventType)
+			if m.TaskID != task.ID {
+				t.Errorf("message about %s", m.TaskID)
+			}
+		}
+		if strings.Join(types, " ") != "task.completed task.human_needed" && strings.Join(types, " ") != "task.human_needed task.completed" {
+			t.Errorf("account a's endpoint has %v", types)
+		}
+		if other, _ := d.ListWebhookMessages(ctx, b.ID, eb.ID, "", 10); len(other) != 0 {
+			t.Errorf("account b's endpoint got %d messages of a's task", len(other))
+		}
+	})
+}

@@ -1,0 +1,600 @@
+package arbiter
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Webhooks tell an account's endpoints, and a task's callback_url, that a
+// task changed: signed, durable and retried as the Standard Webhooks
+// specification (standardwebhooks.com) describes. The message of a change is
+// written in the same transaction as the change (an outbox), so nothing is
+// lost when a process dies; workers deliver it under a lease, at least once.
+
+// Event types. To add one, declare it here and list it in WebhookEventTypes;
+// a store change emits it by enqueueing it in its own transaction (see
+// db/webhook.go, enqueueTaskEvents).
+const (
+	EventTaskHumanNeeded = "task.human_needed" // the agent handed the task to a person
+	EventTaskCompleted   = "task.completed"    // the agent or a person decided it
+	EventTaskExpired     = "task.expired"      // its deadline passed first
+	EventPing            = "ping"              // "Send test event" on the dashboard
+)
+
+// WebhookEventTypes are the event types an endpoint can subscribe to, in the
+// order the dashboard lists them. A ping goes to the endpoint it tests,
+// whatever it subscribes to.
+var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired}
+
+// TaskEventOf returns the event type of a task reaching status, or "" for a
+// status no event announces.
+func TaskEventOf(status string) string {
+	switch status {
+	case StatusHumanNeeded:
+		return EventTaskHumanNeeded
+	case StatusCompleted:
+		return EventTaskCompleted
+	case StatusExpired:
+		return EventTaskExpired
+	}
+	return ""
+}
+
+// Webhook message statuses.
+const (
+	WebhookPending   = "pending"   // waiting for its next attempt
+	WebhookDelivered = "delivered" // an attempt got a 2xx
+	WebhookFailed    = "failed"    // every attempt of the schedule failed, or its endpoint is gone
+)
+
+// WebhookMessageStatuses lists the statuses the delivery log filters by.
+var WebhookMessageStatuses = []string{WebhookPending, WebhookDelivered, WebhookFailed}
+
+// Why an endpoint was disabled.
+const (
+	WebhookDisabledByPerson = "disabled" // someone turned it off on the dashboard
+	WebhookDisabledGone     = "gone"     // it answered 410 Gone
+	WebhookDisabledFailing  = "failing"  // its messages all failed for WebhookFailingLimit
+)
+
+const (
+	webhookSecretPrefix     = "whsec_" // Standard Webhooks' secret prefix
+	webhookSignatureVersion = "v1"     // the HMAC-SHA256 scheme
+)
+
+// Limits and times of webhooks, documented in the README.
+const (
+	// MaxWebhookEndpoints bounds the endpoints of one account.
+	MaxWebhookEndpoints = 20
+	// MaxWebhookURLBytes bounds an endpoint's or a callback's URL.
+	MaxWebhookURLBytes = 2000
+	// MaxWebhookDescriptionChars bounds an endpoint's description.
+	MaxWebhookDescriptionChars = 200
+	// WebhookTimeout is how long an attempt may take: a 2xx within it is
+	// a delivery, anything else a failure.
+	WebhookTimeout = 10 * time.Second
+	// WebhookSecretOverlap is how long the previous secret still signs
+	// after a rotation.
+	WebhookSecretOverlap = 24 * time.Hour
+	// WebhookFailingLimit is how long an endpoint's attempts may all fail
+	// before it is disabled and its owner told.
+	WebhookFailingLimit = 5 * 24 * time.Hour
+	// WebhookResponseBodyBytes is how much of a response body the attempt
+	// log keeps.
+	WebhookResponseBodyBytes = 1024
+	// WebhookLogMessages is how many messages the delivery log shows.
+	WebhookLogMessages = 100
+	// maxRetryAfter bounds how far a Retry-After may push an attempt.
+	maxRetryAfter = 24 * time.Hour
+)
+
+// WebhookUserAgent is the User-Agent of every delivery.
+const WebhookUserAgent = "Arbiter-Webhooks/1 (+https://github.com/arbiterhq/arbiter)"
+
+// WebhookRetryDelays are the waits after each failed attempt before the
+// next one; after the last, the message is failed. Each is varied by ±10%
+// (WebhookJitter) so failures do not retry in lockstep.
+var WebhookRetryDelays = []time.Duration{
+	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+}
+
+// WebhookJitter is the largest fraction by which a retry delay is varied.
+const WebhookJitter = 0.1
+
+// WebhookEndpoint is a URL of an account that receives its events.
+type WebhookEndpoint struct {
+	ID          string
+	AccountID   string
+	URL         string
+	Description string
+	// EventTypes are the events it wants; empty means all of them.
+	EventTypes []string
+	// Disabled is "" while it receives messages, else why it stopped: one
+	// of the WebhookDisabled* reasons.
+	Disabled string
+	// Secret signs its messages; PreviousSecret, until
+	// PreviousSecretExpiresAt, signs them too, after a rotation.
+	Secret                  string
+	PreviousSecret          string
+	PreviousSecretExpiresAt *Timestamp
+	CreatedAt               Timestamp
+	// FailingSince is when its first failed attempt after its last
+	// delivery was made; nil while it delivers.
+	FailingSince *Timestamp
+}
+
+// Enabled reports whether the endpoint receives messages.
+func (e *WebhookEndpoint) Enabled() bool { return e.Disabled == "" }
+
+// Wants reports whether the endpoint subscribes to the event type.
+func (e *WebhookEndpoint) Wants(eventType string) bool {
+	return eventType == EventPing || len(e.EventTypes) == 0 || slices.Contains(e.EventTypes, eventType)
+}
+
+// SigningSecrets returns the secrets that sign a message sent at now: the
+// current one, and the previous one during its overlap.
+func (e *WebhookEndpoint) SigningSecrets(now time.Time) []string {
+	return signingSecrets(e.Secret, e.PreviousSecret, e.PreviousSecretExpiresAt, now)
+}
+
+// CallbackSecret is an account's secret for the callback_url of its tasks,
+// rotated as an endpoint's is.
+type CallbackSecret struct {
+	AccountID               string
+	Secret                  string
+	PreviousSecret          string
+	PreviousSecretExpiresAt *Timestamp
+}
+
+// SigningSecrets returns the secrets that sign a callback sent at now.
+func (c *CallbackSecret) SigningSecrets(now time.Time) []string {
+	return signingSecrets(c.Secret, c.PreviousSecret, c.PreviousSecretExpiresAt, now)
+}
+
+func signingSecrets(current, previous string, until *Timestamp, now time.Time) []string {
+	if previous != "" && until != nil && now.Before(until.Time()) {
+		return []string{current, previous}
+	}
+	return []string{current}
+}
+
+// NewWebhookSecret returns a fresh signing secret: "whsec_" and the base64
+// of 32 random bytes, as Standard Webhooks defines it.
+func NewWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms.
+	return webhookSecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// NewWebhookEndpointID returns a fresh endpoint id.
+func NewWebhookEndpointID() string { return NewID("wh_", 8) }
+
+// NewWebhookMessageID returns a fresh message id: the webhook-id header,
+// the same on every attempt of the message.
+func NewWebhookMessageID() string { return NewID("msg_", 12) }
+
+// ValidWebhookEndpointID reports whether id has the shape of an endpoint id.
+func ValidWebhookEndpointID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "wh_")
+	return ok && len(rest) == 16 && isLowerHex(rest)
+}
+
+// ValidWebhookMessageID reports whether id has the shape of a message id.
+func ValidWebhookMessageID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "msg_")
+	return ok && len(rest) == 24 && isLowerHex(rest)
+}
+
+// SignWebhook returns the webhook-signature header of a message: for each
+// secret, "v1," and the base64 HMAC-SHA256, keyed with the secret's bytes,
+// of "{id}.{timestamp}.{body}"; several are separated by spaces. A secret
+// that is not "whsec_" and base64 is skipped (none ever is: secrets come
+// from NewWebhookSecret).
+func SignWebhook(msgID string, timestamp int64, body []byte, secrets ...string) string {
+	var sigs []string
+	for _, s := range secrets {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, webhookSecretPrefix))
+		if err != nil {
+			continue
+		}
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msgID))
+		h.Write([]byte{'.'})
+		h.Write(strconv.AppendInt(nil, timestamp, 10))
+		h.Write([]byte{'.'})
+		h.Write(body)
+		sigs = append(sigs, webhookSignatureVersion+","+base64.StdEncoding.EncodeToString(h.Sum(nil)))
+	}
+	return strings.Join(sigs, " ")
+}
+
+// WebhookPayload is the body of every message: the event's type, when it
+// happened (RFC 3339) and its data, for task events the Task as GET
+// /v1/tasks/{id} returned it at that moment.
+type WebhookPayload struct {
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+	Data      any    `json:"data"`
+}
+
+// NewWebhookPayload returns the JSON body of an event of the type, at the
+// time, about data.
+func NewWebhookPayload(eventType string, at time.Time, data any) ([]byte, error) {
+	return json.Marshal(WebhookPayload{Type: eventType, Timestamp: at.UTC().Format(time.RFC3339Nano), Data: data})
+}
+
+// PingData is the data of a ping: the endpoint it tests.
+type PingData struct {
+	EndpointID string `json:"endpoint_id"`
+}
+
+// ValidateWebhookURL checks an endpoint's or a callback's URL and returns it
+// as it will be called: https (http too when allowPrivate, for development),
+// a host, no user name or password, no fragment, at most MaxWebhookURLBytes.
+// A host that is an IP address must be public unless allowPrivate; a name is
+// checked when it is resolved, at each connection. Returns EINVALID, naming
+// the field.
+func ValidateWebhookURL(field, raw string, allowPrivate bool) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", Errorf(EINVALID, "%s is required: an https:// URL.", field)
+	} else if len(raw) > MaxWebhookURLBytes {
+		return "", Errorf(EINVALID, "%s must be at most %d bytes.", field, MaxWebhookURLBytes)
+	} else if !utf8.ValidString(raw) || strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", Errorf(EINVALID, "%s must not contain spaces or control characters.", field)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return "", Errorf(EINVALID, "%s must be a URL such as https://example.com/webhooks.", field)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowPrivate:
+	default:
+		return "", Errorf(EINVALID, "%s must start with https://.", field)
+	}
+	switch {
+	case u.Hostname() == "":
+		return "", Errorf(EINVALID, "%s must name a host.", field)
+	case u.User != nil:
+		return "", Errorf(EINVALID, "%s must not hold a user name or password; authenticate the messages by their signature.", field)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "", Errorf(EINVALID, "%s must not have a #fragment.", field)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", Errorf(EINVALID, "%s has a port that is not a number from 1 to 65535.", field)
+		}
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !allowPrivate && !PublicAddress(ip) {
+		return "", Errorf(EINVALID, "%s must be a public address, not a private, loopback or reserved one.", field)
+	}
+	return u.String(), nil
+}
+
+// nonPublicPrefixes are ranges that Go's netip does not classify as private,
+// loopback or link-local but that are not the public internet either.
+var nonPublicPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use IPv4/IPv6 translation
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("fec0::/10"),       // deprecated site-local
+	netip.MustParsePrefix("100::/64"),        // discard-only
+	netip.MustParsePrefix("2001:10::/28"),    // deprecated ORCHID
+	netip.MustParsePrefix("2001:20::/28"),    // ORCHIDv2
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation (TEST-NET-2)
+}
+
+// PublicAddress reports whether a delivery may connect to ip: not loopback,
+// private (RFC 1918, ULA), link-local (169.254.0.0/16 with the cloud
+// metadata address, fe80::/10), multicast, unspecified or otherwise
+// reserved. An IPv4 address written as IPv6 is judged as IPv4.
+func PublicAddress(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() ||
+		ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	for _, p := range nonPublicPrefixes {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// WebhookEndpointInput is a create or an edit of an endpoint, from the
+// dashboard's form.
+type WebhookEndpointInput struct {
+	URL         string
+	Description string
+	// EventTypes are the events wanted; empty means all of them.
+	EventTypes []string
+}
+
+// Validate checks the input and normalizes it in place: the URL as
+// ValidateWebhookURL returns it, the description trimmed, the event types
+// known and in WebhookEventTypes' order, and none when all are chosen.
+// Returns EINVALID.
+func (in *WebhookEndpointInput) Validate(allowPrivate bool) error {
+	u, err := ValidateWebhookURL("The URL", in.URL, allowPrivate)
+	if err != nil {
+		return err
+	}
+	in.URL = u
+	in.Description = strings.TrimSpace(in.Description)
+	if utf8.RuneCountInString(in.Description) > MaxWebhookDescriptionChars {
+		return Errorf(EINVALID, "The description must be at most %d characters.", MaxWebhookDescriptionChars)
+	} else if strings.IndexByte(in.Description, 0) >= 0 {
+		return Errorf(EINVALID, "The description must not contain NUL characters.")
+	}
+	var types []string
+	for _, t := range WebhookEventTypes {
+		if slices.Contains(in.EventTypes, t) {
+			types = append(types, t)
+		}
+	}
+	for _, t := range in.EventTypes {
+		if !slices.Contains(WebhookEventTypes, t) {
+			return Errorf(EINVALID, "%q is not an event type; choose among %s.", t, strings.Join(WebhookEventTypes, ", "))
+		}
+	}
+	if len(types) == len(WebhookEventTypes) {
+		types = nil
+	}
+	in.EventTypes = types
+	return nil
+}
+
+// WebhookMessage is one event on its way to one destination: an endpoint,
+// or a task's callback_url.
+type WebhookMessage struct {
+	ID        string
+	AccountID string
+	// EndpointID is the endpoint it goes to; "" for a callback.
+	EndpointID string
+	// URL is where it goes: the callback_url, or the endpoint's URL.
+	URL       string
+	EventType string
+	// TaskID is the task the event is about; "" for a ping.
+	TaskID  string
+	Payload json.RawMessage
+	Status  string // one of WebhookMessageStatuses
+	// Attempts counts the attempts made so far.
+	Attempts int
+	// NextAttemptAt is when a pending message is due.
+	NextAttemptAt Timestamp
+	CreatedAt     Timestamp
+	// LastAttemptAt and LastStatusCode describe the latest attempt (0: no
+	// response); nil and 0 before the first.
+	LastAttemptAt  *Timestamp
+	LastStatusCode int
+}
+
+// WebhookAttempt is one try at delivering a message, for the attempt log.
+type WebhookAttempt struct {
+	MessageID   string
+	AttemptedAt Timestamp
+	// StatusCode is the response's status, 0 when none came (Error says
+	// why).
+	StatusCode int
+	Latency    time.Duration
+	// ResponseBody is the first WebhookResponseBodyBytes of the response
+	// body, as text.
+	ResponseBody string
+	// Error says why no response came, or why a response was refused.
+	Error string
+}
+
+// Succeeded reports whether the attempt delivered the message: a 2xx.
+func (a *WebhookAttempt) Succeeded() bool { return a.StatusCode >= 200 && a.StatusCode < 300 }
+
+// WebhookDelivery is a claimed message with what sending it needs: where
+// to and the secrets that sign it now.
+type WebhookDelivery struct {
+	Message *WebhookMessage
+	Secrets []string
+}
+
+// WebhookStep is what an attempt does to its message.
+type WebhookStep struct {
+	Attempt WebhookAttempt
+	// Status is the message's next status.
+	Status string
+	// NextAttemptAt is when a message still pending is tried again.
+	NextAttemptAt Timestamp
+	// DisableEndpoint, when not "", disables the message's endpoint for
+	// that reason (WebhookDisabledGone).
+	DisableEndpoint string
+}
+
+// NextWebhookStep routes an attempt, the attempts-th of its message (1 for
+// the first), made at now: a 2xx delivers the message; a 410 from an
+// endpoint fails it and disables the endpoint; anything else is retried
+// after WebhookRetryDelays[attempts-1], varied by jitter (a fraction from
+// -WebhookJitter to WebhookJitter) or longer when the answer was a 429 or
+// 503 whose Retry-After asks for more (at most a day), until the delays
+// run out and the message is failed.
+func NextWebhookStep(a WebhookAttempt, attempts int, endpoint bool, retryAfter time.Duration, now time.Time, jitter float64) WebhookStep {
+	step := WebhookStep{Attempt: a}
+	switch {
+	case a.Succeeded():
+		step.Status = WebhookDelivered
+		return step
+	case a.StatusCode == 410 && endpoint:
+		step.Status, step.DisableEndpoint = WebhookFailed, WebhookDisabledGone
+		return step
+	case attempts < 1 || attempts > len(WebhookRetryDelays):
+		step.Status = WebhookFailed
+		return step
+	}
+	jitter = max(-WebhookJitter, min(WebhookJitter, jitter))
+	delay := time.Duration(float64(WebhookRetryDelays[attempts-1]) * (1 + jitter))
+	if (a.StatusCode == 429 || a.StatusCode == 503) && retryAfter > delay {
+		delay = min(retryAfter, maxRetryAfter)
+	}
+	step.Status, step.NextAttemptAt = WebhookPending, TimestampOf(now.Add(delay))
+	return step
+}
+
+// ParseRetryAfter reads a Retry-After header, in seconds or as an HTTP
+// date relative to now; 0 when absent or unreadable.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return min(time.Duration(min(n, int64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
+	}
+	return 0
+}
+
+// EndpointFailingTooLong reports whether an endpoint failing since then
+// has failed for WebhookFailingLimit at now, and is to be disabled.
+func EndpointFailingTooLong(since *Timestamp, now time.Time) bool {
+	return since != nil && now.Sub(since.Time()) >= WebhookFailingLimit
+}
+
+// WebhookResendSince bounds how far back "Resend all failed since" reaches.
+const WebhookResendSince = 30 * 24 * time.Hour
+
+// WebhookService manages an account's endpoints, its callback secret and
+// its delivery log, for the dashboard. Every method takes the account and
+// answers ENOTFOUND for another account's endpoint or message.
+type WebhookService interface {
+	// CreateWebhookEndpoint validates in (allowPrivate as
+	// ValidateWebhookURL takes it) and stores a new enabled endpoint with
+	// a fresh secret, recording it in the audit log in the same
+	// transaction. Returns EINVALID, or ECONFLICT past
+	// MaxWebhookEndpoints.
+	CreateWebhookEndpoint(ctx context.Context, accountID string, in WebhookEndpointInput, allowPrivate bool, by Actor) (*WebhookEndpoint, error)
+
+	// ListWebhookEndpoints returns the account's endpoints, oldest first.
+	ListWebhookEndpoints(ctx context.Context, accountID string) ([]*WebhookEndpoint, error)
+
+	// FindWebhookEndpoint returns the account's endpoint.
+	FindWebhookEndpoint(ctx context.Context, accountID, id string) (*WebhookEndpoint, error)
+
+	// SetWebhookEndpointEnabled enables the endpoint (clearing its failure
+	// record) or disables it as WebhookDisabledByPerson.
+	SetWebhookEndpointEnabled(ctx context.Context, accountID, id string, enabled bool, by Actor) (*WebhookEndpoint, error)
+
+	// DeleteWebhookEndpoint deletes the endpoint with its messages and
+	// attempts, recording it in the audit log.
+	DeleteWebhookEndpoint(ctx context.Context, accountID, id string, by Actor) error
+
+	// RotateWebhookSecret gives the endpoint a new secret; the old one
+	// signs too for WebhookSecretOverlap. Recorded in the audit log.
+	RotateWebhookSecret(ctx context.Context, accountID, id string, by Actor) (*WebhookEndpoint, error)
+
+	// FindCallbackSecret returns the account's callback secret, creating
+	// it on first use.
+	FindCallbackSecret(ctx context.Context, accountID string) (*CallbackSecret, error)
+
+	// RotateCallbackSecret rotates the account's callback secret as
+	// RotateWebhookSecret does an endpoint's.
+	RotateCallbackSecret(ctx context.Context, accountID string, by Actor) (*CallbackSecret, error)
+
+	// SendWebhookPing queues a ping to the endpoint, enabled or not, due
+	// at once.
+	SendWebhookPing(ctx context.Context, accountID, endpointID string) (*WebhookMessage, error)
+
+	// ListWebhookMessages returns the endpoint's latest messages, newest
+	// first, at most limit, with the status when it is not "". Returns
+	// EINVALID for an unknown status.
+	ListWebhookMessages(ctx context.Context, accountID, endpointID, status string, limit int) ([]*WebhookMessage, error)
+
+	// FindWebhookMessage returns the endpoint's message with its
+	// attempts, oldest first.
+	FindWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (*WebhookMessage, []WebhookAttempt, error)
+
+	// ResendWebhookMessage makes the endpoint's message pending again, due
+	// at once, with the same webhook-id; its schedule starts over.
+	ResendWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) error
+
+	// ResendFailedWebhookMessages resends the endpoint's failed messages
+	// created at or after since, and returns how many.
+	ResendFailedWebhookMessages(ctx context.Context, accountID, endpointID string, since Timestamp) (int, error)
+}
+
+// WebhookDeliveryService is the store side of delivering messages.
+type WebhookDeliveryService interface {
+	// ClaimWebhookMessages leases up to max due messages to owner, for the
+	// lease counted by the database's clock: pending messages whose next
+	// attempt is due and that no live lease holds, to destinations that
+	// are enabled. Each comes with the secrets that sign it now.
+	ClaimWebhookMessages(ctx context.Context, owner string, max int, lease time.Duration) ([]*WebhookDelivery, error)
+
+	// RecordWebhookAttempt records an attempt on a message owner holds and
+	// moves it on as step says, in one transaction; it tracks the
+	// endpoint's failures and disables it when step says so or when it
+	// has failed for WebhookFailingLimit. Returns the endpoint when this
+	// attempt disabled it, for its owner to be told, and ECONFLICT,
+	// changing nothing, when the lease was lost.
+	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)
+
+	// ReleaseWebhookMessages ends the leases owner still holds.
+	ReleaseWebhookMessages(ctx context.Context, owner string) error
+}
+
+// DisabledWebhookEndpoint is an endpoint an attempt disabled, and the
+// address of its account, to be told.
+type DisabledWebhookEndpoint struct {
+	Endpoint *WebhookEndpoint
+	Email    string
+}
+
+// WebhookMailer tells an account that one of its endpoints was disabled.
+type WebhookMailer interface {
+	SendWebhookDisabled(ctx context.Context, to string, e *WebhookEndpoint) error
+}
+
+// Audit event kinds of webhooks.
+const (
+	AuditWebhookCreated        = "webhook_created"
+	AuditWebhookDeleted        = "webhook_deleted"
+	AuditWebhookRotated        = "webhook_secret_rotated"
+	AuditWebhookEnabled        = "webhook_enabled"
+	AuditWebhookDisabled       = "webhook_disabled"
+	AuditCallbackSecretRotated = "callback_secret_rotated"
+)
+
+// NewWebhookAuditEvent returns the audit event of a change to the account's
+// endpoint (or, with a nil endpoint, its callback secret) by the actor.
+func NewWebhookAuditEvent(kind, accountID string, e *WebhookEndpoint, by Actor) *AuditEvent {
+	detail := "callback secret"
+	if e != nil {
+		detail = e.URL + " (" + e.ID + ")"
+	}
+	return &AuditEvent{
+		AccountID: accountID,
+		Kind:      kind,
+		Actor:     by.Email,
+		Detail:    detail,
+		ClientIP:  by.Client.IP,
+		UserAgent: by.Client.UserAgent,
+	}
+}

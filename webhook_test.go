@@ -1,0 +1,199 @@
+package arbiter_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+func TestNewWebhookSecret_IsWhsecAndBase64Of32Bytes(t *testing.T) {
+	a, b := arbiter.NewWebhookSecret(), arbiter.NewWebhookSecret()
+	if a == b {
+		t.Fatal("two secrets are equal")
+	}
+	rest, ok := strings.CutPrefix(a, "whsec_")
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if !ok || err != nil || len(key) != 32 {
+		t.Fatalf("%q is not whsec_ and the base64 of 32 bytes", a)
+	}
+}
+
+// TestSignWebhook_MatchesTheStandardWebhooksLibrary signs with one and two
+// secrets; the library verifies each, and signs the same string itself.
+func TestSignWebhook_MatchesTheStandardWebhooksLibrary(t *testing.T) {
+	s1, s2 := arbiter.NewWebhookSecret(), arbiter.NewWebhookSecret()
+	body := []byte(`{"type":"ping","timestamp":"2026-01-01T00:00:00Z","data":{"é":1}}`)
+	now := time.Now()
+	header := http.Header{}
+	header.Set("webhook-id", "msg_0123456789abcdef01234567")
+	header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	header.Set("webhook-signature", arbiter.SignWebhook("msg_0123456789abcdef01234567", now.Unix(), body, s1, s2))
+	if n := len(strings.Split(header.Get("webhook-signature"), " ")); n != 2 {
+		t.Fatalf("%d signatures", n)
+	}
+	for _, s := range []string{s1, s2} {
+		wh, err := standardwebhooks.NewWebhook(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wh.Verify(body, header); err != nil {
+			t.Errorf("the library refuses the signature: %v", err)
+		}
+		want, _ := wh.Sign("msg_0123456789abcdef01234567", now, body)
+		if got := arbiter.SignWebhook("msg_0123456789abcdef01234567", now.Unix(), body, s); got != want {
+			t.Errorf("signature %s, the library's %s", got, want)
+		}
+	}
+	other, _ := standardwebhooks.NewWebhook(arbiter.NewWebhookSecret())
+	if other.Verify(body, header) == nil {
+		t.Error("another secret verifies")
+	}
+}
+
+// TestNextWebhookStep_Schedule walks the whole schedule: after attempts 1
+// to 7 the waits are 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h, within
+// ±10% for any jitter; the 8th failure fails the message.
+func TestNextWebhookStep_Schedule(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	want := []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+	failed := arbiter.WebhookAttempt{StatusCode: 500}
+	for i, d := range want {
+		for _, jitter := range []float64{0, -0.1, 0.1, 0.5, -3} {
+			step := arbiter.NextWebhookStep(failed, i+1, true, 0, now, jitter)
+			got := step.NextAttemptAt.Time().Sub(now)
+			lo, hi := time.Duration(float64(d)*0.9), time.Duration(float64(d)*1.1)
+			if step.Status != arbiter.WebhookPending || got < lo-time.Millisecond || got > hi+time.Millisecond {
+				t.Errorf("after attempt %d with jitter %v: %s in %v, want pending in %v±10%%", i+1, jitter, step.Status, got, d)
+			}
+			if jitter == 0 && got != d {
+				t.Errorf("after attempt %d without jitter: %v, want %v", i+1, got, d)
+			}
+		}
+	}
+	if step := arbiter.NextWebhookStep(failed, len(want)+1, true, 0, now, 0); step.Status != arbiter.WebhookFailed {
+		t.Errorf("after the last attempt: %s, want failed", step.Status)
+	}
+	cases := []struct {
+		name       string
+		attempt    arbiter.WebhookAttempt
+		endpoint   bool
+		retryAfter time.Duration
+		status     string
+		wait       time.Duration
+		disable    string
+	}{
+		{"2xx delivers", arbiter.WebhookAttempt{StatusCode: 204}, true, 0, arbiter.WebhookDelivered, 0, ""},
+		{"3xx is a failure", arbiter.WebhookAttempt{StatusCode: 301}, true, 0, arbiter.WebhookPending, 5 * time.Second, ""},
+		{"no answer is a failure", arbiter.WebhookAttempt{Error: "timeout"}, true, 0, arbiter.WebhookPending, 5 * time.Second, ""},
+		{"410 disables an endpoint", arbiter.WebhookAttempt{StatusCode: 410}, true, 0, arbiter.WebhookFailed, 0, arbiter.WebhookDisabledGone},
+		{"410 from a callback is retried", arbiter.WebhookAttempt{StatusCode: 410}, false, 0, arbiter.WebhookPending, 5 * time.Second, ""},
+		{"429 Retry-After longer is honoured", arbiter.WebhookAttempt{StatusCode: 429}, true, time.Minute, arbiter.WebhookPending, time.Minute, ""},
+		{"503 Retry-After longer is honoured", arbiter.WebhookAttempt{StatusCode: 503}, true, time.Hour, arbiter.WebhookPending, time.Hour, ""},
+		{"Retry-After shorter is not", arbiter.WebhookAttempt{StatusCode: 429}, true, time.Second, arbiter.WebhookPending, 5 * time.Second, ""},
+		{"Retry-After on a 500 is not", arbiter.WebhookAttempt{StatusCode: 500}, true, time.Hour, arbiter.WebhookPending, 5 * time.Second, ""},
+	}
+	for _, c := range cases {
+		step := arbiter.NextWebhookStep(c.attempt, 1, c.endpoint, c.retryAfter, now, 0)
+		if step.Status != c.status || step.DisableEndpoint != c.disable ||
+			(c.status == arbiter.WebhookPending && step.NextAttemptAt.Time().Sub(now) != c.wait) {
+			t.Errorf("%s: %+v", c.name, step)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"120":                           2 * time.Minute,
+		"":                              0,
+		"-5":                            0,
+		"soon":                          0,
+		"999999999999":                  24 * time.Hour,
+		"Thu, 01 Jan 2026 00:10:00 GMT": 10 * time.Minute,
+		"Wed, 31 Dec 2025 00:10:00 GMT": 0,
+	} {
+		if got := arbiter.ParseRetryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestPublicAddress(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1": false, "::1": false, "10.0.0.1": false, "172.16.5.4": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fe80::1": false, "fd00::1": false, "fc00::1": false, "224.0.0.1": false,
+		"ff02::1": false, "0.0.0.0": false, "::": false, "::ffff:127.0.0.1": false, "::ffff:10.1.2.3": false,
+		"100.64.0.1": false, "255.255.255.255": false, "0.1.2.3": false,
+		"93.184.216.34": true, "2606:4700:4700::1111": true, "8.8.8.8": true, "::ffff:8.8.8.8": true,
+	} {
+		if got := arbiter.PublicAddress(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("PublicAddress(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestValidateWebhookURL(t *testing.T) {
+	for _, c := range []struct {
+		url          string
+		allowPrivate bool
+		ok           bool
+	}{
+		{"https://example.com/hooks", false, true},
+		{"  https://example.com:8443/hooks?x=1  ", false, true},
+		{"http://example.com/hooks", false, false},
+		{"http://localhost:8080/hooks", true, true},
+		{"https://127.0.0.1/hooks", false, false},
+		{"https://[::1]/hooks", false, false},
+		{"https://10.0.0.1/hooks", false, false},
+		{"https://169.254.169.254/latest", false, false},
+		{"https://127.0.0.1/hooks", true, true},
+		{"https://user:pw@example.com/", false, false},
+		{"https://example.com/#frag", false, false},
+		{"https:///path", false, false},
+		{"ftp://example.com/", false, false},
+		{"example.com/hooks", false, false},
+		{"https://example.com:99999/", false, false},
+		{"https://exa mple.com/", false, false},
+		{"", false, false},
+		{"https://example.com/" + strings.Repeat("a", arbiter.MaxWebhookURLBytes), false, false},
+	} {
+		got, err := arbiter.ValidateWebhookURL("callback_url", c.url, c.allowPrivate)
+		if (err == nil) != c.ok {
+			t.Errorf("ValidateWebhookURL(%q, %v) = %q, %v; want ok %v", c.url, c.allowPrivate, got, err, c.ok)
+		}
+		if err != nil && (arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.HasPrefix(arbiter.ErrorMessage(err), "callback_url")) {
+			t.Errorf("%q: %v, want EINVALID naming the field", c.url, err)
+		}
+	}
+}
+
+func TestWebhookEndpointInput_Validate(t *testing.T) {
+	in := arbiter.WebhookEndpointInput{URL: "https://example.com/h", Description: "  crm  ",
+		EventTypes: []string{arbiter.EventTaskExpired, arbiter.EventTaskCompleted}}
+	if err := in.Validate(false); err != nil {
+		t.Fatal(err)
+	}
+	if in.Description != "crm" || strings.Join(in.EventTypes, ",") != "task.completed,task.expired" {
+		t.Errorf("normalized to %+v", in)
+	}
+	all := arbiter.WebhookEndpointInput{URL: "https://example.com/h", EventTypes: arbiter.WebhookEventTypes}
+	if err := all.Validate(false); err != nil || all.EventTypes != nil {
+		t.Errorf("every type chosen: %v %v, want none stored (all)", all.EventTypes, err)
+	}
+	bad := arbiter.WebhookEndpointInput{URL: "https://example.com/h", EventTypes: []string{"task.created"}}
+	if err := bad.Validate(false); arbiter.ErrorCode(err) != arbiter.EINVALID {
+		t.Errorf("an unknown type: %v", err)
+	}
+	e := arbiter.WebhookEndpoint{EventTypes: []string{arbiter.EventTaskCompleted}}
+	if e.Wants(arbiter.EventTaskExpired) || !e.Wants(arbiter.EventTaskCompleted) || !e.Wants(arbiter.EventPing) {
+		t.Error("Wants does not follow the event types")
+	}
+}

@@ -1,0 +1,275 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// WebhookConfig configures a Deliverer. Zero values take the defaults.
+type WebhookConfig struct {
+	// Store is where messages are claimed from and attempts recorded
+	// (required).
+	Store arbiter.WebhookDeliveryService
+	// Queued, when set, receives when this process queued messages, so
+	// they go out at once rather than at the next poll (the db package's
+	// WebhooksQueued).
+	Queued <-chan struct{}
+	// AllowPrivate lets deliveries reach loopback, private and other
+	// non-public addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE), for
+	// development and tests.
+	AllowPrivate bool
+	// Client sends the deliveries (default NewWebhookClient(AllowPrivate)).
+	Client *http.Client
+	// Mailer, when set, tells an account that one of its endpoints was
+	// disabled.
+	Mailer arbiter.WebhookMailer
+	// Logger receives claim and record failures (default slog.Default()).
+	Logger *slog.Logger
+	// Now stamps attempts and webhook-timestamp and schedules retries
+	// (default time.Now); give the store the same clock.
+	Now arbiter.Clock
+	// Jitter returns the fraction, from -arbiter.WebhookJitter to
+	// arbiter.WebhookJitter, by which a retry delay varies (default
+	// uniformly random).
+	Jitter func() float64
+	// ID names this deliverer in leases (default whd_ + random).
+	ID string
+	// Concurrency bounds the deliveries in flight (default
+	// DefaultWebhookConcurrency).
+	Concurrency int
+	// Poll is the wait between claims when nothing is due (default 1s).
+	Poll time.Duration
+	// Lease is how long a claim holds (default DefaultWebhookLease); a
+	// message whose deliverer vanished is claimed again after it.
+	Lease time.Duration
+}
+
+// Defaults of WebhookConfig.
+const (
+	DefaultWebhookConcurrency = 32
+	DefaultWebhookLease       = time.Minute
+)
+
+// maxDrainBytes is how much of a response body is read past the logged part
+// so the connection can be reused; a longer body closes it.
+const maxDrainBytes = 64 << 10
+
+// Deliverer sends due webhook messages: it claims them under a lease,
+// signs and posts each, and records the attempt, which moves the message
+// on by arbiter.NextWebhookStep. Create it with NewDeliverer.
+type Deliverer struct {
+	cfg    WebhookConfig
+	log    *slog.Logger
+	wake   chan struct{}
+	slots  chan struct{}
+	freed  chan struct{}
+	sendWG sync.WaitGroup
+}
+
+// NewDeliverer returns a deliverer; Run starts it.
+func NewDeliverer(cfg WebhookConfig) *Deliverer {
+	if cfg.ID == "" {
+		cfg.ID = arbiter.NewID("whd_", 8)
+	}
+	if cfg.Client == nil {
+		cfg.Client = NewWebhookClient(cfg.AllowPrivate)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = func() float64 { return (rand.Float64()*2 - 1) * arbiter.WebhookJitter }
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultWebhookConcurrency
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.Lease < arbiter.WebhookTimeout+recordTimeout {
+		cfg.Lease = DefaultWebhookLease
+	}
+	return &Deliverer{
+		cfg:   cfg,
+		log:   cfg.Logger.With("deliverer", cfg.ID),
+		wake:  make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.Concurrency),
+		freed: make(chan struct{}, 1),
+	}
+}
+
+// Notify wakes the claim loop at once. It never blocks.
+func (d *Deliverer) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers until ctx ends. Then it stops claiming, lets the deliveries
+// in flight finish (each is bounded by arbiter.WebhookTimeout) and releases
+// the leases of what it claimed but did not send.
+func (d *Deliverer) Run(ctx context.Context) {
+	sends := context.WithoutCancel(ctx)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.sendWG.Wait()
+			final, cancel := context.WithTimeout(sends, recordTimeout)
+			defer cancel()
+			if err := d.cfg.Store.ReleaseWebhookMessages(final, d.cfg.ID); err != nil {
+				d.log.Error("release webhook leases", "error", err.Error())
+			}
+			return
+		case <-poll.C:
+		case <-d.wake:
+		case <-d.cfg.Queued:
+		case <-d.freed:
+		}
+		free := cap(d.slots) - len(d.slots)
+		if free == 0 {
+			continue // a finishing delivery sends on freed
+		}
+		claimed, err := d.cfg.Store.ClaimWebhookMessages(ctx, d.cfg.ID, free, d.cfg.Lease)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("claim webhook messages", "error", err.Error())
+		}
+		for _, m := range claimed {
+			d.slots <- struct{}{}
+			d.sendWG.Go(func() {
+				defer d.release()
+				d.deliver(sends, m)
+			})
+		}
+		if len(claimed) == free {
+			d.Notify() // there may be more due
+		}
+		poll.Reset(d.cfg.Poll)
+	}
+}
+
+func (d *Deliverer) release() {
+	<-d.slots
+	select {
+	case d.freed <- struct{}{}:
+	default:
+	}
+}
+
+// deliver makes one attempt at a claimed message and records it.
+func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
+	m := del.Message
+	now := d.cfg.Now()
+	a, retryAfter := d.send(ctx, del, now)
+	step := arbiter.NextWebhookStep(a, m.Attempts+1, m.EndpointID != "", retryAfter, now, d.cfg.Jitter())
+	recordCtx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	disabled, err := d.cfg.Store.RecordWebhookAttempt(recordCtx, d.cfg.ID, m.ID, step)
+	if err != nil {
+		if arbiter.ErrorCode(err) == arbiter.ECONFLICT {
+			d.log.Warn("webhook attempt not recorded", "message", m.ID, "reason", arbiter.ErrorMessage(err))
+			return
+		}
+		d.log.Error("record webhook attempt", "message", m.ID, "error", err.Error())
+		return
+	}
+	if step.Status == arbiter.WebhookFailed {
+		d.log.Info("webhook message failed", "message", m.ID, "endpoint", m.EndpointID, "attempts", m.Attempts+1)
+	}
+	if disabled != nil {
+		d.log.Warn("webhook endpoint disabled", "endpoint", disabled.Endpoint.ID, "reason", disabled.Endpoint.Disabled)
+		if d.cfg.Mailer != nil && disabled.Email != "" {
+			if err := d.cfg.Mailer.SendWebhookDisabled(recordCtx, disabled.Email, disabled.Endpoint); err != nil {
+				d.log.Error("mail the disabled endpoint's owner", "endpoint", disabled.Endpoint.ID, "error", err.Error())
+			}
+		}
+	}
+}
+
+// send posts the message, signed at now, and returns the attempt and the
+// answer's Retry-After.
+func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now time.Time) (arbiter.WebhookAttempt, time.Duration) {
+	m := del.Message
+	a := arbiter.WebhookAttempt{MessageID: m.ID, AttemptedAt: arbiter.TimestampOf(now)}
+	ctx, cancel := context.WithTimeout(ctx, arbiter.WebhookTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Payload))
+	if err != nil {
+		a.Error = "The URL could not be requested."
+		return a, 0
+	}
+	ts := now.Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", arbiter.WebhookUserAgent)
+	req.Header.Set("webhook-id", m.ID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", arbiter.SignWebhook(m.ID, ts, m.Payload, del.Secrets...))
+	started := time.Now()
+	res, err := d.cfg.Client.Do(req)
+	if err != nil {
+		a.Latency, a.Error = time.Since(started), describeSendError(err)
+		return a, 0
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, arbiter.WebhookResponseBodyBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxDrainBytes))
+	res.Body.Close()
+	a.Latency, a.StatusCode = time.Since(started), res.StatusCode
+	a.ResponseBody = strings.ToValidUTF8(string(trimPartialRune(body)), "\uFFFD")
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		a.Error = "Redirects are not followed; answer 2xx at the URL itself."
+	}
+	return a, arbiter.ParseRetryAfter(res.Header.Get("Retry-After"), now)
+}
+
+// trimPartialRune drops a UTF-8 sequence cut off at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// describeSendError says why a request got no answer, in words for the
+// account's attempt log that name no address the host resolved to.
+func describeSendError(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case dialRefused(err):
+		return ErrPrivateAddress.Error() + "."
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return "No answer within " + arbiter.WebhookTimeout.String() + "."
+	case errors.As(err, &dnsErr):
+		return "The host name could not be resolved."
+	case strings.Contains(err.Error(), "connection refused"):
+		return "The connection was refused."
+	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"):
+		return "The TLS handshake failed: the server's certificate is not valid for the host, or TLS is not offered."
+	case strings.Contains(err.Error(), "connection reset") || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "The connection was closed before an answer came."
+	}
+	return "The request failed before an answer came."
+}
