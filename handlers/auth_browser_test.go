@@ -55,7 +55,7 @@ func TestEmailConfirm_TokenNeverInAReferer(t *testing.T) {
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),
@@ -117,7 +117,7 @@ func TestThreeHosts_InABrowser(t *testing.T) {
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),

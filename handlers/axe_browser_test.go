@@ -72,15 +72,15 @@ func checkAccessibility(t *testing.T, bctx context.Context, script, page string)
 
 // TestAccessibility_Axe runs axe-core over every kind of page, signed out
 // and signed in, at desktop and phone widths: sign-in, overview, keys,
-// tasks and a task, the audit log, the review queue, a task on the desk,
-// and the demo.
+// tasks and a task, the audit log, webhooks, an endpoint and a message,
+// the review queue, a task on the desk, and the demo.
 func TestAccessibility_Axe(t *testing.T) {
 	script := axeScript(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	base, links := serveSite(t, store)
-	// Twenty-four pages, each checked whole: more than the usual minute under
+	// Thirty pages, each checked whole: more than the usual minute under
 	// the race detector on a busy machine.
-	bctx := newBrowserFor(t, 4*time.Minute)
+	bctx := newBrowserFor(t, 6*time.Minute)
 
 	// The account has a key, tasks in each state, and one waiting for a
 	// human with a context to show.
@@ -123,6 +123,24 @@ func TestAccessibility_Axe(t *testing.T) {
 		}
 	}
 
+	// An endpoint with a message whose one attempt failed.
+	endpoint, err := store.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks",
+		Description: "CRM sync"}, false, arbiter.Actor{Email: "person@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping, err := store.SendWebhookPing(ctx, acct.ID, endpoint.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ClaimWebhookMessages(ctx, "whd", 100, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.RecordWebhookAttempt(ctx, "whd", ping.ID, arbiter.WebhookStep{Status: arbiter.WebhookFailed,
+		Attempt: arbiter.WebhookAttempt{StatusCode: 502, ResponseBody: "Bad gateway", AttemptedAt: arbiter.TimestampOf(time.Now())}}); err != nil {
+		t.Fatal(err)
+	}
+
 	type page struct {
 		name, path string
 		ready      string // a selector shown once the page is ready
@@ -137,6 +155,9 @@ func TestAccessibility_Axe(t *testing.T) {
 		{"tasks", "/tasks", `[data-testid=task-list]`},
 		{"task", "/tasks/" + waiting.ID, `[data-testid=task-facts]`},
 		{"audit", "/audit", `[data-testid=audit-list]`},
+		{"webhooks", "/webhooks", `[data-testid=endpoint-list]`},
+		{"webhook", "/webhooks/" + endpoint.ID, `[data-testid=message-list]`},
+		{"webhook message", "/webhooks/" + endpoint.ID + "/messages/" + ping.ID, `[data-testid=attempt-list]`},
 		{"queue", "/review", `[data-testid=queue]`},
 		{"desk", "/review/tasks/" + waiting.ID, `[data-testid=verdict-form]`},
 		{"members", "/members", `[data-testid=member-list]`},

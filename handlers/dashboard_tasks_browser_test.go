@@ -236,8 +236,8 @@ func TestDashboard_OnAPhone(t *testing.T) {
 			t.Errorf("at 390 px, %d of %d %s are hidden or off-screen: %q", len(p.Outside), p.Count, sel, p.Outside)
 		}
 	}
-	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('nav[aria-label=Main] a').length`)); n != 8 {
-		t.Errorf("the navigation has %d entries, want 8", n)
+	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('nav[aria-label=Main] a').length`)); n != 9 {
+		t.Errorf("the navigation has %d entries, want 9", n)
 	}
 	do(t, bctx, "revoke the key on a phone",
 		chromedp.Click(css(`[data-testid=revoke-link]`)),
@@ -248,7 +248,7 @@ func TestDashboard_OnAPhone(t *testing.T) {
 
 	// No page scrolls sideways on a phone, nor at 1280 px.
 	for _, width := range []int64{phoneWidth, desktopWidth} {
-		for _, path := range []string{"/", "/tasks", "/keys", "/members", "/settings", "/audit", "/review"} {
+		for _, path := range []string{"/", "/tasks", "/keys", "/members", "/settings", "/webhooks", "/audit", "/review"} {
 			do(t, bctx, fmt.Sprintf("open %s at %d px", path, width),
 				viewport(width, phoneHeight),
 				chromedp.Navigate(base+path),

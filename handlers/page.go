@@ -191,6 +191,7 @@ var navActions = map[string]arbiter.Action{
 	"keys":     arbiter.ActionManageKeys,
 	"members":  arbiter.ActionManageMembers,
 	"settings": arbiter.ActionManageSettings,
+	"webhooks": arbiter.ActionManageWebhooks,
 	"audit":    arbiter.ActionViewAudit,
 	"review":   arbiter.ActionReview,
 	"stats":    arbiter.ActionViewStats,

@@ -55,7 +55,7 @@ func newThreeHosts(t *testing.T, store *db.DB) *threeHosts {
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     discardLogger(),

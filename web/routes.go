@@ -39,6 +39,8 @@ type Services struct {
 	Reservations arbiter.ReservationService
 	// Stats reads what the desk's stats summarize.
 	Stats arbiter.StatsService
+	// Webhooks manages the account's webhook endpoints and delivery log.
+	Webhooks arbiter.WebhookService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -84,6 +86,9 @@ type Router struct {
 	// and the demo desk's form together; nil gets DefaultDemoLimit on the
 	// pages' clock when Routes is called.
 	DemoLimit *arbiter.RateLimiter
+	// WebhookAllowPrivate lets webhook URLs be http:// and name private
+	// addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
+	WebhookAllowPrivate bool
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
@@ -194,7 +199,7 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,
-// the overview, tasks, API keys and the audit log.
+// the overview, tasks, API keys, webhooks and the audit log.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	if rt.Sessions == nil {
 		return
@@ -239,8 +244,31 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/role", handlers.DashboardMemberRole(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/remove", handlers.DashboardMemberRemove(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/invitations/{id}/revoke", handlers.DashboardInvitationRevoke(s.Members, now))
+			rt.webhookRoutes(r, now)
 		})
 	})
+}
+
+// webhookRoutes are the dashboard's webhook pages: the endpoints and the
+// callback secret, each endpoint with its actions and delivery log, for
+// the roles that may manage webhooks (the others are not found). Every
+// write is a form post; secrets are shown in answer to a post only.
+func (rt *Router) webhookRoutes(r chi.Router, now arbiter.Clock) {
+	hooks, private := rt.Services.Webhooks, rt.WebhookAllowPrivate
+	r = r.With(allow(arbiter.ActionManageWebhooks))
+	r.Method(http.MethodGet, "/webhooks", handlers.DashboardWebhooks(hooks, private, now))
+	r.Method(http.MethodPost, "/webhooks", handlers.DashboardWebhookCreate(hooks, private, now))
+	r.Method(http.MethodPost, "/webhooks/callback-secret/reveal", handlers.DashboardCallbackSecretReveal(hooks, private, now))
+	r.Method(http.MethodPost, "/webhooks/callback-secret/rotate", handlers.DashboardCallbackSecretRotate(hooks, private, now))
+	r.Method(http.MethodGet, "/webhooks/{id}", handlers.DashboardWebhook(hooks, now))
+	r.Method(http.MethodPost, "/webhooks/{id}/reveal", handlers.DashboardWebhookReveal(hooks, now))
+	r.Method(http.MethodPost, "/webhooks/{id}/rotate", handlers.DashboardWebhookRotate(hooks, now))
+	r.Method(http.MethodPost, "/webhooks/{id}/ping", handlers.DashboardWebhookPing(hooks))
+	r.Method(http.MethodPost, "/webhooks/{id}/enabled", handlers.DashboardWebhookEnable(hooks))
+	r.Method(http.MethodPost, "/webhooks/{id}/delete", handlers.DashboardWebhookDelete(hooks))
+	r.Method(http.MethodPost, "/webhooks/{id}/resend-failed", handlers.DashboardWebhookResendFailed(hooks, now))
+	r.Method(http.MethodGet, "/webhooks/{id}/messages/{msg}", handlers.DashboardWebhookMessage(hooks, now))
+	r.Method(http.MethodPost, "/webhooks/{id}/messages/{msg}/resend", handlers.DashboardWebhookResend(hooks))
 }
 
 // reviewRoutes are the reviewer site's, under /review at the review

@@ -306,7 +306,7 @@ func TestRoutes_DispatchByHost(t *testing.T) {
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     discardLogger(),

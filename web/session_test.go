@@ -199,7 +199,7 @@ func newDash(t *testing.T, dialect string, setup func(d *dash)) *dash {
 	d.router = &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker: d.keys,
 		Logger:     discardLogger(),

@@ -156,13 +156,15 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 		},
 		KeyChecker:     keys,
 		Logger:         logger,
 		TaskCreated:    created,
 		ShuttingDown:   shuttingDown,
 		TrustedProxies: cfg.TrustedProxies,
+
+		WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 	}
 	if m != nil {
 		router.Metrics = m

@@ -247,16 +247,30 @@ func eventLabel(kind string) string {
 		return "Role changed"
 	case arbiter.AuditSettingsChanged:
 		return "Settings changed"
+	case arbiter.AuditWebhookCreated:
+		return "Webhook created"
+	case arbiter.AuditWebhookDeleted:
+		return "Webhook deleted"
+	case arbiter.AuditWebhookRotated:
+		return "Webhook secret rotated"
+	case arbiter.AuditWebhookEnabled:
+		return "Webhook enabled"
+	case arbiter.AuditWebhookDisabled:
+		return "Webhook disabled"
+	case arbiter.AuditCallbackSecretRotated:
+		return "Callback secret rotated"
 	}
 	return kind
 }
 
 func eventColour(kind string) string {
 	switch kind {
-	case arbiter.AuditKeyCreated, arbiter.AuditMemberJoined:
+	case arbiter.AuditKeyCreated, arbiter.AuditMemberJoined, arbiter.AuditWebhookCreated, arbiter.AuditWebhookEnabled:
 		return "green"
-	case arbiter.AuditKeyRevoked, arbiter.AuditMemberRemoved, arbiter.AuditInvitationRevoked:
+	case arbiter.AuditKeyRevoked, arbiter.AuditMemberRemoved, arbiter.AuditInvitationRevoked, arbiter.AuditWebhookDeleted, arbiter.AuditWebhookDisabled:
 		return "red"
+	case arbiter.AuditWebhookRotated, arbiter.AuditCallbackSecretRotated:
+		return "amber"
 	case arbiter.AuditReviewDecided:
 		return "blue"
 	}

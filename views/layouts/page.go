@@ -9,7 +9,8 @@ type Page struct {
 	// which hides the navigation and the sign-out button.
 	Email string
 	// Active is the navigation entry to highlight: "home", "tasks",
-	// "keys", "members", "settings", "audit", "review" or "stats".
+	// "keys", "members", "settings", "webhooks", "audit", "review" or
+	// "stats".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
 	ReviewURL string
@@ -115,6 +116,7 @@ func (p Page) nav() []navItem {
 		{"keys", "API keys", "/keys"},
 		{"members", "Members", "/members"},
 		{"settings", "Settings", "/settings"},
+		{"webhooks", "Webhooks", "/webhooks"},
 		{"audit", "Audit log", "/audit"},
 		{"review", "Review queue", review},
 		{"stats", "Desk stats", review + "/stats"},

@@ -1,0 +1,33 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// DashboardCallbackSecretReveal handles POST /webhooks/callback-secret/reveal:
+// the webhooks page with the account's callback secret shown. It is a POST
+// so the secret never sits in an address, a history or a log.
+func DashboardCallbackSecretReveal(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		renderWebhooks(w, r, hooks, http.StatusOK, dashboard.WebhooksView{RevealCallback: true, AllowHTTP: allowPrivate, Now: now()})
+	})
+}
+
+// DashboardCallbackSecretRotate handles POST /webhooks/callback-secret/rotate:
+// a new callback secret, the old one signing beside it for 24 hours,
+// recorded in the audit log; the page shows both.
+func DashboardCallbackSecretRotate(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		secret, err := hooks.RotateCallbackSecret(ctx, arbiter.AccountIDFromContext(ctx), ActorOf(r))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		renderWebhooks(w, r, hooks, http.StatusOK, dashboard.WebhooksView{Callback: secret, RevealCallback: true, AllowHTTP: allowPrivate,
+			Now: now(), Notice: "The callback secret was rotated. Both secrets sign every callback for the next 24 hours."})
+	})
+}

@@ -1,0 +1,38 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// DashboardWebhookCreate handles POST /webhooks: it adds an endpoint with
+// the URL, description and event types, records it in the audit log in
+// the same step, and answers the webhooks page with its signing secret. A
+// refused form comes back with what was typed and why.
+func DashboardWebhookCreate(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		in := arbiter.WebhookEndpointInput{
+			URL: r.PostFormValue("url"), Description: r.PostFormValue("description"), EventTypes: r.PostForm["event_types"],
+		}
+		if len(in.EventTypes) == 0 {
+			renderWebhooks(w, r, hooks, http.StatusBadRequest, dashboard.WebhooksView{Form: in, AllowHTTP: allowPrivate, Now: now(),
+				Error: "Choose at least one event type."})
+			return
+		}
+		e, err := hooks.CreateWebhookEndpoint(ctx, arbiter.AccountIDFromContext(ctx), in, allowPrivate, ActorOf(r))
+		switch arbiter.ErrorCode(err) {
+		case "":
+		case arbiter.EINVALID, arbiter.ECONFLICT:
+			renderWebhooks(w, r, hooks, StatusOf(err), dashboard.WebhooksView{Form: in, AllowHTTP: allowPrivate, Now: now(),
+				Error: arbiter.ErrorMessage(err)})
+			return
+		default:
+			Error(w, r, err)
+			return
+		}
+		renderWebhooks(w, r, hooks, http.StatusOK, dashboard.WebhooksView{Created: e, AllowHTTP: allowPrivate, Now: now()})
+	})
+}
