@@ -136,6 +136,13 @@ type TaskCreate struct {
 	// positive value.
 	DeadlineSeconds int
 
+	// CallbackURL, when not empty, also receives the task's webhook
+	// events, signed with the account's callback secret. ParseTaskCreate
+	// checks its form; CheckCallbackURL, where it may lead. It takes part
+	// in the Fingerprint only when set, so fingerprints of creates without
+	// one stay as they were.
+	CallbackURL string `json:",omitempty"`
+
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
 	// request's Fingerprint.
@@ -152,6 +159,7 @@ type taskCreateRequest struct {
 	Touchpoint          *string         `json:"touchpoint"`
 	Source              *string         `json:"source"`
 	DeadlineSeconds     *int            `json:"deadline_seconds"`
+	CallbackURL         *string         `json:"callback_url"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -163,6 +171,7 @@ var fieldTypeErrors = map[string]string{
 	"touchpoint":           "touchpoint must be a string.",
 	"source":               "source must be a string.",
 	"deadline_seconds":     errDeadline.Message,
+	"callback_url":         "callback_url must be a string: an https:// URL.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -264,7 +273,28 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		in.DeadlineSeconds = *d
 	}
+
+	if u := req.CallbackURL; u != nil && *u != "" {
+		// Where the URL may lead depends on the server's settings:
+		// CheckCallbackURL.
+		checked, err := ValidateWebhookURL("callback_url", *u, true)
+		if err != nil {
+			return TaskCreate{}, err
+		}
+		in.CallbackURL = checked
+	}
 	return in, nil
+}
+
+// CheckCallbackURL returns EINVALID when the create's callback_url may not
+// be called: it must be https:// and name no private, loopback or
+// reserved address, unless allowPrivate (ARBITER_WEBHOOK_ALLOW_PRIVATE).
+func (in TaskCreate) CheckCallbackURL(allowPrivate bool) error {
+	if in.CallbackURL == "" {
+		return nil
+	}
+	_, err := ValidateWebhookURL("callback_url", in.CallbackURL, allowPrivate)
+	return err
 }
 
 // JSONDepth returns how deeply the JSON text nests arrays and objects: 0 for

@@ -197,3 +197,34 @@ func TestWebhookEndpointInput_Validate(t *testing.T) {
 		t.Error("Wants does not follow the event types")
 	}
 }
+
+// TestParseTaskCreate_CallbackURL: callback_url is read and checked for its
+// form when parsed; where it may lead is checked by CheckCallbackURL,
+// which the server's setting relaxes. It takes part in the fingerprint.
+func TestParseTaskCreate_CallbackURL(t *testing.T) {
+	base := `{"prompt":"p","allowed_verdicts":["a"]`
+	in, err := arbiter.ParseTaskCreate([]byte(base + `,"callback_url":"https://example.com/resume?id=1"}`))
+	if err != nil || in.CallbackURL != "https://example.com/resume?id=1" || in.CheckCallbackURL(false) != nil {
+		t.Fatalf("%+v %v", in, err)
+	}
+	local, err := arbiter.ParseTaskCreate([]byte(base + `,"callback_url":"http://127.0.0.1:9000/resume"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arbiter.ErrorCode(local.CheckCallbackURL(false)) != arbiter.EINVALID || local.CheckCallbackURL(true) != nil {
+		t.Error("a loopback http callback is refused unless private addresses are allowed")
+	}
+	none, _ := arbiter.ParseTaskCreate([]byte(base + `,"callback_url":""}`))
+	plain, _ := arbiter.ParseTaskCreate([]byte(base + `}`))
+	if none.CallbackURL != "" || none.Fingerprint() != plain.Fingerprint() {
+		t.Error("an empty callback_url is not the same as none")
+	}
+	if in.Fingerprint() == plain.Fingerprint() || in.Fingerprint() == local.Fingerprint() {
+		t.Error("callback_url does not take part in the fingerprint")
+	}
+	for _, body := range []string{`,"callback_url":1}`, `,"callback_url":"ftp://x"}`, `,"callback_url":"https://a b"}`} {
+		if _, err := arbiter.ParseTaskCreate([]byte(base + body)); arbiter.ErrorCode(err) != arbiter.EINVALID {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}

@@ -47,6 +47,12 @@ type TaskCreate struct {
 	// expires unless it is final by then: 60 to 2,592,000 (30 days).
 	// Zero means no deadline.
 	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
+	// CallbackURL, when set, also receives the task's webhook events
+	// (task.human_needed, task.completed, task.expired), signed with the
+	// account's callback secret as Standard Webhooks describes: an
+	// https:// URL on a public address, such as the resume endpoint of a
+	// durable workflow waiting on the decision.
+	CallbackURL string `json:"callback_url,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task

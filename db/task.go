@@ -81,6 +81,8 @@ type newCreate struct {
 	key         string
 	fingerprint string
 	expiresAt   arbiter.Timestamp
+	// callbackURL is where the task's events also go; "" for none.
+	callbackURL string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -122,7 +124,8 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			CreatedAt:           now,
 			Attempts:            []arbiter.Attempt{},
 		},
-		verdicts: string(verdicts),
+		verdicts:    string(verdicts),
+		callbackURL: in.CallbackURL,
 	}
 	if in.DeadlineSeconds > 0 {
 		deadline := now + arbiter.Timestamp(in.DeadlineSeconds)*1000
@@ -152,8 +155,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -174,6 +177,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
+		nullText(c.callbackURL),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {
@@ -391,6 +395,14 @@ func nullJSON(raw json.RawMessage) any {
 		return nil
 	}
 	return string(raw)
+}
+
+// nullText stores an empty string as SQL NULL.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // nullTime stores an absent time as SQL NULL.

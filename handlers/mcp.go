@@ -164,7 +164,9 @@ func (m *mcpTasks) CreateTask(ctx context.Context, in client.TaskCreate) (*clien
 	if err != nil {
 		return nil, apiError(ctx, arbiter.Errorf(arbiter.EINVALID, "context must be a JSON value."))
 	}
-	answer, err := createTask(ctx, m.tasks, m.created, body, in.IdempotencyKey)
+	// A callback_url from an agent must lead to a public https address,
+	// whatever the server allows its own API callers.
+	answer, err := createTask(ctx, m.tasks, m.created, body, in.IdempotencyKey, false)
 	if err != nil {
 		return nil, apiError(ctx, err)
 	}

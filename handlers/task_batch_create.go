@@ -13,7 +13,8 @@ import (
 // or {"status": 400|409|422|429, "error": "…"}. An envelope that is not
 // valid, or too large, is answered as a whole and stores nothing. created
 // is called once with the number of new tasks when the batch stored any.
-func TaskBatchCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
+// Callback URLs are checked as TaskCreate checks them.
+func TaskBatchCreate(tasks arbiter.TaskService, created func(n int), allowPrivateCallbacks bool) http.Handler {
 	type result struct {
 		Status   int           `json:"status"`
 		Task     *arbiter.Task `json:"task,omitempty"`
@@ -43,6 +44,9 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func(n int)) http.Handle
 		var valid []arbiter.TaskCreate
 		var positions []int // valid[i] is item positions[i]
 		for i, item := range items {
+			if item.Err == nil {
+				item.Err = item.Create.CheckCallbackURL(allowPrivateCallbacks)
+			}
 			if item.Err != nil {
 				results[i] = failed(item.Err)
 				continue

@@ -21,8 +21,10 @@ const (
 // task for the authenticated account and answers the Task object. With an
 // Idempotency-Key header, a retry of an earlier create answers that
 // create's task as it is now, marked Idempotent-Replayed. created is called
-// with 1 after each new task, so an in-process worker can start at once.
-func TaskCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
+// with 1 after each new task, so an in-process worker can start at once. A
+// callback_url must be https:// on a public address unless
+// allowPrivateCallbacks.
+func TaskCreate(tasks arbiter.TaskService, created func(n int), allowPrivateCallbacks bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := idempotencyKey(r)
 		if err != nil {
@@ -34,7 +36,7 @@ func TaskCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		answer, err := createTask(r.Context(), tasks, created, body, key)
+		answer, err := createTask(r.Context(), tasks, created, body, key, allowPrivateCallbacks)
 		if err != nil {
 			Error(w, r, err)
 			return
@@ -48,9 +50,14 @@ func TaskCreate(tasks arbiter.TaskService, created func(n int)) http.Handler {
 
 // createTask stores the task-create request body for the context's
 // account, under the idempotency key when it is not "", and calls created
-// with 1 after a new task. The error is why nothing was stored.
-func createTask(ctx context.Context, tasks arbiter.TaskService, created func(n int), body []byte, key string) (arbiter.TaskCreated, error) {
+// with 1 after a new task. Its callback_url is checked as
+// arbiter.TaskCreate.CheckCallbackURL says. The error is why nothing was
+// stored.
+func createTask(ctx context.Context, tasks arbiter.TaskService, created func(n int), body []byte, key string, allowPrivateCallbacks bool) (arbiter.TaskCreated, error) {
 	in, err := arbiter.ParseTaskCreate(body)
+	if err == nil {
+		err = in.CheckCallbackURL(allowPrivateCallbacks)
+	}
 	if err != nil {
 		return arbiter.TaskCreated{}, err
 	}

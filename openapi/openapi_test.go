@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/openapi"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
 )
@@ -246,4 +248,49 @@ func TestDocument_SchemasSuitGenerators(t *testing.T) {
 	if len(seen) < 20 {
 		t.Fatalf("checked %d schemas; the walk misses most of the document", len(seen))
 	}
+}
+
+// TestDocument_DescribesWebhooks: every event type is under the top-level
+// webhooks, and payloads as Arbiter builds them validate against the
+// schemas there.
+func TestDocument_DescribesWebhooks(t *testing.T) {
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range append([]string{arbiter.EventPing}, arbiter.WebhookEventTypes...) {
+		if item := doc.Webhooks[typ]; item == nil || item.Post == nil || item.Post.RequestBody == nil {
+			t.Errorf("the webhook %s is not documented", typ)
+		}
+	}
+	now := time.Now()
+	completed := arbiter.Timestamp(1795415525173)
+	verdict, tier, confidence := "approve", arbiter.TierHuman, 1.0
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusCompleted, TaskType: "decide", Touchpoint: "chat",
+		Prompt: "p", AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.8, FinalVerdict: &verdict, FinalTier: &tier,
+		FinalConfidence: &confidence, CreatedAt: completed - 1000, CompletedAt: &completed, Attempts: []arbiter.Attempt{}}
+	for schema, payload := range map[string][]byte{
+		"WebhookTaskEvent": must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
+		"WebhookPing":      must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
+	} {
+		var v any
+		if err := json.Unmarshal(payload, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := doc.Components.Schemas[schema].Value.VisitJSON(v); err != nil {
+			t.Errorf("%s does not match %s: %v", payload, schema, err)
+		}
+	}
+	var bad any
+	_ = json.Unmarshal([]byte(`{"type":"task.created","timestamp":"x","data":{}}`), &bad)
+	if doc.Components.Schemas["WebhookTaskEvent"].Value.VisitJSON(bad) == nil {
+		t.Error("the schema accepts an event that is not one")
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

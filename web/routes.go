@@ -86,8 +86,9 @@ type Router struct {
 	// and the demo desk's form together; nil gets DefaultDemoLimit on the
 	// pages' clock when Routes is called.
 	DemoLimit *arbiter.RateLimiter
-	// WebhookAllowPrivate lets webhook URLs be http:// and name private
-	// addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
+	// WebhookAllowPrivate lets webhook endpoints' and tasks' callback URLs
+	// be http:// and name private addresses
+	// (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
 	WebhookAllowPrivate bool
 }
 
@@ -176,8 +177,8 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Method(http.MethodGet, "/openapi.json", handlers.OpenAPI())
 		r.Group(func(r chi.Router) {
 			r.Use(bearerAuth(rt.KeyChecker))
-			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated))
-			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated))
+			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
+			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown))
 			// Agents' tools over MCP (Streamable HTTP); it answers 405

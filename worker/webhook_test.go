@@ -212,14 +212,20 @@ func waitMessage(t *testing.T, store *db.DB, accountID, endpointID, id string, c
 	}
 }
 
-// decide moves a new task of the account through the agent to status, as
-// the task worker would.
+// agentStep moves a pending task through the agent to next, as the task
+// worker would.
 func agentStep(t *testing.T, store *db.DB, taskID, next string) {
 	t.Helper()
-	claimed, err := store.ClaimTasks(ctx, "wrk_test", 10, time.Minute)
+	claimed, err := store.ClaimTasks(ctx, "wrk_test", 100, time.Minute)
 	if err != nil || len(claimed) == 0 {
 		t.Fatalf("claim: %v, %d tasks", err, len(claimed))
 	}
+	// The others go back to pending.
+	defer func() {
+		if err := store.ReleaseTasks(ctx, "wrk_test"); err != nil {
+			t.Fatal(err)
+		}
+	}()
 	now := time.Now()
 	verdict, confidence := "approve", 0.9
 	if next == arbiter.StatusHumanNeeded {
@@ -742,4 +748,76 @@ func TestDeliverer_GuardRecordsARefusal(t *testing.T) {
 			t.Error("the receiver was reached through the guard")
 		}
 	})
+}
+
+// TestDeliverer_CallbackURL: tasks created with a callback_url, one by one
+// (grouped and ungrouped on Postgres) and in a batch, have their events
+// posted there too, signed with the account's callback secret, beside the
+// account's endpoint; tasks without one send nothing there.
+func TestDeliverer_CallbackURL(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			store := dbtest.OpenURL(t, url, db.Options{})
+			ungrouped := dbtest.OpenURL(t, url, db.Options{Ungrouped: true})
+			callbacks, endpoint := newReceiver(t, nil), newReceiver(t, nil)
+			acct, err := store.FindOrCreateAccountByEmail(ctx, "a@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEndpoint(t, store, acct.ID, endpoint.srv.URL)
+			in := func(callback string) arbiter.TaskCreate {
+				return arbiter.TaskCreate{Prompt: "p", AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.5,
+					TaskType: "decide", Touchpoint: "chat", CallbackURL: callback}
+			}
+			var ids []string
+			one, err := store.CreateTask(ctx, acct.ID, in(callbacks.srv.URL+"/resume?run=1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			two, err := ungrouped.CreateTask(ctx, acct.ID, in(callbacks.srv.URL+"/resume?run=2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, err := store.CreateTasks(ctx, acct.ID, []arbiter.TaskCreate{in(callbacks.srv.URL + "/resume?run=3"), in("")})
+			if err != nil || batch[0].Err != nil || batch[1].Err != nil {
+				t.Fatalf("batch: %v %+v", err, batch)
+			}
+			ids = append(ids, one.ID, two.ID, batch[0].Task.ID, batch[1].Task.ID)
+			for _, id := range ids {
+				agentStep(t, store, id, arbiter.StatusCompleted)
+			}
+			startDeliverer(t, store, nil)
+			got := callbacks.waitDeliveries(t, 3)
+			endpoint.waitDeliveries(t, 4)
+			secret, err := store.FindCallbackSecret(ctx, acct.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, d := range got {
+				verify(t, d, false, secret.Secret)
+				var p struct {
+					Type string `json:"type"`
+					Data struct {
+						ID     string `json:"id"`
+						Status string `json:"status"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(d.body, &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.Type != arbiter.EventTaskCompleted || p.Data.Status != arbiter.StatusCompleted {
+					t.Errorf("callback %s about %s: %s", p.Type, p.Data.ID, p.Data.Status)
+				}
+				seen[p.Data.ID] = true
+			}
+			if !seen[one.ID] || !seen[two.ID] || !seen[batch[0].Task.ID] || seen[batch[1].Task.ID] || len(got) != 3 {
+				t.Errorf("callbacks came for %v (%d in all)", seen, len(got))
+			}
+			for _, d := range endpoint.deliveries() {
+				verify(t, d, false, e.Secret)
+			}
+		})
+	}
 }

@@ -87,7 +87,7 @@ func TestRun_Help(t *testing.T) {
 			[]string{"create-key", "\n  serve"}},
 		{[]string{"task", "create", "--help"},
 			[]string{"Usage: arbiter task create", "--prompt", "--verdict", "--context", "--threshold", "--task-type",
-				"--touchpoint", "--source", "--idempotency-key", "--wait", "--timeout", "SVC_API_KEY", "SVC_BASE_URL", "default http://localhost:8080"},
+				"--touchpoint", "--source", "--callback-url", "--idempotency-key", "--wait", "--timeout", "SVC_API_KEY", "SVC_BASE_URL", "default http://localhost:8080"},
 			[]string{"--email", "--addr", "ARBITER_"}},
 		{[]string{"task", "get", "--help"},
 			[]string{"Usage: arbiter task get ID", "SVC_API_KEY", "SVC_BASE_URL"},

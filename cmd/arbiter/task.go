@@ -48,6 +48,8 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 	fs.StringVar(&in.TaskType, "task-type", "", "a label for the kind of task (server default decide)")
 	fs.StringVar(&in.Touchpoint, "touchpoint", "", "where the question came from (server default chat)")
 	fs.StringVar(&in.Source, "source", "", "a free-form label")
+	fs.StringVar(&in.CallbackURL, "callback-url", "",
+		"also post the task's webhook events to this https:// URL, signed with the account's callback secret")
 	fs.StringVar(&in.IdempotencyKey, "idempotency-key", "",
 		"makes the create safe to repeat: the same key and task return the task made first (1 to 255 printable ASCII characters)")
 	fs.Func("deadline", "the task expires this long after its creation unless it is decided by then, in whole seconds from 1m to 720h (default none)",
