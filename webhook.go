@@ -95,6 +95,9 @@ const (
 	WebhookResponseBodyBytes = 1024
 	// WebhookLogMessages is how many messages the delivery log shows.
 	WebhookLogMessages = 100
+	// WebhookRetention is how long delivered and failed messages, with
+	// their attempts, are kept; workers delete them after.
+	WebhookRetention = 30 * 24 * time.Hour
 	// maxRetryAfter bounds how far a Retry-After may push an attempt.
 	maxRetryAfter = 24 * time.Hour
 )
@@ -544,8 +547,9 @@ type WebhookService interface {
 type WebhookDeliveryService interface {
 	// ClaimWebhookMessages leases up to max due messages to owner, for the
 	// lease counted by the database's clock: pending messages whose next
-	// attempt is due and that no live lease holds, to destinations that
-	// are enabled. Each comes with the secrets that sign it now.
+	// attempt is due and that no live lease holds, to callbacks and
+	// enabled endpoints (a ping goes to a disabled one too). Each comes
+	// with its URL and the secrets that sign it now.
 	ClaimWebhookMessages(ctx context.Context, owner string, max int, lease time.Duration) ([]*WebhookDelivery, error)
 
 	// RecordWebhookAttempt records an attempt on a message owner holds and
@@ -556,8 +560,31 @@ type WebhookDeliveryService interface {
 	// changing nothing, when the lease was lost.
 	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)
 
+	// RecordWebhookAttempts records several attempts as
+	// RecordWebhookAttempt does, in one transaction, and answers each in
+	// order; a lost lease is that record's ECONFLICT. The error is for
+	// the call as a whole, when nothing was recorded.
+	RecordWebhookAttempts(ctx context.Context, owner string, records []WebhookRecord) ([]WebhookRecorded, error)
+
 	// ReleaseWebhookMessages ends the leases owner still holds.
 	ReleaseWebhookMessages(ctx context.Context, owner string) error
+
+	// PruneWebhookMessages deletes up to max delivered or failed messages
+	// created before before, with their attempts, and returns how many.
+	PruneWebhookMessages(ctx context.Context, before Timestamp, max int) (int, error)
+}
+
+// WebhookRecord is an attempt to record: its message and what it does.
+type WebhookRecord struct {
+	MessageID string
+	Step      WebhookStep
+}
+
+// WebhookRecorded answers one WebhookRecord: the endpoint it disabled, if
+// any, or ECONFLICT when the lease was lost.
+type WebhookRecorded struct {
+	Disabled *DisabledWebhookEndpoint
+	Err      error
 }
 
 // DisabledWebhookEndpoint is an endpoint an attempt disabled, and the

@@ -755,59 +755,106 @@ func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage)
 
 // RecordWebhookAttempt records an attempt on a message leased to owner and
 // moves the message on as step says, tracking its endpoint's failures, in
-// one transaction.
-func (d *DB) RecordWebhookAttempt(ctx context.Context, owner, messageID string, step arbiter.WebhookStep) (_ *arbiter.DisabledWebhookEndpoint, err error) {
+// one transaction. It is RecordWebhookAttempts for one.
+func (d *DB) RecordWebhookAttempt(ctx context.Context, owner, messageID string, step arbiter.WebhookStep) (*arbiter.DisabledWebhookEndpoint, error) {
+	out, err := d.RecordWebhookAttempts(ctx, owner, []arbiter.WebhookRecord{{MessageID: messageID, Step: step}})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].Disabled, out[0].Err
+}
+
+const (
+	recordMessageSQL = `UPDATE webhook_messages SET status = ?, attempts = attempts + 1,
+		next_attempt_at = ?, lease_owner = NULL, lease_expires_at = NULL, last_attempt_at = ?, last_status_code = ?
+		WHERE id = ? AND lease_owner = ? AND status = 'pending' RETURNING endpoint_id`
+	insertWebhookAttemptSQL = `INSERT INTO webhook_attempts (message_id, attempted_at, status_code,
+		latency_ms, response_body, error) VALUES (?, ?, ?, ?, ?, ?)`
+	endpointDeliveredSQL = `UPDATE webhook_endpoints SET failing_since = NULL
+		WHERE id = ? AND failing_since IS NOT NULL`
+)
+
+// RecordWebhookAttempts records attempts on messages leased to owner, in
+// one transaction, so that many deliveries share a commit; each is
+// recorded as RecordWebhookAttempt says, and one whose lease was lost is
+// answered ECONFLICT without failing the others.
+func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	a := step.Attempt
-	var disabled *arbiter.DisabledWebhookEndpoint
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{recordMessageSQL, insertWebhookAttemptSQL, endpointDeliveredSQL} {
+		if stmts[i], err = d.stmt(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]arbiter.WebhookRecorded, len(records))
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		var endpointID sql.NullString
-		err := tx.GetContext(ctx, &endpointID, d.rebind(`UPDATE webhook_messages SET status = ?, attempts = attempts + 1,
-			next_attempt_at = ?, lease_owner = NULL, lease_expires_at = NULL, last_attempt_at = ?, last_status_code = ?
-			WHERE id = ? AND lease_owner = ? AND status = 'pending' RETURNING endpoint_id`),
-			step.Status, int64(step.NextAttemptAt), int64(a.AttemptedAt), a.StatusCode, messageID, owner)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errMessageLeaseLost
-		} else if err != nil {
-			return fmt.Errorf("record webhook attempt: %w", err)
+		update, insert, delivered := tx.StmtContext(ctx, stmts[0]), tx.StmtContext(ctx, stmts[1]), tx.StmtContext(ctx, stmts[2])
+		for i, rec := range records {
+			out[i] = arbiter.WebhookRecorded{}
+			disabled, err := d.recordAttempt(ctx, tx, update, insert, delivered, owner, rec)
+			if err == errMessageLeaseLost {
+				out[i].Err = err
+				continue
+			} else if err != nil {
+				return err
+			}
+			out[i].Disabled = disabled
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO webhook_attempts (message_id, attempted_at, status_code,
-			latency_ms, response_body, error) VALUES (?, ?, ?, ?, ?, ?)`),
-			messageID, int64(a.AttemptedAt), a.StatusCode, a.Latency.Milliseconds(), a.ResponseBody, a.Error); err != nil {
-			return fmt.Errorf("insert webhook attempt: %w", err)
-		}
-		if !endpointID.Valid {
-			return nil
-		}
-		if a.Succeeded() {
-			_, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET failing_since = NULL
-				WHERE id = ? AND failing_since IS NOT NULL`), endpointID.String)
-			return err
-		}
-		var since int64
-		var state string
-		if err := tx.QueryRowContext(ctx, d.rebind(`UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ?)
-			WHERE id = ? RETURNING failing_since, disabled`), int64(a.AttemptedAt), endpointID.String).Scan(&since, &state); err != nil {
-			return fmt.Errorf("record endpoint failure: %w", err)
-		}
-		reason := step.DisableEndpoint
-		if reason == "" && arbiter.EndpointFailingTooLong((*arbiter.Timestamp)(&since), a.AttemptedAt.Time()) {
-			reason = arbiter.WebhookDisabledFailing
-		}
-		if reason == "" || state != "" {
-			return nil
-		}
-		var r endpointRow
-		if err := tx.GetContext(ctx, &r, d.rebind(`UPDATE webhook_endpoints SET disabled = ? WHERE id = ?
-			RETURNING `+endpointColumns), reason, endpointID.String); err != nil {
-			return fmt.Errorf("disable endpoint: %w", err)
-		}
-		disabled = &arbiter.DisabledWebhookEndpoint{Endpoint: r.endpoint()}
-		return tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID)
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// recordAttempt records one attempt inside tx through the prepared
+// statements of RecordWebhookAttempts.
+func (d *DB) recordAttempt(ctx context.Context, tx *sqlx.Tx, update, insert, delivered *sql.Stmt, owner string, rec arbiter.WebhookRecord) (*arbiter.DisabledWebhookEndpoint, error) {
+	step, a := rec.Step, rec.Step.Attempt
+	var endpointID sql.NullString
+	err := update.QueryRowContext(ctx, step.Status, int64(step.NextAttemptAt), int64(a.AttemptedAt), a.StatusCode,
+		rec.MessageID, owner).Scan(&endpointID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errMessageLeaseLost
+	} else if err != nil {
+		return nil, fmt.Errorf("record webhook attempt: %w", err)
+	}
+	if _, err := insert.ExecContext(ctx, rec.MessageID, int64(a.AttemptedAt), a.StatusCode, a.Latency.Milliseconds(),
+		a.ResponseBody, a.Error); err != nil {
+		return nil, fmt.Errorf("insert webhook attempt: %w", err)
+	}
+	if !endpointID.Valid {
+		return nil, nil
+	}
+	if a.Succeeded() {
+		if _, err := delivered.ExecContext(ctx, endpointID.String); err != nil {
+			return nil, fmt.Errorf("record endpoint delivery: %w", err)
+		}
+		return nil, nil
+	}
+	var since int64
+	var state string
+	if err := tx.QueryRowContext(ctx, d.rebind(`UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ?)
+		WHERE id = ? RETURNING failing_since, disabled`), int64(a.AttemptedAt), endpointID.String).Scan(&since, &state); err != nil {
+		return nil, fmt.Errorf("record endpoint failure: %w", err)
+	}
+	reason := step.DisableEndpoint
+	if reason == "" && arbiter.EndpointFailingTooLong((*arbiter.Timestamp)(&since), a.AttemptedAt.Time()) {
+		reason = arbiter.WebhookDisabledFailing
+	}
+	if reason == "" || state != "" {
+		return nil, nil
+	}
+	var r endpointRow
+	if err := tx.GetContext(ctx, &r, d.rebind(`UPDATE webhook_endpoints SET disabled = ? WHERE id = ?
+		RETURNING `+endpointColumns), reason, endpointID.String); err != nil {
+		return nil, fmt.Errorf("disable endpoint: %w", err)
+	}
+	disabled := &arbiter.DisabledWebhookEndpoint{Endpoint: r.endpoint()}
+	if err := tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID); err != nil {
+		return nil, fmt.Errorf("find the endpoint's account: %w", err)
 	}
 	return disabled, nil
 }
@@ -822,4 +869,35 @@ func (d *DB) ReleaseWebhookMessages(ctx context.Context, owner string) (err erro
 		return fmt.Errorf("release webhook messages: %w", err)
 	}
 	return nil
+}
+
+// PruneWebhookMessages deletes up to max delivered or failed messages
+// created before before, and their attempts, in one transaction.
+func (d *DB) PruneWebhookMessages(ctx context.Context, before arbiter.Timestamp, max int) (_ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var ids []string
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.SelectContext(ctx, &ids, d.rebind(`SELECT id FROM webhook_messages
+			WHERE status <> 'pending' AND created_at < ? ORDER BY created_at LIMIT ?`), int64(before), max); err != nil {
+			return fmt.Errorf("find old webhook messages: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		for _, q := range []string{`DELETE FROM webhook_attempts WHERE message_id IN (?)`, `DELETE FROM webhook_messages WHERE id IN (?)`} {
+			query, args, err := sqlx.In(q, ids)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, d.rebind(query), args...); err != nil {
+				return fmt.Errorf("prune webhook messages: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(ids), nil
 }

@@ -258,3 +258,41 @@ func TestWebhookService_OutboxFollowsTheChange(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookService_PruneOldMessages deletes delivered and failed messages
+// created before the cut-off, with their attempts, and keeps pending ones
+// and newer ones.
+func TestWebhookService_PruneOldMessages(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		var ids []string
+		for range 3 {
+			m, err := d.SendWebhookPing(ctx, a.ID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, m.ID)
+		}
+		claimed, _ := d.ClaimWebhookMessages(ctx, "whd", 2, time.Minute)
+		for _, del := range claimed {
+			step := arbiter.WebhookStep{Status: arbiter.WebhookDelivered, Attempt: arbiter.WebhookAttempt{StatusCode: 204, AttemptedAt: arbiter.TimestampOf(c.Now())}}
+			if _, err := d.RecordWebhookAttempt(ctx, "whd", del.Message.ID, step); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Add(time.Hour)
+		newer, _ := d.SendWebhookPing(ctx, a.ID, e.ID)
+		if n, err := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(-time.Minute)), 100); err != nil || n != 2 {
+			t.Fatalf("pruned %d, %v; want the two delivered", n, err)
+		}
+		left, _ := d.ListWebhookMessages(ctx, a.ID, e.ID, "", 10)
+		if len(left) != 2 || left[0].ID != newer.ID {
+			t.Errorf("left %d messages", len(left))
+		}
+		if n, _ := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(time.Minute)), 100); n != 0 {
+			t.Errorf("pending messages were pruned: %d", n)
+		}
+	})
+}

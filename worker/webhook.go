@@ -55,6 +55,10 @@ type WebhookConfig struct {
 	// Lease is how long a claim holds (default DefaultWebhookLease); a
 	// message whose deliverer vanished is claimed again after it.
 	Lease time.Duration
+	// PruneEvery is how often delivered and failed messages older than
+	// arbiter.WebhookRetention are deleted (default 1h; the first time at
+	// start).
+	PruneEvery time.Duration
 }
 
 // Defaults of WebhookConfig.
@@ -77,7 +81,20 @@ type Deliverer struct {
 	slots  chan struct{}
 	freed  chan struct{}
 	sendWG sync.WaitGroup
+	// records carries finished attempts to the recorder, which writes
+	// those that wait together in one transaction.
+	records chan record
 }
+
+// record is a finished attempt waiting to be recorded, and where its
+// outcome goes.
+type record struct {
+	arbiter.WebhookRecord
+	done chan arbiter.WebhookRecorded
+}
+
+// maxRecordBatch bounds the attempts recorded in one transaction.
+const maxRecordBatch = 128
 
 // NewDeliverer returns a deliverer; Run starts it.
 func NewDeliverer(cfg WebhookConfig) *Deliverer {
@@ -105,12 +122,16 @@ func NewDeliverer(cfg WebhookConfig) *Deliverer {
 	if cfg.Lease < arbiter.WebhookTimeout+recordTimeout {
 		cfg.Lease = DefaultWebhookLease
 	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = time.Hour
+	}
 	return &Deliverer{
-		cfg:   cfg,
-		log:   cfg.Logger.With("deliverer", cfg.ID),
-		wake:  make(chan struct{}, 1),
-		slots: make(chan struct{}, cfg.Concurrency),
-		freed: make(chan struct{}, 1),
+		cfg:     cfg,
+		log:     cfg.Logger.With("deliverer", cfg.ID),
+		wake:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.Concurrency),
+		freed:   make(chan struct{}, 1),
+		records: make(chan record, cfg.Concurrency),
 	}
 }
 
@@ -127,12 +148,25 @@ func (d *Deliverer) Notify() {
 // the leases of what it claimed but did not send.
 func (d *Deliverer) Run(ctx context.Context) {
 	sends := context.WithoutCancel(ctx)
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		d.recordLoop(sends)
+	}()
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		d.pruneLoop(ctx)
+	}()
+	defer func() { <-pruned }()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			d.sendWG.Wait()
+			close(d.records)
+			<-recorded
 			final, cancel := context.WithTimeout(sends, recordTimeout)
 			defer cancel()
 			if err := d.cfg.Store.ReleaseWebhookMessages(final, d.cfg.ID); err != nil {
@@ -180,9 +214,10 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 	now := d.cfg.Now()
 	a, retryAfter := d.send(ctx, del, now)
 	step := arbiter.NextWebhookStep(a, m.Attempts+1, m.EndpointID != "", retryAfter, now, d.cfg.Jitter())
-	recordCtx, cancel := context.WithTimeout(ctx, recordTimeout)
-	defer cancel()
-	disabled, err := d.cfg.Store.RecordWebhookAttempt(recordCtx, d.cfg.ID, m.ID, step)
+	done := make(chan arbiter.WebhookRecorded, 1)
+	d.records <- record{WebhookRecord: arbiter.WebhookRecord{MessageID: m.ID, Step: step}, done: done}
+	out := <-done
+	disabled, err := out.Disabled, out.Err
 	if err != nil {
 		if arbiter.ErrorCode(err) == arbiter.ECONFLICT {
 			d.log.Warn("webhook attempt not recorded", "message", m.ID, "reason", arbiter.ErrorMessage(err))
@@ -197,8 +232,75 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 	if disabled != nil {
 		d.log.Warn("webhook endpoint disabled", "endpoint", disabled.Endpoint.ID, "reason", disabled.Endpoint.Disabled)
 		if d.cfg.Mailer != nil && disabled.Email != "" {
-			if err := d.cfg.Mailer.SendWebhookDisabled(recordCtx, disabled.Email, disabled.Endpoint); err != nil {
+			mailCtx, cancel := context.WithTimeout(ctx, recordTimeout)
+			defer cancel()
+			if err := d.cfg.Mailer.SendWebhookDisabled(mailCtx, disabled.Email, disabled.Endpoint); err != nil {
 				d.log.Error("mail the disabled endpoint's owner", "endpoint", disabled.Endpoint.ID, "error", err.Error())
+			}
+		}
+	}
+}
+
+// pruneBatch bounds the messages one prune statement deletes.
+const pruneBatch = 1000
+
+// pruneLoop deletes old messages at once and then every PruneEvery until
+// ctx ends.
+func (d *Deliverer) pruneLoop(ctx context.Context) {
+	tick := time.NewTicker(d.cfg.PruneEvery)
+	defer tick.Stop()
+	for {
+		for {
+			n, err := d.cfg.Store.PruneWebhookMessages(ctx, arbiter.TimestampOf(d.cfg.Now().Add(-arbiter.WebhookRetention)), pruneBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Error("prune webhook messages", "error", err.Error())
+				}
+				break
+			}
+			if n < pruneBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// recordLoop records finished attempts until records is closed: it takes
+// every attempt that is waiting, up to maxRecordBatch, and records them in
+// one transaction, so that deliveries share commits; under load, attempts
+// pile up while a batch is written, and the next batch takes them all.
+func (d *Deliverer) recordLoop(ctx context.Context) {
+	for first := range d.records {
+		batch := []record{first}
+	fill:
+		for len(batch) < maxRecordBatch {
+			select {
+			case r, ok := <-d.records:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		recs := make([]arbiter.WebhookRecord, len(batch))
+		for i, r := range batch {
+			recs[i] = r.WebhookRecord
+		}
+		recordCtx, cancel := context.WithTimeout(ctx, recordTimeout)
+		out, err := d.cfg.Store.RecordWebhookAttempts(recordCtx, d.cfg.ID, recs)
+		cancel()
+		for i, r := range batch {
+			if err != nil {
+				r.done <- arbiter.WebhookRecorded{Err: err}
+			} else {
+				r.done <- out[i]
 			}
 		}
 	}
