@@ -70,11 +70,14 @@ type config struct {
 	deskTasks       int
 	waitHold        time.Duration
 	phases          map[string]bool
+	// webhookMessages is how many messages the webhook delivery phase
+	// sends (webhooks.go); 0 skips the webhook phases.
+	webhookMessages int
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -99,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.waiters, "waiters", 10000, "long-polls the wait phase holds open (0 skips it)")
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
+	fs.IntVar(&c.webhookMessages, "webhook-messages", 10000, "messages the webhook delivery phase sends (0 skips the webhook phases)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -175,6 +179,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["desk"] && b.deskTasks > 0 {
 		if err := b.measureDesk(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["webhooks"] && b.webhookMessages > 0 {
+		if err := b.measureWebhooks(ctx); err != nil {
 			return err
 		}
 	}
@@ -742,6 +751,7 @@ func (b *bench) print(w io.Writer) {
 	if r, ok := byName["worker (rules)"]; ok {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
+	printWebhookTargets(w, byName)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	}
