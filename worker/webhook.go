@@ -63,7 +63,7 @@ type WebhookConfig struct {
 
 // Defaults of WebhookConfig.
 const (
-	DefaultWebhookConcurrency = 32
+	DefaultWebhookConcurrency = 64
 	DefaultWebhookLease       = time.Minute
 )
 
@@ -161,6 +161,8 @@ func (d *Deliverer) Run(ctx context.Context) {
 	defer func() { <-pruned }()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	cooldown := time.NewTimer(0)
+	defer cooldown.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,11 +180,21 @@ func (d *Deliverer) Run(ctx context.Context) {
 		case <-d.cfg.Queued:
 		case <-d.freed:
 		}
+		// The cooldown since the last claim, while more deliveries
+		// finish and free their slots for one claim of many (as the task
+		// worker's claims, and River's FetchCooldown).
+		select {
+		case <-ctx.Done():
+			continue
+		case <-cooldown.C:
+		}
 		free := cap(d.slots) - len(d.slots)
 		if free == 0 {
+			cooldown.Reset(0)
 			continue // a finishing delivery sends on freed
 		}
 		claimed, err := d.cfg.Store.ClaimWebhookMessages(ctx, d.cfg.ID, free, d.cfg.Lease)
+		cooldown.Reset(DefaultClaimCooldown)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("claim webhook messages", "error", err.Error())
 		}
