@@ -126,6 +126,22 @@ func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
 	return err
 }
 
+// MigrateVersion applies the one migration, as a build that had it but not
+// those numbered before it left the database.
+func (d *DB) MigrateVersion(ctx context.Context, version int64) error {
+	conn, done, err := d.migrationPool()
+	if err != nil {
+		return err
+	}
+	defer done()
+	p, err := d.migrations(conn)
+	if err != nil {
+		return err
+	}
+	_, err = p.ApplyVersion(ctx, version, true)
+	return err
+}
+
 // ExplainListTasks returns the store's plan of the query ListTasks runs for
 // f, one line per plan row.
 func (d *DB) ExplainListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (string, error) {

@@ -79,9 +79,12 @@ func (d *DB) migrations(conn *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	dialect, opts := goose.DialectSQLite3, []goose.ProviderOption(nil)
+	// Migrations are numbered as the work that needs them starts and may
+	// land out of that order, each independent of those it overtakes: a
+	// database that has a later one applies an earlier one it lacks.
+	dialect, opts := goose.DialectSQLite3, []goose.ProviderOption{goose.WithAllowOutofOrder(true)}
 	if d.dialect == Postgres {
-		dialect, opts = goose.DialectPostgres, []goose.ProviderOption{goose.WithSessionLocker(postgresMigrationLock{})}
+		dialect, opts = goose.DialectPostgres, append(opts, goose.WithSessionLocker(postgresMigrationLock{}))
 	}
 	p, err := goose.NewProvider(dialect, conn, sub, opts...)
 	if err != nil {

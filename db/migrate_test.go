@@ -59,3 +59,34 @@ func TestMigrate_Concurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrate_EarlierMigrationsLandingLater upgrades a database that a build
+// with migration 13 but not 10 to 12 left: the missing ones are applied.
+func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			if err := d.MigrateUpTo(ctx, 9); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.MigrateVersion(ctx, 13); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatalf("migrations 10 to 12 after 13: %v", err)
+			}
+			// Migration 12 made every account's person an owner.
+			acct, err := d.FindOrCreateAccountByEmail(ctx, "owner@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if members, err := d.ListMembers(ctx, acct.ID); err != nil || len(members) != 1 {
+				t.Fatalf("members after the late migrations = %v, %v", members, err)
+			}
+		})
+	}
+}
