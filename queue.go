@@ -93,7 +93,9 @@ func (d HumanDecision) Validate() error {
 
 // Attempt returns the attempt the decision makes on t at now: the
 // reviewer's verdict at confidence 1.0, which completes t with final_tier
-// human. Returns EINVALID when Validate refuses the decision or its
+// human; on a task waiting for an audit (AuditWaiting), the same attempt
+// with Audit true, which leaves t's final fields as the agent set them.
+// Returns EINVALID when Validate refuses the decision or its
 // verdict is not one of t's, and ECONFLICT when t is not waiting for a
 // human: decided already (the error says by whom), expired (ExpiredError),
 // or still with the agent.
@@ -101,9 +103,16 @@ func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
 	if err := d.Validate(); err != nil {
 		return Attempt{}, err
 	}
+	audit := t.AuditWaiting()
 	switch t.Status {
 	case StatusHumanNeeded:
 	case StatusCompleted:
+		if audit {
+			break
+		}
+		if t.AuditState == AuditStateDone && t.FinalTier != nil && *t.FinalTier == TierAgent {
+			return Attempt{}, Errorf(ECONFLICT, "The audit of this task was already answered by %s.", t.AuditedBy())
+		}
 		return Attempt{}, Errorf(ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
 	case StatusExpired:
 		return Attempt{}, ExpiredError(t.ExpiredAt)
@@ -115,7 +124,18 @@ func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
 	}
 	verdict, confidence, reviewer, finished := d.Verdict, 1.0, d.Reviewer, now
 	return Attempt{Tier: TierHuman, Verdict: &verdict, Confidence: &confidence, Rationale: d.Rationale,
-		Reviewer: &reviewer, StartedAt: now, FinishedAt: &finished}, nil
+		Reviewer: &reviewer, StartedAt: now, FinishedAt: &finished, Audit: audit}, nil
+}
+
+// AuditedBy names the reviewer of the task's last audit attempt, or
+// "another reviewer".
+func (t *Task) AuditedBy() string {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := t.Attempts[i]; a.Audit && a.Reviewer != nil {
+			return *a.Reviewer
+		}
+	}
+	return "another reviewer"
 }
 
 // QueueService is the store side of the agent tier and the human queue.
@@ -129,8 +149,11 @@ type QueueService interface {
 	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
 
 	// FinishAgentAttempt records a verifier call and moves the task to
-	// step.Next, in one transaction, only while owner still holds the
-	// task's lease and its deadline has not passed. Returns ECONFLICT,
+	// step.Next, in one transaction; a task it completes is also put in
+	// the review queue as a blind audit when ChosenForAudit(id, rate) for
+	// the task's own audit rate, else the account's, which the task then
+	// keeps as the rate it was sampled at. It acts only while owner still
+	// holds the task's lease and its deadline has not passed. Returns ECONFLICT,
 	// changing nothing, when the lease was lost, so no task is decided
 	// twice, and ExpiredError when the deadline passed first.
 	FinishAgentAttempt(ctx context.Context, owner, taskID string, step AgentStep) error
@@ -149,15 +172,22 @@ type QueueService interface {
 	// DecideTask completes the account's human_needed task with a
 	// reviewer's verdict: final_tier human, final_confidence 1.0 and a human
 	// attempt, and records the decision in the account's audit log, in one
-	// transaction. Returns ErrNotAllowed when the reviewer (ReviewerID) is
-	// not a member whose role may review, ENOTFOUND as FindTaskByID does, EINVALID for a
+	// transaction. On a task waiting for its audit (Task.AuditWaiting) it
+	// records the answer instead: a human attempt with Audit true, the
+	// labelled pair, the audit log's line and the audit's end, leaving the
+	// status and final fields as the agent set them; a second answer is
+	// ECONFLICT. A decision on a task the agent answered with a verdict and
+	// a confidence stores its labelled pair too (LabelledPairOf). Returns
+	// ErrNotAllowed when the reviewer (ReviewerID) is not a member whose
+	// role may review, ENOTFOUND as FindTaskByID does, EINVALID for a
 	// verdict outside the task's set, and ECONFLICT when the task is not
 	// waiting for a human (already decided, still with the agent, or
 	// expired: ExpiredError, also when its deadline has passed and the
 	// worker has not expired it yet).
 	DecideTask(ctx context.Context, accountID, taskID string, d HumanDecision) (*Task, error)
 
-	// ListHumanQueue returns the account's human_needed tasks that the
+	// ListHumanQueue returns the account's tasks in the review queue
+	// (Task.InReviewQueue: human_needed, or waiting for an audit) that the
 	// view keeps, in its order, at most limit of them, and how many it
 	// keeps in all, up to QueueCountCap+1; each says who holds it
 	// (Reservation). The tasks come without their contexts and attempts,
@@ -166,7 +196,7 @@ type QueueService interface {
 	ListHumanQueue(ctx context.Context, accountID string, view QueueView, limit int) ([]*Task, int, error)
 
 	// CountHumanQueue returns how many of the account's tasks wait for a
-	// human, up to QueueCountCap+1.
+	// human or an audit, up to QueueCountCap+1.
 	CountHumanQueue(ctx context.Context, accountID string) (int, error)
 
 	// FindQueuePlace returns where the account's task stands in its human

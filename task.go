@@ -74,6 +74,15 @@ type Task struct {
 	ExpiredAt *Timestamp `json:"expired_at"`
 	Attempts  []Attempt  `json:"attempts"`
 
+	// AuditRate is the share of confident agent answers audited that
+	// applies to the task: its create's audit_rate, nil for the
+	// account's; once the agent completes it, the rate it was sampled at.
+	AuditRate *float64 `json:"-"`
+	// AuditState is AuditStateWaiting while the task, completed by the
+	// agent, waits in the reviewers' queue as a blind audit, and
+	// AuditStateDone once a reviewer answered; "" when it was not chosen.
+	AuditState string `json:"-"`
+
 	// Context is the caller's JSON, kept for the verifier and the reviewer.
 	// It is deliberately absent from the API response.
 	Context json.RawMessage `json:"-"`
@@ -98,7 +107,7 @@ func (t *Task) Allows(verdict string) bool {
 // attempt, or "the agent".
 func (t *Task) DecidedBy() string {
 	for i := len(t.Attempts) - 1; i >= 0; i-- {
-		if a := t.Attempts[i]; a.Tier == TierHuman && a.Reviewer != nil {
+		if a := t.Attempts[i]; a.Tier == TierHuman && a.Reviewer != nil && !a.Audit {
 			return *a.Reviewer
 		}
 	}
@@ -118,7 +127,20 @@ type Attempt struct {
 	Error      *string    `json:"error"`
 	StartedAt  Timestamp  `json:"started_at"`
 	FinishedAt *Timestamp `json:"finished_at"`
+	// Audit is true on a reviewer's answer to a blind audit of a task
+	// the agent completed: it leaves the task's final fields as they are.
+	Audit bool `json:"audit"`
 }
+
+// AuditWaiting reports whether the task waits in the reviewers' queue as a
+// blind audit.
+func (t *Task) AuditWaiting() bool {
+	return t.Status == StatusCompleted && t.AuditState == AuditStateWaiting
+}
+
+// InReviewQueue reports whether the task is in the reviewers' queue: it
+// waits for a human, or for an audit.
+func (t *Task) InReviewQueue() bool { return t.Status == StatusHumanNeeded || t.AuditWaiting() }
 
 // TaskCreate is a validated task-create request with its defaults applied.
 type TaskCreate struct {
@@ -142,6 +164,11 @@ type TaskCreate struct {
 	// in the Fingerprint only when set, so fingerprints of creates without
 	// one stay as they were.
 	CallbackURL string `json:",omitempty"`
+	// AuditRate, when not nil, is the task's own audit rate, from 0 to 1,
+	// instead of the account's: the share of the agent's confident
+	// answers on such tasks that a person checks, blind. Left out of
+	// the Fingerprint when nil, so keys stored before it existed match.
+	AuditRate *float64 `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -160,6 +187,7 @@ type taskCreateRequest struct {
 	Source              *string         `json:"source"`
 	DeadlineSeconds     *int            `json:"deadline_seconds"`
 	CallbackURL         *string         `json:"callback_url"`
+	AuditRate           *float64        `json:"audit_rate"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -172,6 +200,7 @@ var fieldTypeErrors = map[string]string{
 	"source":               "source must be a string.",
 	"deadline_seconds":     errDeadline.Message,
 	"callback_url":         "callback_url must be a string: an https:// URL.",
+	"audit_rate":           errAuditRate.Message,
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -282,6 +311,14 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 			return TaskCreate{}, err
 		}
 		in.CallbackURL = checked
+	}
+
+	if r := req.AuditRate; r != nil {
+		if err := CheckAuditRate(*r); err != nil {
+			return TaskCreate{}, err
+		}
+		rate := *r
+		in.AuditRate = &rate
 	}
 	return in, nil
 }

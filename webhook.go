@@ -29,13 +29,16 @@ const (
 	EventTaskHumanNeeded = "task.human_needed" // the agent handed the task to a person
 	EventTaskCompleted   = "task.completed"    // the agent or a person decided it
 	EventTaskExpired     = "task.expired"      // its deadline passed first
-	EventPing            = "ping"              // "Send test event" on the dashboard
+	// EventTaskAuditDisagreed: a person's blind audit of a task the agent
+	// completed disagrees with the agent's verdict (the task keeps it).
+	EventTaskAuditDisagreed = "task.audit_disagreed"
+	EventPing               = "ping" // "Send test event" on the dashboard
 )
 
 // WebhookEventTypes are the event types an endpoint can subscribe to, in the
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
-var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired}
+var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a
 // status no event announces.

@@ -53,6 +53,12 @@ type TaskCreate struct {
 	// https:// URL on a public address, such as the resume endpoint of a
 	// durable workflow waiting on the decision.
 	CallbackURL string `json:"callback_url,omitempty"`
+	// AuditRate, from 0 to 1, is the share of the verifier's confident
+	// answers on this task that a person also checks, blind, instead of
+	// the account's audit rate (nil). The task keeps the verifier's
+	// verdict; the check feeds the calibration report. Rate(0.05) makes
+	// the pointer.
+	AuditRate *float64 `json:"audit_rate,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task
@@ -68,6 +74,9 @@ func (t *Task) Final() bool { return t.Status == StatusCompleted || t.Status == 
 
 // Threshold returns a pointer to v, for TaskCreate.ConfidenceThreshold.
 func Threshold(v float64) *float64 { return &v }
+
+// Rate returns a pointer to v, for TaskCreate.AuditRate.
+func Rate(v float64) *float64 { return &v }
 
 // Task is a task as the server reports it. The Final* fields and
 // CompletedAt are nil until it is completed; an expired task keeps them nil
@@ -146,6 +155,9 @@ type Attempt struct {
 	Error      *string    `json:"error"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
+	// Audit is true on a person's answer to a blind audit of a task the
+	// verifier completed; it leaves the task's final fields as they were.
+	Audit bool `json:"audit"`
 }
 
 // attemptWire is Attempt as the API spells it.
@@ -159,6 +171,7 @@ type attemptWire struct {
 	Error      *string  `json:"error"`
 	StartedAt  epoch    `json:"started_at"`
 	FinishedAt *epoch   `json:"finished_at"`
+	Audit      bool     `json:"audit"`
 }
 
 // UnmarshalJSON reads the API's attempt object.
@@ -168,14 +181,14 @@ func (a *Attempt) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = Attempt{w.Tier, w.Verdict, w.Confidence, w.Rationale, w.Model, w.Reviewer, w.Error,
-		w.StartedAt.time(), w.FinishedAt.timePtr()}
+		w.StartedAt.time(), w.FinishedAt.timePtr(), w.Audit}
 	return nil
 }
 
 // MarshalJSON writes the API's attempt object.
 func (a Attempt) MarshalJSON() ([]byte, error) {
 	return json.Marshal(attemptWire{a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error,
-		epoch(a.StartedAt), epochPtr(a.FinishedAt)})
+		epoch(a.StartedAt), epochPtr(a.FinishedAt), a.Audit})
 }
 
 // DemoTask is a task of the curated demo queue.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -52,6 +53,9 @@ type Options struct {
 	// statement that failed and was retried call by call, or the Postgres
 	// task listener's connection troubles (default slog.Default()).
 	Logger *slog.Logger
+	// MaxCalibrationPairs bounds the labelled pairs a calibration report
+	// reads (default arbiter.MaxCalibrationPairs); tests lower it.
+	MaxCalibrationPairs int
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
@@ -74,6 +78,12 @@ type DB struct {
 	writes writeHealth
 
 	idempotencyTTL time.Duration
+
+	// calibrationCap bounds the pairs a calibration report reads.
+	calibrationCap int
+	// demoHistory is set once the demo's labelled pairs are known to be
+	// stored (SeedDemoHistory).
+	demoHistory atomic.Bool
 
 	// creates, reads and finishes group concurrent creates, task reads
 	// and agent finishes on Postgres unless ungrouped.
@@ -116,8 +126,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.MaxCalibrationPairs <= 0 {
+		opts.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
+	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
-		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1)}
+		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
+		calibrationCap: opts.MaxCalibrationPairs}
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
 	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup

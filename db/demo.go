@@ -94,7 +94,8 @@ var demoQueue = []demoTask{
 }
 
 // SeedDemo creates the demo account and its curated queue when missing, each
-// task with the verifier's unsure answer. It is idempotent: it never
+// task with the verifier's unsure answer. The history behind the demo
+// calibration report is SeedDemoHistory's. It is idempotent: it never
 // changes a demo task that exists, and only adds the answer to one that has
 // no attempt.
 func (d *DB) SeedDemo(ctx context.Context) error {

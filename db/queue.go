@@ -146,12 +146,26 @@ func (f agentFinish) failed() int {
 	return 0
 }
 
+// auditDraw returns 1 and the task's audit draw (arbiter.AuditDraw) when
+// the finish completes the task, and 0 and 2 otherwise. A completed task
+// is chosen for audit by arbiter.ChosenForAudit: its draw below its own
+// rate or else its account's (effectiveAuditRate), which the task keeps as
+// the rate it was sampled at; 2 is above every rate.
+func (f agentFinish) auditDraw() (completed int, draw float64) {
+	if f.step.Next == arbiter.StatusCompleted {
+		return 1, arbiter.AuditDraw(f.taskID)
+	}
+	return 0, 2
+}
+
 // finishOne records one finish in its own transaction.
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
 	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
-		lease_owner = NULL, lease_expires_at = NULL
+		lease_owner = NULL, lease_expires_at = NULL,
+		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
+		audit_state = CASE WHEN ? < `+effectiveAuditRate+` THEN '`+arbiter.AuditStateWaiting+`' ELSE audit_state END
 		WHERE id = ? AND status = 'agent_running' AND lease_owner = ? AND `+d.beforeDeadline()+`
 		RETURNING `+updatedColumns))
 	if err != nil {
@@ -161,11 +175,12 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	if err != nil {
 		return err
 	}
+	completed, draw := f.auditDraw()
 	var final []string
 	var queued bool
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
-			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), f.taskID, f.owner)
+			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), completed, draw, f.taskID, f.owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
@@ -203,8 +218,12 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 	return errLeaseLost
 }
 
+// effectiveAuditRate is the SQL of the audit rate that applies to a task
+// being updated: its own, or its account's.
+const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = tasks.account_id))`
+
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
-	rationale, model, reviewer, error, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rationale, model, reviewer, error, started_at, finished_at, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertAttempt records a through insert, insertAttemptSQL's statement.
 func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
@@ -213,7 +232,7 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 		finished = int64(*a.FinishedAt)
 	}
 	_, err := insert.ExecContext(ctx,
-		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished)
+		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}
@@ -260,6 +279,13 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
+		if a.Audit {
+			if queued, err = d.answerAudit(ctx, tx, insert, t, dec, a); err != nil {
+				return err
+			}
+			decided = t
+			return nil
+		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.
 		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
@@ -302,6 +328,9 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
 			return err
 		}
+		if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
+			return err
+		}
 		if queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated)); err != nil {
 			return err
 		}
@@ -320,6 +349,57 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	return decided, nil
 }
 
+// answerAudit records, inside tx, a reviewer's answer a to the blind audit
+// of t: the attempt, the labelled pair (flagged in the report when the
+// reviewer disagrees with the agent), the audit log's line, and the end of
+// the audit. The task's status and final fields stay as the agent set them.
+func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt) (queued bool, err error) {
+	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?
+		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?`),
+		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting)
+	if err != nil {
+		return false, fmt.Errorf("answer audit: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("answer audit: %w", err)
+	} else if n == 0 {
+		// Another reviewer answered between the read and the update.
+		if t, err := d.findTask(ctx, tx, t.AccountID, t.ID); err != nil {
+			return false, err
+		} else if _, err := dec.Attempt(t, a.StartedAt); err != nil {
+			return false, err
+		}
+		return false, arbiter.Errorf(arbiter.ECONFLICT, "The audit of this task was already answered by another reviewer.")
+	}
+	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), t.ID, a); err != nil {
+		return false, err
+	}
+	event := arbiter.NewReviewAuditEvent(t.AccountID, t.ID, dec)
+	event.Detail += " (blind audit)"
+	if err := d.insertAuditEvent(ctx, tx, event); err != nil {
+		return false, err
+	}
+	if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
+		return false, err
+	}
+	t.AuditState = arbiter.AuditStateDone
+	t.Attempts = append(t.Attempts, a)
+	if *a.Verdict != *t.FinalVerdict {
+		// The disagreement is announced in the same transaction (outbox).
+		return d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed)
+	}
+	return false, nil
+}
+
+// inReviewQueue is the SQL condition of a task in the reviewers' queue
+// (arbiter.Task.InReviewQueue): waiting for a human, or for its audit.
+// The partial index tasks_review_queue has this very condition, so the
+// queue is walked along one index. inReviewQueueT is it for the alias t.
+const (
+	inReviewQueue  = `(status = '` + arbiter.StatusHumanNeeded + `' OR audit_state = '` + arbiter.AuditStateWaiting + `')`
+	inReviewQueueT = `(t.status = '` + arbiter.StatusHumanNeeded + `' OR t.audit_state = '` + arbiter.AuditStateWaiting + `')`
+)
+
 // ListHumanQueue returns the account's tasks waiting for a human, oldest
 // first, without their contexts and attempts, and their total count.
 func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.QueueView, limit int) (_ []*arbiter.Task, _ int, err error) {
@@ -328,7 +408,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	if err := view.Validate(); err != nil {
 		return nil, 0, err
 	}
-	where, args := `t.account_id = ? AND t.status = 'human_needed'`, []any{accountID}
+	where, args := `t.account_id = ? AND `+inReviewQueueT, []any{accountID}
 	for _, f := range []struct{ column, value string }{
 		{"task_type", view.TaskType}, {"source", view.Source}, {"touchpoint", view.Touchpoint},
 	} {
@@ -347,7 +427,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 		order = `CASE WHEN t.deadline_at IS NULL THEN 1 ELSE 0 END, t.deadline_at, t.created_at, t.id`
 	}
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
-		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email
+		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
 		WHERE `+where+`
 		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
@@ -363,7 +443,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 		var holder, holderEmail sql.NullString
 		var until, deadline sql.NullInt64
 		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
-			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail); err != nil {
+			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail, &t.AuditState); err != nil {
 			return nil, 0, fmt.Errorf("scan human queue: %w", err)
 		}
 		t.DeadlineAt = nullTimestamp(deadline)
@@ -389,7 +469,7 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 	defer end(&err)
 	var total int
 	stmt, err := d.stmt(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks
-		WHERE account_id = ? AND status = 'human_needed' LIMIT `+queueCountLimit+`) q`)
+		WHERE account_id = ? AND `+inReviewQueue+` LIMIT `+queueCountLimit+`) q`)
 	if err != nil {
 		return 0, err
 	}
@@ -409,18 +489,18 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 // account, person, account, person, then the account twice more.
 func (d *DB) queuePlaceSQL() string {
 	return `WITH cur AS (SELECT created_at, id FROM tasks
-		WHERE id = ? AND account_id = ? AND status = 'human_needed')
+		WHERE id = ? AND account_id = ? AND ` + inReviewQueue + `)
 	SELECT
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
 			AND (t.created_at, t.id) < ((SELECT created_at FROM cur), (SELECT id FROM cur))
 			ORDER BY t.created_at DESC, t.id DESC LIMIT 1),
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
+		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
 			AND (t.created_at, t.id) > (COALESCE((SELECT created_at FROM cur), -1), COALESCE((SELECT id FROM cur), ''))
 			ORDER BY t.created_at, t.id LIMIT 1),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
+		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + `
 			AND (t.created_at, t.id) <= ((SELECT created_at FROM cur), (SELECT id FROM cur))
 			LIMIT ` + queueCountLimit + `) p),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status = 'human_needed'
+		(SELECT count(*) FROM (SELECT 1 FROM tasks WHERE account_id = ? AND ` + inReviewQueue + `
 			LIMIT ` + queueCountLimit + `) q)`
 }
 

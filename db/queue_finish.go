@@ -77,14 +77,17 @@ func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struc
 func (d *DB) finishManySQL() string {
 	return `WITH input AS MATERIALIZED (
 		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
-			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
+			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
+			?::float8[])
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
-			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at)
+			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw)
 	), u AS (
 		UPDATE tasks t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
 			final_confidence = i.final_confidence, completed_at = i.completed_at,
 			failures = t.failures + i.failed, run_after = i.run_after,
-			lease_owner = NULL, lease_expires_at = NULL
+			lease_owner = NULL, lease_expires_at = NULL,
+			audit_rate = CASE WHEN i.status = '` + arbiter.StatusCompleted + `' THEN ` + effectiveAuditRateT + ` ELSE t.audit_rate END,
+			audit_state = CASE WHEN i.draw < ` + effectiveAuditRateT + ` THEN '` + arbiter.AuditStateWaiting + `' ELSE t.audit_state END
 		FROM input i
 		WHERE t.id = i.id AND t.status = i.claimed AND t.lease_owner = i.owner AND ` + d.beforeDeadline() + `
 		RETURNING t.id, t.status, t.account_id, t.callback_url
@@ -97,6 +100,10 @@ func (d *DB) finishManySQL() string {
 		CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
 		THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
 }
+
+// effectiveAuditRateT is effectiveAuditRate for the alias t: a grouped
+// finish samples completed tasks for audit as finishOne does.
+const effectiveAuditRateT = `COALESCE(t.audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = t.account_id))`
 
 // finishMany runs finishManySQL over batch, whose task ids are distinct,
 // in one transaction, wakes the waiters of the tasks it left final, and
@@ -113,6 +120,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		confidences               = make([]sql.NullFloat64, n)
 		rationales                = make([]string, n)
 		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
+		draws                     = make([]float64, n)
 	)
 	for i, f := range batch {
 		a := f.step.Attempt
@@ -124,6 +132,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			completedAts[i] = sql.NullInt64{Int64: int64(f.now), Valid: true}
 		}
 		failed[i], runAfters[i] = int64(f.failed()), int64(f.step.RunAfter)
+		_, draws[i] = f.auditDraw()
 		verdicts[i], models[i], errs[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error)
 		if a.Confidence != nil {
 			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
@@ -145,7 +154,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
 			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
 			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
-			pq.Array(startedAts), pq.Array(finishedAts))
+			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws))
 		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}

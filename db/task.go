@@ -21,11 +21,12 @@ const msPerDay = 24 * 60 * 60 * 1000
 // taskColumns lists, in scan order, the columns scanTask reads.
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
-	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at`
+	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
+	t.audit_rate, t.audit_state`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at`
+	a.error, a.started_at, a.finished_at, a.audit`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -123,6 +124,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			Context:             in.Context,
 			CreatedAt:           now,
 			Attempts:            []arbiter.Attempt{},
+			AuditRate:           in.AuditRate,
 		},
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
@@ -144,7 +146,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 // nothing. A key that a concurrent create stores first fails the statement
 // on the key's primary key (after that create commits), which undoes it
 // all. Arguments: account, day, account, default cap, account, key,
-// account, default cap; the task's columns; account, key, fingerprint,
+// account, default cap; the task's columns (audit_rate last); account, key, fingerprint,
 // created at, expires at, key. It returns the task's id when it stored it.
 const createOneSQL = `WITH counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
@@ -155,8 +157,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8 FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -177,7 +179,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL),
+		nullText(c.callbackURL), t.AuditRate,
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {
@@ -302,12 +304,15 @@ type taskRow struct {
 	completedAt                                                           sql.NullInt64
 	failures                                                              int
 	deadlineAt, expiredAt                                                 sql.NullInt64
+	auditRate                                                             sql.NullFloat64
+	auditState                                                            sql.NullString
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
-		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt}
+		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
+		&r.auditRate, &r.auditState}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -329,6 +334,8 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		ExpiredAt:           nullTimestamp(r.expiredAt),
 		Attempts:            []arbiter.Attempt{},
 		Failures:            r.failures,
+		AuditRate:           nullFloat(r.auditRate),
+		AuditState:          r.auditState.String,
 	}
 	if r.context.Valid {
 		t.Context = json.RawMessage(r.context.String)
@@ -346,11 +353,12 @@ type attemptRow struct {
 	confidence                       sql.NullFloat64
 	rationale, model, reviewer, errs sql.NullString
 	startedAt, finishedAt            sql.NullInt64
+	audit                            sql.NullBool
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
@@ -364,6 +372,7 @@ func (r *attemptRow) attempt() arbiter.Attempt {
 		Error:      nullString(r.errs),
 		StartedAt:  arbiter.Timestamp(r.startedAt.Int64),
 		FinishedAt: nullTimestamp(r.finishedAt),
+		Audit:      r.audit.Bool,
 	}
 }
 

@@ -56,6 +56,7 @@ func TestEmailConfirm_TokenNeverInAReferer(t *testing.T) {
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
+			Calibration: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),
@@ -118,6 +119,7 @@ func TestThreeHosts_InABrowser(t *testing.T) {
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
+			Calibration: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),

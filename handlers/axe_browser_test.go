@@ -73,14 +73,15 @@ func checkAccessibility(t *testing.T, bctx context.Context, script, page string)
 // TestAccessibility_Axe runs axe-core over every kind of page, signed out
 // and signed in, at desktop and phone widths: sign-in, overview, keys,
 // tasks and a task, the audit log, webhooks, an endpoint and a message,
-// the review queue, a task on the desk, and the demo.
+// the calibration report and the audit rate, the review queue (with an
+// audit), a task and an audit on the desk, and the demo with its report.
 func TestAccessibility_Axe(t *testing.T) {
 	script := axeScript(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	base, links := serveSite(t, store)
-	// Thirty pages, each checked whole: more than the usual minute under
+	// Thirty-four pages, each checked whole: more than the usual minute under
 	// the race detector on a busy machine.
-	bctx := newBrowserFor(t, 6*time.Minute)
+	bctx := newBrowserFor(t, 7*time.Minute)
 
 	// The account has a key, tasks in each state, and one waiting for a
 	// human with a context to show.
@@ -95,16 +96,24 @@ func TestAccessibility_Axe(t *testing.T) {
 		lines[i] = fmt.Sprintf(`"line_%02d": "%s"`, i, strings.Repeat("word ", 30))
 	}
 	bigContext := `{"order":{"id":"ord_7","amount":12.5,"note":"line one\nline two"},` + strings.Join(lines, ",") + `}`
-	var waiting *arbiter.Task
+	var waiting, audited *arbiter.Task
 	for i := range 3 {
-		task, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: fmt.Sprintf("Refund order ord_%d for a broken mug?", i),
+		in := arbiter.TaskCreate{Prompt: fmt.Sprintf("Refund order ord_%d for a broken mug?", i),
 			AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email",
-			Source: "support-bot", Context: []byte(bigContext)})
+			Source: "support-bot", Context: []byte(bigContext)}
+		if i == 1 { // completed by the agent, and audited
+			one := 1.0
+			in.AuditRate = &one
+		}
+		task, err := store.CreateTask(ctx, acct.ID, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			waiting = task
+		case 1:
+			audited = task
 		}
 	}
 	claimed, err := store.ClaimTasks(ctx, "w", 2, time.Minute)
@@ -148,6 +157,7 @@ func TestAccessibility_Axe(t *testing.T) {
 	signedOut := []page{
 		{"sign-in", "/signin", `#email`},
 		{"demo", "/review/demo", `[data-testid=demo-banner]`},
+		{"demo calibration", "/review/demo/calibration", `[data-testid=recommendation]`},
 	}
 	signedIn := []page{
 		{"overview", "/", `[data-testid=usage]`},
@@ -163,6 +173,9 @@ func TestAccessibility_Axe(t *testing.T) {
 		{"members", "/members", `[data-testid=member-list]`},
 		{"settings", "/settings", `#reservation-minutes`},
 		{"stats", "/review/stats", `[data-testid=stats-table]`},
+		{"audit desk", "/review/tasks/" + audited.ID, `[data-testid=audit-banner]`},
+		{"calibration", "/calibration", `[data-testid=recommendation]`},
+		{"audit rate", "/settings/audit", `[data-testid=audit-rate-input]`},
 	}
 	visit := func(pages []page) {
 		for _, width := range []int64{desktopWidth, phoneWidth} {

@@ -44,7 +44,7 @@ func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
 			// answers the requests waiting for tasks.
 			shuttingDown := make(chan struct{})
 			router := &web.Router{
-				Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store},
+				Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store},
 				KeyChecker:   keys,
 				Logger:       discardLogger(),
 				ShuttingDown: shuttingDown,

@@ -56,6 +56,7 @@ func newThreeHosts(t *testing.T, store *db.DB) *threeHosts {
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
+			Calibration: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     discardLogger(),

@@ -41,6 +41,9 @@ type Services struct {
 	Stats arbiter.StatsService
 	// Webhooks manages the account's webhook endpoints and delivery log.
 	Webhooks arbiter.WebhookService
+	// Calibration reads the labelled pairs of the calibration report and
+	// keeps the accounts' audit rates.
+	Calibration arbiter.CalibrationService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -184,6 +187,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
+			r.Method(http.MethodGet, "/calibration", handlers.CalibrationGet(rt.Services.Calibration))
 		})
 	})
 }
@@ -200,7 +204,8 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,
-// the overview, tasks, API keys, webhooks and the audit log.
+// the overview, tasks, API keys, webhooks, the audit log, the settings
+// and the calibration report.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	if rt.Sessions == nil {
 		return
@@ -246,6 +251,9 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/remove", handlers.DashboardMemberRemove(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/invitations/{id}/revoke", handlers.DashboardInvitationRevoke(s.Members, now))
 			rt.webhookRoutes(r, now)
+			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
 		})
 	})
 }
@@ -292,6 +300,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodGet, "/demo/tasks/{id}", handlers.ReviewDemoTask(s.Demo, now))
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
+		r.Method(http.MethodGet, "/demo/calibration", handlers.ReviewDemoCalibration(s.Calibration, now))
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 		r.Group(func(r chi.Router) {

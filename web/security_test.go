@@ -307,6 +307,7 @@ func TestRoutes_DispatchByHost(t *testing.T) {
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
+			Calibration: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     discardLogger(),

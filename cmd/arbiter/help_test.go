@@ -44,7 +44,7 @@ func runHelp(t *testing.T, args ...string) string {
 
 func TestRun_Help(t *testing.T) {
 	everyCommand := []string{"serve", "worker", "migrate", "admin create-key", "admin list-keys",
-		"admin revoke-key", "admin set-cap", "task create", "task get", "task list", "version", "--version"}
+		"admin revoke-key", "admin set-cap", "task create", "task get", "task list", "task calibration", "version", "--version"}
 	for _, tc := range []struct {
 		args      []string
 		want, not []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,6 +60,15 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 				return errors.New("not a positive duration in whole seconds, such as 90s, 10m or 24h")
 			}
 			in.DeadlineSeconds = int(d / time.Second)
+			return nil
+		})
+	fs.Func("audit-rate", "the share of the verifier's confident answers on this task a person also checks, blind, 0 to 1 (default: the account's audit rate)",
+		func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return errors.New("not a number")
+			}
+			in.AuditRate = &f
 			return nil
 		})
 	wait := fs.Bool("wait", false, "wait until the task is completed (or expired) and print it then; an expired task is printed and fails the command")
@@ -124,18 +134,8 @@ func runTaskList(ctx context.Context, c *command, p *process, args []string) err
 	fs.StringVar(&opts.Source, "source", "", "only tasks with this source")
 	fs.StringVar(&opts.Touchpoint, "touchpoint", "", "only tasks with this touchpoint")
 	fs.StringVar(&opts.FinalTier, "final-tier", "", "only tasks decided by this tier: agent or human")
-	timeFlag := func(name, usage string, t *time.Time) {
-		fs.Func(name, usage+" (RFC 3339, such as 2026-11-23T00:00:00Z)", func(v string) error {
-			parsed, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return errors.New("not an RFC 3339 time")
-			}
-			*t = parsed
-			return nil
-		})
-	}
-	timeFlag("created-after", "only tasks created after this time", &opts.CreatedAfter)
-	timeFlag("created-before", "only tasks created before this time", &opts.CreatedBefore)
+	rfc3339Flag(fs, "created-after", "only tasks created after this time", &opts.CreatedAfter)
+	rfc3339Flag(fs, "created-before", "only tasks created before this time", &opts.CreatedBefore)
 	fs.IntVar(&opts.Limit, "limit", 0, "tasks per page, 1 to 100 (server default 20)")
 	fs.StringVar(&opts.StartingAfter, "starting-after", "", "continue after this task: the last of the page before")
 	all := fs.Bool("all", false, "print every task the filters select, one JSON object a line, reading page after page")
@@ -168,6 +168,48 @@ func runTaskList(ctx context.Context, c *command, p *process, args []string) err
 		}
 	}
 	return nil
+}
+
+// rfc3339Flag defines a flag of fs that sets *t from an RFC 3339 time.
+func rfc3339Flag(fs *flag.FlagSet, name, usage string, t *time.Time) {
+	fs.Func(name, usage+" (RFC 3339, such as 2026-11-23T00:00:00Z)", func(v string) error {
+		parsed, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return errors.New("not an RFC 3339 time")
+		}
+		*t = parsed
+		return nil
+	})
+}
+
+// runTaskCalibration runs `arbiter task calibration`: the account's
+// calibration report as the API answers it.
+func runTaskCalibration(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	var opts client.CalibrationOptions
+	fs.StringVar(&opts.TaskType, "task-type", "", "only tasks with this task type")
+	fs.StringVar(&opts.Source, "source", "", "only tasks with this source")
+	fs.StringVar(&opts.Model, "model", "", "only answers of this verifier model")
+	rfc3339Flag(fs, "created-after", "only tasks created after this time", &opts.CreatedAfter)
+	rfc3339Flag(fs, "created-before", "only tasks created before this time", &opts.CreatedBefore)
+	fs.Float64Var(&opts.TargetErrorRate, "target", 0, "the error rate to recommend a threshold for, between 0 and 1 (server default 0.02)")
+	if err := c.parse(fs, p, args); err != nil {
+		return err
+	}
+	cl, err := taskClient(c, p)
+	if err != nil {
+		return err
+	}
+	report, err := cl.Calibration(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.name, err)
+	}
+	b, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
+	return err
 }
 
 // taskClient returns a client of the server the environment names, with

@@ -353,3 +353,60 @@ func TestRun_TaskList(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_TaskCalibration creates a task with its own audit rate, has it
+// audited against the verifier, and reads the report through the CLI.
+func TestRun_TaskCalibration(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			// No worker in the server: this test answers as the verifier.
+			serverEnv := env(map[string]string{"ARBITER_DATABASE_URL": url})
+			base := serve(t, serverEnv, "--worker=false")
+			key := strings.TrimSpace(runOK(t, serverEnv, "admin", "create-key", "--email", "ops@example.com"))
+			getenv := env(map[string]string{"SVC_BASE_URL": base, "SVC_API_KEY": key})
+			store := dbtest.OpenURL(t, url, db.Options{})
+			account, err := store.FindAccountByEmail(context.Background(), "ops@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve", "--verdict", "reject",
+				"--task-type", "refund", "--audit-rate", "1"))
+			id := task["id"].(string)
+			stored, err := store.FindTaskByID(context.Background(), account.ID, id)
+			if err != nil || stored.AuditRate == nil || *stored.AuditRate != 1 {
+				t.Fatalf("stored audit rate %v, %v", stored, err)
+			}
+			if _, stderr, err := runCmd(getenv, "task", "create", "--prompt", "p", "--verdict", "a", "--audit-rate", "2"); err == nil || !strings.Contains(stderr, "audit_rate") {
+				t.Errorf("--audit-rate 2: %v, %q; want the server's refusal", err, stderr)
+			}
+			verdict, confidence := "approve", 0.97
+			claimed, err := store.ClaimTasks(context.Background(), "cli-test", 10, time.Minute)
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("claimed %d: %v", len(claimed), err)
+			}
+			if err := store.FinishAgentAttempt(context.Background(), "cli-test", id, arbiter.AgentStep{Attempt: arbiter.Attempt{
+				Tier: arbiter.TierAgent, Verdict: &verdict, Confidence: &confidence}, Next: arbiter.StatusCompleted}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.DecideTask(context.Background(), account.ID, id, arbiter.HumanDecision{Verdict: "reject", Reviewer: "r@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			var report struct {
+				N              int `json:"n"`
+				Recommendation struct {
+					TargetErrorRate float64 `json:"target_error_rate"`
+					Message         string  `json:"message"`
+				} `json:"recommendation"`
+			}
+			out := runOK(t, getenv, "task", "calibration", "--task-type", "refund", "--target", "0.05", "--created-after", "2000-01-01T00:00:00Z")
+			if err := json.Unmarshal([]byte(out), &report); err != nil || report.N != 1 || report.Recommendation.TargetErrorRate != 0.05 ||
+				report.Recommendation.Message == "" {
+				t.Errorf("task calibration printed %s (%v)", out, err)
+			}
+			if _, stderr, err := runCmd(getenv, "task", "calibration", "--target", "3"); err == nil || !strings.Contains(stderr, "target_error_rate") {
+				t.Errorf("--target 3: %v, %q; want the server's refusal", err, stderr)
+			}
+		})
+	}
+}

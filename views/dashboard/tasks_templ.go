@@ -719,6 +719,12 @@ func TaskDetail(p layouts.Page, v TaskView) templ.Component {
 							return templ_7745c5c3_Err
 						}
 					}
+					if a.Audit {
+						templ_7745c5c3_Err = components.Badge("slate", "Blind audit: the task keeps the agent's verdict").Render(ctx, templ_7745c5c3_Buffer)
+						if templ_7745c5c3_Err != nil {
+							return templ_7745c5c3_Err
+						}
+					}
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "<span class=\"text-xs text-slate-500\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -739,7 +745,7 @@ func TaskDetail(p layouts.Page, v TaskView) templ.Component {
 						var templ_7745c5c3_Var37 string
 						templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(*a.Error)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/tasks.templ`, Line: 183, Col: 79}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/tasks.templ`, Line: 186, Col: 79}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 						if templ_7745c5c3_Err != nil {
@@ -758,7 +764,7 @@ func TaskDetail(p layouts.Page, v TaskView) templ.Component {
 						var templ_7745c5c3_Var38 string
 						templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(a.Rationale)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/tasks.templ`, Line: 186, Col: 109}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/tasks.templ`, Line: 189, Col: 109}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var38))
 						if templ_7745c5c3_Err != nil {

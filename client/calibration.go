@@ -1,0 +1,156 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// CalibrationOptions select the labelled pairs of a calibration report and
+// its target. Zero fields match every pair.
+type CalibrationOptions struct {
+	// TaskType, Source and Model keep the pairs of tasks with exactly this
+	// label, or whose verifier answer came from this model.
+	TaskType, Source, Model string
+	// CreatedAfter and CreatedBefore keep the pairs of tasks created
+	// strictly between them.
+	CreatedAfter, CreatedBefore time.Time
+	// TargetErrorRate is the error rate the recommendation aims under,
+	// between 0 and 1 (zero: the server's default, 0.02).
+	TargetErrorRate float64
+}
+
+func (o CalibrationOptions) query() string {
+	q := url.Values{}
+	for _, p := range []struct{ name, value string }{{"task_type", o.TaskType}, {"source", o.Source}, {"model", o.Model}} {
+		if p.value != "" {
+			q.Set(p.name, p.value)
+		}
+	}
+	if !o.CreatedAfter.IsZero() {
+		q.Set("created_after", epochString(o.CreatedAfter))
+	}
+	if !o.CreatedBefore.IsZero() {
+		q.Set("created_before", epochString(o.CreatedBefore))
+	}
+	if o.TargetErrorRate != 0 {
+		q.Set("target_error_rate", strconv.FormatFloat(o.TargetErrorRate, 'f', -1, 64))
+	}
+	return q.Encode()
+}
+
+// CalibrationReport is how well the verifier's confidence predicts that a
+// person agrees with it, from the account's labelled pairs: tasks the
+// verifier answered with a confidence that a person then decided, routed
+// below the threshold (weight 1) or audited (weight 1/audit rate). Shares
+// are from 0 to 1; a figure without data is nil. See the README's
+// "Calibration" section for how to read it.
+type CalibrationReport struct {
+	N              int     `json:"n"`
+	Audits         int     `json:"audits"`
+	AuditsDisagree int     `json:"audits_disagree"`
+	Weight         float64 `json:"weight"`
+	// ECE is the expected calibration error, MCE the largest gap of a
+	// bin, Brier the weighted mean squared error of the confidence.
+	ECE            *float64            `json:"ece"`
+	MCE            *float64            `json:"mce"`
+	Brier          *float64            `json:"brier"`
+	Bins           []ReliabilityBin    `json:"bins"`
+	RiskCoverage   []RiskCoveragePoint `json:"risk_coverage"`
+	Recommendation Recommendation      `json:"recommendation"`
+	// Capped is true when only the newest 50,000 pairs were counted.
+	Capped        bool `json:"capped"`
+	AuditsWaiting int  `json:"audits_waiting"`
+	Agreement     []struct {
+		AgentVerdict string  `json:"agent_verdict"`
+		N            int     `json:"n"`
+		Agreement    float64 `json:"agreement"`
+	} `json:"agreement"`
+	Confusion []struct {
+		AgentVerdict string  `json:"agent_verdict"`
+		HumanVerdict string  `json:"human_verdict"`
+		N            int     `json:"n"`
+		Weight       float64 `json:"weight"`
+	} `json:"confusion"`
+	Disagreements []AuditDisagreement `json:"disagreements"`
+}
+
+// ReliabilityBin is one of the reliability diagram's ten confidence bins.
+type ReliabilityBin struct {
+	Lower          float64  `json:"lower"`
+	Upper          float64  `json:"upper"`
+	N              int      `json:"n"`
+	Weight         float64  `json:"weight"`
+	MeanConfidence *float64 `json:"mean_confidence"`
+	Accuracy       *float64 `json:"accuracy"`
+	WilsonLower    *float64 `json:"wilson_lower"`
+	WilsonUpper    *float64 `json:"wilson_upper"`
+}
+
+// RiskCoveragePoint is what a threshold gives: the share of tasks the
+// verifier would decide alone, and the estimated error among them with its
+// upper 95% bound.
+type RiskCoveragePoint struct {
+	Threshold  float64  `json:"threshold"`
+	N          int      `json:"n"`
+	Coverage   float64  `json:"coverage"`
+	ErrorRate  *float64 `json:"error_rate"`
+	ErrorUpper *float64 `json:"error_upper"`
+}
+
+// Recommendation is the lowest threshold whose error's upper bound is
+// under the target, with the share of tasks it automates; or, with
+// Threshold nil, why there is none yet (Message) and about how many more
+// audits would give one (MoreAuditsNeeded, when more would help).
+type Recommendation struct {
+	TargetErrorRate  float64  `json:"target_error_rate"`
+	Threshold        *float64 `json:"threshold"`
+	AutomationRate   *float64 `json:"automation_rate"`
+	ErrorRate        *float64 `json:"error_rate"`
+	ErrorUpper       *float64 `json:"error_upper"`
+	MoreAuditsNeeded *int     `json:"more_audits_needed"`
+	AtThreshold      *float64 `json:"at_threshold"`
+	Message          string   `json:"message"`
+}
+
+// AuditDisagreement is an audit where the person disagreed with the
+// verifier.
+type AuditDisagreement struct {
+	TaskID       string    `json:"task_id"`
+	AgentVerdict string    `json:"agent_verdict"`
+	Confidence   float64   `json:"confidence"`
+	HumanVerdict string    `json:"human_verdict"`
+	LabelledAt   time.Time `json:"-"`
+}
+
+// UnmarshalJSON reads the API's disagreement object.
+func (d *AuditDisagreement) UnmarshalJSON(b []byte) error {
+	type plain AuditDisagreement
+	var w struct {
+		plain
+		LabelledAt epoch `json:"labelled_at"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*d = AuditDisagreement(w.plain)
+	d.LabelledAt = w.LabelledAt.time()
+	return nil
+}
+
+// Calibration reads the account's calibration report. Options the server
+// refuses are an error for which IsInvalid is true.
+func (c *Client) Calibration(ctx context.Context, opts CalibrationOptions) (*CalibrationReport, error) {
+	path := "/v1/calibration"
+	if q := opts.query(); q != "" {
+		path += "?" + q
+	}
+	var r CalibrationReport
+	if err := c.do(ctx, call{method: http.MethodGet, path: path, auth: true}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,231 @@
+package db
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.CalibrationService = (*DB)(nil)
+
+// insertLabelledPairSQL stores a labelled pair; a task makes one at most.
+const insertLabelledPairSQL = `INSERT INTO labelled_pairs (task_id, account_id, task_type, source, model,
+	confidence, bucket, agent_verdict, human_verdict, correct, audit, weight, created_at, labelled_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`
+
+// insertLabelledPair stores, inside tx, the pair a person's attempt h on t
+// makes (arbiter.LabelledPairOf), if it makes one.
+func (d *DB) insertLabelledPair(ctx context.Context, tx *sqlx.Tx, t *arbiter.Task, h arbiter.Attempt) error {
+	p, ok := arbiter.LabelledPairOf(t, h)
+	if !ok {
+		return nil
+	}
+	return d.storeLabelledPair(ctx, tx, p)
+}
+
+// storeLabelledPair inserts p inside tx.
+func (d *DB) storeLabelledPair(ctx context.Context, tx *sqlx.Tx, p arbiter.LabelledPair) error {
+	_, err := tx.ExecContext(ctx, d.rebind(insertLabelledPairSQL), p.TaskID, p.AccountID, p.TaskType, p.Source, p.Model,
+		p.Confidence, p.Bucket(), p.AgentVerdict, p.HumanVerdict, boolInt(p.Correct()), boolInt(p.Audit), p.Weight,
+		int64(p.CreatedAt), int64(p.LabelledAt))
+	if err != nil {
+		return fmt.Errorf("insert labelled pair: %w", err)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// AuditRate returns the account's audit rate. Returns ENOTFOUND for an
+// unknown account.
+func (d *DB) AuditRate(ctx context.Context, accountID string) (_ float64, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var rate float64
+	if err := d.db.GetContext(ctx, &rate, d.rebind(`SELECT audit_rate FROM accounts WHERE id = ?`), accountID); err != nil {
+		return 0, notFound(err, "Account not found.")
+	}
+	return rate, nil
+}
+
+// SetAuditRate sets the account's audit rate. Returns EINVALID for a rate
+// arbiter.CheckAuditRate refuses and ENOTFOUND for an unknown account.
+func (d *DB) SetAuditRate(ctx context.Context, accountID string, rate float64) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := arbiter.CheckAuditRate(rate); err != nil {
+		return err
+	}
+	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE accounts SET audit_rate = ? WHERE id = ?`), rate, accountID)
+	if err != nil {
+		return fmt.Errorf("set audit rate: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set audit rate: %w", err)
+	} else if n == 0 {
+		return arbiter.Errorf(arbiter.ENOTFOUND, "Account not found.")
+	}
+	return nil
+}
+
+// maxCalibrationGroups bounds the groups the report's one scan returns:
+// every confidence bucket for each of the confusion table's cells.
+const maxCalibrationGroups = 101 * arbiter.MaxConfusionCells
+
+// CalibrationData reads what a calibration report needs, in one read
+// transaction: the pairs f selects, at most MaxCalibrationPairs of them
+// (Options.MaxCalibrationPairs)
+// (the newest by the task's creation, read along the index), summed in SQL
+// by confidence bucket and verdicts in one scan, then by bucket and by
+// verdicts here; the latest audit disagreements among them; and the
+// account's waiting audits.
+func (d *DB) CalibrationData(ctx context.Context, accountID string, f arbiter.CalibrationFilter) (_ arbiter.CalibrationData, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	where, args := calibrationWhere(accountID, f)
+	// with returns args and then extra, in a slice of its own.
+	with := func(extra ...any) []any { return append(slices.Clip(args), extra...) }
+
+	var out arbiter.CalibrationData
+	err = d.transactRead(ctx, func(tx *sqlx.Tx) error {
+		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
+			SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),
+			SUM(weight * (confidence - correct) * (confidence - correct))
+			FROM (SELECT bucket, agent_verdict, human_verdict, audit, correct, weight, confidence FROM labelled_pairs
+				WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+			GROUP BY bucket, agent_verdict, human_verdict LIMIT ?`), with(d.calibrationCap, maxCalibrationGroups)...)
+		if err != nil {
+			return fmt.Errorf("sum labelled pairs: %w", err)
+		}
+		defer rows.Close()
+		buckets := map[int]*arbiter.ConfidenceBucket{}
+		cells := map[[2]string]*arbiter.VerdictAgreement{}
+		n := 0
+		for rows.Next() {
+			var g arbiter.ConfidenceBucket
+			var agent, human string
+			if err := rows.Scan(&g.Bucket, &agent, &human, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect,
+				&g.WConfidence, &g.WSquaredError); err != nil {
+				return fmt.Errorf("sum labelled pairs: %w", err)
+			}
+			n += g.N
+			if b := buckets[g.Bucket]; b == nil {
+				buckets[g.Bucket] = &g
+			} else {
+				b.N, b.Audits, b.AuditsDisagree = b.N+g.N, b.Audits+g.Audits, b.AuditsDisagree+g.AuditsDisagree
+				b.W, b.W2, b.WCorrect = b.W+g.W, b.W2+g.W2, b.WCorrect+g.WCorrect
+				b.WConfidence, b.WSquaredError = b.WConfidence+g.WConfidence, b.WSquaredError+g.WSquaredError
+			}
+			key := [2]string{agent, human}
+			if c := cells[key]; c == nil {
+				cells[key] = &arbiter.VerdictAgreement{AgentVerdict: agent, HumanVerdict: human, N: g.N, Weight: g.W}
+			} else {
+				c.N, c.Weight = c.N+g.N, c.Weight+g.W
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sum labelled pairs: %w", err)
+		}
+		rows.Close()
+		out.Capped = n >= d.calibrationCap
+		for _, k := range slices.Sorted(maps.Keys(buckets)) {
+			out.Buckets = append(out.Buckets, *buckets[k])
+		}
+		for _, c := range cells {
+			out.Confusion = append(out.Confusion, *c)
+		}
+		slices.SortFunc(out.Confusion, func(a, b arbiter.VerdictAgreement) int {
+			if a.N != b.N {
+				return b.N - a.N
+			}
+			return cmp.Or(strings.Compare(a.AgentVerdict, b.AgentVerdict), strings.Compare(a.HumanVerdict, b.HumanVerdict))
+		})
+		if len(out.Confusion) > arbiter.MaxConfusionCells {
+			out.Confusion = out.Confusion[:arbiter.MaxConfusionCells]
+		}
+
+		rows, err = tx.QueryContext(ctx, d.rebind(`SELECT task_id, agent_verdict, confidence, human_verdict, labelled_at
+			FROM labelled_pairs WHERE `+where+` AND audit = 1 AND correct = 0
+			ORDER BY labelled_at DESC, task_id DESC LIMIT ?`), with(arbiter.MaxListedDisagreements)...)
+		if err != nil {
+			return fmt.Errorf("audit disagreements: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a arbiter.AuditDisagreement
+			if err := rows.Scan(&a.TaskID, &a.AgentVerdict, &a.Confidence, &a.HumanVerdict, &a.LabelledAt); err != nil {
+				return fmt.Errorf("audit disagreements: %w", err)
+			}
+			out.Disagreements = append(out.Disagreements, a)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("audit disagreements: %w", err)
+		}
+
+		if err := tx.GetContext(ctx, &out.AuditsWaiting, d.rebind(`SELECT count(*) FROM tasks
+			WHERE account_id = ? AND audit_state = ?`), accountID, arbiter.AuditStateWaiting); err != nil {
+			return fmt.Errorf("count waiting audits: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// calibrationWhere returns the WHERE clause of the pairs f selects for the
+// account, and its arguments.
+func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []any) {
+	where := []string{"account_id = ?"}
+	args := []any{accountID}
+	for _, eq := range []struct{ column, value string }{
+		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model},
+	} {
+		if eq.value != "" {
+			where = append(where, eq.column+" = ?")
+			args = append(args, eq.value)
+		}
+	}
+	if f.CreatedAfter != nil {
+		where = append(where, "created_at > ?")
+		args = append(args, int64(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		where = append(where, "created_at < ?")
+		args = append(args, int64(*f.CreatedBefore))
+	}
+	return strings.Join(where, " AND "), args
+}
+
+// transactRead runs fn in a read-only transaction, so that its reads see
+// one snapshot: deferred on SQLite, where it takes no write lock, and
+// READ ONLY, REPEATABLE READ on Postgres.
+func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := d.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: d.snapshotIsolation()})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// snapshotIsolation is the isolation level under which a transaction's
+// reads share one snapshot: repeatable read on Postgres; SQLite's default
+// already does.
+func (d *DB) snapshotIsolation() sql.IsolationLevel {
+	if d.dialect == Postgres {
+		return sql.LevelRepeatableRead
+	}
+	return sql.LevelDefault
+}

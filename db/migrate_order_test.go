@@ -1,0 +1,28 @@
+package db_test
+
+import (
+	"testing"
+
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// TestMigrate_AppliesAMigrationThatLandedLate opens a store that has every
+// migration but 00011, as a store migrated before 00011 landed on top of
+// later ones would be: migrating applies it instead of refusing to start.
+func TestMigrate_AppliesAMigrationThatLandedLate(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		if err := d.UndoMigrationForTest(ctx, 11); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.AuditRate(ctx, "acct_demo"); err == nil {
+			t.Fatal("the audit rate is still there after undoing 00011")
+		}
+		if err := d.Migrate(ctx); err != nil {
+			t.Fatalf("migrating a store that misses 00011: %v", err)
+		}
+		if _, err := d.AuditRate(ctx, "acct_demo"); err != nil {
+			t.Errorf("00011 was not applied: %v", err)
+		}
+	})
+}

@@ -1,0 +1,392 @@
+package web_test
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/openapi/openapitest"
+)
+
+// The agent's answer on the audited task: every part of it is a string
+// found nowhere else on the desk, so the page can be searched for it.
+const (
+	agentVerdict   = "grant_refund"
+	agentRationale = "The parcel tracking shows a late delivery (agent rationale)."
+	agentModel     = "model-xyz-7"
+)
+
+// auditedTask creates a task of email's account with its own audit rate of
+// 1 and completes it as the agent would, at confidence 0.93: it waits in the
+// review queue as a blind audit.
+func auditedTask(t *testing.T, store *db.DB, email string) *arbiter.Task {
+	t.Helper()
+	acct, err := store.FindOrCreateAccountByEmail(ctx, email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := 1.0
+	task, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund order ord_77 for a late parcel?",
+		AllowedVerdicts: []string{agentVerdict, "deny_refund"}, ConfidenceThreshold: 0.8, TaskType: "refund",
+		Touchpoint: "email", Source: "support-bot", AuditRate: &one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := store.ClaimTasks(ctx, "wrk_audit", 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		verdict, confidence, model := agentVerdict, 0.93, agentModel
+		if err := store.FinishAgentAttempt(ctx, "wrk_audit", c.ID, arbiter.AgentStep{
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Verdict: &verdict, Confidence: &confidence,
+				Model: &model, Rationale: agentRationale},
+			Next: arbiter.StatusCompleted,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := store.FindTaskByID(ctx, acct.ID, task.ID)
+	if err != nil || !got.AuditWaiting() {
+		t.Fatalf("the task is not waiting for its audit: %+v, %v", got, err)
+	}
+	return got
+}
+
+// verdictFormRE matches the desk's verdict form, whose buttons name every
+// allowed verdict, the agent's among them.
+var verdictFormRE = regexp.MustCompile(`(?s)<form[^>]*data-testid="verdict-form".*?</form>`)
+
+// wantBlind fails the test when the desk's HTML shows anything of the
+// agent's answer: its verdict (outside the verdict buttons), confidence,
+// rationale or model.
+func wantBlind(t *testing.T, page string) {
+	t.Helper()
+	if !strings.Contains(page, `data-testid="audit-banner"`) || !verdictFormRE.MatchString(page) {
+		t.Fatalf("not an audit desk with a verdict form:\n%.3000s", page)
+	}
+	form := verdictFormRE.FindString(page)
+	if strings.Count(form, agentVerdict) != 2 { // the button's value and its label
+		t.Errorf("the verdict form names %s %d times, want 2 (value and label)", agentVerdict, strings.Count(form, agentVerdict))
+	}
+	rest := verdictFormRE.ReplaceAllString(page, "")
+	for _, leak := range []string{agentVerdict, "93%", "0.93", agentRationale, "agent rationale", agentModel,
+		`data-testid="attempts"`, "What the verifier said", "was already decided by", `data-testid="decided"`} {
+		if strings.Contains(rest, leak) {
+			i := strings.Index(rest, leak)
+			t.Errorf("the audit desk shows %q: …%s…", leak, rest[max(0, i-200):min(len(rest), i+200)])
+		}
+	}
+}
+
+func TestReview_AuditIsBlindAndLeavesTheTask(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		task := auditedTask(t, d.store, "alice@example.com")
+		first := humanTask(t, d.store, "alice@example.com", "Refund order ord_1 first?", `{"n":1}`)
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+
+		// The queue lists it, marked.
+		r := alice.get("/review")
+		wantStatus(t, r, http.StatusOK)
+		if strings.Count(r.body, `data-testid="queue-item"`) != 2 || strings.Count(r.body, `data-testid="audit-badge"`) != 1 {
+			t.Errorf("the queue does not list the audit, marked:\n%.3000s", r.body)
+		}
+
+		// Its page, whole, and in place after a decision on the other
+		// task (htmx), shows nothing of the agent's answer.
+		r = alice.get("/review/tasks/" + task.ID)
+		wantStatus(t, r, http.StatusOK)
+		wantBlind(t, r.body)
+		r = alice.do("POST", "/review/tasks/"+first.ID, url.Values{"verdict": {"approve"}}, map[string]string{"HX-Request": "true"})
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-task-id="`+task.ID+`"`) {
+			t.Fatalf("the next desk is not the audit, the one task left:\n%.2000s", r.body)
+		}
+		wantBlind(t, r.body)
+
+		// The answer disagrees; the task keeps the agent's verdict.
+		r = alice.post("/review/tasks/"+task.ID, url.Values{"verdict": {"deny_refund"}, "rationale": {"Policy says no."}})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("answering the audit: %d\n%.2000s", r.status, r.body)
+		}
+		after, _ := d.store.FindTaskByID(ctx, acct.ID, task.ID)
+		if after.Status != arbiter.StatusCompleted || *after.FinalVerdict != agentVerdict || *after.FinalTier != arbiter.TierAgent ||
+			*after.FinalConfidence != 0.93 || *after.CompletedAt != *task.CompletedAt {
+			t.Errorf("the audit changed the task: %+v", after)
+		}
+		last := after.Attempts[len(after.Attempts)-1]
+		if !last.Audit || last.Tier != arbiter.TierHuman || *last.Verdict != "deny_refund" {
+			t.Errorf("the last attempt is %+v, want the audit's", last)
+		}
+		// Answered, it is no longer blind, nor in the queue.
+		if r := alice.get("/review/count"); strings.TrimSpace(r.body) != "" {
+			t.Errorf("the badge says %q, want nothing", r.body)
+		}
+
+		// The report flags the disagreement, linking the task.
+		r = alice.get("/calibration")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="disagreements"`) || !strings.Contains(r.body, `href="/tasks/`+task.ID+`"`) {
+			t.Errorf("the report does not flag the audit:\n%.4000s", r.body)
+		}
+	})
+}
+
+// svgRE finds the charts of a page.
+var svgRE = regexp.MustCompile(`(?s)<svg .*?</svg>`)
+
+// wantWellFormed fails the test unless each chart of the page is
+// well-formed XML, and returns how many there are.
+func wantWellFormed(t *testing.T, page string) int {
+	t.Helper()
+	charts := svgRE.FindAllString(page, -1)
+	for _, chart := range charts {
+		dec := xml.NewDecoder(strings.NewReader(chart))
+		dec.Strict = true
+		depth, root := 0, ""
+		for {
+			tok, err := dec.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("a chart is not well-formed XML: %v\n%s", err, chart)
+			}
+			switch el := tok.(type) {
+			case xml.StartElement:
+				if depth == 0 {
+					root = el.Name.Local
+				}
+				depth++
+			case xml.EndElement:
+				depth--
+			}
+		}
+		if depth != 0 || root != "svg" {
+			t.Errorf("a chart ends at depth %d with root %q", depth, root)
+		}
+	}
+	return len(charts)
+}
+
+// labelledHistory makes n labelled pairs for the account through the real
+// flow: tasks with an audit rate of 1, answered by the agent at confidences
+// from 0.5 to 0.99 (routed below 0.8, audited above), then decided by a
+// person, who disagrees with one in forty.
+func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
+	t.Helper()
+	one := 1.0
+	confidence := map[string]float64{}
+	human := map[string]string{}
+	for i := 0; i < n; i += arbiter.MaxBatchTasks {
+		var creates []arbiter.TaskCreate
+		for j := i; j < min(n, i+arbiter.MaxBatchTasks); j++ {
+			creates = append(creates, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "chat", AuditRate: &one})
+		}
+		created, err := store.CreateTasks(ctx, accountID, creates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, c := range created {
+			confidence[c.Task.ID] = 0.5 + float64((i+k)%50)/100
+			human[c.Task.ID] = "approve"
+			if (i+k)%40 == 0 {
+				human[c.Task.ID] = "reject"
+			}
+		}
+	}
+	for {
+		claimed, err := store.ClaimTasks(ctx, "wrk_history", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) == 0 {
+			break
+		}
+		for _, c := range claimed {
+			verdict, conf, model := "approve", confidence[c.ID], "m1"
+			step := arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Verdict: &verdict, Confidence: &conf, Model: &model},
+				Next: arbiter.StatusCompleted}
+			if conf < 0.8 {
+				step.Next = arbiter.StatusHumanNeeded
+			}
+			if err := store.FinishAgentAttempt(ctx, "wrk_history", c.ID, step); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for id, verdict := range human {
+		if _, err := store.DecideTask(ctx, accountID, id, arbiter.HumanDecision{Verdict: verdict, Reviewer: "r@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		other, _ := d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
+		labelledHistory(t, d.store, acct.ID, 400)
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, otherKey, _ := d.store.CreateAPIKey(ctx, other.ID, "k", arbiter.Actor{Email: "bob@example.com"})
+
+		getAPI := func(key, query string) (int, map[string]any) {
+			t.Helper()
+			req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+			var out map[string]any
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			return res.StatusCode, out
+		}
+		status, report := getAPI(key, "task_type=refund&target_error_rate=0.05")
+		if status != http.StatusOK || report["n"] != 400.0 {
+			t.Fatalf("GET /v1/calibration = %d %v", status, report)
+		}
+		rec := report["recommendation"].(map[string]any)
+
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/calibration?task_type=refund&target_error_rate=5%25")
+		wantStatus(t, r, http.StatusOK)
+		if n := wantWellFormed(t, r.body); n != 2 {
+			t.Errorf("the page has %d charts, want the reliability diagram and the risk–coverage curve", n)
+		}
+		for _, want := range []string{`data-testid="reliability"`, `data-testid="risk-coverage"`, `>400<`, rec["message"].(string)} {
+			if !strings.Contains(r.body, strings.ReplaceAll(want, "'", "&#39;")) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		if th, ok := rec["threshold"].(float64); !ok || !strings.Contains(r.body, `data-testid="recommended-threshold">`+strconv.FormatFloat(th, 'f', 2, 64)+`<`) {
+			t.Errorf("the page does not recommend the API's threshold %v", rec["threshold"])
+		}
+
+		// Another account sees none of it; bad queries are 400 in both.
+		if status, report := getAPI(otherKey, ""); status != http.StatusOK || report["n"] != 0.0 {
+			t.Errorf("another account's report: %d %v", status, report)
+		}
+		for _, q := range []string{"target_error_rate=2", "bogus=1", "created_after=yesterday"} {
+			if status, body := getAPI(key, q); status != http.StatusBadRequest || body["error"] == "" {
+				t.Errorf("GET /v1/calibration?%s = %d %v, want 400", q, status, body)
+			}
+			if r := alice.get("/calibration?" + q); r.status != http.StatusBadRequest {
+				t.Errorf("/calibration?%s = %d, want 400", q, r.status)
+			}
+		}
+		// An empty form field is left out, as the form sends it.
+		if r := alice.get("/calibration?task_type=&source=&model=&created_after=&target_error_rate=2%25"); r.status != http.StatusOK {
+			t.Errorf("the empty form: %d", r.status)
+		}
+	})
+}
+
+func TestSettings_AuditRate(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		r := alice.get("/settings/audit")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `value="0"`) {
+			t.Errorf("the form does not show 0:\n%.2000s", r.body)
+		}
+		r = alice.post("/settings/audit", url.Values{"audit_rate": {"5"}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/audit?saved=1" {
+			t.Fatalf("saving: %d %q", r.status, r.header.Get("Location"))
+		}
+		if rate, _ := d.store.AuditRate(ctx, acct.ID); rate != 0.05 {
+			t.Errorf("the rate is %v, want 0.05", rate)
+		}
+		r = alice.follow(r)
+		if !strings.Contains(r.body, "Saved: 5%") || !strings.Contains(r.body, `value="5"`) {
+			t.Errorf("after saving:\n%.2000s", r.body)
+		}
+		for _, bad := range []string{"abc", "150", "-1", "", "1e2"} {
+			r := alice.post("/settings/audit", url.Values{"audit_rate": {bad}})
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="settings-error"`) {
+				t.Errorf("audit_rate %q: %d", bad, r.status)
+			}
+		}
+		if rate, _ := d.store.AuditRate(ctx, acct.ID); rate != 0.05 {
+			t.Errorf("a refused rate changed it to %v", rate)
+		}
+		// Signed out, the page and the form lead to sign-in.
+		if r := d.browser().post("/settings/audit", url.Values{"audit_rate": {"50"}}); r.status == http.StatusSeeOther && r.header.Get("Location") == "/settings/audit?saved=1" {
+			t.Error("a visitor changed the rate")
+		}
+		if rate, _ := d.store.AuditRate(ctx, acct.ID); rate != 0.05 {
+			t.Errorf("a visitor changed it to %v", rate)
+		}
+	})
+}
+
+func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		visitor := d.browser()
+		r := visitor.follow(visitor.get("/review/demo"))
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `href="/review/demo/calibration"`) {
+			t.Errorf("the demo desk does not link to the report")
+		}
+		r = visitor.get("/review/demo/calibration")
+		wantStatus(t, r, http.StatusOK)
+		if wantWellFormed(t, r.body) != 2 || !strings.Contains(r.body, `data-testid="recommended-threshold"`) {
+			t.Errorf("the demo report has no charts or no recommendation:\n%.3000s", r.body)
+		}
+		if strings.Contains(r.body, `href="/tasks/`) {
+			t.Error("the demo report links to dashboard task pages")
+		}
+	})
+}
+
+func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("owner@example.com")
+		status, _, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"audit_rate":0.5}`)
+		if status != http.StatusOK {
+			t.Fatalf("%d %s", status, b)
+		}
+		var task struct{ ID string }
+		_ = json.Unmarshal(b, &task)
+		acct, _ := a.store.FindAccountByEmail(ctx, "owner@example.com")
+		stored, _ := a.store.FindTaskByID(ctx, acct.ID, task.ID)
+		if stored.AuditRate == nil || *stored.AuditRate != 0.5 {
+			t.Errorf("stored audit rate %v", stored.AuditRate)
+		}
+		for _, body := range []string{
+			`{"prompt":"p","allowed_verdicts":["a"],"audit_rate":1.5}`,
+			`{"prompt":"p","allowed_verdicts":["a"],"audit_rate":"half"}`,
+		} {
+			if status, _, b := a.do("POST", "/v1/tasks", key, body); status != http.StatusBadRequest || !strings.Contains(string(b), "audit_rate") {
+				t.Errorf("%s: %d %s", body, status, b)
+			}
+		}
+		status, _, b = a.do("POST", "/v1/tasks/batch", key, `{"tasks":[{"prompt":"p","allowed_verdicts":["a"],"audit_rate":0.25},{"prompt":"q","allowed_verdicts":["a"],"audit_rate":7}]}`)
+		if status != http.StatusOK || !strings.Contains(string(b), "audit_rate") {
+			t.Errorf("batch: %d %s", status, b)
+		}
+	})
+}
