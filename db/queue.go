@@ -354,9 +354,11 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 // reviewer disagrees with the agent), the audit log's line, and the end of
 // the audit. The task's status and final fields stay as the agent set them.
 func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt) (queued bool, err error) {
-	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?
-		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?`),
-		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting)
+	// As for a decision, a reviewer answers only an audit nobody else holds.
+	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
+		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?
+		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
+		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting, dec.ReviewerID, dec.ReviewerID)
 	if err != nil {
 		return false, fmt.Errorf("answer audit: %w", err)
 	}
@@ -368,6 +370,10 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 			return false, err
 		} else if _, err := dec.Attempt(t, a.StartedAt); err != nil {
 			return false, err
+		} else if r, err := d.findReservation(ctx, tx, t.AccountID, t.ID); err != nil {
+			return false, err
+		} else if r != nil && r.PersonID != dec.ReviewerID {
+			return false, arbiter.ReservedByOtherError(r)
 		}
 		return false, arbiter.Errorf(arbiter.ECONFLICT, "The audit of this task was already answered by another reviewer.")
 	}

@@ -45,13 +45,15 @@ func (d *DB) findReservation(ctx context.Context, q sqlx.QueryerContext, account
 		holder, who sql.NullString
 		until       sql.NullInt64
 	)
-	err := q.QueryRowxContext(ctx, d.rebind(`SELECT t.status, t.reserved_by, t.reserved_until, p.email
+	var audit string
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT t.status, COALESCE(t.audit_state, ''), t.reserved_by, t.reserved_until, p.email
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by WHERE t.id = ? AND t.account_id = ?`), taskID, accountID).
-		Scan(&status, &holder, &until, &who)
+		Scan(&status, &audit, &holder, &until, &who)
 	if err != nil {
 		return nil, notFound(err, errTaskNotFound.Message)
 	}
-	if status != arbiter.StatusHumanNeeded || !holder.Valid {
+	inQueue := (&arbiter.Task{Status: status, AuditState: audit}).InReviewQueue()
+	if !inQueue || !holder.Valid {
 		return nil, nil
 	}
 	return &arbiter.Reservation{TaskID: taskID, PersonID: holder.String, Email: who.String, Until: arbiter.Timestamp(until.Int64)}, nil
@@ -72,7 +74,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 			return err
 		}
 		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
-			WHERE id = ? AND account_id = ? AND status = 'human_needed'
+			WHERE id = ? AND account_id = ? AND `+inReviewQueue+`
 			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
 			personID, accountID, taskID, accountID, personID)
 		if err != nil {
@@ -171,11 +173,11 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		// order they were skipped (a session skips few).
 		for _, pick := range []string{
 			`SELECT t.id FROM tasks t
-				WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + `
+				WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
 				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
 				ORDER BY t.created_at, t.id LIMIT 1` + lock,
 			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
-				WHERE t.account_id = ? AND t.status = 'human_needed' AND ` + d.freeFor() + ` AND k.session_id = ?
+				WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
 		} {
 			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`

@@ -236,8 +236,8 @@ func TestDashboard_OnAPhone(t *testing.T) {
 			t.Errorf("at 390 px, %d of %d %s are hidden or off-screen: %q", len(p.Outside), p.Count, sel, p.Outside)
 		}
 	}
-	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('nav[aria-label=Main] a').length`)); n != 10 {
-		t.Errorf("the navigation has %d entries, want 10", n)
+	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('nav[aria-label=Main] a').length`)); n != 9 {
+		t.Errorf("the navigation has %d entries, want 9", n)
 	}
 	do(t, bctx, "revoke the key on a phone",
 		chromedp.Click(css(`[data-testid=revoke-link]`)),

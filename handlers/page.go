@@ -186,16 +186,15 @@ func PageOf(r *http.Request, title, active string) layouts.Page {
 // navActions says which action each navigation entry needs: an entry is
 // shown to the members whose role may do it.
 var navActions = map[string]arbiter.Action{
-	"home":        arbiter.ActionViewOverview,
-	"tasks":       arbiter.ActionViewTasks,
-	"keys":        arbiter.ActionManageKeys,
-	"members":     arbiter.ActionManageMembers,
-	"settings":    arbiter.ActionManageSettings,
-	"webhooks":    arbiter.ActionManageWebhooks,
-	"audit":       arbiter.ActionViewAudit,
-	"calibration": arbiter.ActionViewCalibration,
-	"review":      arbiter.ActionReview,
-	"stats":       arbiter.ActionViewStats,
+	"home":     arbiter.ActionViewOverview,
+	"tasks":    arbiter.ActionViewTasks,
+	"keys":     arbiter.ActionManageKeys,
+	"members":  arbiter.ActionManageMembers,
+	"settings": arbiter.ActionManageSettings,
+	"webhooks": arbiter.ActionManageWebhooks,
+	"audit":    arbiter.ActionViewAudit,
+	"review":   arbiter.ActionReview,
+	"stats":    arbiter.ActionViewStats,
 }
 
 // Render writes c as HTML with the status. Pages show account data, so

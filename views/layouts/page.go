@@ -9,7 +9,7 @@ type Page struct {
 	// which hides the navigation and the sign-out button.
 	Email string
 	// Active is the navigation entry to highlight: "home", "tasks",
-	// "keys", "members", "settings", "webhooks", "audit", "calibration", "review" or
+	// "keys", "members", "settings", "webhooks", "audit", "calibration" (no entry: linked from the overview), "review" or
 	// "stats".
 	Active string
 	// ReviewURL is the reviewer site's address, for the navigation.
@@ -118,7 +118,6 @@ func (p Page) nav() []navItem {
 		{"settings", "Settings", "/settings"},
 		{"webhooks", "Webhooks", "/webhooks"},
 		{"audit", "Audit log", "/audit"},
-		{"calibration", "Calibration", "/calibration"},
 		{"review", "Review queue", review},
 		{"stats", "Desk stats", review + "/stats"},
 	}
