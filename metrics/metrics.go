@@ -1,14 +1,14 @@
 // Package metrics exposes Arbiter's Prometheus metrics: requests by route
 // and status, tasks created, tasks waiting by status, the worker's claims
-// and verifier calls, and the API key cache. `arbiter serve` and `arbiter
+// and verifier calls, webhook deliveries and their failures, and the API
+// key cache. `arbiter serve` and `arbiter
 // worker` serve them on their own listener (ARBITER_METRICS_ADDR), never
 // on the public one.
 //
 // The metrics are fed through small hooks (web.Router.Metrics,
-// web.KeyChecker.Observe, worker.Config.Observer), so those packages do not
-// import Prometheus. Webhook deliveries get their metrics here too: add
-// their collectors to Metrics and a hook on the delivery worker in the same
-// way.
+// web.KeyChecker.Observe, worker.Config.Observer,
+// worker.WebhookConfig.Observer), so those packages do not import
+// Prometheus.
 package metrics
 
 import (
@@ -39,6 +39,9 @@ type Metrics struct {
 	verifier        *prometheus.HistogramVec
 	verifierErrors  *prometheus.CounterVec
 	keyChecks       *prometheus.CounterVec
+	webhookAttempts *prometheus.HistogramVec
+	webhookFailures *prometheus.CounterVec
+	webhooks        prometheus.Observer
 }
 
 // New returns the metrics, registered.
@@ -83,13 +86,27 @@ func New() *Metrics {
 			Name: "arbiter_key_checks_total",
 			Help: "API key checks of well-formed keys, by whether the key cache answered (hit) or the store (miss).",
 		}, []string{"cache"}),
+		webhookAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "arbiter_webhook_delivery_duration_seconds",
+			Help:    "Time of a webhook delivery attempt, to its answer or its failure, by outcome (delivered or failed).",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 15},
+		}, []string{"outcome"}),
+		webhookFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "arbiter_webhook_delivery_failures_total",
+			Help: "Webhook delivery attempts that failed (no 2xx answer), by whether they failed the message for good (final=true) or left it to a retry.",
+		}, []string{"final"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.tasksCreated, m.tasksOpen, m.claimed, m.claims,
-		m.verifier, m.verifierErrors, m.keyChecks,
+		m.verifier, m.verifierErrors, m.keyChecks, m.webhookAttempts, m.webhookFailures,
 	)
+	m.webhooks = m.webhookAttempts.WithLabelValues("delivered")
+	// The series exist from the start, so a rate over them is 0, not
+	// absent, before the first failure.
+	m.webhookFailures.WithLabelValues("false")
+	m.webhookFailures.WithLabelValues("true")
 	return m
 }
 
@@ -128,6 +145,17 @@ func (m *Metrics) Verified(d time.Duration, err error) {
 		m.verifierErrors.WithLabelValues(arbiter.VerifierFailureReason(err)).Inc()
 	}
 	m.verifier.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// WebhookAttempted records a webhook delivery attempt that took d and
+// delivered its message, or failed (for good when failed).
+func (m *Metrics) WebhookAttempted(d time.Duration, delivered, failed bool) {
+	if delivered {
+		m.webhooks.Observe(d.Seconds())
+		return
+	}
+	m.webhookAttempts.WithLabelValues("failed").Observe(d.Seconds())
+	m.webhookFailures.WithLabelValues(strconv.FormatBool(failed)).Inc()
 }
 
 // KeyChecked records a key check answered from the cache (cached) or

@@ -38,6 +38,8 @@ type WebhookConfig struct {
 	Mailer arbiter.WebhookMailer
 	// Logger receives claim and record failures (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, when set, is told of each attempt.
+	Observer WebhookObserver
 	// Now stamps attempts and webhook-timestamp and schedules retries
 	// (default time.Now); give the store the same clock.
 	Now arbiter.Clock
@@ -59,6 +61,16 @@ type WebhookConfig struct {
 	// arbiter.WebhookRetention are deleted (default 1h; the first time at
 	// start).
 	PruneEvery time.Duration
+}
+
+// WebhookObserver receives what a Deliverer does, for metrics
+// (metrics.Metrics implements it).
+type WebhookObserver interface {
+	// WebhookAttempted is called after each attempt with the time it
+	// took to answer (or fail), whether it delivered the message, and
+	// whether it failed the message for good (its schedule ran out, or
+	// its endpoint is gone).
+	WebhookAttempted(d time.Duration, delivered, failed bool)
 }
 
 // Defaults of WebhookConfig.
@@ -226,6 +238,9 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 	now := d.cfg.Now()
 	a, retryAfter := d.send(ctx, del, now)
 	step := arbiter.NextWebhookStep(a, m.Attempts+1, m.EndpointID != "", retryAfter, now, d.cfg.Jitter())
+	if d.cfg.Observer != nil {
+		d.cfg.Observer.WebhookAttempted(a.Latency, step.Status == arbiter.WebhookDelivered, step.Status == arbiter.WebhookFailed)
+	}
 	done := make(chan arbiter.WebhookRecorded, 1)
 	d.records <- record{WebhookRecord: arbiter.WebhookRecord{MessageID: m.ID, Step: step}, done: done}
 	out := <-done

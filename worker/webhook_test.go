@@ -457,15 +457,43 @@ func TestDeliverer_RetriesOnTheScheduleWithOneWebhookID(t *testing.T) {
 	}
 }
 
+// attemptLog is a WebhookObserver that keeps what it was told, as
+// "delivered" or "failed" or "failed for good".
+type attemptLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *attemptLog) WebhookAttempted(_ time.Duration, delivered, failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case delivered:
+		l.seen = append(l.seen, "delivered")
+	case failed:
+		l.seen = append(l.seen, "failed for good")
+	default:
+		l.seen = append(l.seen, "failed")
+	}
+}
+
+func (l *attemptLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.seen...)
+}
+
 // TestDeliverer_GoneDisablesTheEndpoint: a 410 fails the message at once,
-// disables the endpoint and tells its owner; later events wait.
+// disables the endpoint and tells its owner; later events wait. The
+// observer hears of one attempt that failed the message for good.
 func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 		accountID, _ := createTask(t, store, "a@example.com")
 		e := newEndpoint(t, store, accountID, r.srv.URL)
 		mail := &sentMail{}
-		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Mailer = mail })
+		attempts := &attemptLog{}
+		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Mailer, c.Observer = mail, attempts })
 		m, err := store.SendWebhookPing(ctx, accountID, e.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -486,6 +514,9 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 		}
 		if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+e.ID+" gone" {
 			t.Errorf("mail sent: %v", sent)
+		}
+		if seen := attempts.list(); len(seen) != 1 || seen[0] != "failed for good" {
+			t.Errorf("the observer heard %v, want one attempt that failed for good", seen)
 		}
 		// A disabled endpoint gets no task events.
 		_, taskID := createTask(t, store, "a@example.com")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,15 +67,27 @@ func sample(families map[string]*dto.MetricFamily, name string, labels map[strin
 // TestRun_Metrics: with ARBITER_METRICS_ADDR, serve answers /metrics on
 // that listener alone, in the Prometheus text format: requests by route
 // pattern (never an id) and status, tasks created, the worker's claims and
-// verifier calls, key checks by cache outcome, and the open tasks' gauge.
+// verifier calls, key checks by cache outcome, webhook deliveries and
+// failed deliveries, and the open tasks' gauge.
 func TestRun_Metrics(t *testing.T) {
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
+	// The tasks' callbacks: /ok takes its message, /fail answers 500 (the
+	// message is retried in seconds, after the test).
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(receiver.Close)
 	getenv := env(map[string]string{
-		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
-		"ARBITER_AGENT":        "rules",
-		"ARBITER_AGENT_RULES":  rules,
-		"ARBITER_METRICS_ADDR": "127.0.0.1:0",
+		"ARBITER_DATABASE_URL":          "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
+		"ARBITER_AGENT":                 "rules",
+		"ARBITER_AGENT_RULES":           rules,
+		"ARBITER_METRICS_ADDR":          "127.0.0.1:0",
+		"ARBITER_WEBHOOK_ALLOW_PRIVATE": "1",
 	})
 	base, logs := serveWithLogs(t, getenv)
 	m := regexp.MustCompile(`msg="metrics listening; keep it off public networks" addr=(\S+)`).FindStringSubmatch(logs.String())
@@ -84,8 +97,12 @@ func TestRun_Metrics(t *testing.T) {
 	metricsURL := "http://" + m[1] + "/metrics"
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 
-	_, small := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20}}`)
-	_, large := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500}}`)
+	// The small one is completed and its callback delivered; the large one
+	// goes to a person and its callback fails.
+	_, small := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20},
+		"callback_url":"`+receiver.URL+`/ok"}`)
+	_, large := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500},
+		"callback_url":"`+receiver.URL+`/fail"}`)
 	status, _ := apiCall(t, "POST", base+"/v1/tasks/batch", key, `{"tasks":[
 		{"prompt":"a","allowed_verdicts":["approve"],"context":{"amount":1}},
 		{"prompt":"b","allowed_verdicts":["approve"],"context":{"amount":2}}]}`)
@@ -98,15 +115,19 @@ func TestRun_Metrics(t *testing.T) {
 		t.Fatalf("unknown task = %d", status)
 	}
 
-	// The worker records its calls after they finish; wait for all four.
+	// The worker records its calls after they finish, and the deliverer
+	// its attempts; wait for all four calls and both attempts.
 	var families map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		families = scrape(t, metricsURL)
-		if n, _ := sample(families, "arbiter_verifier_duration_seconds", map[string]string{"outcome": "ok"}); n >= 4 {
+		verified, _ := sample(families, "arbiter_verifier_duration_seconds", map[string]string{"outcome": "ok"})
+		delivered, _ := sample(families, "arbiter_webhook_delivery_duration_seconds", map[string]string{"outcome": "delivered"})
+		failed, _ := sample(families, "arbiter_webhook_delivery_duration_seconds", map[string]string{"outcome": "failed"})
+		if verified >= 4 && delivered >= 1 && failed >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the verifier's calls were not all counted")
+			t.Fatalf("not all counted: %v verifier calls, %v deliveries, %v failed deliveries", verified, delivered, failed)
 		}
 	}
 	for _, tc := range []struct {
@@ -128,6 +149,14 @@ func TestRun_Metrics(t *testing.T) {
 		{"arbiter_worker_claims_total", nil, func(v float64) bool { return v >= 1 }, "claims run"},
 		{"arbiter_key_checks_total", map[string]string{"cache": "miss"}, func(v float64) bool { return v >= 1 }, "a lookup"},
 		{"arbiter_key_checks_total", map[string]string{"cache": "hit"}, func(v float64) bool { return v >= 1 }, "a cache hit"},
+		{"arbiter_webhook_delivery_duration_seconds", map[string]string{"outcome": "delivered"},
+			func(v float64) bool { return v == 1 }, "the completed task's callback, delivered"},
+		{"arbiter_webhook_delivery_duration_seconds", map[string]string{"outcome": "failed"},
+			func(v float64) bool { return v == 1 }, "the other's callback, answered 500"},
+		{"arbiter_webhook_delivery_failures_total", map[string]string{"final": "false"},
+			func(v float64) bool { return v == 1 }, "one failure, to be retried"},
+		{"arbiter_webhook_delivery_failures_total", map[string]string{"final": "true"},
+			func(v float64) bool { return v == 0 }, "no message failed for good"},
 		{"arbiter_tasks", map[string]string{"status": "human_needed"}, func(v float64) bool { return v >= 0 }, "a gauge"},
 		{"arbiter_tasks", map[string]string{"status": "pending"}, func(v float64) bool { return v >= 0 }, "a gauge"},
 		{"go_goroutines", nil, func(v float64) bool { return v > 0 }, "the runtime's metrics"},

@@ -72,9 +72,10 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	// counted by one process of each kind that serves them.
 	var m *metrics.Metrics
 	var observer worker.Observer
+	var webhookObserver worker.WebhookObserver
 	if cfg.MetricsAddr != "" {
 		m = metrics.New()
-		observer = m
+		observer, webhookObserver = m, m
 		metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsAddr, err)
@@ -125,7 +126,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		}
 		deliverer := worker.NewDeliverer(worker.WebhookConfig{
 			Store: store, Queued: store.WebhooksQueued(), AllowPrivate: cfg.WebhookAllowPrivate,
-			Mailer: mailer, Logger: logger,
+			Mailer: mailer, Logger: logger, Observer: webhookObserver,
 		})
 		wg.Go(func() {
 			deliverer.Run(ctx)
