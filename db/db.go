@@ -94,6 +94,8 @@ type DB struct {
 
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
+	// announcer tells other processes' workers of creates (announce.go).
+	announcer announcer
 
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
@@ -132,6 +134,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
 		calibrationCap: opts.MaxCalibrationPairs}
+	d.watchers.created = make(chan struct{}, 1)
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
 	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
@@ -218,6 +221,7 @@ func (d *DB) Dialect() string { return d.dialect }
 // the connection pool.
 func (d *DB) Close() error {
 	d.watchers.stopListener()
+	d.announcer.stopAnnouncer()
 	d.stmts.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true

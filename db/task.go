@@ -58,7 +58,14 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		}
 	}
 	if d.dialect == SQLite || len(creates) > 1 {
-		return d.createBatch(ctx, accountID, creates)
+		out, err := d.createBatch(ctx, accountID, creates)
+		for _, c := range out {
+			if c.Err == nil && !c.Replayed {
+				d.announceCreated()
+				break
+			}
+		}
+		return out, err
 	}
 	var out stored
 	var createErr error
@@ -69,6 +76,9 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	}
 	if createErr != nil && !refusesOneCreate(createErr) {
 		return nil, createErr
+	}
+	if createErr == nil && !out.replayed {
+		d.announceCreated()
 	}
 	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: createErr}}, nil
 }

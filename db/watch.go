@@ -28,8 +28,9 @@ var _ arbiter.TaskWatcher = (*DB)(nil)
 // notifications sent meanwhile are lost. The shape follows River's notifier
 // (riverqueue/river internal/notifier).
 
-// taskChannel is the Postgres notification channel of final transitions;
-// the payload is the task's id.
+// taskChannel is the Postgres notification channel of final transitions,
+// whose payload is the task's id, and of creates (createdPayload,
+// announce.go).
 const taskChannel = "arbiter_tasks"
 
 // listenerPing is how often the listener checks its idle connection, so a
@@ -41,6 +42,9 @@ type watchers struct {
 	mu     sync.Mutex
 	byTask map[string][]chan struct{}
 	count  int
+	// created receives when the listener hears that tasks were created
+	// (TasksCreated), and when it (re)connects.
+	created chan struct{}
 
 	listenOnce sync.Once
 	stopListen context.CancelFunc // nil until the listener starts
@@ -107,8 +111,17 @@ func (w *watchers) wake(taskIDs ...string) {
 	}
 }
 
-// wakeAll wakes every watcher.
+// wakeCreated signals TasksCreated.
+func (w *watchers) wakeCreated() {
+	select {
+	case w.created <- struct{}{}:
+	default:
+	}
+}
+
+// wakeAll wakes every watcher, and TasksCreated.
 func (w *watchers) wakeAll() {
+	w.wakeCreated()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, list := range w.byTask {
@@ -173,6 +186,8 @@ func (d *DB) startListener() {
 				case n == nil:
 					// Reconnected: whatever was sent meanwhile is lost.
 					w.wakeAll()
+				case n.Extra == createdPayload:
+					w.wakeCreated()
 				default:
 					w.wake(n.Extra)
 				}

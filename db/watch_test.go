@@ -220,3 +220,33 @@ func TestWatchTask_CostsMemoryOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestTasksCreated_CreatesInAnotherProcessWake: a single create, a grouped
+// one and a batch through a second store each reach the first store's
+// TasksCreated, on the task channel; SQLite has none.
+func TestTasksCreated_CreatesInAnotherProcessWake(t *testing.T) {
+	if dbtest.Open(t, db.SQLite, db.Options{}).TasksCreated() != nil {
+		t.Error("SQLite has a created channel")
+	}
+	url := dbtest.URL(t, db.Postgres)
+	here := dbtest.OpenURL(t, url, db.Options{})
+	there := dbtest.OpenURL(t, url, db.Options{})
+	ungrouped := dbtest.OpenURL(t, url, db.Options{Ungrouped: true})
+	acct := newAccount(t, there, "a@example.com")
+	created := here.TasksCreated()
+	woken(t, created, "when the listener started")
+	for _, tc := range []struct {
+		name  string
+		store *db.DB
+		n     int
+	}{{"grouped", there, 1}, {"ungrouped", ungrouped, 1}, {"batch", there, 3}} {
+		in := make([]arbiter.TaskCreate, tc.n)
+		for i := range in {
+			in[i] = taskCreate("p")
+		}
+		if _, err := tc.store.CreateTasks(ctx, acct.ID, in); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, created, "from a "+tc.name+" create in another process")
+	}
+}

@@ -74,8 +74,12 @@ type Config struct {
 	// ends (default DefaultGrace); the leases of the rest are released.
 	Grace time.Duration
 	// Poll is the wait between claims when the queue is empty (default
-	// 500ms); Notify cuts it short.
+	// 500ms); Notify and Created cut it short.
 	Poll time.Duration
+	// Created, when set, receives when tasks were created, in this
+	// process or another (the db package's TasksCreated), so the worker
+	// claims them at once rather than at its next poll.
+	Created <-chan struct{}
 	// ClaimCooldown is the least time between two claims (default
 	// DefaultClaimCooldown), so that calls finishing one after another
 	// free their slots for one claim of many tasks rather than many
@@ -268,6 +272,7 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 			return
 		case <-poll.C:
 		case <-w.wake:
+		case <-w.cfg.Created:
 		case <-w.freed:
 		}
 		// The cooldown since the last claim, while more calls finish.

@@ -428,3 +428,59 @@ func TestWorker_BeatsBeforeItClaims(t *testing.T) {
 	}
 	waitFor(t, store, accountID, taskID, func(task *arbiter.Task) bool { return task.Status == arbiter.StatusCompleted })
 }
+
+// claimCounter is an Observer that counts claim statements.
+type claimCounter struct {
+	claims chan struct{}
+}
+
+func (c *claimCounter) Claimed(int) {
+	select {
+	case c.claims <- struct{}{}:
+	default:
+	}
+}
+
+func (c *claimCounter) Verified(time.Duration, error) {}
+
+// TestWorker_CreateInAnotherProcessWakesIt: a worker whose store is not
+// the one that creates (as `arbiter worker` beside `arbiter serve`) and
+// whose poll is an hour claims a new task at once, woken by the create's
+// notification on Postgres.
+func TestWorker_CreateInAnotherProcessWakesIt(t *testing.T) {
+	url := dbtest.URL(t, db.Postgres)
+	here := dbtest.OpenURL(t, url, db.Options{})
+	there := dbtest.OpenURL(t, url, db.Options{})
+	acct, err := there.FindOrCreateAccountByEmail(ctx, "a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &claimCounter{claims: make(chan struct{}, 16)}
+	start(t, here, answer("approve", 0.9), func(c *worker.Config) {
+		c.Poll, c.Created, c.Observer = time.Hour, here.TasksCreated(), counter
+	})
+	// The claim at start, and the one when the listener is in force: from
+	// then on, only a notification can wake the worker before an hour.
+	for range 2 {
+		select {
+		case <-counter.claims:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the worker did not claim at start and when its listener started")
+		}
+	}
+	for _, batch := range []int{1, 3} {
+		in := make([]arbiter.TaskCreate, batch)
+		for i := range in {
+			in[i] = arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8}
+		}
+		created, err := there.CreateTasks(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		for _, c := range created {
+			waitFor(t, there, acct.ID, c.Task.ID, func(task *arbiter.Task) bool { return task.Status == arbiter.StatusCompleted })
+		}
+		t.Logf("%d task(s) created in another store completed after %s", batch, time.Since(began))
+	}
+}

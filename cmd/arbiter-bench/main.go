@@ -534,7 +534,8 @@ func listenCompletions(databaseURL string) (<-chan string, func(), error) {
 	stop := make(chan struct{})
 	go func() {
 		for n := range l.Notify {
-			if n == nil {
+			// The channel also says when tasks were created ("created").
+			if n == nil || !strings.HasPrefix(n.Extra, "tsk_") {
 				continue
 			}
 			select {

@@ -98,6 +98,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		}
 		wcfg := worker.Config{
 			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger, Observer: observer,
+			Created:     store.TasksCreated(),
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
 		}
 		// Reviewers' digests go out by the sign-in links' mail path, from
