@@ -1,85 +1,19 @@
 package worker_test
 
 import (
-	"bytes"
-	"io"
 	"log/slog"
-	"mime/quotedprintable"
-	"net"
-	netmail "net/mail"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
-
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/mail"
+	"github.com/arbiterhq/arbiter/mail/mailtest"
 	"github.com/arbiterhq/arbiter/worker"
 )
-
-// mailSink is an in-process SMTP server that keeps what it receives.
-type mailSink struct {
-	mu   sync.Mutex
-	got  []sunk
-	addr string
-}
-
-type sunk struct{ to, subject, body string }
-
-func newMailSink(t *testing.T) *mailSink {
-	t.Helper()
-	sink := &mailSink{}
-	s := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &sinkSession{sink: sink}, nil }))
-	s.Domain = "localhost"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink.addr = ln.Addr().String()
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return sink
-}
-
-// take returns the messages received so far and forgets them. Sending is
-// synchronous, so every message a SendDigests call sent is here when it
-// returns.
-func (s *mailSink) take() []sunk {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	got := s.got
-	s.got = nil
-	return got
-}
-
-type sinkSession struct {
-	sink *mailSink
-	to   string
-}
-
-func (s *sinkSession) Mail(string, *smtp.MailOptions) error      { return nil }
-func (s *sinkSession) Rcpt(to string, _ *smtp.RcptOptions) error { s.to = to; return nil }
-func (s *sinkSession) Reset()                                    {}
-func (s *sinkSession) Logout() error                             { return nil }
-func (s *sinkSession) Data(r io.Reader) error {
-	msg, err := netmail.ReadMessage(r)
-	if err != nil {
-		return err
-	}
-	var body io.Reader = msg.Body
-	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
-		body = quotedprintable.NewReader(body)
-	}
-	text, _ := io.ReadAll(body)
-	s.sink.mu.Lock()
-	s.sink.got = append(s.sink.got, sunk{to: s.to, subject: msg.Header.Get("Subject"), body: string(bytes.ReplaceAll(text, []byte("\r\n"), []byte("\n")))})
-	s.sink.mu.Unlock()
-	return nil
-}
 
 // movable is a store clock a test moves.
 type movable struct {
@@ -99,8 +33,8 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 	clock := &movable{t: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 	dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
 		ctx := t.Context()
-		sink := newMailSink(t)
-		mailer, err := mail.NewSMTP("smtp://"+sink.addr, "arbiter@example.com")
+		sink := mailtest.NewSink(t)
+		mailer, err := mail.NewSMTP(sink.URL(), "arbiter@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +71,7 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 		// Off by default: a waiting task mails nobody.
 		humanTaskOf(t, store, acct.ID)
 		clock.Add(2 * time.Hour)
-		if n := send(w1); n != 0 || len(sink.take()) != 0 {
+		if n := send(w1); n != 0 || len(sink.Take()) != 0 {
 			t.Fatalf("with notifications off, %d digests", n)
 		}
 		thirty := 30 * time.Minute
@@ -151,7 +85,7 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 		}
 		// Decide the old task: the queue is empty, nobody is mailed.
 		decideAll(t, store, acct.ID)
-		if n := send(w1); n != 0 || len(sink.take()) != 0 {
+		if n := send(w1); n != 0 || len(sink.Take()) != 0 {
 			t.Fatalf("with an empty queue, %d digests", n)
 		}
 		// A new task, 10 minutes old: not yet.
@@ -165,18 +99,18 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 		if n := send(w1); n != 2 {
 			t.Fatalf("sent %d digests, want 2", n)
 		}
-		got := sink.take()
-		to := map[string]sunk{}
+		got := sink.Take()
+		to := map[string]mailtest.Message{}
 		for _, m := range got {
-			to[m.to] = m
+			to[m.To] = m
 		}
-		if len(got) != 2 || to["owner@example.com"].to == "" || to["rev@example.com"].to == "" {
+		if len(got) != 2 || to["owner@example.com"].To == "" || to["rev@example.com"].To == "" {
 			t.Fatalf("mailed %+v", got)
 		}
 		m := to["rev@example.com"]
-		if m.subject != "1 task waiting for review in owner@example.com" ||
-			!strings.Contains(m.body, "the oldest has waited 31m0s") || !strings.Contains(m.body, "https://review.example.com/review") {
-			t.Errorf("the digest reads %q:\n%s", m.subject, m.body)
+		if m.Subject != "1 task waiting for review in owner@example.com" ||
+			!strings.Contains(m.Body, "the oldest has waited 31m0s") || !strings.Contains(m.Body, "https://review.example.com/review") {
+			t.Errorf("the digest reads %q:\n%s", m.Subject, m.Body)
 		}
 		// Within the hour, nothing more, from either worker, at once.
 		clock.Add(20 * time.Minute)
@@ -186,7 +120,7 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 			wg.Go(func() { sent[i] = send(w) })
 		}
 		wg.Wait()
-		if sent[0]+sent[1] != 0 || len(sink.take()) != 0 {
+		if sent[0]+sent[1] != 0 || len(sink.Take()) != 0 {
 			t.Fatalf("within the hour: sent %v", sent)
 		}
 		// The next hour, two workers at once send each digest once.
@@ -198,7 +132,7 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 		if sent[0]+sent[1] != 2 {
 			t.Fatalf("the next hour, two workers sent %v digests, want 2 in all", sent)
 		}
-		if got := sink.take(); len(got) != 2 || got[0].to == got[1].to {
+		if got := sink.Take(); len(got) != 2 || got[0].To == got[1].To {
 			t.Fatalf("the next hour mailed %+v", got)
 		}
 	})

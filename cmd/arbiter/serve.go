@@ -90,6 +90,23 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		wg.Go(func() { m.CountOpenTasksEvery(bg, store, metricsCountEvery, logger) })
 		logger.Info("metrics listening; keep it off public networks", "addr", metricsLn.Addr().String())
 	}
+	// serve listens before its worker starts, so that the origins left
+	// unset follow the address listened on before the worker's digests
+	// link to the reviewer site.
+	var ln net.Listener
+	var fileLimit uint64
+	if api {
+		if fileLimit, err = raiseOpenFileLimit(); err != nil {
+			logger.Warn("could not raise the open file limit", "error", err.Error())
+		}
+		if ln, err = listen(cfg.Addr, cfg.MaxConnections); err != nil {
+			return err
+		}
+		defer ln.Close()
+		for _, warning := range cfg.DeriveOrigins(ln.Addr().String()) {
+			logger.Warn(warning)
+		}
+	}
 	notify := func(int) {}
 	if runWorker {
 		verifier, err := agent.New(cfg.Agent)
@@ -101,18 +118,20 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			Created:     store.TasksCreated(),
 			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
 		}
-		// Reviewers' digests go out by the sign-in links' mail path, from
-		// the workers of serve, which read the mail settings and the
-		// reviewer site's address; a worker alone would claim digests it
-		// cannot mail.
-		if api {
-			mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
-			if err != nil {
-				return err
-			}
-			if sender, ok := mailer.(arbiter.MailSender); ok {
-				wcfg.Digests, wcfg.Mail, wcfg.QueueURL = store, sender, cfg.ReviewURL+"/review"
-			}
+		mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
+		if err != nil {
+			return err
+		}
+		// Reviewers' digests go out by the sign-in links' mail path and
+		// link to the reviewer site: serve knows its address, a worker
+		// alone only when ARBITER_REVIEW_URL is set, and without it claims
+		// no digest it could not link.
+		sender, ok := mailer.(arbiter.MailSender)
+		switch {
+		case ok && cfg.ReviewURL != "":
+			wcfg.Digests, wcfg.Mail, wcfg.QueueURL = store, sender, cfg.ReviewURL+"/review"
+		case !api:
+			logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
 		}
 		w := worker.New(wcfg)
 		notify = func(int) { w.Notify() }
@@ -121,10 +140,6 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		wg.Go(func() {
 			w.Run(ctx)
 		})
-		mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
-		if err != nil {
-			return err
-		}
 		deliverer := worker.NewDeliverer(worker.WebhookConfig{
 			Store: store, Queued: store.WebhooksQueued(), AllowPrivate: cfg.WebhookAllowPrivate,
 			Mailer: mailer, Logger: logger, Observer: webhookObserver,
@@ -172,20 +187,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if m != nil {
 		router.Metrics = m
 	}
-	fileLimit, err := raiseOpenFileLimit()
-	if err != nil {
-		logger.Warn("could not raise the open file limit", "error", err.Error())
-	}
-	ln, err := listen(cfg.Addr, cfg.MaxConnections)
-	if err != nil {
-		return err
-	}
-	// The origins left unset follow the address listened on.
-	for _, warning := range cfg.DeriveOrigins(ln.Addr().String()) {
-		logger.Warn(warning)
-	}
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
-		ln.Close()
 		return err
 	}
 	srv := newHTTPServer(router.Routes(), logger)

@@ -1,0 +1,94 @@
+// Package mailtest is an SMTP server in the test's own process that keeps
+// every message it receives, for tests of the mail the program sends.
+package mailtest
+
+import (
+	"bytes"
+	"io"
+	"mime/quotedprintable"
+	"net"
+	netmail "net/mail"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Message is one mail received: its recipient, subject and decoded body,
+// with "\n" line ends.
+type Message struct{ To, Subject, Body string }
+
+// Sink is a running SMTP server; Addr is its host:port.
+type Sink struct {
+	Addr string
+
+	mu       sync.Mutex
+	got      []Message
+	received chan struct{}
+}
+
+// NewSink starts a sink on a loopback port; it stops when the test ends.
+func NewSink(t testing.TB) *Sink {
+	t.Helper()
+	sink := &Sink{received: make(chan struct{}, 1)}
+	s := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &session{sink: sink}, nil }))
+	s.Domain = "localhost"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.Addr = ln.Addr().String()
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return sink
+}
+
+// URL is the sink's address as ARBITER_SMTP_URL takes it.
+func (s *Sink) URL() string { return "smtp://" + s.Addr }
+
+// Take returns the messages received so far and forgets them. Sending is
+// synchronous, so every message a call sent is here when the call returns.
+func (s *Sink) Take() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.got
+	s.got = nil
+	return got
+}
+
+// Received is signalled after a message arrives; wait on it, then Take.
+func (s *Sink) Received() <-chan struct{} { return s.received }
+
+type session struct {
+	sink *Sink
+	to   string
+}
+
+func (s *session) Mail(string, *smtp.MailOptions) error      { return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error { s.to = to; return nil }
+func (s *session) Reset()                                    {}
+func (s *session) Logout() error                             { return nil }
+func (s *session) Data(r io.Reader) error {
+	msg, err := netmail.ReadMessage(r)
+	if err != nil {
+		return err
+	}
+	var body io.Reader = msg.Body
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		body = quotedprintable.NewReader(body)
+	}
+	text, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	s.sink.mu.Lock()
+	s.sink.got = append(s.sink.got, Message{To: s.to, Subject: msg.Header.Get("Subject"),
+		Body: string(bytes.ReplaceAll(text, []byte("\r\n"), []byte("\n")))})
+	s.sink.mu.Unlock()
+	select {
+	case s.sink.received <- struct{}{}:
+	default:
+	}
+	return nil
+}
