@@ -39,3 +39,25 @@ func BenchmarkTask_MarshalJSON(b *testing.B) {
 		}
 	}
 }
+
+// batchBenchBody is a batch of 100 copies of benchBody, as the HTTP bench
+// sends.
+var batchBenchBody = func() []byte {
+	items := make([]json.RawMessage, 100)
+	for i := range items {
+		items[i] = benchBody
+	}
+	b, _ := json.Marshal(map[string]any{"tasks": items})
+	return b
+}()
+
+func BenchmarkParseTaskBatch(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(batchBenchBody)))
+	for b.Loop() {
+		items, err := arbiter.ParseTaskBatch(batchBenchBody)
+		if err != nil || items[99].Err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package arbiter
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -122,16 +121,15 @@ func skipSpace(b []byte, i int) int {
 // stringEnd returns the index just past the JSON string starting at b[i],
 // or -1 when it does not end.
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); {
-		k := bytes.IndexAny(b[j:], `"\`)
-		if k < 0 {
-			return -1
-		}
-		j += k
-		if b[j] == '"' {
+	// A plain loop: bytes.IndexAny builds its set on every call, which
+	// cost more than the short strings of a task's context.
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
 			return j + 1
+		case '\\':
+			j++ // the character it escapes
 		}
-		j += 2 // a backslash and the character it escapes
 	}
 	return -1
 }
