@@ -13,12 +13,6 @@ import (
 	"syscall"
 )
 
-// gcPercent is the garbage collector's target when GOGC is not set. The
-// live heap is a few megabytes, so Go's default of 100 collects every few
-// megabytes of requests; 400 spends far less CPU on collection for tens of
-// megabytes more memory (docs/benchmarks.md).
-const gcPercent = 400
-
 func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)

@@ -68,6 +68,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	wg.Go(func() { tuneGC(bg) })
 	// Metrics, when asked for, on their own listener; the open tasks are
 	// counted by one process of each kind that serves them.
 	var m *metrics.Metrics
