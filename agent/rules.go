@@ -182,24 +182,34 @@ func (rs *Rules) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verificat
 	return arbiter.Verification{Model: BackendRules, Rationale: "No rule matched."}, nil
 }
 
-// ruleVars binds task and context for t, decoding the context once.
+// ruleVars binds task and context for t. Both are built when a rule
+// first reads them, once per call: a rule set that never reads the
+// context (approve 0.99 true) does not decode it, which had been most of
+// an instant verifier's time. A context that is not JSON is refused at
+// once all the same.
 func ruleVars(t *arbiter.Task) (cel.Activation, error) {
-	var taskContext any
-	if len(t.Context) > 0 {
-		if err := json.Unmarshal(t.Context, &taskContext); err != nil {
-			return nil, fmt.Errorf("decode the task context: %w", err)
-		}
+	if len(t.Context) > 0 && !json.Valid(t.Context) {
+		var v any
+		return nil, fmt.Errorf("decode the task context: %w", json.Unmarshal(t.Context, &v))
 	}
 	return cel.NewActivation(map[string]any{
-		"task": map[string]any{
-			"prompt":               t.Prompt,
-			"task_type":            t.TaskType,
-			"touchpoint":           t.Touchpoint,
-			"source":               t.Source,
-			"allowed_verdicts":     t.AllowedVerdicts,
-			"confidence_threshold": t.ConfidenceThreshold,
+		"task": func() any {
+			return map[string]any{
+				"prompt":               t.Prompt,
+				"task_type":            t.TaskType,
+				"touchpoint":           t.Touchpoint,
+				"source":               t.Source,
+				"allowed_verdicts":     t.AllowedVerdicts,
+				"confidence_threshold": t.ConfidenceThreshold,
+			}
 		},
-		"context": taskContext,
+		"context": func() any {
+			var taskContext any
+			if len(t.Context) > 0 {
+				_ = json.Unmarshal(t.Context, &taskContext) // valid, checked above
+			}
+			return taskContext
+		},
 	})
 }
 

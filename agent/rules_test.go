@@ -196,3 +196,21 @@ func BenchmarkRules_Verify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRules_VerifyContextUnread: a rule that reads no context, as the
+// bench's instant verifier (approve 0.99 true), over a context of ~1 KiB.
+func BenchmarkRules_VerifyContextUnread(b *testing.B) {
+	rs, err := agent.ParseRules("rules.txt", []byte("approve 0.99 true\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk := task("refund", "Refund order 1234?", `{"order_id":"ord_58213","customer":{"id":"cus_9921","since":"2021-04-02","orders":17},"items":[`+
+		strings.Repeat(`{"sku":"SKU-01000","name":"Ceramic pour-over coffee dripper","qty":1,"price":24.9},`, 8)+
+		`{"sku":"SKU-01008","qty":1,"price":24.9}],"total":199.2,"currency":"EUR"}`, "approve", "reject")
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, err := rs.Verify(context.Background(), tk); err != nil || got.Verdict != "approve" {
+			b.Fatalf("Verify = %+v, %v", got, err)
+		}
+	}
+}
