@@ -115,6 +115,27 @@ type AccountService interface {
 	// UsageToday returns how many tasks the account created today (UTC) and
 	// its effective cap.
 	UsageToday(ctx context.Context, accountID string) (used, cap int, err error)
+
+	// DeleteAccount deletes the account and everything it holds: its
+	// tasks, keys, webhooks, members, invitations and audit log, in one
+	// transaction. Its members' sessions fall back to their other accounts.
+	// Returns ErrNotAllowed when by's role may not delete it, and EINVALID
+	// when CheckAccountDeletion refuses confirm.
+	DeleteAccount(ctx context.Context, accountID, confirm string, by Actor) error
+}
+
+// CheckAccountDeletion returns nil when the account may be deleted by a
+// person who typed confirm: its e-mail address, which names it (case and
+// surrounding spaces aside). The demo account is never deleted. Returns
+// EINVALID otherwise.
+func CheckAccountDeletion(a *Account, confirm string) error {
+	if a.ID == DemoAccountID {
+		return Errorf(EINVALID, "The demo account cannot be deleted.")
+	}
+	if !strings.EqualFold(strings.TrimSpace(confirm), a.Email) {
+		return Errorf(EINVALID, "To delete the account, type its name, %s, exactly.", a.Email)
+	}
+	return nil
 }
 
 type accountIDKey struct{}

@@ -59,13 +59,16 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	}
 	if d.dialect == SQLite || len(creates) > 1 {
 		out, err := d.createBatch(ctx, accountID, creates)
+		if err != nil {
+			return nil, accountDeleted(err)
+		}
 		for _, c := range out {
 			if c.Err == nil && !c.Replayed {
 				d.announceCreated()
 				break
 			}
 		}
-		return out, err
+		return out, nil
 	}
 	var out stored
 	var createErr error
@@ -75,7 +78,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		out, createErr = d.createOne(ctx, creates[0])
 	}
 	if createErr != nil && !refusesOneCreate(createErr) {
-		return nil, createErr
+		return nil, accountDeleted(createErr)
 	}
 	if createErr == nil && !out.replayed {
 		d.announceCreated()

@@ -1,0 +1,111 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lib/pq"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// accountDeletes empties an account, children before their parents so that
+// every foreign key holds at each step. Each statement takes the account's
+// id once. A webhook message's attempts go with it (ON DELETE CASCADE), as
+// do a session's skips; the skips of the account's tasks in other sessions
+// are deleted here.
+var accountDeletes = []struct{ what, query string }{
+	{"webhook messages", `DELETE FROM webhook_messages WHERE account_id = ?`},
+	{"webhook endpoints", `DELETE FROM webhook_endpoints WHERE account_id = ?`},
+	{"callback secret", `DELETE FROM webhook_callback_secrets WHERE account_id = ?`},
+	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},
+	{"labelled pairs", `DELETE FROM labelled_pairs WHERE account_id = ?`},
+	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
+	{"demo verdicts", `DELETE FROM demo_verdicts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
+	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
+	{"tasks", `DELETE FROM tasks WHERE account_id = ?`},
+	{"usage", `DELETE FROM daily_usage WHERE account_id = ?`},
+	{"API keys", `DELETE FROM api_keys WHERE account_id = ?`},
+	{"audit log", `DELETE FROM audit_events WHERE account_id = ?`},
+	{"invitations", `DELETE FROM invitations WHERE account_id = ?`},
+	{"digests", `DELETE FROM digests WHERE account_id = ?`},
+	{"memberships", `DELETE FROM memberships WHERE account_id = ?`},
+	// A member's session falls back to their other accounts, or to none.
+	{"sessions", `UPDATE sessions SET account_id = NULL WHERE account_id = ?`},
+	{"account", `DELETE FROM accounts WHERE id = ?`},
+}
+
+// DeleteAccount deletes the account and all it holds in one transaction,
+// when by's role may and confirm names it (arbiter.CheckAccountDeletion).
+// On Postgres the account's row is locked first: a create with one of its
+// keys waits for the deletion and then fails its foreign key
+// (errAccountDeleted). The people who were its members remain; each signs in
+// to their other accounts, or to a fresh one of their own.
+func (d *DB) DeleteAccount(ctx context.Context, accountID, confirm string, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	for range maxDeletionTries - 1 {
+		if err = d.deleteAccount(ctx, accountID, confirm, by); !deadlocked(err) {
+			return err
+		}
+	}
+	return d.deleteAccount(ctx, accountID, confirm, by)
+}
+
+// maxDeletionTries bounds how often a deletion that deadlocked is tried.
+const maxDeletionTries = 3
+
+// deadlocked reports whether err is Postgres's deadlock_detected. A
+// deletion holds its account and then deletes its tasks, while a decision
+// or a verifier's answer in flight holds a task and then writes a row that
+// refers to the account (an event, an audit line): Postgres aborts one of
+// the two, and the deletion starts over.
+func deadlocked(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "40P01"
+}
+
+// deleteAccount is one try of DeleteAccount, in one transaction.
+func (d *DB) deleteAccount(ctx context.Context, accountID, confirm string, by arbiter.Actor) error {
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if err := d.lockAccount(ctx, tx, accountID); err != nil {
+			return err
+		}
+		a, err := d.findAccount(ctx, tx, "id", accountID)
+		if err != nil {
+			return err
+		}
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionDeleteAccount); err != nil {
+			return err
+		}
+		if err := arbiter.CheckAccountDeletion(a, confirm); err != nil {
+			return err
+		}
+		for _, s := range accountDeletes {
+			if _, err := tx.ExecContext(ctx, d.rebind(s.query), accountID); err != nil {
+				return fmt.Errorf("delete the account's %s: %w", s.what, err)
+			}
+		}
+		return nil
+	})
+}
+
+// errAccountDeleted answers a create with a key of an account deleted
+// within the last web.KeyCacheTTL, while a process still trusted the key.
+var errAccountDeleted = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key's account has been deleted.")
+
+// accountDeleted returns errAccountDeleted for a create's failure on a
+// foreign key, which only a deleted account causes (every row a create
+// writes refers to its account, or to its own task), and err otherwise.
+func accountDeleted(err error) error {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "23503" ||
+		err != nil && strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
+		return errAccountDeleted
+	}
+	return err
+}
