@@ -176,6 +176,29 @@ func TestDashboard_InABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=error-page]`)),
 		shoot("not-found"),
 	)
+
+	// Delete the account from the keyboard: a wrong name is refused with
+	// the name to type; the right one deletes it.
+	do(t, bctx, "mistype the account's name",
+		chromedp.Navigate(base+"/settings"),
+		chromedp.WaitVisible(css(`#delete-confirm`)),
+		chromedp.SendKeys(css(`#delete-confirm`), "person@example.org\r"),
+		chromedp.WaitVisible(css(`[data-testid=delete-error]`)),
+		shoot("delete-refused"),
+	)
+	if msg := value(t, bctx, chromedp.Text(css(`[data-testid=delete-error]`))); !strings.Contains(msg, "person@example.com") {
+		t.Errorf("the refusal says %q, not the name to type", msg)
+	}
+	do(t, bctx, "delete the account",
+		chromedp.SendKeys(css(`#delete-confirm`), "person@example.com\r"),
+		chromedp.WaitVisible(css(`[data-testid=start-afresh]`)),
+		shoot("account-deleted"),
+		chromedp.Navigate(base+"/keys"),
+		chromedp.WaitVisible(css(`[data-testid=error-page]`)),
+	)
+	if msg := value(t, bctx, chromedp.Text(css(`[data-testid=error-message]`))); !strings.Contains(msg, "not a member of any account") {
+		t.Errorf("after the deletion /keys says %q", msg)
+	}
 }
 
 // do performs the browser actions of one step, failing the test with the

@@ -13,16 +13,68 @@ import (
 // DashboardSettings handles GET /settings: the account's settings.
 func DashboardSettings(accounts arbiter.AccountService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, err := accounts.FindAccountByID(r.Context(), arbiter.AccountIDFromContext(r.Context()))
+		v, err := settingsView(r, accounts)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.SettingsView{ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes()))}
-		if a.NotifyAfter != nil {
-			v.NotifyMinutes = strconv.Itoa(int(a.NotifyAfter.Minutes()))
-		}
 		Render(w, r, http.StatusOK, dashboard.Settings(PageOf(r, "Settings", "settings"), v))
+	})
+}
+
+// settingsView returns the settings page of the request's account as
+// stored: its name, its settings, and whether this person may delete it.
+func settingsView(r *http.Request, accounts arbiter.AccountService) (dashboard.SettingsView, error) {
+	a, err := accounts.FindAccountByID(r.Context(), arbiter.AccountIDFromContext(r.Context()))
+	if err != nil {
+		return dashboard.SettingsView{}, err
+	}
+	v := dashboard.SettingsView{AccountName: a.Email, ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes()))}
+	if a.NotifyAfter != nil {
+		v.NotifyMinutes = strconv.Itoa(int(a.NotifyAfter.Minutes()))
+	}
+	if s := arbiter.SessionFromContext(r.Context()); s != nil {
+		v.CanDelete = arbiter.Can(s.Role, arbiter.ActionDeleteAccount)
+	}
+	return v, nil
+}
+
+// DashboardAccountDelete handles POST /settings/delete: an owner deletes
+// the account after typing its name. A wrong name answers the settings
+// page saying so, changing nothing; a deletion sends the person to
+// /account/deleted.
+func DashboardAccountDelete(accounts arbiter.AccountService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, accountID := r.Context(), arbiter.AccountIDFromContext(r.Context())
+		err := accounts.DeleteAccount(ctx, accountID, r.PostFormValue("confirm"), ActorOf(r))
+		if arbiter.ErrorCode(err) == arbiter.EINVALID {
+			v, findErr := settingsView(r, accounts)
+			if findErr != nil {
+				Error(w, r, findErr)
+				return
+			}
+			v.DeleteError = arbiter.ErrorMessage(err)
+			Render(w, r, http.StatusBadRequest, dashboard.Settings(PageOf(r, "Settings", "settings"), v))
+			return
+		} else if err != nil {
+			Error(w, r, err)
+			return
+		}
+		Logger(ctx).Info("account deleted", "account_id", accountID, "by", ActorOf(r).PersonID)
+		redirect(w, r, "/account/deleted")
+	})
+}
+
+// DashboardAccountDeleted handles GET /account/deleted: the deletion is
+// confirmed, and the person learns which account their session moved to,
+// or that their next sign-in starts a new one.
+func DashboardAccountDeleted() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v dashboard.AccountDeletedView
+		if s := arbiter.SessionFromContext(r.Context()); s != nil && s.AccountID != "" {
+			v.HasAccount, v.NextAccount = true, s.AccountName
+		}
+		Render(w, r, http.StatusOK, dashboard.AccountDeleted(PageOf(r, "Account deleted", ""), v))
 	})
 }
 
@@ -31,7 +83,12 @@ func DashboardSettings(accounts arbiter.AccountService) http.Handler {
 func DashboardSettingsSave(accounts arbiter.AccountService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, accountID := r.Context(), arbiter.AccountIDFromContext(r.Context())
-		typed := dashboard.SettingsView{ReservationMinutes: r.PostFormValue("reservation_minutes"), NotifyMinutes: r.PostFormValue("notify_minutes")}
+		typed, err := settingsView(r, accounts)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		typed.ReservationMinutes, typed.NotifyMinutes = r.PostFormValue("reservation_minutes"), r.PostFormValue("notify_minutes")
 		reserve, err := minutesOf(typed.ReservationMinutes, errReservationMinutes)
 		var notify *time.Duration
 		if err == nil && strings.TrimSpace(typed.NotifyMinutes) != "" {

@@ -87,6 +87,8 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 			{"GET", "/members", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/settings", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"POST", "/settings", url.Values{"reservation_minutes": {"10"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			// The owner's name is wrong on purpose: the table goes on.
+			{"POST", "/settings/delete", url.Values{"confirm": {"not-the-name"}}, map[string]int{"owner": http.StatusBadRequest, "admin": none, "reviewer": none}},
 			{"POST", "/review/tasks/" + task.ID + "/reservation", url.Values{}, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
 			{"POST", "/members/invite", url.Values{"email": {"x@example.com"}, "role": {"reviewer"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/review", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},

@@ -230,6 +230,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.Use(requireSession)
 			r.Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 			r.Method(http.MethodPost, "/invitations/accept", handlers.InvitationAccept(s.Members, rt.Sessions))
+			r.Method(http.MethodGet, "/account/deleted", handlers.DashboardAccountDeleted())
 		})
 		// Every page of an account checks the role of the person in it
 		// (arbiter.Can); a page the role may not see is not found.
@@ -245,6 +246,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionViewAudit)).Method(http.MethodGet, "/audit", handlers.DashboardAudit(s.Audit, now))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings", handlers.DashboardSettings(s.Accounts))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings", handlers.DashboardSettingsSave(s.Accounts))
+			r.With(allow(arbiter.ActionDeleteAccount)).Method(http.MethodPost, "/settings/delete", handlers.DashboardAccountDelete(s.Accounts))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodGet, "/members", handlers.DashboardMembers(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/invite", handlers.DashboardMemberInvite(s.Members, rt.Mailer, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/role", handlers.DashboardMemberRole(s.Members, now))

@@ -132,8 +132,23 @@ type InvitationView struct {
 	SignInURL string
 }
 
+// AccountDeletedView is the page after an account's deletion.
+type AccountDeletedView struct {
+	// HasAccount tells whether the person is a member of another account,
+	// NextAccount, which their session moved to.
+	HasAccount  bool
+	NextAccount string
+}
+
 // SettingsView is the account's settings page.
 type SettingsView struct {
+	// AccountName is the account's e-mail address, which names it; an
+	// owner types it to delete the account.
+	AccountName string
+	// CanDelete shows the deletion form, to owners.
+	CanDelete bool
+	// DeleteError says why a deletion was refused.
+	DeleteError string
 	// ReservationMinutes is how long opening a task reserves it, as shown
 	// or as typed.
 	ReservationMinutes string
