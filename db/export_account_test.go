@@ -14,3 +14,21 @@ func (d *DB) Count(ctx context.Context, query string, args ...any) (int, error) 
 	}
 	return n, nil
 }
+
+// Rows returns every row query answers, each as its columns' values.
+func (d *DB) Rows(ctx context.Context, query string, args ...any) ([][]any, error) {
+	rows, err := d.db.QueryxContext(ctx, d.rebind(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		r, err := rows.SliceScan()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
