@@ -171,11 +171,32 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.db.SetMaxOpenConns(pool)
 	d.db.SetMaxIdleConns(pool)
 	d.db.SetConnMaxIdleTime(5 * time.Minute)
-	if err := d.db.PingContext(ctx); err != nil {
+	if err := d.connect(ctx, opts.Timeout); err != nil {
 		d.db.Close()
 		return nil, fmt.Errorf("connect to %s store: %w", d.dialect, err)
 	}
 	return d, nil
+}
+
+// connect opens the pool's first connection. A new SQLite connection
+// turns WAL on, which takes the file's exclusive lock for a moment; when
+// another process opening or migrating the file at the same time holds a
+// lock that waiting could deadlock with, SQLite answers SQLITE_BUSY at once
+// instead of waiting out busy_timeout. Such a connection is tried again,
+// every 10 ms, until the store's timeout.
+func (d *DB) connect(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := d.db.PingContext(ctx)
+		if !sqliteBusyError(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // createPrivate creates the SQLite file at path readable and writable by

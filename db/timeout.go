@@ -86,9 +86,8 @@ func (d *DB) unavailable(err error) error {
 // out.
 func timedOut(err error) bool {
 	var (
-		pqErr     *pq.Error
-		netErr    net.Error
-		sqliteErr *sqlite.Error
+		pqErr  *pq.Error
+		netErr net.Error
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -97,10 +96,15 @@ func timedOut(err error) bool {
 		return pqErr.Code == "57014" // query_canceled: statement_timeout, or the cancel of a call that ran out
 	case errors.As(err, &netErr):
 		return netErr.Timeout()
-	case errors.As(err, &sqliteErr):
-		return sqliteErr.Code()&0xff == sqliteBusy
 	}
-	return false
+	return sqliteBusyError(err)
+}
+
+// sqliteBusyError reports whether err is SQLite's SQLITE_BUSY: a lock that
+// busy_timeout waited for in vain, or one it could not wait for.
+func sqliteBusyError(err error) bool {
+	var sqliteErr *sqlite.Error
+	return errors.As(err, &sqliteErr) && sqliteErr.Code()&0xff == sqliteBusy
 }
 
 // sqliteBusy is SQLITE_BUSY, the primary code of a lock wait that ran out.
