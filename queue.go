@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -199,12 +200,14 @@ type QueueService interface {
 	// human or an audit, up to QueueCountCap+1.
 	CountHumanQueue(ctx context.Context, accountID string) (int, error)
 
-	// FindQueuePlace returns where the account's task stands in its human
-	// queue, oldest first, reading ids and counts only. Its Prev and Next
-	// skip the tasks someone other than the person holds (Reservation). A
-	// task that is not waiting (decided, unknown, another account's) has
-	// Position 0, and its Next is the oldest waiting task.
-	FindQueuePlace(ctx context.Context, accountID, taskID, personID string) (QueuePlace, error)
+	// FindQueuePlace returns where the account's task stands in the view
+	// of its review queue (its filters, in its order), reading ids and
+	// counts only. Its Prev and Next skip the tasks someone other than the
+	// person holds (Reservation). A task that is not in the view (decided,
+	// unknown, another account's, filtered out) has Position 0, and its
+	// Next is the view's first task. Returns EINVALID for a view that fails
+	// Validate.
+	FindQueuePlace(ctx context.Context, accountID, taskID, personID string, view QueueView) (QueuePlace, error)
 }
 
 // QueueCountCap bounds the counting of a human queue: counts of it (the
@@ -260,6 +263,34 @@ func (v *QueueView) Validate() error {
 		return Errorf(EINVALID, "order must be %q or %q.", QueueOldestFirst, QueueByDeadline)
 	}
 	return nil
+}
+
+// Query returns the view as the query of an address, "?task_type=refund&order=deadline"
+// say, or "" for the whole queue oldest first: the desk's links and
+// redirects carry it, so a reviewer who opened a task from a view goes on
+// within it.
+func (v QueueView) Query() string {
+	q := url.Values{}
+	for _, f := range []struct{ name, value string }{
+		{"task_type", v.TaskType}, {"source", v.Source}, {"touchpoint", v.Touchpoint},
+	} {
+		if f.value != "" {
+			q.Set(f.name, f.value)
+		}
+	}
+	if v.Order != "" && v.Order != QueueOldestFirst {
+		q.Set("order", v.Order)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// QueueViewOf reads a view from an address's query (task_type, source,
+// touchpoint, order); Validate checks it.
+func QueueViewOf(q url.Values) QueueView {
+	return QueueView{TaskType: q.Get("task_type"), Source: q.Get("source"), Touchpoint: q.Get("touchpoint"), Order: q.Get("order")}
 }
 
 // Filtered reports whether the view leaves some tasks out.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,37 @@ func TestHumanDecision_Attempt(t *testing.T) {
 				t.Errorf("Attempt = %v, want %s mentioning %q", err, tc.code, tc.msg)
 			}
 		})
+	}
+}
+
+func TestQueueView_Query(t *testing.T) {
+	for _, c := range []struct {
+		view arbiter.QueueView
+		want string
+	}{
+		{arbiter.QueueView{}, ""},
+		{arbiter.QueueView{Order: arbiter.QueueOldestFirst}, ""},
+		{arbiter.QueueView{Order: arbiter.QueueByDeadline}, "?order=deadline"},
+		{arbiter.QueueView{TaskType: "refund", Source: "a b&c", Touchpoint: "chat"}, "?source=a+b%26c&task_type=refund&touchpoint=chat"},
+	} {
+		got := c.view.Query()
+		if got != c.want {
+			t.Errorf("%+v.Query() = %q, want %q", c.view, got, c.want)
+		}
+		// Read back from the address, it is the same view.
+		q, err := url.ParseQuery(strings.TrimPrefix(got, "?"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, want := arbiter.QueueViewOf(q), c.view
+		if err := back.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := want.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if back != want {
+			t.Errorf("%q reads back as %+v, want %+v", got, back, want)
+		}
 	}
 }

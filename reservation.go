@@ -69,9 +69,10 @@ type ReservationService interface {
 	// order for NextTask.
 	ReleaseTask(ctx context.Context, accountID, taskID, personID, sessionID string, skip bool) error
 
-	// NextTask reserves and returns the id of the oldest task waiting for
-	// a human that nobody else holds, those the session skipped last, in
-	// the order they were skipped; "" when there is none. Two reviewers
-	// asking at the same moment get different tasks.
-	NextTask(ctx context.Context, accountID, personID, sessionID string) (string, error)
+	// NextTask reserves and returns the id of the view's first task (its
+	// filters, in its order) that nobody else holds, those the session
+	// skipped last, in the order they were skipped; "" when there is none.
+	// Two reviewers asking at the same moment get different tasks. Returns
+	// EINVALID for a view that fails Validate.
+	NextTask(ctx context.Context, accountID, personID, sessionID string, view QueueView) (string, error)
 }

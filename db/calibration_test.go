@@ -214,7 +214,7 @@ func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
 		if !before.AuditWaiting() {
 			t.Fatalf("not waiting for its audit: %+v", before)
 		}
-		place, _ := d.FindQueuePlace(ctx, acct.ID, task.ID, "")
+		place, _ := d.FindQueuePlace(ctx, acct.ID, task.ID, "", arbiter.QueueView{})
 		if place.Position != 1 || place.Total != 1 {
 			t.Errorf("queue place %+v", place)
 		}

@@ -212,7 +212,7 @@ func (d *DB) CreateDemoVerdict(ctx context.Context, in arbiter.DemoVerdictCreate
 func (d *DB) FindDemoPlace(ctx context.Context, id string) (_ arbiter.QueuePlace, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	return d.FindQueuePlace(ctx, arbiter.DemoAccountID, id, "")
+	return d.FindQueuePlace(ctx, arbiter.DemoAccountID, id, "", arbiter.QueueView{})
 }
 
 // CountDemoVerdicts returns how many demo verdicts the anonymous session made.

@@ -414,24 +414,14 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	if err := view.Validate(); err != nil {
 		return nil, 0, err
 	}
-	where, args := `t.account_id = ? AND `+inReviewQueueT, []any{accountID}
-	for _, f := range []struct{ column, value string }{
-		{"task_type", view.TaskType}, {"source", view.Source}, {"touchpoint", view.Touchpoint},
-	} {
-		if f.value != "" {
-			where += ` AND t.` + f.column + ` = ?`
-			args = append(args, f.value)
-		}
-	}
+	filter, filterArgs := viewFilter(view)
+	where, args := `t.account_id = ? AND `+inReviewQueueT+filter, append([]any{accountID}, filterArgs...)
 	var total int
 	if err := d.db.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE `+where+`
 		LIMIT `+queueCountLimit+`) q`), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count human queue: %w", err)
 	}
-	order := `t.created_at, t.id`
-	if view.Order == arbiter.QueueByDeadline {
-		order = `CASE WHEN t.deadline_at IS NULL THEN 1 ELSE 0 END, t.deadline_at, t.created_at, t.id`
-	}
+	order := strings.Join(queueKey(view.Order), ", ")
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
 		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
@@ -493,21 +483,64 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 // the tasks another reviewer holds) and the position a count over it; both
 // counts stop at arbiter.QueueCountCap+1. Arguments: task, account,
 // account, person, account, person, then the account twice more.
-func (d *DB) queuePlaceSQL() string {
-	return `WITH cur AS (SELECT created_at, id FROM tasks
-		WHERE id = ? AND account_id = ? AND ` + inReviewQueue + `)
+func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
+	filter, _ := viewFilter(view)
+	key := queueKey(view.Order)
+	var curKey, cur, curOrNone, desc []string
+	for i, k := range key {
+		curKey = append(curKey, fmt.Sprintf("%s AS k%d", k, i))
+		cur = append(cur, fmt.Sprintf("(SELECT k%d FROM cur)", i))
+		none := "-1" // before every task: a key is an id, or a number from 0
+		if k == "t.id" {
+			none = "''"
+		}
+		curOrNone = append(curOrNone, fmt.Sprintf("COALESCE((SELECT k%d FROM cur), %s)", i, none))
+		desc = append(desc, k+" DESC")
+	}
+	keyRow, order := "("+strings.Join(key, ", ")+")", strings.Join(key, ", ")
+	inView := `t.account_id = ? AND ` + inReviewQueueT + filter
+	return `WITH cur AS (SELECT ` + strings.Join(curKey, ", ") + ` FROM tasks t WHERE t.id = ? AND ` + inView + `)
 	SELECT
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
-			AND (t.created_at, t.id) < ((SELECT created_at FROM cur), (SELECT id FROM cur))
-			ORDER BY t.created_at DESC, t.id DESC LIMIT 1),
-		(SELECT t.id FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
-			AND (t.created_at, t.id) > (COALESCE((SELECT created_at FROM cur), -1), COALESCE((SELECT id FROM cur), ''))
-			ORDER BY t.created_at, t.id LIMIT 1),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + `
-			AND (t.created_at, t.id) <= ((SELECT created_at FROM cur), (SELECT id FROM cur))
+		(SELECT t.id FROM tasks t WHERE ` + inView + ` AND ` + d.freeFor() + `
+			AND ` + keyRow + ` < (` + strings.Join(cur, ", ") + `)
+			ORDER BY ` + strings.Join(desc, ", ") + ` LIMIT 1),
+		(SELECT t.id FROM tasks t WHERE ` + inView + ` AND ` + d.freeFor() + `
+			AND ` + keyRow + ` > (` + strings.Join(curOrNone, ", ") + `)
+			ORDER BY ` + order + ` LIMIT 1),
+		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE ` + inView + `
+			AND ` + keyRow + ` <= (` + strings.Join(cur, ", ") + `)
 			LIMIT ` + queueCountLimit + `) p),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks WHERE account_id = ? AND ` + inReviewQueue + `
+		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE ` + inView + `
 			LIMIT ` + queueCountLimit + `) q)`
+}
+
+// queueKey is the order of a view of the review queue (arbiter.QueueView)
+// as the columns of tasks t to sort by: the oldest first, or the nearest
+// deadline first with the tasks without one last. Compared as a row, it
+// finds a task's neighbours.
+func queueKey(order string) []string {
+	if order == arbiter.QueueByDeadline {
+		return []string{`CASE WHEN t.deadline_at IS NULL THEN 1 ELSE 0 END`, `COALESCE(t.deadline_at, 0)`, `t.created_at`, `t.id`}
+	}
+	return []string{`t.created_at`, `t.id`}
+}
+
+// viewFilter returns the filters of a view of the review queue as SQL
+// conditions on tasks t, each starting with AND, and their arguments.
+func viewFilter(view arbiter.QueueView) (string, []any) {
+	var (
+		where string
+		args  []any
+	)
+	for _, f := range []struct{ column, value string }{
+		{"task_type", view.TaskType}, {"source", view.Source}, {"touchpoint", view.Touchpoint},
+	} {
+		if f.value != "" {
+			where += ` AND t.` + f.column + ` = ?`
+			args = append(args, f.value)
+		}
+	}
+	return where, args
 }
 
 // queueCountLimit is where counts of a human queue stop,
@@ -517,17 +550,31 @@ var queueCountLimit = strconv.Itoa(arbiter.QueueCountCap + 1)
 // FindQueuePlace returns where the account's task stands in its human
 // queue, from ids and counts alone; its neighbours are tasks nobody but the
 // person holds.
-func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID, personID string) (_ arbiter.QueuePlace, err error) {
+func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID, personID string, view arbiter.QueueView) (_ arbiter.QueuePlace, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var p arbiter.QueuePlace
+	if err := view.Validate(); err != nil {
+		return p, err
+	}
 	var prev, next sql.NullString
-	stmt, err := d.stmt(ctx, d.queuePlaceSQL())
+	stmt, err := d.stmt(ctx, d.queuePlaceSQL(view))
 	if err != nil {
 		return p, err
 	}
-	err = stmt.QueryRowContext(ctx, taskID, accountID,
-		accountID, personID, accountID, personID, accountID, accountID).Scan(&prev, &next, &p.Position, &p.Total)
+	_, filterArgs := viewFilter(view)
+	inView := append([]any{accountID}, filterArgs...)
+	var args []any
+	add := func(vs ...any) { args = append(args, vs...) }
+	add(taskID)
+	add(inView...) // cur
+	add(inView...)
+	add(personID) // prev
+	add(inView...)
+	add(personID)  // next
+	add(inView...) // position
+	add(inView...) // total
+	err = stmt.QueryRowContext(ctx, args...).Scan(&prev, &next, &p.Position, &p.Total)
 	if err != nil {
 		return p, fmt.Errorf("find queue place: %w", err)
 	}

@@ -500,7 +500,7 @@ func TestQueueService_FindQueuePlace(t *testing.T) {
 			{"Alone", bob.ID, bobs.ID, arbiter.QueuePlace{Position: 1, Total: 1}},
 			{"EmptyQueue", empty.ID, a.ID, arbiter.QueuePlace{}},
 		} {
-			got, err := d.FindQueuePlace(ctx, tc.account, tc.task, "")
+			got, err := d.FindQueuePlace(ctx, tc.account, tc.task, "", arbiter.QueueView{})
 			if err != nil || got != tc.want {
 				t.Errorf("%s: place = %+v (%v), want %+v", tc.name, got, err, tc.want)
 			}
@@ -593,11 +593,11 @@ func TestQueueService_CountsStopPastTheCap(t *testing.T) {
 		if err != nil || len(tasks) != 3 || total != arbiter.QueueCountCap+1 {
 			t.Fatalf("ListHumanQueue = %d tasks, total %d (%v)", len(tasks), total, err)
 		}
-		first, err := d.FindQueuePlace(ctx, acct.ID, tasks[0].ID, "")
+		first, err := d.FindQueuePlace(ctx, acct.ID, tasks[0].ID, "", arbiter.QueueView{})
 		if want := (arbiter.QueuePlace{Next: tasks[1].ID, Position: 1, Total: arbiter.QueueCountCap + 1}); err != nil || first != want {
 			t.Errorf("first place = %+v (%v), want %+v", first, err, want)
 		}
-		second, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, "")
+		second, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, "", arbiter.QueueView{})
 		if want := (arbiter.QueuePlace{Prev: tasks[0].ID, Next: tasks[2].ID, Position: 2, Total: arbiter.QueueCountCap + 1}); err != nil || second != want {
 			t.Errorf("second place = %+v (%v), want %+v", second, err, want)
 		}
@@ -605,7 +605,7 @@ func TestQueueService_CountsStopPastTheCap(t *testing.T) {
 		if err != nil || len(all) != n {
 			t.Fatalf("ListHumanQueue = %d tasks (%v), want %d", len(all), err, n)
 		}
-		last, err := d.FindQueuePlace(ctx, acct.ID, all[n-1].ID, "")
+		last, err := d.FindQueuePlace(ctx, acct.ID, all[n-1].ID, "", arbiter.QueueView{})
 		if want := (arbiter.QueuePlace{Prev: all[n-2].ID, Position: arbiter.QueueCountCap + 1, Total: arbiter.QueueCountCap + 1}); err != nil || last != want {
 			t.Errorf("last place = %+v (%v), want %+v", last, err, want)
 		}

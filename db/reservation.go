@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -156,9 +157,13 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 // skipped ones in the order they were skipped. On Postgres the pick skips
 // rows another reviewer's pick has locked, so two reviewers asking at once
 // get two tasks; on SQLite the single writer serializes the picks.
-func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string) (_ string, err error) {
+func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string, view arbiter.QueueView) (_ string, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
+	if err := view.Validate(); err != nil {
+		return "", err
+	}
+	filter, filterArgs := viewFilter(view)
 	var id string
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
@@ -168,20 +173,22 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		if d.dialect == Postgres {
 			lock = ` FOR UPDATE OF t SKIP LOCKED`
 		}
-		// First the oldest the session did not skip, one step of the
-		// human queue's index at a time; then the skipped ones, in the
-		// order they were skipped (a session skips few).
+		// First the view's first task the session did not skip (with the
+		// whole queue oldest first, one step of the human queue's index at
+		// a time); then the skipped ones, in the order they were skipped (a
+		// session skips few).
+		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, sessionID)
 		for _, pick := range []string{
 			`SELECT t.id FROM tasks t
-				WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + `
+				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + `
 				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
-				ORDER BY t.created_at, t.id LIMIT 1` + lock,
+				ORDER BY ` + strings.Join(queueKey(view.Order), ", ") + ` LIMIT 1` + lock,
 			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
-				WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + ` AND k.session_id = ?
+				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
 		} {
 			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
-				WHERE id = (`+pick+`) RETURNING id`), personID, accountID, accountID, personID, sessionID).Scan(&id)
+				WHERE id = (`+pick+`) RETURNING id`), args...).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			} else if err != nil {

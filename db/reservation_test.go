@@ -68,10 +68,10 @@ func TestReservations_TakeOverAndLateDecision(t *testing.T) {
 		if err != nil || list[0].Reservation == nil || list[0].Reservation.Email != "ann@example.com" || list[1].Reservation != nil {
 			t.Fatalf("queue = %+v, %v", list, err)
 		}
-		if p, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, bob.PersonID); err != nil || p.Prev != "" {
+		if p, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, bob.PersonID, arbiter.QueueView{}); err != nil || p.Prev != "" {
 			t.Errorf("bob's previous task = %+v, %v; want none (ann holds it)", p, err)
 		}
-		if p, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, ann.PersonID); err != nil || p.Prev != task.ID {
+		if p, err := d.FindQueuePlace(ctx, acct.ID, tasks[1].ID, ann.PersonID, arbiter.QueueView{}); err != nil || p.Prev != task.ID {
 			t.Errorf("ann's previous task = %+v, %v; want her own", p, err)
 		}
 
@@ -116,7 +116,7 @@ func TestReservations_TakeOverAndLateDecision(t *testing.T) {
 		_, err = d.ReserveTask(ctx, acct.ID, foreign.ID, ann.PersonID)
 		wantCode(t, err, arbiter.ENOTFOUND)
 		stranger := personOf(t, d, "other@example.com")
-		_, err = d.NextTask(ctx, acct.ID, stranger.ID, "")
+		_, err = d.NextTask(ctx, acct.ID, stranger.ID, "", arbiter.QueueView{})
 		wantCode(t, err, arbiter.ENOTFOUND)
 	})
 }
@@ -127,7 +127,7 @@ func TestReservations_SkipGoesToTheEnd(t *testing.T) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 3)
 		next := func(s *arbiter.Session) string {
 			t.Helper()
-			id, err := d.NextTask(ctx, acct.ID, s.PersonID, s.ID)
+			id, err := d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 			for i, s := range []*arbiter.Session{ann, bob} {
 				wg.Go(func() {
 					<-start
-					got[i], errs[i] = d.NextTask(ctx, acct.ID, s.PersonID, s.ID)
+					got[i], errs[i] = d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 				})
 			}
 			close(start)
@@ -230,7 +230,7 @@ func TestReservations_OnePersonInManyTabsNeverDeadlocks(t *testing.T) {
 				for i := range 50 {
 					var err error
 					if (tab+i)%3 == 0 {
-						_, err = d.NextTask(ctx, acct.ID, ann.PersonID, ann.ID)
+						_, err = d.NextTask(ctx, acct.ID, ann.PersonID, ann.ID, arbiter.QueueView{})
 					} else {
 						_, err = d.ReserveTask(ctx, acct.ID, tasks[(tab+i)%len(tasks)].ID, ann.PersonID)
 					}

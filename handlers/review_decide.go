@@ -23,7 +23,11 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
 		id := r.PathValue("id")
-		verdict, rationale, err := verdictForm(r)
+		view, err := queueViewFrom(r)
+		var verdict, rationale string
+		if err == nil {
+			verdict, rationale, err = verdictForm(r)
+		}
 		if err == nil {
 			_, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
 				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, ReviewerID: s.PersonID, Client: ClientOf(r),
@@ -39,7 +43,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			w.Header().Set("HX-Trigger", QueueChangedEvent)
 		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
-		nextID, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID)
+		nextID, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID, view)
 		if err != nil {
 			Error(w, r, err)
 			return
@@ -47,17 +51,17 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 		if nextID == "" {
 			setNotice(w, r, decided+" Nothing else is waiting.")
 			if IsHTMX(r) {
-				w.Header().Set("HX-Redirect", "/review")
+				w.Header().Set("HX-Redirect", "/review"+view.Query())
 				w.WriteHeader(http.StatusNoContent)
 				return
 			}
-			redirect(w, r, "/review")
+			redirect(w, r, "/review"+view.Query())
 			return
 		}
 		notice := decided + " Here is the next task."
 		if !IsHTMX(r) {
 			setNotice(w, r, notice)
-			redirect(w, r, "/review/tasks/"+nextID)
+			redirect(w, r, "/review/tasks/"+nextID+view.Query())
 			return
 		}
 		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, nextID)
@@ -71,7 +75,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			return
 		}
 		v.Notice, v.Now = notice, now()
-		w.Header().Set("HX-Push-Url", "/review/tasks/"+next.ID)
+		w.Header().Set("HX-Push-Url", "/review/tasks/"+next.ID+view.Query())
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 	})
 }

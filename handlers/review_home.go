@@ -66,8 +66,7 @@ func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
 // queueView reads the account's queue as the address's view (task_type,
 // source, touchpoint, order) shows it.
 func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
-	q := r.URL.Query()
-	view := arbiter.QueueView{TaskType: q.Get("task_type"), Source: q.Get("source"), Touchpoint: q.Get("touchpoint"), Order: q.Get("order")}
+	view := arbiter.QueueViewOf(r.URL.Query())
 	tasks, total, err := queue.ListHumanQueue(r.Context(), accountID, view, reviewQueueLimit)
 	v := review.QueueView{Tasks: tasks, Total: total, Now: now, View: view}
 	if s := arbiter.SessionFromContext(r.Context()); s != nil {

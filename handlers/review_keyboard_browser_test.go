@@ -483,3 +483,43 @@ func TestReviewKeyboard_TheBadgeFollowsEachDecision(t *testing.T) {
 		t.Errorf("the badge asked again on %q, want on the decision's queue-changed", got)
 	}
 }
+
+// Queue views (issue 17): a reviewer who opens a view of the queue (one task type) works
+// within it from the keyboard: j opens its first task, each decision brings
+// the view's next, and the last one returns to the view, while the tasks
+// outside it wait.
+func TestReviewKeyboard_WorksWithinAView(t *testing.T) {
+	d := openKeyboardDesk(t, twoVerdicts, twoVerdicts) // two refunds, the oldest tasks
+	ctx := context.Background()
+	var moderations []string
+	for _, prompt := range []string{"Remove this post?", "Remove this comment?"} {
+		task, err := d.store.CreateTask(ctx, d.acct.ID, arbiter.TaskCreate{Prompt: prompt, AllowedVerdicts: twoVerdicts,
+			ConfidenceThreshold: 0.8, TaskType: "moderation", Touchpoint: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.store.ClaimTasks(ctx, "wrk_test", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
+			t.Fatalf("claimed %v, %v", claimed, err)
+		}
+		if err := d.store.FinishAgentAttempt(ctx, "wrk_test", task.ID, arbiter.AgentStep{
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+			t.Fatal(err)
+		}
+		moderations = append(moderations, task.ID)
+	}
+	const view = `'?task_type=moderation'`
+	d.do("open the view and press j", chromedp.Navigate(d.base+"/review?task_type=moderation"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=queue]`)),
+		chromedp.KeyEvent("j"), until(onDesk(moderations[0])+` && `+formReady+` && location.search === `+view))
+	d.do("decide it: the view's next comes", chromedp.KeyEvent("1"), until(pressed("approve")),
+		chromedp.KeyEvent(kb.Enter), until(onDesk(moderations[1])+` && `+formReady+` && location.search === `+view))
+	d.do("decide the last of the view: back to the view", chromedp.KeyEvent("2"), until(pressed("reject")),
+		chromedp.KeyEvent(kb.Enter),
+		until(`location.pathname === '/review' && location.search === `+view+` && !!document.querySelector('[data-testid=queue]')`))
+	for _, task := range d.tasks {
+		if got := d.task(task); got.Status != arbiter.StatusHumanNeeded {
+			t.Errorf("the refund %s outside the view is %s", task.ID, got.Status)
+		}
+	}
+}

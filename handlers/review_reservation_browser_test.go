@@ -74,7 +74,7 @@ func TestReviewDesk_TwoReviewersNeverShareATask(t *testing.T) {
 			}
 
 			// Bob presses "next" while Ann holds the first: he gets the second.
-			bobs, err := store.NextTask(ctx, acct, bob.ID, bobSession.ID)
+			bobs, err := store.NextTask(ctx, acct, bob.ID, bobSession.ID, arbiter.QueueView{})
 			if err != nil || bobs != tasks[1].ID {
 				t.Fatalf("bob's next = %q, %v; want %s", bobs, err, tasks[1].ID)
 			}

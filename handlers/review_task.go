@@ -33,20 +33,29 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 	})
 }
 
-// deskView places task within the account's queue, for the previous and
-// next links, which skip the tasks someone other than the person holds.
+// deskView places task within the view of the account's queue that the
+// address names (its query), for the previous and next links, which skip
+// the tasks someone other than the person holds and keep the view.
 func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID string, task *arbiter.Task) (review.TaskView, error) {
-	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID, personID)
+	view, err := queueViewFrom(r)
 	if err != nil {
 		return review.TaskView{}, err
 	}
-	return placed(review.TaskView{Task: task, Action: "/review/tasks/" + task.ID}, place, "/review/tasks/"), nil
+	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID, personID, view)
+	if err != nil {
+		return review.TaskView{}, err
+	}
+	v := review.TaskView{Task: task, Action: "/review/tasks/" + task.ID, Query: view.Query()}
+	return placed(v, place, "/review/tasks/"), nil
 }
 
 // reservedDeskView is deskView for the signed-in reviewer, who reserves
 // the task if it waits and nobody else holds it.
 func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations arbiter.ReservationService, task *arbiter.Task) (review.TaskView, error) {
 	s := arbiter.SessionFromContext(r.Context())
+	if _, err := queueViewFrom(r); err != nil {
+		return review.TaskView{}, err // before reserving: a bad address changes nothing
+	}
 	var held *arbiter.Reservation
 	if task.Status == arbiter.StatusHumanNeeded {
 		var err error
@@ -82,33 +91,45 @@ func ReviewReservation(reservations arbiter.ReservationService) http.Handler {
 func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
-		if err := reservations.ReleaseTask(r.Context(), s.AccountID, r.PathValue("id"), s.PersonID, s.ID, true); err != nil {
+		view, err := queueViewFrom(r)
+		if err == nil {
+			err = reservations.ReleaseTask(r.Context(), s.AccountID, r.PathValue("id"), s.PersonID, s.ID, true)
+		}
+		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		next, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID)
+		next, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID, view)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
 		if next == "" {
 			setNotice(w, r, "Skipped. Nothing else is waiting that nobody holds.")
-			redirect(w, r, "/review")
+			redirect(w, r, "/review"+view.Query())
 			return
 		}
 		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
-		redirect(w, r, "/review/tasks/"+next)
+		redirect(w, r, "/review/tasks/"+next+view.Query())
 	})
 }
 
-// placed fills in v's links to its neighbours, pages under prefix, and its
-// position.
+// queueViewFrom returns the view of the queue that the request's address
+// names (arbiter.QueueViewOf), or the EINVALID error of a bad one, which
+// the desk checks before it reserves, releases or decides anything.
+func queueViewFrom(r *http.Request) (arbiter.QueueView, error) {
+	view := arbiter.QueueViewOf(r.URL.Query())
+	return view, view.Validate()
+}
+
+// placed fills in v's links to its neighbours, pages under prefix with
+// v's query, and its position.
 func placed(v review.TaskView, p arbiter.QueuePlace, prefix string) review.TaskView {
 	if p.Prev != "" {
-		v.Prev = prefix + p.Prev
+		v.Prev = prefix + p.Prev + v.Query
 	}
 	if p.Next != "" {
-		v.Next = prefix + p.Next
+		v.Next = prefix + p.Next + v.Query
 	}
 	v.Position, v.Total = p.Position, p.Total
 	return v

@@ -51,7 +51,12 @@ type TaskView struct {
 	Task *arbiter.Task
 	// Action is where the verdict form posts.
 	Action string
-	// Prev and Next are the neighbouring tasks' pages; "" at the ends.
+	// Query is the view of the queue the reviewer works in, as the query
+	// its addresses carry (arbiter.QueueView.Query); "" for the whole
+	// queue. The forms post with it, and "back to the queue" returns to it.
+	Query string
+	// Prev and Next are the neighbouring tasks' pages, in the view; "" at
+	// the ends.
 	Prev, Next string
 	// Position counts from 1 within Total tasks of the queue; 0 when the
 	// task is not in the queue (decided already, say).

@@ -1,0 +1,156 @@
+package db_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// TestQueueService_TheDeskWalksTheView: in every view of the queue (its
+// filters, oldest first or by deadline) the desk's previous and next links
+// walk exactly the tasks the queue page lists, in its order, with their
+// positions; a task outside the view has none and leads to the view's
+// first; NextTask takes the view's first free task, and a bad view is
+// refused.
+func TestQueueService_TheDeskWalksTheView(t *testing.T) {
+	// Deadlines are compared with the database's clock: the store's starts
+	// at the real time.
+	c := &clock{now: time.Now()}
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct, ann, bob, _ := reviewTeam(t, d, c, 0)
+		// Twelve waiting tasks: two types, two sources; some with
+		// deadlines, the later ones nearer.
+		for i := range 12 {
+			in := taskCreate("task")
+			in.TaskType = []string{"refund", "kyc"}[i%2]
+			in.Source = []string{"bot", "crm", "crm"}[i%3]
+			if i%4 != 0 {
+				in.DeadlineSeconds = 7200 - 300*i
+			}
+			if _, err := d.CreateTask(ctx, acct.ID, in); err != nil {
+				t.Fatal(err)
+			}
+			c.Add(time.Second)
+		}
+		route := arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}
+		var claimed []*arbiter.Task
+		for len(claimed) < 12 {
+			some, err := d.ClaimTasks(ctx, "w", 100, time.Minute)
+			if err != nil || len(some) == 0 {
+				t.Fatalf("claimed %d of 12 (%v)", len(claimed), err)
+			}
+			for _, task := range some {
+				if err := d.FinishAgentAttempt(ctx, "w", task.ID, route); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claimed = append(claimed, some...)
+		}
+		views := []arbiter.QueueView{
+			{},
+			{Order: arbiter.QueueByDeadline},
+			{TaskType: "refund"},
+			{TaskType: "kyc", Order: arbiter.QueueByDeadline},
+			{Source: "crm", Touchpoint: "chat"},
+			{TaskType: "refund", Source: "bot", Order: arbiter.QueueByDeadline},
+			{TaskType: "none"},
+		}
+		for _, view := range views {
+			listed, total, err := d.ListHumanQueue(ctx, acct.ID, view, 100)
+			if err != nil || total != len(listed) {
+				t.Fatalf("%+v: list %d of %d (%v)", view, len(listed), total, err)
+			}
+			want := taskIDs(listed)
+			if view.TaskType != "none" && (len(want) == 0 || len(want) == 12 && view.Filtered()) {
+				t.Fatalf("%+v lists %d tasks: the fixture does not test the view", view, len(want))
+			}
+			// Forward from the first by Next, and back from the last by Prev.
+			var forward, backward []string
+			for id, pos := first(t, d, acct.ID, view), 1; id != ""; pos++ {
+				p, err := d.FindQueuePlace(ctx, acct.ID, id, ann.PersonID, view)
+				if err != nil || p.Position != pos || p.Total != len(want) {
+					t.Fatalf("%+v: place of %s = %+v (%v), want position %d of %d", view, id, p, err, pos, len(want))
+				}
+				forward = append(forward, id)
+				id = p.Next
+			}
+			for id := lastOf(want); id != ""; {
+				backward = append(backward, id)
+				p, err := d.FindQueuePlace(ctx, acct.ID, id, ann.PersonID, view)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id = p.Prev
+			}
+			slices.Reverse(backward)
+			if !slices.Equal(forward, want) || !slices.Equal(backward, want) {
+				t.Errorf("%+v: next walks %v, previous %v; the queue lists %v", view, forward, backward, want)
+			}
+			// A task outside the view stands nowhere in it and leads to its first.
+			if view.Filtered() {
+				var outside string
+				for _, id := range taskIDs(claimed) {
+					if !slices.Contains(want, id) {
+						outside = id
+					}
+				}
+				p, err := d.FindQueuePlace(ctx, acct.ID, outside, ann.PersonID, view)
+				if err != nil || p.Position != 0 || p.Prev != "" || p.Next != firstOf(want) {
+					t.Errorf("%+v: the place of a task outside it = %+v (%v)", view, p, err)
+				}
+			}
+			// NextTask takes the view's first task nobody else holds: Bob
+			// holds the first, so Ann gets the second.
+			if len(want) >= 2 {
+				if _, err := d.ReserveTask(ctx, acct.ID, want[0], bob.PersonID); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := d.NextTask(ctx, acct.ID, ann.PersonID, ann.ID, view); err != nil || got != want[1] {
+					t.Errorf("%+v: Ann's next = %s (%v), want %s", view, got, err, want[1])
+				}
+				for _, id := range want[:2] {
+					for _, p := range []string{ann.PersonID, bob.PersonID} {
+						if err := d.ReleaseTask(ctx, acct.ID, id, p, "", false); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+		}
+		for _, bad := range []arbiter.QueueView{{Order: "newest"}, {TaskType: string(make([]byte, 300))}} {
+			_, err := d.FindQueuePlace(ctx, acct.ID, claimed[0].ID, ann.PersonID, bad)
+			wantCode(t, err, arbiter.EINVALID)
+			_, err = d.NextTask(ctx, acct.ID, ann.PersonID, ann.ID, bad)
+			wantCode(t, err, arbiter.EINVALID)
+		}
+	})
+}
+
+// first returns the view's first task, which a task outside the view
+// leads to.
+func first(t *testing.T, d *db.DB, accountID string, view arbiter.QueueView) string {
+	t.Helper()
+	p, err := d.FindQueuePlace(ctx, accountID, "tsk_0000000000000000", "", view)
+	if err != nil || p.Position != 0 {
+		t.Fatalf("the place of no task = %+v (%v)", p, err)
+	}
+	return p.Next
+}
+
+func firstOf(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+func lastOf(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[len(ids)-1]
+}
