@@ -157,6 +157,14 @@ func (d *DB) ExplainExpireTasks(ctx context.Context) (string, error) {
 	return d.explain(ctx, d.expireTasksSQL(), 100)
 }
 
+// ExplainQueuePlace returns the plan of FindQueuePlace's query.
+func (d *DB) ExplainQueuePlace(ctx context.Context, accountID, taskID string, view arbiter.QueueView) (string, error) {
+	if err := view.Validate(); err != nil {
+		return "", err
+	}
+	return d.explain(ctx, d.queuePlaceSQL(view), queuePlaceArgs(accountID, taskID, "", view)...)
+}
+
 // explain returns the store's plan of query, one line per plan row.
 func (d *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
 	explain := "EXPLAIN "

@@ -7,13 +7,17 @@ import (
 	"github.com/arbiterhq/arbiter/db/dbtest"
 )
 
-// TestMigrate_AppliesAMigrationThatLandedLate opens a store that has every
-// migration but 00011, as a store migrated before 00011 landed on top of
-// later ones would be: migrating applies it instead of refusing to start.
+// TestMigrate_AppliesAMigrationThatLandedLate opens a store that has the
+// migrations up to 00013 but 00011, as a store migrated before 00011 landed
+// on top of later ones would be: migrating applies it instead of refusing
+// to start. (00015, which indexes a column of 00011, came after and is
+// undone first.)
 func TestMigrate_AppliesAMigrationThatLandedLate(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
-		if err := d.UndoMigrationForTest(ctx, 11); err != nil {
-			t.Fatal(err)
+		for _, version := range []int64{15, 11} {
+			if err := d.UndoMigrationForTest(ctx, version); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := d.AuditRate(ctx, "acct_demo"); err == nil {
 			t.Fatal("the audit rate is still there after undoing 00011")

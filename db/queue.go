@@ -514,16 +514,39 @@ func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 			LIMIT ` + queueCountLimit + `) q)`
 }
 
+// queuePlaceArgs are the arguments of queuePlaceSQL(view).
+func queuePlaceArgs(accountID, taskID, personID string, view arbiter.QueueView) []any {
+	_, filterArgs := viewFilter(view)
+	inView := append([]any{accountID}, filterArgs...)
+	var args []any
+	add := func(vs ...any) { args = append(args, vs...) }
+	add(taskID)
+	add(inView...) // cur
+	add(inView...)
+	add(personID) // prev
+	add(inView...)
+	add(personID)  // next
+	add(inView...) // position
+	add(inView...) // total
+	return args
+}
+
 // queueKey is the order of a view of the review queue (arbiter.QueueView)
 // as the columns of tasks t to sort by: the oldest first, or the nearest
-// deadline first with the tasks without one last. Compared as a row, it
-// finds a task's neighbours.
+// deadline first with the tasks without one last (as if due at the end of
+// time). Compared as a row, it finds a task's neighbours. Each order has
+// its partial index, tasks_review_queue and tasks_review_queue_deadline,
+// whose columns are these very expressions.
 func queueKey(order string) []string {
 	if order == arbiter.QueueByDeadline {
-		return []string{`CASE WHEN t.deadline_at IS NULL THEN 1 ELSE 0 END`, `COALESCE(t.deadline_at, 0)`, `t.created_at`, `t.id`}
+		return []string{`COALESCE(t.deadline_at, ` + noDeadline + `)`, `t.created_at`, `t.id`}
 	}
 	return []string{`t.created_at`, `t.id`}
 }
+
+// noDeadline sorts the tasks without a deadline after every other: the
+// largest BIGINT, as milliseconds no deadline reaches.
+const noDeadline = "9223372036854775807"
 
 // viewFilter returns the filters of a view of the review queue as SQL
 // conditions on tasks t, each starting with AND, and their arguments.
@@ -562,19 +585,7 @@ func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID, personID str
 	if err != nil {
 		return p, err
 	}
-	_, filterArgs := viewFilter(view)
-	inView := append([]any{accountID}, filterArgs...)
-	var args []any
-	add := func(vs ...any) { args = append(args, vs...) }
-	add(taskID)
-	add(inView...) // cur
-	add(inView...)
-	add(personID) // prev
-	add(inView...)
-	add(personID)  // next
-	add(inView...) // position
-	add(inView...) // total
-	err = stmt.QueryRowContext(ctx, args...).Scan(&prev, &next, &p.Position, &p.Total)
+	err = stmt.QueryRowContext(ctx, queuePlaceArgs(accountID, taskID, personID, view)...).Scan(&prev, &next, &p.Position, &p.Total)
 	if err != nil {
 		return p, fmt.Errorf("find queue place: %w", err)
 	}

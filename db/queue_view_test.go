@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +154,56 @@ func lastOf(ids []string) string {
 		return ""
 	}
 	return ids[len(ids)-1]
+}
+
+// TestQueueService_TheDeskStepsAlongTheIndexes: on a queue of 20,000 tasks
+// (10,000 with a deadline) beside another account's, a task's neighbours in
+// each order are steps along that order's partial index, not a sort of
+// the queue.
+func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "deep@example.com")
+		other := newAccount(t, d, "other@example.com")
+		const n = 20000
+		for _, id := range []string{acct.ID, other.ID} {
+			if err := d.InsertTasks(ctx, id, n, 1763805600000); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.QueueAll(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Exec(ctx, `UPDATE tasks SET deadline_at = created_at + 86400000 - (created_at % 1000) * 60000
+			WHERE account_id = ? AND created_at % 2 = 0`, acct.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Analyze(ctx); err != nil {
+			t.Fatal(err)
+		}
+		listed, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, n/2+1)
+		if err != nil || len(listed) != n/2+1 {
+			t.Fatalf("listed %d (%v)", len(listed), err)
+		}
+		middle := listed[n/2].ID
+		for index, view := range map[string]arbiter.QueueView{
+			"tasks_review_queue":          {},
+			"tasks_review_queue_deadline": {Order: arbiter.QueueByDeadline},
+		} {
+			plan, err := d.ExplainQueuePlace(ctx, acct.ID, middle, view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch d.Dialect() {
+			case db.Postgres:
+				if !strings.Contains(plan, "Index Scan Backward using "+index+" ") || !strings.Contains(plan, "Index Scan using "+index+" ") ||
+					strings.Contains(plan, "Sort Key") {
+					t.Errorf("%+v: the neighbours are not index steps along %s:\n%s", view, index, plan)
+				}
+			case db.SQLite:
+				if !strings.Contains(plan, "USING INDEX "+index+" ") || strings.Contains(plan, "TEMP B-TREE") {
+					t.Errorf("%+v: the neighbours are not read along %s:\n%s", view, index, plan)
+				}
+			}
+		}
+	})
 }
