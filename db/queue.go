@@ -475,14 +475,13 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 	return total, nil
 }
 
-// queuePlaceSQL finds, in one statement, the waiting tasks around a task
-// (cur, when it is waiting) that the person may take (freeFor), its
-// position and the queue's length. With no cur, the next task is the
-// oldest. The queue's order is (created_at, id), compared as rows so that
-// each neighbour is one step of the tasks_human_queue index (passing over
-// the tasks another reviewer holds) and the position a count over it; both
-// counts stop at arbiter.QueueCountCap+1. Arguments: task, account,
-// account, person, account, person, then the account twice more.
+// queuePlaceSQL finds, in one statement, the tasks of the view around a
+// task (cur, when it is in the view) that the person may take (freeFor),
+// its position and the view's length. With no cur, the next task is the
+// view's first. The view's order is its queueKey, compared as rows so that
+// each neighbour is one step of that order's index (passing over the
+// tasks another reviewer holds) and the position a count over it; both
+// counts stop at arbiter.QueueCountCap+1. queuePlaceArgs are its arguments.
 func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 	filter, _ := viewFilter(view)
 	key := queueKey(view.Order)

@@ -152,9 +152,9 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 }
 
 // NextTask reserves the next task for the person, picked and reserved in
-// one statement: the oldest that nobody else holds and the session did not
-// skip (one step of the human queue's index at a time), else the session's
-// skipped ones in the order they were skipped. On Postgres the pick skips
+// one statement: the view's first that nobody else holds and the session
+// did not skip (one step of the order's index at a time), else the
+// session's skipped ones of the view in the order they were skipped. On Postgres the pick skips
 // rows another reviewer's pick has locked, so two reviewers asking at once
 // get two tasks; on SQLite the single writer serializes the picks.
 func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string, view arbiter.QueueView) (_ string, err error) {
