@@ -498,6 +498,13 @@ type WebhookService interface {
 	// MaxWebhookEndpoints.
 	CreateWebhookEndpoint(ctx context.Context, accountID string, in WebhookEndpointInput, allowPrivate bool, by Actor) (*WebhookEndpoint, error)
 
+	// UpdateWebhookEndpoint validates in as CreateWebhookEndpoint does and
+	// sets the endpoint's URL, description and event types, recording it
+	// in the audit log in the same transaction. Its secret, status and
+	// messages stay: a message not yet delivered goes to the new URL;
+	// messages already queued keep their event types. Returns EINVALID.
+	UpdateWebhookEndpoint(ctx context.Context, accountID, id string, in WebhookEndpointInput, allowPrivate bool, by Actor) (*WebhookEndpoint, error)
+
 	// ListWebhookEndpoints returns the account's endpoints, oldest first.
 	ListWebhookEndpoints(ctx context.Context, accountID string) ([]*WebhookEndpoint, error)
 
@@ -605,6 +612,7 @@ type WebhookMailer interface {
 // Audit event kinds of webhooks.
 const (
 	AuditWebhookCreated        = "webhook_created"
+	AuditWebhookUpdated        = "webhook_updated"
 	AuditWebhookDeleted        = "webhook_deleted"
 	AuditWebhookRotated        = "webhook_secret_rotated"
 	AuditWebhookEnabled        = "webhook_enabled"

@@ -99,6 +99,32 @@ func (d *DB) CreateWebhookEndpoint(ctx context.Context, accountID string, in arb
 	return e, nil
 }
 
+// UpdateWebhookEndpoint sets the account's endpoint's URL, description and
+// event types and records it in the audit log, in one transaction.
+func (d *DB) UpdateWebhookEndpoint(ctx context.Context, accountID, id string, in arbiter.WebhookEndpointInput, allowPrivate bool, by arbiter.Actor) (_ *arbiter.WebhookEndpoint, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := in.Validate(allowPrivate); err != nil {
+		return nil, err
+	}
+	var e *arbiter.WebhookEndpoint
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET url = ?, description = ?, event_types = ?
+			WHERE id = ? AND account_id = ?`), in.URL, in.Description, strings.Join(in.EventTypes, ","), id, accountID); err != nil {
+			return fmt.Errorf("update endpoint: %w", err)
+		}
+		e.URL, e.Description, e.EventTypes = in.URL, in.Description, in.EventTypes
+		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookUpdated, accountID, e, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // ListWebhookEndpoints returns the account's endpoints, oldest first.
 func (d *DB) ListWebhookEndpoints(ctx context.Context, accountID string) (_ []*arbiter.WebhookEndpoint, err error) {
 	ctx, end := d.begin(ctx)

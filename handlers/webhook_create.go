@@ -14,15 +14,11 @@ import (
 func DashboardWebhookCreate(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		in := arbiter.WebhookEndpointInput{
-			URL: r.PostFormValue("url"), Description: r.PostFormValue("description"), EventTypes: r.PostForm["event_types"],
+		in, err := endpointForm(r)
+		var e *arbiter.WebhookEndpoint
+		if err == nil {
+			e, err = hooks.CreateWebhookEndpoint(ctx, arbiter.AccountIDFromContext(ctx), in, allowPrivate, ActorOf(r))
 		}
-		if len(in.EventTypes) == 0 {
-			renderWebhooks(w, r, hooks, http.StatusBadRequest, dashboard.WebhooksView{Form: in, AllowHTTP: allowPrivate, Now: now(),
-				Error: "Choose at least one event type."})
-			return
-		}
-		e, err := hooks.CreateWebhookEndpoint(ctx, arbiter.AccountIDFromContext(ctx), in, allowPrivate, ActorOf(r))
 		switch arbiter.ErrorCode(err) {
 		case "":
 		case arbiter.EINVALID, arbiter.ECONFLICT:

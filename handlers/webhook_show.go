@@ -12,11 +12,13 @@ import (
 // DashboardWebhook handles GET /webhooks/{id}: the account's endpoint with
 // its latest arbiter.WebhookLogMessages messages, filtered by ?status=;
 // another account's endpoint is 404. ?notice= names a confirmation to show.
-func DashboardWebhook(hooks arbiter.WebhookService, now arbiter.Clock) http.Handler {
+func DashboardWebhook(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		v := dashboard.WebhookView{Status: q.Get("status"), Now: now()}
+		v := dashboard.WebhookView{Status: q.Get("status"), AllowHTTP: allowPrivate, Now: now()}
 		switch q.Get("notice") {
+		case "updated":
+			v.Notice = "The endpoint is changed; messages not yet delivered go to its URL as it is now."
 		case "ping":
 			v.Notice = "A test event (ping) is on its way; it shows in the log below within seconds."
 		case "resent":

@@ -227,6 +227,7 @@ func webhookForms(id, msgID string) map[string]url.Values {
 		"/webhooks/" + id + "/ping":                          {},
 		"/webhooks/" + id + "/enabled":                       {"enabled": {"0"}},
 		"/webhooks/" + id + "/delete":                        {},
+		"/webhooks/" + id + "/edit":                          {"url": {"https://example.com/forged"}, "event_types": {arbiter.EventTaskCompleted}},
 		"/webhooks/" + id + "/resend-failed":                 {"since": {"2020-01-01T00:00"}},
 		"/webhooks/" + id + "/messages/" + msgID + "/resend": {},
 	}
@@ -257,7 +258,8 @@ func TestDashboardWebhooks_CSRFOnEveryForm(t *testing.T) {
 		list, _ := d.store.ListWebhookEndpoints(ctx, account.ID)
 		msgs, _ := d.store.ListWebhookMessages(ctx, account.ID, id, "", 10)
 		after, _ := d.store.FindCallbackSecret(ctx, account.ID)
-		if len(list) != 1 || list[0].Secret != secret || !list[0].Enabled() || len(msgs) != 1 || after.Secret != callback.Secret {
+		if len(list) != 1 || list[0].Secret != secret || !list[0].Enabled() || list[0].URL != "https://example.com/hooks" ||
+			len(msgs) != 1 || after.Secret != callback.Secret {
 			t.Errorf("cross-site posts changed something: %d endpoints, %d messages, callback rotated %v",
 				len(list), len(msgs), after.Secret != callback.Secret)
 		}
@@ -298,7 +300,7 @@ func TestDashboardWebhooks_AnotherAccountsEndpointIs404(t *testing.T) {
 		}
 		e, err := d.store.FindWebhookEndpoint(ctx, account.ID, id)
 		msgs, _ := d.store.ListWebhookMessages(ctx, account.ID, id, "", 10)
-		if err != nil || e.Secret != secret || !e.Enabled() || len(msgs) != 1 {
+		if err != nil || e.Secret != secret || !e.Enabled() || e.URL != "https://example.com/alice" || len(msgs) != 1 {
 			t.Errorf("bob's posts changed alice's endpoint: %+v %v, %d messages", e, err, len(msgs))
 		}
 	})
@@ -334,6 +336,74 @@ func TestDashboardWebhooks_OnlyManagersSeeThem(t *testing.T) {
 		}
 		if r := owner.get("/"); !strings.Contains(r.body, `href="/webhooks"`) {
 			t.Error("the owner's navigation does not link the webhooks")
+		}
+	})
+}
+
+// TestDashboardWebhooks_Edit: the endpoint's page changes its URL,
+// description and events in place: the form shows the endpoint as it is,
+// a refused change comes back with what was typed and why and changes
+// nothing, a change keeps the secret and the log, sends what waits to the
+// new URL, and is in the audit log.
+func TestDashboardWebhooks_Edit(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		b := d.browser()
+		b.signIn("alice@example.com")
+		id, secret := b.createEndpoint("https://example.com/hooks")
+		account, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		if _, err := d.store.SendWebhookPing(ctx, account.ID, id); err != nil {
+			t.Fatal(err)
+		}
+		page := "/webhooks/" + id
+		r := b.get(page)
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`data-testid="edit-endpoint"`, `action="` + page + `/edit"`, `value="https://example.com/hooks"`, `value="CRM &lt;sync&gt;"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the endpoint's page lacks %s", want)
+			}
+		}
+
+		for _, c := range []struct {
+			form url.Values
+			says string
+		}{
+			{url.Values{"url": {"http://example.com/plain"}, "event_types": {arbiter.EventTaskCompleted}}, "must start with https://"},
+			{url.Values{"url": {"https://10.0.0.1/hooks"}, "event_types": {arbiter.EventTaskCompleted}}, "10.0.0.1"},
+			{url.Values{"url": {"https://example.com/new"}}, "Choose at least one event type."},
+			{url.Values{"url": {"https://example.com/new"}, "event_types": {"task.nope"}}, "is not an event type"},
+			{url.Values{"url": {"https://example.com/new"}, "event_types": {arbiter.EventTaskCompleted}, "description": {strings.Repeat("x", 201)}}, "at most 200 characters"},
+		} {
+			r := b.post(page+"/edit", c.form)
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="edit-error"`) || !strings.Contains(r.body, c.says) ||
+				!strings.Contains(r.body, `value="`+c.form.Get("url")+`"`) || !strings.Contains(r.body, "<details class=\"card p-6\" data-testid=\"edit-endpoint\" open") {
+				t.Errorf("edit %v = %d, want 400 saying %q with the form open and kept\n%.3000s", c.form, r.status, c.says, r.body)
+			}
+		}
+		if e, _ := d.store.FindWebhookEndpoint(ctx, account.ID, id); e.URL != "https://example.com/hooks" || e.Description != "CRM <sync>" || len(e.EventTypes) != 0 {
+			t.Fatalf("refused edits changed the endpoint: %+v", e)
+		}
+
+		r = b.post(page+"/edit", url.Values{"url": {"https://example.com/v2/hooks"}, "description": {" Billing "},
+			"event_types": {arbiter.EventTaskCompleted, arbiter.EventTaskExpired}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != page+"?notice=updated" {
+			t.Fatalf("edit = %d to %q\n%.2000s", r.status, r.header.Get("Location"), r.body)
+		}
+		r = b.get(r.header.Get("Location"))
+		if !strings.Contains(r.body, "The endpoint is changed") || !strings.Contains(r.body, "https://example.com/v2/hooks") {
+			t.Errorf("the page after the change:\n%.3000s", r.body)
+		}
+		e, err := d.store.FindWebhookEndpoint(ctx, account.ID, id)
+		if err != nil || e.URL != "https://example.com/v2/hooks" || e.Description != "Billing" || e.Secret != secret ||
+			strings.Join(e.EventTypes, ",") != arbiter.EventTaskCompleted+","+arbiter.EventTaskExpired {
+			t.Errorf("after the change the endpoint is %+v (%v)", e, err)
+		}
+		// The ping queued before the change goes to the new URL.
+		claimed, err := d.store.ClaimWebhookMessages(ctx, "wrk_test", 10, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Message.URL != "https://example.com/v2/hooks" {
+			t.Errorf("claimed %+v (%v), want the ping to the new URL", claimed, err)
+		}
+		if r := b.get("/audit"); !strings.Contains(r.body, "Webhook changed") || !strings.Contains(r.body, "https://example.com/v2/hooks ("+id+")") {
+			t.Errorf("the audit log does not show the change:\n%.3000s", r.body)
 		}
 	})
 }

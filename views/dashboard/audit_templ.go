@@ -249,6 +249,8 @@ func eventLabel(kind string) string {
 		return "Settings changed"
 	case arbiter.AuditWebhookCreated:
 		return "Webhook created"
+	case arbiter.AuditWebhookUpdated:
+		return "Webhook changed"
 	case arbiter.AuditWebhookDeleted:
 		return "Webhook deleted"
 	case arbiter.AuditWebhookRotated:

@@ -40,7 +40,21 @@ type WebhookView struct {
 	Notice, Error string
 	// Since is the resend form's starting value (UTC, datetime-local).
 	Since string
-	Now   time.Time
+	// Edit and EditError echo a refused change of the endpoint; with no
+	// Edit the change form shows the endpoint as it is.
+	Edit      *arbiter.WebhookEndpointInput
+	EditError string
+	// AllowHTTP says http:// URLs are allowed (development).
+	AllowHTTP bool
+	Now       time.Time
+}
+
+// editForm is what the endpoint's change form shows.
+func editForm(v WebhookView) arbiter.WebhookEndpointInput {
+	if v.Edit != nil {
+		return *v.Edit
+	}
+	return arbiter.WebhookEndpointInput{URL: v.Endpoint.URL, Description: v.Endpoint.Description, EventTypes: v.Endpoint.EventTypes}
 }
 
 // WebhookMessageView is one message with its attempts.
