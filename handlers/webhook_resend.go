@@ -28,7 +28,7 @@ func DashboardWebhookResend(hooks arbiter.WebhookService) http.Handler {
 // DashboardWebhookResendFailed handles POST /webhooks/{id}/resend-failed
 // with since (a UTC date and time, as a datetime-local input sends it): the
 // endpoint's failed messages created since then go out again.
-func DashboardWebhookResendFailed(hooks arbiter.WebhookService, now arbiter.Clock) http.Handler {
+func DashboardWebhookResendFailed(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		accountID, id := arbiter.AccountIDFromContext(ctx), r.PathValue("id")
@@ -38,7 +38,7 @@ func DashboardWebhookResendFailed(hooks arbiter.WebhookService, now arbiter.Cloc
 			since, err = time.Parse(dashboard.SinceLayout+":05", raw)
 		}
 		if err != nil {
-			renderWebhook(w, r, hooks, http.StatusBadRequest, dashboard.WebhookView{Now: now(),
+			renderWebhook(w, r, hooks, http.StatusBadRequest, dashboard.WebhookView{AllowHTTP: allowPrivate, Now: now(),
 				Error: "Give the time to resend from as a date and time, such as 2026-01-31T09:00 (UTC)."})
 			return
 		}

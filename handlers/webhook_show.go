@@ -38,9 +38,9 @@ func DashboardWebhook(hooks arbiter.WebhookService, allowPrivate bool, now arbit
 // DashboardWebhookReveal handles POST /webhooks/{id}/reveal: the endpoint's
 // page with its signing secrets shown, by a POST so they never sit in an
 // address.
-func DashboardWebhookReveal(hooks arbiter.WebhookService, now arbiter.Clock) http.Handler {
+func DashboardWebhookReveal(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		renderWebhook(w, r, hooks, http.StatusOK, dashboard.WebhookView{Reveal: true, Now: now()})
+		renderWebhook(w, r, hooks, http.StatusOK, dashboard.WebhookView{Reveal: true, AllowHTTP: allowPrivate, Now: now()})
 	})
 }
 
