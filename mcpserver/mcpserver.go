@@ -52,9 +52,13 @@ const instructions = `Arbiter gets a verdict on a closed question before you act
 
 // New returns the MCP server of the tools over tasks.
 func New(tasks Tasks) *mcp.Server {
+	return newServer(&tools{tasks: tasks, progressEvery: ProgressEvery})
+}
+
+// newServer returns the MCP server of the tools t.
+func newServer(t *tools) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: Name, Title: "Arbiter", Version: version()},
 		&mcp.ServerOptions{Instructions: instructions})
-	t := &tools{tasks: tasks}
 	mcp.AddTool(s, askVerdictTool, t.askVerdict)
 	mcp.AddTool(s, getTaskTool, t.getTask)
 	mcp.AddTool(s, listTasksTool, t.listTasks)

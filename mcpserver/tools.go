@@ -174,10 +174,18 @@ func waitRange(s *jsonschema.Schema, def int) {
 // tools are the tools' handlers over one Tasks.
 type tools struct {
 	tasks Tasks
+	// progressEvery is how often a wait reports its progress (ProgressEvery).
+	progressEvery time.Duration
 }
 
+// ProgressEvery is how often a call that waits for a verdict tells a client
+// that asked for progress (a progressToken in the call's _meta) how long it
+// has waited, so that the client sees the call alive and may keep its own
+// timeout going.
+const ProgressEvery = 5 * time.Second
+
 // askVerdict creates the task and waits for its verdict.
-func (t *tools) askVerdict(ctx context.Context, _ *mcp.CallToolRequest, in askVerdictInput) (*mcp.CallToolResult, taskAnswer, error) {
+func (t *tools) askVerdict(ctx context.Context, req *mcp.CallToolRequest, in askVerdictInput) (*mcp.CallToolResult, taskAnswer, error) {
 	wait, err := waitSeconds(in.WaitSeconds, DefaultAskWait)
 	if err != nil {
 		return nil, taskAnswer{}, err
@@ -196,7 +204,7 @@ func (t *tools) askVerdict(ctx context.Context, _ *mcp.CallToolRequest, in askVe
 	if err != nil {
 		return nil, taskAnswer{}, toolError(err)
 	}
-	task, err := t.read(ctx, created.ID, created, wait)
+	task, err := t.read(ctx, req, created.ID, created, wait)
 	if err != nil {
 		return nil, taskAnswer{}, toolError(err)
 	}
@@ -204,7 +212,7 @@ func (t *tools) askVerdict(ctx context.Context, _ *mcp.CallToolRequest, in askVe
 }
 
 // getTask reads a task, waiting for its verdict when asked to.
-func (t *tools) getTask(ctx context.Context, _ *mcp.CallToolRequest, in getTaskInput) (*mcp.CallToolResult, taskAnswer, error) {
+func (t *tools) getTask(ctx context.Context, req *mcp.CallToolRequest, in getTaskInput) (*mcp.CallToolResult, taskAnswer, error) {
 	wait, err := waitSeconds(in.WaitSeconds, 0)
 	if err != nil {
 		return nil, taskAnswer{}, err
@@ -212,7 +220,7 @@ func (t *tools) getTask(ctx context.Context, _ *mcp.CallToolRequest, in getTaskI
 	if strings.TrimSpace(in.TaskID) == "" {
 		return nil, taskAnswer{}, errors.New("task_id is required: the id ask_verdict or list_tasks answered, such as tsk_0123456789abcdef.")
 	}
-	task, err := t.read(ctx, in.TaskID, nil, wait)
+	task, err := t.read(ctx, req, in.TaskID, nil, wait)
 	if err != nil {
 		return nil, taskAnswer{}, toolError(err)
 	}
@@ -262,14 +270,16 @@ func (t *tools) listTasks(ctx context.Context, _ *mcp.CallToolRequest, in listTa
 // failure of the wait that is not the server refusing the read (a lost
 // connection, a server shutting down) answers the task as last known: it
 // exists, and get_task reads it later.
-func (t *tools) read(ctx context.Context, id string, known *client.Task, wait time.Duration) (*client.Task, error) {
+func (t *tools) read(ctx context.Context, req *mcp.CallToolRequest, id string, known *client.Task, wait time.Duration) (*client.Task, error) {
 	if known != nil && (known.Final() || wait == 0) {
 		return known, nil
 	}
 	if wait > 0 {
 		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		stop := t.reportProgress(waitCtx, req, wait)
 		task, err := t.tasks.WaitTask(waitCtx, id, &client.WaitOptions{LongPoll: wait})
 		cancel()
+		stop()
 		switch {
 		case err == nil:
 			return task, nil
@@ -287,6 +297,46 @@ func (t *tools) read(ctx context.Context, id string, known *client.Task, wait ti
 		return known, nil
 	}
 	return task, err
+}
+
+// reportProgress sends the client of req, when its call asked for
+// progress, a notification every progressEvery until ctx ends or stop is
+// called: the seconds waited of the wait's, and a sentence. stop returns
+// once no notification can follow, so none comes after the call's answer.
+func (t *tools) reportProgress(ctx context.Context, req *mcp.CallToolRequest, wait time.Duration) (stop func()) {
+	if req == nil || req.Session == nil || req.Params == nil || t.progressEvery <= 0 {
+		return func() {}
+	}
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		tick := time.NewTicker(t.progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			waited := time.Since(start).Round(time.Second)
+			// A client that went away is told nothing more; the wait ends
+			// with its context.
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token, Progress: waited.Seconds(), Total: wait.Seconds(),
+				Message: fmt.Sprintf("Waiting for the verdict: %d of %d seconds.", int(waited.Seconds()), int(wait.Seconds())),
+			})
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // refused reports whether err is the server refusing a request (4xx),

@@ -187,3 +187,72 @@ func TestCut(t *testing.T) {
 		t.Errorf("cut = %q", got)
 	}
 }
+
+// TestAskVerdict_ReportsProgressWhileItWaits: a call made with a progress
+// token hears how long it has waited, of how long it may, while no verdict
+// has come; when the verdict comes the call answers it.
+func TestAskVerdict_ReportsProgressWhileItWaits(t *testing.T) {
+	decide := make(chan struct{})
+	verdict, human := "approve", "human"
+	tasks := &fakeTasks{
+		create: func(context.Context, client.TaskCreate) (*client.Task, error) { return pending("tsk_3"), nil },
+		wait: func(ctx context.Context, id string, _ *client.WaitOptions) (*client.Task, error) {
+			select {
+			case <-decide:
+				return &client.Task{ID: id, Status: client.StatusCompleted, FinalVerdict: &verdict, FinalTier: &human}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := newServer(&tools{tasks: tasks, progressEvery: 10 * time.Millisecond}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress := make(chan *mcp.ProgressNotificationParams, 100)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { progress <- req.Params },
+	}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Close() })
+
+	params := &mcp.CallToolParams{Name: "ask_verdict", Arguments: map[string]any{
+		"prompt": "Refund?", "allowed_verdicts": []string{"approve", "reject"}, "wait_seconds": 60}}
+	params.SetProgressToken("ask-1")
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, params)
+		answered <- result{res, err}
+	}()
+	for range 2 { // two, so the second shows the wait going on
+		select {
+		case p := <-progress:
+			if p.ProgressToken != "ask-1" || p.Total != 60 || !strings.HasPrefix(p.Message, "Waiting for the verdict: ") ||
+				!strings.HasSuffix(p.Message, " of 60 seconds.") {
+				t.Errorf("progress = %+v", p)
+			}
+		case r := <-answered:
+			t.Fatalf("the call answered before any progress: %+v, %v", r.res, r.err)
+		}
+	}
+	close(decide)
+	r := <-answered
+	if r.err != nil || r.res.IsError {
+		t.Fatalf("ask_verdict = %+v, %v", r.res, r.err)
+	}
+	var out map[string]any
+	if b, err := json.Marshal(r.res.StructuredContent); err == nil {
+		json.Unmarshal(b, &out)
+	}
+	if out["verdict"] != "approve" || out["tier"] != "human" {
+		t.Errorf("the answer = %v", out)
+	}
+}
