@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lib/pq"
-
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
 )
 
 // accountDeletes empties an account, children before their parents so that
-// every foreign key holds at each step. Each statement takes the account's
-// id once. A webhook message's attempts go with it (ON DELETE CASCADE), as
-// do a session's skips; the skips of the account's tasks in other sessions
-// are deleted here.
+// every foreign key holds at each step, whether or not it cascades. Each
+// statement takes the account's id once. The skips of the account's tasks
+// go too, in whichever session they were made.
 var accountDeletes = []struct{ what, query string }{
+	{"webhook attempts", `DELETE FROM webhook_attempts WHERE message_id IN (SELECT id FROM webhook_messages WHERE account_id = ?)`},
 	{"webhook messages", `DELETE FROM webhook_messages WHERE account_id = ?`},
 	{"webhook endpoints", `DELETE FROM webhook_endpoints WHERE account_id = ?`},
 	{"callback secret", `DELETE FROM webhook_callback_secrets WHERE account_id = ?`},

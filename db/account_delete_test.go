@@ -18,6 +18,7 @@ type heldAccount struct {
 	ownerToken, revToken string
 	key                  string   // an API key's plaintext
 	taskIDs              []string // every task it holds
+	messageIDs           []string // its webhook messages that were attempted
 }
 
 // holdEverything makes the account of name@example.com and fills it: an
@@ -79,6 +80,18 @@ func holdEverything(t *testing.T, d *db.DB, name string) *heldAccount {
 		t.Fatal(err)
 	}
 	h.taskIDs = []string{decided.ID, keyedTask.Task.ID, skipped.ID, reserved.ID}
+	// Its webhook messages are tried once each, and fail.
+	claimed, err := d.ClaimWebhookMessages(ctx, "whd", 100, time.Minute)
+	if err != nil || len(claimed) == 0 {
+		t.Fatalf("claimed %d webhook messages (%v)", len(claimed), err)
+	}
+	for _, del := range claimed {
+		step := arbiter.WebhookStep{Attempt: arbiter.WebhookAttempt{StatusCode: 500, AttemptedAt: del.Message.CreatedAt}, Status: arbiter.WebhookFailed}
+		if _, err := d.RecordWebhookAttempt(ctx, "whd", del.Message.ID, step); err != nil {
+			t.Fatal(err)
+		}
+		h.messageIDs = append(h.messageIDs, del.Message.ID)
+	}
 	if err := d.Exec(ctx, `INSERT INTO demo_verdicts (id, task_id, verdict, created_at) VALUES (?, ?, 'approve', 1)`,
 		"dv_"+name, reserved.ID); err != nil {
 		t.Fatal(err)
@@ -115,6 +128,12 @@ func heldRows(t *testing.T, d *db.DB, h *heldAccount) map[string]int {
 		count(table, `SELECT count(*) FROM `+table+` WHERE task_id IN `+tasks, taskArgs...)
 	}
 	count("tasks by id", `SELECT count(*) FROM tasks WHERE id IN `+tasks, taskArgs...)
+	messageArgs := make([]any, len(h.messageIDs))
+	for i, id := range h.messageIDs {
+		messageArgs[i] = id
+	}
+	count("webhook_attempts", `SELECT count(*) FROM webhook_attempts WHERE message_id IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(h.messageIDs)), ", ")+`)`, messageArgs...)
 	return counts
 }
 
