@@ -33,14 +33,10 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 	})
 }
 
-// deskView places task within the view of the account's queue that the
-// address names (its query), for the previous and next links, which skip
-// the tasks someone other than the person holds and keep the view.
-func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID string, task *arbiter.Task) (review.TaskView, error) {
-	view, err := queueViewFrom(r)
-	if err != nil {
-		return review.TaskView{}, err
-	}
+// deskView places task within the view of the account's queue, for the
+// previous and next links, which skip the tasks someone other than the
+// person holds and keep the view.
+func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID string, task *arbiter.Task, view arbiter.QueueView) (review.TaskView, error) {
 	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID, personID, view)
 	if err != nil {
 		return review.TaskView{}, err
@@ -49,21 +45,22 @@ func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID s
 	return placed(v, place, "/review/tasks/"), nil
 }
 
-// reservedDeskView is deskView for the signed-in reviewer, who reserves
-// the task if it waits and nobody else holds it.
+// reservedDeskView is deskView, in the view the address names, for the
+// signed-in reviewer, who reserves the task if it waits and nobody else
+// holds it.
 func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations arbiter.ReservationService, task *arbiter.Task) (review.TaskView, error) {
 	s := arbiter.SessionFromContext(r.Context())
-	if _, err := queueViewFrom(r); err != nil {
+	view, err := queueViewFrom(r)
+	if err != nil {
 		return review.TaskView{}, err // before reserving: a bad address changes nothing
 	}
 	var held *arbiter.Reservation
 	if task.Status == arbiter.StatusHumanNeeded {
-		var err error
 		if held, err = reservations.ReserveTask(r.Context(), s.AccountID, task.ID, s.PersonID); err != nil {
 			return review.TaskView{}, err
 		}
 	}
-	v, err := deskView(r, queue, s.AccountID, s.PersonID, task)
+	v, err := deskView(r, queue, s.AccountID, s.PersonID, task, view)
 	v.Reservation, v.Mine = held, held != nil && held.PersonID == s.PersonID
 	return v, err
 }
