@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -102,8 +101,7 @@ var errAccountDeleted = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key's acc
 // writes refers to its account, or to its own task), and err otherwise.
 func accountDeleted(err error) error {
 	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "23503" ||
-		err != nil && strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
+	if errors.As(err, &pqErr) && pqErr.Code == "23503" || sqliteCode(err) == sqliteConstraintForeignKey {
 		return errAccountDeleted
 	}
 	return err

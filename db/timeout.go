@@ -103,12 +103,24 @@ func timedOut(err error) bool {
 // sqliteBusyError reports whether err is SQLite's SQLITE_BUSY: a lock that
 // busy_timeout waited for in vain, or one it could not wait for.
 func sqliteBusyError(err error) bool {
-	var sqliteErr *sqlite.Error
-	return errors.As(err, &sqliteErr) && sqliteErr.Code()&0xff == sqliteBusy
+	return sqliteCode(err)&0xff == sqliteBusy
 }
 
-// sqliteBusy is SQLITE_BUSY, the primary code of a lock wait that ran out.
-const sqliteBusy = 5
+// sqliteCode returns the extended result code of an SQLite error in err's
+// chain, or 0 when there is none.
+func sqliteCode(err error) int {
+	var sqliteErr *sqlite.Error
+	if errors.As(err, &sqliteErr) {
+		return sqliteErr.Code()
+	}
+	return 0
+}
+
+// SQLite result codes the store tells apart.
+const (
+	sqliteBusy                 = 5   // SQLITE_BUSY, the primary code of a lock wait that ran out
+	sqliteConstraintForeignKey = 787 // SQLITE_CONSTRAINT_FOREIGNKEY
+)
 
 // postgresConnector returns the connector of the pool: statement_timeout
 // set to timeout on every session (unless rawURL sets its own), and
