@@ -248,10 +248,8 @@ type QueueView struct {
 // Validate checks the view and fills in the default order. Every failure
 // is an EINVALID *Error naming the field at fault.
 func (v *QueueView) Validate() error {
-	for _, l := range []struct{ name, value string }{
-		{"task_type", v.TaskType}, {"source", v.Source}, {"touchpoint", v.Touchpoint},
-	} {
-		if err := checkLabel(l.name, l.value); err != nil {
+	for _, l := range v.Labels() {
+		if err := checkLabel(l.Name, l.Value); err != nil {
 			return err
 		}
 	}
@@ -271,11 +269,9 @@ func (v *QueueView) Validate() error {
 // within it.
 func (v QueueView) Query() string {
 	q := url.Values{}
-	for _, f := range []struct{ name, value string }{
-		{"task_type", v.TaskType}, {"source", v.Source}, {"touchpoint", v.Touchpoint},
-	} {
-		if f.value != "" {
-			q.Set(f.name, f.value)
+	for _, l := range v.Labels() {
+		if l.Value != "" {
+			q.Set(l.Name, l.Value)
 		}
 	}
 	if v.Order != "" && v.Order != QueueOldestFirst {
@@ -285,6 +281,16 @@ func (v QueueView) Query() string {
 		return ""
 	}
 	return "?" + q.Encode()
+}
+
+// QueueLabel is one of a view's label filters: the name the address and
+// the store give the label, and the value it must have ("" for any).
+type QueueLabel struct{ Name, Value string }
+
+// Labels returns the view's label filters, set or not, in the order task
+// type, source, touchpoint.
+func (v QueueView) Labels() [3]QueueLabel {
+	return [3]QueueLabel{{"task_type", v.TaskType}, {"source", v.Source}, {"touchpoint", v.Touchpoint}}
 }
 
 // QueueViewOf reads a view from an address's query (task_type, source,

@@ -554,12 +554,10 @@ func viewFilter(view arbiter.QueueView) (string, []any) {
 		where string
 		args  []any
 	)
-	for _, f := range []struct{ column, value string }{
-		{"task_type", view.TaskType}, {"source", view.Source}, {"touchpoint", view.Touchpoint},
-	} {
-		if f.value != "" {
-			where += ` AND t.` + f.column + ` = ?`
-			args = append(args, f.value)
+	for _, l := range view.Labels() { // each label's name is its column's
+		if l.Value != "" {
+			where += ` AND t.` + l.Name + ` = ?`
+			args = append(args, l.Value)
 		}
 	}
 	return where, args
