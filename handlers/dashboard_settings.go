@@ -72,7 +72,7 @@ func DashboardAccountDeleted() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v dashboard.AccountDeletedView
 		if s := arbiter.SessionFromContext(r.Context()); s != nil && s.AccountID != "" {
-			v.HasAccount, v.NextAccount = true, s.AccountName
+			v.NextAccount = s.AccountName
 		}
 		Render(w, r, http.StatusOK, dashboard.AccountDeleted(PageOf(r, "Account deleted", ""), v))
 	})

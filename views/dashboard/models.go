@@ -134,9 +134,8 @@ type InvitationView struct {
 
 // AccountDeletedView is the page after an account's deletion.
 type AccountDeletedView struct {
-	// HasAccount tells whether the person is a member of another account,
-	// NextAccount, which their session moved to.
-	HasAccount  bool
+	// NextAccount names the account the person's session moved to; ""
+	// when they are a member of no other.
 	NextAccount string
 }
 
