@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
@@ -41,10 +42,20 @@ func Open(t testing.TB, dialect string, opts db.Options) *db.DB {
 	return OpenURL(t, URL(t, dialect), opts)
 }
 
+// Timeout bounds each store call of a test that sets no Options.Timeout.
+// It is longer than the service's default (db.DefaultTimeout): a test run
+// under -race beside the other packages is many times slower than the
+// service, and a call that outlasts 5 s there is a slow machine, not the
+// failure under test. Tests about timeouts set their own.
+const Timeout = time.Minute
+
 // OpenURL opens, migrates and seeds the store at rawURL, as a separate
 // process would; it is closed when the test ends.
 func OpenURL(t testing.TB, rawURL string, opts db.Options) *db.DB {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = Timeout
+	}
 	d, err := db.Open(context.Background(), rawURL, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
