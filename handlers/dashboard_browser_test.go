@@ -26,13 +26,13 @@ func (m mailbox) SendLoginLink(_ context.Context, _, link string) error {
 	return nil
 }
 
-// next waits up to 5 s for the next link sent.
+// next waits up to 30 s for the next link sent.
 func (m mailbox) next(t *testing.T) string {
 	t.Helper()
 	select {
 	case link := <-m:
 		return link
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no sign-in link was sent")
 		return ""
 	}

@@ -118,13 +118,13 @@ func (s *smtpSession) Data(r io.Reader) error {
 func (s *smtpSession) Reset()        {}
 func (s *smtpSession) Logout() error { return nil }
 
-// next returns the next message, failing the test after a few seconds.
+// next returns the next message, failing the test if none comes in 30 s.
 func (s *smtpSink) next(t *testing.T) sentMail {
 	t.Helper()
 	select {
 	case m := <-s.messages:
 		return m
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no mail arrived")
 		return sentMail{}
 	}

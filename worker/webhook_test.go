@@ -734,7 +734,7 @@ func TestWebhookClient_RefusesPrivateAddresses(t *testing.T) {
 		"http://[::ffff:127.0.0.1]:" + port,
 	} {
 		t.Run(target, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", target, strings.NewReader("{}"))
 			res, err := guarded.Do(req)
