@@ -65,6 +65,27 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 	return AgentStep{Attempt: a, Next: StatusHumanNeeded}
 }
 
+// LostAgentStep routes a claimed task before its call. Each time a worker
+// stops with a task leased (killed, or hung past the lease), the claim that
+// takes the task again counts a failure (the store does, in the claim); a
+// task whose failures, lost calls and failed ones together, reached
+// MaxAgentFailures goes to a human without another call, recording one
+// failed attempt with the reason VerifierLost. So a task that brings down
+// every worker that takes it goes to a human instead of taking the agent
+// tier down again and again. ok is false for any other task, which gets
+// its call.
+func LostAgentStep(t *Task, now time.Time) (step AgentStep, ok bool) {
+	if t.Failures < MaxAgentFailures {
+		return AgentStep{}, false
+	}
+	at, reason := TimestampOf(now), VerifierLost
+	return AgentStep{
+		Attempt: Attempt{Tier: TierAgent, StartedAt: at, FinishedAt: &at, Error: &reason},
+		Next:    StatusHumanNeeded,
+		Err:     fmt.Errorf("the task's calls failed or were lost with their workers %d times", t.Failures),
+	}, true
+}
+
 // HumanDecision is a reviewer's verdict on a task waiting for a human.
 type HumanDecision struct {
 	Verdict   string

@@ -76,6 +76,26 @@ func TestNextAgentStep(t *testing.T) {
 	}
 }
 
+func TestLostAgentStep(t *testing.T) {
+	now := time.UnixMilli(1763805600000)
+	for failures := range arbiter.MaxAgentFailures + 2 {
+		task := &arbiter.Task{AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.8, Failures: failures}
+		step, lost := arbiter.LostAgentStep(task, now)
+		if want := failures >= arbiter.MaxAgentFailures; lost != want {
+			t.Fatalf("%d failures: lost = %v, want %v", failures, lost, want)
+		}
+		if !lost {
+			continue
+		}
+		a := step.Attempt
+		if step.Next != arbiter.StatusHumanNeeded || a.Tier != arbiter.TierAgent || a.Error == nil || *a.Error != arbiter.VerifierLost ||
+			a.Verdict != nil || a.StartedAt != arbiter.TimestampOf(now) || a.FinishedAt == nil || *a.FinishedAt != arbiter.TimestampOf(now) ||
+			step.Err == nil {
+			t.Errorf("%d failures: step = %+v, attempt %+v", failures, step, a)
+		}
+	}
+}
+
 func TestHumanDecision_Attempt(t *testing.T) {
 	now := arbiter.Timestamp(1763805600000)
 	waiting := func() *arbiter.Task {

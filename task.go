@@ -86,7 +86,8 @@ type Task struct {
 	// Context is the caller's JSON, kept for the verifier and the reviewer.
 	// It is deliberately absent from the API response.
 	Context json.RawMessage `json:"-"`
-	// Failures counts the task's failed verifier calls.
+	// Failures counts the task's failed verifier calls and its calls lost
+	// with their workers (counted by the claim that takes it again).
 	Failures int `json:"-"`
 	// Reservation is who holds the task on the desk, in the human queue's
 	// list; nil when nobody does.

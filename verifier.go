@@ -36,6 +36,9 @@ const (
 	VerifierVerdictOutsideSet    = "the verifier answered a verdict outside the allowed set"
 	VerifierConfidenceOutOfRange = "the verifier's confidence is not between 0 and 1"
 	VerifierFailed               = "the verifier failed"
+	// VerifierLost is a call whose worker stopped (was killed, or hung
+	// past its lease) before it recorded an answer.
+	VerifierLost = "the worker making the call stopped before it answered"
 )
 
 // VerifierHTTPStatus is the reason for a model server that answered with

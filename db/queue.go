@@ -28,7 +28,9 @@ var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
 // lease after the claim by the database's clock, which every process reads
 // alike, so a claim that was held up cannot hand out a lease already spent.
 // Postgres skips rows other workers hold locked; SQLite has one writer, so
-// one UPDATE … RETURNING is already exclusive.
+// one UPDATE … RETURNING is already exclusive. Taking a task whose lease ran
+// out counts a failure: its worker stopped without an answer, and
+// arbiter.LostAgentStep sends a task lost too often to a human.
 func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -49,7 +51,8 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
 	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
-		lease_expires_at = `+d.dbNowMS()+` + ?
+		lease_expires_at = `+d.dbNowMS()+` + ?,
+		failures = CASE WHEN status = 'agent_running' THEN failures + 1 ELSE failures END
 		WHERE id IN (SELECT id FROM (`+
 		due(0, `status = 'agent_running' AND lease_expires_at < `+d.dbNowMS(), `lease_expires_at`)+` UNION ALL `+
 		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+

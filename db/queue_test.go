@@ -101,6 +101,9 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
 			t.Fatalf("expired lease not claimed again: %v %v", taskIDs(claimed), err)
 		}
+		if claimed[0].Failures != 1 {
+			t.Errorf("the call lost with its worker counts %d failures, want 1", claimed[0].Failures)
+		}
 		if err := d.FinishAgentAttempt(ctx, "w2", task.ID, decided("approve", 0.95)); err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +118,50 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		}
 		if a := got.Attempts[0]; a.Tier != "agent" || *a.Model != "test-model" || a.Reviewer != nil || a.Error != nil {
 			t.Errorf("attempt = %+v", a)
+		}
+	})
+}
+
+// TestQueueService_ATaskLostTooOftenGoesToAHuman: a task whose workers all
+// vanish mid-call is taken again with one more failure each time; once
+// they reach MaxAgentFailures, arbiter.LostAgentStep's step sends it to a
+// human with the lost call's attempt, and its count no longer grows.
+func TestQueueService_ATaskLostTooOftenGoesToAHuman(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		var claimed []*arbiter.Task
+		for lost := range arbiter.MaxAgentFailures + 1 {
+			// Each vanished worker's lease ran out a minute ago; "w", the
+			// last to claim, holds its own.
+			owner, lease := fmt.Sprint("vanished-", lost), -time.Minute
+			if lost == arbiter.MaxAgentFailures {
+				owner, lease = "w", time.Minute
+			}
+			var err error
+			claimed, err = d.ClaimTasks(ctx, owner, 1, lease)
+			if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
+				t.Fatalf("claim %d: %v (%v)", lost+1, taskIDs(claimed), err)
+			}
+			if claimed[0].Failures != lost {
+				t.Fatalf("claim %d counts %d failures, want %d lost calls", lost+1, claimed[0].Failures, lost)
+			}
+			if _, gone := arbiter.LostAgentStep(claimed[0], c.Now()); gone != (lost == arbiter.MaxAgentFailures) {
+				t.Fatalf("claim %d: lost = %v", lost+1, gone)
+			}
+		}
+		step, _ := arbiter.LostAgentStep(claimed[0], c.Now())
+		if err := d.FinishAgentAttempt(ctx, "w", task.ID, step); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if got.Status != arbiter.StatusHumanNeeded || len(got.Attempts) != 1 || got.Attempts[0].Error == nil ||
+			*got.Attempts[0].Error != arbiter.VerifierLost || got.FinalVerdict != nil {
+			t.Fatalf("task = %+v, want it waiting for a human with the lost call's attempt", got)
+		}
+		if more, _ := d.ClaimTasks(ctx, "w", 1, time.Minute); len(more) != 0 {
+			t.Fatalf("a task waiting for a human was claimed: %v", taskIDs(more))
 		}
 	})
 }
@@ -225,6 +272,10 @@ func TestQueueService_FailuresAndRelease(t *testing.T) {
 			t.Fatalf("after release: %+v", got)
 		}
 		wantCode(t, d.FinishAgentAttempt(ctx, "w1", task.ID, decided("approve", 1)), arbiter.ECONFLICT)
+		// A released task is not a lost one: taking it again counts nothing.
+		if again, _ := d.ClaimTasks(ctx, "w2", 1, time.Minute); len(again) != 1 || again[0].Failures != 1 {
+			t.Fatalf("after release: %v, want the task with its 1 failure", again)
+		}
 	})
 }
 

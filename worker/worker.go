@@ -318,18 +318,23 @@ func (w *Worker) release() {
 
 // work makes one verifier call on t and records it. A call cut off by the
 // end of the grace period records nothing: its lease is released instead.
+// A task whose calls were lost with their workers too often gets no call
+// (arbiter.LostAgentStep).
 func (w *Worker) work(calls context.Context, t *arbiter.Task) {
-	started := w.cfg.Now()
-	callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
-	v, err := w.verify(callCtx, t)
-	cancel()
-	if calls.Err() != nil {
-		return
+	step, lost := arbiter.LostAgentStep(t, w.cfg.Now())
+	if !lost {
+		started := w.cfg.Now()
+		callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
+		v, err := w.verify(callCtx, t)
+		cancel()
+		if calls.Err() != nil {
+			return
+		}
+		if w.cfg.Observer != nil {
+			w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
+		}
+		step = arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
 	}
-	if w.cfg.Observer != nil {
-		w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
-	}
-	step := arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
 	if step.Err != nil {
 		// The attempt records the reason; the full error is logged here,
 		// once.

@@ -160,6 +160,47 @@ func TestWorker_Routing(t *testing.T) {
 	}
 }
 
+// TestWorker_ATaskLostTooOftenGetsNoCall: a task whose earlier workers all
+// vanished mid-call MaxAgentFailures times goes to a human without a call,
+// its attempt saying why; a task lost once less still gets its call.
+func TestWorker_ATaskLostTooOftenGetsNoCall(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		// Vanished workers claim the tasks with leases that ran out a
+		// minute ago: the doomed task MaxAgentFailures times, so that the
+		// worker's claim counts the last loss; the survivor once less.
+		acct, doomed := createTask(t, store, "lost@example.com")
+		vanish := func(n int) {
+			t.Helper()
+			if claimed, err := store.ClaimTasks(ctx, "vanished", n, -time.Minute); err != nil || len(claimed) != n {
+				t.Fatalf("claimed %d tasks (%v), want %d", len(claimed), err, n)
+			}
+		}
+		vanish(1)
+		_, survivor := createTask(t, store, "lost@example.com")
+		for range arbiter.MaxAgentFailures - 1 {
+			vanish(2)
+		}
+		var calls sync.Map
+		start(t, store, verifierFunc(func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Store(task.ID, true)
+			return answer("approve", 0.95)(ctx, task)
+		}), nil)
+
+		got := waitFor(t, store, acct, doomed, settled)
+		if got.Status != arbiter.StatusHumanNeeded || len(got.Attempts) != 1 || got.Attempts[0].Error == nil ||
+			*got.Attempts[0].Error != arbiter.VerifierLost {
+			t.Errorf("the task lost %d times: %+v, want it sent to a human with the lost call's attempt", arbiter.MaxAgentFailures, got)
+		}
+		if _, called := calls.Load(doomed); called {
+			t.Error("the verifier was called on a task lost too often")
+		}
+		got = waitFor(t, store, acct, survivor, settled)
+		if _, called := calls.Load(survivor); !called || got.Status != arbiter.StatusCompleted {
+			t.Errorf("the task lost %d times: called %v, %+v; want it decided by its call", arbiter.MaxAgentFailures-1, called, got)
+		}
+	})
+}
+
 func TestWorker_TwoWorkersDecideEachTaskOnce(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
