@@ -758,6 +758,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
 	ratio("worker (vs River)", "River (no-op)", 1)
+	ratio("worker (vs River)", "River (task args)", 0)
 	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide"} {
 		if r, ok := byName[name]; ok {
 			p99 := float64(r.hist.ValueAtQuantile(99)) / 1000

@@ -20,26 +20,54 @@ type riverOutcome struct {
 }
 
 // measureQueue runs the queue comparison: River works queueJobs no-op jobs
-// with its own benchmark's settings (bin/river-bench, its own module), then
-// `arbiter worker` decides as many pending tasks with the rules backend,
-// on the same Postgres, one after the other.
+// with its own benchmark's settings (bin/river-bench, its own module),
+// then as many no-op jobs whose args carry the bench's task (taskBody:
+// the prompt, context and verdicts an Arbiter task's row holds, where
+// River's benchmark jobs carry a number), then `arbiter worker` decides as
+// many pending tasks with the rules backend, on the same Postgres, one
+// after the other. The target is against the first; the second tells how
+// much of the difference is the bytes each row carries.
 func (b *bench) measureQueue(ctx context.Context) error {
-	riverURL, err := withDatabase(b.databaseURL, "_river")
+	for _, run := range []struct {
+		name string
+		args []string
+	}{
+		{"River (no-op)", nil},
+		{"River (task args)", []string{"-args", string(taskBody)}},
+	} {
+		r, err := b.runRiver(ctx, run.name, run.args...)
+		if err != nil {
+			return err
+		}
+		b.results = append(b.results, r)
+	}
+	r, err := b.timeWorker(ctx, "worker (vs River)", b.queueJobs, b.queueWorkers)
 	if err != nil {
 		return err
 	}
-	if err := recreateDatabase(ctx, riverURL); err != nil {
-		return err
+	b.results = append(b.results, r)
+	return nil
+}
+
+// runRiver runs bin/river-bench with args on a fresh database and returns
+// its outcome as the result name.
+func (b *bench) runRiver(ctx context.Context, name string, args ...string) (result, error) {
+	riverURL, err := withDatabase(b.databaseURL, "_river")
+	if err != nil {
+		return result{}, err
 	}
-	b.logf("River: %d no-op jobs through its own client (%s)", b.queueJobs, b.riverBin)
-	cmd := exec.CommandContext(ctx, b.riverBin, "-database-url", riverURL, "-jobs", fmt.Sprint(b.queueJobs))
+	if err := recreateDatabase(ctx, riverURL); err != nil {
+		return result{}, err
+	}
+	b.logf("%s: %d jobs through River's own client (%s)", name, b.queueJobs, b.riverBin)
+	cmd := exec.CommandContext(ctx, b.riverBin, append([]string{"-database-url", riverURL, "-jobs", fmt.Sprint(b.queueJobs)}, args...)...)
 	cmd.Stderr = b.log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w (make bench builds it)", b.riverBin, err)
+		return result{}, fmt.Errorf("%s: %w (make bench builds it)", b.riverBin, err)
 	}
 	var before cpuUse
 	var outcome riverOutcome
@@ -51,28 +79,21 @@ func (b *bench) measureQueue(ctx context.Context) error {
 			before = b.cpuNow()
 		case strings.HasPrefix(line, "{"):
 			if err := json.Unmarshal([]byte(line), &outcome); err != nil {
-				return fmt.Errorf("river-bench: %w", err)
+				return result{}, fmt.Errorf("river-bench: %w", err)
 			}
 		}
 	}
 	after := b.cpuNow()
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("river-bench: %w", err)
+		return result{}, fmt.Errorf("river-bench: %w", err)
 	}
 	if outcome.Jobs == 0 {
-		return fmt.Errorf("river-bench printed no outcome")
+		return result{}, fmt.Errorf("river-bench printed no outcome")
 	}
 	cpu := after.minus(before)
 	cpu.generator, cpu.server = 0, time.Duration(outcome.CPUSeconds*float64(time.Second))
-	b.results = append(b.results, result{name: "River (no-op)", ops: int64(outcome.Jobs), unitName: "jobs/s",
-		elapsed: time.Duration(outcome.Seconds * float64(time.Second)), perSec: outcome.PerSec, cpu: cpu})
-
-	r, err := b.timeWorker(ctx, "worker (vs River)", b.queueJobs, b.queueWorkers)
-	if err != nil {
-		return err
-	}
-	b.results = append(b.results, r)
-	return nil
+	return result{name: name, ops: int64(outcome.Jobs), unitName: "jobs/s",
+		elapsed: time.Duration(outcome.Seconds * float64(time.Second)), perSec: outcome.PerSec, cpu: cpu}, nil
 }
 
 // withDatabase returns databaseURL naming the database whose name is

@@ -4,7 +4,9 @@
 // worker through River's own client, with the settings of River's own
 // benchmark (cmd/river/riverbench: FetchCooldown 2 ms, FetchPollInterval
 // 20 ms, MaxWorkers 2,000). Jobs are counted as River's benchmark counts
-// them, through the client's completion events.
+// them, through the client's completion events. With -args each job also
+// carries that JSON value in its args, so that River's rows hold the bytes
+// an Arbiter task's row holds.
 //
 // It is its own Go module so that River never enters the arbiter binary's
 // dependencies; arbiter-bench runs it. On stdout it prints "working" when
@@ -54,11 +56,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("river-bench", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "a fresh Postgres database (required)")
 	jobs := fs.Int("jobs", 20000, "jobs to insert and work")
+	payload := fs.String("args", "", "a JSON value every job carries in its args as \"task\" (none by default, as River's benchmark)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *databaseURL == "" {
 		return fmt.Errorf("-database-url is required")
+	}
+	if *payload != "" && !json.Valid([]byte(*payload)) {
+		return fmt.Errorf("-args is not JSON")
 	}
 	pool, err := pgxpool.New(ctx, *databaseURL)
 	if err != nil {
@@ -99,7 +105,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		batch := make([]river.InsertManyParams, min(insertBatch, *jobs-n))
 		for i := range batch {
 			n++
-			batch[i] = river.InsertManyParams{Args: noopArgs{Num: n}}
+			batch[i] = river.InsertManyParams{Args: noopArgs{Num: n, Task: json.RawMessage(*payload)}}
 		}
 		if _, err := client.InsertMany(ctx, batch); err != nil {
 			return fmt.Errorf("insert: %w", err)
@@ -139,9 +145,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		PerSec: float64(*jobs) / elapsed.Seconds(), CPUSeconds: used.Seconds()})
 }
 
-// noopArgs are the benchmark's jobs, as River's own benchmark's.
+// noopArgs are the benchmark's jobs, as River's own benchmark's, and with
+// -args the task they stand for.
 type noopArgs struct {
-	Num int `json:"num"`
+	Num  int             `json:"num"`
+	Task json.RawMessage `json:"task,omitempty"`
 }
 
 func (noopArgs) Kind() string { return "benchmark" }
