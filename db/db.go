@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq"  // registers the "postgres" driver
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	_ "github.com/lib/pq" // registers the "postgres" driver
+	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -74,6 +74,9 @@ type DB struct {
 	// url is the database's address, for Migrate's own connection and
 	// the Postgres task listener's.
 	url string
+	// writeGate gives the SQLite store's connections turns to write
+	// (sqlite_gate.go); nil on Postgres.
+	writeGate *writeGate
 	// writes counts failed writes for Health.
 	writes writeHealth
 
@@ -139,12 +142,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
 	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
-	var err error
 	// Few connections serve many requests: a query holds one for well
 	// under a millisecond, concurrent calls share statements (group.go), and
 	// more backends than the database has cores only take turns on them.
-	// On SQLite, WAL lets readers run beside the single writer, and more
-	// connections only queue on the write lock.
+	// On SQLite, WAL lets readers run beside the single writer, and writers
+	// take turns in the order they came (sqlite_gate.go).
 	pool := 8
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -160,10 +162,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		if err := createPrivate(path); err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
-		d.db, err = sqlx.Open("sqlite", sqliteDSN(path, opts.Timeout))
+		connector, err := sqlite.NewConnector(sqliteDSN(path, opts.Timeout))
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
+		d.writeGate = newWriteGate(opts.Timeout)
+		d.db = sqlx.NewDb(sql.OpenDB(gatedConnector{Connector: connector, gate: d.writeGate}), "sqlite")
 	}
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns

@@ -303,3 +303,28 @@ func (d *DB) QueueAll(ctx context.Context, accountID string) error {
 	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'human_needed' WHERE account_id = ?`), accountID)
 	return err
 }
+
+// Writes is writes, for its test.
+var Writes = writes
+
+// HoldWriteTurn begins a transaction that writes, which takes the SQLite
+// store's turn to write until release rolls it back.
+func (d *DB) HoldWriteTurn(ctx context.Context) (release func(), err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = tx.Rollback() }, nil
+}
+
+// WritersWaiting is how many of the SQLite store's calls wait for a turn
+// to write.
+func (d *DB) WritersWaiting() int64 { return d.writeGate.waiting.Load() }
+
+// PromptsInWriteOrder returns the prompts of the account's tasks in the
+// order SQLite wrote them (rowid).
+func (d *DB) PromptsInWriteOrder(ctx context.Context, accountID string) ([]string, error) {
+	var prompts []string
+	err := d.db.SelectContext(ctx, &prompts, `SELECT prompt FROM tasks WHERE account_id = ? ORDER BY rowid`, accountID)
+	return prompts, err
+}

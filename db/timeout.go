@@ -30,7 +30,8 @@ const DefaultTimeout = 5 * time.Second
 //   - a Postgres connection whose answer does not come at all, because the
 //     server or the network froze, fails its reads shortly after the
 //     timeout and is dropped (answerConn);
-//   - SQLite gives up waiting for the write lock (busy_timeout).
+//   - a SQLite write gives up waiting for its turn (sqlite_gate.go), and
+//     for the write lock held by another process (busy_timeout).
 //
 // A call that ran out is EUNAVAILABLE, which the API answers as 503 with
 // Retry-After.
@@ -81,9 +82,9 @@ func (d *DB) unavailable(err error) error {
 }
 
 // timedOut reports whether err says the database did not answer in time:
-// the call's deadline passed, Postgres cancelled the statement, a
-// connection's answer did not come, or SQLite's wait for the write lock ran
-// out.
+// the call's deadline or its wait for a turn to write passed, Postgres
+// cancelled the statement, a connection's answer did not come, or
+// SQLite's wait for the write lock ran out.
 func timedOut(err error) bool {
 	var (
 		pqErr  *pq.Error
