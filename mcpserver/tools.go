@@ -197,7 +197,7 @@ func (t *tools) askVerdict(ctx context.Context, req *mcp.CallToolRequest, in ask
 		TaskType:            in.TaskType,
 		Touchpoint:          Touchpoint,
 		Source:              in.Source,
-		Context:             in.Context,
+		Context:             contextAsSent(req, in.Context),
 		DeadlineSeconds:     in.DeadlineSeconds,
 		IdempotencyKey:      in.IdempotencyKey,
 	})
@@ -209,6 +209,24 @@ func (t *tools) askVerdict(ctx context.Context, req *mcp.CallToolRequest, in ask
 		return nil, taskAnswer{}, toolError(err)
 	}
 	return nil, answer(task, wait), nil
+}
+
+// contextAsSent returns the context of an ask_verdict call as the call's
+// own bytes: the SDK checks a tool's arguments by decoding them into Go
+// values, numbers as float64, which rounds integers past 2^53 (a 19-digit
+// order id) and sorts an object's keys. decoded, the context as the SDK
+// decoded it, stands when the bytes cannot be had.
+func contextAsSent(req *mcp.CallToolRequest, decoded any) any {
+	if req == nil || req.Params == nil {
+		return decoded
+	}
+	var args struct {
+		Context json.RawMessage `json:"context"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || len(args.Context) == 0 || string(args.Context) == "null" {
+		return decoded
+	}
+	return args.Context
 }
 
 // getTask reads a task, waiting for its verdict when asked to.

@@ -334,6 +334,25 @@ func TestMCP_AskVerdictDecidedByTheAgent(t *testing.T) {
 	})
 }
 
+// TestMCP_AskVerdictKeepsTheContextAsSent: the context reaches the task as
+// the call sent it, integers past 2^53 (a 19-digit order id) included,
+// on both transports; the SDK reads a tool's arguments through float64.
+func TestMCP_AskVerdictKeepsTheContextAsSent(t *testing.T) {
+	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
+		sent := `{"order_id":1234567890123456789,"items":[{"sku":9007199254740993,"price":24.9}],"note":null}`
+		var got toolAnswer
+		decodeResult(t, callTool(t, session, "ask_verdict", refund("Refund order 1234567890123456789?", 20,
+			map[string]any{"context": json.RawMessage(sent), "wait_seconds": 0})), &got)
+		stored, err := s.store.FindTaskByID(context.Background(), accountID, got.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(stored.Context) != sent {
+			t.Errorf("stored context = %s, want %s", stored.Context, sent)
+		}
+	})
+}
+
 func TestMCP_AskVerdictWaitsForAReviewer(t *testing.T) {
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		const prompt = "Refund order ord_2, above the agent's limit?"
