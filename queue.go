@@ -322,5 +322,10 @@ func QueueViewOf(q url.Values) QueueView {
 
 // Filtered reports whether the view leaves some tasks out.
 func (v QueueView) Filtered() bool {
-	return v.TaskType != "" || v.Source != "" || v.Touchpoint != ""
+	for _, l := range v.Labels() {
+		if l.Value != "" {
+			return true
+		}
+	}
+	return false
 }

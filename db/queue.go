@@ -424,7 +424,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 		LIMIT `+queueCountLimit+`) q`), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count human queue: %w", err)
 	}
-	order := strings.Join(queueKey(view.Order), ", ")
+	order := queueOrderBy(view.Order)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
 		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
@@ -499,7 +499,8 @@ func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 		curOrNone = append(curOrNone, fmt.Sprintf("COALESCE((SELECT k%d FROM cur), %s)", i, none))
 		desc = append(desc, k+" DESC")
 	}
-	keyRow, order := "("+strings.Join(key, ", ")+")", strings.Join(key, ", ")
+	order := strings.Join(key, ", ")
+	keyRow := "(" + order + ")"
 	inView := `t.account_id = ? AND ` + inReviewQueueT + filter
 	return `WITH cur AS (SELECT ` + strings.Join(curKey, ", ") + ` FROM tasks t WHERE t.id = ? AND ` + inView + `)
 	SELECT
@@ -544,6 +545,11 @@ func queueKey(order string) []string {
 		return []string{`COALESCE(t.deadline_at, ` + noDeadline + `)`, `t.created_at`, `t.id`}
 	}
 	return []string{`t.created_at`, `t.id`}
+}
+
+// queueOrderBy is queueKey(order) as an ORDER BY list.
+func queueOrderBy(order string) string {
+	return strings.Join(queueKey(order), ", ")
 }
 
 // noDeadline sorts the tasks without a deadline after every other: the

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -182,7 +181,7 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 			`SELECT t.id FROM tasks t
 				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + `
 				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
-				ORDER BY ` + strings.Join(queueKey(view.Order), ", ") + ` LIMIT 1` + lock,
+				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock,
 			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
 				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
