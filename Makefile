@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint contract-lint generate generate-check fuzz bench bench-micro clean
+.PHONY: run test build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
@@ -59,9 +59,21 @@ generate-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseTaskCreate -fuzztime 60s .
 
+# postgres gives this machine the PostgreSQL CI has (Debian's 15 on
+# 127.0.0.1:5432, trust for local TCP, the database arbiter_test), installing
+# and starting only what is missing: the script CI runs.
+postgres:
+	scripts/dev-postgres
+
+# postgres-check fails, saying what to run, when no PostgreSQL answers on
+# 127.0.0.1:5432.
+postgres-check:
+	@pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null || { \
+		echo "no PostgreSQL answers on 127.0.0.1:5432; 'make postgres' installs and starts one (Debian/Ubuntu)"; exit 1; }
+
 # bench measures the service against the database's own ceiling on the local
 # Postgres (see docs/benchmarks.md); BENCH_FLAGS=-duration=30s and so on.
-bench: build
+bench: postgres-check build
 	$(GO) build -o bin/arbiter-bench ./cmd/arbiter-bench
 	cd cmd/arbiter-bench/river && $(GO) build -o ../../../bin/river-bench .
 	./bin/arbiter-bench $(BENCH_FLAGS)
