@@ -9,10 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
@@ -94,13 +93,13 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	// serve listens before its worker starts, so that the origins left
 	// unset follow the address listened on before the worker's digests
 	// link to the reviewer site.
-	var ln net.Listener
+	var ln *web.ConnLimiter
 	var fileLimit uint64
 	if api {
 		if fileLimit, err = raiseOpenFileLimit(); err != nil {
 			logger.Warn("could not raise the open file limit", "error", err.Error())
 		}
-		if ln, err = listen(cfg.Addr, cfg.MaxConnections); err != nil {
+		if ln, err = listen(cfg.Addr, cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.TrustedProxies); err != nil {
 			return err
 		}
 		defer ln.Close()
@@ -191,7 +190,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
 		return err
 	}
-	srv := newHTTPServer(router.Routes(), logger)
+	srv := newHTTPServer(router.Routes(), ln, logger)
 	srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	if cfg.PprofAddr != "" {
 		go servePprof(cfg.PprofAddr, logger)
@@ -201,7 +200,8 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker,
-		"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
+		"max_connections", cfg.MaxConnections, "max_connections_per_ip", min(cfg.MaxConnectionsPerIP, cfg.MaxConnections),
+		"open_file_limit", fileLimit)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -229,25 +229,27 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 // MaxHeaderBytes bounds a request's header; a larger one is answered 431.
 const MaxHeaderBytes = 64 << 10
 
-// listen opens the HTTP listener on addr, accepting at most maxConns
-// connections at once: past them, new connections wait in the kernel's
-// queue until one closes, so a flood of idle connections cannot use up the
-// process's file descriptors.
-func listen(addr string, maxConns int) (net.Listener, error) {
+// listen opens the HTTP listener on addr, holding at most maxConns
+// connections at once and perIP from one client address (trusted proxies
+// excepted), so that neither a flood of connections can use up the
+// process's file descriptors nor one client every slot: see
+// web.ConnLimiter.
+func listen(addr string, maxConns, perIP int, trusted []netip.Prefix) (*web.ConnLimiter, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return netutil.LimitListener(ln, maxConns), nil
+	return web.LimitConnections(ln, maxConns, perIP, trusted), nil
 }
 
-// newHTTPServer returns the server of handler with the limits every
+// newHTTPServer returns the server of handler on ln with the limits every
 // connection lives under: a header of at most MaxHeaderBytes read within 10
 // seconds, a request within 30, an answer within 30, and an idle keep-alive
-// connection closed after 60.
-func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
+// connection closed after 60. It tells ln which connections are idle.
+func newHTTPServer(handler http.Handler, ln *web.ConnLimiter, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		ConnState:         ln.ConnState,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
