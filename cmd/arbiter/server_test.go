@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -220,5 +221,53 @@ func TestRaiseOpenFileLimit(t *testing.T) {
 	}
 	if after.Cur != before.Max || got != before.Max {
 		t.Fatalf("soft limit = %d (reported %d), want the hard limit %d", after.Cur, got, before.Max)
+	}
+}
+
+// TestRun_SideListenersBeyondLoopbackAreWarnedOf: the metrics and the
+// profiler answer anyone who reaches them, so listening on every interface
+// draws a warning at start, and listening on loopback does not.
+func TestRun_SideListenersBeyondLoopbackAreWarnedOf(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		warned bool
+	}{
+		{"0.0.0.0:0", true},
+		{"127.0.0.1:0", false},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
+			_, logs := serveWithLogs(t, getenv, "--metrics-addr", tc.addr, "--pprof-addr", tc.addr)
+			for _, name := range []string{"metrics", "profiler"} {
+				warning := regexp.MustCompile(`level=WARN msg="` + name + ` listening beyond loopback[^"]*" addr=\S+`)
+				if warning.MatchString(logs.String()) != tc.warned {
+					t.Errorf("%s on %s: warned %v, want %v\n%s", name, tc.addr, !tc.warned, tc.warned, logs)
+				}
+				if !strings.Contains(logs.String(), `msg="`+name+` listening`) {
+					t.Errorf("%s on %s: no line says where it listens\n%s", name, tc.addr, logs)
+				}
+			}
+		})
+	}
+}
+
+func TestBeyondLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"0.0.0.0:9464":           true,
+		"[::]:9464":              true,
+		"192.168.1.5:9464":       true,
+		"[2001:db8::1]:9464":     true,
+		"127.0.0.1:9464":         false,
+		"127.0.0.2:9464":         false,
+		"[::1]:9464":             false,
+		"[::ffff:127.0.0.1]:946": false,
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := beyondLoopback(tcp); got != want {
+			t.Errorf("beyondLoopback(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }
