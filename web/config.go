@@ -49,9 +49,15 @@ type Config struct {
 	// (ARBITER_PPROF_ADDR). Keep it on loopback: it is never public.
 	PprofAddr string
 	// MaxConnections caps the HTTP connections open at once
-	// (ARBITER_MAX_CONNECTIONS); past it, new connections wait in the
-	// kernel's queue until one closes.
+	// (ARBITER_MAX_CONNECTIONS); past it, a new connection closes the one
+	// idle in keep-alive the longest, or, when none is idle, waits until
+	// one closes or goes idle.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the HTTP connections one client address
+	// holds at once (ARBITER_MAX_CONNECTIONS_PER_IP; an IPv6 client by its
+	// /64, a trusted proxy not at all); past it, a new connection replaces
+	// the client's longest-idle one, or is answered 429 and closed.
+	MaxConnectionsPerIP int
 	// IdempotencyTTL is how long an idempotency key is remembered after
 	// its first use (ARBITER_IDEMPOTENCY_TTL); the worker forgets it after.
 	IdempotencyTTL time.Duration
@@ -112,6 +118,12 @@ const (
 	DefaultAddr           = ":8080"
 	DefaultOrigin         = "http://localhost:8080"
 	DefaultMaxConnections = 4096
+	// DefaultMaxConnectionsPerIP is a sixteenth of DefaultMaxConnections:
+	// it takes sixteen addresses to fill the server, and it leaves room
+	// for what one address needs honestly (a browser opens at most six
+	// connections to a host, an SDK's pool tens, a backend some hundreds
+	// of long-polls).
+	DefaultMaxConnectionsPerIP = 256
 )
 
 // Scope names the part of the program that reads a setting, and so the
@@ -272,8 +284,11 @@ var Settings = []Setting{
 		Help: "serve /debug/pprof on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},
 	{Env: "ARBITER_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Scope: ScopeHTTP,
-		Help: "HTTP connections open at once; more wait until one closes",
+		Help: "HTTP connections open at once; past it, the longest-idle one closes, or new ones wait",
 		Set:  intSetting(func(c *Config) *int { return &c.MaxConnections }, 1)},
+	{Env: "ARBITER_MAX_CONNECTIONS_PER_IP", Default: strconv.Itoa(DefaultMaxConnectionsPerIP), Scope: ScopeHTTP,
+		Help: "HTTP connections one client address may hold (IPv6: a /64; trusted proxies: no limit); past it, 429",
+		Set:  intSetting(func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1)},
 	{Env: "ARBITER_IDEMPOTENCY_TTL", Default: "24h", Scope: ScopeHTTP,
 		Help: "how long an Idempotency-Key is remembered after its first use (at least 1s)",
 		Set: func(c *Config, v string) error {

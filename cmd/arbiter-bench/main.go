@@ -197,6 +197,8 @@ func (b *bench) env(extra ...string) []string {
 		"ARBITER_DATABASE_URL="+b.databaseURL,
 		"ARBITER_DAILY_TASK_CAP=100000000",
 		"ARBITER_ADDR="+b.addr,
+		// Every client of the bench is on one address.
+		"ARBITER_MAX_CONNECTIONS_PER_IP=1000000",
 	)
 	return append(env, extra...)
 }

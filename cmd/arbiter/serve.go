@@ -9,10 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
@@ -77,9 +76,9 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if cfg.MetricsAddr != "" {
 		m = metrics.New()
 		observer, webhookObserver = m, m
-		metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
+		metricsLn, err := listenAside("metrics", cfg.MetricsAddr, logger)
 		if err != nil {
-			return fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsAddr, err)
+			return err
 		}
 		metricsSrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -89,18 +88,17 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		}()
 		defer metricsSrv.Close()
 		wg.Go(func() { m.CountOpenTasksEvery(bg, store, metricsCountEvery, logger) })
-		logger.Info("metrics listening; keep it off public networks", "addr", metricsLn.Addr().String())
 	}
 	// serve listens before its worker starts, so that the origins left
 	// unset follow the address listened on before the worker's digests
 	// link to the reviewer site.
-	var ln net.Listener
+	var ln *web.ConnLimiter
 	var fileLimit uint64
 	if api {
 		if fileLimit, err = raiseOpenFileLimit(); err != nil {
 			logger.Warn("could not raise the open file limit", "error", err.Error())
 		}
-		if ln, err = listen(cfg.Addr, cfg.MaxConnections); err != nil {
+		if ln, err = listen(cfg.Addr, cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.TrustedProxies); err != nil {
 			return err
 		}
 		defer ln.Close()
@@ -191,17 +189,23 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
 		return err
 	}
-	srv := newHTTPServer(router.Routes(), logger)
+	srv := newHTTPServer(router.Routes(), ln, logger)
 	srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	if cfg.PprofAddr != "" {
-		go servePprof(cfg.PprofAddr, logger)
+		pprofLn, err := listenAside("profiler", cfg.PprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		pprofSrv := servePprof(pprofLn, logger)
+		defer pprofSrv.Close()
 	}
 	if fileLimit > 0 && uint64(cfg.MaxConnections) > fileLimit {
 		logger.Warn("ARBITER_MAX_CONNECTIONS is above the open file limit; connections past the limit will fail to be accepted",
 			"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker,
-		"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
+		"max_connections", cfg.MaxConnections, "max_connections_per_ip", min(cfg.MaxConnectionsPerIP, cfg.MaxConnections),
+		"open_file_limit", fileLimit)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -229,25 +233,27 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 // MaxHeaderBytes bounds a request's header; a larger one is answered 431.
 const MaxHeaderBytes = 64 << 10
 
-// listen opens the HTTP listener on addr, accepting at most maxConns
-// connections at once: past them, new connections wait in the kernel's
-// queue until one closes, so a flood of idle connections cannot use up the
-// process's file descriptors.
-func listen(addr string, maxConns int) (net.Listener, error) {
+// listen opens the HTTP listener on addr, holding at most maxConns
+// connections at once and perIP from one client address (trusted proxies
+// excepted), so that neither a flood of connections can use up the
+// process's file descriptors nor one client every slot: see
+// web.ConnLimiter.
+func listen(addr string, maxConns, perIP int, trusted []netip.Prefix) (*web.ConnLimiter, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return netutil.LimitListener(ln, maxConns), nil
+	return web.LimitConnections(ln, maxConns, perIP, trusted), nil
 }
 
-// newHTTPServer returns the server of handler with the limits every
+// newHTTPServer returns the server of handler on ln with the limits every
 // connection lives under: a header of at most MaxHeaderBytes read within 10
 // seconds, a request within 30, an answer within 30, and an idle keep-alive
-// connection closed after 60.
-func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
+// connection closed after 60. It tells ln which connections are idle.
+func newHTTPServer(handler http.Handler, ln *web.ConnLimiter, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		ConnState:         ln.ConnState,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -268,19 +274,56 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
-// servePprof serves the profiler on its own listener, apart from the
-// public router.
-func servePprof(addr string, logger *slog.Logger) {
+// listenAside opens the listener of a side server (the metrics, the
+// profiler), which answers anyone who reaches it: it logs where it
+// listens, with a warning when that is beyond loopback.
+func listenAside(name, addr string, logger *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+	}
+	if beyondLoopback(ln.Addr()) {
+		logger.Warn(name+" listening beyond loopback: anyone who can reach this address can read it; "+
+			"listen on 127.0.0.1 or [::1], or firewall it", "addr", ln.Addr().String())
+	} else {
+		logger.Info(name+" listening", "addr", ln.Addr().String())
+	}
+	return ln, nil
+}
+
+// beyondLoopback reports whether a listener on addr can be reached from
+// another machine: it listens on every interface (0.0.0.0, [::]) or on an
+// address that is not a loopback one.
+func beyondLoopback(addr net.Addr) bool {
+	ip := parseAddrIP(addr.String())
+	return !ip.IsValid() || !ip.IsLoopback()
+}
+
+// parseAddrIP returns the IP of a "host:port" address, or the zero Addr.
+func parseAddrIP(hostPort string) netip.Addr {
+	ap, err := netip.ParseAddrPort(hostPort)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// servePprof serves the profiler on ln, apart from the public router, and
+// returns its server.
+func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	logger.Warn("profiler listening; keep it off public networks", "addr", addr)
-	if err := http.ListenAndServe(addr, mux); err != nil {
-		logger.Error("profiler", "error", err.Error())
-	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("profiler", "error", err.Error())
+		}
+	}()
+	return srv
 }
 
 // newLogger returns a text logger at the named level.

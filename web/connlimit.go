@@ -1,0 +1,298 @@
+package web
+
+import (
+	"container/list"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// ConnLimiter is the HTTP server's listener: it holds at most max
+// connections open at once, and at most perClient of them from one client
+// address, so that one client cannot take every connection and leave
+// everyone else waiting unanswered.
+//
+//   - A connection from a client that already holds its share replaces
+//     that client's connection idle in keep-alive the longest; when none
+//     of them is idle, it is answered 429 with Retry-After and closed at
+//     once, taking no slot.
+//   - A connection that arrives when max are open closes the connection
+//     idle in keep-alive the longest, whoever holds it; only when every
+//     open connection is busy does it wait until one closes or goes idle
+//     (and the connections after it, in the kernel's listen queue).
+//
+// The client is the connection's peer, counted as per-client rate limits
+// count it (arbiter.Client.LimitKey: an IPv6 client by its /64). A peer in
+// the trusted proxies has no share of its own: its connections carry many
+// clients, which X-Forwarded-For names only request by request, so they
+// count against max alone. The server must report its connections' states
+// to ConnState, which is how the limiter knows which are idle.
+type ConnLimiter struct {
+	net.Listener
+	max, perClient int
+	trusted        []netip.Prefix
+
+	mu sync.Mutex
+	// room is signalled when a connection closes or goes idle, for an
+	// Accept waiting at the cap.
+	room    *sync.Cond
+	open    int
+	waiting int // accepted connections waiting for room, for tests
+	closed  bool
+	// idle holds the connections idle in keep-alive, longest idle first;
+	// each client's own idle list likewise.
+	idle    list.List
+	clients map[string]*clientConns
+	// refusing bounds the refusals being written at once; past it, a
+	// connection over its share is closed without an answer.
+	refusing chan struct{}
+}
+
+// clientConns is one client's connections.
+type clientConns struct {
+	open int
+	idle list.List
+}
+
+// limitedConn is a connection the limiter counts until it closes.
+type limitedConn struct {
+	net.Conn
+	l *ConnLimiter
+	// client is nil for a trusted proxy's connection.
+	client *clientConns
+	key    string
+	// idleAt and clientIdleAt are its elements in the idle lists while it
+	// is idle; released is set once it no longer counts. All three are
+	// guarded by l.mu.
+	idleAt, clientIdleAt *list.Element
+	released             bool
+}
+
+// Connection limits that are not settings.
+const (
+	// refuseAtOnce bounds the refusals answered at once.
+	refuseAtOnce = 64
+	// refuseWithin bounds how long a refusal may take: writing the answer,
+	// then reading what the client sent until it hangs up, so that closing
+	// does not reset the connection before the client reads the answer.
+	refuseWithin = time.Second
+	// refuseRetryAfter is the Retry-After of a refusal, in seconds.
+	refuseRetryAfter = 1
+)
+
+// refusal is the whole answer written on a connection past its client's
+// share.
+var refusal = func() []byte {
+	body := `{"error": "too many connections from your address: reuse one you have open, or retry later"}` + "\n"
+	return []byte("HTTP/1.1 429 Too Many Requests\r\n" +
+		"Content-Type: application/json\r\n" +
+		"Retry-After: " + strconv.Itoa(refuseRetryAfter) + "\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
+		"\r\n" + body)
+}()
+
+// LimitConnections returns ln holding at most max connections open at once
+// and at most perClient from one client address (a trusted proxy
+// excepted); see ConnLimiter. A perClient above max is max.
+func LimitConnections(ln net.Listener, max, perClient int, trusted []netip.Prefix) *ConnLimiter {
+	l := &ConnLimiter{
+		Listener: ln, max: max, perClient: min(perClient, max), trusted: trusted,
+		clients:  map[string]*clientConns{},
+		refusing: make(chan struct{}, refuseAtOnce),
+	}
+	l.room = sync.NewCond(&l.mu)
+	return l
+}
+
+// Accept waits for a connection that may be served and returns it. A
+// connection past its client's share is refused or replaces one of the
+// client's idle ones, and one past the cap closes the longest-idle
+// connection or waits for room; see ConnLimiter.
+func (l *ConnLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
+		}
+	}
+}
+
+// admit counts c in and returns it, or refuses it and returns nil. It waits
+// while the cap is reached and no connection is idle.
+func (l *ConnLimiter) admit(c net.Conn) net.Conn {
+	key, exempt := l.clientKey(c.RemoteAddr())
+	l.mu.Lock()
+	for {
+		var evict *limitedConn
+		client := l.clients[key]
+		switch {
+		case l.closed:
+			l.mu.Unlock()
+			c.Close()
+			return nil
+		case !exempt && client != nil && client.open >= l.perClient:
+			if client.idle.Len() == 0 {
+				l.mu.Unlock()
+				l.refuse(c)
+				return nil
+			}
+			evict = client.idle.Front().Value.(*limitedConn)
+		case l.open >= l.max:
+			if l.idle.Len() == 0 {
+				l.waiting++
+				l.room.Wait()
+				l.waiting--
+				continue
+			}
+			evict = l.idle.Front().Value.(*limitedConn)
+		}
+		if evict != nil {
+			l.releaseLocked(evict)
+		}
+		lc := &limitedConn{Conn: c, l: l, key: key}
+		if !exempt {
+			if client == nil {
+				client = &clientConns{}
+				l.clients[key] = client
+			}
+			client.open++
+			lc.client = client
+		}
+		l.open++
+		l.mu.Unlock()
+		if evict != nil {
+			evict.Conn.Close()
+		}
+		return lc
+	}
+}
+
+// clientKey returns the key of the client that addr's connection counts
+// for, or exempt when addr is a trusted proxy.
+func (l *ConnLimiter) clientKey(addr net.Addr) (key string, exempt bool) {
+	s := addr.String()
+	ip := parseIP(s)
+	if !ip.IsValid() {
+		return s, false
+	}
+	if isTrusted(ip, l.trusted) {
+		return "", true
+	}
+	return arbiter.Client{IP: ip.String()}.LimitKey(), false
+}
+
+// refuse answers c 429 and closes it, in the background and within
+// refuseWithin; when refuseAtOnce refusals are already under way, it
+// closes c without an answer.
+func (l *ConnLimiter) refuse(c net.Conn) {
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(refuseWithin))
+		if _, err := c.Write(refusal); err != nil {
+			return
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
+}
+
+// ConnState is the http.Server's ConnState hook: it keeps the limiter's
+// list of connections idle in keep-alive.
+func (l *ConnLimiter) ConnState(c net.Conn, state http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch state {
+	case http.StateIdle:
+		if lc.released || lc.idleAt != nil {
+			return
+		}
+		lc.idleAt = l.idle.PushBack(lc)
+		if lc.client != nil {
+			lc.clientIdleAt = lc.client.idle.PushBack(lc)
+		}
+		l.room.Broadcast()
+	case http.StateActive, http.StateHijacked:
+		lc.notIdleLocked()
+	case http.StateClosed:
+		l.releaseLocked(lc)
+	}
+}
+
+// Close closes the listener and wakes an Accept waiting for room.
+func (l *ConnLimiter) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.room.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// releaseLocked stops counting c, once.
+func (l *ConnLimiter) releaseLocked(c *limitedConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	c.notIdleLocked()
+	l.open--
+	if c.client != nil {
+		c.client.open--
+		if c.client.open == 0 {
+			delete(l.clients, c.key)
+		}
+	}
+	l.room.Broadcast()
+}
+
+// notIdleLocked takes c off the idle lists.
+func (c *limitedConn) notIdleLocked() {
+	if c.idleAt != nil {
+		c.l.idle.Remove(c.idleAt)
+		c.idleAt = nil
+	}
+	if c.clientIdleAt != nil {
+		c.client.idle.Remove(c.clientIdleAt)
+		c.clientIdleAt = nil
+	}
+}
+
+// Close closes the connection and frees its slot.
+func (c *limitedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// CloseWrite shuts down the writing side when the connection can, so the
+// server's last answer on a connection it closes reaches the client
+// before a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
