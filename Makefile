@@ -4,13 +4,31 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: run test test-go test-python build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
 
-test:
+test: test-go test-python
+
+test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# The Python SDK (sdk/python): mypy --strict on the package, then its tests
+# and the LangGraph and OpenAI Agents adapters' against a real arbiter serve
+# built here (SQLite; Postgres when ARBITER_TEST_DATABASE_URL is set). The
+# virtual environment comes from the pinned sdk/python/requirements-dev.txt.
+PYVENV := sdk/python/.venv
+PYTHON ?= python3
+
+$(PYVENV)/.installed: sdk/python/requirements-dev.txt
+	$(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check -r sdk/python/requirements-dev.txt
+	touch $@
+
+test-python: $(PYVENV)/.installed build
+	cd sdk/python && .venv/bin/mypy
+	cd sdk/python && PYTHONPATH=src ARBITER_BIN=$(CURDIR)/$(BIN) .venv/bin/pytest -q
 
 build:
 	$(GO) build -o $(BIN) ./cmd/arbiter

@@ -27,6 +27,7 @@ RULES = """\
 # verdict  confidence  expression
 approve    0.99        context.auto == "approve"
 reject     0.99        context.auto == "reject"
+approve    0.99        context.tool == "issue_refund" && context.arguments.amount < 10
 """
 
 
