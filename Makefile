@@ -4,12 +4,12 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test test-go test-python build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: run test test-go test-python test-typescript sdk-wire build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
 
-test: test-go test-python
+test: test-go test-python test-typescript
 
 test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -29,6 +29,25 @@ $(PYVENV)/.installed: sdk/python/requirements-dev.txt
 test-python: $(PYVENV)/.installed build
 	cd sdk/python && .venv/bin/mypy
 	cd sdk/python && PYTHONPATH=src ARBITER_BIN=$(CURDIR)/$(BIN) .venv/bin/pytest -q
+
+# The TypeScript SDK (sdk/typescript): its wire types must be what
+# openapi-typescript makes of openapi/openapi.json today (sdk-wire
+# regenerates them), tsc --strict, then node's test runner against a real
+# arbiter serve built here. Node packages from its own lockfile.
+TSDIR := sdk/typescript
+
+$(TSDIR)/node_modules/.package-lock.json: $(TSDIR)/package-lock.json
+	cd $(TSDIR) && npm ci --no-audit --no-fund
+
+sdk-wire: $(TSDIR)/node_modules/.package-lock.json
+	cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o src/wire.ts
+
+test-typescript: $(TSDIR)/node_modules/.package-lock.json build
+	@cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o dist-wire.ts >/dev/null 2>&1 && \
+		if ! cmp -s dist-wire.ts src/wire.ts; then rm -f dist-wire.ts; \
+		echo "sdk/typescript/src/wire.ts differs from openapi/openapi.json; run 'make sdk-wire' and commit"; exit 1; fi; rm -f dist-wire.ts
+	cd $(TSDIR) && npx --no-install tsc -p tsconfig.json
+	cd $(TSDIR) && ARBITER_BIN=$(CURDIR)/$(BIN) node --test dist/test/*.test.js
 
 build:
 	$(GO) build -o $(BIN) ./cmd/arbiter
