@@ -17,6 +17,7 @@ const repo = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../../.."
 export const RULES = `approve 0.99 context.auto == "approve"
 reject  0.99 context.auto == "reject"
 approve 0.99 context.tool == "issueRefund" && context.input.amount < 10
+approve 0.99 context.tool == "issue_refund" && context.arguments.amount < 10
 `;
 
 /** Calls check until it returns something truthy; the bound only ends a failing test. */
