@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test test-go test-python test-typescript sdk-wire build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: run test test-go test-python test-typescript sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
@@ -114,6 +114,14 @@ bench: postgres-check build
 	$(GO) build -o bin/arbiter-bench ./cmd/arbiter-bench
 	cd cmd/arbiter-bench/river && $(GO) build -o ../../../bin/river-bench .
 	./bin/arbiter-bench $(BENCH_FLAGS)
+	$(MAKE) bench-sdk
+
+# bench-sdk measures each SDK's overhead on a create-and-wait against raw
+# HTTP on the same server (SQLite, the rules backend): 300 of each,
+# alternating; the target is under 1 ms.
+bench-sdk: build $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
+	ARBITER_BIN=$(CURDIR)/$(BIN) $(PYVENV)/bin/python sdk/python/bench/overhead.py 300
+	cd $(TSDIR) && npx --no-install tsc -p tsconfig.json && ARBITER_BIN=$(CURDIR)/$(BIN) node dist/bench/overhead.js 300
 
 # bench-micro runs the Go micro-benchmarks: key check, task encoding, request
 # validation.
