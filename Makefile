@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test test-go test-python test-typescript sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: run test test-go test-python test-typescript sdk-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
@@ -19,7 +19,13 @@ test-go:
 # built here (SQLite; Postgres when ARBITER_TEST_DATABASE_URL is set). The
 # virtual environment comes from the pinned sdk/python/requirements-dev.txt.
 PYVENV := sdk/python/.venv
+TSDIR := sdk/typescript
 PYTHON ?= python3
+
+# sdk-deps installs what the SDKs' tests need, each from its own pinned
+# list: the Python packages into sdk/python/.venv, the TypeScript SDK's Node
+# packages from sdk/typescript/package-lock.json. Only when missing or stale.
+sdk-deps: $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
 
 $(PYVENV)/.installed: sdk/python/requirements-dev.txt
 	$(PYTHON) -m venv $(PYVENV)
@@ -34,8 +40,6 @@ test-python: $(PYVENV)/.installed build
 # openapi-typescript makes of openapi/openapi.json today (sdk-wire
 # regenerates them), tsc --strict, then node's test runner against a real
 # arbiter serve built here. Node packages from its own lockfile.
-TSDIR := sdk/typescript
-
 $(TSDIR)/node_modules/.package-lock.json: $(TSDIR)/package-lock.json
 	cd $(TSDIR) && npm ci --no-audit --no-fund
 
