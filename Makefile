@@ -4,13 +4,54 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: run test test-go test-python test-typescript sdk-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
 
-test:
+test: test-go test-python test-typescript
+
+test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# The Python SDK (sdk/python): mypy --strict on the package, then its tests
+# and the LangGraph and OpenAI Agents adapters' against a real arbiter serve
+# built here (SQLite; Postgres when ARBITER_TEST_DATABASE_URL is set). The
+# virtual environment comes from the pinned sdk/python/requirements-dev.txt.
+PYVENV := sdk/python/.venv
+TSDIR := sdk/typescript
+PYTHON ?= python3
+
+# sdk-deps installs what the SDKs' tests need, each from its own pinned
+# list: the Python packages into sdk/python/.venv, the TypeScript SDK's Node
+# packages from sdk/typescript/package-lock.json. Only when missing or stale.
+sdk-deps: $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
+
+$(PYVENV)/.installed: sdk/python/requirements-dev.txt
+	$(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check -r sdk/python/requirements-dev.txt
+	touch $@
+
+test-python: $(PYVENV)/.installed build
+	cd sdk/python && .venv/bin/mypy
+	cd sdk/python && PYTHONPATH=src ARBITER_BIN=$(CURDIR)/$(BIN) .venv/bin/pytest -q
+
+# The TypeScript SDK (sdk/typescript): its wire types must be what
+# openapi-typescript makes of openapi/openapi.json today (sdk-wire
+# regenerates them), tsc --strict, then node's test runner against a real
+# arbiter serve built here. Node packages from its own lockfile.
+$(TSDIR)/node_modules/.package-lock.json: $(TSDIR)/package-lock.json
+	cd $(TSDIR) && npm ci --no-audit --no-fund
+
+sdk-wire: $(TSDIR)/node_modules/.package-lock.json
+	cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o src/wire.ts
+
+test-typescript: $(TSDIR)/node_modules/.package-lock.json build
+	@cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o dist-wire.ts >/dev/null 2>&1 && \
+		if ! cmp -s dist-wire.ts src/wire.ts; then rm -f dist-wire.ts; \
+		echo "sdk/typescript/src/wire.ts differs from openapi/openapi.json; run 'make sdk-wire' and commit"; exit 1; fi; rm -f dist-wire.ts
+	cd $(TSDIR) && npx --no-install tsc -p tsconfig.json
+	cd $(TSDIR) && ARBITER_BIN=$(CURDIR)/$(BIN) node --test dist/test/*.test.js
 
 build:
 	$(GO) build -o $(BIN) ./cmd/arbiter
@@ -77,6 +118,14 @@ bench: postgres-check build
 	$(GO) build -o bin/arbiter-bench ./cmd/arbiter-bench
 	cd cmd/arbiter-bench/river && $(GO) build -o ../../../bin/river-bench .
 	./bin/arbiter-bench $(BENCH_FLAGS)
+	$(MAKE) bench-sdk
+
+# bench-sdk measures each SDK's overhead on a create-and-wait against raw
+# HTTP on the same server (SQLite, the rules backend): 300 of each,
+# alternating; the target is under 1 ms.
+bench-sdk: build $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
+	ARBITER_BIN=$(CURDIR)/$(BIN) $(PYVENV)/bin/python sdk/python/bench/overhead.py 300
+	cd $(TSDIR) && npx --no-install tsc -p tsconfig.json && ARBITER_BIN=$(CURDIR)/$(BIN) node dist/bench/overhead.js 300
 
 # bench-micro runs the Go micro-benchmarks: key check, task encoding, request
 # validation.

@@ -1,0 +1,75 @@
+"""The asyncio client against a real server: the same surface as Arbiter."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import List
+
+import pytest
+
+import arbiterhq
+from arbiterhq import AsyncArbiter, Task
+
+from conftest import Account
+from harness import Proxy, Reviewer, Server, wait_for
+
+
+def _client(account: Account, base_url: str = "") -> AsyncArbiter:
+    return AsyncArbiter(account.key, base_url=base_url or account.server.base_url)
+
+
+def test_async_ask_and_list(account: Account) -> None:
+    src = "sdk-async-" + secrets.token_hex(4)
+
+    async def main() -> "tuple[Task, List[Task], List[arbiterhq.TaskResult]]":
+        async with _client(account) as a:
+            task = await a.ask("Approve?", ["approve", "reject"], {"auto": "approve"}, wait=30, source=src)
+            made = await a.create_tasks([{"prompt": f"Async {i}?", "allowed_verdicts": ["yes"], "source": src} for i in range(4)])
+            listed = [t async for t in a.list_tasks(source=src, page_size=2)]
+            return task, listed, made
+
+    task, listed, made = asyncio.run(main())
+    assert (task.final_verdict, task.final_tier) == ("approve", arbiterhq.TIER_AGENT)
+    assert {t.id for t in listed} == {task.id} | {r.task.id for r in made if r.task is not None}
+    assert len(listed) == 5
+
+
+def test_async_wait_returns_when_a_person_decides(account: Account, reviewer: Reviewer) -> None:
+    async def main() -> Task:
+        async with _client(account) as a:
+            task = await a.create_task("Async person?", ["ship", "hold"])
+
+            async def reached() -> None:
+                while (await a.get_task(task.id)).status != arbiterhq.HUMAN_NEEDED:
+                    await asyncio.sleep(0.05)
+
+            await asyncio.wait_for(reached(), 30)
+            waiting = asyncio.ensure_future(a.wait_task(task.id, timeout=60))
+            await asyncio.get_running_loop().run_in_executor(None, reviewer.decide, task.id, "ship", "Fine.")
+            return await waiting
+
+    done = asyncio.run(main())
+    assert (done.status, done.final_verdict, done.final_tier) == (arbiterhq.COMPLETED, "ship", arbiterhq.TIER_HUMAN)
+
+
+def test_async_errors_and_retries(server: Server, account: Account) -> None:
+    proxy = Proxy(server.base_url, [(429, {"Retry-After": "1"})])
+
+    async def main() -> None:
+        async with _client(account, proxy.url) as a:
+            task = await a.create_task("Async retried?", ["yes"])
+            assert task.id.startswith("tsk_")
+            with pytest.raises(arbiterhq.NotFound):
+                await a.get_task("tsk_0000000000000000")
+            with pytest.raises(arbiterhq.IdempotencyMismatch):
+                key = "async-" + secrets.token_hex(4)
+                await a.create_task("A?", ["yes"], idempotency_key=key)
+                await a.create_task("B?", ["yes"], idempotency_key=key)
+
+    try:
+        asyncio.run(main())
+        (t0, _, k0), (t1, _, k1) = proxy.seen[:2]
+        assert t1 - t0 >= 1.0 and k0 is not None and k0 == k1
+    finally:
+        proxy.close()

@@ -1,0 +1,130 @@
+/**
+ * The AI SDK: a `toolApproval` rule that asks Arbiter, and the decision fed
+ * back into the conversation once.
+ *
+ * ```ts
+ * const approvals = new ArbiterToolApproval({ arbiter, store });
+ * const result = await generateText({ model, tools, messages,
+ *   toolApproval: approvals.rule(conversationId) });
+ * messages.push(...result.responseMessages);
+ * await approvals.submit(result.content, conversationId);   // remember the pauses
+ * // later, with the decided task (a webhook or waitTask):
+ * const reply = await approvals.response(task);             // undefined when already used
+ * if (reply) { messages.push(reply); await generateText({ model, tools, messages, ... }); }
+ * ```
+ *
+ * The verifier's confident verdict answers `approved` or `denied` at once;
+ * a task routed to a person answers `user-approval`, and `response` turns
+ * the person's decision into the `tool-approval-response` message. A
+ * task's idempotency key is `ai:{conversation}:{toolCallId}`.
+ */
+
+import type { ToolApprovalStatus, ToolModelMessage } from "ai";
+
+import { Arbiter, isFinal, type Task, type TaskCreate } from "./client.js";
+import { decisionOf, rejectionMessage, type ResumeStore } from "./resume.js";
+
+export { MemoryResumeStore, type ResumeStore } from "./resume.js";
+
+/** Options of ArbiterToolApproval. */
+export interface ArbiterToolApprovalOptions {
+  arbiter: Arbiter;
+  store: ResumeStore;
+  /** The task's allowed verdicts (default approve, reject). */
+  verdicts?: string[];
+  /** The verdict that lets the call run (default approve). */
+  allow?: string;
+  /** Whole seconds to wait for the verifier before asking a person (default 5). */
+  agentWaitSeconds?: number;
+  /** The question asked for a tool call. */
+  prompt?: (toolName: string, input: unknown) => string;
+  /** Create fields for every task (task_type, deadline_seconds, callback_url, …). */
+  fields?: Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context">;
+}
+
+const REASON_PREFIX = "arbiter:";
+
+/**
+ * What the rule reads of the AI SDK's approval call: the tool call. Any
+ * `GenericToolApprovalFunction`'s options have it, so the rule fits every
+ * tool set and context.
+ */
+export interface ToolApprovalOptions {
+  toolCall: { toolCallId: string; toolName: string; input: unknown };
+}
+
+/** Asks Arbiter whether the AI SDK's tool calls may run. */
+export class ArbiterToolApproval {
+  private readonly o: Required<Omit<ArbiterToolApprovalOptions, "fields">> & { fields: ArbiterToolApprovalOptions["fields"] };
+
+  constructor(opts: ArbiterToolApprovalOptions) {
+    this.o = {
+      verdicts: ["approve", "reject"],
+      allow: "approve",
+      agentWaitSeconds: 5,
+      prompt: (name) => `May the assistant call ${name}?`,
+      ...opts,
+      fields: opts.fields,
+    };
+    if (!this.o.verdicts.includes(this.o.allow)) throw new Error("allow must be one of verdicts");
+  }
+
+  private async ask(conversationId: string, toolCallId: string, toolName: string, input: unknown): Promise<Task> {
+    let task = await this.o.arbiter.createTask(
+      { ...this.o.fields, prompt: this.o.prompt(toolName, input), allowed_verdicts: this.o.verdicts, context: { tool: toolName, input } },
+      { idempotencyKey: `ai:${conversationId}:${toolCallId}` },
+    );
+    await this.o.store.remember(task.id, { conversationId, toolCallId });
+    if (!isFinal(task) && this.o.agentWaitSeconds > 0) task = await this.o.arbiter.getTask(task.id, { wait: this.o.agentWaitSeconds });
+    return task;
+  }
+
+  /** The `toolApproval` of one conversation's generateText / streamText calls. */
+  rule(conversationId: string): (options: ToolApprovalOptions) => Promise<ToolApprovalStatus> {
+    return async ({ toolCall }) => {
+      const task = await this.ask(conversationId, toolCall.toolCallId, toolCall.toolName, toolCall.input);
+      if (task.status === "completed" && task.final_tier === "agent") {
+        // The verifier decided: the SDK records it, and the task is done with.
+        await this.o.store.claim(task.id);
+        const d = decisionOf(task);
+        return d.verdict === this.o.allow ? { type: "approved", reason: d.rationale } : { type: "denied", reason: rejectionMessage(d) };
+      }
+      return { type: "user-approval", reason: REASON_PREFIX + task.id };
+    };
+  }
+
+  /**
+   * Remembers the approval requests of a result's content that wait for a
+   * person, so that `response` can answer them; returns their tasks' ids.
+   */
+  async submit(content: ReadonlyArray<{ type: string }>, conversationId: string): Promise<string[]> {
+    const ids: string[] = [];
+    for (const part of content) {
+      if (part.type !== "tool-approval-request") continue;
+      const p = part as unknown as { approvalId: string; reason?: string; isAutomatic?: boolean; toolCall: { toolCallId: string } };
+      if (p.isAutomatic || !p.reason?.startsWith(REASON_PREFIX)) continue;
+      const taskId = p.reason.slice(REASON_PREFIX.length);
+      await this.o.store.remember(taskId, { conversationId, toolCallId: p.toolCall.toolCallId, approvalId: p.approvalId });
+      ids.push(taskId);
+    }
+    return ids;
+  }
+
+  /**
+   * The `tool-approval-response` message for a decided task, to push onto
+   * the conversation before calling the model again; undefined when the
+   * task is not final, not a pause submitted here, or already answered
+   * (the decision arrived twice).
+   */
+  async response(task: Task): Promise<ToolModelMessage | undefined> {
+    if (!isFinal(task)) return undefined;
+    const ref = await this.o.store.recall(task.id);
+    if (!ref?.approvalId || !(await this.o.store.claim(task.id))) return undefined;
+    const d = decisionOf(task);
+    const approved = d.verdict === this.o.allow;
+    return {
+      role: "tool",
+      content: [{ type: "tool-approval-response", approvalId: ref.approvalId, approved, reason: approved ? d.rationale : rejectionMessage(d) }],
+    };
+  }
+}

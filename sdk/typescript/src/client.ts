@@ -1,0 +1,316 @@
+/**
+ * The client of the Arbiter API. Every create carries an idempotency key
+ * (the caller's, or one made per call), so a create whose answer was lost
+ * is retried without making a second task.
+ */
+
+import type { components } from "./wire.js";
+import { APIConnectionError, ArbiterError, errorFor } from "./errors.js";
+
+/** A verification task as the API answers it. */
+export type Task = components["schemas"]["Task"];
+/** One verifier call or one person's decision on a task. */
+export type Attempt = components["schemas"]["Attempt"];
+/** A task's status; later servers may add values. */
+export type TaskStatus = components["schemas"]["TaskStatus"];
+/** The body of a task create. */
+export type TaskCreate = components["schemas"]["TaskCreate"];
+/** One item of a batch create: a task create and its own idempotency key. */
+export type TaskBatchItem = components["schemas"]["TaskBatchItem"];
+
+/** The outcome of one item of a batch: the task, or the item's error. */
+export type TaskResult =
+  | { ok: true; status: 200; task: Task; replayed: boolean }
+  | { ok: false; status: number; error: ArbiterError };
+
+/** The filters of listTasks. */
+export interface ListFilters {
+  status?: TaskStatus;
+  task_type?: string;
+  source?: string;
+  touchpoint?: string;
+  final_tier?: "agent" | "human";
+  created_after?: number;
+  created_before?: number;
+  /** The page size, 1 to 100. */
+  pageSize?: number;
+}
+
+/** Options of a client. */
+export interface ArbiterOptions {
+  /** The API key; default SVC_API_KEY. */
+  apiKey?: string;
+  /** The server; default SVC_BASE_URL, else http://localhost:8080. */
+  baseURL?: string;
+  /** Each request's limit in ms (a long-poll gets its wait on top); default 30 s. */
+  timeoutMs?: number;
+  /** Retries of 429, 5xx, 409 and lost connections; default 3. */
+  maxRetries?: number;
+  /** The longest Retry-After waited out, in ms; default 60 s. */
+  maxRetryWaitMs?: number;
+  /** The fetch to use; default globalThis.fetch. */
+  fetch?: typeof fetch;
+}
+
+/** The task was not final within the time the caller gave. */
+export class WaitTimeout extends ArbiterError {
+  constructor(
+    message: string,
+    /** The task as last read, if it was. */
+    readonly task: Task | undefined,
+  ) {
+    super(message);
+  }
+}
+
+/** The longest wait the server grants one long-poll request, in seconds. */
+export const MAX_LONG_POLL_SECONDS = 60;
+
+const FINAL = new Set<string>(["completed", "expired"]);
+
+/** Whether the task is completed or expired. */
+export function isFinal(task: Task): boolean {
+  return FINAL.has(task.status);
+}
+
+/** The reason given with the deciding answer ("" when none). */
+export function rationaleOf(task: Task): string {
+  if (task.final_verdict === null) return "";
+  for (let i = task.attempts.length - 1; i >= 0; i--) {
+    const a = task.attempts[i]!;
+    if (!a.audit && a.verdict === task.final_verdict && a.tier === task.final_tier) return a.rationale;
+  }
+  return "";
+}
+
+function env(name: string): string | undefined {
+  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return p?.env?.[name];
+}
+
+/** A fresh idempotency key for a create the caller gave none. */
+export function newIdempotencyKey(): string {
+  return "arbiterhq-" + globalThis.crypto.randomUUID().replace(/-/g, "");
+}
+
+/** Seconds a Retry-After header asks for, or undefined. */
+export function parseRetryAfter(v: string | null, now: number = Date.now()): number | undefined {
+  if (!v) return undefined;
+  const t = v.trim();
+  if (/^\d+$/.test(t)) return Number(t);
+  const when = Date.parse(t);
+  return Number.isNaN(when) ? undefined : Math.max((when - now) / 1000, 0);
+}
+
+/** 0.2 s doubling up to 12.8 s, with up to 20% jitter, in ms. */
+function backoffMs(attempt: number): number {
+  const d = 200 * 2 ** Math.min(attempt, 6);
+  return d + Math.random() * (d / 5);
+}
+
+interface Call {
+  method: "GET" | "POST";
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  idempotencyKey?: string;
+  /** A POST the server stores once however often it is sent. */
+  repeatable?: boolean;
+  /** Extra time for a long-poll, in ms. */
+  extraMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * How long to wait before sending a call again after err, in ms, or
+ * undefined to give up: 429 after its Retry-After when that is at most the
+ * longest wait; 5xx and lost connections on reads and on creates that carry
+ * an idempotency key; 409 on those creates.
+ */
+export function retryWaitMs(
+  method: string,
+  repeatable: boolean,
+  attempt: number,
+  err: ArbiterError,
+  maxRetries: number,
+  maxRetryWaitMs: number,
+): number | undefined {
+  if (attempt >= maxRetries) return undefined;
+  const safe = method === "GET" || repeatable;
+  let retryable: boolean;
+  if (err instanceof APIConnectionError) retryable = safe;
+  else if (err.status === 429) retryable = true;
+  else if (err.status >= 500) retryable = safe;
+  else if (err.status === 409) retryable = repeatable;
+  else retryable = false;
+  if (!retryable) return undefined;
+  const wait = err.retryAfter !== undefined ? err.retryAfter * 1000 : backoffMs(attempt);
+  return wait > maxRetryWaitMs ? undefined : wait;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    }, { once: true });
+  });
+}
+
+/** The fields of ask besides the prompt, verdicts and context. */
+export type AskOptions = Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context"> & {
+  /** Seconds to wait for a final state; undefined waits until it is final. */
+  wait?: number;
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+};
+
+/** A client of the Arbiter API. */
+export class Arbiter {
+  private readonly apiKey: string;
+  readonly baseURL: string;
+  private readonly timeoutMs: number;
+  private readonly maxRetries: number;
+  private readonly maxRetryWaitMs: number;
+  private readonly fetch: typeof fetch;
+
+  constructor(opts: ArbiterOptions = {}) {
+    const key = opts.apiKey ?? env("SVC_API_KEY");
+    if (!key) throw new Error("no API key: pass apiKey or set SVC_API_KEY");
+    this.apiKey = key;
+    this.baseURL = (opts.baseURL ?? env("SVC_BASE_URL") ?? "http://localhost:8080").replace(/\/+$/, "");
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.maxRetries = opts.maxRetries ?? 3;
+    this.maxRetryWaitMs = opts.maxRetryWaitMs ?? 60_000;
+    this.fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  private async send<T>(call: Call): Promise<T> {
+    const url = new URL(this.baseURL + call.path);
+    for (const [k, v] of Object.entries(call.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.apiKey}`,
+      Accept: "application/json",
+    };
+    if (call.body !== undefined) headers["Content-Type"] = "application/json";
+    if (call.idempotencyKey !== undefined) headers["Idempotency-Key"] = call.idempotencyKey;
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    for (let attempt = 0; ; attempt++) {
+      let err: ArbiterError;
+      const timeout = AbortSignal.timeout(this.timeoutMs + (call.extraMs ?? 0));
+      const signal = call.signal ? anySignal([call.signal, timeout]) : timeout;
+      try {
+        const res = await this.fetch(url, { method: call.method, headers, body, signal });
+        const text = await res.text();
+        let parsed: unknown;
+        try {
+          parsed = text === "" ? undefined : JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        if (res.status === 200 && parsed !== undefined) return parsed as T;
+        err = errorFor(res.status, parsed, {
+          requestId: res.headers.get("X-Request-Id") ?? undefined,
+          retryAfter: parseRetryAfter(res.headers.get("Retry-After")),
+        });
+      } catch (e) {
+        if (call.signal?.aborted) throw e;
+        if (e instanceof ArbiterError) throw e;
+        err = new APIConnectionError(`${call.method} ${call.path}: no answer from the server (${(e as Error).name})`);
+      }
+      const wait = retryWaitMs(call.method, call.repeatable ?? false, attempt, err, this.maxRetries, this.maxRetryWaitMs);
+      if (wait === undefined) throw err;
+      await sleep(wait, call.signal);
+    }
+  }
+
+  /** Creates a task. With idempotencyKey, a repeat returns the task that key made. */
+  async createTask(input: TaskCreate, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<Task> {
+    return this.send<Task>({
+      method: "POST", path: "/v1/tasks", body: input,
+      idempotencyKey: opts.idempotencyKey ?? newIdempotencyKey(), repeatable: true, signal: opts.signal,
+    });
+  }
+
+  /** Creates up to 100 tasks; one result per item, in order. Items without a key get one. */
+  async createTasks(items: TaskBatchItem[], opts: { signal?: AbortSignal } = {}): Promise<TaskResult[]> {
+    const tasks = items.map((t) => ({ ...t, idempotency_key: t.idempotency_key ?? newIdempotencyKey() }));
+    const data = await this.send<{ results: Array<Record<string, unknown>> }>({
+      method: "POST", path: "/v1/tasks/batch", body: { tasks }, repeatable: true, signal: opts.signal,
+    });
+    return data.results.map((r): TaskResult => {
+      const status = Number(r.status);
+      if (status === 200 && r.task) return { ok: true, status: 200, task: r.task as Task, replayed: Boolean(r.replayed) };
+      return { ok: false, status, error: errorFor(status, r) };
+    });
+  }
+
+  /** Reads a task; with wait (0–60 s) the server answers as soon as it is final. */
+  async getTask(id: string, opts: { wait?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    if (!id || /[/?#]/.test(id)) throw new Error(`not a task id: ${JSON.stringify(id)}`);
+    const wait = opts.wait && opts.wait > 0 ? Math.min(Math.floor(opts.wait), MAX_LONG_POLL_SECONDS) : undefined;
+    return this.send<Task>({
+      method: "GET", path: `/v1/tasks/${id}`, query: { wait }, extraMs: (wait ?? 0) * 1000, signal: opts.signal,
+    });
+  }
+
+  /**
+   * Waits until the task is completed or expired, long-polling. Past
+   * timeoutMs, WaitTimeout carries the task as last read; without it, waits
+   * as long as it takes.
+   */
+  async waitTask(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+    let last: Task | undefined;
+    for (;;) {
+      const remaining = deadline === undefined ? undefined : deadline - Date.now();
+      if (remaining !== undefined && remaining <= 0) throw waitTimeout(id, last);
+      const wait = remaining === undefined ? MAX_LONG_POLL_SECONDS : Math.max(0, Math.min(MAX_LONG_POLL_SECONDS, Math.floor(remaining / 1000)));
+      last = await this.getTask(id, { wait, signal: opts.signal });
+      if (isFinal(last)) return last;
+      if (remaining !== undefined && remaining < 1000) throw waitTimeout(id, last);
+    }
+  }
+
+  /** The account's tasks, newest first, page after page. */
+  async *listTasks(filters: ListFilters = {}): AsyncGenerator<Task, void, undefined> {
+    const { pageSize, ...rest } = filters;
+    let startingAfter: string | undefined;
+    for (;;) {
+      const page = await this.send<{ tasks: Task[]; has_more: boolean }>({
+        method: "GET", path: "/v1/tasks", query: { ...rest, limit: pageSize, starting_after: startingAfter },
+      });
+      yield* page.tasks;
+      if (!page.has_more || page.tasks.length === 0) return;
+      startingAfter = page.tasks[page.tasks.length - 1]!.id;
+    }
+  }
+
+  /** Creates the task (with an idempotency key) and waits for it to be final. */
+  async ask(prompt: string, allowedVerdicts: string[], context?: unknown, opts: AskOptions = {}): Promise<Task> {
+    const { wait, idempotencyKey, signal, ...fields } = opts;
+    const input: TaskCreate = { prompt, allowed_verdicts: allowedVerdicts, ...fields };
+    if (context !== undefined) input.context = context;
+    const task = await this.createTask(input, { idempotencyKey, signal });
+    if (isFinal(task)) return task;
+    return this.waitTask(task.id, { timeoutMs: wait === undefined ? undefined : wait * 1000, signal });
+  }
+}
+
+function waitTimeout(id: string, last: Task | undefined): WaitTimeout {
+  return new WaitTimeout(`task ${id} is not final yet (${last ? `still ${last.status}` : "never read"})`, last);
+}
+
+function anySignal(signals: AbortSignal[]): AbortSignal {
+  const c = new AbortController();
+  for (const s of signals) {
+    if (s.aborted) {
+      c.abort(s.reason);
+      break;
+    }
+    s.addEventListener("abort", () => c.abort(s.reason), { once: true });
+  }
+  return c.signal;
+}

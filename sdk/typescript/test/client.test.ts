@@ -1,0 +1,157 @@
+/** The client against a real server. */
+
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+
+import {
+  APIConnectionError, Arbiter, BadRequest, IdempotencyMismatch, NotFound, PayloadTooLarge, RateLimited,
+  Unauthorized, Unavailable, WaitTimeout, WebhookVerificationError, rationaleOf, verifyWebhook, type Task,
+} from "../src/index.js";
+import { Proxy, Receiver, Reviewer, Server, newAccount, waitFor } from "./harness.js";
+
+const server = new Server();
+let key = "";
+let email = "";
+let arbiter: Arbiter;
+let reviewer: Reviewer;
+
+before(async () => {
+  await server.start();
+  ({ key, email } = newAccount(server));
+  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
+  reviewer = new Reviewer(server, email);
+  await reviewer.signIn();
+});
+after(() => server.stop());
+
+const source = () => "sdk-ts-" + randomBytes(4).toString("hex");
+
+async function humanNeeded(id: string): Promise<void> {
+  await waitFor(async () => (await arbiter.getTask(id)).status === "human_needed", "the task to reach a person");
+}
+
+describe("Arbiter", () => {
+  it("asks and returns the agent tier's verdict", async () => {
+    const task = await arbiter.ask("Approve this refund?", ["approve", "reject"], { auto: "approve" }, { wait: 30 });
+    assert.equal(task.status, "completed");
+    assert.equal(task.final_verdict, "approve");
+    assert.equal(task.final_tier, "agent");
+    assert.equal(task.attempts[0]?.model, "rules");
+  });
+
+  it("replays an idempotent create and refuses the key for another request", async () => {
+    const idempotencyKey = "order-" + randomBytes(6).toString("hex");
+    const first = await arbiter.createTask({ prompt: "Refund 1?", allowed_verdicts: ["yes", "no"] }, { idempotencyKey });
+    const again = await arbiter.createTask({ prompt: "Refund 1?", allowed_verdicts: ["yes", "no"] }, { idempotencyKey });
+    assert.equal(again.id, first.id);
+    await assert.rejects(arbiter.createTask({ prompt: "Refund 2?", allowed_verdicts: ["yes", "no"] }, { idempotencyKey }), IdempotencyMismatch);
+  });
+
+  it("answers each item of a batch", async () => {
+    const k = "batch-" + randomBytes(6).toString("hex");
+    const results = await arbiter.createTasks([
+      { prompt: "One?", allowed_verdicts: ["yes"], idempotency_key: k },
+      { prompt: "", allowed_verdicts: ["yes"] },
+      { prompt: "One?", allowed_verdicts: ["yes"], idempotency_key: k },
+    ]);
+    assert.deepEqual(results.map((r) => r.status), [200, 400, 200]);
+    const [a, b, c] = results;
+    assert.ok(a?.ok && c?.ok && !b?.ok);
+    assert.equal(c.task.id, a.task.id);
+    assert.equal(c.replayed, true);
+    assert.ok(b !== undefined && !b.ok && b.error instanceof BadRequest);
+  });
+
+  it("lists through several pages", async () => {
+    const src = source();
+    const made = await arbiter.createTasks(Array.from({ length: 7 }, (_, i) => ({ prompt: `T${i}?`, allowed_verdicts: ["yes"], source: src })));
+    const ids = new Set(made.flatMap((r) => (r.ok ? [r.task.id] : [])));
+    const listed: Task[] = [];
+    for await (const t of arbiter.listTasks({ source: src, pageSize: 3 })) listed.push(t);
+    assert.equal(listed.length, 7);
+    assert.deepEqual(new Set(listed.map((t) => t.id)), ids);
+  });
+
+  it("waits until a person decides on the desk", async () => {
+    const task = await arbiter.createTask({ prompt: "Ship to a new address?", allowed_verdicts: ["ship", "hold"] });
+    await humanNeeded(task.id);
+    const waiting = arbiter.waitTask(task.id, { timeoutMs: 60_000 });
+    await reviewer.decide(task.id, "hold", "The address changed an hour ago.");
+    const done = await waiting;
+    assert.equal(done.status, "completed");
+    assert.equal(done.final_verdict, "hold");
+    assert.equal(done.final_tier, "human");
+    assert.equal(rationaleOf(done), "The address changed an hour ago.");
+  });
+
+  it("gives up waiting with the last task read", async () => {
+    const task = await arbiter.createTask({ prompt: "Nobody looks?", allowed_verdicts: ["yes"] });
+    await assert.rejects(arbiter.waitTask(task.id, { timeoutMs: 1500 }), (e: unknown) => e instanceof WaitTimeout && e.task?.id === task.id);
+  });
+
+  it("throws typed errors", async () => {
+    await assert.rejects(arbiter.createTask({ prompt: "T?", allowed_verdicts: ["yes"], confidence_threshold: 1.5 }),
+      (e: unknown) => e instanceof BadRequest && e.status === 400 && e.message.includes("confidence_threshold"));
+    await assert.rejects(new Arbiter({ apiKey: "svc_live_" + "0".repeat(28), baseURL: server.baseURL }).getTask("tsk_0000000000000000"), Unauthorized);
+    const other = new Arbiter({ apiKey: newAccount(server).key, baseURL: server.baseURL });
+    const theirs = await other.createTask({ prompt: "Theirs?", allowed_verdicts: ["yes"] });
+    await assert.rejects(arbiter.getTask(theirs.id), NotFound);
+    await assert.rejects(arbiter.createTask({ prompt: "Big?", allowed_verdicts: ["yes"], context: { blob: "x".repeat(1 << 20) } }), PayloadTooLarge);
+    await assert.rejects(new Arbiter({ apiKey: key, baseURL: "http://127.0.0.1:9", maxRetries: 0 }).getTask("tsk_0000000000000000"), APIConnectionError);
+    assert.throws(() => new Arbiter({ apiKey: "" }), /SVC_API_KEY/);
+  });
+
+  for (const status of [429, 503, 409]) {
+    it(`waits the Retry-After of a ${status} and makes the task once`, async () => {
+      const proxy = new Proxy(server.baseURL, [[status, { "Retry-After": "1" }]]);
+      await proxy.start();
+      try {
+        const src = source();
+        const task = await new Arbiter({ apiKey: key, baseURL: proxy.url }).createTask({ prompt: "Retried?", allowed_verdicts: ["yes"], source: src });
+        assert.equal(proxy.seen.length, 2);
+        const [a, b] = proxy.seen;
+        assert.ok(b!.at - a!.at >= 1000, "the retry came before Retry-After");
+        assert.ok(a!.key && a!.key === b!.key, "a retry must carry the same idempotency key");
+        const listed: string[] = [];
+        for await (const t of arbiter.listTasks({ source: src })) listed.push(t.id);
+        assert.deepEqual(listed, [task.id]);
+      } finally {
+        await proxy.close();
+      }
+    });
+  }
+
+  it("raises Unavailable once the retries run out, and RateLimited past the longest wait", async () => {
+    const proxy = new Proxy(server.baseURL, [[503, { "Retry-After": "0" }], [503, { "Retry-After": "0" }], [503, { "Retry-After": "0" }], [429, { "Retry-After": "120" }]]);
+    await proxy.start();
+    try {
+      const c = new Arbiter({ apiKey: key, baseURL: proxy.url, maxRetries: 2, maxRetryWaitMs: 5000 });
+      await assert.rejects(c.getTask("tsk_0000000000000000"), (e: unknown) => e instanceof Unavailable && e.retryAfter === 0);
+      assert.equal(proxy.seen.length, 3);
+      await assert.rejects(c.createTask({ prompt: "Later?", allowed_verdicts: ["yes"] }), (e: unknown) => e instanceof RateLimited && e.retryAfter === 120);
+      assert.equal(proxy.seen.length, 4);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("verifies the webhooks the server sent and refuses a tampered one", async () => {
+    const receiver = new Receiver();
+    await receiver.start();
+    try {
+      const secret = await reviewer.callbackSecret();
+      const task = await arbiter.createTask({ prompt: "Callback?", allowed_verdicts: ["approve", "reject"], context: { auto: "approve" }, callback_url: receiver.url });
+      const msg = await waitFor(() => receiver.forTask(task.id, "task.completed"), "the callback");
+      const event = (await verifyWebhook(msg.body, msg.headers, secret)) as { type: string; data: Task };
+      assert.equal(event.type, "task.completed");
+      assert.equal(event.data.final_verdict, "approve");
+      const tampered = msg.body.toString().replace('"approve"', '"reject"');
+      await assert.rejects(verifyWebhook(tampered, msg.headers, secret), WebhookVerificationError);
+      await assert.rejects(verifyWebhook(msg.body, msg.headers, "whsec_" + "A".repeat(43) + "="), WebhookVerificationError);
+      await assert.rejects(verifyWebhook(msg.body, msg.headers, secret, { now: Number(msg.headers["webhook-timestamp"]) + 301 }), WebhookVerificationError);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
