@@ -259,7 +259,7 @@ func QueueList(v QueueView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var10 = []any{"block px-4 py-3 hover:bg-slate-50 focus:bg-slate-50", templ.KV("opacity-60", v.HeldByOther(t))}
+				var templ_7745c5c3_Var10 = []any{"block px-4 py-3 hover:bg-slate-50 focus:bg-slate-50", templ.KV("border-l-4 border-amber-400 pl-3", v.HeldByOther(t))}
 				templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_Buffer, templ_7745c5c3_Var10...)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
