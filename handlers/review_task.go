@@ -46,8 +46,8 @@ func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID s
 }
 
 // reservedDeskView is deskView, in the view the address names, for the
-// signed-in reviewer, who reserves the task if it waits and nobody else
-// holds it.
+// signed-in reviewer, who reserves the task if it waits (for a decision or
+// an audit) and nobody else holds it.
 func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations arbiter.ReservationService, task *arbiter.Task) (review.TaskView, error) {
 	s := arbiter.SessionFromContext(r.Context())
 	view, err := queueViewFrom(r)
@@ -55,7 +55,7 @@ func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations 
 		return review.TaskView{}, err // before reserving: a bad address changes nothing
 	}
 	var held *arbiter.Reservation
-	if task.Status == arbiter.StatusHumanNeeded {
+	if task.InReviewQueue() { // waiting for a human or for an audit
 		if held, err = reservations.ReserveTask(r.Context(), s.AccountID, task.ID, s.PersonID); err != nil {
 			return review.TaskView{}, err
 		}

@@ -642,7 +642,7 @@ func TaskDesk(v TaskView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		if !v.Demo && v.Task.Status == arbiter.StatusHumanNeeded {
+		if !v.Demo && v.Task.InReviewQueue() {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 53, "<div class=\"flex flex-wrap items-center gap-3\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
