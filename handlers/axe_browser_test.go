@@ -258,7 +258,9 @@ func joinAsReviewer(t *testing.T, store *db.DB, accountID, owner, email string) 
 // serious or critical finding: the queue with a task another reviewer
 // holds and an audit; on the desk, a task another reviewer holds, the
 // refusal of a verdict on it (conflict), an audit, an expired task, a
-// decided one, a long prompt, twelve verdicts and a big context.
+// decided one, a long prompt, twelve verdicts, a big context, and a
+// context with more values than the tree shows, whose array is labelled
+// with its real length.
 func TestAccessibility_AxeOnEveryDeskState(t *testing.T) {
 	script := axeScript(t)
 	// The store's clock runs an hour behind, so a task made with a minute's
@@ -289,23 +291,34 @@ func TestAccessibility_AxeOnEveryDeskState(t *testing.T) {
 	long := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: longPrompt()}, arbiter.StatusHumanNeeded)
 	many := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Which action fits this complaint?", AllowedVerdicts: twelveVerdicts}, arbiter.StatusHumanNeeded)
 	big := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund this order of many parts?", Context: []byte(bigContext())}, arbiter.StatusHumanNeeded)
+	// 300 orders of ten values each: more than the tree keeps.
+	orders := make([]string, 300)
+	for i := range orders {
+		orders[i] = fmt.Sprintf(`{"id":%d,"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}`, i)
+	}
+	counted := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund one of these orders?",
+		Context: []byte(`{"orders":[` + strings.Join(orders, ",") + `]}`)}, arbiter.StatusHumanNeeded)
 
 	type state struct {
 		name, path string
 		ready      string // a selector shown once the page is in the state
 		act        []chromedp.Action[chromedp.Void]
+		check      string // a JavaScript condition the state must meet, if any
 	}
 	states := []state{
-		{"queue with a held task and an audit", "/review", `[data-testid=queue-item-reserved]`, nil},
-		{"held task", "/review/tasks/" + held.ID, `[data-testid=reservation-other]`, nil},
+		{"queue with a held task and an audit", "/review", `[data-testid=queue-item-reserved]`, nil, ""},
+		{"held task", "/review/tasks/" + held.ID, `[data-testid=reservation-other]`, nil, ""},
 		{"refused verdict on a held task", "/review/tasks/" + held.ID, `[data-testid=review-error]`,
-			[]chromedp.Action[chromedp.Void]{waitFor(formReady), chromedp.Click(chromedp.CSS(`[data-shortcut="1"]`))}},
-		{"audit", "/review/tasks/" + audit.ID, `[data-testid=audit-banner]`, nil},
-		{"expired task", "/review/tasks/" + expired.ID, `[data-testid=expired]`, nil},
-		{"decided task", "/review/tasks/" + decided.ID, `[data-testid=decided]`, nil},
-		{"long prompt", "/review/tasks/" + long.ID, `[data-testid=prompt-more]`, nil},
-		{"twelve verdicts", "/review/tasks/" + many.ID, `[data-testid=verdict-filter]`, nil},
-		{"big context", "/review/tasks/" + big.ID, `[data-testid=context-raw]`, nil},
+			[]chromedp.Action[chromedp.Void]{waitFor(formReady), chromedp.Click(chromedp.CSS(`[data-shortcut="1"]`))}, ""},
+		{"audit", "/review/tasks/" + audit.ID, `[data-testid=audit-banner]`, nil, ""},
+		{"expired task", "/review/tasks/" + expired.ID, `[data-testid=expired]`, nil, ""},
+		{"decided task", "/review/tasks/" + decided.ID, `[data-testid=decided]`, nil, ""},
+		{"long prompt", "/review/tasks/" + long.ID, `[data-testid=prompt-more]`, nil, ""},
+		{"twelve verdicts", "/review/tasks/" + many.ID, `[data-testid=verdict-filter]`, nil, ""},
+		{"big context", "/review/tasks/" + big.ID, `[data-testid=context-raw]`, nil, ""},
+		// Every count is the real length, however much of it the tree shows.
+		{"context of 300 orders", "/review/tasks/" + counted.ID, `[data-testid=context-omitted]`, nil,
+			`[...document.querySelectorAll('[data-testid=context] summary')].some(s => s.textContent.includes('[300 items]'))`},
 	}
 	signInAs(t, bctx, base, links, "ann@example.com")
 	for _, size := range []struct{ width, height int64 }{{desktopWidth, desktopHeight}, {phoneWidth, phoneHeight}} {
@@ -314,6 +327,9 @@ func TestAccessibility_AxeOnEveryDeskState(t *testing.T) {
 			actions := []chromedp.Action[chromedp.Void]{viewport(size.width, size.height), chromedp.Navigate(base + s.path)}
 			actions = append(actions, s.act...)
 			do(t, bctx, "open "+name, append(actions, chromedp.WaitVisible(chromedp.CSS(s.ready)))...)
+			if s.check != "" && !value(t, bctx, chromedp.Evaluate[bool](s.check)) {
+				t.Errorf("%s: %s does not hold", name, s.check)
+			}
 			checkAccessibility(t, bctx, script, name)
 		}
 	}
