@@ -15,6 +15,9 @@ type QueueView struct {
 	Tasks  []*arbiter.Task
 	Total  int
 	Notice string // a message after the last decision
+	// Welcome names the account a reviewer has just joined, who is
+	// welcomed; "" otherwise.
+	Welcome string
 	// Self is the signed-in reviewer: tasks someone else holds are marked
 	// with who, and the first free one is where j leads.
 	Self string
