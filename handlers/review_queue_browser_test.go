@@ -86,3 +86,42 @@ func TestReviewQueue_ExplainsItselfToANewReviewer(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewQueue_AnnouncesOnlyWhatChanged: the queue list, which replaces
+// itself every 5 seconds, is no live region; the page's status line stays
+// silent while the queue does not change, and says how many wait once a
+// task arrives.
+func TestReviewQueue_AnnouncesOnlyWhatChanged(t *testing.T) {
+	ctx := t.Context()
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowser(t)
+	acct, err := store.FindOrCreateAccountByEmail(ctx, "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund a broken mug?"}, arbiter.StatusHumanNeeded)
+	signInAs(t, bctx, base, links, "ann@example.com")
+
+	// Count the list's swaps, and every change to a live region's text.
+	do(t, bctx, "watch the queue",
+		chromedp.Poll[chromedp.Void](queueReady, chromedp.WithPollingTimeout(10*time.Second)),
+		run(`window.queueSwaps = 0; document.addEventListener('htmx:afterSettle', () => window.queueSwaps++);
+			window.announced = [];
+			new MutationObserver(() => window.announced.push(document.querySelector('[data-testid=queue-status]').textContent))
+				.observe(document.querySelector('[data-testid=queue-status]'), {childList: true, characterData: true, subtree: true})`),
+	)
+	if live := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=queue] [aria-live], [data-testid=queue][aria-live], [aria-live] [data-testid=queue]').length`)); live != 0 {
+		t.Errorf("%d live regions hold the queue list", live)
+	}
+	do(t, bctx, "wait for a refresh that changes nothing", waitFor(`window.queueSwaps >= 1`))
+	if got := value(t, bctx, chromedp.Evaluate[[]string](`window.announced`)); len(got) != 0 {
+		t.Errorf("an unchanged queue announced %q", got)
+	}
+	deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund a late parcel?"}, arbiter.StatusHumanNeeded)
+	do(t, bctx, "wait for the new task", chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=queue-item]').length === 2
+		&& document.querySelector('[data-testid=queue-status]').textContent !== ''`, chromedp.WithPollingTimeout(30*time.Second)))
+	if got := value(t, bctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=queue-status]').textContent`)); got != "2 waiting (1 new)." {
+		t.Errorf("the status line says %q", got)
+	}
+}

@@ -293,5 +293,21 @@
     if (event.persisted && form()) window.location.reload();
   });
 
+  // The queue refreshes itself every few seconds; its status line (a live
+  // region outside the list) says only what changed: how many wait now,
+  // when that changed.
+  const queueCount = () => document.querySelector("#queue [data-testid=queue-count]")?.textContent.trim() ?? null;
+  let shownCount = queueCount();
+  document.addEventListener("htmx:afterSettle", () => {
+    const status = document.querySelector("[data-queue-status]");
+    const count = queueCount();
+    if (!status || count === null || count === shownCount) return;
+    const before = Number.parseInt(shownCount, 10);
+    const now = Number.parseInt(count, 10);
+    shownCount = count;
+    const change = now > before ? `${now - before} new` : now < before ? `${before - now} fewer` : "";
+    status.textContent = `${count} waiting` + (change ? ` (${change})` : "") + ".";
+  });
+
   prepare();
 })();
