@@ -29,7 +29,7 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 			return
 		}
 		v.Notice, v.Now = takeNotice(w, r), now()
-		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Review", "review"), v))
+		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, v.Heading(), "review"), v))
 	})
 }
 
@@ -102,13 +102,23 @@ func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
 			return
 		}
 		if next == "" {
-			setNotice(w, r, "Skipped. Nothing else is waiting that nobody holds.")
+			setNotice(w, r, "Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
 			redirect(w, r, "/review"+view.Query())
 			return
 		}
 		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
 		redirect(w, r, "/review/tasks/"+next+view.Query())
 	})
+}
+
+// nothingElse ends the sentence that says the queue has nothing more for
+// the reviewer: within the view, when it filters, as other tasks may wait
+// outside it.
+func nothingElse(view arbiter.QueueView, sentence string) string {
+	if view.Filtered() {
+		return sentence + " in this view."
+	}
+	return sentence + "."
 }
 
 // queueViewFrom returns the view of the queue that the request's address

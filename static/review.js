@@ -275,6 +275,9 @@
     shownDesk = current;
     leaving = false;
     prepare();
+    // The tab's title names the task, as its heading does.
+    const heading = current.querySelector("h1")?.textContent.trim();
+    if (heading) document.title = document.title.replace(/^.*( · Arbiter)$/, `${heading}$1`);
     return true;
   }
   document.addEventListener("htmx:afterSettle", () => {
