@@ -334,3 +334,34 @@ func TestAccessibility_AxeOnEveryDeskState(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookMessage_FitsAPhone opens a webhook message's page at 390 px:
+// its id, in the heading, wraps instead of widening the page.
+func TestWebhookMessage_FitsAPhone(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowser(t)
+	ctx := t.Context()
+	acct, err := store.FindOrCreateAccountByEmail(ctx, "person@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, err := store.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks"}, false,
+		arbiter.Actor{Email: "person@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping, err := store.SendWebhookPing(ctx, acct.ID, endpoint.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signInByEmail(t, bctx, base, links, "person@example.com")
+	do(t, bctx, "open the message on a phone", viewport(phoneWidth, phoneHeight),
+		chromedp.Navigate(base+"/webhooks/"+endpoint.ID+"/messages/"+ping.ID),
+		chromedp.WaitVisible(chromedp.CSS(`main h1`)),
+	)
+	if !value(t, bctx, chromedp.Evaluate[bool](noOverflow)) {
+		t.Errorf("the message's page is %v px wide in a 390 px window",
+			value(t, bctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`)))
+	}
+}
