@@ -250,6 +250,10 @@ func TestAccountSwitcher(t *testing.T) {
 		if !strings.Contains(r.body, `data-testid="account-switcher"`) || !strings.Contains(r.body, `action="/review/account"`) {
 			t.Fatalf("no switcher for a person in two accounts:\n%.3000s", r.body)
 		}
+		// It says which is the account and which is the person.
+		if !strings.Contains(r.body, `data-testid="account-label">Account<`) || !strings.Contains(r.body, `data-testid="person-label">You<`) {
+			t.Errorf("the switcher does not name the account and the person apart:\n%.3000s", r.body)
+		}
 		bobAccount := mustAccount(t, d, "bob@example.com")
 		r = bob.post("/review/account", url.Values{"account_id": {bobAccount}})
 		wantStatus(t, r, http.StatusSeeOther)
