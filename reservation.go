@@ -60,8 +60,9 @@ type ReservationService interface {
 	// their reservation, for the account's reservation length from now
 	// (the database's clock), unless someone else holds it. It returns the
 	// reservation as it stands: the person's, or the other holder's (see
-	// HeldByOther). A task not waiting for a human has no reservation
-	// (nil). Returns ENOTFOUND as FindTaskByID does.
+	// HeldByOther). A task not in the review queue (waiting for a human or
+	// for its audit) has no reservation (nil). Returns ENOTFOUND as
+	// FindTaskByID does.
 	ReserveTask(ctx context.Context, accountID, taskID, personID string) (*Reservation, error)
 
 	// ReleaseTask ends the person's reservation of the task, if they hold

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/markbates/goth"
 
@@ -76,9 +77,20 @@ func AuthSignIn(providers []OAuthProvider) http.Handler {
 			return
 		}
 		Render(w, r, http.StatusOK, dashboard.SignIn(PageOf(r, "Sign in", ""), dashboard.SignInView{
-			Providers: providerButtons(providers, next), Next: next,
+			Providers: providerButtons(providers, next), Next: next, Email: prefilledEmail(r),
 			SignedOut: r.URL.Query().Has(SignedOutParam),
 			DemoURL:   SiteFrom(r.Context()).ReviewLink("/review/demo"),
 		}))
 	})
+}
+
+// prefilledEmail is the address the sign-in page's ?email= offers (an
+// invitation's page links to the sign-in with the invited address), ""
+// for one that is not an address.
+func prefilledEmail(r *http.Request) string {
+	email := strings.TrimSpace(r.URL.Query().Get("email"))
+	if len(email) > 254 || !strings.Contains(email, "@") {
+		return ""
+	}
+	return email
 }

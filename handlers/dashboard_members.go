@@ -35,14 +35,15 @@ func membersPage(w http.ResponseWriter, r *http.Request, members arbiter.MemberS
 // pending invitations and the form to invite someone.
 func DashboardMembers(members arbiter.MemberService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{})
+		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{Notice: takePageNotice(w, r, "/members")})
 	})
 }
 
 // DashboardMemberInvite handles POST /members/invite: it invites the
 // address with the role and mails the link, by the path sign-in links take.
 // A refused address or role answers the page with the form as typed and
-// why.
+// why; an invitation made leads (303) to the members page, which confirms
+// it, so a reload sends nothing again.
 func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMailer, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -64,7 +65,8 @@ func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMa
 		if arbiter.LoginLinksGoToLog(mailer) {
 			notice = "Invitation made for " + inv.Email + ". No mail server is set up, so its link is in the server's log."
 		}
-		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{Notice: notice})
+		setPageNotice(w, r, "/members", notice)
+		redirect(w, r, "/members")
 	})
 }
 
@@ -103,8 +105,9 @@ func DashboardInvitationRevoke(members arbiter.MemberService, now arbiter.Clock)
 }
 
 // memberChange runs a change to the member or invitation of the path's id
-// and answers the members page with its notice, or with why it was refused;
-// an id that is not the account's is not found.
+// and leads (303) to the members page, which confirms it, or answers the
+// page with why it was refused; an id that is not the account's is not
+// found.
 func memberChange(members arbiter.MemberService, now arbiter.Clock, change func(r *http.Request, accountID, id string) (string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -116,6 +119,7 @@ func memberChange(members arbiter.MemberService, now arbiter.Clock, change func(
 			Error(w, r, err)
 			return
 		}
-		membersPage(w, r, members, now, http.StatusOK, dashboard.MembersView{Notice: notice})
+		setPageNotice(w, r, "/members", notice)
+		redirect(w, r, "/members")
 	})
 }

@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
@@ -23,7 +25,7 @@ func InvitationShow(members arbiter.MemberService) http.Handler {
 			return
 		}
 		v := dashboard.InvitationView{Invitation: inv, Token: token,
-			SignInURL: SiteFrom(r.Context()).SignInURL(r.URL.RequestURI())}
+			SignInURL: signInFor(SiteFrom(r.Context()).SignInURL(r.URL.RequestURI()), inv.Email)}
 		if s := arbiter.SessionFromContext(r.Context()); s != nil {
 			v.SignedInAs = s.Email
 		}
@@ -48,8 +50,22 @@ func InvitationAccept(members arbiter.MemberService, sessions SessionKeeper) htt
 			Error(w, r, err)
 			return
 		}
-		redirect(w, r, homeOf(r, m.Role))
+		home := homeOf(r, m.Role)
+		if home == SiteFrom(r.Context()).ReviewHome() {
+			home += "?" + welcomeParam // the queue welcomes the new reviewer
+		}
+		redirect(w, r, home)
 	})
+}
+
+// signInFor is the sign-in link to, with the form filled in with the
+// invited address.
+func signInFor(to, email string) string {
+	sep := "?"
+	if strings.Contains(to, "?") {
+		sep = "&"
+	}
+	return to + sep + "email=" + url.QueryEscape(email)
 }
 
 // AccountSwitch handles POST /account on the dashboard and POST

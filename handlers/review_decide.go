@@ -49,7 +49,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			return
 		}
 		if nextID == "" {
-			setNotice(w, r, decided+" Nothing else is waiting.")
+			setNotice(w, r, decided+" "+nothingElse(view, "Nothing else is waiting"))
 			if IsHTMX(r) {
 				w.Header().Set("HX-Redirect", "/review"+view.Query())
 				w.WriteHeader(http.StatusNoContent)
@@ -124,5 +124,5 @@ func deskError(w http.ResponseWriter, r *http.Request, cause error,
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 		return
 	}
-	Render(w, r, status, review.TaskPage(PageOf(r, "Review", "review"), v))
+	Render(w, r, status, review.TaskPage(PageOf(r, v.Heading(), "review"), v))
 }

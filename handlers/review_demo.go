@@ -44,7 +44,7 @@ func ReviewDemoTask(demo arbiter.DemoService, now arbiter.Clock) http.Handler {
 			return
 		}
 		v.Notice, v.Now = takeNotice(w, r), now()
-		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Demo review", "review"), v))
+		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Demo: "+v.Heading(), "review"), v))
 	})
 }
 

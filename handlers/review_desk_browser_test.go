@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
@@ -234,5 +235,93 @@ func TestReviewDesk_ALongTaskKeepsTheVerdictsInReach(t *testing.T) {
 				t.Error("the opened prompt widens the page")
 			}
 		})
+	}
+}
+
+// focusClear is true when what has the focus is not under the sticky
+// verdict bar: it is in the bar, or the bar does not stick, or their boxes
+// do not overlap. It also records what had the focus in window.lastFocus.
+const focusClear = `(() => {
+	const el = document.activeElement, f = document.querySelector('[data-testid=verdict-form]');
+	window.lastFocus = el ? el.tagName + ' ' + (el.textContent || '').trim().slice(0, 40) : '';
+	if (!el || !f || f.contains(el) || getComputedStyle(f).position !== 'sticky') return true;
+	const r = el.getBoundingClientRect(), bar = f.getBoundingClientRect();
+	return r.height === 0 || r.bottom <= bar.top || r.top >= bar.bottom;
+})()`
+
+// TestReviewDesk_FocusNeverHidesUnderTheVerdictBar tabs through a task
+// with a long prompt and a big context, at desktop and phone sizes, and
+// after each Tab waits until the focused control lies wholly above the
+// sticky verdict bar's top (WCAG 2.4.11), until the focus reaches the bar.
+func TestReviewDesk_FocusNeverHidesUnderTheVerdictBar(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowserFor(t, 3*time.Minute)
+	task := waitingTask(t, store, "reviewer@example.com", longPrompt(), bigContext())
+	signInAs(t, bctx, base, links, "reviewer@example.com")
+
+	for _, size := range []struct{ width, height int64 }{{desktopWidth, desktopHeight}, {phoneWidth, phoneHeight}} {
+		do(t, bctx, "open the task", viewport(size.width, size.height),
+			chromedp.Navigate(base+"/review/tasks/"+task.ID), until(onDesk(task.ID)+` && `+formReady))
+		if !value(t, bctx, chromedp.Evaluate[bool](`getComputedStyle(document.querySelector('[data-testid=verdict-form]')).position === 'sticky'`)) {
+			t.Fatalf("at %d px the verdict bar does not stick", size.width)
+		}
+		covered := 0 // controls the browser first scrolled to under the bar
+		for tab := 0; tab < 80; tab++ {
+			do(t, bctx, "press Tab", chromedp.KeyEvent(kb.Tab))
+			if value(t, bctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=verdict-form]').contains(document.activeElement)`)) {
+				break
+			}
+			if _, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](focusClear, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+				covered++
+				t.Errorf("at %d px, Tab %d: %s stays under the verdict bar", size.width, tab+1,
+					value(t, bctx, chromedp.Evaluate[string](`window.lastFocus`)))
+			}
+		}
+		if covered > 0 {
+			t.Errorf("at %d px, %d focused controls were hidden under the verdict bar", size.width, covered)
+		}
+	}
+}
+
+// barShare is the share of the window the verdict bar covers while it
+// sticks; 0 when it does not stick.
+const barShare = `(() => {
+	const f = document.querySelector('[data-testid=verdict-form]');
+	return getComputedStyle(f).position === 'sticky' ? f.getBoundingClientRect().height / window.innerHeight : 0;
+})()`
+
+// TestReviewDesk_ManyVerdictsLeaveAPhoneReadable opens a long task with
+// twelve verdicts: on a 390 × 844 phone the bar (462 px, 55% of the
+// window) no longer sticks, so the task can be read, while at 1280 × 900
+// (352 px, 39%) it still does; a sticky bar never covers more than 45%.
+func TestReviewDesk_ManyVerdictsLeaveAPhoneReadable(t *testing.T) {
+	d := openKeyboardDesk(t)
+	task, err := d.store.CreateTask(t.Context(), d.acct.ID, arbiter.TaskCreate{Prompt: longPrompt(), AllowedVerdicts: twelveVerdicts,
+		ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := d.store.ClaimTasks(t.Context(), "wrk_test", 1, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	if err := d.store.FinishAgentAttempt(t.Context(), "wrk_test", task.ID, arbiter.AgentStep{
+		Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Rationale: "not sure"}, Next: arbiter.StatusHumanNeeded}); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []struct {
+		width, height int64
+		sticks        bool
+	}{{phoneWidth, phoneHeight, false}, {desktopWidth, desktopHeight, true}} {
+		d.do("open the task", viewport(size.width, size.height))
+		d.open(task)
+		share := eval[float64](d, barShare)
+		if share > 0.45 {
+			t.Errorf("at %d × %d the sticky verdict bar covers %.0f%% of the window", size.width, size.height, share*100)
+		}
+		if sticks := share > 0; sticks != size.sticks {
+			t.Errorf("at %d px the bar sticks: %v, want %v", size.width, sticks, size.sticks)
+		}
 	}
 }

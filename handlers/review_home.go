@@ -11,6 +11,10 @@ import (
 // errNoQueue answers a signed-in person who is a member of no account.
 var errNoQueue = arbiter.Errorf(arbiter.ENOTFOUND, "You are not a member of any account, so no queue is yours. If someone invited you, open the link in their invitation mail.")
 
+// welcomeParam, in the queue's address, welcomes a reviewer who has just
+// joined the account.
+const welcomeParam = "welcome"
+
 // reviewQueueLimit bounds the tasks the queue page lists at once.
 const reviewQueueLimit = 100
 
@@ -40,6 +44,9 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 			return
 		}
 		v.Notice = takeNotice(w, r)
+		if r.URL.Query().Has(welcomeParam) {
+			v.Welcome = s.AccountName
+		}
 		Render(w, r, http.StatusOK, review.QueuePage(PageOf(r, "Review queue", "review"), v))
 	})
 }

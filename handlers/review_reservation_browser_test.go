@@ -110,3 +110,57 @@ func TestReviewDesk_TwoReviewersNeverShareATask(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewDesk_AnAuditIsReservedAndSkippedLikeATask has Ann open an
+// audit in Chromium: her desk says it is reserved for her and offers Skip;
+// Bob, meanwhile, is told Ann holds it and his answer is refused; s lets
+// it go and opens the next task, and then Bob may take the audit.
+func TestReviewDesk_AnAuditIsReservedAndSkippedLikeATask(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := t.Context()
+			store := dbtest.Open(t, dialect, db.Options{Now: steadyClock()})
+			base, links := serveSite(t, store)
+			bctx := newBrowser(t)
+			acct, err := store.FindOrCreateAccountByEmail(ctx, "ann@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bob := joinAsReviewer(t, store, acct.ID, "ann@example.com", "bob@example.com")
+			one := 1.0
+			audit := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund a late parcel?", AuditRate: &one}, arbiter.StatusCompleted)
+			next := deskTask(t, store, acct.ID, arbiter.TaskCreate{Prompt: "Refund a broken mug?"}, arbiter.StatusHumanNeeded)
+
+			signInAs(t, bctx, base, links, "ann@example.com")
+			do(t, bctx, "open the audit",
+				chromedp.Navigate(base+"/review/tasks/"+audit.ID),
+				until(onDesk(audit.ID)+` && `+formReady),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid=audit-banner]`)),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid=skip]`)),
+			)
+			if got := value(t, bctx, chromedp.Text(chromedp.CSS(`[data-testid=reservation]`))); !strings.HasPrefix(got, "Reserved for you until ") {
+				t.Errorf("the audit's desk says %q", got)
+			}
+			held, err := store.ReserveTask(ctx, acct.ID, audit.ID, bob.ID)
+			if err != nil || held == nil || held.Email != "ann@example.com" {
+				t.Fatalf("bob's reservation of Ann's audit: %+v, %v", held, err)
+			}
+			_, err = store.DecideTask(ctx, acct.ID, audit.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: bob.Email, ReviewerID: bob.ID})
+			if arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+				t.Fatalf("bob's answer to the audit Ann holds: %v, want a conflict", err)
+			}
+
+			do(t, bctx, "skip the audit with s",
+				chromedp.KeyEvent("s"),
+				until(onDesk(next.ID)+` && `+formReady),
+			)
+			if got := value(t, bctx, chromedp.Text(chromedp.CSS(`[data-testid=alert-success]`))); !strings.HasPrefix(got, "Skipped") {
+				t.Errorf("after s the desk says %q", got)
+			}
+			held, err = store.ReserveTask(ctx, acct.ID, audit.ID, bob.ID)
+			if err != nil || held == nil || held.PersonID != bob.ID {
+				t.Fatalf("after Ann skipped, bob's reservation of the audit: %+v, %v", held, err)
+			}
+		})
+	}
+}

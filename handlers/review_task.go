@@ -29,7 +29,7 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 			return
 		}
 		v.Notice, v.Now = takeNotice(w, r), now()
-		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, "Review", "review"), v))
+		Render(w, r, http.StatusOK, review.TaskPage(PageOf(r, v.Heading(), "review"), v))
 	})
 }
 
@@ -46,8 +46,8 @@ func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID s
 }
 
 // reservedDeskView is deskView, in the view the address names, for the
-// signed-in reviewer, who reserves the task if it waits and nobody else
-// holds it.
+// signed-in reviewer, who reserves the task if it waits (for a decision or
+// an audit) and nobody else holds it.
 func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations arbiter.ReservationService, task *arbiter.Task) (review.TaskView, error) {
 	s := arbiter.SessionFromContext(r.Context())
 	view, err := queueViewFrom(r)
@@ -55,7 +55,7 @@ func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations 
 		return review.TaskView{}, err // before reserving: a bad address changes nothing
 	}
 	var held *arbiter.Reservation
-	if task.Status == arbiter.StatusHumanNeeded {
+	if task.InReviewQueue() { // waiting for a human or for an audit
 		if held, err = reservations.ReserveTask(r.Context(), s.AccountID, task.ID, s.PersonID); err != nil {
 			return review.TaskView{}, err
 		}
@@ -102,13 +102,23 @@ func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
 			return
 		}
 		if next == "" {
-			setNotice(w, r, "Skipped. Nothing else is waiting that nobody holds.")
+			setNotice(w, r, "Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
 			redirect(w, r, "/review"+view.Query())
 			return
 		}
 		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
 		redirect(w, r, "/review/tasks/"+next+view.Query())
 	})
+}
+
+// nothingElse ends the sentence that says the queue has nothing more for
+// the reviewer: within the view, when it filters, as other tasks may wait
+// outside it.
+func nothingElse(view arbiter.QueueView, sentence string) string {
+	if view.Filtered() {
+		return sentence + " in this view."
+	}
+	return sentence + "."
 }
 
 // queueViewFrom returns the view of the queue that the request's address

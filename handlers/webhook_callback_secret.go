@@ -18,16 +18,16 @@ func DashboardCallbackSecretReveal(hooks arbiter.WebhookService, allowPrivate bo
 
 // DashboardCallbackSecretRotate handles POST /webhooks/callback-secret/rotate:
 // a new callback secret, the old one signing beside it for 24 hours,
-// recorded in the audit log; the page shows both.
-func DashboardCallbackSecretRotate(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
+// recorded in the audit log. It leads (303) to the webhooks page, which
+// confirms it and reveals both secrets on request, so a reload rotates
+// nothing again.
+func DashboardCallbackSecretRotate(hooks arbiter.WebhookService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		secret, err := hooks.RotateCallbackSecret(ctx, arbiter.AccountIDFromContext(ctx), ActorOf(r))
-		if err != nil {
+		if _, err := hooks.RotateCallbackSecret(ctx, arbiter.AccountIDFromContext(ctx), ActorOf(r)); err != nil {
 			Error(w, r, err)
 			return
 		}
-		renderWebhooks(w, r, hooks, http.StatusOK, dashboard.WebhooksView{Callback: secret, RevealCallback: true, AllowHTTP: allowPrivate,
-			Now: now(), Notice: "The callback secret was rotated. Both secrets sign every callback for the next 24 hours."})
+		redirect(w, r, "/webhooks?notice=callback-rotated")
 	})
 }

@@ -10,7 +10,8 @@ import (
 // webhookNotices are the confirmations a redirect to /webhooks may ask for
 // by name (?notice=), so no text of the address reaches the page.
 var webhookNotices = map[string]string{
-	"deleted": "The endpoint was deleted, with its delivery log.",
+	"deleted":          "The endpoint was deleted, with its delivery log.",
+	"callback-rotated": "The callback secret was rotated. Both secrets sign every callback for the next 24 hours; reveal them to switch your receiver to the new one.",
 }
 
 // DashboardWebhooks handles GET /webhooks: the account's endpoints, the

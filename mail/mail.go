@@ -51,23 +51,30 @@ var _ arbiter.LoginLinkLogger = (*Log)(nil)
 // SendLoginLink logs the address and the full link, then writes the link
 // alone on the next line of Out.
 func (l *Log) SendLoginLink(ctx context.Context, to, link string) error {
+	return l.logLink(ctx, "sign-in link", to, link)
+}
+
+// SendInvitation logs an invitation's link as SendLoginLink logs a sign-in
+// link, under its own name, with the account and role it invites to.
+func (l *Log) SendInvitation(ctx context.Context, to, accountName, role, link string) error {
+	return l.logLink(ctx, "invitation link", to, link, "account", accountName, "role", role)
+}
+
+// logLink logs a link of the kind named, then writes it alone on the next
+// line of Out.
+func (l *Log) logLink(ctx context.Context, kind, to, link string, attrs ...any) error {
 	logger := l.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger.InfoContext(ctx, "sign-in link (no ARBITER_SMTP_URL set, so it is logged instead of mailed; open the next line)", "to", to, "url", link)
+	logger.InfoContext(ctx, kind+" (no ARBITER_SMTP_URL set, so it is logged instead of mailed; open the next line)",
+		append([]any{"to", to}, append(attrs, "url", link)...)...)
 	if l.Out != nil {
 		if _, err := fmt.Fprintln(l.Out, link); err != nil {
-			return fmt.Errorf("write the sign-in link: %w", err)
+			return fmt.Errorf("write the %s: %w", kind, err)
 		}
 	}
 	return nil
-}
-
-// SendInvitation logs an invitation's link as SendLoginLink logs a sign-in
-// link.
-func (l *Log) SendInvitation(ctx context.Context, to, accountName, role, link string) error {
-	return l.SendLoginLink(ctx, to, link)
 }
 
 // Send logs that a message would have been mailed, without its body.

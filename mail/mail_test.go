@@ -76,3 +76,23 @@ func TestNewSMTP(t *testing.T) {
 		}
 	}
 }
+
+// TestLog_LabelsAnInvitationAsOne: without SMTP, an invitation's link is
+// logged as an invitation link, with the account and role, not as a
+// sign-in link.
+func TestLog_LabelsAnInvitationAsOne(t *testing.T) {
+	var buf bytes.Buffer
+	m, err := New("", "", slog.New(slog.NewTextHandler(&buf, nil)), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := "http://localhost:8080/invitations/accept?token=abc"
+	if err := arbiter.InvitationMailerOf(m).SendInvitation(context.Background(), "b@example.com", "a@example.com", "reviewer", link); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.SplitN(buf.String(), "\n", 2)[0]
+	if !strings.Contains(line, `msg="invitation link (`) || strings.Contains(line, "sign-in") ||
+		!strings.Contains(line, "account=a@example.com") || !strings.Contains(line, "role=reviewer") || !strings.Contains(line, `url="`+link+`"`) {
+		t.Errorf("log line = %q", line)
+	}
+}

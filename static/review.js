@@ -230,7 +230,39 @@
     }
     const finder = form()?.querySelector("[data-verdict-finder]");
     if (finder) finder.classList.remove("hidden");
+    fitBar();
   }
+
+  // The verdict bar sticks to the bottom of the window so the verdicts are
+  // in reach however long the task, unless it would cover more than
+  // maxBarShare of the window (many verdicts on a phone: 12 took 462 of
+  // 844 px): then it stays where it is, under the task, and the task keeps
+  // the window to be read.
+  const maxBarShare = 0.45;
+  function fitBar() {
+    const f = form();
+    if (!f) return;
+    f.classList.add("sticky");
+    f.classList.toggle("sticky", f.offsetHeight <= window.innerHeight * maxBarShare);
+  }
+  window.addEventListener("resize", fitBar);
+
+  // What has the focus is never hidden under the sticky bar (WCAG 2.4.11):
+  // once the browser has scrolled it into view, it is scrolled on until it
+  // clears the bar's top.
+  function keepClear(el) {
+    const f = form();
+    if (!f || !f.classList.contains("sticky") || f.contains(el) || !el.getBoundingClientRect) return;
+    const bar = f.getBoundingClientRect();
+    const r = el.getBoundingClientRect();
+    if (r.height === 0 || r.bottom <= bar.top || r.top >= bar.bottom) return;
+    window.scrollBy(0, r.bottom - bar.top + 8);
+  }
+  document.addEventListener("focusin", (event) => {
+    const el = event.target;
+    keepClear(el);
+    requestAnimationFrame(() => { if (document.activeElement === el) keepClear(el); });
+  });
 
   // After a decision the next task's desk replaces this one. htmx would put
   // the focus back into the rationale (the field of the same id), where 1
@@ -243,6 +275,9 @@
     shownDesk = current;
     leaving = false;
     prepare();
+    // The tab's title names the task, as its heading does.
+    const heading = current.querySelector("h1")?.textContent.trim();
+    if (heading) document.title = document.title.replace(/^.*( · Arbiter)$/, `${heading}$1`);
     return true;
   }
   document.addEventListener("htmx:afterSettle", () => {
@@ -259,6 +294,22 @@
   // Back otherwise asks the server already.)
   window.addEventListener("pageshow", (event) => {
     if (event.persisted && form()) window.location.reload();
+  });
+
+  // The queue refreshes itself every few seconds; its status line (a live
+  // region outside the list) says only what changed: how many wait now,
+  // when that changed.
+  const queueCount = () => document.querySelector("#queue [data-testid=queue-count]")?.textContent.trim() ?? null;
+  let shownCount = queueCount();
+  document.addEventListener("htmx:afterSettle", () => {
+    const status = document.querySelector("[data-queue-status]");
+    const count = queueCount();
+    if (!status || count === null || count === shownCount) return;
+    const before = Number.parseInt(shownCount, 10);
+    const now = Number.parseInt(count, 10);
+    shownCount = count;
+    const change = now > before ? `${now - before} new` : now < before ? `${before - now} fewer` : "";
+    status.textContent = `${count} waiting` + (change ? ` (${change})` : "") + ".";
   });
 
   prepare();

@@ -104,18 +104,26 @@ func TestDashboardWebhooks_Rotate(t *testing.T) {
 		b.signIn("alice@example.com")
 		id, old := b.createEndpoint("https://example.com/hooks")
 		r := b.post("/webhooks/"+id+"/rotate", url.Values{})
-		wantStatus(t, r, http.StatusOK)
+		wantStatus(t, r, http.StatusSeeOther)
+		if !strings.Contains(b.follow(r).body, "was rotated") {
+			t.Error("the endpoint's page does not confirm the rotation")
+		}
+		r = b.post("/webhooks/"+id+"/reveal", url.Values{})
 		account, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
 		e, _ := d.store.FindWebhookEndpoint(ctx, account.ID, id)
 		if e.Secret == old || e.PreviousSecret != old {
 			t.Fatalf("after rotating: %s, previous %s", e.Secret, e.PreviousSecret)
 		}
-		if !strings.Contains(r.body, e.Secret) || !strings.Contains(r.body, old) || !strings.Contains(r.body, "was rotated") {
+		if !strings.Contains(r.body, e.Secret) || !strings.Contains(r.body, old) {
 			t.Errorf("the rotated page does not show both secrets:\n%s", r.body)
 		}
 		before, _ := d.store.FindCallbackSecret(ctx, account.ID)
 		r = b.post("/webhooks/callback-secret/rotate", url.Values{})
-		wantStatus(t, r, http.StatusOK)
+		wantStatus(t, r, http.StatusSeeOther)
+		if !strings.Contains(b.follow(r).body, "The callback secret was rotated") {
+			t.Error("the webhooks page does not confirm the callback secret's rotation")
+		}
+		r = b.post("/webhooks/callback-secret/reveal", url.Values{})
 		after, _ := d.store.FindCallbackSecret(ctx, account.ID)
 		if after.Secret == before.Secret || after.PreviousSecret != before.Secret || !strings.Contains(r.body, after.Secret) {
 			t.Errorf("the callback secret rotated from %s to %+v", before.Secret, after)

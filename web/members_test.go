@@ -27,8 +27,11 @@ func (m sentMail) invitationLink(t *testing.T) string {
 func (b *browser) invite(email, role string) string {
 	b.t.Helper()
 	r := b.post("/members/invite", url.Values{"email": {email}, "role": {role}})
-	if r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="members-notice"`) {
-		b.t.Fatalf("invite %s: %d\n%.2000s", email, r.status, r.body)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/members" {
+		b.t.Fatalf("invite %s: %d to %q\n%.2000s", email, r.status, r.header.Get("Location"), r.body)
+	}
+	if r = b.follow(r); r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="members-notice"`) {
+		b.t.Fatalf("after inviting %s: %d\n%.2000s", email, r.status, r.body)
 	}
 	m := b.d.mail.next(b.t)
 	if m.to != email {
@@ -90,7 +93,7 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 			// The owner's name is wrong on purpose: the table goes on.
 			{"POST", "/settings/delete", url.Values{"confirm": {"not-the-name"}}, map[string]int{"owner": http.StatusBadRequest, "admin": none, "reviewer": none}},
 			{"POST", "/review/tasks/" + task.ID + "/reservation", url.Values{}, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
-			{"POST", "/members/invite", url.Values{"email": {"x@example.com"}, "role": {"reviewer"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			{"POST", "/members/invite", url.Values{"email": {"x@example.com"}, "role": {"reviewer"}}, map[string]int{"owner": http.StatusSeeOther, "admin": http.StatusSeeOther, "reviewer": none}},
 			{"GET", "/review", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
 			{"GET", "/review/tasks/" + task.ID, nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
 		} {
@@ -180,7 +183,7 @@ func TestInvitations_OverHTTP(t *testing.T) {
 			}
 		}
 		r = owner.post("/members/"+revID+"/remove", url.Values{})
-		wantStatus(t, r, http.StatusOK)
+		wantStatus(t, r, http.StatusSeeOther)
 		for _, path := range []string{"/review", "/"} {
 			r = reviewer.follow(reviewer.get(path))
 			wantStatus(t, r, http.StatusNotFound)
@@ -246,6 +249,10 @@ func TestAccountSwitcher(t *testing.T) {
 		}
 		if !strings.Contains(r.body, `data-testid="account-switcher"`) || !strings.Contains(r.body, `action="/review/account"`) {
 			t.Fatalf("no switcher for a person in two accounts:\n%.3000s", r.body)
+		}
+		// It says which is the account and which is the person.
+		if !strings.Contains(r.body, `data-testid="account-label">Account<`) || !strings.Contains(r.body, `data-testid="person-label">You<`) {
+			t.Errorf("the switcher does not name the account and the person apart:\n%.3000s", r.body)
 		}
 		bobAccount := mustAccount(t, d, "bob@example.com")
 		r = bob.post("/review/account", url.Values{"account_id": {bobAccount}})

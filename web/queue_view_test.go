@@ -168,10 +168,15 @@ func TestReviewDesk_KeepsTheView(t *testing.T) {
 			if step.verdict != "" {
 				form.Set("verdict", step.verdict)
 			}
-			r := b.post(step.path, form)
+			r = b.post(step.path, form)
 			if r.status != http.StatusSeeOther || r.header.Get("Location") != step.to {
 				t.Fatalf("POST %s = %d to %q, want %q\n%.1000s", step.path, r.status, r.header.Get("Location"), step.to, r.body)
 			}
+		}
+		// The view's empty queue says nothing else waits in the view, not
+		// that nothing waits at all.
+		if got := b.follow(r).body; !strings.Contains(got, "Nothing else is waiting in this view.") {
+			t.Errorf("after the view's last task the queue says:\n%.3000s", got)
 		}
 		// Moderate C still waits, outside the view.
 		if r := b.get("/review"); !strings.Contains(r.body, "Moderate C") {

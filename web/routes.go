@@ -252,6 +252,24 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/role", handlers.DashboardMemberRole(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/members/{id}/remove", handlers.DashboardMemberRemove(s.Members, now))
 			r.With(allow(arbiter.ActionManageMembers)).Method(http.MethodPost, "/invitations/{id}/revoke", handlers.DashboardInvitationRevoke(s.Members, now))
+			// The addresses forms post to lead to their page when opened.
+			for _, f := range []struct {
+				address, page string
+				action        arbiter.Action
+			}{
+				{"/members/invite", "/members", arbiter.ActionManageMembers},
+				{"/members/{id}/role", "/members", arbiter.ActionManageMembers},
+				{"/members/{id}/remove", "/members", arbiter.ActionManageMembers},
+				{"/invitations/{id}/revoke", "/members", arbiter.ActionManageMembers},
+				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
+				{"/webhooks/callback-secret/reveal", "/webhooks", arbiter.ActionManageWebhooks},
+				{"/webhooks/callback-secret/rotate", "/webhooks", arbiter.ActionManageWebhooks},
+				{"/webhooks/{id}/edit", "/webhooks/{id}", arbiter.ActionManageWebhooks},
+				{"/webhooks/{id}/reveal", "/webhooks/{id}", arbiter.ActionManageWebhooks},
+				{"/webhooks/{id}/rotate", "/webhooks/{id}", arbiter.ActionManageWebhooks},
+			} {
+				r.With(allow(f.action)).Method(http.MethodGet, f.address, handlers.DashboardFormAddress(f.page))
+			}
 			rt.webhookRoutes(r, now)
 			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
@@ -270,11 +288,11 @@ func (rt *Router) webhookRoutes(r chi.Router, now arbiter.Clock) {
 	r.Method(http.MethodGet, "/webhooks", handlers.DashboardWebhooks(hooks, private, now))
 	r.Method(http.MethodPost, "/webhooks", handlers.DashboardWebhookCreate(hooks, private, now))
 	r.Method(http.MethodPost, "/webhooks/callback-secret/reveal", handlers.DashboardCallbackSecretReveal(hooks, private, now))
-	r.Method(http.MethodPost, "/webhooks/callback-secret/rotate", handlers.DashboardCallbackSecretRotate(hooks, private, now))
+	r.Method(http.MethodPost, "/webhooks/callback-secret/rotate", handlers.DashboardCallbackSecretRotate(hooks))
 	r.Method(http.MethodGet, "/webhooks/{id}", handlers.DashboardWebhook(hooks, private, now))
 	r.Method(http.MethodPost, "/webhooks/{id}/edit", handlers.DashboardWebhookEdit(hooks, private, now))
 	r.Method(http.MethodPost, "/webhooks/{id}/reveal", handlers.DashboardWebhookReveal(hooks, private, now))
-	r.Method(http.MethodPost, "/webhooks/{id}/rotate", handlers.DashboardWebhookRotate(hooks, private, now))
+	r.Method(http.MethodPost, "/webhooks/{id}/rotate", handlers.DashboardWebhookRotate(hooks))
 	r.Method(http.MethodPost, "/webhooks/{id}/ping", handlers.DashboardWebhookPing(hooks))
 	r.Method(http.MethodPost, "/webhooks/{id}/enabled", handlers.DashboardWebhookEnable(hooks))
 	r.Method(http.MethodPost, "/webhooks/{id}/delete", handlers.DashboardWebhookDelete(hooks))

@@ -9,23 +9,46 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// Relative says how long ago ts was, seen from now: "just now",
-// "5 minutes ago", "3 days ago", or the date for anything older than a month.
+// Relative says how far ts is from now: "just now", "5 minutes ago",
+// "3 days ago" for the past, "in 5 minutes", "in 7 days" for the future
+// (an invitation's expiry), or the date for anything more than a month
+// away either way.
 func Relative(ts arbiter.Timestamp, now time.Time) string {
 	d := now.Sub(ts.Time())
-	switch {
-	case d < 0:
+	future := d < 0
+	if future && d > -time.Minute {
 		return "just now"
+	}
+	if future {
+		// A future time counts down as the page is read: 6 days 23 hours
+		// from now is "in 7 days", not "in 6 days".
+		d = -d
+		switch {
+		case d < time.Hour:
+			d = d.Round(time.Minute)
+		case d < 24*time.Hour:
+			d = d.Round(time.Hour)
+		default:
+			d = d.Round(24 * time.Hour)
+		}
+	}
+	var span string
+	switch {
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return plural(int(d/time.Minute), "minute") + " ago"
+		span = plural(int(d/time.Minute), "minute")
 	case d < 24*time.Hour:
-		return plural(int(d/time.Hour), "hour") + " ago"
+		span = plural(int(d/time.Hour), "hour")
 	case d < 30*24*time.Hour:
-		return plural(int(d/(24*time.Hour)), "day") + " ago"
+		span = plural(int(d/(24*time.Hour)), "day")
+	default:
+		return ts.Time().Format("2 Jan 2006")
 	}
-	return ts.Time().Format("2 Jan 2006")
+	if future {
+		return "in " + span
+	}
+	return span + " ago"
 }
 
 // Exact is ts in UTC to the second, for a title or an audit line.

@@ -125,14 +125,24 @@ func (v CalibrationView) confusion() confusion {
 		human[cell.HumanVerdict] += cell.N
 		c.Cells[[2]string{cell.AgentVerdict, cell.HumanVerdict}] += cell.N
 	}
+	// Rows and columns follow one order, the verdicts' pairs in all (most
+	// first, then by name), so a verdict's row and column line up and the
+	// agreements run down the diagonal.
+	total := map[string]int{}
+	for k, n := range agent {
+		total[k] += n
+	}
+	for k, n := range human {
+		total[k] += n
+	}
 	order := func(m map[string]int) []string {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, func(a, b string) int {
-			if m[a] != m[b] {
-				return m[b] - m[a]
+			if total[a] != total[b] {
+				return total[b] - total[a]
 			}
 			return strings.Compare(a, b)
 		})

@@ -72,14 +72,14 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card mb-6 p-6\" aria-labelledby=\"audit-link-heading\"><h2 id=\"audit-link-heading\" class=\"text-base font-semibold\">Audit rate</h2><p class=\"mt-1 text-sm text-slate-600\">The share of the agent's confident answers that a person also checks, blind, for the calibration report. <a href=\"/settings/audit\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"audit-settings-link\">Set the audit rate</a>.</p></section><section class=\"card p-6\" aria-labelledby=\"reservation-heading\"><h2 id=\"reservation-heading\" class=\"text-base font-semibold\">Reservations</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 flex flex-col gap-3 sm:flex-row sm:flex-wrap sm:items-end\"><div><label for=\"reservation-minutes\" class=\"label\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card mb-6 p-6\" aria-labelledby=\"audit-link-heading\"><h2 id=\"audit-link-heading\" class=\"text-base font-semibold\">Audit rate</h2><p class=\"mt-1 text-sm text-slate-600\">The share of the agent's confident answers that a person also checks, blind, for the calibration report. <a href=\"/settings/audit\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"audit-settings-link\">Set the audit rate</a>.</p></section><section class=\"card p-6\" aria-labelledby=\"desk-heading\"><h2 id=\"desk-heading\" class=\"text-base font-semibold\">Review desk</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 space-y-6\"><fieldset data-testid=\"reservation-settings\"><legend class=\"text-sm font-semibold text-slate-900\">Reservations</legend> <label for=\"reservation-minutes\" class=\"label mt-2\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MinReservation.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 36, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 37, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 			if templ_7745c5c3_Err != nil {
@@ -92,7 +92,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MaxReservation.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 37, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 38, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
@@ -105,13 +105,13 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var5 string
 			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(v.ReservationMinutes)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 39, Col: 34}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 40, Col: 34}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" class=\"input mt-2 w-32\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" class=\"input mt-2 w-32\" aria-describedby=\"reservation-help\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -121,14 +121,14 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "></div><div><label for=\"notify-minutes\" class=\"label\">E-mail reviewers when a task has waited (minutes)</label> <input id=\"notify-minutes\" name=\"notify_minutes\" type=\"number\" min=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "><p id=\"reservation-help\" class=\"mt-2 text-xs text-slate-500\">Other reviewers skip a task while someone holds it; the desk extends the hold every minute while it is open, and deciding or skipping ends it.</p></fieldset><fieldset data-testid=\"digest-settings\"><legend class=\"text-sm font-semibold text-slate-900\">E-mail digest</legend> <label for=\"notify-minutes\" class=\"label mt-2\">E-mail reviewers when a task has waited (minutes)</label> <input id=\"notify-minutes\" name=\"notify_minutes\" type=\"number\" min=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var6 string
 			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MinNotifyAfter.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 52, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 56, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 			if templ_7745c5c3_Err != nil {
@@ -141,7 +141,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var7 string
 			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MaxNotifyAfter.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 53, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 57, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {
@@ -154,13 +154,13 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var8 string
 			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(v.NotifyMinutes)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 54, Col: 29}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 58, Col: 29}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\" placeholder=\"never\" class=\"input mt-2 w-32\" aria-describedby=\"notify-help\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-settings\">Save</button></form><p id=\"notify-help\" class=\"mt-2 text-xs text-slate-500\">Empty: never. Each reviewer gets at most one e-mail an hour: how many tasks wait, how long the oldest has, and a link to the queue.</p><p class=\"mt-2 text-xs text-slate-500\">Other reviewers skip a task while someone holds it; the desk extends the hold every minute while it is open, and deciding or skipping ends it.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\" placeholder=\"never\" class=\"input mt-2 w-32\" aria-describedby=\"notify-help\"><p id=\"notify-help\" class=\"mt-2 text-xs text-slate-500\">Empty: never. Each reviewer gets at most one e-mail an hour: how many tasks wait, how long the oldest has, and a link to the queue.</p></fieldset><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-settings\">Save</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -190,7 +190,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(v.AccountName)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 75, Col: 108}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 78, Col: 108}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -286,7 +286,7 @@ func AccountDeleted(p layouts.Page, v AccountDeletedView) templ.Component {
 				var templ_7745c5c3_Var12 templ.SafeURL
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(p.AppLink("/")))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 114, Col: 44}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 117, Col: 44}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -299,7 +299,7 @@ func AccountDeleted(p layouts.Page, v AccountDeletedView) templ.Component {
 				var templ_7745c5c3_Var13 string
 				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(v.NextAccount)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 114, Col: 119}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 117, Col: 119}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 				if templ_7745c5c3_Err != nil {

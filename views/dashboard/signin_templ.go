@@ -165,12 +165,22 @@ func SignIn(p layouts.Page, v SignInView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" class=\"input mt-2\" placeholder=\"you@example.com\"></div><button type=\"submit\" class=\"btn-primary w-full\">E-mail me a sign-in link</button></form></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Email != "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, " autofocus")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, " class=\"input mt-2\" placeholder=\"you@example.com\"></div><button type=\"submit\" class=\"btn-primary w-full\">E-mail me a sign-in link</button></form></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.DemoURL != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<p class=\"mt-6 text-center text-sm text-slate-600\" data-testid=\"demo-offer\">No account yet? <a href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<p class=\"mt-6 text-center text-sm text-slate-600\" data-testid=\"demo-offer\">No account yet? <a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -183,12 +193,12 @@ func SignIn(p layouts.Page, v SignInView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "\" class=\"font-medium text-indigo-700 underline\">Try the reviewer's desk on sample tasks</a>, no sign-in needed.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\" class=\"font-medium text-indigo-700 underline\">Try the reviewer's desk on sample tasks</a>, no sign-in needed.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -237,12 +247,12 @@ func EmailSent(p layouts.Page, v EmailSentView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\" data-testid=\"email-sent\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\" data-testid=\"email-sent\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.InLog {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<h1 class=\"text-2xl font-bold tracking-tight\">Open the link in the server's log</h1><p class=\"mt-3 text-sm text-slate-700\" data-testid=\"link-in-log\">This server has no mail server set up (<code class=\"font-mono\">ARBITER_SMTP_URL</code>), so nothing was mailed: the sign-in link for <strong class=\"font-semibold\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<h1 class=\"text-2xl font-bold tracking-tight\">Open the link in the server's log</h1><p class=\"mt-3 text-sm text-slate-700\" data-testid=\"link-in-log\">This server has no mail server set up (<code class=\"font-mono\">ARBITER_SMTP_URL</code>), so nothing was mailed: the sign-in link for <strong class=\"font-semibold\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -255,12 +265,12 @@ func EmailSent(p layouts.Page, v EmailSentView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</strong> is in the server's log, on a line of its own. It works once, within 15 minutes.</p><p class=\"mt-3 text-sm text-slate-600\">Not there? <a href=\"/signin\" class=\"font-medium text-indigo-700 underline\">Ask for another link</a>.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</strong> is in the server's log, on a line of its own. It works once, within 15 minutes.</p><p class=\"mt-3 text-sm text-slate-600\">Not there? <a href=\"/signin\" class=\"font-medium text-indigo-700 underline\">Ask for another link</a>.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<h1 class=\"text-2xl font-bold tracking-tight\">Check your inbox</h1><p class=\"mt-3 text-sm text-slate-700\">We sent a sign-in link to <strong class=\"font-semibold\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<h1 class=\"text-2xl font-bold tracking-tight\">Check your inbox</h1><p class=\"mt-3 text-sm text-slate-700\">We sent a sign-in link to <strong class=\"font-semibold\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -273,12 +283,12 @@ func EmailSent(p layouts.Page, v EmailSentView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</strong>. It works once, within 15 minutes.</p><p class=\"mt-3 text-sm text-slate-600\">Nothing arrived? Check the spam folder, or <a href=\"/signin\" class=\"font-medium text-indigo-700 underline\">ask for another link</a>.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</strong>. It works once, within 15 minutes.</p><p class=\"mt-3 text-sm text-slate-600\">Nothing arrived? Check the spam folder, or <a href=\"/signin\" class=\"font-medium text-indigo-700 underline\">ask for another link</a>.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</div></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -328,7 +338,7 @@ func EmailConfirm(p layouts.Page, v EmailConfirmView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\"><h1 class=\"text-2xl font-bold tracking-tight\">Finish signing in</h1><p class=\"mt-2 text-sm text-slate-600\">This link signs in as <strong class=\"font-semibold text-slate-900\" data-testid=\"sign-in-as\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\"><h1 class=\"text-2xl font-bold tracking-tight\">Finish signing in</h1><p class=\"mt-2 text-sm text-slate-600\">This link signs in as <strong class=\"font-semibold text-slate-900\" data-testid=\"sign-in-as\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -341,7 +351,7 @@ func EmailConfirm(p layouts.Page, v EmailConfirmView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</strong> on this device. If that is not your address, close this page: someone else sent you their link, and you would be working in their account.</p><form action=\"/signin/email/confirm\" method=\"post\" class=\"mt-6\"><input type=\"hidden\" name=\"token\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</strong> on this device. If that is not your address, close this page: someone else sent you their link, and you would be working in their account.</p><form action=\"/signin/email/confirm\" method=\"post\" class=\"mt-6\"><input type=\"hidden\" name=\"token\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -354,7 +364,7 @@ func EmailConfirm(p layouts.Page, v EmailConfirmView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "\"> <input type=\"hidden\" name=\"next\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "\"> <input type=\"hidden\" name=\"next\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -367,7 +377,7 @@ func EmailConfirm(p layouts.Page, v EmailConfirmView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\"> <button type=\"submit\" class=\"btn-primary w-full\" data-testid=\"confirm-sign-in\">Sign in as ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "\"> <button type=\"submit\" class=\"btn-primary w-full\" data-testid=\"confirm-sign-in\">Sign in as ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -380,7 +390,7 @@ func EmailConfirm(p layouts.Page, v EmailConfirmView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</button></form></div></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</button></form></div></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -429,7 +439,7 @@ func EmailLinkUnusable(p layouts.Page, message string) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\" data-testid=\"link-unusable\"><h1 class=\"text-2xl font-bold tracking-tight\">This link cannot be used</h1><div class=\"mt-4\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<div class=\"mx-auto max-w-md\"><div class=\"card px-6 py-8 sm:px-10\" data-testid=\"link-unusable\"><h1 class=\"text-2xl font-bold tracking-tight\">This link cannot be used</h1><div class=\"mt-4\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -437,7 +447,7 @@ func EmailLinkUnusable(p layouts.Page, message string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</div><a href=\"/signin\" class=\"btn-primary mt-6 w-full\">Ask for a new link</a></div></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</div><a href=\"/signin\" class=\"btn-primary mt-6 w-full\">Ask for a new link</a></div></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -57,8 +57,10 @@ type jsonNode struct {
 	// literal. More is the rest of a long string, folded.
 	Text, More string
 	// Items are the shown members of an array or object; Folded the ones
-	// behind "show more".
+	// behind "show more". Count is how many members it has in all, those
+	// past the tree's budget too, which the tree leaves out.
 	Items, Folded []*jsonNode
+	Count         int
 	// Depth counts the arrays and objects around the value.
 	Depth int
 }
@@ -74,9 +76,6 @@ type contextView struct {
 	Raw    string
 	RawCut bool
 }
-
-// errTreeFull stops the tree at contextMaxNodes values.
-var errTreeFull = errors.New("the tree holds contextMaxNodes values")
 
 // contextOf prepares a task's context for the desk, or returns nil when the
 // task has none. It reads the JSON as a stream of tokens, recursing at most
@@ -96,8 +95,12 @@ func contextOf(t *arbiter.Task) *contextView {
 		err = b.fill(root, tok, 0)
 	}
 	switch {
-	case err == nil || errors.Is(err, errTreeFull):
-		v.Root, v.Incomplete = root, b.incomplete || err != nil
+	case err == nil:
+		v.Root, v.Incomplete = root, b.incomplete
+	case errors.Is(err, errTreeFull):
+		// The arrays and objects still open are counted to their end.
+		countRest(raw[b.dec.InputOffset():], b.open)
+		v.Root, v.Incomplete = root, true
 	default:
 		v.Incomplete = true
 	}
@@ -105,6 +108,64 @@ func contextOf(t *arbiter.Task) *contextView {
 		v.Raw, v.RawCut = cutBytes(string(raw), arbiter.MaxContextBytes)
 	}
 	return v
+}
+
+// errTreeFull stops the tree at contextMaxNodes values.
+var errTreeFull = errors.New("the tree holds contextMaxNodes values")
+
+// countRest sets the Count of each array and object in open (outermost
+// first), whose members the tree stopped reading at the start of rest,
+// to its real number of members: those kept, and those in rest, found by
+// a scan of its bytes that builds and allocates nothing. rest is valid
+// JSON's remainder, so strings, nesting and commas are all it must track.
+func countRest(rest []byte, open []*jsonNode) {
+	for _, n := range open {
+		n.Count = len(n.Items) + len(n.Folded)
+	}
+	cur, level := len(open)-1, 0
+	// pending says a member of the current container has begun since its
+	// last comma (a member's content, not the one the tree already kept).
+	pending, inString, escaped := false, false, false
+	for _, c := range rest {
+		if cur < 0 {
+			return
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case c == '"':
+			inString, pending = true, pending || level == 0
+		case c == '[' || c == '{':
+			pending = pending || level == 0
+			level++
+		case c == ']' || c == '}':
+			if level > 0 {
+				level--
+				continue
+			}
+			if pending {
+				open[cur].Count++
+			}
+			// The container closes; its parent's member (this container)
+			// is counted among the kept ones already.
+			cur, pending = cur-1, false
+		case c == ',':
+			if level == 0 && pending {
+				open[cur].Count++
+				pending = false
+			}
+		default:
+			pending = pending || level == 0
+		}
+	}
 }
 
 // cutNote ends the raw JSON when it was cut.
@@ -120,6 +181,8 @@ type treeBuilder struct {
 	dec        *json.Decoder
 	budget     int  // values the tree may still hold
 	incomplete bool // a value was left out
+	// open are the arrays and objects being filled, outermost first.
+	open []*jsonNode
 }
 
 // fill makes n the value that starts with tok, at depth levels of nesting.
@@ -136,6 +199,7 @@ func (b *treeBuilder) fill(n *jsonNode, tok json.Token, depth int) error {
 		if tok == '{' {
 			n.Kind = jsonObject
 		}
+		b.open = append(b.open, n)
 		for b.dec.More() {
 			if b.budget <= 0 {
 				b.incomplete = true
@@ -162,6 +226,8 @@ func (b *treeBuilder) fill(n *jsonNode, tok json.Token, depth int) error {
 				return err
 			}
 		}
+		b.open = b.open[:len(b.open)-1]
+		n.Count = len(n.Items) + len(n.Folded)
 		_, err := b.dec.Token() // the closing delimiter
 		return err
 	case string:
@@ -231,9 +297,10 @@ func cutBytes(s string, max int) (string, bool) {
 	return s[:end], true
 }
 
-// label is what a folded array or object says about itself.
+// label is what a folded array or object says about itself: how many
+// members it has, however many the tree shows.
 func (n *jsonNode) label() string {
-	count := len(n.Items) + len(n.Folded)
+	count := n.Count
 	switch {
 	case n.Kind == jsonObject && count == 0:
 		return "{}"
@@ -244,6 +311,10 @@ func (n *jsonNode) label() string {
 	}
 	return "[" + plural(count, "item") + "]"
 }
+
+// omitted is how many of the array's or object's members the tree leaves
+// out, past its budget; they are in the raw JSON.
+func (n *jsonNode) omitted() int { return n.Count - len(n.Items) - len(n.Folded) }
 
 // unit names what an array or object holds, for "show more".
 func (n *jsonNode) unit() string {

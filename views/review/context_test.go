@@ -177,3 +177,54 @@ func TestContextTree_NodeBudget(t *testing.T) {
 		t.Errorf("the tree holds %d values (at most %d), incomplete %v, raw cut %v", nodes, contextMaxNodes, c.Incomplete, c.RawCut)
 	}
 }
+
+// wideOrders is a context whose array of orders holds more values than
+// the tree keeps: n orders of ten members each, then a last member.
+// Every third value is a string that holds JSON's punctuation.
+func wideOrders(n int) string {
+	orders := make([]string, n)
+	for i := range orders {
+		fields := make([]string, 10)
+		for j := range fields {
+			fields[j] = `"f` + strconv.Itoa(j) + `":` + strconv.Itoa(i*10+j)
+			if j%3 == 0 {
+				fields[j] = `"f,]` + strconv.Itoa(j) + `":"a, ] } \" [ { \\"`
+			}
+		}
+		orders[i] = "{" + strings.Join(fields, ",") + "}"
+	}
+	return `{"orders":[` + strings.Join(orders, ",") + `],"note":"last"}`
+}
+
+// TestContext_CountsAreTrue: an array of 300 orders, of which the tree
+// keeps fewer than 300 (its budget is 2,000 values), is labelled with its
+// real length, says how many it leaves out, and its object's members past
+// the budget are counted too.
+func TestContext_CountsAreTrue(t *testing.T) {
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: "Decide.",
+		AllowedVerdicts: []string{"approve", "reject"}, Context: json.RawMessage(wideOrders(300))}
+	c := contextOf(task)
+	orders := c.Root.Items[0]
+	if orders.Count != 300 || orders.label() != "[300 items]" || !c.Incomplete {
+		t.Fatalf("the orders are labelled %q (count %d, %d kept), incomplete %v", orders.label(), orders.Count,
+			len(orders.Items)+len(orders.Folded), c.Incomplete)
+	}
+	if kept := len(orders.Items) + len(orders.Folded); kept >= 300 || orders.omitted() != 300-kept {
+		t.Fatalf("the tree keeps %d orders and leaves out %d", kept, orders.omitted())
+	}
+	if !json.Valid([]byte(wideOrders(3))) {
+		t.Fatalf("not JSON: %s", wideOrders(3))
+	}
+	if c.Root.Count != 2 || c.Root.label() != "{2 keys}" {
+		t.Errorf("the root is labelled %q", c.Root.label())
+	}
+	var page bytes.Buffer
+	if err := Context(task).Render(context.Background(), &page); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	want := plural(orders.omitted(), "more item") + ", too many to show here: see the raw JSON"
+	if !strings.Contains(html, "[300 items]") || !strings.Contains(html, want) {
+		t.Errorf("the page lacks [300 items] or %q", want)
+	}
+}

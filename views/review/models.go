@@ -5,6 +5,7 @@ package review
 import (
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -15,6 +16,9 @@ type QueueView struct {
 	Tasks  []*arbiter.Task
 	Total  int
 	Notice string // a message after the last decision
+	// Welcome names the account a reviewer has just joined, who is
+	// welcomed; "" otherwise.
+	Welcome string
 	// Self is the signed-in reviewer: tasks someone else holds are marked
 	// with who, and the first free one is where j leads.
 	Self string
@@ -116,6 +120,33 @@ func shortcut(i int) string {
 		return ""
 	}
 	return strconv.Itoa(i + 1)
+}
+
+// attemptOutcome is what an attempt came to: the verdict, with the
+// verifier's confidence ("approve (95%)"); a person's verdict has no
+// confidence to show, and an answer without a verdict says so alone.
+func attemptOutcome(a arbiter.Attempt) string {
+	if a.Verdict == nil || *a.Verdict == "" {
+		return "no decision"
+	}
+	if a.Tier == arbiter.TierHuman || a.Confidence == nil {
+		return *a.Verdict
+	}
+	return *a.Verdict + " (" + percent(a.Confidence) + ")"
+}
+
+// Heading names the task on its desk, for the page's heading and title:
+// its place in the queue and the beginning of its prompt, so each desk
+// page reads differently.
+func (v TaskView) Heading() string {
+	prompt := v.Task.Prompt
+	if shown, rest := cutText(prompt, 60, 1); rest != "" {
+		prompt = strings.TrimSpace(shown) + "…"
+	}
+	if v.Position > 0 {
+		return "Task " + queueCount(v.Position) + " of " + queueCount(v.Total) + ": " + prompt
+	}
+	return "Task: " + prompt
 }
 
 // percent writes a confidence as a percentage.

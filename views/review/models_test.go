@@ -1,7 +1,9 @@
 package review
 
 import (
+	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
@@ -17,6 +19,37 @@ func TestQueueCount_ShowsMoreThanTheCapAsAPlus(t *testing.T) {
 	} {
 		if got := queueCount(n); got != want {
 			t.Errorf("queueCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestTaskDesk_SaysWhatIsTrueOfThisTask renders a two-verdict task with
+// the verifier's empty answer and a person's verdict: the keys offered are
+// 1–2, not 1–9; the empty answer reads "no decision" without a "(–)"; the
+// person's verdict carries no "(100%)"; and the heading names the task.
+func TestTaskDesk_SaysWhatIsTrueOfThisTask(t *testing.T) {
+	model, reviewer, verdict, full := "none", "ann@example.com", "reject", 1.0
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded,
+		Prompt: "Refund order ord_7 for a broken mug that arrived in pieces, with photos attached?", AllowedVerdicts: []string{"approve", "reject"},
+		Attempts: []arbiter.Attempt{
+			{Tier: arbiter.TierAgent, Model: &model, Rationale: "No verifier is set up."},
+			{Tier: arbiter.TierHuman, Reviewer: &reviewer, Verdict: &verdict, Confidence: &full},
+		}}
+	v := TaskView{Task: task, Action: "/review/tasks/" + task.ID, Position: 2, Total: 5}
+	var b strings.Builder
+	if err := TaskDesk(v).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"none:", "no decision", "ann@example.com:", `<kbd class="kbd">1</kbd>–<kbd class="kbd">2</kbd>`,
+		"Task 2 of 5: Refund order ord_7 for a broken mug that arrived in pieces,…"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the desk lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"(–)", "(100%)", `<kbd class="kbd">9</kbd>`} {
+		if strings.Contains(page, unwanted) {
+			t.Errorf("the desk says %q", unwanted)
 		}
 	}
 }
