@@ -61,17 +61,24 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 // Verify asks the model server for a verdict on t within ctx's deadline.
 // Every way the call or its answer can go wrong is a *arbiter.VerifierError,
 // which the worker records as a failed attempt: its reason is fit for API
-// callers, its cause (the URL, the server's words) is for the log.
+// callers, its cause (the URL, the server's words) is for the log. The
+// Verification names the model whether the call answered or failed.
 func (o *OpenAI) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+	// A failed call's attempt names the model that was called, too.
+	called := arbiter.Verification{Model: o.model}
 	body, err := o.requestBody(t)
 	if err != nil {
-		return arbiter.Verification{}, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
+		return called, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}
 	raw, err := o.post(ctx, body)
 	if err != nil {
-		return arbiter.Verification{}, err
+		return called, err
 	}
-	return o.parse(t, raw)
+	v, err := o.parse(t, raw)
+	if err != nil {
+		return called, err
+	}
+	return v, nil
 }
 
 // failed returns the failure of a call with the reason for callers and the

@@ -338,6 +338,9 @@ func TestOpenAI_Failures(t *testing.T) {
 				t.Fatalf("Verify = %+v, %v; want an error containing %q", got, err, tc.wantErr)
 			}
 			wantReason(t, err, tc.wantReason, srv.URL)
+			if got.Model != "gpt-4o-mini" || got.Decided {
+				t.Errorf("a failed call's verification = %+v, want undecided and naming the model called", got)
+			}
 			if strings.Contains(err.Error(), key) {
 				t.Errorf("the error leaks the API key: %v", err)
 			}
@@ -354,8 +357,11 @@ func TestOpenAI_Failures(t *testing.T) {
 		}
 		closed := "http://" + ln.Addr().String()
 		ln.Close()
-		_, err = openAIAt(t, closed+"/v1", key).Verify(context.Background(), task("decide", "p", "", "approve"))
+		got, err := openAIAt(t, closed+"/v1", key).Verify(context.Background(), task("decide", "p", "", "approve"))
 		wantReason(t, err, arbiter.VerifierUnreachable, closed)
+		if got.Model != "gpt-4o-mini" {
+			t.Errorf("an unreachable call's verification = %+v, want it naming the model called", got)
+		}
 		if !strings.Contains(err.Error(), ln.Addr().String()) {
 			t.Errorf("the full error %q does not say which server, for the log", err)
 		}

@@ -103,6 +103,12 @@ func TestWorker_OpenAIBackend(t *testing.T) {
 				if tc.reason != "" {
 					wantAttemptErrors(t, task, tc.reason, srv.URL)
 				}
+				// Every attempt, failed ones too, names the model called.
+				for _, a := range task.Attempts {
+					if a.Model == nil || *a.Model != "fake-model" {
+						t.Errorf("attempt %+v does not name the model called", a)
+					}
+				}
 			})
 		}
 	})
