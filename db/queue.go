@@ -194,8 +194,11 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 			return d.finishRefused(ctx, tx, f.taskID)
 		}
 		final = finalIDs(updated)
-		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
-			return err
+		// A throttled call records no attempt.
+		if !f.step.Throttled {
+			if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
+				return err
+			}
 		}
 		// The attempt is in: the event's task shows it.
 		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
