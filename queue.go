@@ -99,7 +99,8 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 }
 
 // LostAgentStep routes a claimed task before its call. Each time a worker
-// stops with a task leased (killed, or hung past the lease), the claim that
+// stops with a task leased (killed, or hung past the lease) after it
+// started the task's call (QueueService.StartAgentCalls), the claim that
 // takes the task again counts a failure (the store does, in the claim); a
 // task whose failures, lost calls and failed ones together, reached
 // MaxAgentFailures goes to a human without another call, recording one
@@ -202,6 +203,14 @@ type QueueService interface {
 	// agent_running and come with their context and failure count. A lease
 	// of zero or less has run out by the time the claim returns.
 	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
+
+	// StartAgentCalls marks the calls of the tasks leased to owner as
+	// started, before the worker makes them. A claim that takes a task
+	// whose lease ran out counts a lost call (a failure) only when its
+	// call was marked started: a lease whose worker never called (its
+	// claim failed on the worker's side but committed) costs the task
+	// nothing. Tasks owner no longer holds are left alone.
+	StartAgentCalls(ctx context.Context, owner string, taskIDs []string) error
 
 	// FinishAgentAttempt records a verifier call and moves the task to
 	// step.Next, in one transaction (a throttled step, step.Throttled,

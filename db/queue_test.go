@@ -96,6 +96,9 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		if claimed, _ := d.ClaimTasks(ctx, "vanished", 1, -time.Minute); len(claimed) != 1 {
 			t.Fatal("not claimed")
 		}
+		if err := d.StartAgentCalls(ctx, "vanished", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
 
 		claimed, err := d.ClaimTasks(ctx, "w2", 1, time.Minute)
 		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
@@ -118,6 +121,54 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		}
 		if a := got.Attempts[0]; a.Tier != "agent" || *a.Model != "test-model" || a.Reviewer != nil || a.Error != nil {
 			t.Errorf("attempt = %+v", a)
+		}
+	})
+}
+
+// TestQueueService_ALostLeaseCountsOnlyAStartedCall: a lease that runs out
+// counts a lost call only when its worker had marked the call started. A
+// claim whose worker never learned of it (it timed out on the worker's
+// side, and committed) costs the task nothing, however often it happens;
+// a mark by a worker that no longer holds the lease marks nothing; and a
+// started call lost with its worker counts one failure.
+func TestQueueService_ALostLeaseCountsOnlyAStartedCall(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		for i := range arbiter.MaxAgentFailures + 1 {
+			claimed, err := d.ClaimTasks(ctx, fmt.Sprint("never-called-", i), 1, -time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Failures != 0 {
+				t.Fatalf("claim %d = %+v (%v), want the task with no failure", i+1, claimed, err)
+			}
+		}
+		// A worker whose lease another took marks nothing.
+		if err := d.StartAgentCalls(ctx, "never-called-0", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimTasks(ctx, "called", 1, -time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 0 {
+			t.Fatalf("claim after a foreign mark = %+v (%v), want the task with no failure", claimed, err)
+		}
+		if err := d.StartAgentCalls(ctx, "called", []string{task.ID, "tsk_unknown"}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err = d.ClaimTasks(ctx, "next", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 1 {
+			t.Fatalf("claim after a started call was lost = %+v (%v), want the task with one failure", claimed, err)
+		}
+		// Its own mark is the next lease's: released, the task is taken
+		// again with its one failure, no more.
+		if err := d.StartAgentCalls(ctx, "next", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ReleaseTasks(ctx, "next"); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := d.ClaimTasks(ctx, "last", 1, time.Minute); err != nil || len(again) != 1 || again[0].Failures != 1 {
+			t.Fatalf("claim after a release = %+v (%v), want the task with its one failure", again, err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusAgentRunning || len(got.Attempts) != 0 {
+			t.Errorf("task = %+v", got)
 		}
 	})
 }
@@ -146,6 +197,9 @@ func TestQueueService_ATaskLostTooOftenGoesToAHuman(t *testing.T) {
 			}
 			if claimed[0].Failures != lost {
 				t.Fatalf("claim %d counts %d failures, want %d lost calls", lost+1, claimed[0].Failures, lost)
+			}
+			if err := d.StartAgentCalls(ctx, owner, []string{task.ID}); err != nil {
+				t.Fatal(err)
 			}
 			if _, gone := arbiter.LostAgentStep(claimed[0], c.Now()); gone != (lost == arbiter.MaxAgentFailures) {
 				t.Fatalf("claim %d: lost = %v", lost+1, gone)

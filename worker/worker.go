@@ -311,11 +311,17 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 		if w.cfg.Observer != nil && err == nil {
 			w.cfg.Observer.Claimed(len(tasks))
 		}
+		// The calls are marked started in the store before they are made,
+		// while they wait for their turn.
+		marked := make(chan struct{})
+		if len(tasks) > 0 {
+			w.callWG.Go(func() { w.startCalls(calls, tasks, marked) })
+		}
 		for _, t := range tasks {
 			w.slots <- struct{}{}
 			w.callWG.Go(func() {
 				defer w.release()
-				w.work(calls, t, claimed)
+				w.work(calls, t, claimed, marked)
 			})
 		}
 		if len(tasks) == free {
@@ -333,18 +339,42 @@ func (w *Worker) release() {
 	}
 }
 
-// work makes one verifier call on t, claimed at claimed, and records it. A
-// call cut off by the end of the grace period records nothing: its lease is
-// released instead. A task whose calls were lost with their workers too
-// often gets no call (arbiter.LostAgentStep). A verifier that paces its
-// calls is waited for first, as long as the lease leaves room for the call
-// and its record; a turn further away is a throttled call, made in the
-// queue.
-func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time) {
+// startCalls marks the calls of the claimed tasks started in the store
+// (arbiter.QueueService.StartAgentCalls), all but those of tasks lost too
+// often, which get none, and closes marked.
+func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked chan<- struct{}) {
+	defer close(marked)
+	var ids []string
+	for _, t := range tasks {
+		if _, lost := arbiter.LostAgentStep(t, w.cfg.Now()); !lost {
+			ids = append(ids, t.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(calls, recordTimeout)
+	defer cancel()
+	if err := w.cfg.Queue.StartAgentCalls(ctx, w.cfg.ID, ids); err != nil && calls.Err() == nil {
+		// The calls go ahead all the same: the worker holds their
+		// leases. Only losing this worker during them goes uncounted.
+		w.log.Error("mark calls started", "error", err.Error())
+	}
+}
+
+// work makes one verifier call on t, claimed at claimed, and records it,
+// once the call is marked started (marked closed). A call cut off by the
+// end of the grace period records nothing: its lease is released instead.
+// A task whose calls were lost with their workers too often gets no call
+// (arbiter.LostAgentStep). A verifier that paces its calls is waited for
+// first, as long as the lease leaves room for the call and its record; a
+// turn further away is a throttled call, made in the queue.
+func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) {
 	step, lost := arbiter.LostAgentStep(t, w.cfg.Now())
 	if !lost {
 		var v arbiter.Verification
 		err := w.pace(calls, claimed)
+		<-marked
 		started := w.cfg.Now()
 		if err == nil {
 			callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
