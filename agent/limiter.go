@@ -70,24 +70,23 @@ func newLimiter(maxRPS float64, now func() time.Time, jitter func() float64) *Li
 var errHeldBack = errors.New("the backend's limiter held the call back while its provider throttles")
 
 // Pace waits for the next call's turn, up to maxWait. When the turn is
-// further away, it takes none and returns a *arbiter.ThrottledError whose
-// RetryAfter is that wait, so the task can wait in the queue instead; when
-// ctx ends first, ctx's error.
+// further away, it takes none, waits maxWait all the same (so that a worker
+// does not run through its whole queue while the provider pauses it), and
+// returns a *arbiter.ThrottledError whose RetryAfter is the rest of the
+// wait, for the task to wait in the queue; when ctx ends first, ctx's
+// error.
 func (l *Limiter) Pace(ctx context.Context, maxWait time.Duration) error {
 	for {
-		delay, cancel, err := l.reserve(maxWait)
-		if err != nil {
-			return err
-		}
-		if delay > 0 {
-			timer := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				cancel()
-				return ctx.Err()
-			case <-timer.C:
+		delay, cancel, ok := l.reserve(maxWait)
+		if !ok {
+			if err := sleep(ctx, maxWait); err != nil {
+				return err
 			}
+			return &arbiter.ThrottledError{RetryAfter: max(0, delay-maxWait), Err: errHeldBack}
+		}
+		if err := sleep(ctx, delay); err != nil {
+			cancel()
+			return err
 		}
 		// A call throttled meanwhile may have moved the pause on.
 		if !l.paused() {
@@ -97,10 +96,25 @@ func (l *Limiter) Pace(ctx context.Context, maxWait time.Duration) error {
 	}
 }
 
+// sleep waits d, or until ctx ends, and returns ctx's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
 // reserve takes the next turn and returns how long until it comes, and the
-// function that gives it back; or a *arbiter.ThrottledError, taking none,
-// when it is more than maxWait away.
-func (l *Limiter) reserve(maxWait time.Duration) (time.Duration, func(), error) {
+// function that gives it back. When the turn is more than maxWait away, it
+// takes none, and says how far it is and false.
+func (l *Limiter) reserve(maxWait time.Duration) (time.Duration, func(), bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -109,13 +123,13 @@ func (l *Limiter) reserve(maxWait time.Duration) (time.Duration, func(), error) 
 	delay := r.DelayFrom(now)
 	if delay > maxWait {
 		r.CancelAt(at)
-		return 0, nil, &arbiter.ThrottledError{RetryAfter: delay, Err: errHeldBack}
+		return delay, nil, false
 	}
 	return delay, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		r.CancelAt(l.turnTime(l.now()))
-	}, nil
+	}, true
 }
 
 // turnTime is the earliest a call may go: now, or the end of a pause. The

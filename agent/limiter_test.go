@@ -25,9 +25,9 @@ func (l *Limiter) currentLimit() rate.Limit {
 }
 func wantDelay(t *testing.T, l *Limiter, want time.Duration) {
 	t.Helper()
-	delay, _, err := l.reserve(time.Hour)
-	if err != nil || delay != want {
-		t.Fatalf("the next turn is in %v (%v), want %v", delay, err, want)
+	delay, _, ok := l.reserve(time.Hour)
+	if !ok || delay != want {
+		t.Fatalf("the next turn is in %v (%v), want %v", delay, ok, want)
 	}
 }
 
@@ -42,10 +42,8 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	if wait := l.throttled(l.sent(), 5*time.Second); wait != 5*time.Second {
 		t.Fatalf("the task waits %v, want the Retry-After 5s", wait)
 	}
-	_, _, err := l.reserve(4 * time.Second)
-	var throttled *arbiter.ThrottledError
-	if !errors.As(err, &throttled) || throttled.RetryAfter != 5*time.Second {
-		t.Fatalf("a turn 5s away with 4s to wait = %v, want a ThrottledError to retry after 5s", err)
+	if delay, _, ok := l.reserve(4 * time.Second); ok || delay != 5*time.Second {
+		t.Fatalf("a turn 5s away with 4s to wait = %v, %v; want none taken, 5s away", delay, ok)
 	}
 	clock.Advance(time.Second)
 	wantDelay(t, l, 4*time.Second) // the turn that was given back is taken again
@@ -169,8 +167,15 @@ func TestLimiter_PaceEndsWithItsContext(t *testing.T) {
 	if err := l.Pace(ctx, 2*time.Hour); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Pace = %v, want the context's end", err)
 	}
+	// A turn further away than the caller may wait: it waits what it
+	// may, and is told how long the rest is.
 	var throttled *arbiter.ThrottledError
-	if err := l.Pace(context.Background(), time.Minute); !errors.As(err, &throttled) || throttled.RetryAfter < 59*time.Minute {
-		t.Fatalf("Pace with a minute to wait for a turn an hour away = %v, want a ThrottledError of about an hour", err)
+	began := time.Now()
+	err := l.Pace(context.Background(), 50*time.Millisecond)
+	if !errors.As(err, &throttled) || throttled.RetryAfter < 59*time.Minute || throttled.RetryAfter > time.Hour-50*time.Millisecond {
+		t.Fatalf("Pace with 50ms to wait for a turn an hour away = %v, want a ThrottledError for the rest of the hour", err)
+	}
+	if waited := time.Since(began); waited < 50*time.Millisecond {
+		t.Errorf("Pace gave up after %v, want it to wait the 50ms it may", waited)
 	}
 }

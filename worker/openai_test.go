@@ -2,7 +2,9 @@ package worker_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -291,5 +293,52 @@ func TestWorker_ThrottlingProvider(t *testing.T) {
 			t.Errorf("%d calls during the %v storm, want at most %d: the backend did not slow down", inStorm, storm, limit)
 		}
 		t.Logf("%d calls in all, %d throttled, %d during the %v storm", len(calls), throttled, inStorm, storm)
+	})
+}
+
+// heldBack is a verifier whose limiter holds its first calls back, and
+// that remembers how long the worker let it wait for a turn.
+type heldBack struct {
+	verifierFunc
+	mu      sync.Mutex
+	paced   int
+	maxWait time.Duration
+}
+
+func (h *heldBack) Pace(ctx context.Context, maxWait time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.paced++
+	h.maxWait = maxWait
+	if h.paced <= arbiter.MaxAgentFailures+1 {
+		return &arbiter.ThrottledError{RetryAfter: 20 * time.Millisecond, Err: errors.New("held back")}
+	}
+	return nil
+}
+
+// TestWorker_PacesCallsWithinTheLease: the worker waits for each call's
+// turn, as long as the lease leaves room for the call and its record; a
+// call held back more often than a task may fail is no failure, and the
+// task is decided by its one call.
+func TestWorker_PacesCallsWithinTheLease(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		var calls atomic.Int32
+		v := &heldBack{verifierFunc: func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Add(1)
+			return answer("approve", 0.95)(ctx, task)
+		}}
+		start(t, store, v, nil) // the default lease: twice the call's 30s, plus 10s
+		acct, id := createTask(t, store, "paced@example.com")
+		got := waitFor(t, store, acct, id, settled)
+		if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || got.Failures != 0 || calls.Load() != 1 {
+			t.Fatalf("task = %s with %d attempts and %d failures after %d calls, want completed by one call",
+				got.Status, len(got.Attempts), got.Failures, calls.Load())
+		}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.paced != arbiter.MaxAgentFailures+2 || v.maxWait > 30*time.Second || v.maxWait < 25*time.Second {
+			t.Errorf("paced %d times, the last allowed to wait %v; want %d, about 30s (the lease's room beside the call and its record)",
+				v.paced, v.maxWait, arbiter.MaxAgentFailures+2)
+		}
 	})
 }
