@@ -41,9 +41,11 @@ type Limiter struct {
 
 // Bounds of the Limiter.
 const (
-	// minRate is the slowest the limiter goes between pauses: a call
-	// every ten seconds.
-	minRate rate.Limit = 0.1
+	// minRate is the slowest the limiter goes between pauses: a call a
+	// second. The pauses slow it further, as long as the provider asks;
+	// a rate lower still would leave turns taken at it far ahead, long
+	// after the provider recovered.
+	minRate rate.Limit = 1
 	// firstBackoff is the pause after a throttled call that said nothing
 	// of when to come back; it doubles with each throttled call in a row,
 	// up to maxBackoff.
@@ -73,8 +75,8 @@ var errHeldBack = errors.New("the backend's limiter held the call back while its
 // further away, it takes none, waits maxWait all the same (so that a worker
 // does not run through its whole queue while the provider pauses it), and
 // returns a *arbiter.ThrottledError whose RetryAfter is the rest of the
-// wait, for the task to wait in the queue; when ctx ends first, ctx's
-// error.
+// provider's pause, for the task to wait in the queue; when ctx ends
+// first, ctx's error.
 func (l *Limiter) Pace(ctx context.Context, maxWait time.Duration) error {
 	for {
 		delay, cancel, ok := l.reserve(maxWait)
@@ -82,14 +84,16 @@ func (l *Limiter) Pace(ctx context.Context, maxWait time.Duration) error {
 			if err := sleep(ctx, maxWait); err != nil {
 				return err
 			}
-			return &arbiter.ThrottledError{RetryAfter: max(0, delay-maxWait), Err: errHeldBack}
+			// The task comes back when the pause ends, not at the turn
+			// it would have had: the rate may have grown by then.
+			return &arbiter.ThrottledError{RetryAfter: l.pauseLeft(), Err: errHeldBack}
 		}
 		if err := sleep(ctx, delay); err != nil {
 			cancel()
 			return err
 		}
 		// A call throttled meanwhile may have moved the pause on.
-		if !l.paused() {
+		if l.pauseLeft() == 0 {
 			return nil
 		}
 		maxWait -= delay
@@ -141,11 +145,11 @@ func (l *Limiter) turnTime(now time.Time) time.Time {
 	return now
 }
 
-// paused reports whether calls are paused now.
-func (l *Limiter) paused() bool {
+// pauseLeft is how long calls are still paused, 0 when they are not.
+func (l *Limiter) pauseLeft() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.pausedUntil.After(l.now())
+	return max(0, l.pausedUntil.Sub(l.now()))
 }
 
 // sent counts a call going out and returns its time, for throttled.

@@ -58,12 +58,12 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	if l.currentLimit() != limit {
 		t.Errorf("a call of the round that was cut cut the rate again: %v, was %v", l.currentLimit(), limit)
 	}
-	if !l.paused() {
-		t.Fatal("not paused")
+	if left := l.pauseLeft(); left != 5*time.Second {
+		t.Fatalf("paused for %v more, want the last Retry-After, 5s", left)
 	}
 	clock.Advance(5 * time.Second)
-	if l.paused() {
-		t.Error("still paused after the last Retry-After passed")
+	if left := l.pauseLeft(); left != 0 {
+		t.Errorf("still paused %v after the last Retry-After passed", left)
 	}
 }
 
@@ -84,7 +84,7 @@ func TestLimiter_AIMD(t *testing.T) {
 	if got := l.currentLimit(); got != 4 {
 		t.Fatalf("after a round of 8 calls a second throttled, the rate is %v, want 4", got)
 	}
-	for _, want := range []rate.Limit{2, 1, 0.5, 0.25, 0.125, minRate, minRate} {
+	for _, want := range []rate.Limit{2, 1, minRate, minRate} {
 		clock.Advance(time.Second)
 		l.throttled(l.sent(), time.Second)
 		if got := l.currentLimit(); got != want {

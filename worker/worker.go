@@ -43,8 +43,8 @@ type Observer interface {
 // each call's turn before the call's time limit starts.
 type Pacer interface {
 	// Pace waits for the next call's turn, up to maxWait. A turn further
-	// away is a *arbiter.ThrottledError, for the task to wait in the
-	// queue; ctx's end is ctx's error.
+	// away is a *arbiter.ThrottledError, for the task to wait the rest in
+	// the queue; ctx's end is ctx's error.
 	Pace(ctx context.Context, maxWait time.Duration) error
 }
 
