@@ -195,15 +195,14 @@ func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, o.callError(ctx, "call the model server", err)
 	}
 	defer res.Body.Close()
-	if wait, ok := throttledFor(res); ok {
-		io.Copy(io.Discard, io.LimitReader(res.Body, maxExcerptBytes)) // so the connection may be reused
-		wait = o.limiter.throttled(sent, wait)
-		return nil, &arbiter.ThrottledError{RetryAfter: wait,
-			Err: fmt.Errorf("%s answered %s (Retry-After %q)", o.url, res.Status, res.Header.Get("Retry-After"))}
-	}
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
 	if err != nil {
 		return nil, o.callError(ctx, "read the model server's answer", err)
+	}
+	if wait, ok := throttledFor(res, raw); ok {
+		wait = o.limiter.throttled(sent, wait)
+		return nil, &arbiter.ThrottledError{RetryAfter: wait,
+			Err: fmt.Errorf("%s answered %s (Retry-After %q): %s", o.url, res.Status, res.Header.Get("Retry-After"), o.excerpt(raw))}
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return nil, failed(arbiter.VerifierHTTPStatus(res.StatusCode),
@@ -219,17 +218,22 @@ func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 // maxRetryAfter bounds the wait a provider's Retry-After can ask for.
 const maxRetryAfter = time.Hour
 
-// throttledFor reports whether the provider throttled the call: HTTP 429,
-// or 503 with a Retry-After (a 503 without one is an outage, a failed
-// call). The wait is what it asked for, 0 when it did not say: its
+// throttledFor reports whether the provider throttled the call answered
+// with res and body: HTTP 429, or 503 with a Retry-After (a 503 without
+// one is an outage, a failed call). OpenAI's 429 for a used-up quota
+// (insufficient_quota) is no throttling, which waiting would end: a failed
+// call. The wait is what it asked for, 0 when it did not say: its
 // retry-after-ms (as OpenAI's servers send), or Retry-After in seconds or
 // as an HTTP date, at most maxRetryAfter.
-func throttledFor(res *http.Response) (time.Duration, bool) {
+func throttledFor(res *http.Response, body []byte) (time.Duration, bool) {
 	if res.StatusCode != http.StatusTooManyRequests && res.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
 	wait, said := retryAfter(res.Header, time.Now())
-	return wait, res.StatusCode == http.StatusTooManyRequests || said
+	if res.StatusCode == http.StatusTooManyRequests {
+		return wait, !bytes.Contains(body, []byte("insufficient_quota"))
+	}
+	return wait, said
 }
 
 // retryAfter reads the wait the headers ask for, and whether they ask one.

@@ -421,10 +421,14 @@ func TestOpenAI_Throttled(t *testing.T) {
 		{"UnreadableRetryAfterBacksOff", 429, h("Retry-After", "soon"), 500 * time.Millisecond, time.Second},
 		{"HTTP503WithRetryAfter", 503, h("Retry-After", "3"), 3 * time.Second, 3 * time.Second},
 		{"HTTP503WithoutRetryAfterFails", 503, nil, 0, 0},
+		{"QuotaUsedUpFails", 429, nil, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeModel{status: tc.status, header: tc.header, body: `{"error":{"message":"slow down"}}`}
+			if tc.name == "QuotaUsedUpFails" {
+				f.body = `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","code":"insufficient_quota"}}`
+			}
 			v := newOpenAI(t, f, "")
 			got, err := v.Verify(context.Background(), task("decide", "p", "", "approve"))
 			if got.Model != "gpt-4o-mini" || got.Decided {
@@ -435,7 +439,7 @@ func TestOpenAI_Throttled(t *testing.T) {
 				if errors.As(err, &throttled) {
 					t.Fatalf("Verify = %v, want a failed call", err)
 				}
-				wantReason(t, err, "the verifier answered HTTP 503", "http://model.invalid")
+				wantReason(t, err, arbiter.VerifierHTTPStatus(tc.status), "http://model.invalid")
 				return
 			}
 			if !errors.As(err, &throttled) || throttled.RetryAfter < tc.min || throttled.RetryAfter > tc.max {
