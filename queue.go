@@ -2,6 +2,7 @@ package arbiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -19,25 +20,57 @@ const MaxAgentFailures = 3
 type AgentStep struct {
 	Attempt Attempt
 	// Next is StatusCompleted (the agent decided), StatusHumanNeeded, or
-	// StatusPending (a failed call to retry at RunAfter).
+	// StatusPending (a failed or throttled call to retry at RunAfter).
 	Next     string
 	RunAfter Timestamp
-	// Err is the full error of a failed call, for the log; the attempt
-	// records only its reason (VerifierFailureReason).
+	// Throttled is a call the provider turned away for now: the task goes
+	// back to pending with no attempt recorded and no failure counted.
+	Throttled bool
+	// Err is the full error of a failed or throttled call, for the log;
+	// the attempt records only its reason (VerifierFailureReason).
 	Err error
+}
+
+// AgentRetry is how a worker spaces the calls of a task, for NextAgentStep.
+type AgentRetry struct {
+	// Backoff is the wait before retrying a task whose calls failed
+	// failures times.
+	Backoff func(failures int) time.Duration
+	// CallTimeout is the limit on one call: a throttled task whose next
+	// call could not end before its deadline goes to a human now.
+	CallTimeout time.Duration
 }
 
 // NextAgentStep routes a verifier call on t, made from started to now. A
 // confident answer with an allowed verdict completes the task; a declined or
 // unconfident answer sends it to a human; an error, or a verdict outside the
-// set, is a failed attempt that is retried after backoff(failures so far)
-// until MaxAgentFailures, and then goes to a human. A failed attempt
+// set, is a failed attempt that is retried after retry.Backoff(failures so
+// far) until MaxAgentFailures, and then goes to a human. A failed attempt
 // records the reason for API callers; the step keeps the full error.
-func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Time, backoff func(failures int) time.Duration) AgentStep {
+//
+// A throttled call (*ThrottledError) is not the verifier failing on the
+// task: the task goes back to pending for the wait the error asks, rounded
+// up to the millisecond, recording no attempt and counting no failure. When
+// its next call could not end before its deadline (the wait plus
+// retry.CallTimeout reaches it), it goes to a human instead, with a failed
+// attempt saying VerifierThrottled.
+func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Time, retry AgentRetry) AgentStep {
 	finished := TimestampOf(now)
 	a := Attempt{Tier: TierAgent, StartedAt: TimestampOf(started), FinishedAt: &finished, Rationale: v.Rationale}
 	if v.Model != "" {
 		a.Model = &v.Model
+	}
+	var throttled *ThrottledError
+	if errors.As(callErr, &throttled) {
+		next := now.Add(max(throttled.RetryAfter, 0))
+		if t.DeadlineAt != nil && !next.Add(retry.CallTimeout).Before(t.DeadlineAt.Time()) {
+			reason := VerifierThrottled
+			a.Error, a.Rationale = &reason, ""
+			return AgentStep{Attempt: a, Next: StatusHumanNeeded, Err: callErr}
+		}
+		// Rounded up, so the task never comes back before it was asked.
+		return AgentStep{Next: StatusPending, RunAfter: TimestampOf(next.Add(time.Millisecond - time.Nanosecond)),
+			Throttled: true, Err: callErr}
 	}
 	if callErr == nil && v.Decided && !t.Allows(v.Verdict) {
 		callErr = &VerifierError{Reason: VerifierVerdictOutsideSet,
@@ -53,7 +86,7 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 		if t.Failures+1 >= MaxAgentFailures {
 			return AgentStep{Attempt: a, Next: StatusHumanNeeded, Err: callErr}
 		}
-		return AgentStep{Attempt: a, Next: StatusPending, RunAfter: TimestampOf(now.Add(backoff(t.Failures))), Err: callErr}
+		return AgentStep{Attempt: a, Next: StatusPending, RunAfter: TimestampOf(now.Add(retry.Backoff(t.Failures))), Err: callErr}
 	case !v.Decided:
 		return AgentStep{Attempt: a, Next: StatusHumanNeeded}
 	}
@@ -66,7 +99,8 @@ func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Tim
 }
 
 // LostAgentStep routes a claimed task before its call. Each time a worker
-// stops with a task leased (killed, or hung past the lease), the claim that
+// stops with a task leased (killed, or hung past the lease) after it
+// started the task's call (QueueService.StartAgentCalls), the claim that
 // takes the task again counts a failure (the store does, in the claim); a
 // task whose failures, lost calls and failed ones together, reached
 // MaxAgentFailures goes to a human without another call, recording one
@@ -170,8 +204,17 @@ type QueueService interface {
 	// of zero or less has run out by the time the claim returns.
 	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
 
+	// StartAgentCalls marks the calls of the tasks leased to owner as
+	// started, before the worker makes them. A claim that takes a task
+	// whose lease ran out counts a lost call (a failure) only when its
+	// call was marked started: a lease whose worker never called (its
+	// claim failed on the worker's side but committed) costs the task
+	// nothing. Tasks owner no longer holds are left alone.
+	StartAgentCalls(ctx context.Context, owner string, taskIDs []string) error
+
 	// FinishAgentAttempt records a verifier call and moves the task to
-	// step.Next, in one transaction; a task it completes is also put in
+	// step.Next, in one transaction (a throttled step, step.Throttled,
+	// records no attempt); a task it completes is also put in
 	// the review queue as a blind audit when ChosenForAudit(id, rate) for
 	// the task's own audit rate, else the account's, which the task then
 	// keeps as the rate it was sampled at. It acts only while owner still

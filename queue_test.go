@@ -48,7 +48,10 @@ func TestNextAgentStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			step := arbiter.NextAgentStep(tc.task, tc.v, tc.err, started, now, backoff)
+			step := arbiter.NextAgentStep(tc.task, tc.v, tc.err, started, now, arbiter.AgentRetry{Backoff: backoff, CallTimeout: time.Minute})
+			if step.Throttled {
+				t.Errorf("step = %+v, throttled", step)
+			}
 			if step.Next != tc.next {
 				t.Fatalf("next = %s, want %s", step.Next, tc.next)
 			}
@@ -71,6 +74,68 @@ func TestNextAgentStep(t *testing.T) {
 			}
 			if tc.next == arbiter.StatusCompleted && (*a.Verdict != tc.v.Verdict || *a.Confidence != tc.v.Confidence || *a.Model != "m") {
 				t.Errorf("decided attempt = %+v", a)
+			}
+		})
+	}
+}
+
+// TestNextAgentStep_Throttled: a throttled call is not a failure. The task
+// goes back to pending for at least what the provider asked, whatever its
+// failures so far, recording no attempt; when its next call could not end
+// before its deadline, it goes to a human with an attempt saying why.
+func TestNextAgentStep_Throttled(t *testing.T) {
+	started := time.UnixMilli(1763805600000)
+	now := started.Add(1500 * time.Millisecond)
+	retry := arbiter.AgentRetry{Backoff: func(int) time.Duration { return time.Second }, CallTimeout: 30 * time.Second}
+	task := func(failures int, deadlineIn time.Duration) *arbiter.Task {
+		t := &arbiter.Task{AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8, Failures: failures}
+		if deadlineIn > 0 {
+			at := arbiter.TimestampOf(now.Add(deadlineIn))
+			t.DeadlineAt = &at
+		}
+		return t
+	}
+	throttled := func(d time.Duration) error {
+		return &arbiter.ThrottledError{RetryAfter: d, Err: errors.New(`http://10.0.0.7/v1 answered 429 Too Many Requests`)}
+	}
+	called := arbiter.Verification{Model: "m"}
+	cases := []struct {
+		name     string
+		task     *arbiter.Task
+		err      error
+		human    bool
+		runAfter time.Duration // after now, when it waits
+	}{
+		{"WaitsItsRetryAfter", task(0, 0), throttled(5 * time.Second), false, 5 * time.Second},
+		{"CountsNoFailure", task(arbiter.MaxAgentFailures-1, 0), throttled(5 * time.Second), false, 5 * time.Second},
+		{"WrappedIsThrottledToo", task(0, 0), fmt.Errorf("call: %w", throttled(time.Second)), false, time.Second},
+		{"RoundsUpToTheMillisecond", task(0, 0), throttled(1200 * time.Microsecond), false, 2 * time.Millisecond},
+		{"NegativeWaitIsNone", task(0, 0), throttled(-time.Second), false, 0},
+		{"FarFromItsDeadlineWaits", task(0, time.Hour), throttled(5 * time.Second), false, 5 * time.Second},
+		{"JustBeforeItsDeadlineWaits", task(0, 35*time.Second+time.Millisecond), throttled(5 * time.Second), false, 5 * time.Second},
+		{"NextCallWouldEndAtItsDeadline", task(0, 35*time.Second), throttled(5 * time.Second), true, 0},
+		{"NearItsDeadlineGoesToHuman", task(0, 20*time.Second), throttled(time.Second), true, 0},
+		{"WaitPastItsDeadlineGoesToHuman", task(0, time.Hour), throttled(2 * time.Hour), true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			step := arbiter.NextAgentStep(tc.task, called, tc.err, started, now, retry)
+			if step.Err == nil || !errors.Is(step.Err, tc.err) {
+				t.Errorf("step error = %v, want the full cause for the log", step.Err)
+			}
+			if tc.human {
+				a := step.Attempt
+				if step.Next != arbiter.StatusHumanNeeded || step.Throttled || a.Error == nil || *a.Error != arbiter.VerifierThrottled ||
+					a.Model == nil || *a.Model != "m" || a.Verdict != nil || a.Tier != arbiter.TierAgent {
+					t.Errorf("step = %+v, attempt %+v; want human_needed with a failed attempt saying %q", step, a, arbiter.VerifierThrottled)
+				}
+				return
+			}
+			if step.Next != arbiter.StatusPending || !step.Throttled || step.Attempt != (arbiter.Attempt{}) {
+				t.Fatalf("step = %+v; want pending, throttled, with no attempt", step)
+			}
+			if want := arbiter.TimestampOf(now.Add(tc.runAfter)); step.RunAfter != want {
+				t.Errorf("run after %v, want now+%v", step.RunAfter.Time(), tc.runAfter)
 			}
 		})
 	}

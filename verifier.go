@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Verification is a verifier's answer on one task.
@@ -39,6 +40,9 @@ const (
 	// VerifierLost is a call whose worker stopped (was killed, or hung
 	// past its lease) before it recorded an answer.
 	VerifierLost = "the worker making the call stopped before it answered"
+	// VerifierThrottled is a task sent to a human because its calls were
+	// still throttled (ThrottledError) when its deadline neared.
+	VerifierThrottled = "calls to the verifier were throttled until the deadline neared"
 )
 
 // VerifierHTTPStatus is the reason for a model server that answered with
@@ -62,6 +66,32 @@ func (e *VerifierError) Error() string {
 
 // Unwrap returns the full cause.
 func (e *VerifierError) Unwrap() error { return e.Err }
+
+// ThrottledError is a call the verifier's provider turned away for now
+// (HTTP 429, or 503 with Retry-After), or one the backend's limiter held
+// back while the provider throttles. It is not the verifier failing on the
+// task: NextAgentStep counts no failure and has the task asked again after
+// RetryAfter.
+type ThrottledError struct {
+	// RetryAfter is how long the task waits before its next call: what
+	// the provider's Retry-After asked, or the backend's backoff when it
+	// asked nothing.
+	RetryAfter time.Duration
+	// Err is the full cause, for the log only.
+	Err error
+}
+
+// Error says that the call was throttled, and why.
+func (e *ThrottledError) Error() string {
+	msg := fmt.Sprintf("throttled; retry after %s", e.RetryAfter)
+	if e.Err == nil {
+		return msg
+	}
+	return msg + ": " + e.Err.Error()
+}
+
+// Unwrap returns the full cause.
+func (e *ThrottledError) Unwrap() error { return e.Err }
 
 // VerifierFailureReason returns what a failed attempt records for the call
 // error err: the reason of a *VerifierError, VerifierTimedOut for a

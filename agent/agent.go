@@ -60,6 +60,10 @@ type Config struct {
 	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token when set
 	Model     string // ARBITER_AGENT_MODEL
 	RulesFile string // ARBITER_AGENT_RULES
+	// MaxRPS, when above zero, is the most calls a second the openai
+	// backend makes from this process (ARBITER_AGENT_MAX_RPS); its
+	// Limiter slows it further while the provider throttles.
+	MaxRPS float64
 
 	// HTTPClient is used by the openai backend (default: a new client).
 	// A call's one time limit is its context's deadline, which the worker

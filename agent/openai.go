@@ -10,7 +10,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
@@ -21,11 +23,16 @@ import (
 // output, a JSON schema whose verdict is an enum of the task's allowed
 // verdicts, with a confidence and a rationale, and tempers the confidence by
 // the verdict tokens' logprobs as the package documentation describes.
+//
+// Its calls go through one Limiter: the worker waits for each call's turn
+// (Pace), and a call the provider throttles (HTTP 429, or 503 with
+// Retry-After) is a *arbiter.ThrottledError, not a failure.
 type OpenAI struct {
-	url    string
-	apiKey string
-	model  string
-	client *http.Client
+	url     string
+	apiKey  string
+	model   string
+	client  *http.Client
+	limiter *Limiter
 }
 
 // maxResponseBytes bounds a model server's answer.
@@ -51,27 +58,41 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		client = &http.Client{}
 	}
 	return &OpenAI{
-		url:    strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		apiKey: cfg.APIKey,
-		model:  cfg.Model,
-		client: client,
+		url:     strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		apiKey:  cfg.APIKey,
+		model:   cfg.Model,
+		client:  client,
+		limiter: NewLimiter(cfg.MaxRPS),
 	}, nil
+}
+
+// Pace waits for the next call's turn with the provider, up to maxWait
+// (Limiter.Pace). The worker calls it before each call's time limit starts.
+func (o *OpenAI) Pace(ctx context.Context, maxWait time.Duration) error {
+	return o.limiter.Pace(ctx, maxWait)
 }
 
 // Verify asks the model server for a verdict on t within ctx's deadline.
 // Every way the call or its answer can go wrong is a *arbiter.VerifierError,
 // which the worker records as a failed attempt: its reason is fit for API
-// callers, its cause (the URL, the server's words) is for the log.
+// callers, its cause (the URL, the server's words) is for the log. The
+// Verification names the model whether the call answered or failed.
 func (o *OpenAI) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
+	// A failed call's attempt names the model that was called, too.
+	called := arbiter.Verification{Model: o.model}
 	body, err := o.requestBody(t)
 	if err != nil {
-		return arbiter.Verification{}, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
+		return called, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}
 	raw, err := o.post(ctx, body)
 	if err != nil {
-		return arbiter.Verification{}, err
+		return called, err
 	}
-	return o.parse(t, raw)
+	v, err := o.parse(t, raw)
+	if err != nil {
+		return called, err
+	}
+	return v, nil
 }
 
 // failed returns the failure of a call with the reason for callers and the
@@ -168,6 +189,7 @@ func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 	if o.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.apiKey)
 	}
+	sent := o.limiter.sent()
 	res, err := o.client.Do(req)
 	if err != nil {
 		return nil, o.callError(ctx, "call the model server", err)
@@ -177,14 +199,58 @@ func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, o.callError(ctx, "read the model server's answer", err)
 	}
+	if wait, ok := throttledFor(res, raw); ok {
+		wait = o.limiter.throttled(sent, wait)
+		return nil, &arbiter.ThrottledError{RetryAfter: wait,
+			Err: fmt.Errorf("%s answered %s (Retry-After %q): %s", o.url, res.Status, res.Header.Get("Retry-After"), o.excerpt(raw))}
+	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return nil, failed(arbiter.VerifierHTTPStatus(res.StatusCode),
 			fmt.Errorf("%s answered %s: %s", o.url, res.Status, o.excerpt(raw)))
 	}
+	o.limiter.succeeded()
 	if len(raw) > maxResponseBytes {
 		return nil, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is larger than %d bytes", maxResponseBytes))
 	}
 	return raw, nil
+}
+
+// maxRetryAfter bounds the wait a provider's Retry-After can ask for.
+const maxRetryAfter = time.Hour
+
+// throttledFor reports whether the provider throttled the call answered
+// with res and body: HTTP 429, or 503 with a Retry-After (a 503 without
+// one is an outage, a failed call). OpenAI's 429 for a used-up quota
+// (insufficient_quota) is no throttling, which waiting would end: a failed
+// call. The wait is what it asked for, 0 when it did not say: its
+// retry-after-ms (as OpenAI's servers send), or Retry-After in seconds or
+// as an HTTP date, at most maxRetryAfter.
+func throttledFor(res *http.Response, body []byte) (time.Duration, bool) {
+	if res.StatusCode != http.StatusTooManyRequests && res.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	wait, said := retryAfter(res.Header, time.Now())
+	if res.StatusCode == http.StatusTooManyRequests {
+		return wait, !bytes.Contains(body, []byte("insufficient_quota"))
+	}
+	return wait, said
+}
+
+// retryAfter reads the wait the headers ask for, and whether they ask one.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	var wait time.Duration
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 && ms <= float64(maxRetryAfter/time.Millisecond) {
+		wait = time.Duration(ms * float64(time.Millisecond))
+	} else if v := strings.TrimSpace(h.Get("Retry-After")); v == "" {
+		return 0, false
+	} else if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
+		wait = time.Duration(min(s, maxRetryAfter.Seconds()) * float64(time.Second))
+	} else if at, err := http.ParseTime(v); err == nil {
+		wait = max(0, at.Sub(now))
+	} else {
+		return 0, false
+	}
+	return min(wait, maxRetryAfter), true
 }
 
 // callError explains a failed call: the deadline passed, the caller gave

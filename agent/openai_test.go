@@ -30,6 +30,7 @@ type fakeModel struct {
 	reply  string           // choices[0].message.content otherwise
 	tokens []map[string]any // choices[0].logprobs.content, when set
 	delay  time.Duration    // before answering
+	header http.Header      // sent with the answer
 
 	mu       sync.Mutex
 	requests []fakeRequest
@@ -59,6 +60,9 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	for k, v := range f.header {
+		w.Header()[k] = v
+	}
 	if f.status != 0 {
 		w.WriteHeader(f.status)
 	}
@@ -338,6 +342,9 @@ func TestOpenAI_Failures(t *testing.T) {
 				t.Fatalf("Verify = %+v, %v; want an error containing %q", got, err, tc.wantErr)
 			}
 			wantReason(t, err, tc.wantReason, srv.URL)
+			if got.Model != "gpt-4o-mini" || got.Decided {
+				t.Errorf("a failed call's verification = %+v, want undecided and naming the model called", got)
+			}
 			if strings.Contains(err.Error(), key) {
 				t.Errorf("the error leaks the API key: %v", err)
 			}
@@ -354,8 +361,11 @@ func TestOpenAI_Failures(t *testing.T) {
 		}
 		closed := "http://" + ln.Addr().String()
 		ln.Close()
-		_, err = openAIAt(t, closed+"/v1", key).Verify(context.Background(), task("decide", "p", "", "approve"))
+		got, err := openAIAt(t, closed+"/v1", key).Verify(context.Background(), task("decide", "p", "", "approve"))
 		wantReason(t, err, arbiter.VerifierUnreachable, closed)
+		if got.Model != "gpt-4o-mini" {
+			t.Errorf("an unreachable call's verification = %+v, want it naming the model called", got)
+		}
 		if !strings.Contains(err.Error(), ln.Addr().String()) {
 			t.Errorf("the full error %q does not say which server, for the log", err)
 		}
@@ -382,5 +392,66 @@ func wantReason(t *testing.T, err error, want, serverURL string) {
 	}
 	if host := strings.TrimPrefix(serverURL, "http://"); strings.Contains(reason, host) || strings.Contains(reason, "127.0.0.1") {
 		t.Errorf("the reason %q names an address", reason)
+	}
+}
+
+// TestOpenAI_Throttled: a 429, or a 503 with Retry-After, is a
+// *arbiter.ThrottledError that asks the task to wait what the provider
+// asked (or the backoff, when it asked nothing), and pauses the whole
+// backend; a 503 without Retry-After is a failed call.
+func TestOpenAI_Throttled(t *testing.T) {
+	h := func(kv ...string) http.Header {
+		header := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			header.Set(kv[i], kv[i+1])
+		}
+		return header
+	}
+	cases := []struct {
+		name     string
+		status   int
+		header   http.Header
+		min, max time.Duration // the wait asked of the task; max 0 for a failed call
+	}{
+		{"RetryAfterSeconds", 429, h("Retry-After", "7"), 7 * time.Second, 7 * time.Second},
+		{"RetryAfterMs", 429, h("Retry-After-Ms", "1500", "Retry-After", "2"), 1500 * time.Millisecond, 1500 * time.Millisecond},
+		{"RetryAfterDate", 429, h("Retry-After", time.Now().Add(10*time.Second).UTC().Format(http.TimeFormat)), 8 * time.Second, 10 * time.Second},
+		{"RetryAfterHuge", 429, h("Retry-After", "99999999"), time.Hour, time.Hour},
+		{"NoRetryAfterBacksOff", 429, nil, 500 * time.Millisecond, time.Second},
+		{"UnreadableRetryAfterBacksOff", 429, h("Retry-After", "soon"), 500 * time.Millisecond, time.Second},
+		{"HTTP503WithRetryAfter", 503, h("Retry-After", "3"), 3 * time.Second, 3 * time.Second},
+		{"HTTP503WithoutRetryAfterFails", 503, nil, 0, 0},
+		{"QuotaUsedUpFails", 429, nil, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeModel{status: tc.status, header: tc.header, body: `{"error":{"message":"slow down"}}`}
+			if tc.name == "QuotaUsedUpFails" {
+				f.body = `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","code":"insufficient_quota"}}`
+			}
+			v := newOpenAI(t, f, "")
+			got, err := v.Verify(context.Background(), task("decide", "p", "", "approve"))
+			if got.Model != "gpt-4o-mini" || got.Decided {
+				t.Errorf("verification = %+v, want undecided and naming the model called", got)
+			}
+			var throttled *arbiter.ThrottledError
+			if tc.max == 0 {
+				if errors.As(err, &throttled) {
+					t.Fatalf("Verify = %v, want a failed call", err)
+				}
+				wantReason(t, err, arbiter.VerifierHTTPStatus(tc.status), "http://model.invalid")
+				return
+			}
+			if !errors.As(err, &throttled) || throttled.RetryAfter < tc.min || throttled.RetryAfter > tc.max {
+				t.Fatalf("Verify = %v, want a ThrottledError asking for %v to %v", err, tc.min, tc.max)
+			}
+			// The whole backend waits: no other call's turn comes sooner.
+			err = v.(interface {
+				Pace(context.Context, time.Duration) error
+			}).Pace(context.Background(), 0)
+			if !errors.As(err, &throttled) || throttled.RetryAfter <= 0 {
+				t.Errorf("Pace right after the throttled call = %v, want a ThrottledError", err)
+			}
+		})
 	}
 }

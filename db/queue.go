@@ -29,8 +29,11 @@ var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
 // alike, so a claim that was held up cannot hand out a lease already spent.
 // Postgres skips rows other workers hold locked; SQLite has one writer, so
 // one UPDATE … RETURNING is already exclusive. Taking a task whose lease ran
-// out counts a failure: its worker stopped without an answer, and
-// arbiter.LostAgentStep sends a task lost too often to a human.
+// out counts a failure when its call had started (StartAgentCalls): its
+// worker stopped without an answer, and arbiter.LostAgentStep sends a task
+// lost too often to a human. A lease whose worker never started the call
+// (its claim failed on the worker's side after it committed, say) costs
+// the task nothing.
 func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -52,7 +55,8 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	}
 	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
 		lease_expires_at = `+d.dbNowMS()+` + ?,
-		failures = CASE WHEN status = 'agent_running' THEN failures + 1 ELSE failures END
+		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
+		call_started_at = NULL
 		WHERE id IN (SELECT id FROM (`+
 		due(0, `status = 'agent_running' AND lease_expires_at < `+d.dbNowMS(), `lease_expires_at`)+` UNION ALL `+
 		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+
@@ -66,6 +70,26 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	// RETURNING promises no order; hand the oldest out first.
 	slices.SortStableFunc(claimed, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
 	return claimed, nil
+}
+
+// StartAgentCalls marks the calls of the tasks leased to owner as started,
+// by the database's clock, so that a lease that runs out from now on counts
+// a lost call (see ClaimTasks). Tasks owner no longer holds are left alone.
+func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if len(taskIDs) == 0 {
+		return nil
+	}
+	const update = `UPDATE tasks SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
+	query, args, err := sqlx.In(fmt.Sprintf(update, d.dbNowMS()), owner, taskIDs)
+	if err != nil {
+		return fmt.Errorf("start agent calls: %w", err)
+	}
+	if _, err := d.db.ExecContext(ctx, d.rebind(query), args...); err != nil {
+		return fmt.Errorf("start agent calls: %w", err)
+	}
+	return nil
 }
 
 // dbNowMS is the SQL expression of the database's clock in milliseconds
@@ -194,8 +218,11 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 			return d.finishRefused(ctx, tx, f.taskID)
 		}
 		final = finalIDs(updated)
-		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
-			return err
+		// A throttled call records no attempt.
+		if !f.step.Throttled {
+			if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
+				return err
+			}
 		}
 		// The attempt is in: the event's task shows it.
 		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))

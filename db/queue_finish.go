@@ -64,7 +64,8 @@ func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struc
 // statement: each task whose lease its owner still holds and whose deadline
 // has not passed moves to its next status, and gets its attempt; the
 // statement returns the tasks it moved (updatedColumns), notifying the
-// final ones (publishingSQL). Arguments are 'agent_running', then arrays, one element
+// final ones (publishingSQL). A throttled call (record false) moves its
+// task and records no attempt. Arguments are 'agent_running', then arrays, one element
 // per finish, in the order of input's columns.
 //
 // The running status is compared through the input, not as a constant:
@@ -78,9 +79,9 @@ func (d *DB) finishManySQL() string {
 	return `WITH input AS MATERIALIZED (
 		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
 			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::float8[])
+			?::float8[], ?::bool[])
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
-			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw)
+			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record)
 	), u AS (
 		UPDATE tasks t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
 			final_confidence = i.final_confidence, completed_at = i.completed_at,
@@ -94,7 +95,7 @@ func (d *DB) finishManySQL() string {
 	), a AS (
 		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at)
 		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at
-		FROM input i JOIN u ON u.id = i.id
+		FROM input i JOIN u ON u.id = i.id WHERE i.record
 	)
 	SELECT u.id, u.status, u.account_id, u.callback_url,
 		CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
@@ -121,6 +122,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		rationales                = make([]string, n)
 		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
 		draws                     = make([]float64, n)
+		record                    = make([]bool, n) // false for a throttled call, which records no attempt
 	)
 	for i, f := range batch {
 		a := f.step.Attempt
@@ -133,6 +135,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		}
 		failed[i], runAfters[i] = int64(f.failed()), int64(f.step.RunAfter)
 		_, draws[i] = f.auditDraw()
+		record[i] = !f.step.Throttled
 		verdicts[i], models[i], errs[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error)
 		if a.Confidence != nil {
 			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
@@ -154,7 +157,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
 			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
 			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
-			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws))
+			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record))
 		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}

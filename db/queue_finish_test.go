@@ -16,9 +16,10 @@ import (
 
 // TestFinishGroup_AnswersEachFinishAsASingleFinishWould records, in one
 // group, a decision, a failed call to retry, a step to a human, a finish by
-// a worker that lost its lease, one past the task's deadline and a second
-// finish of a task already in the group: each is told what a finish alone
-// would tell it, and only the first three change anything.
+// a worker that lost its lease, one past the task's deadline, a second
+// finish of a task already in the group and a throttled call: each is told
+// what a finish alone would tell it, and only the first three and the last
+// change anything.
 func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
@@ -34,15 +35,15 @@ func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
 		t.Fatalf("w2 claimed %v (%v), want the lost task", taskIDs(again), err)
 	}
 	var tasks []*arbiter.Task
-	for _, p := range []string{"decided", "failed", "human", "late"} {
+	for _, p := range []string{"decided", "failed", "human", "late", "throttled"} {
 		task, err := d.CreateTask(ctx, acct.ID, withDeadline(p, 60))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tasks = append(tasks, task)
 	}
-	decidedTask, failedTask, humanTask, lateTask := tasks[0], tasks[1], tasks[2], tasks[3]
-	if claimed, err := d.ClaimTasks(ctx, "w", 4, time.Minute); err != nil || len(claimed) != 4 {
+	decidedTask, failedTask, humanTask, lateTask, throttledTask := tasks[0], tasks[1], tasks[2], tasks[3], tasks[4]
+	if claimed, err := d.ClaimTasks(ctx, "w", 5, time.Minute); err != nil || len(claimed) != 5 {
 		t.Fatalf("claimed %d (%v)", len(claimed), err)
 	}
 	if err := d.MoveDeadline(ctx, lateTask.ID, past); err != nil {
@@ -62,6 +63,7 @@ func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
 		{"w", lostTask.ID, decided("reject", 0.99)},
 		{"w", lateTask.ID, decided("reject", 0.99)},
 		{"w", decidedTask.ID, decided("reject", 0.99)},
+		{"w", throttledTask.ID, arbiter.AgentStep{Next: arbiter.StatusPending, RunAfter: arbiter.TimestampOf(time.Now().Add(time.Hour)), Throttled: true}},
 	})
 	for i, err := range errs[:3] {
 		if err != nil {
@@ -77,8 +79,16 @@ func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
 		t.Errorf("the late answer: %v", errs[4])
 	}
 	wantCode(t, errs[5], arbiter.ECONFLICT)
-	if got := d.GroupedFinishes() - before; got != 3 {
-		t.Errorf("the group statement recorded %d finishes, want 3", got)
+	if errs[6] != nil {
+		t.Errorf("the throttled call: %v", errs[6])
+	}
+	if got := d.GroupedFinishes() - before; got != 4 {
+		t.Errorf("the group statement recorded %d finishes, want 4", got)
+	}
+	// A throttled call moves its task back to pending, recording no
+	// attempt and counting no failure.
+	if got := mustFind(t, d, acct.ID, throttledTask.ID); got.Status != arbiter.StatusPending || len(got.Attempts) != 0 || got.Failures != 0 {
+		t.Errorf("throttled task = %+v", got)
 	}
 
 	if got := mustFind(t, d, acct.ID, decidedTask.ID); got.Status != arbiter.StatusCompleted || *got.FinalVerdict != "approve" ||

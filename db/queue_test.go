@@ -96,6 +96,9 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		if claimed, _ := d.ClaimTasks(ctx, "vanished", 1, -time.Minute); len(claimed) != 1 {
 			t.Fatal("not claimed")
 		}
+		if err := d.StartAgentCalls(ctx, "vanished", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
 
 		claimed, err := d.ClaimTasks(ctx, "w2", 1, time.Minute)
 		if err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
@@ -118,6 +121,54 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 		}
 		if a := got.Attempts[0]; a.Tier != "agent" || *a.Model != "test-model" || a.Reviewer != nil || a.Error != nil {
 			t.Errorf("attempt = %+v", a)
+		}
+	})
+}
+
+// TestQueueService_ALostLeaseCountsOnlyAStartedCall: a lease that runs out
+// counts a lost call only when its worker had marked the call started. A
+// claim whose worker never learned of it (it timed out on the worker's
+// side, and committed) costs the task nothing, however often it happens;
+// a mark by a worker that no longer holds the lease marks nothing; and a
+// started call lost with its worker counts one failure.
+func TestQueueService_ALostLeaseCountsOnlyAStartedCall(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		for i := range arbiter.MaxAgentFailures + 1 {
+			claimed, err := d.ClaimTasks(ctx, fmt.Sprint("never-called-", i), 1, -time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Failures != 0 {
+				t.Fatalf("claim %d = %+v (%v), want the task with no failure", i+1, claimed, err)
+			}
+		}
+		// A worker whose lease another took marks nothing.
+		if err := d.StartAgentCalls(ctx, "never-called-0", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimTasks(ctx, "called", 1, -time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 0 {
+			t.Fatalf("claim after a foreign mark = %+v (%v), want the task with no failure", claimed, err)
+		}
+		if err := d.StartAgentCalls(ctx, "called", []string{task.ID, "tsk_unknown"}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err = d.ClaimTasks(ctx, "next", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 1 {
+			t.Fatalf("claim after a started call was lost = %+v (%v), want the task with one failure", claimed, err)
+		}
+		// Its own mark is the next lease's: released, the task is taken
+		// again with its one failure, no more.
+		if err := d.StartAgentCalls(ctx, "next", []string{task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ReleaseTasks(ctx, "next"); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := d.ClaimTasks(ctx, "last", 1, time.Minute); err != nil || len(again) != 1 || again[0].Failures != 1 {
+			t.Fatalf("claim after a release = %+v (%v), want the task with its one failure", again, err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusAgentRunning || len(got.Attempts) != 0 {
+			t.Errorf("task = %+v", got)
 		}
 	})
 }
@@ -146,6 +197,9 @@ func TestQueueService_ATaskLostTooOftenGoesToAHuman(t *testing.T) {
 			}
 			if claimed[0].Failures != lost {
 				t.Fatalf("claim %d counts %d failures, want %d lost calls", lost+1, claimed[0].Failures, lost)
+			}
+			if err := d.StartAgentCalls(ctx, owner, []string{task.ID}); err != nil {
+				t.Fatal(err)
 			}
 			if _, gone := arbiter.LostAgentStep(claimed[0], c.Now()); gone != (lost == arbiter.MaxAgentFailures) {
 				t.Fatalf("claim %d: lost = %v", lost+1, gone)
@@ -219,7 +273,7 @@ func TestQueueService_RetriesFirst(t *testing.T) {
 			t.Fatalf("first claim = %v (%v), want the oldest task", taskIDs(claimed), err)
 		}
 		step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, errors.New("HTTP 503"), c.Now(), c.Now(),
-			func(int) time.Duration { return time.Second })
+			arbiter.AgentRetry{Backoff: func(int) time.Duration { return time.Second }})
 		if err := d.FinishAgentAttempt(ctx, "w1", failing.ID, step); err != nil {
 			t.Fatal(err)
 		}
@@ -279,6 +333,48 @@ func TestQueueService_FailuresAndRelease(t *testing.T) {
 	})
 }
 
+// TestQueueService_ThrottledCallsCountNoFailure: a throttled call (the
+// provider's 429) puts the task back to pending until its RunAfter with no
+// attempt and no failure, however often it comes, and the task's next
+// answer decides it.
+func TestQueueService_ThrottledCallsCountNoFailure(t *testing.T) {
+	c := newClock()
+	retry := arbiter.AgentRetry{Backoff: func(int) time.Duration { return time.Second }, CallTimeout: time.Minute}
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		for round := range arbiter.MaxAgentFailures + 2 {
+			claimed, err := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Failures != 0 {
+				t.Fatalf("claim %d = %+v (%v), want the task with no failure", round+1, claimed, err)
+			}
+			throttled := &arbiter.ThrottledError{RetryAfter: 5 * time.Second, Err: errors.New("429 Too Many Requests")}
+			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{Model: "m"}, throttled, c.Now(), c.Now(), retry)
+			if err := d.FinishAgentAttempt(ctx, "w1", task.ID, step); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusPending || len(got.Attempts) != 0 {
+				t.Fatalf("after a throttled call: %s with %d attempts, want pending with none", got.Status, len(got.Attempts))
+			}
+			c.Add(5*time.Second - time.Millisecond)
+			if early, _ := d.ClaimTasks(ctx, "w1", 1, time.Minute); len(early) != 0 {
+				t.Fatal("claimed again before the Retry-After ran out")
+			}
+			c.Add(time.Millisecond)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w1", 1, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("last claim = %v (%v)", taskIDs(claimed), err)
+		}
+		if err := d.FinishAgentAttempt(ctx, "w1", task.ID, decided("approve", 0.95)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || got.Failures != 0 {
+			t.Errorf("task = %+v, want completed by its one answered call", got)
+		}
+	})
+}
+
 func TestQueueService_RetriesThenHuman(t *testing.T) {
 	c := newClock()
 	backoff := func(failures int) time.Duration { return time.Second << failures }
@@ -300,7 +396,7 @@ func TestQueueService_RetriesThenHuman(t *testing.T) {
 				t.Fatalf("claim %d = %+v (%v), want the task with %d failures", failures+1, claimed, err, failures)
 			}
 			failure := &arbiter.VerifierError{Reason: arbiter.VerifierHTTPStatus(503), Err: errors.New("503 Service Unavailable")}
-			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, failure, c.Now(), c.Now(), backoff)
+			step := arbiter.NextAgentStep(claimed[0], arbiter.Verification{}, failure, c.Now(), c.Now(), arbiter.AgentRetry{Backoff: backoff})
 			if err := d.FinishAgentAttempt(ctx, "w1", task.ID, step); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -75,7 +76,7 @@ func New() *Metrics {
 		}),
 		verifier: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "arbiter_verifier_duration_seconds",
-			Help:    "Time of a verifier call, by outcome (ok or error).",
+			Help:    "Time of a verifier call, by outcome (ok, error or throttled).",
 			Buckets: []float64{.0001, .001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"outcome"}),
 		verifierErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -137,10 +138,15 @@ func (m *Metrics) Claimed(n int) {
 }
 
 // Verified records a verifier call that took d and failed with err (nil
-// when it answered).
+// when it answered). A throttled call (*arbiter.ThrottledError) has its own
+// outcome and is no failure.
 func (m *Metrics) Verified(d time.Duration, err error) {
 	outcome := "ok"
-	if err != nil {
+	var throttled *arbiter.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		outcome = "throttled"
+	case err != nil:
 		outcome = "error"
 		m.verifierErrors.WithLabelValues(arbiter.VerifierFailureReason(err)).Inc()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -235,6 +236,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT_TIMEOUT", Default: worker.DefaultAttemptTimeout.String(), Scope: ScopeWorker,
 		Help: "the limit on one verifier call",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.AgentTimeout })},
+	{Env: "ARBITER_AGENT_MAX_RPS", Scope: ScopeWorker,
+		Help: "openai: the most calls a second from this process (e.g. 5 or 0.5); unset, as many as the workers make, slowed only while the provider throttles",
+		Set: func(c *Config, v string) error {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(n > 0) || math.IsInf(n, 0) {
+				return errors.New("must be a number of calls a second above 0, e.g. 5 or 0.5")
+			}
+			c.Agent.MaxRPS = n
+			return nil
+		}},
 	{Env: "ARBITER_AGENT_RULES", Scope: ScopeWorker,
 		Help: "rules: the rules file",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.RulesFile })},

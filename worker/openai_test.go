@@ -2,11 +2,14 @@ package worker_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +106,12 @@ func TestWorker_OpenAIBackend(t *testing.T) {
 				if tc.reason != "" {
 					wantAttemptErrors(t, task, tc.reason, srv.URL)
 				}
+				// Every attempt, failed ones too, names the model called.
+				for _, a := range task.Attempts {
+					if a.Model == nil || *a.Model != "fake-model" {
+						t.Errorf("attempt %+v does not name the model called", a)
+					}
+				}
 			})
 		}
 	})
@@ -170,4 +179,166 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestWorker_ThrottlingProvider is the issue's 20 s storm of 429s with
+// Retry-After: 5, compressed to 3 s of 429s with Retry-After: 1 for 24
+// tasks on 8 slots: no task goes to a human, each task's call after a 429
+// comes at least its Retry-After later, the whole backend slows down while
+// the provider throttles (a few calls in all, where asking each task again
+// after its Retry-After would make about 70), and every task is then
+// decided by the agent with one attempt, a throttled call recording none.
+func TestWorker_ThrottlingProvider(t *testing.T) {
+	const tasks, slots, storm, retryAfter = 24, 8, 3 * time.Second, time.Second
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		type call struct {
+			task          string
+			arrived, sent time.Time
+			throttled     bool
+		}
+		var (
+			mu        sync.Mutex
+			calls     []call
+			stormEnds time.Time
+		)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived := time.Now()
+			var req struct {
+				Messages []struct {
+					Content string `json:"content"`
+				} `json:"messages"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			c := call{task: req.Messages[len(req.Messages)-1].Content, arrived: arrived}
+			mu.Lock()
+			c.throttled = arrived.Before(stormEnds)
+			mu.Unlock()
+			if c.throttled {
+				w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+				c.sent = time.Now()
+				w.WriteHeader(http.StatusTooManyRequests)
+			} else {
+				c.sent = time.Now()
+				json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+					"role": "assistant", "content": `{"verdict":"approve","confidence":0.95,"rationale":"fine"}`}}}})
+			}
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+		}))
+		defer srv.Close()
+		v, err := agent.New(agent.Config{Backend: "openai", BaseURL: srv.URL, Model: "fake-model"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acct, err := store.FindOrCreateAccountByEmail(ctx, "storm@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i := range tasks {
+			task, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, TaskType: "decide", Touchpoint: "chat", Context: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+		mu.Lock()
+		stormEnds = time.Now().Add(storm)
+		mu.Unlock()
+		// A failed call would be retried after 10 ms and 20 ms: only not
+		// counting the 429s keeps the tasks from people.
+		start(t, store, v, func(c *worker.Config) { c.Concurrency = slots })
+
+		humans := 0
+		for _, id := range ids {
+			task := waitFor(t, store, acct.ID, id, settled)
+			if task.Status != arbiter.StatusCompleted {
+				humans++
+				continue
+			}
+			if len(task.Attempts) != 1 || task.Attempts[0].Error != nil || *task.Attempts[0].Model != "fake-model" {
+				t.Errorf("task %s: attempts %+v, want the one call that answered", id, task.Attempts)
+			}
+		}
+		if humans != 0 {
+			t.Errorf("%d of %d tasks went to people during a storm of 429s", humans, tasks)
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		byTask := map[string][]call{}
+		throttled, inStorm := 0, 0
+		for _, c := range calls {
+			byTask[c.task] = append(byTask[c.task], c)
+			if c.throttled {
+				throttled++
+			}
+			if c.arrived.Before(stormEnds) {
+				inStorm++
+			}
+		}
+		if len(byTask) != tasks || throttled == 0 {
+			t.Fatalf("the fake saw %d tasks and %d throttled calls; want %d tasks, some throttled", len(byTask), throttled, tasks)
+		}
+		for _, cs := range byTask {
+			for i := 1; i < len(cs); i++ {
+				if prev := cs[i-1]; prev.throttled && cs[i].arrived.Sub(prev.sent) < retryAfter {
+					t.Errorf("a task was asked again %v after a 429 with Retry-After: %v", cs[i].arrived.Sub(prev.sent), retryAfter)
+				}
+			}
+		}
+		if limit := 3 * slots; inStorm > limit {
+			t.Errorf("%d calls during the %v storm, want at most %d: the backend did not slow down", inStorm, storm, limit)
+		}
+		t.Logf("%d calls in all, %d throttled, %d during the %v storm", len(calls), throttled, inStorm, storm)
+	})
+}
+
+// heldBack is a verifier whose limiter holds its first calls back, and
+// that remembers how long the worker let it wait for a turn.
+type heldBack struct {
+	verifierFunc
+	mu      sync.Mutex
+	paced   int
+	maxWait time.Duration
+}
+
+func (h *heldBack) Pace(ctx context.Context, maxWait time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.paced++
+	h.maxWait = maxWait
+	if h.paced <= arbiter.MaxAgentFailures+1 {
+		return &arbiter.ThrottledError{RetryAfter: 20 * time.Millisecond, Err: errors.New("held back")}
+	}
+	return nil
+}
+
+// TestWorker_PacesCallsWithinTheLease: the worker waits for each call's
+// turn, as long as the lease leaves room for the call and its record; a
+// call held back more often than a task may fail is no failure, and the
+// task is decided by its one call.
+func TestWorker_PacesCallsWithinTheLease(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		var calls atomic.Int32
+		v := &heldBack{verifierFunc: func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Add(1)
+			return answer("approve", 0.95)(ctx, task)
+		}}
+		start(t, store, v, nil) // the default lease: twice the call's 30s, plus 10s
+		acct, id := createTask(t, store, "paced@example.com")
+		got := waitFor(t, store, acct, id, settled)
+		if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || got.Failures != 0 || calls.Load() != 1 {
+			t.Fatalf("task = %s with %d attempts and %d failures after %d calls, want completed by one call",
+				got.Status, len(got.Attempts), got.Failures, calls.Load())
+		}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.paced != arbiter.MaxAgentFailures+2 || v.maxWait > 30*time.Second || v.maxWait < 25*time.Second {
+			t.Errorf("paced %d times, the last allowed to wait %v; want %d, about 30s (the lease's room beside the call and its record)",
+				v.paced, v.maxWait, arbiter.MaxAgentFailures+2)
+		}
+	})
 }

@@ -38,6 +38,16 @@ type Observer interface {
 	Verified(d time.Duration, err error)
 }
 
+// Pacer is a verifier backend whose calls take turns with its provider
+// (the openai backend's limiter, one per backend): the worker waits for
+// each call's turn before the call's time limit starts.
+type Pacer interface {
+	// Pace waits for the next call's turn, up to maxWait. A turn further
+	// away is a *arbiter.ThrottledError, for the task to wait the rest in
+	// the queue; ctx's end is ctx's error.
+	Pace(ctx context.Context, maxWait time.Duration) error
+}
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
@@ -86,7 +96,8 @@ type Config struct {
 	// claims of one; River's FetchCooldown.
 	ClaimCooldown time.Duration
 	// Backoff is the wait before the first retry of a failed call; it
-	// doubles with each failure (default 1s).
+	// doubles with each failure (default 1s). A throttled call waits what
+	// its error asks instead (arbiter.NextAgentStep).
 	Backoff time.Duration
 	// Heartbeat is the interval between heartbeats (default 5s).
 	Heartbeat time.Duration
@@ -136,6 +147,8 @@ const recordTimeout = 10 * time.Second
 // Worker runs verifier calls on claimed tasks. Create it with New.
 type Worker struct {
 	cfg    Config
+	retry  arbiter.AgentRetry
+	pacer  Pacer // the verifier's, when it paces its calls
 	wake   chan struct{}
 	log    *slog.Logger
 	slots  chan struct{} // one token per call in flight
@@ -192,13 +205,16 @@ func New(cfg Config) *Worker {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Worker{
+	w := &Worker{
 		cfg:   cfg,
 		wake:  make(chan struct{}, 1),
 		log:   cfg.Logger.With("worker", cfg.ID),
 		slots: make(chan struct{}, cfg.Concurrency),
 		freed: make(chan struct{}, 1),
 	}
+	w.retry = arbiter.AgentRetry{Backoff: w.backoff, CallTimeout: cfg.AttemptTimeout}
+	w.pacer, _ = cfg.Verifier.(Pacer)
+	return w
 }
 
 // Notify wakes the claim loop at once, for a task just created. It never
@@ -286,6 +302,7 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 			cooldown.Reset(0)
 			continue // a finishing call sends on freed
 		}
+		claimed := time.Now()
 		tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, free, w.cfg.Lease)
 		cooldown.Reset(w.cfg.ClaimCooldown)
 		if err != nil && ctx.Err() == nil {
@@ -294,11 +311,17 @@ func (w *Worker) claimLoop(ctx, calls context.Context) {
 		if w.cfg.Observer != nil && err == nil {
 			w.cfg.Observer.Claimed(len(tasks))
 		}
+		// The calls are marked started in the store before they are made,
+		// while they wait for their turn.
+		marked := make(chan struct{})
+		if len(tasks) > 0 {
+			w.callWG.Go(func() { w.startCalls(calls, tasks, marked) })
+		}
 		for _, t := range tasks {
 			w.slots <- struct{}{}
 			w.callWG.Go(func() {
 				defer w.release()
-				w.work(calls, t)
+				w.work(calls, t, claimed, marked)
 			})
 		}
 		if len(tasks) == free {
@@ -316,26 +339,60 @@ func (w *Worker) release() {
 	}
 }
 
-// work makes one verifier call on t and records it. A call cut off by the
+// startCalls marks the calls of the claimed tasks started in the store
+// (arbiter.QueueService.StartAgentCalls), all but those of tasks lost too
+// often, which get none, and closes marked.
+func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked chan<- struct{}) {
+	defer close(marked)
+	var ids []string
+	for _, t := range tasks {
+		if _, lost := arbiter.LostAgentStep(t, w.cfg.Now()); !lost {
+			ids = append(ids, t.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(calls, recordTimeout)
+	defer cancel()
+	if err := w.cfg.Queue.StartAgentCalls(ctx, w.cfg.ID, ids); err != nil && calls.Err() == nil {
+		// The calls go ahead all the same: the worker holds their
+		// leases. Only losing this worker during them goes uncounted.
+		w.log.Error("mark calls started", "error", err.Error())
+	}
+}
+
+// work makes one verifier call on t, claimed at claimed, and records it,
+// once the call is marked started (marked closed). A call cut off by the
 // end of the grace period records nothing: its lease is released instead.
 // A task whose calls were lost with their workers too often gets no call
-// (arbiter.LostAgentStep).
-func (w *Worker) work(calls context.Context, t *arbiter.Task) {
+// (arbiter.LostAgentStep). A verifier that paces its calls is waited for
+// first, as long as the lease leaves room for the call and its record; a
+// turn further away is a throttled call, made in the queue.
+func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) {
 	step, lost := arbiter.LostAgentStep(t, w.cfg.Now())
 	if !lost {
+		var v arbiter.Verification
+		err := w.pace(calls, claimed)
+		<-marked
 		started := w.cfg.Now()
-		callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
-		v, err := w.verify(callCtx, t)
-		cancel()
+		if err == nil {
+			callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
+			v, err = w.verify(callCtx, t)
+			cancel()
+			if w.cfg.Observer != nil && calls.Err() == nil {
+				w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
+			}
+		}
 		if calls.Err() != nil {
 			return
 		}
-		if w.cfg.Observer != nil {
-			w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
-		}
-		step = arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.backoff)
+		step = arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.retry)
 	}
-	if step.Err != nil {
+	switch {
+	case step.Throttled:
+		w.log.Debug("verifier call throttled", "task", t.ID, "run_after", step.RunAfter.Time(), "error", step.Err.Error())
+	case step.Err != nil:
 		// The attempt records the reason; the full error is logged here,
 		// once.
 		w.log.Warn("verifier call failed", "task", t.ID, "reason", *step.Attempt.Error,
@@ -356,6 +413,17 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task) {
 		return
 	}
 	w.log.Debug("attempt", "task", t.ID, "next", step.Next)
+}
+
+// pace waits for the call's turn when the verifier paces its calls, as
+// long as the lease of a task claimed at claimed leaves room for the call
+// and its record.
+func (w *Worker) pace(ctx context.Context, claimed time.Time) error {
+	if w.pacer == nil {
+		return nil
+	}
+	room := w.cfg.Lease - w.cfg.AttemptTimeout - recordTimeout - time.Since(claimed)
+	return w.pacer.Pace(ctx, max(room, 0))
 }
 
 // verify calls the verifier, turning a panic in a backend into a failed

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -171,8 +172,16 @@ func TestWorker_ATaskLostTooOftenGetsNoCall(t *testing.T) {
 		acct, doomed := createTask(t, store, "lost@example.com")
 		vanish := func(n int) {
 			t.Helper()
-			if claimed, err := store.ClaimTasks(ctx, "vanished", n, -time.Minute); err != nil || len(claimed) != n {
+			claimed, err := store.ClaimTasks(ctx, "vanished", n, -time.Minute)
+			if err != nil || len(claimed) != n {
 				t.Fatalf("claimed %d tasks (%v), want %d", len(claimed), err, n)
+			}
+			ids := make([]string, n)
+			for i, c := range claimed {
+				ids[i] = c.ID
+			}
+			if err := store.StartAgentCalls(ctx, "vanished", ids); err != nil {
+				t.Fatal(err)
 			}
 		}
 		vanish(1)
@@ -197,6 +206,44 @@ func TestWorker_ATaskLostTooOftenGetsNoCall(t *testing.T) {
 		got = waitFor(t, store, acct, survivor, settled)
 		if _, called := calls.Load(survivor); !called || got.Status != arbiter.StatusCompleted {
 			t.Errorf("the task lost %d times: called %v, %+v; want it decided by its call", arbiter.MaxAgentFailures-1, called, got)
+		}
+	})
+}
+
+// unheardClaims is a store whose first claims commit but fail on the
+// worker's side, as claims held up by a stalled store did: the worker
+// never learns of the tasks, and their leases run out.
+type unheardClaims struct {
+	*db.DB
+	unheard atomic.Int32
+}
+
+func (q *unheardClaims) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+	if q.unheard.Add(1) > arbiter.MaxAgentFailures {
+		return q.DB.ClaimTasks(ctx, owner, max, lease)
+	}
+	if _, err := q.DB.ClaimTasks(ctx, owner, max, -time.Minute); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("claim tasks: %w", context.DeadlineExceeded)
+}
+
+// TestWorker_AClaimItNeverHeardOfCountsNoLostCall: claims that committed
+// while the worker saw them fail leave leases that run out with no call
+// made; taking the task again counts nothing, so the task gets its call
+// and is decided, where counting them lost sent it to a human uncalled.
+func TestWorker_AClaimItNeverHeardOfCountsNoLostCall(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		acct, id := createTask(t, store, "stall@example.com")
+		var calls atomic.Int32
+		start(t, store, verifierFunc(func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Add(1)
+			return answer("approve", 0.95)(ctx, task)
+		}), func(c *worker.Config) { c.Queue = &unheardClaims{DB: store} })
+		got := waitFor(t, store, acct, id, settled)
+		if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || got.Failures != 0 || calls.Load() != 1 {
+			t.Fatalf("task = %s with %d attempts and %d failures after %d calls, want completed by its one call, no failure counted",
+				got.Status, len(got.Attempts), got.Failures, calls.Load())
 		}
 	})
 }

@@ -60,7 +60,7 @@ func TestRun_Help(t *testing.T) {
 		{[]string{"serve", "-h"}, []string{"Usage: arbiter serve", "--addr"}, nil},
 		{[]string{"help", "serve"}, []string{"Usage: arbiter serve", "--addr"}, nil},
 		{[]string{"worker", "--help"},
-			[]string{"Usage: arbiter worker", "ARBITER_DATABASE_URL", "ARBITER_WORKERS", "ARBITER_AGENT", "ARBITER_LOG_LEVEL", "ARBITER_METRICS_ADDR"},
+			[]string{"Usage: arbiter worker", "ARBITER_DATABASE_URL", "ARBITER_WORKERS", "ARBITER_AGENT", "ARBITER_AGENT_MAX_RPS", "ARBITER_LOG_LEVEL", "ARBITER_METRICS_ADDR"},
 			[]string{"--addr", "ARBITER_ADDR", "--worker", "ARBITER_SESSION_SECRET", "--email", "SVC_API_KEY"}},
 		{[]string{"migrate", "--help"},
 			[]string{"Usage: arbiter migrate", "ARBITER_DATABASE_URL"},
