@@ -334,8 +334,15 @@ func TestOpenAI_Failures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.model)
 			t.Cleanup(srv.Close)
-			// The call's one time limit is its context's deadline.
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			// The call's one time limit is its context's deadline: short
+			// where the model never answers, generous where it answers at
+			// once, so a loaded machine does not turn an answer into a
+			// timeout.
+			limit := 30 * time.Second
+			if tc.model.delay > 0 {
+				limit = 200 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
 			defer cancel()
 			got, err := openAIAt(t, srv.URL+"/v1/", key).Verify(ctx, task("decide", "p", "", "approve", "reject"))
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
