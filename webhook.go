@@ -402,10 +402,42 @@ type WebhookAttempt struct {
 	StatusCode int
 	Latency    time.Duration
 	// ResponseBody is the first WebhookResponseBodyBytes of the response
-	// body, as text.
+	// body, as WebhookResponseExcerpt makes it storable.
 	ResponseBody string
 	// Error says why no response came, or why a response was refused.
 	Error string
+}
+
+// WebhookResponseExcerpt returns what the attempt log keeps of a response
+// body: its first WebhookResponseBodyBytes as text that every store can
+// hold, whatever a receiver sent. Bytes that are not UTF-8 read as U+FFFD
+// (a character cut off at the end is dropped), and each NUL, which a
+// Postgres text value cannot hold, reads as U+2400 (␀).
+func WebhookResponseExcerpt(body []byte) string {
+	if len(body) > WebhookResponseBodyBytes {
+		body = body[:WebhookResponseBodyBytes]
+	}
+	s := strings.ToValidUTF8(string(trimPartialRune(body)), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\u2400")
+	// The replacements are longer than what they replace.
+	for len(s) > WebhookResponseBodyBytes {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+// trimPartialRune drops a UTF-8 sequence cut off at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // Succeeded reports whether the attempt delivered the message: a 2xx.
@@ -571,9 +603,10 @@ type WebhookDeliveryService interface {
 	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)
 
 	// RecordWebhookAttempts records several attempts as
-	// RecordWebhookAttempt does, in one transaction, and answers each in
-	// order; a lost lease is that record's ECONFLICT. The error is for
-	// the call as a whole, when nothing was recorded.
+	// RecordWebhookAttempt does, sharing a transaction when it can, and
+	// answers each in order; a lost lease is that record's ECONFLICT, and
+	// one attempt the store refuses fails that record alone. The error is
+	// for the call as a whole, when nothing was recorded.
 	RecordWebhookAttempts(ctx context.Context, owner string, records []WebhookRecord) ([]WebhookRecorded, error)
 
 	// ReleaseWebhookMessages ends the leases owner still holds.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -226,5 +227,37 @@ func TestParseTaskCreate_CallbackURL(t *testing.T) {
 		if _, err := arbiter.ParseTaskCreate([]byte(base + body)); arbiter.ErrorCode(err) != arbiter.EINVALID {
 			t.Errorf("%s: %v", body, err)
 		}
+	}
+}
+
+// TestWebhookResponseExcerpt: whatever a receiver answers, the excerpt is
+// valid UTF-8 without NUL (which Postgres text refuses), at most
+// WebhookResponseBodyBytes long, and keeps what it can of the text.
+func TestWebhookResponseExcerpt(t *testing.T) {
+	limit := arbiter.WebhookResponseBodyBytes
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"empty", nil, ""},
+		{"plain text stays", []byte(`{"error":"down"}`), `{"error":"down"}`},
+		{"a NUL reads as ␀", []byte("bad\x00body\x00"), "bad␀body␀"},
+		{"invalid bytes read as U+FFFD", []byte("a\xff\xfeb\xc0"), "a\uFFFDb\uFFFD"},
+		{"a lone surrogate reads as U+FFFD", []byte("x\xed\xa0\x80y"), "x\uFFFDy"},
+		{"cut at the limit", []byte(strings.Repeat("a", limit+10)), strings.Repeat("a", limit)},
+		{"a character cut off at the limit is dropped", []byte(strings.Repeat("a", limit-1) + "é"), strings.Repeat("a", limit-1)},
+		{"replacements never pass the limit", []byte(strings.Repeat("\x00", limit+5)), strings.Repeat("␀", limit/3)},
+		{"invalid bytes at the limit", []byte(strings.Repeat("a", limit-2) + "\xff\xff\xff"), strings.Repeat("a", limit-2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := arbiter.WebhookResponseExcerpt(c.body)
+			if got != c.want {
+				t.Errorf("got %q (%d bytes), want %q", got, len(got), c.want)
+			}
+			if !utf8.ValidString(got) || strings.ContainsRune(got, 0) || len(got) > limit {
+				t.Errorf("the excerpt is not storable: %q", got)
+			}
+		})
 	}
 }

@@ -808,9 +808,42 @@ const (
 // and their attempts are written by one statement (recordManySQL), as
 // River's completer does; on SQLite, where a statement costs no round
 // trip, one by one.
+//
+// Attempts of many accounts share the transaction, so one that the store
+// refuses must not leave the others unrecorded (and sent again): when the
+// transaction fails, each attempt is recorded in a transaction of its own,
+// and one refused alone is recorded without its answer's body.
 func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
+	if len(records) > 1 {
+		out, err := d.recordAttempts(ctx, owner, records)
+		if err == nil || ctx.Err() != nil {
+			return out, err
+		}
+	}
+	out := make([]arbiter.WebhookRecorded, len(records))
+	for i, rec := range records {
+		one, err := d.recordAttempts(ctx, owner, records[i:i+1])
+		if a := &rec.Step.Attempt; err != nil && ctx.Err() == nil && a.ResponseBody != "" {
+			a.ResponseBody = ""
+			if a.Error == "" {
+				a.Error = "The answer's body could not be stored."
+			}
+			one, err = d.recordAttempts(ctx, owner, []arbiter.WebhookRecord{rec})
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = one[0]
+	}
+	return out, nil
+}
+
+// recordAttempts records the attempts in one transaction, as
+// RecordWebhookAttempts describes; an error means none was recorded.
+func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	var stmts [4]*sql.Stmt
 	for i, q := range []string{recordMessageSQL, insertWebhookAttemptSQL, endpointDeliveredSQL, recordManySQL} {
 		if q == recordManySQL && d.dialect != Postgres {

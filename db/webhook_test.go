@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,6 +294,66 @@ func TestWebhookService_PruneOldMessages(t *testing.T) {
 		}
 		if n, _ := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(time.Minute)), 100); n != 0 {
 			t.Errorf("pending messages were pruned: %d", n)
+		}
+	})
+}
+
+// TestWebhookDelivery_OneBadRecordFailsNoOther records a batch of attempts
+// of two accounts in which one answer's body holds a NUL and bytes that
+// are not UTF-8 (which Postgres text refuses), as a caller that did not
+// make it storable would pass it: every message in the batch moves on,
+// the others with their bodies, and the bad one with its status.
+func TestWebhookDelivery_OneBadRecordFailsNoOther(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
+		ea, eb := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, b.ID)
+		bad, err := d.SendWebhookPing(ctx, a.ID, ea.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var good []string
+		for range 2 {
+			m, err := d.SendWebhookPing(ctx, b.ID, eb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good = append(good, m.ID)
+		}
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd", 10, time.Minute)
+		if err != nil || len(claimed) != 3 {
+			t.Fatalf("claim: %d %v", len(claimed), err)
+		}
+		now := arbiter.TimestampOf(time.Now())
+		records := []arbiter.WebhookRecord{
+			{MessageID: good[0], Step: arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: now, ResponseBody: "ok 0"}}},
+			{MessageID: bad.ID, Step: arbiter.WebhookStep{Status: arbiter.WebhookPending, NextAttemptAt: now + 5000,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 500, AttemptedAt: now, ResponseBody: "no\x00pe\xff"}}},
+			{MessageID: good[1], Step: arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: now, ResponseBody: "ok 1"}}},
+		}
+		out, err := d.RecordWebhookAttempts(ctx, "whd", records)
+		if err != nil {
+			t.Fatalf("the batch failed as a whole: %v", err)
+		}
+		for i, o := range out {
+			if o.Err != nil {
+				t.Errorf("record %d: %v", i, o.Err)
+			}
+		}
+		for i, id := range good {
+			m, attempts, err := d.FindWebhookMessage(ctx, b.ID, eb.ID, id)
+			if err != nil || m.Status != arbiter.WebhookDelivered || len(attempts) != 1 || attempts[0].ResponseBody != "ok "+strconv.Itoa(i) {
+				t.Errorf("account b's message %d: %+v, %+v, %v", i, m, attempts, err)
+			}
+		}
+		m, attempts, err := d.FindWebhookMessage(ctx, a.ID, ea.ID, bad.ID)
+		if err != nil || m.Status != arbiter.WebhookPending || m.Attempts != 1 || m.NextAttemptAt != now+5000 ||
+			len(attempts) != 1 || attempts[0].StatusCode != 500 {
+			t.Errorf("the bad answer's message: %+v, %+v, %v", m, attempts, err)
+		}
+		if e, _ := d.FindWebhookEndpoint(ctx, a.ID, ea.ID); e.FailingSince == nil {
+			t.Error("the bad answer's endpoint is not failing")
 		}
 	})
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -361,24 +360,11 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxDrainBytes))
 	res.Body.Close()
 	a.Latency, a.StatusCode = time.Since(started), res.StatusCode
-	a.ResponseBody = strings.ToValidUTF8(string(trimPartialRune(body)), "\uFFFD")
+	a.ResponseBody = arbiter.WebhookResponseExcerpt(body)
 	if res.StatusCode >= 300 && res.StatusCode < 400 {
 		a.Error = "Redirects are not followed; answer 2xx at the URL itself."
 	}
 	return a, arbiter.ParseRetryAfter(res.Header.Get("Retry-After"), now)
-}
-
-// trimPartialRune drops a UTF-8 sequence cut off at the end of b.
-func trimPartialRune(b []byte) []byte {
-	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
-		if utf8.RuneStart(b[len(b)-i]) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return b[:len(b)-i]
-			}
-			break
-		}
-	}
-	return b
 }
 
 // describeSendError says why a request got no answer, in words for the

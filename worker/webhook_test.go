@@ -852,3 +852,102 @@ func TestDeliverer_CallbackURL(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliverer_ANulInAnAnswerFailsNoOneElse has one account's receiver
+// answer 500 with a NUL and bytes that are not UTF-8, beside another
+// account's receiver that takes twenty messages sent at the same time:
+// each of those arrives once and is recorded delivered; the bad answer is
+// recorded at every attempt (the NUL as ␀), its message walks the whole
+// schedule to failed, and its endpoint is disabled once it has failed for
+// five days.
+func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			bad := newReceiver(t, func(_ int, w http.ResponseWriter) {
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, "oops\x00\xff")
+			})
+			good := newReceiver(t, nil)
+			badAccount, _ := createTask(t, store, "a@example.com")
+			goodAccount, _ := createTask(t, store, "b@example.com")
+			eBad, eGood := newEndpoint(t, store, badAccount, bad.srv.URL), newEndpoint(t, store, goodAccount, good.srv.URL)
+			m, err := store.SendWebhookPing(ctx, badAccount, eBad.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var goodIDs []string
+			for range n {
+				g, err := store.SendWebhookPing(ctx, goodAccount, eGood.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				goodIDs = append(goodIDs, g.ID)
+			}
+			mail := &sentMail{}
+			startDeliverer(t, store, func(c *worker.WebhookConfig) {
+				c.Now, c.Jitter, c.Mailer = clock.Now, func() float64 { return 0 }, mail
+			})
+			for _, id := range goodIDs {
+				waitMessage(t, store, goodAccount, eGood.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Status == arbiter.WebhookDelivered
+				})
+			}
+			for i := 1; i <= len(arbiter.WebhookRetryDelays)+1; i++ {
+				msg, attempts := waitMessage(t, store, badAccount, eBad.ID, m.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Attempts == i
+				})
+				if a := attempts[i-1]; a.StatusCode != 500 || a.ResponseBody != "oops␀\uFFFD" {
+					t.Fatalf("attempt %d recorded %d %q", i, a.StatusCode, a.ResponseBody)
+				}
+				if i > len(arbiter.WebhookRetryDelays) {
+					if msg.Status != arbiter.WebhookFailed {
+						t.Fatalf("after the last attempt the message is %s", msg.Status)
+					}
+					break
+				}
+				wait := arbiter.WebhookRetryDelays[i-1]
+				if want := arbiter.TimestampOf(clock.Now().Add(wait)); msg.Status != arbiter.WebhookPending || msg.NextAttemptAt != want {
+					t.Fatalf("after attempt %d: %s, next at %v, want pending at %v", i, msg.Status, msg.NextAttemptAt.Time(), want.Time())
+				}
+				clock.Advance(wait)
+			}
+			if e, _ := store.FindWebhookEndpoint(ctx, badAccount, eBad.ID); !e.Enabled() || e.FailingSince == nil {
+				t.Fatalf("after the schedule the endpoint is disabled %q, failing since %v", e.Disabled, e.FailingSince)
+			}
+			clock.Advance(arbiter.WebhookFailingLimit)
+			last, err := store.SendWebhookPing(ctx, badAccount, eBad.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitMessage(t, store, badAccount, eBad.ID, last.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			if e, _ := store.FindWebhookEndpoint(ctx, badAccount, eBad.ID); e.Disabled != arbiter.WebhookDisabledFailing {
+				t.Errorf("after five days of failures the endpoint is %q", e.Disabled)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for len(mail.list()) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+eBad.ID+" failing" {
+				t.Errorf("mail sent: %v", sent)
+			}
+			seen := map[string]int{}
+			for _, d := range good.deliveries() {
+				seen[d.header.Get("webhook-id")]++
+			}
+			for _, id := range goodIDs {
+				if seen[id] != 1 {
+					t.Errorf("%s reached the other account's receiver %d times", id, seen[id])
+				}
+			}
+			if e, _ := store.FindWebhookEndpoint(ctx, goodAccount, eGood.ID); !e.Enabled() || e.FailingSince != nil {
+				t.Errorf("the other account's endpoint: disabled %q, failing since %v", e.Disabled, e.FailingSince)
+			}
+			if got := len(bad.deliveries()); got != len(arbiter.WebhookRetryDelays)+2 {
+				t.Errorf("the bad receiver got %d requests, want %d", got, len(arbiter.WebhookRetryDelays)+2)
+			}
+		})
+	}
+}
