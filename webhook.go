@@ -310,7 +310,10 @@ var nonPublicPrefixes = []netip.Prefix{
 // PublicAddress reports whether a delivery may connect to ip: not loopback,
 // private (RFC 1918, ULA), link-local (169.254.0.0/16 with the cloud
 // metadata address, fe80::/10), multicast, unspecified or otherwise
-// reserved. An IPv4 address written as IPv6 is judged as IPv4.
+// reserved. An IPv6 address that embeds an IPv4 one (see embeddedIPv4)
+// is public only when every address it embeds is public too, since a
+// translator or tunnel on the way may deliver it there. Both the URL
+// check and the delivery's dial guard ask this one function.
 func PublicAddress(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() ||
@@ -322,7 +325,50 @@ func PublicAddress(ip netip.Addr) bool {
 			return false
 		}
 	}
+	for _, v4 := range embeddedIPv4(ip) {
+		if !PublicAddress(v4) {
+			return false
+		}
+	}
 	return true
+}
+
+// Prefixes of IPv6 addresses that carry an IPv4 address.
+var (
+	ipv4CompatiblePrefix = netip.MustParsePrefix("::/96")           // ::a.b.c.d (RFC 4291, deprecated)
+	ipv4TranslatedPrefix = netip.MustParsePrefix("::ffff:0:0:0/96") // ::ffff:0:a.b.c.d (SIIT, RFC 2765)
+	nat64Prefix          = netip.MustParsePrefix("64:ff9b::/96")    // NAT64's well-known prefix (RFC 6052)
+	sixToFourPrefix      = netip.MustParsePrefix("2002::/16")       // 6to4 (RFC 3056): the IPv4 address follows
+	teredoPrefix         = netip.MustParsePrefix("2001::/32")       // Teredo (RFC 4380)
+)
+
+// embeddedIPv4 returns the IPv4 addresses that an IPv6 address carries in
+// one of the well-known forms: IPv4-compatible and IPv4-translated (the
+// last 32 bits), NAT64's well-known prefix (the last 32 bits), 6to4 (bits
+// 16 to 48), Teredo (the server in bits 32 to 64, the client in the last
+// 32 bits inverted) and an ISATAP interface identifier (…:0:5efe:a.b.c.d
+// or …:200:5efe:a.b.c.d, under any prefix). An IPv4-mapped address is
+// judged as IPv4 before it comes here.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	last := netip.AddrFrom4([4]byte(b[12:16]))
+	var out []netip.Addr
+	switch {
+	case ipv4CompatiblePrefix.Contains(ip), ipv4TranslatedPrefix.Contains(ip), nat64Prefix.Contains(ip):
+		out = append(out, last)
+	case sixToFourPrefix.Contains(ip):
+		out = append(out, netip.AddrFrom4([4]byte(b[2:6])))
+	case teredoPrefix.Contains(ip):
+		out = append(out, netip.AddrFrom4([4]byte(b[4:8])),
+			netip.AddrFrom4([4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}))
+	}
+	if (b[8] == 0 || b[8] == 2) && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe {
+		out = append(out, last)
+	}
+	return out
 }
 
 // WebhookEndpointInput is a create or an edit of an endpoint, from the

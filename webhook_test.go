@@ -141,6 +141,86 @@ func TestPublicAddress(t *testing.T) {
 	}
 }
 
+// embeddingForms build the IPv6 forms that carry an IPv4 address, so
+// that tests of the address rule and of the dial guard judge each form
+// with a private and a public address inside.
+var embeddingForms = map[string]func(v4 netip.Addr) netip.Addr{
+	"IPv4-compatible ::a.b.c.d": func(v4 netip.Addr) netip.Addr { return embed6("::", 12, v4, false) },
+	"IPv4-translated ::ffff:0:a.b.c.d": func(v4 netip.Addr) netip.Addr {
+		return embed6("::ffff:0:0:0", 12, v4, false)
+	},
+	"NAT64 64:ff9b::/96":           func(v4 netip.Addr) netip.Addr { return embed6("64:ff9b::", 12, v4, false) },
+	"6to4 2002::/16":               func(v4 netip.Addr) netip.Addr { return embed6("2002::1", 2, v4, false) },
+	"Teredo client (inverted)":     func(v4 netip.Addr) netip.Addr { return embed6("2001:0:4136:e378::", 12, v4, true) },
+	"Teredo server":                func(v4 netip.Addr) netip.Addr { return embed6("2001::f7f7:f7f7", 4, v4, false) },
+	"ISATAP under a public prefix": func(v4 netip.Addr) netip.Addr { return embed6("2606:4700:1:2:0:5efe::", 12, v4, false) },
+	"ISATAP, universal bit set":    func(v4 netip.Addr) netip.Addr { return embed6("2606:4700:1:2:200:5efe::", 12, v4, false) },
+}
+
+// embed6 writes v4 into the IPv6 address base at byte at, inverted when
+// invert (as Teredo writes its client).
+func embed6(base string, at int, v4 netip.Addr, invert bool) netip.Addr {
+	b, four := netip.MustParseAddr(base).As16(), v4.As4()
+	for i, x := range four {
+		if invert {
+			x ^= 0xff
+		}
+		b[at+i] = x
+	}
+	return netip.AddrFrom16(b)
+}
+
+// TestPublicAddress_IPv4InsideIPv6: every IPv6 form that carries an IPv4
+// address is public only when that address is.
+func TestPublicAddress_IPv4InsideIPv6(t *testing.T) {
+	private := []string{"127.0.0.1", "10.0.0.1", "169.254.169.254", "192.168.1.1", "172.16.0.1", "100.64.0.1", "0.0.0.0", "255.255.255.255"}
+	public := []string{"8.8.8.8", "93.184.216.34"}
+	for name, form := range embeddingForms {
+		for _, list := range [][]string{private, public} {
+			for _, s := range list {
+				v4 := netip.MustParseAddr(s)
+				ip := form(v4)
+				if got, want := arbiter.PublicAddress(ip), arbiter.PublicAddress(v4); got != want {
+					t.Errorf("%s: PublicAddress(%s) = %v, want %v as for %s", name, ip, got, want, v4)
+				}
+				url := "https://[" + ip.String() + "]/hooks"
+				if _, err := arbiter.ValidateWebhookURL("The URL", url, false); (err == nil) != arbiter.PublicAddress(v4) {
+					t.Errorf("%s: ValidateWebhookURL(%s) = %v", name, url, err)
+				}
+			}
+		}
+	}
+	// A Teredo address is public only when both its server and its
+	// client are.
+	teredo := func(server, client string) netip.Addr {
+		return embed6(embed6("2001::", 4, netip.MustParseAddr(server), false).String(), 12, netip.MustParseAddr(client), true)
+	}
+	for _, c := range []struct {
+		server, client string
+		want           bool
+	}{
+		{"65.54.227.120", "8.8.8.8", true},
+		{"65.54.227.120", "192.168.0.1", false},
+		{"10.0.0.1", "8.8.8.8", false},
+	} {
+		if ip := teredo(c.server, c.client); arbiter.PublicAddress(ip) != c.want {
+			t.Errorf("Teredo %s (server %s, client %s): want public %v", ip, c.server, c.client, c.want)
+		}
+	}
+	// Addresses written in the forms' own notation read the same.
+	for addr, want := range map[string]bool{
+		"::127.0.0.1": false, "::10.0.0.1": false, "::ffff:0:127.0.0.1": false, "64:ff9b::127.0.0.1": false,
+		"64:ff9b::a9fe:a9fe": false, "2002:7f00:1::": false, "2002:a00:1::1": false,
+		"2001:0:4136:e378:8000:63bf:80ff:fffe": false, // client 127.0.0.1
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7": true,  // client 8.8.8.8
+		"::8.8.8.8":                            true, "64:ff9b::8.8.8.8": true, "2002:808:808::1": true,
+	} {
+		if got := arbiter.PublicAddress(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("PublicAddress(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
 func TestValidateWebhookURL(t *testing.T) {
 	for _, c := range []struct {
 		url          string
