@@ -354,6 +354,9 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 	res, err := d.cfg.Client.Do(req)
 	if err != nil {
 		a.Latency, a.Error = time.Since(started), describeSendError(err)
+		if addressRefused(err) {
+			a.Latency = 0 // how long a lookup took would tell names apart too
+		}
 		return a, 0
 	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, arbiter.WebhookResponseBodyBytes))
@@ -368,17 +371,15 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 }
 
 // describeSendError says why a request got no answer, in words for the
-// account's attempt log that name no address the host resolved to.
+// account's attempt log that name no address the host resolved to, and
+// that read the same for every address a delivery may not reach.
 func describeSendError(err error) string {
-	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {
-	case dialRefused(err):
-		return ErrPrivateAddress.Error() + "."
+	case addressRefused(err):
+		return noPublicAddress
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return "No answer within " + arbiter.WebhookTimeout.String() + "."
-	case errors.As(err, &dnsErr):
-		return "The host name could not be resolved."
 	case strings.Contains(err.Error(), "connection refused"):
 		return "The connection was refused."
 	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"):

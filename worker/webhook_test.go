@@ -951,3 +951,49 @@ func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliverer_RefusedAddressesReadAlike: with the guard on, a name that
+// resolves to loopback, a name that does not resolve and a private
+// address written as such fail with one and the same sentence, naming no
+// address, and no latency, so the delivery log is no oracle of the names
+// inside the deliverer's network. No lookup leaves the process: the
+// resolver's DNS is a dial that fails.
+func TestDeliverer_RefusedAddressesReadAlike(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		r := newReceiver(t, nil)
+		_, port, _ := net.SplitHostPort(r.srv.Listener.Addr().String())
+		noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("no DNS in tests")
+		}}
+		accountID, _ := createTask(t, store, "a@example.com")
+		var messages []struct{ endpoint, message string }
+		for _, host := range []string{"localhost", "nowhere.example", "127.0.0.1", "[::ffff:10.0.0.1]"} {
+			e := newEndpoint(t, store, accountID, "http://"+host+":"+port+"/hooks")
+			m, err := store.SendWebhookPing(ctx, accountID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			messages = append(messages, struct{ endpoint, message string }{e.ID, m.ID})
+		}
+		startDeliverer(t, store, func(c *worker.WebhookConfig) {
+			c.AllowPrivate, c.Client = false, worker.NewWebhookClientResolving(false, noDNS)
+		})
+		var sentences []string
+		for _, m := range messages {
+			_, attempts := waitMessage(t, store, accountID, m.endpoint, m.message, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			a := attempts[0]
+			if a.StatusCode != 0 || a.Latency != 0 || a.Error == "" || strings.Contains(a.Error, "127.0.0.1") || strings.Contains(a.Error, "10.0.0.1") {
+				t.Errorf("the refused attempt: %d in %v, %q", a.StatusCode, a.Latency, a.Error)
+			}
+			sentences = append(sentences, a.Error)
+		}
+		for i, s := range sentences[1:] {
+			if s != sentences[0] {
+				t.Errorf("attempt %d reads %q, the first %q", i+2, s, sentences[0])
+			}
+		}
+		if len(r.deliveries()) != 0 {
+			t.Error("the receiver was reached through the guard")
+		}
+	})
+}
