@@ -57,12 +57,13 @@ func TaskEventOf(status string) string {
 // Webhook message statuses.
 const (
 	WebhookPending   = "pending"   // waiting for its next attempt
+	WebhookHeld      = "held"      // kept while its endpoint is disabled, sent when it is enabled
 	WebhookDelivered = "delivered" // an attempt got a 2xx
 	WebhookFailed    = "failed"    // every attempt of the schedule failed, or its endpoint is gone
 )
 
 // WebhookMessageStatuses lists the statuses the delivery log filters by.
-var WebhookMessageStatuses = []string{WebhookPending, WebhookDelivered, WebhookFailed}
+var WebhookMessageStatuses = []string{WebhookPending, WebhookHeld, WebhookDelivered, WebhookFailed}
 
 // Why an endpoint was disabled.
 const (
@@ -98,8 +99,8 @@ const (
 	WebhookResponseBodyBytes = 1024
 	// WebhookLogMessages is how many messages the delivery log shows.
 	WebhookLogMessages = 100
-	// WebhookRetention is how long delivered and failed messages, with
-	// their attempts, are kept; workers delete them after.
+	// WebhookRetention is how long delivered, failed and held messages,
+	// with their attempts, are kept; workers delete them after.
 	WebhookRetention = 30 * 24 * time.Hour
 	// maxRetryAfter bounds how far a Retry-After may push an attempt.
 	maxRetryAfter = 24 * time.Hour
@@ -590,7 +591,10 @@ type WebhookService interface {
 	FindWebhookEndpoint(ctx context.Context, accountID, id string) (*WebhookEndpoint, error)
 
 	// SetWebhookEndpointEnabled enables the endpoint (clearing its failure
-	// record) or disables it as WebhookDisabledByPerson.
+	// record, and making the messages that waited for it due, oldest
+	// first) or disables it as WebhookDisabledByPerson (holding the
+	// messages not yet delivered: a disabled endpoint's messages are
+	// written as held, and kept for WebhookRetention).
 	SetWebhookEndpointEnabled(ctx context.Context, accountID, id string, enabled bool, by Actor) (*WebhookEndpoint, error)
 
 	// DeleteWebhookEndpoint deletes the endpoint with its messages and
@@ -623,7 +627,8 @@ type WebhookService interface {
 	FindWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (*WebhookMessage, []WebhookAttempt, error)
 
 	// ResendWebhookMessage makes the endpoint's message pending again, due
-	// at once, with the same webhook-id; its schedule starts over.
+	// at once, with the same webhook-id; its schedule starts over. For a
+	// disabled endpoint it is held instead.
 	ResendWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) error
 
 	// ResendFailedWebhookMessages resends the endpoint's failed messages
@@ -642,8 +647,9 @@ type WebhookDeliveryService interface {
 
 	// RecordWebhookAttempt records an attempt on a message owner holds and
 	// moves it on as step says, in one transaction; it tracks the
-	// endpoint's failures and disables it when step says so or when it
-	// has failed for WebhookFailingLimit. Returns the endpoint when this
+	// endpoint's failures and disables it (holding its messages) when step
+	// says so or when it has failed for WebhookFailingLimit. Returns the
+	// endpoint when this
 	// attempt disabled it, for its owner to be told, and ECONFLICT,
 	// changing nothing, when the lease was lost.
 	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)
@@ -658,8 +664,9 @@ type WebhookDeliveryService interface {
 	// ReleaseWebhookMessages ends the leases owner still holds.
 	ReleaseWebhookMessages(ctx context.Context, owner string) error
 
-	// PruneWebhookMessages deletes up to max delivered or failed messages
-	// created before before, with their attempts, and returns how many.
+	// PruneWebhookMessages deletes up to max delivered, failed or held
+	// messages created before before, with their attempts, and returns
+	// how many.
 	PruneWebhookMessages(ctx context.Context, before Timestamp, max int) (int, error)
 }
 

@@ -357,3 +357,96 @@ func TestWebhookDelivery_OneBadRecordFailsNoOther(t *testing.T) {
 		}
 	})
 }
+
+// completeTask creates a task of the account and has the agent decide it,
+// which announces task.completed, and returns its id.
+func completeTask(t *testing.T, d *db.DB, accountID string) string {
+	t.Helper()
+	task, err := d.CreateTask(ctx, accountID, taskCreate("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed, err := d.ClaimTasks(ctx, "w", 1, time.Minute); err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
+		t.Fatalf("claim: %v, %d", err, len(claimed))
+	}
+	if err := d.FinishAgentAttempt(ctx, "w", task.ID, decided("approve", 0.99)); err != nil {
+		t.Fatal(err)
+	}
+	return task.ID
+}
+
+// TestWebhookService_DisabledEndpointHoldsMessages: disabling an endpoint
+// holds its message not yet sent, and events that follow are written for
+// it as held; none is claimed (a ping still is); enabling makes them due,
+// claimed oldest first; held messages past the retention are pruned.
+func TestWebhookService_DisabledEndpointHoldsMessages(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		statuses := func() map[string]string {
+			t.Helper()
+			list, err := d.ListWebhookMessages(ctx, a.ID, e.ID, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, m := range list {
+				got[m.TaskID] = m.Status
+			}
+			return got
+		}
+		var tasks []string
+		tasks = append(tasks, completeTask(t, d, a.ID))
+		c.Add(time.Second)
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, false, owner); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			tasks = append(tasks, completeTask(t, d, a.ID))
+			c.Add(time.Second)
+		}
+		got := statuses()
+		for i, id := range tasks {
+			if got[id] != arbiter.WebhookHeld {
+				t.Errorf("task %d's message is %q while the endpoint is disabled, want held", i, got[id])
+			}
+		}
+		if held, err := d.ListWebhookMessages(ctx, a.ID, e.ID, arbiter.WebhookHeld, 100); err != nil || len(held) != 3 {
+			t.Errorf("the log filtered by held lists %d (%v)", len(held), err)
+		}
+		ping, err := d.SendWebhookPing(ctx, a.ID, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd", 10, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Message.ID != ping.ID {
+			t.Fatalf("claimed %d (%v) while the endpoint is disabled, want the ping alone", len(claimed), err)
+		}
+
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, true, owner); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range tasks {
+			claimed, err := d.ClaimWebhookMessages(ctx, "whd", 1, time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Message.TaskID != id {
+				t.Fatalf("claim %d after enabling: %v, %+v; want task %d's message", i, err, claimed, i)
+			}
+		}
+
+		// Held again, and kept no longer than the retention.
+		if err := d.ReleaseWebhookMessages(ctx, "whd"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, false, owner); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(-arbiter.WebhookRetention)), 100); err != nil || n != 0 {
+			t.Fatalf("pruned %d fresh messages (%v)", n, err)
+		}
+		c.Add(arbiter.WebhookRetention + time.Minute)
+		if n, err := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(-arbiter.WebhookRetention)), 100); err != nil || n != 3 {
+			t.Errorf("pruned %d held messages past the retention (%v), want 3", n, err)
+		}
+	})
+}

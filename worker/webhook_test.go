@@ -518,14 +518,100 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 		if seen := attempts.list(); len(seen) != 1 || seen[0] != "failed for good" {
 			t.Errorf("the observer heard %v, want one attempt that failed for good", seen)
 		}
-		// A disabled endpoint gets no task events.
+		// A disabled endpoint's task events are held, not sent.
 		_, taskID := createTask(t, store, "a@example.com")
 		agentStep(t, store, taskID, arbiter.StatusCompleted)
-		list, err := store.ListWebhookMessages(ctx, accountID, e.ID, "", 100)
-		if err != nil || len(list) != 1 {
-			t.Errorf("the disabled endpoint has %d messages (%v), want the ping alone", len(list), err)
+		list, err := store.ListWebhookMessages(ctx, accountID, e.ID, arbiter.WebhookHeld, 100)
+		if err != nil || len(list) != 1 || list[0].TaskID != taskID {
+			t.Errorf("the disabled endpoint holds %d messages (%v), want the task's", len(list), err)
 		}
 	})
+}
+
+// TestDeliverer_HeldMessagesGoOutInOrderWhenEnabled: a 410 disables the
+// endpoint; the events that follow are held, and a ping sent after them
+// (pings go to a disabled endpoint) is the only request while it is
+// disabled; enabling it sends them, once each, in the order they were
+// written (one delivery at a time, to observe the order).
+func TestDeliverer_HeldMessagesGoOutInOrderWhenEnabled(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n == 1 {
+					w.WriteHeader(http.StatusGone)
+				}
+			})
+			accountID, first := createTask(t, store, "a@example.com")
+			e := newEndpoint(t, store, accountID, r.srv.URL)
+			startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Now, c.Concurrency = clock.Now, 1 })
+			agentStep(t, store, first, arbiter.StatusHumanNeeded)
+			r.waitDeliveries(t, 1)
+			deadline := time.Now().Add(20 * time.Second)
+			for got, _ := store.FindWebhookEndpoint(ctx, accountID, e.ID); got.Enabled(); got, _ = store.FindWebhookEndpoint(ctx, accountID, e.ID) {
+				if time.Now().After(deadline) {
+					t.Fatal("the 410 did not disable the endpoint")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			var held []string
+			for range 5 {
+				clock.Advance(time.Second)
+				_, taskID := createTask(t, store, "a@example.com")
+				agentStep(t, store, taskID, arbiter.StatusCompleted)
+				held = append(held, taskID)
+			}
+			clock.Advance(time.Second)
+			ping, err := store.SendWebhookPing(ctx, accountID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.waitDeliveries(t, 2)
+			if len(got) != 2 || got[1].header.Get("webhook-id") != ping.ID {
+				t.Fatalf("while the endpoint is disabled the receiver got %d requests, the last %s; want the ping alone", len(got)-1, got[len(got)-1].payload(t).Type)
+			}
+			if _, err := store.SetWebhookEndpointEnabled(ctx, accountID, e.ID, true, arbiter.Actor{Email: "owner@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			got = r.waitDeliveries(t, 2+len(held))
+			var order []string
+			for _, d := range got[2:] {
+				var p struct {
+					Data struct {
+						ID string `json:"id"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(d.body, &p); err != nil {
+					t.Fatal(err)
+				}
+				order = append(order, p.Data.ID)
+			}
+			if strings.Join(order, " ") != strings.Join(held, " ") {
+				t.Errorf("after enabling the held events came in the order\n%v, want\n%v", order, held)
+			}
+			for _, m := range mustList(t, store, accountID, e.ID) {
+				if m.TaskID != first && m.TaskID != "" {
+					waitMessage(t, store, accountID, e.ID, m.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+						return m.Status == arbiter.WebhookDelivered
+					})
+				}
+			}
+			if n := len(r.deliveries()); n != 2+len(held) {
+				t.Errorf("the receiver got %d requests, want %d", n, 2+len(held))
+			}
+		})
+	}
+}
+
+// mustList returns the endpoint's latest messages.
+func mustList(t *testing.T, store *db.DB, accountID, endpointID string) []*arbiter.WebhookMessage {
+	t.Helper()
+	list, err := store.ListWebhookMessages(ctx, accountID, endpointID, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
 
 // TestDeliverer_HonoursALongerRetryAfter: a 429 asking for two minutes is
