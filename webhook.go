@@ -116,6 +116,12 @@ var WebhookRetryDelays = []time.Duration{
 	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
 }
 
+// WebhookCatchUp is how many of an endpoint's messages waiting for a retry
+// each delivery to it that succeeds makes due at once, earliest first: a
+// receiver that is back gets its backlog at the pace it answers (doubling
+// with each round of deliveries) instead of at the schedule's next step.
+const WebhookCatchUp = 2
+
 // WebhookJitter is the largest fraction by which a retry delay is varied.
 const WebhookJitter = 0.1
 
@@ -648,8 +654,9 @@ type WebhookDeliveryService interface {
 	// RecordWebhookAttempt records an attempt on a message owner holds and
 	// moves it on as step says, in one transaction; it tracks the
 	// endpoint's failures and disables it (holding its messages) when step
-	// says so or when it has failed for WebhookFailingLimit. Returns the
-	// endpoint when this
+	// says so or when it has failed for WebhookFailingLimit; a delivery
+	// makes WebhookCatchUp of its endpoint's waiting messages due. Returns
+	// the endpoint when this
 	// attempt disabled it, for its owner to be told, and ECONFLICT,
 	// changing nothing, when the lease was lost.
 	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)

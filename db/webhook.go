@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -926,25 +928,32 @@ func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter
 			}
 		}
 		delivered := tx.StmtContext(ctx, stmts[2])
-		cleared := map[string]bool{}
+		successes := map[string]int{}
 		for i, rec := range records {
 			switch {
 			case !recorded[i]:
 				out[i].Err = errMessageLeaseLost
 			case endpoints[i] == "":
 			case rec.Step.Attempt.Succeeded():
-				if !cleared[endpoints[i]] {
-					cleared[endpoints[i]] = true
+				if successes[endpoints[i]] == 0 {
 					if _, err := delivered.ExecContext(ctx, endpoints[i]); err != nil {
 						return fmt.Errorf("record endpoint delivery: %w", err)
 					}
 				}
+				successes[endpoints[i]]++
 			default:
 				disabled, err := d.recordEndpointFailure(ctx, tx, endpoints[i], rec.Step)
 				if err != nil {
 					return err
 				}
 				out[i].Disabled = disabled
+			}
+		}
+		// In one order, so that two batches never wait on each other.
+		for _, e := range slices.Sorted(maps.Keys(successes)) {
+			if _, err := tx.ExecContext(ctx, d.rebind(bringForwardSQL), e, int64(d.nowMS()),
+				successes[e]*arbiter.WebhookCatchUp); err != nil {
+				return fmt.Errorf("bring waiting webhook messages forward: %w", err)
 			}
 		}
 		return nil
@@ -954,6 +963,18 @@ func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter
 	}
 	return out, nil
 }
+
+// bringForwardSQL makes an endpoint's first messages waiting for a retry
+// (first in the schedule's order) due now, as many as its last argument
+// says: a delivery to the endpoint succeeded, so the receiver is back and
+// need not wait for the schedule. Each is due from its creation, so the
+// claim, which takes the earliest due first, sends them oldest first. A
+// message last answered 429 keeps its schedule: the receiver asked for
+// fewer requests, and its Retry-After is honoured. Arguments: the
+// endpoint, now, how many.
+const bringForwardSQL = `UPDATE webhook_messages SET next_attempt_at = created_at
+	WHERE id IN (SELECT id FROM webhook_messages WHERE endpoint_id = ? AND status = 'pending' AND next_attempt_at > ?
+		AND last_status_code <> 429 ORDER BY next_attempt_at LIMIT ?)`
 
 // recordManySQL records a batch of attempts on Postgres in one statement:
 // each message owner still leases moves on, and gets its attempt; it

@@ -450,3 +450,104 @@ func TestWebhookService_DisabledEndpointHoldsMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward: messages of an
+// endpoint wait for a retry; each delivery to that endpoint that succeeds
+// makes WebhookCatchUp of them due, the first in the schedule's order
+// first; another endpoint's waiting message, and one answered 429, stay
+// where they were.
+func TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e, other := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, a.ID)
+		ping := func(endpointID string) string {
+			t.Helper()
+			m, err := d.SendWebhookPing(ctx, a.ID, endpointID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Add(time.Second)
+			return m.ID
+		}
+		record := func(status int, next time.Duration) {
+			t.Helper()
+			claimed, err := d.ClaimWebhookMessages(ctx, "whd", 100, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var records []arbiter.WebhookRecord
+			for _, del := range claimed {
+				step := arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+					Attempt: arbiter.WebhookAttempt{StatusCode: status, AttemptedAt: arbiter.TimestampOf(c.Now())}}
+				if status >= 300 {
+					step.Status, step.NextAttemptAt = arbiter.WebhookPending, arbiter.TimestampOf(c.Now().Add(next))
+				}
+				records = append(records, arbiter.WebhookRecord{MessageID: del.Message.ID, Step: step})
+			}
+			if _, err := d.RecordWebhookAttempts(ctx, "whd", records); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var waiting []string
+		for range 5 {
+			waiting = append(waiting, ping(e.ID))
+		}
+		otherWaiting := ping(other.ID)
+		record(500, 5*time.Minute) // all six wait five minutes
+		throttled := ping(e.ID)
+		record(429, time.Minute) // and one was asked to slow down
+		due := func(endpointID, id string) bool {
+			t.Helper()
+			m, _, err := d.FindWebhookMessage(ctx, a.ID, endpointID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Status == arbiter.WebhookPending && !m.NextAttemptAt.Time().After(c.Now())
+		}
+		// check says which waiting messages are delivered (the first
+		// delivered), due (the next dueNow), and still waiting.
+		check := func(when string, delivered, dueNow int) {
+			t.Helper()
+			for i, id := range waiting {
+				m, _, err := d.FindWebhookMessage(ctx, a.ID, e.ID, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := "waiting"
+				if i < delivered {
+					want = arbiter.WebhookDelivered
+				} else if i < delivered+dueNow {
+					want = "due"
+				}
+				got := m.Status
+				if got == arbiter.WebhookPending {
+					got = "waiting"
+					if due(e.ID, id) {
+						got = "due"
+					}
+				}
+				if got != want {
+					t.Errorf("%s: waiting message %d is %s, want %s", when, i, got, want)
+				}
+			}
+			if due(other.ID, otherWaiting) {
+				t.Errorf("%s: another endpoint's waiting message is due", when)
+			}
+			if due(e.ID, throttled) {
+				t.Errorf("%s: the message answered 429 is due before its Retry-After", when)
+			}
+		}
+		check("before any delivery", 0, 0)
+		ping(e.ID)
+		c.Add(-time.Second) // the clock stands still from here
+		record(200, 0)
+		check("after one delivery", 0, arbiter.WebhookCatchUp)
+		// The two brought forward are delivered, and bring the last
+		// three forward; then those are delivered.
+		record(200, 0)
+		check("after two more deliveries", 2, 3)
+		record(200, 0)
+		check("after the last three", 5, 0)
+	})
+}

@@ -1083,3 +1083,60 @@ func TestDeliverer_RefusedAddressesReadAlike(t *testing.T) {
 		}
 	})
 }
+
+// TestDeliverer_RecoveryBringsRetriesForward: a receiver fails six
+// messages, which wait for the schedule's 5 s; it comes back, and the
+// next message to it succeeds: the six follow at once, oldest first,
+// while the clock stands still (one delivery at a time, to observe the
+// order).
+func TestDeliverer_RecoveryBringsRetriesForward(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			const failing = 6
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n <= failing {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			})
+			accountID, _ := createTask(t, store, "a@example.com")
+			e := newEndpoint(t, store, accountID, r.srv.URL)
+			var waiting []string
+			for range failing {
+				m, err := store.SendWebhookPing(ctx, accountID, e.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waiting = append(waiting, m.ID)
+				clock.Advance(time.Second)
+			}
+			startDeliverer(t, store, func(c *worker.WebhookConfig) {
+				c.Now, c.Jitter, c.Concurrency = clock.Now, func() float64 { return 0 }, 1
+			})
+			for _, id := range waiting {
+				waitMessage(t, store, accountID, e.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			}
+			stood := clock.Now()
+			if _, err := store.SendWebhookPing(ctx, accountID, e.ID); err != nil {
+				t.Fatal(err)
+			}
+			got := r.waitDeliveries(t, 2*failing+1)
+			var order []string
+			for _, d := range got[failing+1:] {
+				order = append(order, d.header.Get("webhook-id"))
+			}
+			if strings.Join(order, " ") != strings.Join(waiting, " ") {
+				t.Errorf("after the recovery the retries came in the order\n%v, want\n%v", order, waiting)
+			}
+			for _, id := range waiting {
+				m, attempts := waitMessage(t, store, accountID, e.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Status == arbiter.WebhookDelivered
+				})
+				if m.Attempts != 2 || attempts[1].AttemptedAt != arbiter.TimestampOf(stood) {
+					t.Errorf("%s: %d attempts, the last at %v; want the second at %v", id, m.Attempts, attempts[len(attempts)-1].AttemptedAt.Time(), stood)
+				}
+			}
+		})
+	}
+}
