@@ -252,6 +252,9 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 		d.log.Error("record webhook attempt", "message", m.ID, "error", err.Error())
 		return
 	}
+	if step.Status == arbiter.WebhookPending {
+		d.wakeAt(step.NextAttemptAt)
+	}
 	if step.Status == arbiter.WebhookFailed {
 		d.log.Info("webhook message failed", "message", m.ID, "endpoint", m.EndpointID, "attempts", m.Attempts+1)
 	}
@@ -264,6 +267,19 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 				d.log.Error("mail the disabled endpoint's owner", "endpoint", disabled.Endpoint.ID, "error", err.Error())
 			}
 		}
+	}
+}
+
+// retryWakeWithin bounds the retries wakeAt keeps a timer for: a later one
+// may come a poll late, which is well within its jitter.
+const retryWakeWithin = time.Minute
+
+// wakeAt wakes the claim loop when a retry this deliverer scheduled falls
+// due at t, so that a 5 s retry lands within its jitter (±0.5 s) rather
+// than up to a poll (1 s) late.
+func (d *Deliverer) wakeAt(t arbiter.Timestamp) {
+	if wait := t.Time().Sub(d.cfg.Now()); wait <= retryWakeWithin {
+		time.AfterFunc(max(wait, 0), d.Notify)
 	}
 }
 

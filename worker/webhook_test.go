@@ -1140,3 +1140,37 @@ func TestDeliverer_RecoveryBringsRetriesForward(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliverer_FirstRetryLandsWithinTheJitter: a receiver fails the first
+// attempt; the retry reaches it 5 s later within the documented ±10%
+// (4.5 to 5.5 s, measured at the receiver), with the poll set far longer
+// than the schedule, so that only the deliverer's wake for the retry it
+// scheduled can send it in time (a poll would land it up to 1 s late).
+func TestDeliverer_FirstRetryLandsWithinTheJitter(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		var mu sync.Mutex
+		var arrived []time.Time
+		r := newReceiver(t, func(n int, w http.ResponseWriter) {
+			mu.Lock()
+			arrived = append(arrived, time.Now())
+			mu.Unlock()
+			if n == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		})
+		accountID, _ := createTask(t, store, "a@example.com")
+		e := newEndpoint(t, store, accountID, r.srv.URL)
+		if _, err := store.SendWebhookPing(ctx, accountID, e.ID); err != nil {
+			t.Fatal(err)
+		}
+		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Poll, c.Jitter = time.Hour, func() float64 { return 0 } })
+		r.waitDeliveries(t, 2)
+		mu.Lock()
+		defer mu.Unlock()
+		first := arbiter.WebhookRetryDelays[0]
+		lo, hi := time.Duration(float64(first)*(1-arbiter.WebhookJitter)), time.Duration(float64(first)*(1+arbiter.WebhookJitter))
+		if gap := arrived[1].Sub(arrived[0]); gap < lo || gap > hi {
+			t.Errorf("the first retry came %v after the attempt, want %v to %v", gap, lo, hi)
+		}
+	})
+}
