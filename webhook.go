@@ -233,18 +233,38 @@ func SignWebhook(msgID string, timestamp int64, body []byte, secrets ...string) 
 }
 
 // WebhookPayload is the body of every message: the event's type, when it
-// happened (RFC 3339) and its data, for task events the Task as GET
-// /v1/tasks/{id} returned it at that moment.
+// happened (RFC 3339, UTC, to the millisecond; see TaskEventTime) and its
+// data, for task events the Task as GET /v1/tasks/{id} returned it at that
+// moment.
 type WebhookPayload struct {
 	Type      string `json:"type"`
 	Timestamp string `json:"timestamp"`
 	Data      any    `json:"data"`
 }
 
+// webhookTimestampLayout writes an event's timestamp: RFC 3339 in UTC to
+// the millisecond, as the API keeps its times, trailing zeros dropped
+// ("2026-11-23T18:33:20.123Z", "2026-11-23T18:30:00Z").
+const webhookTimestampLayout = "2006-01-02T15:04:05.999Z07:00"
+
 // NewWebhookPayload returns the JSON body of an event of the type, at the
-// time, about data.
+// time (to the millisecond), about data.
 func NewWebhookPayload(eventType string, at time.Time, data any) ([]byte, error) {
-	return json.Marshal(WebhookPayload{Type: eventType, Timestamp: at.UTC().Format(time.RFC3339Nano), Data: data})
+	return json.Marshal(WebhookPayload{Type: eventType, Timestamp: at.UTC().Format(webhookTimestampLayout), Data: data})
+}
+
+// TaskEventTime returns when an event of the type about the task happened:
+// the task's completed_at for task.completed and its expired_at for
+// task.expired, the very instants the payload's task records; otherwise
+// now, the moment of the change that announces it.
+func TaskEventTime(eventType string, t *Task, now time.Time) time.Time {
+	switch {
+	case eventType == EventTaskCompleted && t.CompletedAt != nil:
+		return t.CompletedAt.Time()
+	case eventType == EventTaskExpired && t.ExpiredAt != nil:
+		return t.ExpiredAt.Time()
+	}
+	return now
 }
 
 // PingData is the data of a ping: the endpoint it tests.

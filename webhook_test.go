@@ -2,6 +2,7 @@ package arbiter_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -339,5 +340,52 @@ func TestWebhookResponseExcerpt(t *testing.T) {
 				t.Errorf("the excerpt is not storable: %q", got)
 			}
 		})
+	}
+}
+
+// TestNewWebhookPayload_Timestamp: the timestamp reads as the README's
+// examples do: RFC 3339 in UTC to the millisecond, trailing zeros dropped.
+func TestNewWebhookPayload_Timestamp(t *testing.T) {
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2026, 11, 23, 18, 33, 20, 123_456_789, time.UTC), "2026-11-23T18:33:20.123Z"},
+		{time.Date(2026, 11, 23, 18, 30, 0, 0, time.UTC), "2026-11-23T18:30:00Z"},
+		{time.Date(2026, 11, 23, 18, 30, 0, 500_000_000, time.UTC), "2026-11-23T18:30:00.5Z"},
+		{time.Date(2026, 11, 23, 19, 30, 0, 999_999, time.FixedZone("CET", 3600)), "2026-11-23T18:30:00Z"},
+		{arbiter.Timestamp(1795415600123).Time(), "2026-11-23T06:33:20.123Z"},
+	} {
+		body, err := arbiter.NewWebhookPayload(arbiter.EventPing, c.at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p arbiter.WebhookPayload
+		if err := json.Unmarshal(body, &p); err != nil || p.Timestamp != c.want {
+			t.Errorf("%v: timestamp %q (%v), want %q", c.at, p.Timestamp, err, c.want)
+		}
+	}
+}
+
+// TestTaskEventTime: a completion and an expiry happened when the task
+// says they did; other events, at the change.
+func TestTaskEventTime(t *testing.T) {
+	now := time.Date(2026, 11, 23, 18, 40, 0, 0, time.UTC)
+	completed, expired := arbiter.Timestamp(1795415600123), arbiter.Timestamp(1795415700456)
+	task := &arbiter.Task{CompletedAt: &completed}
+	for _, c := range []struct {
+		event string
+		task  *arbiter.Task
+		want  time.Time
+	}{
+		{arbiter.EventTaskCompleted, task, completed.Time()},
+		{arbiter.EventTaskExpired, &arbiter.Task{ExpiredAt: &expired}, expired.Time()},
+		{arbiter.EventTaskHumanNeeded, task, now},
+		{arbiter.EventTaskAuditDisagreed, task, now},
+		{arbiter.EventTaskCompleted, &arbiter.Task{}, now},
+	} {
+		if got := arbiter.TaskEventTime(c.event, c.task, now); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.event, got, c.want)
+		}
 	}
 }

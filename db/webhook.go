@@ -677,7 +677,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		if t == nil || len(dests[i]) == 0 {
 			continue
 		}
-		payload, err := arbiter.NewWebhookPayload(ev.eventType, now, t)
+		payload, err := arbiter.NewWebhookPayload(ev.eventType, arbiter.TaskEventTime(ev.eventType, t, now), t)
 		if err != nil {
 			return false, fmt.Errorf("webhook payload: %w", err)
 		}

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -549,5 +550,51 @@ func TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward(t *testing.T) {
 		check("after two more deliveries", 2, 3)
 		record(200, 0)
 		check("after the last three", 5, 0)
+	})
+}
+
+// TestWebhookService_EventTimestampIsWhenItHappened: the payload of a
+// completion and of an expiry carries, as its timestamp, the very instant
+// its task records (completed_at, expired_at), to the millisecond.
+func TestWebhookService_EventTimestampIsWhenItHappened(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		completed := completeTask(t, d, a.ID)
+		c.Add(1234 * time.Millisecond)
+		late, err := d.CreateTask(ctx, a.ID, withDeadline("late", 60))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Add(2 * time.Minute)
+		if _, err := d.ExpireTasks(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := d.ListWebhookMessages(ctx, a.ID, e.ID, "", 10)
+		if err != nil || len(msgs) != 2 {
+			t.Fatalf("%d messages (%v), want the completion and the expiry", len(msgs), err)
+		}
+		for _, m := range msgs {
+			var p struct {
+				Timestamp string       `json:"timestamp"`
+				Data      arbiter.Task `json:"data"`
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			at := p.Data.CompletedAt
+			if m.TaskID == late.ID {
+				at = p.Data.ExpiredAt
+			} else if m.TaskID != completed {
+				t.Fatalf("a message about %s", m.TaskID)
+			}
+			if at == nil {
+				t.Fatalf("%s: the task records no time: %s", m.EventType, m.Payload)
+			}
+			if want := at.Time().Format("2006-01-02T15:04:05.999Z07:00"); p.Timestamp != want {
+				t.Errorf("%s: timestamp %s, want the task's %s", m.EventType, p.Timestamp, want)
+			}
+		}
 	})
 }
