@@ -57,12 +57,13 @@ func TaskEventOf(status string) string {
 // Webhook message statuses.
 const (
 	WebhookPending   = "pending"   // waiting for its next attempt
+	WebhookHeld      = "held"      // kept while its endpoint is disabled, sent when it is enabled
 	WebhookDelivered = "delivered" // an attempt got a 2xx
 	WebhookFailed    = "failed"    // every attempt of the schedule failed, or its endpoint is gone
 )
 
 // WebhookMessageStatuses lists the statuses the delivery log filters by.
-var WebhookMessageStatuses = []string{WebhookPending, WebhookDelivered, WebhookFailed}
+var WebhookMessageStatuses = []string{WebhookPending, WebhookHeld, WebhookDelivered, WebhookFailed}
 
 // Why an endpoint was disabled.
 const (
@@ -98,8 +99,8 @@ const (
 	WebhookResponseBodyBytes = 1024
 	// WebhookLogMessages is how many messages the delivery log shows.
 	WebhookLogMessages = 100
-	// WebhookRetention is how long delivered and failed messages, with
-	// their attempts, are kept; workers delete them after.
+	// WebhookRetention is how long delivered, failed and held messages,
+	// with their attempts, are kept; workers delete them after.
 	WebhookRetention = 30 * 24 * time.Hour
 	// maxRetryAfter bounds how far a Retry-After may push an attempt.
 	maxRetryAfter = 24 * time.Hour
@@ -114,6 +115,12 @@ const WebhookUserAgent = "Arbiter-Webhooks/1 (+https://github.com/arbiterhq/arbi
 var WebhookRetryDelays = []time.Duration{
 	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
 }
+
+// WebhookCatchUp is how many of an endpoint's messages waiting for a retry
+// each delivery to it that succeeds makes due at once, earliest first: a
+// receiver that is back gets its backlog at the pace it answers (doubling
+// with each round of deliveries) instead of at the schedule's next step.
+const WebhookCatchUp = 2
 
 // WebhookJitter is the largest fraction by which a retry delay is varied.
 const WebhookJitter = 0.1
@@ -226,18 +233,38 @@ func SignWebhook(msgID string, timestamp int64, body []byte, secrets ...string) 
 }
 
 // WebhookPayload is the body of every message: the event's type, when it
-// happened (RFC 3339) and its data, for task events the Task as GET
-// /v1/tasks/{id} returned it at that moment.
+// happened (RFC 3339, UTC, to the millisecond; see TaskEventTime) and its
+// data, for task events the Task as GET /v1/tasks/{id} returned it at that
+// moment.
 type WebhookPayload struct {
 	Type      string `json:"type"`
 	Timestamp string `json:"timestamp"`
 	Data      any    `json:"data"`
 }
 
+// webhookTimestampLayout writes an event's timestamp: RFC 3339 in UTC to
+// the millisecond, as the API keeps its times, trailing zeros dropped
+// ("2026-11-23T18:33:20.123Z", "2026-11-23T18:30:00Z").
+const webhookTimestampLayout = "2006-01-02T15:04:05.999Z07:00"
+
 // NewWebhookPayload returns the JSON body of an event of the type, at the
-// time, about data.
+// time (to the millisecond), about data.
 func NewWebhookPayload(eventType string, at time.Time, data any) ([]byte, error) {
-	return json.Marshal(WebhookPayload{Type: eventType, Timestamp: at.UTC().Format(time.RFC3339Nano), Data: data})
+	return json.Marshal(WebhookPayload{Type: eventType, Timestamp: at.UTC().Format(webhookTimestampLayout), Data: data})
+}
+
+// TaskEventTime returns when an event of the type about the task happened:
+// the task's completed_at for task.completed and its expired_at for
+// task.expired, the very instants the payload's task records; otherwise
+// now, the moment of the change that announces it.
+func TaskEventTime(eventType string, t *Task, now time.Time) time.Time {
+	switch {
+	case eventType == EventTaskCompleted && t.CompletedAt != nil:
+		return t.CompletedAt.Time()
+	case eventType == EventTaskExpired && t.ExpiredAt != nil:
+		return t.ExpiredAt.Time()
+	}
+	return now
 }
 
 // PingData is the data of a ping: the endpoint it tests.
@@ -310,7 +337,10 @@ var nonPublicPrefixes = []netip.Prefix{
 // PublicAddress reports whether a delivery may connect to ip: not loopback,
 // private (RFC 1918, ULA), link-local (169.254.0.0/16 with the cloud
 // metadata address, fe80::/10), multicast, unspecified or otherwise
-// reserved. An IPv4 address written as IPv6 is judged as IPv4.
+// reserved. An IPv6 address that embeds an IPv4 one (see embeddedIPv4)
+// is public only when every address it embeds is public too, since a
+// translator or tunnel on the way may deliver it there. Both the URL
+// check and the delivery's dial guard ask this one function.
 func PublicAddress(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() ||
@@ -322,7 +352,50 @@ func PublicAddress(ip netip.Addr) bool {
 			return false
 		}
 	}
+	for _, v4 := range embeddedIPv4(ip) {
+		if !PublicAddress(v4) {
+			return false
+		}
+	}
 	return true
+}
+
+// Prefixes of IPv6 addresses that carry an IPv4 address.
+var (
+	ipv4CompatiblePrefix = netip.MustParsePrefix("::/96")           // ::a.b.c.d (RFC 4291, deprecated)
+	ipv4TranslatedPrefix = netip.MustParsePrefix("::ffff:0:0:0/96") // ::ffff:0:a.b.c.d (SIIT, RFC 2765)
+	nat64Prefix          = netip.MustParsePrefix("64:ff9b::/96")    // NAT64's well-known prefix (RFC 6052)
+	sixToFourPrefix      = netip.MustParsePrefix("2002::/16")       // 6to4 (RFC 3056): the IPv4 address follows
+	teredoPrefix         = netip.MustParsePrefix("2001::/32")       // Teredo (RFC 4380)
+)
+
+// embeddedIPv4 returns the IPv4 addresses that an IPv6 address carries in
+// one of the well-known forms: IPv4-compatible and IPv4-translated (the
+// last 32 bits), NAT64's well-known prefix (the last 32 bits), 6to4 (bits
+// 16 to 48), Teredo (the server in bits 32 to 64, the client in the last
+// 32 bits inverted) and an ISATAP interface identifier (…:0:5efe:a.b.c.d
+// or …:200:5efe:a.b.c.d, under any prefix). An IPv4-mapped address is
+// judged as IPv4 before it comes here.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	last := netip.AddrFrom4([4]byte(b[12:16]))
+	var out []netip.Addr
+	switch {
+	case ipv4CompatiblePrefix.Contains(ip), ipv4TranslatedPrefix.Contains(ip), nat64Prefix.Contains(ip):
+		out = append(out, last)
+	case sixToFourPrefix.Contains(ip):
+		out = append(out, netip.AddrFrom4([4]byte(b[2:6])))
+	case teredoPrefix.Contains(ip):
+		out = append(out, netip.AddrFrom4([4]byte(b[4:8])),
+			netip.AddrFrom4([4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}))
+	}
+	if (b[8] == 0 || b[8] == 2) && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe {
+		out = append(out, last)
+	}
+	return out
 }
 
 // WebhookEndpointInput is a create or an edit of an endpoint, from the
@@ -402,10 +475,42 @@ type WebhookAttempt struct {
 	StatusCode int
 	Latency    time.Duration
 	// ResponseBody is the first WebhookResponseBodyBytes of the response
-	// body, as text.
+	// body, as WebhookResponseExcerpt makes it storable.
 	ResponseBody string
 	// Error says why no response came, or why a response was refused.
 	Error string
+}
+
+// WebhookResponseExcerpt returns what the attempt log keeps of a response
+// body: its first WebhookResponseBodyBytes as text that every store can
+// hold, whatever a receiver sent. Bytes that are not UTF-8 read as U+FFFD
+// (a character cut off at the end is dropped), and each NUL, which a
+// Postgres text value cannot hold, reads as U+2400 (␀).
+func WebhookResponseExcerpt(body []byte) string {
+	if len(body) > WebhookResponseBodyBytes {
+		body = body[:WebhookResponseBodyBytes]
+	}
+	s := strings.ToValidUTF8(string(trimPartialRune(body)), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\u2400")
+	// The replacements are longer than what they replace.
+	for len(s) > WebhookResponseBodyBytes {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+// trimPartialRune drops a UTF-8 sequence cut off at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // Succeeded reports whether the attempt delivered the message: a 2xx.
@@ -512,7 +617,10 @@ type WebhookService interface {
 	FindWebhookEndpoint(ctx context.Context, accountID, id string) (*WebhookEndpoint, error)
 
 	// SetWebhookEndpointEnabled enables the endpoint (clearing its failure
-	// record) or disables it as WebhookDisabledByPerson.
+	// record, and making the messages that waited for it due, oldest
+	// first) or disables it as WebhookDisabledByPerson (holding the
+	// messages not yet delivered: a disabled endpoint's messages are
+	// written as held, and kept for WebhookRetention).
 	SetWebhookEndpointEnabled(ctx context.Context, accountID, id string, enabled bool, by Actor) (*WebhookEndpoint, error)
 
 	// DeleteWebhookEndpoint deletes the endpoint with its messages and
@@ -545,7 +653,8 @@ type WebhookService interface {
 	FindWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (*WebhookMessage, []WebhookAttempt, error)
 
 	// ResendWebhookMessage makes the endpoint's message pending again, due
-	// at once, with the same webhook-id; its schedule starts over.
+	// at once, with the same webhook-id; its schedule starts over. For a
+	// disabled endpoint it is held instead.
 	ResendWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) error
 
 	// ResendFailedWebhookMessages resends the endpoint's failed messages
@@ -564,23 +673,27 @@ type WebhookDeliveryService interface {
 
 	// RecordWebhookAttempt records an attempt on a message owner holds and
 	// moves it on as step says, in one transaction; it tracks the
-	// endpoint's failures and disables it when step says so or when it
-	// has failed for WebhookFailingLimit. Returns the endpoint when this
+	// endpoint's failures and disables it (holding its messages) when step
+	// says so or when it has failed for WebhookFailingLimit; a delivery
+	// makes WebhookCatchUp of its endpoint's waiting messages due. Returns
+	// the endpoint when this
 	// attempt disabled it, for its owner to be told, and ECONFLICT,
 	// changing nothing, when the lease was lost.
 	RecordWebhookAttempt(ctx context.Context, owner, messageID string, step WebhookStep) (*DisabledWebhookEndpoint, error)
 
 	// RecordWebhookAttempts records several attempts as
-	// RecordWebhookAttempt does, in one transaction, and answers each in
-	// order; a lost lease is that record's ECONFLICT. The error is for
-	// the call as a whole, when nothing was recorded.
+	// RecordWebhookAttempt does, sharing a transaction when it can, and
+	// answers each in order; a lost lease is that record's ECONFLICT, and
+	// one attempt the store refuses fails that record alone. The error is
+	// for the call as a whole, when nothing was recorded.
 	RecordWebhookAttempts(ctx context.Context, owner string, records []WebhookRecord) ([]WebhookRecorded, error)
 
 	// ReleaseWebhookMessages ends the leases owner still holds.
 	ReleaseWebhookMessages(ctx context.Context, owner string) error
 
-	// PruneWebhookMessages deletes up to max delivered or failed messages
-	// created before before, with their attempts, and returns how many.
+	// PruneWebhookMessages deletes up to max delivered, failed or held
+	// messages created before before, with their attempts, and returns
+	// how many.
 	PruneWebhookMessages(ctx context.Context, before Timestamp, max int) (int, error)
 }
 

@@ -2,12 +2,14 @@ package arbiter_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -140,6 +142,86 @@ func TestPublicAddress(t *testing.T) {
 	}
 }
 
+// embeddingForms build the IPv6 forms that carry an IPv4 address, so
+// that tests of the address rule and of the dial guard judge each form
+// with a private and a public address inside.
+var embeddingForms = map[string]func(v4 netip.Addr) netip.Addr{
+	"IPv4-compatible ::a.b.c.d": func(v4 netip.Addr) netip.Addr { return embed6("::", 12, v4, false) },
+	"IPv4-translated ::ffff:0:a.b.c.d": func(v4 netip.Addr) netip.Addr {
+		return embed6("::ffff:0:0:0", 12, v4, false)
+	},
+	"NAT64 64:ff9b::/96":           func(v4 netip.Addr) netip.Addr { return embed6("64:ff9b::", 12, v4, false) },
+	"6to4 2002::/16":               func(v4 netip.Addr) netip.Addr { return embed6("2002::1", 2, v4, false) },
+	"Teredo client (inverted)":     func(v4 netip.Addr) netip.Addr { return embed6("2001:0:4136:e378::", 12, v4, true) },
+	"Teredo server":                func(v4 netip.Addr) netip.Addr { return embed6("2001::f7f7:f7f7", 4, v4, false) },
+	"ISATAP under a public prefix": func(v4 netip.Addr) netip.Addr { return embed6("2606:4700:1:2:0:5efe::", 12, v4, false) },
+	"ISATAP, universal bit set":    func(v4 netip.Addr) netip.Addr { return embed6("2606:4700:1:2:200:5efe::", 12, v4, false) },
+}
+
+// embed6 writes v4 into the IPv6 address base at byte at, inverted when
+// invert (as Teredo writes its client).
+func embed6(base string, at int, v4 netip.Addr, invert bool) netip.Addr {
+	b, four := netip.MustParseAddr(base).As16(), v4.As4()
+	for i, x := range four {
+		if invert {
+			x ^= 0xff
+		}
+		b[at+i] = x
+	}
+	return netip.AddrFrom16(b)
+}
+
+// TestPublicAddress_IPv4InsideIPv6: every IPv6 form that carries an IPv4
+// address is public only when that address is.
+func TestPublicAddress_IPv4InsideIPv6(t *testing.T) {
+	private := []string{"127.0.0.1", "10.0.0.1", "169.254.169.254", "192.168.1.1", "172.16.0.1", "100.64.0.1", "0.0.0.0", "255.255.255.255"}
+	public := []string{"8.8.8.8", "93.184.216.34"}
+	for name, form := range embeddingForms {
+		for _, list := range [][]string{private, public} {
+			for _, s := range list {
+				v4 := netip.MustParseAddr(s)
+				ip := form(v4)
+				if got, want := arbiter.PublicAddress(ip), arbiter.PublicAddress(v4); got != want {
+					t.Errorf("%s: PublicAddress(%s) = %v, want %v as for %s", name, ip, got, want, v4)
+				}
+				url := "https://[" + ip.String() + "]/hooks"
+				if _, err := arbiter.ValidateWebhookURL("The URL", url, false); (err == nil) != arbiter.PublicAddress(v4) {
+					t.Errorf("%s: ValidateWebhookURL(%s) = %v", name, url, err)
+				}
+			}
+		}
+	}
+	// A Teredo address is public only when both its server and its
+	// client are.
+	teredo := func(server, client string) netip.Addr {
+		return embed6(embed6("2001::", 4, netip.MustParseAddr(server), false).String(), 12, netip.MustParseAddr(client), true)
+	}
+	for _, c := range []struct {
+		server, client string
+		want           bool
+	}{
+		{"65.54.227.120", "8.8.8.8", true},
+		{"65.54.227.120", "192.168.0.1", false},
+		{"10.0.0.1", "8.8.8.8", false},
+	} {
+		if ip := teredo(c.server, c.client); arbiter.PublicAddress(ip) != c.want {
+			t.Errorf("Teredo %s (server %s, client %s): want public %v", ip, c.server, c.client, c.want)
+		}
+	}
+	// Addresses written in the forms' own notation read the same.
+	for addr, want := range map[string]bool{
+		"::127.0.0.1": false, "::10.0.0.1": false, "::ffff:0:127.0.0.1": false, "64:ff9b::127.0.0.1": false,
+		"64:ff9b::a9fe:a9fe": false, "2002:7f00:1::": false, "2002:a00:1::1": false,
+		"2001:0:4136:e378:8000:63bf:80ff:fffe": false, // client 127.0.0.1
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7": true,  // client 8.8.8.8
+		"::8.8.8.8":                            true, "64:ff9b::8.8.8.8": true, "2002:808:808::1": true,
+	} {
+		if got := arbiter.PublicAddress(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("PublicAddress(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
 func TestValidateWebhookURL(t *testing.T) {
 	for _, c := range []struct {
 		url          string
@@ -225,6 +307,85 @@ func TestParseTaskCreate_CallbackURL(t *testing.T) {
 	for _, body := range []string{`,"callback_url":1}`, `,"callback_url":"ftp://x"}`, `,"callback_url":"https://a b"}`} {
 		if _, err := arbiter.ParseTaskCreate([]byte(base + body)); arbiter.ErrorCode(err) != arbiter.EINVALID {
 			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
+
+// TestWebhookResponseExcerpt: whatever a receiver answers, the excerpt is
+// valid UTF-8 without NUL (which Postgres text refuses), at most
+// WebhookResponseBodyBytes long, and keeps what it can of the text.
+func TestWebhookResponseExcerpt(t *testing.T) {
+	limit := arbiter.WebhookResponseBodyBytes
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"empty", nil, ""},
+		{"plain text stays", []byte(`{"error":"down"}`), `{"error":"down"}`},
+		{"a NUL reads as ␀", []byte("bad\x00body\x00"), "bad␀body␀"},
+		{"invalid bytes read as U+FFFD", []byte("a\xff\xfeb\xc0"), "a\uFFFDb\uFFFD"},
+		{"a lone surrogate reads as U+FFFD", []byte("x\xed\xa0\x80y"), "x\uFFFDy"},
+		{"cut at the limit", []byte(strings.Repeat("a", limit+10)), strings.Repeat("a", limit)},
+		{"a character cut off at the limit is dropped", []byte(strings.Repeat("a", limit-1) + "é"), strings.Repeat("a", limit-1)},
+		{"replacements never pass the limit", []byte(strings.Repeat("\x00", limit+5)), strings.Repeat("␀", limit/3)},
+		{"invalid bytes at the limit", []byte(strings.Repeat("a", limit-2) + "\xff\xff\xff"), strings.Repeat("a", limit-2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := arbiter.WebhookResponseExcerpt(c.body)
+			if got != c.want {
+				t.Errorf("got %q (%d bytes), want %q", got, len(got), c.want)
+			}
+			if !utf8.ValidString(got) || strings.ContainsRune(got, 0) || len(got) > limit {
+				t.Errorf("the excerpt is not storable: %q", got)
+			}
+		})
+	}
+}
+
+// TestNewWebhookPayload_Timestamp: the timestamp reads as the README's
+// examples do: RFC 3339 in UTC to the millisecond, trailing zeros dropped.
+func TestNewWebhookPayload_Timestamp(t *testing.T) {
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2026, 11, 23, 18, 33, 20, 123_456_789, time.UTC), "2026-11-23T18:33:20.123Z"},
+		{time.Date(2026, 11, 23, 18, 30, 0, 0, time.UTC), "2026-11-23T18:30:00Z"},
+		{time.Date(2026, 11, 23, 18, 30, 0, 500_000_000, time.UTC), "2026-11-23T18:30:00.5Z"},
+		{time.Date(2026, 11, 23, 19, 30, 0, 999_999, time.FixedZone("CET", 3600)), "2026-11-23T18:30:00Z"},
+		{arbiter.Timestamp(1795415600123).Time(), "2026-11-23T06:33:20.123Z"},
+	} {
+		body, err := arbiter.NewWebhookPayload(arbiter.EventPing, c.at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p arbiter.WebhookPayload
+		if err := json.Unmarshal(body, &p); err != nil || p.Timestamp != c.want {
+			t.Errorf("%v: timestamp %q (%v), want %q", c.at, p.Timestamp, err, c.want)
+		}
+	}
+}
+
+// TestTaskEventTime: a completion and an expiry happened when the task
+// says they did; other events, at the change.
+func TestTaskEventTime(t *testing.T) {
+	now := time.Date(2026, 11, 23, 18, 40, 0, 0, time.UTC)
+	completed, expired := arbiter.Timestamp(1795415600123), arbiter.Timestamp(1795415700456)
+	task := &arbiter.Task{CompletedAt: &completed}
+	for _, c := range []struct {
+		event string
+		task  *arbiter.Task
+		want  time.Time
+	}{
+		{arbiter.EventTaskCompleted, task, completed.Time()},
+		{arbiter.EventTaskExpired, &arbiter.Task{ExpiredAt: &expired}, expired.Time()},
+		{arbiter.EventTaskHumanNeeded, task, now},
+		{arbiter.EventTaskAuditDisagreed, task, now},
+		{arbiter.EventTaskCompleted, &arbiter.Task{}, now},
+	} {
+		if got := arbiter.TaskEventTime(c.event, c.task, now); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.event, got, c.want)
 		}
 	}
 }

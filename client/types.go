@@ -48,10 +48,11 @@ type TaskCreate struct {
 	// Zero means no deadline.
 	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
 	// CallbackURL, when set, also receives the task's webhook events
-	// (task.human_needed, task.completed, task.expired), signed with the
-	// account's callback secret as Standard Webhooks describes: an
-	// https:// URL on a public address, such as the resume endpoint of a
-	// durable workflow waiting on the decision.
+	// (task.human_needed, task.completed, task.expired,
+	// task.audit_disagreed), signed with the account's callback secret as
+	// Standard Webhooks describes: an https:// URL on a public address,
+	// such as the resume endpoint of a durable workflow waiting on the
+	// decision.
 	CallbackURL string `json:"callback_url,omitempty"`
 	// AuditRate, from 0 to 1, is the share of the verifier's confident
 	// answers on this task that a person also checks, blind, instead of

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,6 +183,13 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 			WHERE id = ? AND account_id = ?`), disabled, id, accountID); err != nil {
 			return fmt.Errorf("set endpoint enabled: %w", err)
 		}
+		hold := d.holdMessages
+		if enabled {
+			hold = d.releaseHeldMessages
+		}
+		if err := hold(ctx, tx, id); err != nil {
+			return err
+		}
 		e.Disabled, e.FailingSince = disabled, nil
 		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(kind, accountID, e, by))
 	})
@@ -191,6 +200,31 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 		d.webhooksQueued()
 	}
 	return e, nil
+}
+
+// holdMessages holds, in tx, the endpoint's messages waiting to be sent
+// that no worker is sending: they stay, as held, until it is enabled
+// again. Pings stay pending: they go to a disabled endpoint too.
+func (d *DB) holdMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'held'
+		WHERE endpoint_id = ? AND status = 'pending' AND event_type <> 'ping'
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`), endpointID); err != nil {
+		return fmt.Errorf("hold webhook messages: %w", err)
+	}
+	return nil
+}
+
+// releaseHeldMessages makes, in tx, the messages that waited for the
+// endpoint while it was disabled (held, or pending on their schedule) due
+// at once, in the order they were written: each is due at its creation
+// time, and claims take the earliest first.
+func (d *DB) releaseHeldMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', next_attempt_at = created_at
+		WHERE endpoint_id = ? AND status IN ('held', 'pending')
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`), endpointID); err != nil {
+		return fmt.Errorf("release held webhook messages: %w", err)
+	}
+	return nil
 }
 
 // DeleteWebhookEndpoint deletes the account's endpoint, its messages and
@@ -427,6 +461,11 @@ func (d *DB) FindWebhookMessage(ctx context.Context, accountID, endpointID, mess
 	return r.message(), attempts, nil
 }
 
+// heldIfDisabled is the status of a message sent again to the endpoint
+// named by its one argument: held while the endpoint is disabled.
+const heldIfDisabled = `CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ? AND disabled <> '')
+	THEN 'held' ELSE 'pending' END`
+
 // ResendWebhookMessage makes the endpoint's message due at once, with its
 // schedule started over, unless a worker is delivering it right now.
 func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, messageID string) (err error) {
@@ -435,10 +474,10 @@ func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, me
 	if !arbiter.ValidWebhookMessageID(messageID) || !arbiter.ValidWebhookEndpointID(endpointID) {
 		return errMessageNotFound
 	}
-	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', attempts = 0,
+	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = `+heldIfDisabled+`, attempts = 0,
 		next_attempt_at = ? WHERE id = ? AND endpoint_id = ? AND account_id = ?
 		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`),
-		int64(d.nowMS()), messageID, endpointID, accountID)
+		endpointID, int64(d.nowMS()), messageID, endpointID, accountID)
 	if err != nil {
 		return fmt.Errorf("resend message: %w", err)
 	}
@@ -464,9 +503,9 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 		if _, err := d.findEndpoint(ctx, tx, accountID, endpointID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', attempts = 0,
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = `+heldIfDisabled+`, attempts = 0,
 			next_attempt_at = ? WHERE endpoint_id = ? AND account_id = ? AND status = 'failed' AND created_at >= ?`),
-			int64(d.nowMS()), endpointID, accountID, int64(since))
+			endpointID, int64(d.nowMS()), endpointID, accountID, int64(since))
 		if err != nil {
 			return fmt.Errorf("resend failed messages: %w", err)
 		}
@@ -482,9 +521,10 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 	return int(n), nil
 }
 
-// insertMessages stores new messages in tx.
+// insertMessages stores new messages in tx, pending unless their Status
+// says otherwise.
 func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.WebhookMessage) error {
-	const cols = 9
+	const cols = 10
 	for start := 0; start < len(msgs); start += 100 {
 		chunk := msgs[start:min(start+100, len(msgs))]
 		var b strings.Builder
@@ -495,7 +535,7 @@ func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.We
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			var endpoint, task, url any
 			url = ""
 			if m.EndpointID != "" {
@@ -506,8 +546,12 @@ func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.We
 			if m.TaskID != "" {
 				task = m.TaskID
 			}
+			status := m.Status
+			if status == "" {
+				status = arbiter.WebhookPending
+			}
 			args = append(args, m.ID, m.AccountID, endpoint, url, m.EventType, task, string(m.Payload),
-				int64(m.NextAttemptAt), int64(m.CreatedAt))
+				status, int64(m.NextAttemptAt), int64(m.CreatedAt))
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(b.String()), args...); err != nil {
 			return fmt.Errorf("insert webhook messages: %w", err)
@@ -552,10 +596,11 @@ func (d *DB) enqueueTaskEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskI
 }
 
 // enqueueTaskEvents writes, in tx, a message of each event for each
-// enabled endpoint of its account that wants it and for its task's
-// callback_url, the payload holding the task as it is in tx. It costs one
-// query when no endpoint and no callback wants any of them. It reports
-// whether it queued any; call webhooksQueued after the commit if so.
+// endpoint of its account that wants it (held for a disabled one) and for
+// its task's callback_url, the payload holding the task as it is in tx. It
+// costs one query when no endpoint and no callback wants any of them. It
+// reports whether it queued any; call webhooksQueued after the commit if
+// so.
 func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
 	if len(events) == 0 {
 		return false, nil
@@ -568,8 +613,8 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 			accountIDs = append(accountIDs, ev.accountID)
 		}
 	}
-	query, args, err := sqlx.In(`SELECT id, account_id, event_types FROM webhook_endpoints
-		WHERE account_id IN (?) AND disabled = ''`, accountIDs)
+	query, args, err := sqlx.In(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
+		WHERE account_id IN (?)`, accountIDs)
 	if err != nil {
 		return false, err
 	}
@@ -577,18 +622,23 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		ID         string `db:"id"`
 		AccountID  string `db:"account_id"`
 		EventTypes string `db:"event_types"`
+		Disabled   string `db:"disabled"`
 	}
 	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
 		return false, fmt.Errorf("find endpoints: %w", err)
 	}
-	type destination struct{ endpointID, url string }
+	type destination struct{ endpointID, url, status string }
 	dests := make([][]destination, len(events))
 	var taskIDs []any
 	for i, ev := range events {
 		for _, e := range endpoints {
 			wanted := (&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(ev.eventType)
 			if e.AccountID == ev.accountID && wanted {
-				dests[i] = append(dests[i], destination{endpointID: e.ID})
+				status := arbiter.WebhookPending
+				if e.Disabled != "" {
+					status = arbiter.WebhookHeld
+				}
+				dests[i] = append(dests[i], destination{endpointID: e.ID, status: status})
 			}
 		}
 		if ev.callbackURL != "" {
@@ -627,13 +677,13 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		if t == nil || len(dests[i]) == 0 {
 			continue
 		}
-		payload, err := arbiter.NewWebhookPayload(ev.eventType, now, t)
+		payload, err := arbiter.NewWebhookPayload(ev.eventType, arbiter.TaskEventTime(ev.eventType, t, now), t)
 		if err != nil {
 			return false, fmt.Errorf("webhook payload: %w", err)
 		}
 		for _, dest := range dests[i] {
 			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.accountID,
-				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.eventType, TaskID: ev.taskID, Payload: payload,
+				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.eventType, TaskID: ev.taskID, Payload: payload, Status: dest.status,
 				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
 		}
 	}
@@ -808,9 +858,42 @@ const (
 // and their attempts are written by one statement (recordManySQL), as
 // River's completer does; on SQLite, where a statement costs no round
 // trip, one by one.
+//
+// Attempts of many accounts share the transaction, so one that the store
+// refuses must not leave the others unrecorded (and sent again): when the
+// transaction fails, each attempt is recorded in a transaction of its own,
+// and one refused alone is recorded without its answer's body.
 func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
+	if len(records) > 1 {
+		out, err := d.recordAttempts(ctx, owner, records)
+		if err == nil || ctx.Err() != nil {
+			return out, err
+		}
+	}
+	out := make([]arbiter.WebhookRecorded, len(records))
+	for i, rec := range records {
+		one, err := d.recordAttempts(ctx, owner, records[i:i+1])
+		if a := &rec.Step.Attempt; err != nil && ctx.Err() == nil && a.ResponseBody != "" {
+			a.ResponseBody = ""
+			if a.Error == "" {
+				a.Error = "The answer's body could not be stored."
+			}
+			one, err = d.recordAttempts(ctx, owner, []arbiter.WebhookRecord{rec})
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = one[0]
+	}
+	return out, nil
+}
+
+// recordAttempts records the attempts in one transaction, as
+// RecordWebhookAttempts describes; an error means none was recorded.
+func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	var stmts [4]*sql.Stmt
 	for i, q := range []string{recordMessageSQL, insertWebhookAttemptSQL, endpointDeliveredSQL, recordManySQL} {
 		if q == recordManySQL && d.dialect != Postgres {
@@ -845,25 +928,32 @@ func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []
 			}
 		}
 		delivered := tx.StmtContext(ctx, stmts[2])
-		cleared := map[string]bool{}
+		successes := map[string]int{}
 		for i, rec := range records {
 			switch {
 			case !recorded[i]:
 				out[i].Err = errMessageLeaseLost
 			case endpoints[i] == "":
 			case rec.Step.Attempt.Succeeded():
-				if !cleared[endpoints[i]] {
-					cleared[endpoints[i]] = true
+				if successes[endpoints[i]] == 0 {
 					if _, err := delivered.ExecContext(ctx, endpoints[i]); err != nil {
 						return fmt.Errorf("record endpoint delivery: %w", err)
 					}
 				}
+				successes[endpoints[i]]++
 			default:
 				disabled, err := d.recordEndpointFailure(ctx, tx, endpoints[i], rec.Step)
 				if err != nil {
 					return err
 				}
 				out[i].Disabled = disabled
+			}
+		}
+		// In one order, so that two batches never wait on each other.
+		for _, e := range slices.Sorted(maps.Keys(successes)) {
+			if _, err := tx.ExecContext(ctx, d.rebind(bringForwardSQL), e, int64(d.nowMS()),
+				successes[e]*arbiter.WebhookCatchUp); err != nil {
+				return fmt.Errorf("bring waiting webhook messages forward: %w", err)
 			}
 		}
 		return nil
@@ -873,6 +963,18 @@ func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []
 	}
 	return out, nil
 }
+
+// bringForwardSQL makes an endpoint's first messages waiting for a retry
+// (first in the schedule's order) due now, as many as its last argument
+// says: a delivery to the endpoint succeeded, so the receiver is back and
+// need not wait for the schedule. Each is due from its creation, so the
+// claim, which takes the earliest due first, sends them oldest first. A
+// message last answered 429 keeps its schedule: the receiver asked for
+// fewer requests, and its Retry-After is honoured. Arguments: the
+// endpoint, now, how many.
+const bringForwardSQL = `UPDATE webhook_messages SET next_attempt_at = created_at
+	WHERE id IN (SELECT id FROM webhook_messages WHERE endpoint_id = ? AND status = 'pending' AND next_attempt_at > ?
+		AND last_status_code <> 429 ORDER BY next_attempt_at LIMIT ?)`
 
 // recordManySQL records a batch of attempts on Postgres in one statement:
 // each message owner still leases moves on, and gets its attempt; it
@@ -975,6 +1077,9 @@ func (d *DB) recordEndpointFailure(ctx context.Context, tx *sqlx.Tx, endpointID 
 		RETURNING `+endpointColumns), reason, endpointID); err != nil {
 		return nil, fmt.Errorf("disable endpoint: %w", err)
 	}
+	if err := d.holdMessages(ctx, tx, endpointID); err != nil {
+		return nil, err
+	}
 	disabled := &arbiter.DisabledWebhookEndpoint{Endpoint: r.endpoint()}
 	if err := tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID); err != nil {
 		return nil, fmt.Errorf("find the endpoint's account: %w", err)
@@ -994,8 +1099,8 @@ func (d *DB) ReleaseWebhookMessages(ctx context.Context, owner string) (err erro
 	return nil
 }
 
-// PruneWebhookMessages deletes up to max delivered or failed messages
-// created before before, and their attempts, in one transaction.
+// PruneWebhookMessages deletes up to max delivered, failed or held
+// messages created before before, and their attempts, in one transaction.
 func (d *DB) PruneWebhookMessages(ctx context.Context, before arbiter.Timestamp, max int) (_ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)

@@ -1,6 +1,8 @@
 package db_test
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,6 +295,306 @@ func TestWebhookService_PruneOldMessages(t *testing.T) {
 		}
 		if n, _ := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(time.Minute)), 100); n != 0 {
 			t.Errorf("pending messages were pruned: %d", n)
+		}
+	})
+}
+
+// TestWebhookDelivery_OneBadRecordFailsNoOther records a batch of attempts
+// of two accounts in which one answer's body holds a NUL and bytes that
+// are not UTF-8 (which Postgres text refuses), as a caller that did not
+// make it storable would pass it: every message in the batch moves on,
+// the others with their bodies, and the bad one with its status.
+func TestWebhookDelivery_OneBadRecordFailsNoOther(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
+		ea, eb := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, b.ID)
+		bad, err := d.SendWebhookPing(ctx, a.ID, ea.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var good []string
+		for range 2 {
+			m, err := d.SendWebhookPing(ctx, b.ID, eb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good = append(good, m.ID)
+		}
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd", 10, time.Minute)
+		if err != nil || len(claimed) != 3 {
+			t.Fatalf("claim: %d %v", len(claimed), err)
+		}
+		now := arbiter.TimestampOf(time.Now())
+		records := []arbiter.WebhookRecord{
+			{MessageID: good[0], Step: arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: now, ResponseBody: "ok 0"}}},
+			{MessageID: bad.ID, Step: arbiter.WebhookStep{Status: arbiter.WebhookPending, NextAttemptAt: now + 5000,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 500, AttemptedAt: now, ResponseBody: "no\x00pe\xff"}}},
+			{MessageID: good[1], Step: arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+				Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: now, ResponseBody: "ok 1"}}},
+		}
+		out, err := d.RecordWebhookAttempts(ctx, "whd", records)
+		if err != nil {
+			t.Fatalf("the batch failed as a whole: %v", err)
+		}
+		for i, o := range out {
+			if o.Err != nil {
+				t.Errorf("record %d: %v", i, o.Err)
+			}
+		}
+		for i, id := range good {
+			m, attempts, err := d.FindWebhookMessage(ctx, b.ID, eb.ID, id)
+			if err != nil || m.Status != arbiter.WebhookDelivered || len(attempts) != 1 || attempts[0].ResponseBody != "ok "+strconv.Itoa(i) {
+				t.Errorf("account b's message %d: %+v, %+v, %v", i, m, attempts, err)
+			}
+		}
+		m, attempts, err := d.FindWebhookMessage(ctx, a.ID, ea.ID, bad.ID)
+		if err != nil || m.Status != arbiter.WebhookPending || m.Attempts != 1 || m.NextAttemptAt != now+5000 ||
+			len(attempts) != 1 || attempts[0].StatusCode != 500 {
+			t.Errorf("the bad answer's message: %+v, %+v, %v", m, attempts, err)
+		}
+		if e, _ := d.FindWebhookEndpoint(ctx, a.ID, ea.ID); e.FailingSince == nil {
+			t.Error("the bad answer's endpoint is not failing")
+		}
+	})
+}
+
+// completeTask creates a task of the account and has the agent decide it,
+// which announces task.completed, and returns its id.
+func completeTask(t *testing.T, d *db.DB, accountID string) string {
+	t.Helper()
+	task, err := d.CreateTask(ctx, accountID, taskCreate("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed, err := d.ClaimTasks(ctx, "w", 1, time.Minute); err != nil || len(claimed) != 1 || claimed[0].ID != task.ID {
+		t.Fatalf("claim: %v, %d", err, len(claimed))
+	}
+	if err := d.FinishAgentAttempt(ctx, "w", task.ID, decided("approve", 0.99)); err != nil {
+		t.Fatal(err)
+	}
+	return task.ID
+}
+
+// TestWebhookService_DisabledEndpointHoldsMessages: disabling an endpoint
+// holds its message not yet sent, and events that follow are written for
+// it as held; none is claimed (a ping still is); enabling makes them due,
+// claimed oldest first; held messages past the retention are pruned.
+func TestWebhookService_DisabledEndpointHoldsMessages(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		statuses := func() map[string]string {
+			t.Helper()
+			list, err := d.ListWebhookMessages(ctx, a.ID, e.ID, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, m := range list {
+				got[m.TaskID] = m.Status
+			}
+			return got
+		}
+		var tasks []string
+		tasks = append(tasks, completeTask(t, d, a.ID))
+		c.Add(time.Second)
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, false, owner); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			tasks = append(tasks, completeTask(t, d, a.ID))
+			c.Add(time.Second)
+		}
+		got := statuses()
+		for i, id := range tasks {
+			if got[id] != arbiter.WebhookHeld {
+				t.Errorf("task %d's message is %q while the endpoint is disabled, want held", i, got[id])
+			}
+		}
+		if held, err := d.ListWebhookMessages(ctx, a.ID, e.ID, arbiter.WebhookHeld, 100); err != nil || len(held) != 3 {
+			t.Errorf("the log filtered by held lists %d (%v)", len(held), err)
+		}
+		ping, err := d.SendWebhookPing(ctx, a.ID, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd", 10, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Message.ID != ping.ID {
+			t.Fatalf("claimed %d (%v) while the endpoint is disabled, want the ping alone", len(claimed), err)
+		}
+
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, true, owner); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range tasks {
+			claimed, err := d.ClaimWebhookMessages(ctx, "whd", 1, time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Message.TaskID != id {
+				t.Fatalf("claim %d after enabling: %v, %+v; want task %d's message", i, err, claimed, i)
+			}
+		}
+
+		// Held again, and kept no longer than the retention.
+		if err := d.ReleaseWebhookMessages(ctx, "whd"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.SetWebhookEndpointEnabled(ctx, a.ID, e.ID, false, owner); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(-arbiter.WebhookRetention)), 100); err != nil || n != 0 {
+			t.Fatalf("pruned %d fresh messages (%v)", n, err)
+		}
+		c.Add(arbiter.WebhookRetention + time.Minute)
+		if n, err := d.PruneWebhookMessages(ctx, arbiter.TimestampOf(c.Now().Add(-arbiter.WebhookRetention)), 100); err != nil || n != 3 {
+			t.Errorf("pruned %d held messages past the retention (%v), want 3", n, err)
+		}
+	})
+}
+
+// TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward: messages of an
+// endpoint wait for a retry; each delivery to that endpoint that succeeds
+// makes WebhookCatchUp of them due, the first in the schedule's order
+// first; another endpoint's waiting message, and one answered 429, stay
+// where they were.
+func TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e, other := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, a.ID)
+		ping := func(endpointID string) string {
+			t.Helper()
+			m, err := d.SendWebhookPing(ctx, a.ID, endpointID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Add(time.Second)
+			return m.ID
+		}
+		record := func(status int, next time.Duration) {
+			t.Helper()
+			claimed, err := d.ClaimWebhookMessages(ctx, "whd", 100, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var records []arbiter.WebhookRecord
+			for _, del := range claimed {
+				step := arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+					Attempt: arbiter.WebhookAttempt{StatusCode: status, AttemptedAt: arbiter.TimestampOf(c.Now())}}
+				if status >= 300 {
+					step.Status, step.NextAttemptAt = arbiter.WebhookPending, arbiter.TimestampOf(c.Now().Add(next))
+				}
+				records = append(records, arbiter.WebhookRecord{MessageID: del.Message.ID, Step: step})
+			}
+			if _, err := d.RecordWebhookAttempts(ctx, "whd", records); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var waiting []string
+		for range 5 {
+			waiting = append(waiting, ping(e.ID))
+		}
+		otherWaiting := ping(other.ID)
+		record(500, 5*time.Minute) // all six wait five minutes
+		throttled := ping(e.ID)
+		record(429, time.Minute) // and one was asked to slow down
+		due := func(endpointID, id string) bool {
+			t.Helper()
+			m, _, err := d.FindWebhookMessage(ctx, a.ID, endpointID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Status == arbiter.WebhookPending && !m.NextAttemptAt.Time().After(c.Now())
+		}
+		// check says which waiting messages are delivered (the first
+		// delivered), due (the next dueNow), and still waiting.
+		check := func(when string, delivered, dueNow int) {
+			t.Helper()
+			for i, id := range waiting {
+				m, _, err := d.FindWebhookMessage(ctx, a.ID, e.ID, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := "waiting"
+				if i < delivered {
+					want = arbiter.WebhookDelivered
+				} else if i < delivered+dueNow {
+					want = "due"
+				}
+				got := m.Status
+				if got == arbiter.WebhookPending {
+					got = "waiting"
+					if due(e.ID, id) {
+						got = "due"
+					}
+				}
+				if got != want {
+					t.Errorf("%s: waiting message %d is %s, want %s", when, i, got, want)
+				}
+			}
+			if due(other.ID, otherWaiting) {
+				t.Errorf("%s: another endpoint's waiting message is due", when)
+			}
+			if due(e.ID, throttled) {
+				t.Errorf("%s: the message answered 429 is due before its Retry-After", when)
+			}
+		}
+		check("before any delivery", 0, 0)
+		ping(e.ID)
+		c.Add(-time.Second) // the clock stands still from here
+		record(200, 0)
+		check("after one delivery", 0, arbiter.WebhookCatchUp)
+		// The two brought forward are delivered, and bring the last
+		// three forward; then those are delivered.
+		record(200, 0)
+		check("after two more deliveries", 2, 3)
+		record(200, 0)
+		check("after the last three", 5, 0)
+	})
+}
+
+// TestWebhookService_EventTimestampIsWhenItHappened: the payload of a
+// completion and of an expiry carries, as its timestamp, the very instant
+// its task records (completed_at, expired_at), to the millisecond.
+func TestWebhookService_EventTimestampIsWhenItHappened(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		a := newAccount(t, d, "a@example.com")
+		e := newWebhookEndpoint(t, d, a.ID)
+		completed := completeTask(t, d, a.ID)
+		c.Add(1234 * time.Millisecond)
+		late, err := d.CreateTask(ctx, a.ID, withDeadline("late", 60))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Add(2 * time.Minute)
+		if _, err := d.ExpireTasks(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := d.ListWebhookMessages(ctx, a.ID, e.ID, "", 10)
+		if err != nil || len(msgs) != 2 {
+			t.Fatalf("%d messages (%v), want the completion and the expiry", len(msgs), err)
+		}
+		for _, m := range msgs {
+			var p struct {
+				Timestamp string       `json:"timestamp"`
+				Data      arbiter.Task `json:"data"`
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			at := p.Data.CompletedAt
+			if m.TaskID == late.ID {
+				at = p.Data.ExpiredAt
+			} else if m.TaskID != completed {
+				t.Fatalf("a message about %s", m.TaskID)
+			}
+			if at == nil {
+				t.Fatalf("%s: the task records no time: %s", m.EventType, m.Payload)
+			}
+			if want := at.Time().Format("2006-01-02T15:04:05.999Z07:00"); p.Timestamp != want {
+				t.Errorf("%s: timestamp %s, want the task's %s", m.EventType, p.Timestamp, want)
+			}
 		}
 	})
 }

@@ -26,9 +26,9 @@ func DashboardWebhook(hooks arbiter.WebhookService, allowPrivate bool, now arbit
 		case "resent":
 			v.Notice = "The message is on its way again, with the same webhook-id."
 		case "enabled":
-			v.Notice = "The endpoint is enabled; messages that waited for it go out now."
+			v.Notice = "The endpoint is enabled; the messages held for it go out now, oldest first."
 		case "disabled":
-			v.Notice = "The endpoint is disabled; its messages wait until it is enabled again."
+			v.Notice = "The endpoint is disabled; its events are held until it is enabled again."
 		case "resent-failed":
 			n, _ := strconv.Atoi(q.Get("n"))
 			v.Notice = strconv.Itoa(max(n, 0)) + " failed messages are on their way again."

@@ -207,13 +207,21 @@ func TestDashboardWebhooks_TestEventAndResend(t *testing.T) {
 		r = b.post("/webhooks/"+id+"/resend-failed", url.Values{"since": {"yesterday"}})
 		wantStatus(t, r, http.StatusBadRequest)
 
-		// Disable, enable, delete.
-		wantStatus(t, b.post("/webhooks/"+id+"/enabled", url.Values{"enabled": {"0"}}), http.StatusSeeOther)
+		// Disable (the page says its events are held), enable, delete.
+		r = b.post("/webhooks/"+id+"/enabled", url.Values{"enabled": {"0"}})
+		wantStatus(t, r, http.StatusSeeOther)
 		if e, _ := d.store.FindWebhookEndpoint(ctx, account.ID, id); e.Enabled() {
 			t.Error("Disable left it enabled")
 		}
+		if body := b.follow(r).body; !strings.Contains(body, `data-testid="held-note"`) || !strings.Contains(body, "its events are held") {
+			t.Errorf("the disabled endpoint's page does not say its events are held:\n%s", body)
+		}
 		wantStatus(t, b.post("/webhooks/"+id+"/enabled", url.Values{"enabled": {"maybe"}}), http.StatusBadRequest)
-		wantStatus(t, b.post("/webhooks/"+id+"/enabled", url.Values{"enabled": {"1"}}), http.StatusSeeOther)
+		r = b.post("/webhooks/"+id+"/enabled", url.Values{"enabled": {"1"}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if body := b.follow(r).body; strings.Contains(body, `data-testid="held-note"`) || !strings.Contains(body, "held for it go out now, oldest first") {
+			t.Errorf("the enabled endpoint's page:\n%s", body)
+		}
 		r = b.post("/webhooks/"+id+"/delete", url.Values{})
 		wantStatus(t, r, http.StatusSeeOther)
 		if !strings.Contains(b.follow(r).body, "The endpoint was deleted") {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -253,6 +252,9 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 		d.log.Error("record webhook attempt", "message", m.ID, "error", err.Error())
 		return
 	}
+	if step.Status == arbiter.WebhookPending {
+		d.wakeAt(step.NextAttemptAt)
+	}
 	if step.Status == arbiter.WebhookFailed {
 		d.log.Info("webhook message failed", "message", m.ID, "endpoint", m.EndpointID, "attempts", m.Attempts+1)
 	}
@@ -265,6 +267,19 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 				d.log.Error("mail the disabled endpoint's owner", "endpoint", disabled.Endpoint.ID, "error", err.Error())
 			}
 		}
+	}
+}
+
+// retryWakeWithin bounds the retries wakeAt keeps a timer for: a later one
+// may come a poll late, which is well within its jitter.
+const retryWakeWithin = time.Minute
+
+// wakeAt wakes the claim loop when a retry this deliverer scheduled falls
+// due at t, so that a 5 s retry lands within its jitter (±0.5 s) rather
+// than up to a poll (1 s) late.
+func (d *Deliverer) wakeAt(t arbiter.Timestamp) {
+	if wait := t.Time().Sub(d.cfg.Now()); wait <= retryWakeWithin {
+		time.AfterFunc(max(wait, 0), d.Notify)
 	}
 }
 
@@ -355,44 +370,32 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 	res, err := d.cfg.Client.Do(req)
 	if err != nil {
 		a.Latency, a.Error = time.Since(started), describeSendError(err)
+		if addressRefused(err) {
+			a.Latency = 0 // how long a lookup took would tell names apart too
+		}
 		return a, 0
 	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, arbiter.WebhookResponseBodyBytes))
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxDrainBytes))
 	res.Body.Close()
 	a.Latency, a.StatusCode = time.Since(started), res.StatusCode
-	a.ResponseBody = strings.ToValidUTF8(string(trimPartialRune(body)), "\uFFFD")
+	a.ResponseBody = arbiter.WebhookResponseExcerpt(body)
 	if res.StatusCode >= 300 && res.StatusCode < 400 {
 		a.Error = "Redirects are not followed; answer 2xx at the URL itself."
 	}
 	return a, arbiter.ParseRetryAfter(res.Header.Get("Retry-After"), now)
 }
 
-// trimPartialRune drops a UTF-8 sequence cut off at the end of b.
-func trimPartialRune(b []byte) []byte {
-	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
-		if utf8.RuneStart(b[len(b)-i]) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return b[:len(b)-i]
-			}
-			break
-		}
-	}
-	return b
-}
-
 // describeSendError says why a request got no answer, in words for the
-// account's attempt log that name no address the host resolved to.
+// account's attempt log that name no address the host resolved to, and
+// that read the same for every address a delivery may not reach.
 func describeSendError(err error) string {
-	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {
-	case dialRefused(err):
-		return ErrPrivateAddress.Error() + "."
+	case addressRefused(err):
+		return noPublicAddress
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return "No answer within " + arbiter.WebhookTimeout.String() + "."
-	case errors.As(err, &dnsErr):
-		return "The host name could not be resolved."
 	case strings.Contains(err.Error(), "connection refused"):
 		return "The connection was refused."
 	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"):

@@ -21,8 +21,12 @@ var ErrPrivateAddress = errors.New("the host resolves to a private, loopback or 
 // that refuses every address arbiter.PublicAddress refuses. The check runs
 // on the address the connection is about to use, after DNS resolution, so
 // a name that resolves to 127.0.0.1 is refused as 127.0.0.1 is.
-func NewWebhookClient(allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+func NewWebhookClient(allowPrivate bool) *http.Client { return newWebhookClient(allowPrivate, nil) }
+
+// newWebhookClient is NewWebhookClient looking names up with resolver (nil:
+// the system's), which tests replace so that no lookup leaves the machine.
+func newWebhookClient(allowPrivate bool, resolver *net.Resolver) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Resolver: resolver}
 	if !allowPrivate {
 		dialer.Control = refusePrivate
 	}
@@ -59,5 +63,17 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// dialRefused reports whether err is the guard's refusal.
-func dialRefused(err error) bool { return errors.Is(err, ErrPrivateAddress) }
+// noPublicAddress is what the attempt log says when a delivery found no
+// address it may connect to: the same sentence whether the host's name
+// did not resolve, resolved to an address that is not public, or is one,
+// so that the log tells an account nothing of the names inside the
+// network the deliverer runs in.
+const noPublicAddress = "The host has no public address that webhooks may reach: its name does not resolve, or it is or resolves to a private, loopback or reserved address."
+
+// addressRefused reports whether err says that the delivery found no
+// address it may connect to: the guard's refusal, or a name that did not
+// resolve.
+func addressRefused(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.Is(err, ErrPrivateAddress) || errors.As(err, &dnsErr)
+}

@@ -518,14 +518,100 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 		if seen := attempts.list(); len(seen) != 1 || seen[0] != "failed for good" {
 			t.Errorf("the observer heard %v, want one attempt that failed for good", seen)
 		}
-		// A disabled endpoint gets no task events.
+		// A disabled endpoint's task events are held, not sent.
 		_, taskID := createTask(t, store, "a@example.com")
 		agentStep(t, store, taskID, arbiter.StatusCompleted)
-		list, err := store.ListWebhookMessages(ctx, accountID, e.ID, "", 100)
-		if err != nil || len(list) != 1 {
-			t.Errorf("the disabled endpoint has %d messages (%v), want the ping alone", len(list), err)
+		list, err := store.ListWebhookMessages(ctx, accountID, e.ID, arbiter.WebhookHeld, 100)
+		if err != nil || len(list) != 1 || list[0].TaskID != taskID {
+			t.Errorf("the disabled endpoint holds %d messages (%v), want the task's", len(list), err)
 		}
 	})
+}
+
+// TestDeliverer_HeldMessagesGoOutInOrderWhenEnabled: a 410 disables the
+// endpoint; the events that follow are held, and a ping sent after them
+// (pings go to a disabled endpoint) is the only request while it is
+// disabled; enabling it sends them, once each, in the order they were
+// written (one delivery at a time, to observe the order).
+func TestDeliverer_HeldMessagesGoOutInOrderWhenEnabled(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n == 1 {
+					w.WriteHeader(http.StatusGone)
+				}
+			})
+			accountID, first := createTask(t, store, "a@example.com")
+			e := newEndpoint(t, store, accountID, r.srv.URL)
+			startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Now, c.Concurrency = clock.Now, 1 })
+			agentStep(t, store, first, arbiter.StatusHumanNeeded)
+			r.waitDeliveries(t, 1)
+			deadline := time.Now().Add(20 * time.Second)
+			for got, _ := store.FindWebhookEndpoint(ctx, accountID, e.ID); got.Enabled(); got, _ = store.FindWebhookEndpoint(ctx, accountID, e.ID) {
+				if time.Now().After(deadline) {
+					t.Fatal("the 410 did not disable the endpoint")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			var held []string
+			for range 5 {
+				clock.Advance(time.Second)
+				_, taskID := createTask(t, store, "a@example.com")
+				agentStep(t, store, taskID, arbiter.StatusCompleted)
+				held = append(held, taskID)
+			}
+			clock.Advance(time.Second)
+			ping, err := store.SendWebhookPing(ctx, accountID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.waitDeliveries(t, 2)
+			if len(got) != 2 || got[1].header.Get("webhook-id") != ping.ID {
+				t.Fatalf("while the endpoint is disabled the receiver got %d requests, the last %s; want the ping alone", len(got)-1, got[len(got)-1].payload(t).Type)
+			}
+			if _, err := store.SetWebhookEndpointEnabled(ctx, accountID, e.ID, true, arbiter.Actor{Email: "owner@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			got = r.waitDeliveries(t, 2+len(held))
+			var order []string
+			for _, d := range got[2:] {
+				var p struct {
+					Data struct {
+						ID string `json:"id"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(d.body, &p); err != nil {
+					t.Fatal(err)
+				}
+				order = append(order, p.Data.ID)
+			}
+			if strings.Join(order, " ") != strings.Join(held, " ") {
+				t.Errorf("after enabling the held events came in the order\n%v, want\n%v", order, held)
+			}
+			for _, m := range mustList(t, store, accountID, e.ID) {
+				if m.TaskID != first && m.TaskID != "" {
+					waitMessage(t, store, accountID, e.ID, m.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+						return m.Status == arbiter.WebhookDelivered
+					})
+				}
+			}
+			if n := len(r.deliveries()); n != 2+len(held) {
+				t.Errorf("the receiver got %d requests, want %d", n, 2+len(held))
+			}
+		})
+	}
+}
+
+// mustList returns the endpoint's latest messages.
+func mustList(t *testing.T, store *db.DB, accountID, endpointID string) []*arbiter.WebhookMessage {
+	t.Helper()
+	list, err := store.ListWebhookMessages(ctx, accountID, endpointID, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
 
 // TestDeliverer_HonoursALongerRetryAfter: a 429 asking for two minutes is
@@ -851,4 +937,240 @@ func TestDeliverer_CallbackURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeliverer_ANulInAnAnswerFailsNoOneElse has one account's receiver
+// answer 500 with a NUL and bytes that are not UTF-8, beside another
+// account's receiver that takes twenty messages sent at the same time:
+// each of those arrives once and is recorded delivered; the bad answer is
+// recorded at every attempt (the NUL as ␀), its message walks the whole
+// schedule to failed, and its endpoint is disabled once it has failed for
+// five days.
+func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			bad := newReceiver(t, func(_ int, w http.ResponseWriter) {
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, "oops\x00\xff")
+			})
+			good := newReceiver(t, nil)
+			badAccount, _ := createTask(t, store, "a@example.com")
+			goodAccount, _ := createTask(t, store, "b@example.com")
+			eBad, eGood := newEndpoint(t, store, badAccount, bad.srv.URL), newEndpoint(t, store, goodAccount, good.srv.URL)
+			m, err := store.SendWebhookPing(ctx, badAccount, eBad.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var goodIDs []string
+			for range n {
+				g, err := store.SendWebhookPing(ctx, goodAccount, eGood.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				goodIDs = append(goodIDs, g.ID)
+			}
+			mail := &sentMail{}
+			startDeliverer(t, store, func(c *worker.WebhookConfig) {
+				c.Now, c.Jitter, c.Mailer = clock.Now, func() float64 { return 0 }, mail
+			})
+			for _, id := range goodIDs {
+				waitMessage(t, store, goodAccount, eGood.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Status == arbiter.WebhookDelivered
+				})
+			}
+			for i := 1; i <= len(arbiter.WebhookRetryDelays)+1; i++ {
+				msg, attempts := waitMessage(t, store, badAccount, eBad.ID, m.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Attempts == i
+				})
+				if a := attempts[i-1]; a.StatusCode != 500 || a.ResponseBody != "oops␀\uFFFD" {
+					t.Fatalf("attempt %d recorded %d %q", i, a.StatusCode, a.ResponseBody)
+				}
+				if i > len(arbiter.WebhookRetryDelays) {
+					if msg.Status != arbiter.WebhookFailed {
+						t.Fatalf("after the last attempt the message is %s", msg.Status)
+					}
+					break
+				}
+				wait := arbiter.WebhookRetryDelays[i-1]
+				if want := arbiter.TimestampOf(clock.Now().Add(wait)); msg.Status != arbiter.WebhookPending || msg.NextAttemptAt != want {
+					t.Fatalf("after attempt %d: %s, next at %v, want pending at %v", i, msg.Status, msg.NextAttemptAt.Time(), want.Time())
+				}
+				clock.Advance(wait)
+			}
+			if e, _ := store.FindWebhookEndpoint(ctx, badAccount, eBad.ID); !e.Enabled() || e.FailingSince == nil {
+				t.Fatalf("after the schedule the endpoint is disabled %q, failing since %v", e.Disabled, e.FailingSince)
+			}
+			clock.Advance(arbiter.WebhookFailingLimit)
+			last, err := store.SendWebhookPing(ctx, badAccount, eBad.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitMessage(t, store, badAccount, eBad.ID, last.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			if e, _ := store.FindWebhookEndpoint(ctx, badAccount, eBad.ID); e.Disabled != arbiter.WebhookDisabledFailing {
+				t.Errorf("after five days of failures the endpoint is %q", e.Disabled)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for len(mail.list()) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+eBad.ID+" failing" {
+				t.Errorf("mail sent: %v", sent)
+			}
+			seen := map[string]int{}
+			for _, d := range good.deliveries() {
+				seen[d.header.Get("webhook-id")]++
+			}
+			for _, id := range goodIDs {
+				if seen[id] != 1 {
+					t.Errorf("%s reached the other account's receiver %d times", id, seen[id])
+				}
+			}
+			if e, _ := store.FindWebhookEndpoint(ctx, goodAccount, eGood.ID); !e.Enabled() || e.FailingSince != nil {
+				t.Errorf("the other account's endpoint: disabled %q, failing since %v", e.Disabled, e.FailingSince)
+			}
+			if got := len(bad.deliveries()); got != len(arbiter.WebhookRetryDelays)+2 {
+				t.Errorf("the bad receiver got %d requests, want %d", got, len(arbiter.WebhookRetryDelays)+2)
+			}
+		})
+	}
+}
+
+// TestDeliverer_RefusedAddressesReadAlike: with the guard on, a name that
+// resolves to loopback, a name that does not resolve and a private
+// address written as such fail with one and the same sentence, naming no
+// address, and no latency, so the delivery log is no oracle of the names
+// inside the deliverer's network. No lookup leaves the process: the
+// resolver's DNS is a dial that fails.
+func TestDeliverer_RefusedAddressesReadAlike(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		r := newReceiver(t, nil)
+		_, port, _ := net.SplitHostPort(r.srv.Listener.Addr().String())
+		noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("no DNS in tests")
+		}}
+		accountID, _ := createTask(t, store, "a@example.com")
+		var messages []struct{ endpoint, message string }
+		for _, host := range []string{"localhost", "nowhere.example", "127.0.0.1", "[::ffff:10.0.0.1]"} {
+			e := newEndpoint(t, store, accountID, "http://"+host+":"+port+"/hooks")
+			m, err := store.SendWebhookPing(ctx, accountID, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			messages = append(messages, struct{ endpoint, message string }{e.ID, m.ID})
+		}
+		startDeliverer(t, store, func(c *worker.WebhookConfig) {
+			c.AllowPrivate, c.Client = false, worker.NewWebhookClientResolving(false, noDNS)
+		})
+		var sentences []string
+		for _, m := range messages {
+			_, attempts := waitMessage(t, store, accountID, m.endpoint, m.message, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			a := attempts[0]
+			if a.StatusCode != 0 || a.Latency != 0 || a.Error == "" || strings.Contains(a.Error, "127.0.0.1") || strings.Contains(a.Error, "10.0.0.1") {
+				t.Errorf("the refused attempt: %d in %v, %q", a.StatusCode, a.Latency, a.Error)
+			}
+			sentences = append(sentences, a.Error)
+		}
+		for i, s := range sentences[1:] {
+			if s != sentences[0] {
+				t.Errorf("attempt %d reads %q, the first %q", i+2, s, sentences[0])
+			}
+		}
+		if len(r.deliveries()) != 0 {
+			t.Error("the receiver was reached through the guard")
+		}
+	})
+}
+
+// TestDeliverer_RecoveryBringsRetriesForward: a receiver fails six
+// messages, which wait for the schedule's 5 s; it comes back, and the
+// next message to it succeeds: the six follow at once, oldest first,
+// while the clock stands still (one delivery at a time, to observe the
+// order).
+func TestDeliverer_RecoveryBringsRetriesForward(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			clock := &manualClock{now: time.Now().Truncate(time.Second)}
+			store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+			const failing = 6
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n <= failing {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			})
+			accountID, _ := createTask(t, store, "a@example.com")
+			e := newEndpoint(t, store, accountID, r.srv.URL)
+			var waiting []string
+			for range failing {
+				m, err := store.SendWebhookPing(ctx, accountID, e.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waiting = append(waiting, m.ID)
+				clock.Advance(time.Second)
+			}
+			startDeliverer(t, store, func(c *worker.WebhookConfig) {
+				c.Now, c.Jitter, c.Concurrency = clock.Now, func() float64 { return 0 }, 1
+			})
+			for _, id := range waiting {
+				waitMessage(t, store, accountID, e.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
+			}
+			stood := clock.Now()
+			if _, err := store.SendWebhookPing(ctx, accountID, e.ID); err != nil {
+				t.Fatal(err)
+			}
+			got := r.waitDeliveries(t, 2*failing+1)
+			var order []string
+			for _, d := range got[failing+1:] {
+				order = append(order, d.header.Get("webhook-id"))
+			}
+			if strings.Join(order, " ") != strings.Join(waiting, " ") {
+				t.Errorf("after the recovery the retries came in the order\n%v, want\n%v", order, waiting)
+			}
+			for _, id := range waiting {
+				m, attempts := waitMessage(t, store, accountID, e.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
+					return m.Status == arbiter.WebhookDelivered
+				})
+				if m.Attempts != 2 || attempts[1].AttemptedAt != arbiter.TimestampOf(stood) {
+					t.Errorf("%s: %d attempts, the last at %v; want the second at %v", id, m.Attempts, attempts[len(attempts)-1].AttemptedAt.Time(), stood)
+				}
+			}
+		})
+	}
+}
+
+// TestDeliverer_FirstRetryLandsWithinTheJitter: a receiver fails the first
+// attempt; the retry reaches it 5 s later within the documented ±10%
+// (4.5 to 5.5 s, measured at the receiver), with the poll set far longer
+// than the schedule, so that only the deliverer's wake for the retry it
+// scheduled can send it in time (a poll would land it up to 1 s late).
+func TestDeliverer_FirstRetryLandsWithinTheJitter(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		var mu sync.Mutex
+		var arrived []time.Time
+		r := newReceiver(t, func(n int, w http.ResponseWriter) {
+			mu.Lock()
+			arrived = append(arrived, time.Now())
+			mu.Unlock()
+			if n == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		})
+		accountID, _ := createTask(t, store, "a@example.com")
+		e := newEndpoint(t, store, accountID, r.srv.URL)
+		if _, err := store.SendWebhookPing(ctx, accountID, e.ID); err != nil {
+			t.Fatal(err)
+		}
+		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Poll, c.Jitter = time.Hour, func() float64 { return 0 } })
+		r.waitDeliveries(t, 2)
+		mu.Lock()
+		defer mu.Unlock()
+		first := arbiter.WebhookRetryDelays[0]
+		lo, hi := time.Duration(float64(first)*(1-arbiter.WebhookJitter)), time.Duration(float64(first)*(1+arbiter.WebhookJitter))
+		if gap := arrived[1].Sub(arrived[0]); gap < lo || gap > hi {
+			t.Errorf("the first retry came %v after the attempt, want %v to %v", gap, lo, hi)
+		}
+	})
 }

@@ -94,6 +94,8 @@ func messageStatusColour(status string) string {
 		return "green"
 	case arbiter.WebhookFailed:
 		return "red"
+	case arbiter.WebhookHeld:
+		return "slate"
 	}
 	return "amber"
 }
