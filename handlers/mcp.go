@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -31,6 +33,9 @@ import (
 // waits for a verdict (up to arbiter.MaxWait) has its write deadline moved
 // past the wait, as GET /v1/tasks/{id}?wait=N does, stops waiting when the
 // caller leaves, and is answered at once when shutdown closes.
+//
+// One request runs one call: a JSON-RPC batch is refused whole. An account
+// runs at most MaxMCPCalls requests at once here, waits included.
 func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, created func(n int)) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
@@ -47,11 +52,24 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		PropagateRequestCancellation: true,
 		MaxRequestBodyBytes:          arbiter.MaxBodyBytes,
 	})
+	calls := arbiter.NewInFlightLimiter(MaxMCPCalls)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkMCPRequest(w, r); err != nil {
 			Error(w, r, err)
 			return
 		}
+		if peekBatch(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(mcpserver.BatchRefusalJSON)
+			return
+		}
+		release, ok := calls.Acquire(arbiter.AccountIDFromContext(r.Context()))
+		if !ok {
+			Error(w, r, errTooManyMCPCalls)
+			return
+		}
+		defer release()
 		// The server's write timeout counts from the request; a tool call
 		// may wait for a verdict first.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
@@ -60,6 +78,40 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		stream.ServeHTTP(jw, r)
 		jw.finish(r)
 	})
+}
+
+// MaxMCPCalls is how many /v1/mcp requests of one account a server process
+// runs at once, waits for a verdict included; past it, a request is 429.
+const MaxMCPCalls = 32
+
+var errTooManyMCPCalls = &arbiter.Error{Code: arbiter.ERATELIMIT, RetryAfter: time.Second,
+	Message: fmt.Sprintf("Too many MCP calls of this account are running at once (at most %d): wait for one to end, then try again.", MaxMCPCalls)}
+
+// peekBatch reports whether the body of r is a JSON-RPC batch (its first
+// byte after white space is '['), leaving the body to be read whole.
+//
+// The SDK refuses a batch only when the request names protocol version
+// 2025-06-18 or later, and runs every call of one at once otherwise; one
+// request could start thousands of calls. Batches are refused here, before
+// the SDK, whatever the version.
+func peekBatch(r *http.Request) bool {
+	body := bufio.NewReader(r.Body)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, r.Body}
+	for {
+		b, err := body.ReadByte()
+		if err != nil {
+			return false // the SDK answers an empty or unreadable body
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		_ = body.UnreadByte()
+		return b == '['
+	}
 }
 
 // checkMCPRequest refuses, with the API's sentences, the requests the
