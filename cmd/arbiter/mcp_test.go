@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -799,5 +800,27 @@ func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
 	}
 	if elapsed := time.Since(started); elapsed > 10*time.Second {
 		t.Errorf("answered %s after shutdown began", elapsed)
+	}
+}
+
+// TestREADME_MCPQuickStart keeps the README's MCP set-up usable by a
+// newcomer: how the binary gets where a client launches it from, and the
+// quick start's own origin in both examples.
+func TestREADME_MCPQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Agents (MCP)\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, want := range []string{
+		"go install ./cmd/arbiter",
+		"absolute path",
+		`"SVC_BASE_URL": "http://localhost:8080"`,
+		`"url": "http://localhost:8080/v1/mcp"`,
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the README's MCP section does not say %s", want)
+		}
 	}
 }
