@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/arbiterhq/arbiter"
@@ -75,6 +76,10 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
 		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, r.Context()))
 		jw := &jsonErrorWriter{ResponseWriter: w}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(r.Body, &jw.sent), r.Body}
 		stream.ServeHTTP(jw, r)
 		jw.finish(r)
 	})
@@ -148,10 +153,15 @@ type mcpRequestKey struct{}
 // jsonErrorWriter answers the SDK's plain-text refusals (a body that is not
 // JSON-RPC, say) as the API's {"error": "…"}; everything else, JSON-RPC
 // answers included, passes through.
+//
+// A call of a method the server does not have, which the SDK refuses with
+// a plain-text 400 before protocol 2026-07-28, is answered as on stdio: a
+// 200 with the JSON-RPC error -32601.
 type jsonErrorWriter struct {
 	http.ResponseWriter
 	status int // the refusal held back, or 0
 	text   bytes.Buffer
+	sent   bytes.Buffer // the request's body as the SDK read it
 }
 
 func (w *jsonErrorWriter) WriteHeader(status int) {
@@ -179,6 +189,20 @@ func (w *jsonErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 func (w *jsonErrorWriter) finish(r *http.Request) {
 	if w.status == 0 {
 		return
+	}
+	if w.status == http.StatusBadRequest && strings.HasPrefix(w.text.String(), "JSON RPC not handled") {
+		if msg, err := jsonrpc.DecodeMessage(w.sent.Bytes()); err == nil {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				b, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
+					Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q", req.Method)}})
+				if err == nil {
+					w.ResponseWriter.Header().Set("Content-Type", "application/json")
+					w.ResponseWriter.WriteHeader(http.StatusOK)
+					_, _ = w.ResponseWriter.Write(b)
+					return
+				}
+			}
+		}
 	}
 	msg := []rune(strings.TrimSpace(w.text.String()))
 	if len(msg) == 0 {
