@@ -16,6 +16,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/openapi/openapitest"
 )
 
 // mcpBatch is a JSON-RPC batch of n calls, call(i) making the i-th.
@@ -368,5 +369,47 @@ func TestMCP_UnknownMethodIsTheSameErrorOnBothTransports(t *testing.T) {
 	}
 	if overHTTP.Error.Code != -32601 || overHTTP.Error != overStdio.Error || overHTTP.ID == nil || string(*overHTTP.ID) != "5" {
 		t.Errorf("HTTP answered %s and stdio %s, want the same error -32601 for id 5", b, out[1])
+	}
+}
+
+func TestMCP_A401LeadsToNoOAuth(t *testing.T) {
+	s := newMCPServer(t, dbtest.Dialects[0])
+	status, h, b := postMCP(t, s.base, "POST", nil, mcpInitialize)
+	apiErrorSentence(t, status, h, b, http.StatusUnauthorized)
+	if challenge := h.Get("WWW-Authenticate"); !strings.HasPrefix(challenge, "Bearer ") || strings.Contains(challenge, "resource_metadata") {
+		t.Errorf("WWW-Authenticate = %q, want a Bearer challenge that points to no OAuth metadata", challenge)
+	}
+	// An MCP client that looks for the protected resource's metadata
+	// (RFC 9728, at both the root and the endpoint's own address) reads
+	// that keys go in the header and that no authorization server exists.
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/v1/mcp"} {
+		req, _ := http.NewRequest("GET", s.base+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, body)
+		var prm struct {
+			Resource             string    `json:"resource"`
+			BearerMethods        []string  `json:"bearer_methods_supported"`
+			AuthorizationServers *[]string `json:"authorization_servers"`
+		}
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &prm) != nil || !strings.HasSuffix(prm.Resource, "/v1/mcp") ||
+			!slices.Equal(prm.BearerMethods, []string{"header"}) || prm.AuthorizationServers == nil || len(*prm.AuthorizationServers) != 0 {
+			t.Errorf("GET %s = %d %s, want the metadata of /v1/mcp: the header, no authorization server", path, res.StatusCode, body)
+		}
+	}
+	// Nor does the server offer an authorization server's metadata.
+	for _, path := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		res, err := http.Get(s.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", path, res.StatusCode)
+		}
 	}
 }
