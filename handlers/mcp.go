@@ -1,17 +1,20 @@
 package handlers
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/arbiterhq/arbiter"
@@ -31,6 +34,9 @@ import (
 // waits for a verdict (up to arbiter.MaxWait) has its write deadline moved
 // past the wait, as GET /v1/tasks/{id}?wait=N does, stops waiting when the
 // caller leaves, and is answered at once when shutdown closes.
+//
+// One request runs one call: a JSON-RPC batch is refused whole. An account
+// runs at most MaxMCPCalls requests at once here, waits included.
 func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, created func(n int)) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
@@ -47,19 +53,70 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		PropagateRequestCancellation: true,
 		MaxRequestBodyBytes:          arbiter.MaxBodyBytes,
 	})
+	calls := arbiter.NewInFlightLimiter(MaxMCPCalls)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkMCPRequest(w, r); err != nil {
 			Error(w, r, err)
 			return
 		}
+		if peekBatch(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(mcpserver.BatchRefusalJSON)
+			return
+		}
+		release, ok := calls.Acquire(arbiter.AccountIDFromContext(r.Context()))
+		if !ok {
+			Error(w, r, errTooManyMCPCalls)
+			return
+		}
+		defer release()
 		// The server's write timeout counts from the request; a tool call
 		// may wait for a verdict first.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
 		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, r.Context()))
 		jw := &jsonErrorWriter{ResponseWriter: w}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(r.Body, &jw.sent), r.Body}
 		stream.ServeHTTP(jw, r)
 		jw.finish(r)
 	})
+}
+
+// MaxMCPCalls is how many /v1/mcp requests of one account a server process
+// runs at once, waits for a verdict included; past it, a request is 429.
+const MaxMCPCalls = 32
+
+var errTooManyMCPCalls = &arbiter.Error{Code: arbiter.ERATELIMIT, RetryAfter: time.Second,
+	Message: fmt.Sprintf("Too many MCP calls of this account are running at once (at most %d): wait for one to end, then try again.", MaxMCPCalls)}
+
+// peekBatch reports whether the body of r is a JSON-RPC batch (its first
+// byte after white space is '['), leaving the body to be read whole.
+//
+// The SDK refuses a batch only when the request names protocol version
+// 2025-06-18 or later, and runs every call of one at once otherwise; one
+// request could start thousands of calls. Batches are refused here, before
+// the SDK, whatever the version.
+func peekBatch(r *http.Request) bool {
+	body := bufio.NewReader(r.Body)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, r.Body}
+	for {
+		b, err := body.ReadByte()
+		if err != nil {
+			return false // the SDK answers an empty or unreadable body
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		_ = body.UnreadByte()
+		return b == '['
+	}
 }
 
 // checkMCPRequest refuses, with the API's sentences, the requests the
@@ -96,10 +153,15 @@ type mcpRequestKey struct{}
 // jsonErrorWriter answers the SDK's plain-text refusals (a body that is not
 // JSON-RPC, say) as the API's {"error": "…"}; everything else, JSON-RPC
 // answers included, passes through.
+//
+// A call of a method the server does not have, which the SDK refuses with
+// a plain-text 400 before protocol 2026-07-28, is answered as on stdio: a
+// 200 with the JSON-RPC error -32601.
 type jsonErrorWriter struct {
 	http.ResponseWriter
 	status int // the refusal held back, or 0
 	text   bytes.Buffer
+	sent   bytes.Buffer // the request's body as the SDK read it
 }
 
 func (w *jsonErrorWriter) WriteHeader(status int) {
@@ -127,6 +189,20 @@ func (w *jsonErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 func (w *jsonErrorWriter) finish(r *http.Request) {
 	if w.status == 0 {
 		return
+	}
+	if w.status == http.StatusBadRequest && strings.HasPrefix(w.text.String(), "JSON RPC not handled") {
+		if msg, err := jsonrpc.DecodeMessage(w.sent.Bytes()); err == nil {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				b, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
+					Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q", req.Method)}})
+				if err == nil {
+					w.ResponseWriter.Header().Set("Content-Type", "application/json")
+					w.ResponseWriter.WriteHeader(http.StatusOK)
+					_, _ = w.ResponseWriter.Write(b)
+					return
+				}
+			}
+		}
 	}
 	msg := []rune(strings.TrimSpace(w.text.String()))
 	if len(msg) == 0 {

@@ -59,9 +59,9 @@ func New(tasks Tasks) *mcp.Server {
 func newServer(t *tools) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: Name, Title: "Arbiter", Version: version()},
 		&mcp.ServerOptions{Instructions: instructions})
-	mcp.AddTool(s, askVerdictTool, t.askVerdict)
-	mcp.AddTool(s, getTaskTool, t.getTask)
-	mcp.AddTool(s, listTasksTool, t.listTasks)
+	addTool(s, askVerdictTool(), askVerdictTypeErrors, t.askVerdict)
+	addTool(s, getTaskTool(), getTaskTypeErrors, t.getTask)
+	addTool(s, listTasksTool(), listTasksTypeErrors, t.listTasks)
 	return s
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/client"
 )
 
@@ -41,13 +42,42 @@ const listPromptRunes = 500
 // are in the descriptions and judged by the server, so that a model gets
 // the API's sentence for them, the one every client gets.
 
+// The sentences a wrong JSON type of an argument gets: the API's for the
+// task's fields, and the same kind for the tools' own.
+var (
+	askVerdictTypeErrors = func() map[string]string {
+		m := arbiter.TaskFieldTypeErrors()
+		m["wait_seconds"] = errWaitSeconds
+		m["idempotency_key"] = "idempotency_key must be a string of 1 to 255 printable ASCII characters."
+		return m
+	}()
+	getTaskTypeErrors = map[string]string{
+		"task_id":      "task_id must be a string: the id ask_verdict or list_tasks answered, such as tsk_0123456789abcdef.",
+		"wait_seconds": errWaitSeconds,
+	}
+	listTasksTypeErrors = map[string]string{
+		"status": "status must be a string.", "final_tier": "final_tier must be a string.",
+		"task_type": "task_type must be a string.", "source": "source must be a string.", "touchpoint": "touchpoint must be a string.",
+		"created_after":  "created_after must be a time in RFC 3339, such as 2026-11-23T00:00:00Z.",
+		"created_before": "created_before must be a time in RFC 3339, such as 2026-11-23T00:00:00Z.",
+		"limit":          errLimit, "starting_after": "starting_after must be a string: the next_starting_after of the page before.",
+	}
+)
+
+// errWaitSeconds and errLimit are the sentences of a wait_seconds and a
+// limit out of range or of the wrong type.
+var (
+	errWaitSeconds = fmt.Sprintf("wait_seconds must be a whole number of seconds from 0 to %d.", MaxWait)
+	errLimit       = fmt.Sprintf("limit must be a whole number from 1 to %d.", arbiter.MaxTaskPageSize)
+)
+
 type askVerdictInput struct {
 	Prompt              string   `json:"prompt" jsonschema:"The closed question to decide, with what a reviewer needs to decide it (who asks, what for, the amounts, the policy that applies). At most 32 KiB."`
-	AllowedVerdicts     []string `json:"allowed_verdicts" jsonschema:"The answers the question may get, such as [\"approve\", \"reject\"]: 1 to 64 distinct non-empty strings of at most 64 characters. The verdict is always one of them."`
+	AllowedVerdicts     []string `json:"allowed_verdicts" jsonschema:"The answers the question may get, such as [\"approve\", \"reject\"]: 1 to 64 distinct non-empty strings of at most 200 characters. The verdict is always one of them."`
 	Context             any      `json:"context,omitempty" jsonschema:"Optional facts the verifier and the reviewer see beside the prompt: any JSON value, usually an object such as {\"order\": \"ord_1\", \"amount\": 42.5}. At most 256 KiB."`
 	ConfidenceThreshold *float64 `json:"confidence_threshold,omitempty" jsonschema:"Optional, 0 to 1 (default 0.8): the automated verifier decides alone only when its confidence reaches this; otherwise a human reviewer decides. Higher sends more to people."`
-	TaskType            string   `json:"task_type,omitempty" jsonschema:"Optional label for the kind of question, such as refund or content_moderation (default decide). At most 64 characters."`
-	Source              string   `json:"source,omitempty" jsonschema:"Optional free-form label of who or what asks, for filtering later (list_tasks source). At most 64 characters."`
+	TaskType            string   `json:"task_type,omitempty" jsonschema:"Optional label for the kind of question, such as refund or content_moderation (default decide). At most 200 characters."`
+	Source              string   `json:"source,omitempty" jsonschema:"Optional free-form label of who or what asks, for filtering later (list_tasks source). At most 200 characters."`
 	DeadlineSeconds     int      `json:"deadline_seconds,omitempty" jsonschema:"Optional: the task expires, without a verdict, if nobody decides it within this many seconds of its creation: 60 to 2592000 (30 days). Default: no deadline."`
 	WaitSeconds         *int     `json:"wait_seconds,omitempty" jsonschema:"How long this call waits for the verdict before answering with the task's status instead: 0 to 60 seconds (default 50). The verdict may come later; get_task reads it."`
 	IdempotencyKey      string   `json:"idempotency_key,omitempty" jsonschema:"Optional but recommended: a key unique to the decision you ask about (an order id, a UUID you keep), 1 to 255 printable ASCII characters. Calling again with the same key and the same question returns the task made first instead of asking twice."`
@@ -66,7 +96,7 @@ type listTasksInput struct {
 	Touchpoint    string `json:"touchpoint,omitempty" jsonschema:"Only tasks with exactly this touchpoint; ask_verdict's tasks have mcp."`
 	CreatedAfter  string `json:"created_after,omitempty" jsonschema:"Only tasks created after this time, in RFC 3339 such as 2026-11-23T00:00:00Z."`
 	CreatedBefore string `json:"created_before,omitempty" jsonschema:"Only tasks created before this time, in RFC 3339."`
-	Limit         int    `json:"limit,omitempty" jsonschema:"How many tasks to answer, 1 to 100 (default 20)."`
+	Limit         *int   `json:"limit,omitempty" jsonschema:"How many tasks to answer, 1 to 100 (default 20)."`
 	StartingAfter string `json:"starting_after,omitempty" jsonschema:"To read the next page: the next_starting_after of the page before."`
 }
 
@@ -95,57 +125,64 @@ type taskList struct {
 	NextStartingAfter string       `json:"next_starting_after,omitempty" jsonschema:"When has_more: pass it as starting_after to read the next page."`
 }
 
-var askVerdictTool = &mcp.Tool{
-	Name:  "ask_verdict",
-	Title: "Ask for a verdict",
-	Description: "Ask for a verdict on a closed question and wait for it. Use it before an action that needs " +
-		"approval or a judgment you should not make alone (a refund, a deletion, a message to a customer): give " +
-		"the question as prompt, the possible answers as allowed_verdicts, and the facts as context. An automated " +
-		"verifier answers first; when its confidence is below confidence_threshold, a human reviewer decides, which " +
-		"can take minutes or hours. The call waits up to wait_seconds (default 50) and answers the verdict, the tier " +
-		"that decided (agent or human), its confidence and the task_id. If the task is not decided in time it answers " +
-		"the task_id and status instead: call get_task with that task_id later rather than asking again. Pass an " +
-		"idempotency_key so that a retried call never creates a second task.",
-	InputSchema: inputSchema[askVerdictInput](func(p map[string]*jsonschema.Schema) {
-		waitRange(p["wait_seconds"], DefaultAskWait)
-		only(p["allowed_verdicts"], "array")
-		only(p["confidence_threshold"], "number")
-	}),
-	Annotations: &mcp.ToolAnnotations{
-		Title: "Ask for a verdict", DestructiveHint: jsonschema.Ptr(false), OpenWorldHint: jsonschema.Ptr(false),
-	},
+func askVerdictTool() *mcp.Tool {
+	return &mcp.Tool{
+		Name:  "ask_verdict",
+		Title: "Ask for a verdict",
+		Description: "Ask for a verdict on a closed question and wait for it. Use it before an action that needs " +
+			"approval or a judgment you should not make alone (a refund, a deletion, a message to a customer): give " +
+			"the question as prompt, the possible answers as allowed_verdicts, and the facts as context. An automated " +
+			"verifier answers first; when its confidence is below confidence_threshold, a human reviewer decides, which " +
+			"can take minutes or hours. The call waits up to wait_seconds (default 50) and answers the verdict, the tier " +
+			"that decided (agent or human), its confidence and the task_id. If the task is not decided in time it answers " +
+			"the task_id and status instead: call get_task with that task_id later rather than asking again. Pass an " +
+			"idempotency_key so that a retried call never creates a second task.",
+		InputSchema: inputSchema[askVerdictInput](func(p map[string]*jsonschema.Schema) {
+			waitRange(p["wait_seconds"], DefaultAskWait)
+			only(p["allowed_verdicts"], "array")
+			only(p["confidence_threshold"], "number")
+		}),
+		Annotations: &mcp.ToolAnnotations{
+			Title: "Ask for a verdict", DestructiveHint: jsonschema.Ptr(false), OpenWorldHint: jsonschema.Ptr(false),
+		},
+	}
 }
 
-var getTaskTool = &mcp.Tool{
-	Name:  "get_task",
-	Title: "Read a task",
-	Description: "Read a task that ask_verdict created: its status and, once it is decided, the verdict, the tier " +
-		"that decided (agent or human), the confidence and the rationale. With wait_seconds (up to 60) it waits for " +
-		"the verdict, answering as soon as the task is decided, or when the wait is over with the task as it is then. " +
-		"Use it to collect a verdict that ask_verdict did not wait long enough for.",
-	InputSchema: inputSchema[getTaskInput](func(p map[string]*jsonschema.Schema) {
-		waitRange(p["wait_seconds"], 0)
-	}),
-	Annotations: &mcp.ToolAnnotations{Title: "Read a task", ReadOnlyHint: true, OpenWorldHint: jsonschema.Ptr(false)},
+func getTaskTool() *mcp.Tool {
+	return &mcp.Tool{
+		Name:  "get_task",
+		Title: "Read a task",
+		Description: "Read a task that ask_verdict created: its status and, once it is decided, the verdict, the tier " +
+			"that decided (agent or human), the confidence and the rationale. With wait_seconds (up to 60) it waits for " +
+			"the verdict, answering as soon as the task is decided, or when the wait is over with the task as it is then. " +
+			"Use it to collect a verdict that ask_verdict did not wait long enough for.",
+		InputSchema: inputSchema[getTaskInput](func(p map[string]*jsonschema.Schema) {
+			waitRange(p["wait_seconds"], 0)
+		}),
+		Annotations: &mcp.ToolAnnotations{Title: "Read a task", ReadOnlyHint: true, OpenWorldHint: jsonschema.Ptr(false)},
+	}
 }
 
-var listTasksTool = &mcp.Tool{
-	Name:  "list_tasks",
-	Title: "List tasks",
-	Description: "List the account's tasks, newest first, optionally filtered by status, by the tier that decided " +
-		"them, by label and by creation time, for questions such as \"what did the reviewers decide today\" " +
-		"(final_tier human, created_after today's midnight). Answers up to limit tasks (default 20, at most 100) " +
-		"with their verdicts; when has_more is true, pass next_starting_after as starting_after for the next page. " +
-		"Prompts are cut at 500 characters; get_task answers a whole task.",
-	InputSchema: inputSchema[listTasksInput](func(p map[string]*jsonschema.Schema) {
-		p["status"].Enum = []any{client.StatusPending, client.StatusAgentRunning, client.StatusHumanNeeded,
-			client.StatusCompleted, client.StatusExpired}
-		p["final_tier"].Enum = []any{client.TierHuman, client.TierAgent}
-		p["created_after"].Format = "date-time"
-		p["created_before"].Format = "date-time"
-		p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(100.0)
-	}),
-	Annotations: &mcp.ToolAnnotations{Title: "List tasks", ReadOnlyHint: true, OpenWorldHint: jsonschema.Ptr(false)},
+func listTasksTool() *mcp.Tool {
+	return &mcp.Tool{
+		Name:  "list_tasks",
+		Title: "List tasks",
+		Description: "List the account's tasks, newest first, optionally filtered by status, by the tier that decided " +
+			"them, by label and by creation time, for questions such as \"what did the reviewers decide today\" " +
+			"(final_tier human, created_after today's midnight). Answers up to limit tasks (default 20, at most 100) " +
+			"with their verdicts; when has_more is true, pass next_starting_after as starting_after for the next page. " +
+			"Prompts are cut at 500 characters; get_task answers a whole task.",
+		InputSchema: inputSchema[listTasksInput](func(p map[string]*jsonschema.Schema) {
+			p["status"].Enum = []any{client.StatusPending, client.StatusAgentRunning, client.StatusHumanNeeded,
+				client.StatusCompleted, client.StatusExpired}
+			p["final_tier"].Enum = []any{client.TierHuman, client.TierAgent}
+			p["created_after"].Format = "date-time"
+			p["created_before"].Format = "date-time"
+			only(p["limit"], "integer")
+			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(arbiter.MaxTaskPageSize))
+		}),
+		Annotations: &mcp.ToolAnnotations{Title: "List tasks", ReadOnlyHint: true, OpenWorldHint: jsonschema.Ptr(false)},
+	}
 }
 
 // inputSchema infers the schema of T and lets edit refine its properties.
@@ -251,7 +288,13 @@ func (t *tools) getTask(ctx context.Context, req *mcp.CallToolRequest, in getTas
 func (t *tools) listTasks(ctx context.Context, _ *mcp.CallToolRequest, in listTasksInput) (*mcp.CallToolResult, taskList, error) {
 	opts := client.ListOptions{
 		Status: in.Status, FinalTier: in.FinalTier, TaskType: in.TaskType, Source: in.Source, Touchpoint: in.Touchpoint,
-		Limit: in.Limit, StartingAfter: in.StartingAfter,
+		StartingAfter: in.StartingAfter,
+	}
+	if in.Limit != nil {
+		if *in.Limit < 1 || *in.Limit > arbiter.MaxTaskPageSize {
+			return nil, taskList{}, errors.New(errLimit)
+		}
+		opts.Limit = *in.Limit
 	}
 	for _, f := range []struct {
 		name, value string
@@ -371,7 +414,7 @@ func waitSeconds(n *int, def int) (time.Duration, error) {
 		s = *n
 	}
 	if s < 0 || s > MaxWait {
-		return 0, fmt.Errorf("wait_seconds must be a whole number of seconds from 0 to %d.", MaxWait)
+		return 0, errors.New(errWaitSeconds)
 	}
 	return time.Duration(s) * time.Second, nil
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/client"
 )
 
@@ -254,5 +257,26 @@ func TestAskVerdict_ReportsProgressWhileItWaits(t *testing.T) {
 	}
 	if out["verdict"] != "approve" || out["tier"] != "human" {
 		t.Errorf("the answer = %v", out)
+	}
+}
+
+func TestTools_DescribeTheAPIsLimits(t *testing.T) {
+	props := askVerdictTool().InputSchema.(*jsonschema.Schema).Properties
+	for _, c := range []struct {
+		property string
+		want     []string
+	}{
+		{"allowed_verdicts", []string{fmt.Sprintf("1 to %d distinct", arbiter.MaxVerdicts), fmt.Sprintf("at most %d characters", arbiter.MaxVerdictChars)}},
+		{"task_type", []string{fmt.Sprintf("At most %d characters", arbiter.MaxLabelChars)}},
+		{"source", []string{fmt.Sprintf("At most %d characters", arbiter.MaxLabelChars)}},
+		{"prompt", []string{fmt.Sprintf("At most %d KiB", arbiter.MaxPromptBytes>>10)}},
+		{"context", []string{fmt.Sprintf("At most %d KiB", arbiter.MaxContextBytes>>10)}},
+		{"deadline_seconds", []string{fmt.Sprintf("%d to %d", arbiter.MinDeadlineSeconds, arbiter.MaxDeadlineSeconds)}},
+	} {
+		for _, want := range c.want {
+			if d := props[c.property].Description; !strings.Contains(d, want) {
+				t.Errorf("%s's description %q does not say %q", c.property, d, want)
+			}
+		}
 	}
 }

@@ -174,6 +174,11 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Method(http.MethodHead, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
 		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo, rt.DemoLimit))
+		// What an MCP client that meets a 401 on /v1/mcp looks for: keys
+		// are the only way in, and there is no OAuth.
+		prm := handlers.OAuthProtectedResource(rt.site().BaseURL)
+		r.Method(http.MethodGet, "/.well-known/oauth-protected-resource", prm)
+		r.Method(http.MethodGet, "/.well-known/oauth-protected-resource/v1/mcp", prm)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(handlers.API)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/arbiterhq/arbiter/client"
 	"github.com/arbiterhq/arbiter/mcpserver"
@@ -39,15 +36,9 @@ func runMCP(ctx context.Context, c *command, p *process, args []string) error {
 		base = client.DefaultBaseURL
 	}
 	fmt.Fprintf(p.stderr, "arbiter mcp: serving ask_verdict, get_task and list_tasks on stdin and stdout for %s\n", base)
-	err = mcpserver.New(cl).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.stdin), Writer: nopWriteCloser{p.stdout}})
+	err = mcpserver.New(cl).Run(ctx, &mcpserver.StdioTransport{In: p.stdin, Out: p.stdout})
 	if ctx.Err() != nil {
 		return nil // stopped
 	}
 	return err
 }
-
-// nopWriteCloser is a writer that the transport may close without closing
-// the process's stdout.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -458,12 +459,22 @@ func TestMCP_BadRequestsAreToolErrorsWithTheAPISentence(t *testing.T) {
 				"deadline_seconds must be a whole number of seconds from 60"},
 			{"BadIdempotencyKey", "ask_verdict", refund("Refund?", 1, map[string]any{"idempotency_key": "caf\u00e9"}),
 				"An idempotency key must be 1 to 255 printable ASCII characters"},
-			{"WaitTooLong", "ask_verdict", refund("Refund?", 1, map[string]any{"wait_seconds": 61}), "wait_seconds"},
-			{"MissingPrompt", "ask_verdict", map[string]any{"allowed_verdicts": []string{"approve"}}, "prompt"},
+			{"WaitTooLong", "ask_verdict", refund("Refund?", 1, map[string]any{"wait_seconds": 61}),
+				"wait_seconds must be a whole number of seconds from 0 to 60."},
+			{"WaitNotWhole", "get_task", map[string]any{"task_id": "tsk_0123456789abcdef", "wait_seconds": 1.5},
+				"wait_seconds must be a whole number of seconds from 0 to 60."},
+			{"MissingPrompt", "ask_verdict", map[string]any{"allowed_verdicts": []string{"approve"}},
+				"prompt is required and must be a non-empty string."},
+			{"PromptNotAString", "ask_verdict", map[string]any{"prompt": 5, "allowed_verdicts": []string{"approve"}},
+				"prompt must be a string."},
+			{"UnknownArgument", "ask_verdict", map[string]any{"promt": "Refund?", "allowed_verdicts": []string{"approve"}},
+				`The argument object has an unknown field "promt".`},
+			{"LimitZero", "list_tasks", map[string]any{"limit": 0}, "limit must be a whole number from 1 to 100."},
+			{"StatusNotAString", "list_tasks", map[string]any{"status": 1}, "status must be a string."},
 			{"UnknownTask", "get_task", map[string]any{"task_id": "tsk_0123456789abcdef"}, "Task not found."},
 			{"UnknownTaskWaiting", "get_task", map[string]any{"task_id": "tsk_0123456789abcdef", "wait_seconds": 30}, "Task not found."},
 			{"NoTaskID", "get_task", map[string]any{"task_id": ""}, "task_id is required"},
-			{"BadStatus", "list_tasks", map[string]any{"status": "done"}, "status"},
+			{"BadStatus", "list_tasks", map[string]any{"status": "done"}, "status must be one of pending,"},
 			{"BadTime", "list_tasks", map[string]any{"created_after": "yesterday"}, "created_after must be a time in RFC 3339"},
 			{"BadCursor", "list_tasks", map[string]any{"starting_after": "tsk_0123456789abcdef"}, "starting_after"},
 		}
@@ -477,6 +488,15 @@ func TestMCP_BadRequestsAreToolErrorsWithTheAPISentence(t *testing.T) {
 					t.Errorf("refused only after %s", elapsed)
 				}
 			})
+		}
+		// A call with several problems is told the first, in the order of
+		// the arguments as sent (a Go map is sent with its keys sorted),
+		// every time.
+		many := map[string]any{"prompt": 5, "allowed_verdicts": "approve", "wait_seconds": 61, "confidence_threshold": "high"}
+		for range 5 {
+			if msg := toolErrorText(t, callTool(t, session, "ask_verdict", many)); msg != "allowed_verdicts must be a non-empty array of strings." {
+				t.Errorf("a call with four problems was told %q, want allowed_verdicts'", msg)
+			}
 		}
 		if after := countTasks(t, s, accountID); after != before {
 			t.Errorf("refused calls stored %d tasks", after-before)
@@ -799,5 +819,27 @@ func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
 	}
 	if elapsed := time.Since(started); elapsed > 10*time.Second {
 		t.Errorf("answered %s after shutdown began", elapsed)
+	}
+}
+
+// TestREADME_MCPQuickStart keeps the README's MCP set-up usable by a
+// newcomer: how the binary gets where a client launches it from, and the
+// quick start's own origin in both examples.
+func TestREADME_MCPQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Agents (MCP)\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, want := range []string{
+		"go install ./cmd/arbiter",
+		"absolute path",
+		`"SVC_BASE_URL": "http://localhost:8080"`,
+		`"url": "http://localhost:8080/v1/mcp"`,
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the README's MCP section does not say %s", want)
+		}
 	}
 }

@@ -1,0 +1,35 @@
+package arbiter_test
+
+import (
+	"testing"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+func TestInFlightLimiter(t *testing.T) {
+	l := arbiter.NewInFlightLimiter(2)
+	r1, ok1 := l.Acquire("a")
+	r2, ok2 := l.Acquire("a")
+	if _, ok := l.Acquire("a"); !ok1 || !ok2 || ok {
+		t.Fatalf("three acquires of 2 places = %v %v %v, want true true false", ok1, ok2, ok)
+	}
+	rb, okb := l.Acquire("b")
+	if !okb {
+		t.Fatal("another key's place was taken by a's")
+	}
+	r1()
+	r1() // a second release gives nothing back
+	if got := l.Running("a"); got != 1 {
+		t.Errorf("after one release (twice), a runs %d, want 1", got)
+	}
+	if r, ok := l.Acquire("a"); !ok {
+		t.Error("a released place was not given back")
+	} else {
+		r()
+	}
+	r2()
+	rb()
+	if l.Running("a") != 0 || l.Running("b") != 0 {
+		t.Errorf("after every release a runs %d and b %d", l.Running("a"), l.Running("b"))
+	}
+}
