@@ -163,7 +163,7 @@ export interface paths {
         put?: never;
         /**
          * Agents' tools over the Model Context Protocol
-         * @description The MCP Streamable HTTP transport, stateless: the tools ask_verdict, get_task and list_tasks (the ones `arbiter mcp` serves on stdio) for the key's account. Point an MCP client at this URL with the header Authorization: Bearer svc_live_…. Each POST carries one JSON-RPC message (initialize, tools/list, tools/call, …) and is answered with plain JSON; no session is kept, so GET (a server-to-client stream) and DELETE are 405. Send Content-Type: application/json and Accept: application/json, text/event-stream. A tool's failure (a bad argument, an unknown task, the daily cap) is not an HTTP error: it is a 200 whose result has isError true and the API's sentence as its text. A tools/call of ask_verdict or get_task may wait up to 60 seconds for a verdict before it is answered. The tools' own schemas are served by tools/list.
+         * @description The MCP Streamable HTTP transport, stateless: the tools ask_verdict, get_task and list_tasks (the ones `arbiter mcp` serves on stdio) for the key's account. Point an MCP client at this URL with the header Authorization: Bearer svc_live_…. Each POST carries one JSON-RPC message (initialize, tools/list, tools/call, …) and is answered with plain JSON; a JSON-RPC batch (an array) is refused with a 400 JSON-RPC error (-32600, id null) and none of its calls run; no session is kept, so GET (a server-to-client stream) and DELETE are 405. Send Content-Type: application/json and Accept: application/json, text/event-stream. A tool's failure (a bad argument, an unknown task, the daily cap) is not an HTTP error: it is a 200 whose result has isError true and the API's sentence as its text. A tools/call of ask_verdict or get_task may wait up to 60 seconds for a verdict before it is answered. The tools' own schemas are served by tools/list.
          */
         post: operations["mcp"];
         delete?: never;
@@ -184,6 +184,46 @@ export interface paths {
          * @description How well the agent's confidence predicts that a person agrees with it, from the account's labelled pairs: tasks the agent answered with a confidence that a person then decided, because they were routed below the threshold (weight 1) or chosen for a blind audit (weight 1/audit rate, so that the answers above the threshold are estimated without bias). The same numbers as the dashboard's /calibration page. At most the newest 50,000 pairs are read, summed in the database. Empty parameters are ignored; an unknown parameter or a bad value is 400.
          */
         get: operations["getCalibration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * /v1/mcp's protected resource metadata: API keys only, no OAuth
+         * @description What an MCP client that meets a 401 on /v1/mcp reads (the MCP authorization spec, RFC 9728): /v1/mcp takes an API key as a bearer token in the Authorization header and names no authorization server, so there is no OAuth flow to start. The 401 itself carries WWW-Authenticate: Bearer realm="arbiter", without resource_metadata.
+         */
+        get: operations["oauthProtectedResource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource/v1/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The same metadata at the address RFC 9728 derives from /v1/mcp
+         * @description What an MCP client that meets a 401 on /v1/mcp reads (the MCP authorization spec, RFC 9728): /v1/mcp takes an API key as a bearer token in the Authorization header and names no authorization server, so there is no OAuth flow to start. The 401 itself carries WWW-Authenticate: Bearer realm="arbiter", without resource_metadata.
+         */
+        get: operations["oauthProtectedResourceMCP"];
         put?: never;
         post?: never;
         delete?: never;
@@ -357,7 +397,7 @@ export interface components {
             deadline_seconds?: number;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -400,7 +440,7 @@ export interface components {
             idempotency_key?: string;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -594,7 +634,20 @@ export interface components {
             /** @description The MCP method, such as initialize, tools/list or tools/call. */
             method?: string;
             /** @description The method's parameters; for tools/call, the tool's name and arguments. */
-            params?: Record<string, never>;
+            params?: {
+                /** @description tools/call: the tool's name (ask_verdict, get_task or list_tasks). */
+                name?: string;
+                /** @description tools/call: the tool's arguments, as its input schema (served by tools/list) describes them. */
+                arguments?: {
+                    [key: string]: unknown;
+                };
+                /** @description Request metadata, such as a progressToken. */
+                _meta?: {
+                    [key: string]: unknown;
+                };
+            } & {
+                [key: string]: unknown;
+            };
         };
         /** @description A JSON-RPC 2.0 response: result on success (a tool's failure is a result with isError true), error when the protocol refuses the call. */
         JSONRPCResponse: {
@@ -606,7 +659,25 @@ export interface components {
             /** @description The id of the request answered. */
             id?: string | number | null;
             /** @description The method's result; for tools/call, content, structuredContent and isError. */
-            result?: Record<string, never>;
+            result?: {
+                /** @description tools/call: the answer as content blocks; a text block holds the answer's JSON, or a tool error's sentence. */
+                content?: ({
+                    /** @description The block's type, text here. */
+                    type: string;
+                    /** @description The text of a text block. */
+                    text?: string;
+                } & {
+                    [key: string]: unknown;
+                })[];
+                /** @description tools/call: the answer as an object, as the tool's output schema describes it; absent on a tool error. */
+                structuredContent?: {
+                    [key: string]: unknown;
+                };
+                /** @description tools/call: true when the tool failed; content then holds the API's sentence. */
+                isError?: boolean;
+            } & {
+                [key: string]: unknown;
+            };
             /** @description Why the protocol refused the call. */
             error?: {
                 /**
@@ -624,7 +695,7 @@ export interface components {
          * @description The body of a task event, posted to the account's endpoints that want its type and to the task's callback_url. Delivered at least once and in no promised order: act on data.status, and skip a webhook-id already handled.
          * @example {
          *       "type": "task.completed",
-         *       "timestamp": "2026-11-23T18:33:20.123Z",
+         *       "timestamp": "2026-11-23T06:33:20.123Z",
          *       "data": {
          *         "id": "tsk_3a4b5c6d7e8f9a0b",
          *         "status": "completed",
@@ -656,7 +727,7 @@ export interface components {
             type: "task.human_needed" | "task.completed" | "task.expired" | "task.audit_disagreed";
             /**
              * Format: date-time
-             * @description When the event happened (RFC 3339, UTC).
+             * @description When the event happened (RFC 3339, UTC, to the millisecond): for task.completed and task.expired, the instant of the task's completed_at or expired_at.
              */
             timestamp: string;
             data: components["schemas"]["Task"];
@@ -679,7 +750,7 @@ export interface components {
             type: "ping";
             /**
              * Format: date-time
-             * @description When the test was asked for (RFC 3339, UTC).
+             * @description When the test was asked for (RFC 3339, UTC, to the millisecond).
              */
             timestamp: string;
             /** @description The endpoint tested. */
@@ -880,6 +951,25 @@ export interface components {
                  */
                 labelled_at: number;
             }[];
+        };
+        /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
+        OAuthProtectedResourceMetadata: {
+            /**
+             * Format: uri
+             * @description The MCP endpoint: the API's origin and /v1/mcp.
+             */
+            resource: string;
+            /** @description A name for people, saying that API keys are the only way in. */
+            resource_name?: string;
+            /** @description Always ["header"]: Authorization: Bearer svc_live_…. */
+            bearer_methods_supported: "header"[];
+            /** @description Always empty: no authorization server issues tokens for this resource. */
+            authorization_servers: string[];
+            /**
+             * Format: uri
+             * @description This document.
+             */
+            resource_documentation?: string;
         };
     };
     responses: {
@@ -1755,17 +1845,12 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description A body that is not a JSON-RPC message, or an unsupported MCP-Protocol-Version: an error sentence, or a JSON-RPC error for a message the protocol refuses. */
+            /** @description A body that is not a JSON-RPC message, or an unsupported MCP-Protocol-Version: an error sentence; or a JSON-RPC batch, refused whole with a JSON-RPC error (-32600, id null), since MCP 2025-06-18 removed batching. */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": "Malformed payload: invalid character '}' looking for beginning of value."
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"] | components["schemas"]["JSONRPCResponse"];
                 };
             };
@@ -1799,7 +1884,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            429: components["responses"]["KeyChecksExhausted"];
+            /** @description Too many MCP calls of the key's account are running at once on this server (at most 32, waits for a verdict included), or this client sent too many requests with API keys that are not valid; Retry-After says when to try again. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Too many MCP calls of this account are running at once (at most 32): wait for one to end, then try again."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2744,6 +2843,68 @@ export interface operations {
             429: components["responses"]["KeyChecksExhausted"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    oauthProtectedResource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "resource": "https://arbiter.example.com/v1/mcp",
+                     *       "resource_name": "Arbiter MCP (API keys only: send Authorization: Bearer svc_live_…; there is no OAuth)",
+                     *       "bearer_methods_supported": [
+                     *         "header"
+                     *       ],
+                     *       "authorization_servers": [],
+                     *       "resource_documentation": "https://arbiter.example.com/v1/openapi.json"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
+                };
+            };
+        };
+    };
+    oauthProtectedResourceMCP: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "resource": "https://arbiter.example.com/v1/mcp",
+                     *       "resource_name": "Arbiter MCP (API keys only: send Authorization: Bearer svc_live_…; there is no OAuth)",
+                     *       "bearer_methods_supported": [
+                     *         "header"
+                     *       ],
+                     *       "authorization_servers": [],
+                     *       "resource_documentation": "https://arbiter.example.com/v1/openapi.json"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
+                };
+            };
         };
     };
     webhookTaskHumanNeeded: {
