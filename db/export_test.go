@@ -328,3 +328,6 @@ func (d *DB) PromptsInWriteOrder(ctx context.Context, accountID string) ([]strin
 	err := d.db.SelectContext(ctx, &prompts, `SELECT prompt FROM tasks WHERE account_id = ? ORDER BY rowid`, accountID)
 	return prompts, err
 }
+
+// Unavailable is the store's reading of err, as a public call's error.
+func (d *DB) Unavailable(err error) error { return d.unavailable(err) }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,108 +90,20 @@ func TestStore_LockWaitRunsOut(t *testing.T) {
 	}
 }
 
-// freezer is a TCP proxy in front of Postgres that can stop passing bytes
-// either way, as a Postgres stopped with SIGSTOP or a dead network does:
-// connections stay open, and nothing answers.
-type freezer struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	frozen bool
-	thaw   chan struct{}
-}
-
-func newFreezer(t *testing.T, target string) *freezer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{ln: ln, target: target, thaw: make(chan struct{})}
-	t.Cleanup(func() { f.unfreeze(); ln.Close() })
-	go f.serve()
-	return f
-}
-
-func (f *freezer) serve() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			s, err := net.Dial("tcp", f.target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			go f.pipe(s, c)
-			f.pipe(c, s)
-		}()
-	}
-}
-
-// pipe copies from src to dst, holding every chunk while frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		f.mu.Lock()
-		frozen, thaw := f.frozen, f.thaw
-		f.mu.Unlock()
-		if frozen {
-			<-thaw
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			return
-		}
-	}
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	f.frozen = true
-	f.mu.Unlock()
-}
-
-func (f *freezer) unfreeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.frozen {
-		f.frozen = false
-		close(f.thaw)
-		f.thaw = make(chan struct{})
-	}
-}
-
 // TestStore_FrozenPostgres freezes the connection to Postgres: reads,
 // creates and claims fail as unavailable within about the store's timeout
 // instead of waiting for the database to come back, and work again once it
 // has.
 func TestStore_FrozenPostgres(t *testing.T) {
-	url := dbtest.URL(t, db.Postgres)
-	host := strings.Split(strings.TrimPrefix(url, "postgres://"), "/")[0]
-	host = host[strings.LastIndex(host, "@")+1:]
-	f := newFreezer(t, host)
-	d := dbtest.OpenURL(t, strings.Replace(url, host, f.ln.Addr().String(), 1), db.Options{Timeout: time.Second})
+	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
+	d := dbtest.OpenURL(t, url, db.Options{Timeout: time.Second})
 	acct := newAccount(t, d, "a@example.com")
 	task, err := d.CreateTask(ctx, acct.ID, taskCreate("before"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	f.freeze()
+	proxy.Freeze()
 	for name, call := range map[string]func() error{
 		"FindTaskByID": func() error { _, err := d.FindTaskByID(ctx, acct.ID, task.ID); return err },
 		"CreateTask":   func() error { _, err := d.CreateTask(ctx, acct.ID, taskCreate("frozen")); return err },
@@ -205,7 +114,7 @@ func TestStore_FrozenPostgres(t *testing.T) {
 			wantCode(t, within(t, call), arbiter.EUNAVAILABLE)
 		})
 	}
-	f.unfreeze()
+	proxy.Thaw()
 
 	recovered := false
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
