@@ -79,6 +79,8 @@ type DB struct {
 	writeGate *writeGate
 	// writes counts failed writes for Health.
 	writes writeHealth
+	// health shares and keeps Health's look at the store.
+	health healthCheck
 
 	idempotencyTTL time.Duration
 

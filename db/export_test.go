@@ -331,3 +331,6 @@ func (d *DB) PromptsInWriteOrder(ctx context.Context, accountID string) ([]strin
 
 // Unavailable is the store's reading of err, as a public call's error.
 func (d *DB) Unavailable(err error) error { return d.unavailable(err) }
+
+// HealthLooks returns how many times Health has looked at the store.
+func (d *DB) HealthLooks() int64 { return d.health.looks.Load() }

@@ -223,8 +223,8 @@ func (w *Worker) Run(ctx context.Context) {
 	var beatWG sync.WaitGroup
 	// The first beat is written before any claim, so a task this worker
 	// decided is never seen before the worker's heartbeat.
-	w.beat(beats)
-	beatWG.Go(func() { w.heartbeat(beats) })
+	beat := w.beat(beats)
+	beatWG.Go(func() { w.heartbeat(beats, beat) })
 	beatWG.Go(func() { w.expire(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
@@ -374,25 +374,40 @@ func (w *Worker) backoff(failures int) time.Duration {
 	return w.cfg.Backoff << min(failures, 10)
 }
 
-// heartbeat beats every interval until ctx ends; Run writes the first beat.
-func (w *Worker) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.Heartbeat)
-	defer tick.Stop()
+// HeartbeatRetry is the wait before a failed heartbeat is tried again,
+// rather than the whole interval: a store that refused it (a full disk, a
+// restart) and works again sees the worker alive, and /healthz healthy,
+// within it.
+const HeartbeatRetry = 250 * time.Millisecond
+
+// heartbeat beats every interval until ctx ends, and HeartbeatRetry after a
+// beat that failed; Run writes the first beat, which beat tells.
+func (w *Worker) heartbeat(ctx context.Context, beat bool) {
+	wait := func(ok bool) time.Duration {
+		if ok {
+			return w.cfg.Heartbeat
+		}
+		return min(w.cfg.Heartbeat, HeartbeatRetry)
+	}
+	timer := time.NewTimer(wait(beat))
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			w.beat(ctx)
+		case <-timer.C:
+			timer.Reset(wait(w.beat(ctx)))
 		}
 	}
 }
 
-// beat writes one heartbeat.
-func (w *Worker) beat(ctx context.Context) {
-	if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
+// beat writes one heartbeat and reports whether it was stored.
+func (w *Worker) beat(ctx context.Context) bool {
+	err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID)
+	if err != nil && ctx.Err() == nil {
 		w.log.Error("heartbeat", "error", err.Error())
 	}
+	return err == nil
 }
 
 // pruneDemo prunes the demo verdicts at once and then every PruneEvery
