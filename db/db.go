@@ -86,6 +86,8 @@ type DB struct {
 
 	// calibrationCap bounds the pairs a calibration report reads.
 	calibrationCap int
+	// calibrations keeps calibration reports' data and runs their reads.
+	calibrations calibrationCache
 	// demoHistory is set once the demo's labelled pairs are known to be
 	// stored (SeedDemoHistory).
 	demoHistory atomic.Bool
