@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,8 +47,10 @@ func TestWorker_HeartbeatRecoversWithTheStore(t *testing.T) {
 	dbtest.Each(t, db.Options{Now: now}, func(t *testing.T, store *db.DB) {
 		beats := &refusingHeartbeats{store: store}
 		beats.refuse.Store(true)
+		var logs syncBuffer
 		start(t, store, answer("approve", 1), func(c *worker.Config) {
 			c.Health, c.Heartbeat = beats, interval
+			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		})
 		offset.Add(int64(db.HeartbeatMaxAge + time.Second))
 		// The first beat, at start, failed; wait for the next one to.
@@ -66,6 +70,15 @@ func TestWorker_HeartbeatRecoversWithTheStore(t *testing.T) {
 		t.Logf("healthy %s after the heartbeats were let through", took.Round(time.Millisecond))
 		if took >= interval/2 {
 			t.Errorf("healthy %s after the store took writes again, want well within the heartbeat interval (%s)", took, interval)
+		}
+		// A run of failed beats is logged once, and its end.
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), `msg="heartbeat stored again"`); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the end of the failed beats is not logged:\n%s", logs.String())
+			}
+		}
+		if n := strings.Count(logs.String(), "msg=heartbeat "); n != 1 {
+			t.Errorf("the failed beats are logged %d times, want once:\n%s", n, logs.String())
 		}
 	})
 }

@@ -223,8 +223,8 @@ func (w *Worker) Run(ctx context.Context) {
 	var beatWG sync.WaitGroup
 	// The first beat is written before any claim, so a task this worker
 	// decided is never seen before the worker's heartbeat.
-	beat := w.beat(beats)
-	beatWG.Go(func() { w.heartbeat(beats, beat) })
+	first := w.cfg.Health.Heartbeat(beats, w.cfg.ID)
+	beatWG.Go(func() { w.heartbeat(beats, first) })
 	beatWG.Go(func() { w.expire(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
@@ -381,33 +381,36 @@ func (w *Worker) backoff(failures int) time.Duration {
 const HeartbeatRetry = 250 * time.Millisecond
 
 // heartbeat beats every interval until ctx ends, and HeartbeatRetry after a
-// beat that failed; Run writes the first beat, which beat tells.
-func (w *Worker) heartbeat(ctx context.Context, beat bool) {
-	wait := func(ok bool) time.Duration {
-		if ok {
+// beat that failed; Run writes the first beat and passes its outcome. A run
+// of failed beats is logged at its first, about every 10 seconds after, and
+// when a beat is stored again.
+func (w *Worker) heartbeat(ctx context.Context, first error) {
+	failures := 0
+	next := func(err error) time.Duration {
+		switch {
+		case err == nil:
+			if failures > 0 {
+				w.log.Info("heartbeat stored again", "failures", failures)
+			}
+			failures = 0
 			return w.cfg.Heartbeat
+		case ctx.Err() == nil:
+			if failures++; failures%40 == 1 {
+				w.log.Error("heartbeat", "error", err.Error(), "failures", failures)
+			}
 		}
 		return min(w.cfg.Heartbeat, HeartbeatRetry)
 	}
-	timer := time.NewTimer(wait(beat))
+	timer := time.NewTimer(next(first))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-			timer.Reset(wait(w.beat(ctx)))
+			timer.Reset(next(w.cfg.Health.Heartbeat(ctx, w.cfg.ID)))
 		}
 	}
-}
-
-// beat writes one heartbeat and reports whether it was stored.
-func (w *Worker) beat(ctx context.Context) bool {
-	err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID)
-	if err != nil && ctx.Err() == nil {
-		w.log.Error("heartbeat", "error", err.Error())
-	}
-	return err == nil
 }
 
 // pruneDemo prunes the demo verdicts at once and then every PruneEvery
