@@ -70,11 +70,13 @@ func TestValidateResponse_CatchesMismatches(t *testing.T) {
 		{"KeyInFlight", "POST", "/v1/tasks", 409, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}}, `{"error":"In flight."}`, true},
 		{"KeyInFlightWithoutRetryAfter", "POST", "/v1/tasks", 409, jsonHeader, `{"error":"In flight."}`, false},
 		{"KeyMismatch", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request."}`, true},
-		{"BatchResults", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") +
-			`,"replayed":false},{"status":429,"error":"Cap reached."}]}`, true},
-		{"BatchTaskWithoutReplayed", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") + `}]}`, false},
-		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"error":"No."}]}`, false},
-		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":500,"error":"No."}]}`, false},
+		{"BatchResults", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"task","status":200,"task":` + fmt.Sprintf(task, "null", "") +
+			`,"replayed":false},{"kind":"error","status":429,"error":"Cap reached."}]}`, true},
+		{"BatchResultsWithoutKind", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":429,"error":"Cap reached."}]}`, false},
+		{"BatchErrorKindOnTask", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":200,"task":` + fmt.Sprintf(task, "null", "") + `,"replayed":false}]}`, false},
+		{"BatchTaskWithoutReplayed", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"task","status":200,"task":` + fmt.Sprintf(task, "null", "") + `}]}`, false},
+		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":200,"error":"No."}]}`, false},
+		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":500,"error":"No."}]}`, false},
 		{"UnhealthyWithReason", "GET", "/healthz", 503, jsonHeader, `{"ok":false,"error":"No worker is running."}`, true},
 		// Any origin is checked, not only the document's servers.
 		{"OtherOrigin", "GET", "http://127.0.0.1:54321/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
@@ -269,16 +271,17 @@ func TestDocument_DescribesWebhooks(t *testing.T) {
 	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusCompleted, TaskType: "decide", Touchpoint: "chat",
 		Prompt: "p", AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.8, FinalVerdict: &verdict, FinalTier: &tier,
 		FinalConfidence: &confidence, CreatedAt: completed - 1000, CompletedAt: &completed, Attempts: []arbiter.Attempt{}}
-	for schema, payload := range map[string][]byte{
-		"WebhookTaskEvent": must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
-		"WebhookPing":      must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
+	for event, payload := range map[string][]byte{
+		arbiter.EventTaskCompleted: must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
+		arbiter.EventPing:          must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
 	} {
 		var v any
 		if err := json.Unmarshal(payload, &v); err != nil {
 			t.Fatal(err)
 		}
-		if err := doc.Components.Schemas[schema].Value.VisitJSON(v); err != nil {
-			t.Errorf("%s does not match %s: %v", payload, schema, err)
+		schema := doc.Webhooks[event].Post.RequestBody.Value.Content.Get("application/json").Schema
+		if err := schema.Value.VisitJSON(v); err != nil {
+			t.Errorf("%s does not match the %s webhook's body: %v", payload, event, err)
 		}
 	}
 	var bad any
