@@ -250,9 +250,9 @@ func parseSmallInt(v string) (int, bool) {
 // compare in text.
 func checkLabel(name, value string) error {
 	if !utf8.ValidString(value) || utf8.RuneCountInString(value) > MaxLabelChars {
-		return Errorf(EINVALID, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
+		return FieldErrorf(name, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
 	} else if strings.IndexByte(value, 0) >= 0 {
-		return Errorf(EINVALID, "%s must not contain NUL characters.", name)
+		return FieldErrorf(name, "%s must not contain NUL characters.", name)
 	}
 	return nil
 }

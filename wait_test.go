@@ -41,7 +41,7 @@ func TestParseTaskCreate_Deadline(t *testing.T) {
 		field string
 		want  int
 	}{
-		{``, 0}, {`,"deadline_seconds":null`, 0}, {`,"deadline_seconds":60`, 60}, {`,"deadline_seconds":2592000`, 2592000},
+		{``, 0}, {`,"deadline_seconds":60`, 60}, {`,"deadline_seconds":2592000`, 2592000},
 	} {
 		in, err := arbiter.ParseTaskCreate([]byte(base + tc.field + `}`))
 		if err != nil || in.DeadlineSeconds != tc.want {

@@ -580,3 +580,40 @@ func TestAPI_StalledStoreIs503(t *testing.T) {
 		}
 	})
 }
+
+// No field but context may be null (the document declares none of them
+// nullable): a null is a 400 naming the field, on a create and on a batch
+// item, and nothing is stored; an empty callback_url too.
+func TestTaskCreate_RefusesNull(t *testing.T) {
+	fields := []string{"confidence_threshold", "task_type", "touchpoint", "source", "deadline_seconds", "callback_url", "audit_rate"}
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("null@example.com")
+		account, _ := a.store.FindAccountByEmail(ctx, "null@example.com")
+		bodies := map[string]string{`"callback_url":""`: "callback_url"}
+		for _, f := range fields {
+			bodies[`"`+f+`":null`] = f
+		}
+		for member, field := range bodies {
+			body := `{"prompt":"p","allowed_verdicts":["a"],` + member + `}`
+			status, h, b := a.do("POST", "/v1/tasks", key, body)
+			if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, field) {
+				t.Errorf("%s: %q does not name %s", body, msg, field)
+			}
+			status, _, b = a.do("POST", "/v1/tasks/batch", key, `{"tasks":[`+body+`]}`)
+			var batch struct {
+				Results []struct {
+					Kind   string `json:"kind"`
+					Status int    `json:"status"`
+					Error  string `json:"error"`
+				} `json:"results"`
+			}
+			if err := json.Unmarshal(b, &batch); status != http.StatusOK || err != nil || len(batch.Results) != 1 ||
+				batch.Results[0].Status != http.StatusBadRequest || !strings.Contains(batch.Results[0].Error, field) {
+				t.Errorf("batch of %s: %d %s, want one 400 naming %s", body, status, b, field)
+			}
+		}
+		if used, _, err := a.store.UsageToday(ctx, account.ID); err != nil || used != 0 {
+			t.Errorf("usage after refused creates = %d (%v), want 0", used, err)
+		}
+	})
+}
