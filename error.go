@@ -69,6 +69,8 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // the route does not take the method
 	CodeUnsupportedMediaType = "unsupported_media_type" // the body is not JSON
 	CodeHeadersTooLarge      = "headers_too_large"      // the request's header is too large
+	CodeForbidden            = "forbidden"              // a cross-origin write to a page
+	CodeNotAcceptable        = "not_acceptable"         // the answer's media type is not one the client accepts
 
 	// Reasons: finer codes an *Error may carry in Reason.
 	ReasonDailyCap            = "daily_cap_exceeded"    // ERATELIMIT: the account's daily task cap is used up
@@ -82,7 +84,7 @@ var APICodes = []string{
 	CodeInvalidRequest, CodeInvalidField, CodeUnauthorized, CodeNotFound, CodeMethodNotAllowed,
 	CodeConflict, ReasonIdempotencyInFlight, ReasonTaskExpired, CodePayloadTooLarge,
 	CodeUnsupportedMediaType, CodeIdempotencyMismatch, CodeRateLimited, ReasonDailyCap,
-	CodeHeadersTooLarge, CodeInternal, CodeUnavailable,
+	CodeHeadersTooLarge, CodeForbidden, CodeNotAcceptable, CodeInternal, CodeUnavailable,
 }
 
 // apiCodeOf is the API code of each error code.

@@ -579,11 +579,11 @@ func ParseTaskBatch(body []byte) ([]TaskBatchItem, error) {
 	}
 	switch {
 	case req.Tasks == nil:
-		return nil, Errorf(EINVALID, "tasks is required: an array of 1 to %d task objects.", MaxBatchTasks)
+		return nil, FieldErrorf("tasks", "tasks is required: an array of 1 to %d task objects.", MaxBatchTasks)
 	case len(req.Tasks) == 0:
-		return nil, Errorf(EINVALID, "tasks must hold at least one task.")
+		return nil, FieldErrorf("tasks", "tasks must hold at least one task.")
 	case len(req.Tasks) > MaxBatchTasks:
-		return nil, Errorf(EINVALID, "tasks must hold at most %d tasks; this batch has %d.", MaxBatchTasks, len(req.Tasks))
+		return nil, FieldErrorf("tasks", "tasks must hold at most %d tasks; this batch has %d.", MaxBatchTasks, len(req.Tasks))
 	}
 	items := make([]TaskBatchItem, len(req.Tasks))
 	for i, raw := range req.Tasks {

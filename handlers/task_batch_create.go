@@ -11,7 +11,7 @@ import (
 // "idempotency_key". A batch is not atomic: the answer is 200 with one
 // result per item, in order, each {"kind": "task", "status": 200, "task": …,
 // "replayed": …} or {"kind": "error", "status": 400|409|422|429, "error":
-// "…"}; kind is the document's discriminator. An envelope that is not
+// "…", "code": "…"} (and "field"); kind is the document's discriminator. An envelope that is not
 // valid, or too large, is answered as a whole and stores nothing. created
 // is called once with the number of new tasks when the batch stored any.
 // Callback URLs are checked as TaskCreate checks them.
@@ -22,9 +22,12 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func(n int), allowPrivat
 		Task     *arbiter.Task `json:"task,omitempty"`
 		Replayed *bool         `json:"replayed,omitempty"`
 		Error    string        `json:"error,omitempty"`
+		Code     string        `json:"code,omitempty"`
+		Field    string        `json:"field,omitempty"`
 	}
 	failed := func(err error) result {
-		return result{Kind: "error", Status: StatusOf(err), Error: arbiter.ErrorMessage(err)}
+		e := ErrorBodyOf(err)
+		return result{Kind: "error", Status: StatusOf(err), Error: e.Error, Code: e.Code, Field: e.Field}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Header.Values(IdempotencyKeyHeader)) > 0 {

@@ -98,8 +98,9 @@ func (a *api) do(method, path, key, body string) (int, http.Header, []byte) {
 	return res.StatusCode, res.Header, b
 }
 
-// wantError checks an error answer: the status, a JSON content type and a
-// body that is exactly {"error": "<non-empty sentence>"}.
+// wantError checks an error answer: the status, a JSON content type, an
+// X-Request-Id and a body that is exactly {"error": "<non-empty sentence>",
+// "code": "<code>"} and perhaps "field".
 func wantError(t *testing.T, status int, header http.Header, body []byte, wantStatus int) string {
 	t.Helper()
 	if status != wantStatus {
@@ -113,8 +114,13 @@ func wantError(t *testing.T, status int, header http.Header, body []byte, wantSt
 		t.Fatalf("error body is not JSON: %s", body)
 	}
 	msg, ok := e["error"].(string)
-	if len(e) != 1 || !ok || msg == "" {
-		t.Fatalf("error body = %s, want {\"error\": \"…\"}", body)
+	code, _ := e["code"].(string)
+	_, hasField := e["field"]
+	if n := len(e) - 2; n < 0 || n > 1 || n == 1 && !hasField || !ok || msg == "" || code == "" {
+		t.Fatalf("error body = %s, want {\"error\": \"…\", \"code\": \"…\"}", body)
+	}
+	if header.Get("X-Request-Id") == "" {
+		t.Error("the answer has no X-Request-Id")
 	}
 	return msg
 }
