@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -188,7 +189,7 @@ type taskCreateRequest struct {
 	TaskType            *string         `json:"task_type" null:"refuse"`
 	Touchpoint          *string         `json:"touchpoint" null:"refuse"`
 	Source              *string         `json:"source" null:"refuse"`
-	DeadlineSeconds     *int            `json:"deadline_seconds" null:"refuse"`
+	DeadlineSeconds     *float64        `json:"deadline_seconds" null:"refuse"`
 	CallbackURL         *string         `json:"callback_url" null:"refuse"`
 	AuditRate           *float64        `json:"audit_rate" null:"refuse"`
 }
@@ -309,10 +310,12 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 	}
 
 	if d := req.DeadlineSeconds; d != nil {
-		if *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
+		// A JSON number is whole when it has no fraction, however it is
+		// written: 60, 60.0 and 6e1 are the same number.
+		if *d != math.Trunc(*d) || *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
 			return TaskCreate{}, errDeadline
 		}
-		in.DeadlineSeconds = *d
+		in.DeadlineSeconds = int(*d)
 	}
 
 	if u := req.CallbackURL; u != nil {
