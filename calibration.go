@@ -62,7 +62,7 @@ func CheckAuditRate(rate float64) error {
 	return nil
 }
 
-var errAuditRate = Errorf(EINVALID, "audit_rate must be a number from 0 to 1: the share of the agent's confident answers a person checks.")
+var errAuditRate = FieldErrorf("audit_rate", "audit_rate must be a number from 0 to 1: the share of the agent's confident answers a person checks.")
 
 // ParseAuditRate reads an audit rate typed in a form: a share such as 0.05,
 // or a percentage such as "5%". Returns EINVALID otherwise.
@@ -511,7 +511,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 		if !slices.Contains(calibrationParameters, name) {
 			return CalibrationFilter{}, Errorf(EINVALID, "%.64q is not a parameter of the calibration report; it takes %s.", name, strings.Join(calibrationParameters, ", "))
 		} else if len(values) != 1 {
-			return CalibrationFilter{}, Errorf(EINVALID, "%s may be given once.", name)
+			return CalibrationFilter{}, FieldErrorf(name, "%s may be given once.", name)
 		}
 		v := values[0]
 		if v == "" {
@@ -520,7 +520,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 		switch name {
 		case "task_type", "source", "model":
 			if utf8.RuneCountInString(v) > MaxLabelChars || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-				return CalibrationFilter{}, Errorf(EINVALID, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
+				return CalibrationFilter{}, FieldErrorf(name, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
 			}
 			switch name {
 			case "task_type":
@@ -543,7 +543,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 		case "target_error_rate":
 			rate, err := ParseAuditRate(v)
 			if err != nil || rate <= 0 || rate >= 1 {
-				return CalibrationFilter{}, Errorf(EINVALID, "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%%).")
+				return CalibrationFilter{}, FieldErrorf("target_error_rate", "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%%).")
 			}
 			f.TargetErrorRate = rate
 		}

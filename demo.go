@@ -102,11 +102,11 @@ func ParseDemoVerdictCreate(body []byte) (DemoVerdictCreate, error) {
 // EINVALID.
 func (in *DemoVerdictCreate) Validate() error {
 	if in.TaskID == "" {
-		return Errorf(EINVALID, "task_id is required.")
+		return FieldErrorf("task_id", "task_id is required.")
 	} else if in.Verdict == "" {
-		return Errorf(EINVALID, "verdict is required.")
+		return FieldErrorf("verdict", "verdict is required.")
 	} else if utf8.RuneCountInString(in.Verdict) > MaxVerdictChars {
-		return Errorf(EINVALID, "verdict must be one of the task's allowed verdicts.")
+		return FieldErrorf("verdict", "verdict must be one of the task's allowed verdicts.")
 	}
 	if in.Rationale != nil {
 		if err := ValidateRationale(*in.Rationale); err != nil {
@@ -114,7 +114,7 @@ func (in *DemoVerdictCreate) Validate() error {
 		}
 	}
 	if s := in.AnonSessionID; s != nil && (len(*s) > MaxAnonSessionIDBytes || !isText(*s)) {
-		return Errorf(EINVALID, "anon_session_id must be at most %d bytes of text.", MaxAnonSessionIDBytes)
+		return FieldErrorf("anon_session_id", "anon_session_id must be at most %d bytes of text.", MaxAnonSessionIDBytes)
 	}
 	return nil
 }

@@ -26,6 +26,12 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Field, on an EINVALID error, names the request field at fault, as
+	// the request spells it ("deadline_seconds").
+	Field string
+	// Reason, when set, is a finer API code than Code's (one of the
+	// Reason constants), such as ReasonDailyCap for an ERATELIMIT.
+	Reason string
 	// RetryAfter, when set on an ERATELIMIT error, tells the caller how long
 	// to wait before the quota frees up.
 	RetryAfter time.Duration
@@ -39,6 +45,90 @@ func (e *Error) Error() string {
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code string, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldErrorf returns an EINVALID *Error about the request field named
+// field, with a formatted message that names it too.
+func FieldErrorf(field, format string, args ...any) *Error {
+	return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// The API codes: what an API answer's "code" says, stable for programs to
+// switch on while the sentence beside it may change. APICode derives them.
+const (
+	CodeInvalidRequest       = "invalid_request"        // EINVALID about no one field
+	CodeInvalidField         = "invalid_field"          // EINVALID about the field in "field"
+	CodeUnauthorized         = "unauthorized"           // EUNAUTHORIZED
+	CodeNotFound             = "not_found"              // ENOTFOUND, or no such route
+	CodeConflict             = "conflict"               // ECONFLICT
+	CodeIdempotencyMismatch  = "idempotency_mismatch"   // EMISMATCH
+	CodeRateLimited          = "rate_limited"           // ERATELIMIT
+	CodePayloadTooLarge      = "payload_too_large"      // ETOOLARGE
+	CodeUnavailable          = "unavailable"            // EUNAVAILABLE
+	CodeInternal             = "internal_error"         // EINTERNAL
+	CodeMethodNotAllowed     = "method_not_allowed"     // the route does not take the method
+	CodeUnsupportedMediaType = "unsupported_media_type" // the body is not JSON
+	CodeHeadersTooLarge      = "headers_too_large"      // the request's header is too large
+	CodeForbidden            = "forbidden"              // a cross-origin write to a page
+	CodeNotAcceptable        = "not_acceptable"         // the answer's media type is not one the client accepts
+
+	// Reasons: finer codes an *Error may carry in Reason.
+	ReasonDailyCap            = "daily_cap_exceeded"    // ERATELIMIT: the account's daily task cap is used up
+	ReasonIdempotencyInFlight = "idempotency_in_flight" // ECONFLICT: the key's first request is not finished
+	ReasonTaskExpired         = "task_expired"          // ECONFLICT: the task's deadline passed
+)
+
+// APICodes lists every API code, in the order the API's documents list
+// them.
+var APICodes = []string{
+	CodeInvalidRequest, CodeInvalidField, CodeUnauthorized, CodeNotFound, CodeMethodNotAllowed,
+	CodeConflict, ReasonIdempotencyInFlight, ReasonTaskExpired, CodePayloadTooLarge,
+	CodeUnsupportedMediaType, CodeIdempotencyMismatch, CodeRateLimited, ReasonDailyCap,
+	CodeHeadersTooLarge, CodeForbidden, CodeNotAcceptable, CodeInternal, CodeUnavailable,
+}
+
+// apiCodeOf is the API code of each error code.
+var apiCodeOf = map[string]string{
+	EINVALID:      CodeInvalidRequest,
+	EUNAUTHORIZED: CodeUnauthorized,
+	ENOTFOUND:     CodeNotFound,
+	ECONFLICT:     CodeConflict,
+	EMISMATCH:     CodeIdempotencyMismatch,
+	ERATELIMIT:    CodeRateLimited,
+	ETOOLARGE:     CodePayloadTooLarge,
+	EUNAVAILABLE:  CodeUnavailable,
+	EINTERNAL:     CodeInternal,
+}
+
+// APICode returns the API code of err (see the Code constants): the first
+// *Error's Reason when it has one, invalid_field for an EINVALID naming a
+// field, else its code's; internal_error for any other error and "" for
+// nil.
+func APICode(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case !errors.As(err, &e):
+		return CodeInternal
+	case e.Reason != "":
+		return e.Reason
+	case e.Code == EINVALID && e.Field != "":
+		return CodeInvalidField
+	}
+	if c, ok := apiCodeOf[e.Code]; ok {
+		return c
+	}
+	return CodeInternal
+}
+
+// ErrorField returns the Field of the first *Error in err's chain, or "".
+func ErrorField(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for

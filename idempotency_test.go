@@ -95,10 +95,10 @@ func TestParseTaskBatch(t *testing.T) {
 	if items[1].Err != nil || items[1].Create.IdempotencyKey != "k2" || items[1].Create.Source != "bot" {
 		t.Errorf("item 1 = %+v", items[1])
 	}
-	if items[5].Err != nil || items[5].Create.IdempotencyKey != "" {
-		t.Errorf("item 5 (a null key) = %+v", items[5])
+	if arbiter.ErrorField(items[5].Err) != "idempotency_key" {
+		t.Errorf("item 5 (a null key) = %+v, want refused, naming idempotency_key", items[5])
 	}
-	for i, word := range map[int]string{2: "prompt", 3: "object", 4: "null", 6: "ASCII", 7: "idempotency_key"} {
+	for i, word := range map[int]string{2: "prompt", 3: "object", 4: "null", 5: "not null", 6: "ASCII", 7: "idempotency_key"} {
 		if arbiter.ErrorCode(items[i].Err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(items[i].Err), word) {
 			t.Errorf("item %d: %v, want EINVALID mentioning %q", i, items[i].Err, word)
 		}

@@ -17,6 +17,10 @@ import (
 type jsonFields struct {
 	names []string
 	index map[string]int // name → its position in names
+	// notNull[i] is set when names[i] may not be null: its field is
+	// tagged null:"refuse". Go's decoder takes null for a pointer as
+	// leaving it out, which hides a null the schema forbids.
+	notNull []bool
 }
 
 // fieldsByType caches jsonFieldsOf.
@@ -55,15 +59,17 @@ func (f *jsonFields) add(t reflect.Type) {
 		}
 		f.index[name] = len(f.names)
 		f.names = append(f.names, name)
+		f.notNull = append(f.notNull, field.Tag.Get("null") == "refuse")
 	}
 }
 
 // eachObjectKey calls fn with each member name of the JSON object b holds,
-// unescaped and in order, and stops at fn's first error, which it returns.
-// Values are skipped, not decoded; b holding no object has no names. b must
-// be valid JSON (the decoder has checked it); should it not be, the names
-// read before the fault are all fn sees.
-func eachObjectKey(b []byte, fn func(key []byte) error) error {
+// unescaped and in order, and its value's JSON text, and stops at fn's
+// first error, which it returns. Values are skipped, not decoded; b
+// holding no object has no names. b must be valid JSON (the decoder has
+// checked it); should it not be, the names read before the fault are all
+// fn sees.
+func eachObjectKey(b []byte, fn func(key, value []byte) error) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil
@@ -81,15 +87,16 @@ func eachObjectKey(b []byte, fn func(key []byte) error) error {
 			}
 			key = []byte(s)
 		}
-		if err := fn(key); err != nil {
-			return err
-		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return nil
 		}
-		if i = valueEnd(b, skipSpace(b, i+1)); i < 0 {
+		start := skipSpace(b, i+1)
+		if i = valueEnd(b, start); i < 0 {
 			return nil
+		}
+		if err := fn(key, b[start:i]); err != nil {
+			return err
 		}
 		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)

@@ -19,12 +19,19 @@ func FuzzObjectKeys(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got []string
-		_ = eachObjectKey(b, func(key []byte) error {
+		var values [][]byte
+		_ = eachObjectKey(b, func(key, value []byte) error {
 			got = append(got, string(key))
+			values = append(values, value)
 			return nil
 		})
 		if !json.Valid(b) {
 			return
+		}
+		for i, v := range values {
+			if !json.Valid(v) {
+				t.Fatalf("eachObjectKey(%q): the value of %q is %q, not one JSON value", b, got[i], v)
+			}
 		}
 		if want := tokenKeys(t, b); !slices.Equal(got, want) {
 			t.Fatalf("eachObjectKey(%q) = %q, want %q", b, got, want)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -177,18 +178,20 @@ type TaskCreate struct {
 	IdempotencyKey string
 }
 
-// taskCreateRequest is the wire form. Pointers tell omitted from zero.
+// taskCreateRequest is the wire form. Pointers tell omitted from zero; a
+// field the document does not declare nullable refuses null (see
+// DecodeJSONStrict), rather than take it for omitted.
 type taskCreateRequest struct {
 	Prompt              *string         `json:"prompt"`
 	Context             json.RawMessage `json:"context"`
 	AllowedVerdicts     []*string       `json:"allowed_verdicts"`
-	ConfidenceThreshold *float64        `json:"confidence_threshold"`
-	TaskType            *string         `json:"task_type"`
-	Touchpoint          *string         `json:"touchpoint"`
-	Source              *string         `json:"source"`
-	DeadlineSeconds     *int            `json:"deadline_seconds"`
-	CallbackURL         *string         `json:"callback_url"`
-	AuditRate           *float64        `json:"audit_rate"`
+	ConfidenceThreshold *float64        `json:"confidence_threshold" null:"refuse"`
+	TaskType            *string         `json:"task_type" null:"refuse"`
+	Touchpoint          *string         `json:"touchpoint" null:"refuse"`
+	Source              *string         `json:"source" null:"refuse"`
+	DeadlineSeconds     *float64        `json:"deadline_seconds" null:"refuse"`
+	CallbackURL         *string         `json:"callback_url" null:"refuse"`
+	AuditRate           *float64        `json:"audit_rate" null:"refuse"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -205,7 +208,7 @@ var fieldTypeErrors = map[string]string{
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
-var errDeadline = Errorf(EINVALID, "deadline_seconds must be a whole number of seconds from %d to %d (30 days).", MinDeadlineSeconds, MaxDeadlineSeconds)
+var errDeadline = FieldErrorf("deadline_seconds", "deadline_seconds must be a whole number of seconds from %d to %d (30 days).", MinDeadlineSeconds, MaxDeadlineSeconds)
 
 // ParseTaskCreate decodes and validates a task-create request body. Every
 // failure is an EINVALID *Error whose message names the field at fault.
@@ -226,34 +229,34 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 	}
 
 	if req.Prompt == nil || strings.TrimSpace(*req.Prompt) == "" {
-		return TaskCreate{}, Errorf(EINVALID, "prompt is required and must be a non-empty string.")
+		return TaskCreate{}, FieldErrorf("prompt", "prompt is required and must be a non-empty string.")
 	} else if len(*req.Prompt) > MaxPromptBytes {
-		return TaskCreate{}, Errorf(EINVALID, "prompt must be at most %d bytes.", MaxPromptBytes)
+		return TaskCreate{}, FieldErrorf("prompt", "prompt must be at most %d bytes.", MaxPromptBytes)
 	} else if strings.IndexByte(*req.Prompt, 0) >= 0 {
-		return TaskCreate{}, Errorf(EINVALID, "prompt must not contain NUL characters.")
+		return TaskCreate{}, FieldErrorf("prompt", "prompt must not contain NUL characters.")
 	}
 	in.Prompt = *req.Prompt
 
 	if len(req.AllowedVerdicts) == 0 {
-		return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts is required and must be a non-empty array of strings.")
+		return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts is required and must be a non-empty array of strings.")
 	} else if len(req.AllowedVerdicts) > MaxVerdicts {
-		return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must hold at most %d verdicts.", MaxVerdicts)
+		return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts must hold at most %d verdicts.", MaxVerdicts)
 	}
 	in.AllowedVerdicts = make([]string, len(req.AllowedVerdicts))
 	for i, v := range req.AllowedVerdicts {
 		switch {
 		case v == nil:
-			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must hold strings only; entry %d is null.", i)
+			return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts must hold strings only; entry %d is null.", i)
 		case strings.TrimSpace(*v) == "":
-			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not hold empty strings; entry %d is empty.", i)
+			return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts must not hold empty strings; entry %d is empty.", i)
 		case utf8.RuneCountInString(*v) > MaxVerdictChars:
-			return TaskCreate{}, Errorf(EINVALID, "Each allowed verdict must be at most %d characters; entry %d is longer.", MaxVerdictChars, i)
+			return TaskCreate{}, FieldErrorf("allowed_verdicts", "Each allowed verdict must be at most %d characters; entry %d is longer.", MaxVerdictChars, i)
 		case strings.IndexByte(*v, 0) >= 0:
-			return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not contain NUL characters.")
+			return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts must not contain NUL characters.")
 		}
 		for _, prev := range in.AllowedVerdicts[:i] {
 			if prev == *v {
-				return TaskCreate{}, Errorf(EINVALID, "allowed_verdicts must not hold duplicates; %q appears twice.", *v)
+				return TaskCreate{}, FieldErrorf("allowed_verdicts", "allowed_verdicts must not hold duplicates; %q appears twice.", *v)
 			}
 		}
 		in.AllowedVerdicts[i] = *v
@@ -261,7 +264,7 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 
 	if t := req.ConfidenceThreshold; t != nil {
 		if *t < 0 || *t > 1 {
-			return TaskCreate{}, Errorf(EINVALID, "confidence_threshold must be a number between 0 and 1.")
+			return TaskCreate{}, FieldErrorf("confidence_threshold", "confidence_threshold must be a number between 0 and 1.")
 		}
 		in.ConfidenceThreshold = *t
 	}
@@ -291,41 +294,43 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		if !ok {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, req.Context); err != nil {
-				return TaskCreate{}, Errorf(EINVALID, "context must be valid JSON.")
+				return TaskCreate{}, FieldErrorf("context", "context must be valid JSON.")
 			}
 			compact, depth = buf.Bytes(), JSONDepth(buf.Bytes())
 		}
 		switch {
 		case len(compact) > MaxContextBytes:
-			return TaskCreate{}, Errorf(EINVALID, "context must be at most %d bytes of JSON.", MaxContextBytes)
+			return TaskCreate{}, FieldErrorf("context", "context must be at most %d bytes of JSON.", MaxContextBytes)
 		case !utf8.Valid(compact):
-			return TaskCreate{}, Errorf(EINVALID, "context must be valid UTF-8.")
+			return TaskCreate{}, FieldErrorf("context", "context must be valid UTF-8.")
 		case depth > MaxContextDepth:
-			return TaskCreate{}, Errorf(EINVALID, "context must nest arrays and objects at most %d levels deep.", MaxContextDepth)
+			return TaskCreate{}, FieldErrorf("context", "context must nest arrays and objects at most %d levels deep.", MaxContextDepth)
 		}
 		in.Context = compact
 	}
 
 	if d := req.DeadlineSeconds; d != nil {
-		if *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
+		// A JSON number is whole when it has no fraction, however it is
+		// written: 60, 60.0 and 6e1 are the same number.
+		if *d != math.Trunc(*d) || *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
 			return TaskCreate{}, errDeadline
 		}
-		in.DeadlineSeconds = *d
+		in.DeadlineSeconds = int(*d)
 	}
 
-	if u := req.CallbackURL; u != nil && *u != "" {
+	if u := req.CallbackURL; u != nil {
 		// Where the URL may lead depends on the server's settings:
-		// CheckCallbackURL.
+		// CheckCallbackURL. An empty one is refused: leave it out.
 		checked, err := ValidateWebhookURL("callback_url", *u, true)
 		if err != nil {
-			return TaskCreate{}, err
+			return TaskCreate{}, inField("callback_url", err)
 		}
 		in.CallbackURL = checked
 	}
 
 	if r := req.AuditRate; r != nil {
 		if err := CheckAuditRate(*r); err != nil {
-			return TaskCreate{}, err
+			return TaskCreate{}, inField("audit_rate", err)
 		}
 		rate := *r
 		in.AuditRate = &rate
@@ -341,7 +346,19 @@ func (in TaskCreate) CheckCallbackURL(allowPrivate bool) error {
 		return nil
 	}
 	_, err := ValidateWebhookURL("callback_url", in.CallbackURL, allowPrivate)
-	return err
+	return inField("callback_url", err)
+}
+
+// inField returns err as an error about the request field named field when
+// it is an EINVALID *Error naming none; anything else as it is.
+func inField(field string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != EINVALID || e.Field != "" {
+		return err
+	}
+	named := *e
+	named.Field = field
+	return &named
 }
 
 // compactDepth returns JSONDepth(text) and whether text, valid JSON, is
@@ -426,7 +443,7 @@ func decodeStrict(body []byte, v any, typeErrors map[string]string, what string)
 	if len(fields.names) > len(seen) {
 		seen = make([]bool, len(fields.names))
 	}
-	return eachObjectKey(body, func(key []byte) error {
+	return eachObjectKey(body, func(key, value []byte) error {
 		i, ok := fields.index[string(key)]
 		if !ok {
 			for _, name := range fields.names {
@@ -437,10 +454,22 @@ func decodeStrict(body []byte, v any, typeErrors map[string]string, what string)
 			return Errorf(EINVALID, "%s has an unknown field %q.", what, key)
 		} else if seen[i] {
 			return Errorf(EINVALID, "%s has the field %q twice.", what, key)
+		} else if fields.notNull[i] && string(value) == "null" {
+			return nullError(fields.names[i], typeErrors)
 		}
 		seen[i] = true
 		return nil
 	})
+}
+
+// nullError is the EINVALID error of a null for the field name, which may
+// not be null: its type sentence from typeErrors ("task_type must be a
+// string.") with ", not null" added, or one saying only that.
+func nullError(name string, typeErrors map[string]string) error {
+	if msg, ok := typeErrors[name]; ok && strings.HasSuffix(msg, ".") {
+		return FieldErrorf(name, "%s, not null; leave the field out instead.", strings.TrimSuffix(msg, "."))
+	}
+	return FieldErrorf(name, "%s must not be null; leave the field out instead.", name)
 }
 
 func decodeError(err error, typeErrors map[string]string, what string) error {
@@ -456,9 +485,9 @@ func decodeError(err error, typeErrors map[string]string, what string) error {
 		if field == "" {
 			return Errorf(EINVALID, "%s must be a JSON object.", what)
 		} else if msg, ok := typeErrors[field]; ok {
-			return Errorf(EINVALID, "%s", msg)
+			return FieldErrorf(field, "%s", msg)
 		}
-		return Errorf(EINVALID, "%s has the wrong type.", field)
+		return FieldErrorf(field, "%s has the wrong type.", field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return Errorf(EINVALID, "%s has an unknown field %s.", what, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
@@ -529,7 +558,7 @@ type taskBatchRequest struct {
 // request that may carry its own idempotency key.
 type taskBatchItemRequest struct {
 	taskCreateRequest
-	IdempotencyKey *string `json:"idempotency_key"`
+	IdempotencyKey *string `json:"idempotency_key" null:"refuse"`
 }
 
 // batchItemTypeErrors are fieldTypeErrors and the item's key.
@@ -553,11 +582,11 @@ func ParseTaskBatch(body []byte) ([]TaskBatchItem, error) {
 	}
 	switch {
 	case req.Tasks == nil:
-		return nil, Errorf(EINVALID, "tasks is required: an array of 1 to %d task objects.", MaxBatchTasks)
+		return nil, FieldErrorf("tasks", "tasks is required: an array of 1 to %d task objects.", MaxBatchTasks)
 	case len(req.Tasks) == 0:
-		return nil, Errorf(EINVALID, "tasks must hold at least one task.")
+		return nil, FieldErrorf("tasks", "tasks must hold at least one task.")
 	case len(req.Tasks) > MaxBatchTasks:
-		return nil, Errorf(EINVALID, "tasks must hold at most %d tasks; this batch has %d.", MaxBatchTasks, len(req.Tasks))
+		return nil, FieldErrorf("tasks", "tasks must hold at most %d tasks; this batch has %d.", MaxBatchTasks, len(req.Tasks))
 	}
 	items := make([]TaskBatchItem, len(req.Tasks))
 	for i, raw := range req.Tasks {
@@ -623,7 +652,7 @@ func parseBatchItem(raw []byte) (TaskCreate, error) {
 	}
 	if req.IdempotencyKey != nil {
 		if err := ValidateIdempotencyKey(*req.IdempotencyKey); err != nil {
-			return TaskCreate{}, err
+			return TaskCreate{}, inField("idempotency_key", err)
 		}
 		in.IdempotencyKey = *req.IdempotencyKey
 	}

@@ -35,6 +35,34 @@ func TestParseTaskCreate_Defaults(t *testing.T) {
 	}
 }
 
+// The document declares none of these nullable, so null is refused, naming
+// the field, rather than taken for leaving it out; in a batch item too.
+// context stays nullable.
+func TestParseTaskCreate_RefusesNull(t *testing.T) {
+	const base = `{"prompt":"p","allowed_verdicts":["a"],`
+	for _, field := range []string{"confidence_threshold", "task_type", "touchpoint", "source", "deadline_seconds", "callback_url", "audit_rate"} {
+		body := base + `"` + field + `":null}`
+		_, err := arbiter.ParseTaskCreate([]byte(body))
+		if arbiter.ErrorCode(err) != arbiter.EINVALID || arbiter.ErrorField(err) != field ||
+			!strings.Contains(arbiter.ErrorMessage(err), field) || !strings.Contains(arbiter.ErrorMessage(err), "not null") {
+			t.Errorf("%s: %v, want EINVALID naming %s", body, err, field)
+		}
+		if arbiter.APICode(err) != arbiter.CodeInvalidField {
+			t.Errorf("%s: code %q, want %q", body, arbiter.APICode(err), arbiter.CodeInvalidField)
+		}
+		items, err := arbiter.ParseTaskBatch([]byte(`{"tasks":[` + body + `]}`))
+		if err != nil || arbiter.ErrorField(items[0].Err) != field {
+			t.Errorf("a batch item with %s null: %v %v, want refused naming it", field, err, items)
+		}
+	}
+	if _, err := arbiter.ParseTaskCreate([]byte(base + `"context":null}`)); err != nil {
+		t.Errorf("context null: %v, want none", err)
+	}
+	if _, err := arbiter.ParseTaskCreate([]byte(base + `"callback_url":""}`)); arbiter.ErrorField(err) != "callback_url" {
+		t.Errorf("callback_url empty: %v, want refused naming callback_url", err)
+	}
+}
+
 func TestParseTaskCreate_Limits(t *testing.T) {
 	verdicts := func(n int) string {
 		vs := make([]string, n)

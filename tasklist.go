@@ -61,10 +61,10 @@ type TaskFilter struct {
 // failure is an EINVALID *Error naming the field at fault.
 func (f *TaskFilter) Validate() error {
 	if f.Status != "" && !ValidTaskStatus(f.Status) {
-		return Errorf(EINVALID, "status must be one of %s.", strings.Join(TaskStatuses, ", "))
+		return FieldErrorf("status", "status must be one of %s.", strings.Join(TaskStatuses, ", "))
 	}
 	if f.FinalTier != "" && f.FinalTier != TierAgent && f.FinalTier != TierHuman {
-		return Errorf(EINVALID, "final_tier must be %s or %s.", TierAgent, TierHuman)
+		return FieldErrorf("final_tier", "final_tier must be %s or %s.", TierAgent, TierHuman)
 	}
 	for _, label := range []struct{ name, value string }{
 		{"task_type", f.TaskType}, {"source", f.Source}, {"touchpoint", f.Touchpoint},
@@ -77,7 +77,7 @@ func (f *TaskFilter) Validate() error {
 	case f.Limit == 0:
 		f.Limit = DefaultTaskPageSize
 	case f.Limit < 1 || f.Limit > MaxTaskPageSize:
-		return Errorf(EINVALID, "limit must be between 1 and %d.", MaxTaskPageSize)
+		return FieldErrorf("limit", "limit must be between 1 and %d.", MaxTaskPageSize)
 	}
 	if f.After != nil && !ValidTaskID(f.After.ID) {
 		return errBadCursor
@@ -94,7 +94,7 @@ func (f *TaskFilter) Validate() error {
 
 // ErrStartingAfterUnknown is the EINVALID error of a starting_after that is
 // not the id of one of the account's tasks.
-var ErrStartingAfterUnknown = Errorf(EINVALID, "starting_after must be the id of one of the account's tasks.")
+var ErrStartingAfterUnknown = FieldErrorf("starting_after", "starting_after must be the id of one of the account's tasks.")
 
 // TaskPage is one page of an account's tasks, newest first.
 type TaskPage struct {
@@ -176,11 +176,11 @@ func ParseTaskListQuery(rawQuery string) (TaskFilter, error) {
 		if !slices.Contains(taskListParameters, name) {
 			return TaskFilter{}, Errorf(EINVALID, "%.64q is not a parameter of the task list; it takes %s.", name, strings.Join(taskListParameters, ", "))
 		} else if len(values) != 1 {
-			return TaskFilter{}, Errorf(EINVALID, "%s may be given once.", name)
+			return TaskFilter{}, FieldErrorf(name, "%s may be given once.", name)
 		}
 		v := values[0]
 		if v == "" {
-			return TaskFilter{}, Errorf(EINVALID, "%s must not be empty; leave it out to match every task.", name)
+			return TaskFilter{}, FieldErrorf(name, "%s must not be empty; leave it out to match every task.", name)
 		}
 		switch name {
 		case "status":
@@ -206,7 +206,7 @@ func ParseTaskListQuery(rawQuery string) (TaskFilter, error) {
 		case "limit":
 			n, ok := parseSmallInt(v)
 			if !ok || n < 1 || n > MaxTaskPageSize {
-				return TaskFilter{}, Errorf(EINVALID, "limit must be a whole number from 1 to %d.", MaxTaskPageSize)
+				return TaskFilter{}, FieldErrorf("limit", "limit must be a whole number from 1 to %d.", MaxTaskPageSize)
 			}
 			f.Limit = n
 		case "starting_after":
@@ -224,7 +224,7 @@ func ParseTaskListQuery(rawQuery string) (TaskFilter, error) {
 func parseEpochSeconds(name, v string) (Timestamp, error) {
 	secs, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxEpochSeconds {
-		return 0, Errorf(EINVALID, "%s must be a time in seconds since the Unix epoch, such as 1795415525 or 1795415525.173.", name)
+		return 0, FieldErrorf(name, "%s must be a time in seconds since the Unix epoch, such as 1795415525 or 1795415525.173.", name)
 	}
 	return Timestamp(math.Round(secs * 1000)), nil
 }
@@ -250,9 +250,9 @@ func parseSmallInt(v string) (int, bool) {
 // compare in text.
 func checkLabel(name, value string) error {
 	if !utf8.ValidString(value) || utf8.RuneCountInString(value) > MaxLabelChars {
-		return Errorf(EINVALID, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
+		return FieldErrorf(name, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
 	} else if strings.IndexByte(value, 0) >= 0 {
-		return Errorf(EINVALID, "%s must not contain NUL characters.", name)
+		return FieldErrorf(name, "%s must not contain NUL characters.", name)
 	}
 	return nil
 }

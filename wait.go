@@ -28,7 +28,7 @@ func ParseWait(values []string) (time.Duration, error) {
 			return time.Duration(n) * time.Second, nil
 		}
 	}
-	return 0, Errorf(EINVALID, "wait must be given once, as a whole number of seconds from 0 to %d.", int(MaxWait/time.Second))
+	return 0, FieldErrorf("wait", "wait must be given once, as a whole number of seconds from 0 to %d.", int(MaxWait/time.Second))
 }
 
 // TaskWatcher wakes the requests that wait for tasks to reach a final
@@ -49,9 +49,11 @@ type TaskWatcher interface {
 // task's deadline passed first: a reviewer's late verdict, a verifier's
 // late answer. expiredAt, when known, is when the task expired.
 func ExpiredError(expiredAt *Timestamp) *Error {
-	if expiredAt == nil {
-		return Errorf(ECONFLICT, "The task expired: its deadline passed before it was decided, and nothing was recorded.")
+	e := Errorf(ECONFLICT, "The task expired: its deadline passed before it was decided, and nothing was recorded.")
+	if expiredAt != nil {
+		e = Errorf(ECONFLICT, "The task expired at %s UTC: its deadline passed before it was decided, and nothing was recorded.",
+			expiredAt.Time().Format("2006-01-02 15:04:05"))
 	}
-	return Errorf(ECONFLICT, "The task expired at %s UTC: its deadline passed before it was decided, and nothing was recorded.",
-		expiredAt.Time().Format("2006-01-02 15:04:05"))
+	e.Reason = ReasonTaskExpired
+	return e
 }

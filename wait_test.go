@@ -41,14 +41,16 @@ func TestParseTaskCreate_Deadline(t *testing.T) {
 		field string
 		want  int
 	}{
-		{``, 0}, {`,"deadline_seconds":null`, 0}, {`,"deadline_seconds":60`, 60}, {`,"deadline_seconds":2592000`, 2592000},
+		{``, 0}, {`,"deadline_seconds":60`, 60}, {`,"deadline_seconds":2592000`, 2592000},
+		// A whole number however it is written (JSON Schema's integer).
+		{`,"deadline_seconds":60.0`, 60}, {`,"deadline_seconds":1e2`, 100}, {`,"deadline_seconds":3600.000`, 3600},
 	} {
 		in, err := arbiter.ParseTaskCreate([]byte(base + tc.field + `}`))
 		if err != nil || in.DeadlineSeconds != tc.want {
 			t.Errorf("%s: DeadlineSeconds %d, %v; want %d", tc.field, in.DeadlineSeconds, err, tc.want)
 		}
 	}
-	for _, bad := range []string{`59`, `0`, `-60`, `2592001`, `60.5`, `"60"`, `true`, `1e2`, `99999999999999999999`} {
+	for _, bad := range []string{`59`, `0`, `-60`, `2592001`, `60.5`, `60.000001`, `"60"`, `true`, `99999999999999999999`, `1e400`} {
 		_, err := arbiter.ParseTaskCreate([]byte(base + `,"deadline_seconds":` + bad + `}`))
 		if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), "deadline_seconds must be a whole number of seconds from 60 to 2592000") {
 			t.Errorf("deadline_seconds %s: %v, want EINVALID naming the range", bad, err)

@@ -296,10 +296,9 @@ func TestParseTaskCreate_CallbackURL(t *testing.T) {
 	if arbiter.ErrorCode(local.CheckCallbackURL(false)) != arbiter.EINVALID || local.CheckCallbackURL(true) != nil {
 		t.Error("a loopback http callback is refused unless private addresses are allowed")
 	}
-	none, _ := arbiter.ParseTaskCreate([]byte(base + `,"callback_url":""}`))
 	plain, _ := arbiter.ParseTaskCreate([]byte(base + `}`))
-	if none.CallbackURL != "" || none.Fingerprint() != plain.Fingerprint() {
-		t.Error("an empty callback_url is not the same as none")
+	if _, err := arbiter.ParseTaskCreate([]byte(base + `,"callback_url":""}`)); arbiter.ErrorField(err) != "callback_url" {
+		t.Errorf("an empty callback_url: %v, want refused, naming callback_url", err)
 	}
 	if in.Fingerprint() == plain.Fingerprint() || in.Fingerprint() == local.Fingerprint() {
 		t.Error("callback_url does not take part in the fingerprint")

@@ -324,6 +324,16 @@ type Error struct {
 	StatusCode int
 	// Message is the server's human-readable sentence.
 	Message string
+	// Code is the server's stable code for programs, such as
+	// "daily_cap_exceeded" or "invalid_field" (the README lists them); ""
+	// when the answer was not Arbiter's.
+	Code string
+	// Field, with Code "invalid_field", names the request field at fault.
+	Field string
+	// RequestID is the answer's X-Request-Id, to quote when reporting a
+	// problem; "" for a batch item's error, whose request id is the
+	// batch's.
+	RequestID string
 	// RetryAfter is the wait the server asked for (429 answers), or zero.
 	RetryAfter time.Duration
 }
@@ -332,14 +342,17 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // newError builds the *Error of a non-success answer. A body that is not
-// Arbiter's {"error": "…"} (a proxy's page, say) gets the status text.
+// Arbiter's {"error": "…", "code": "…"} (a proxy's page, say) gets the
+// status text.
 func newError(status int, header http.Header, body []byte) *Error {
-	e := &Error{StatusCode: status, RetryAfter: parseRetryAfter(header.Get("Retry-After"))}
+	e := &Error{StatusCode: status, RetryAfter: parseRetryAfter(header.Get("Retry-After")), RequestID: header.Get("X-Request-Id")}
 	var wire struct {
 		Error string `json:"error"`
+		Code  string `json:"code"`
+		Field string `json:"field"`
 	}
 	if json.Unmarshal(body, &wire) == nil && wire.Error != "" {
-		e.Message = wire.Error
+		e.Message, e.Code, e.Field = wire.Error, wire.Code, wire.Field
 	} else {
 		e.Message = fmt.Sprintf("The server answered %d %s.", status, http.StatusText(status))
 	}
@@ -441,6 +454,8 @@ func (c *Client) CreateTasks(ctx context.Context, in []TaskCreate) ([]TaskResult
 			Task     *Task  `json:"task"`
 			Replayed bool   `json:"replayed"`
 			Error    string `json:"error"`
+			Code     string `json:"code"`
+			Field    string `json:"field"`
 		} `json:"results"`
 	}
 	cl := call{method: http.MethodPost, path: "/v1/tasks/batch", auth: true, body: body, repeatable: repeatable}
@@ -460,7 +475,7 @@ func (c *Client) CreateTasks(ctx context.Context, in []TaskCreate) ([]TaskResult
 		if msg == "" {
 			msg = fmt.Sprintf("The server answered %d %s for this task.", r.Status, http.StatusText(r.Status))
 		}
-		results[i] = TaskResult{Err: &Error{StatusCode: r.Status, Message: msg}}
+		results[i] = TaskResult{Err: &Error{StatusCode: r.Status, Message: msg, Code: r.Code, Field: r.Field}}
 	}
 	return results, nil
 }

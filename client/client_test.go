@@ -295,7 +295,10 @@ func TestClient_TypedErrors(t *testing.T) {
 			t.Errorf("400 says %q, want it to name the prompt", e.Message)
 		}
 		_, err = c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"a"}, ConfidenceThreshold: client.Threshold(1.5)})
-		wantError(t, err, http.StatusBadRequest, client.IsInvalid)
+		if e := wantError(t, err, http.StatusBadRequest, client.IsInvalid); e.Code != "invalid_field" || e.Field != "confidence_threshold" ||
+			!strings.HasPrefix(e.RequestID, "req_") {
+			t.Errorf("400: code %q, field %q, request id %q; want invalid_field, confidence_threshold and an id", e.Code, e.Field, e.RequestID)
+		}
 
 		_, err = c.CreateTask(ctx, client.TaskCreate{Prompt: strings.Repeat("a", arbiter.MaxBodyBytes), AllowedVerdicts: []string{"a"}})
 		wantError(t, err, http.StatusRequestEntityTooLarge, client.IsTooLarge)
@@ -306,6 +309,9 @@ func TestClient_TypedErrors(t *testing.T) {
 		start := time.Now()
 		_, err = c.CreateTask(ctx, refund)
 		e := wantError(t, err, http.StatusTooManyRequests, client.IsRateLimited)
+		if e.Code != "daily_cap_exceeded" {
+			t.Errorf("429 code %q, want daily_cap_exceeded", e.Code)
+		}
 		if e.RetryAfter <= 0 || e.RetryAfter > 24*time.Hour {
 			t.Errorf("RetryAfter = %s, want the time until the next UTC day", e.RetryAfter)
 		}

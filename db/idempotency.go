@@ -26,6 +26,7 @@ var errKeyMismatch = arbiter.Errorf(arbiter.EMISMATCH,
 // stored while this one ran, when that create's task cannot be read yet.
 var errKeyInFlight = &arbiter.Error{
 	Code:       arbiter.ECONFLICT,
+	Reason:     arbiter.ReasonIdempotencyInFlight,
 	Message:    "A request with this idempotency key is still being processed; retry in a second.",
 	RetryAfter: time.Second,
 }

@@ -216,6 +216,7 @@ func capUsedUp(now arbiter.Timestamp) error {
 	midnight := time.UnixMilli((int64(now)/msPerDay + 1) * msPerDay)
 	return &arbiter.Error{
 		Code:       arbiter.ERATELIMIT,
+		Reason:     arbiter.ReasonDailyCap,
 		Message:    "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it.",
 		RetryAfter: midnight.Sub(now.Time()),
 	}

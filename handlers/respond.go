@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,9 +60,51 @@ func StatusError(status int, format string, args ...any) error {
 	return &statusError{status: status, err: arbiter.Errorf(arbiter.EINVALID, format, args...)}
 }
 
+// codeByStatus are the API codes of the statuses only HTTP knows.
+var codeByStatus = map[int]string{
+	http.StatusForbidden:                   arbiter.CodeForbidden,
+	http.StatusMethodNotAllowed:            arbiter.CodeMethodNotAllowed,
+	http.StatusNotAcceptable:               arbiter.CodeNotAcceptable,
+	http.StatusUnsupportedMediaType:        arbiter.CodeUnsupportedMediaType,
+	http.StatusRequestHeaderFieldsTooLarge: arbiter.CodeHeadersTooLarge,
+}
+
+// CodeOf returns the API code answered for err (see arbiter.APICode):
+// the code of the status an HTTP-only error carries, else its domain
+// error's.
+func CodeOf(err error) string {
+	var se *statusError
+	if errors.As(err, &se) {
+		if c, ok := codeByStatus[se.status]; ok {
+			return c
+		}
+		for code, status := range statusByCode {
+			if status == se.status {
+				return arbiter.APICode(arbiter.Errorf(code, ""))
+			}
+		}
+	}
+	return arbiter.APICode(err)
+}
+
+// ErrorBody is the JSON of every API failure: a sentence for people, a
+// stable code for programs (arbiter.APICodes) and, when one request field
+// is at fault, its name.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Field string `json:"field,omitempty"`
+}
+
+// ErrorBodyOf returns the ErrorBody answered for err.
+func ErrorBodyOf(err error) ErrorBody {
+	return ErrorBody{Error: arbiter.ErrorMessage(err), Code: CodeOf(err), Field: arbiter.ErrorField(err)}
+}
+
 // Error is the one way every handler and middleware answers a failure: with
 // the status of err's code, as an HTML error page when the request came from
-// a page (or, off the API, from a browser), else as {"error": "…"}.
+// a page (or, off the API, from a browser), else as an ErrorBody,
+// {"error": "…", "code": "…"} and "field" when one field is at fault.
 // Internal errors are logged once here, with the request, and answered with
 // a generic sentence; an unavailable store or dependency (503) is logged
 // here too, with its cause. A RetryAfter on the error becomes Retry-After.
@@ -73,9 +116,7 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		errorPage(w, r, status, err)
 		return
 	}
-	JSON(w, status, struct {
-		Error string `json:"error"`
-	}{arbiter.ErrorMessage(err)})
+	JSON(w, status, ErrorBodyOf(err))
 }
 
 // logFailure logs, with attrs, a failure answered with status that is the
@@ -157,16 +198,20 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":"Internal error."}`)
+		b = []byte(`{"error":"Internal error.","code":"internal_error"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// ReadBody reads a request body of at most arbiter.MaxBodyBytes. A longer
-// body is an ETOOLARGE error; nothing of it is used.
+// ReadBody reads a JSON request body of at most arbiter.MaxBodyBytes. A
+// longer body is an ETOOLARGE error; nothing of it is used. A body sent as
+// another media type than JSON is a 415 (see CheckJSONContentType).
 func ReadBody(r *http.Request) ([]byte, error) {
+	if err := CheckJSONContentType(r); err != nil {
+		return nil, err
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, arbiter.MaxBodyBytes+1))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -179,6 +224,25 @@ func ReadBody(r *http.Request) ([]byte, error) {
 		return nil, arbiter.Errorf(arbiter.ETOOLARGE, "The request body is larger than %d bytes.", arbiter.MaxBodyBytes)
 	}
 	return body, nil
+}
+
+// CheckJSONContentType returns a 415 error unless r's Content-Type is
+// application/json or another JSON type (…/…+json), parameters such as
+// charset aside. A request without a Content-Type is taken as JSON, as
+// clients that send none meant it. curl's -d sends
+// application/x-www-form-urlencoded, which is not JSON: its sentence says
+// what to send instead.
+func CheckJSONContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return StatusError(http.StatusUnsupportedMediaType,
+		"The request body must be JSON, sent as Content-Type: application/json, not %.100q (curl -d sends application/x-www-form-urlencoded: add -H \"Content-Type: application/json\").", ct)
 }
 
 type loggerKey struct{}

@@ -9,20 +9,25 @@ import (
 // TaskBatchCreate handles POST /v1/tasks/batch: {"tasks": [TaskCreate, …]}
 // with 1 to arbiter.MaxBatchTasks items, each of which may carry an
 // "idempotency_key". A batch is not atomic: the answer is 200 with one
-// result per item, in order, each {"status": 200, "task": …, "replayed": …}
-// or {"status": 400|409|422|429, "error": "…"}. An envelope that is not
+// result per item, in order, each {"kind": "task", "status": 200, "task": …,
+// "replayed": …} or {"kind": "error", "status": 400|409|422|429, "error":
+// "…", "code": "…"} (and "field"); kind is the document's discriminator. An envelope that is not
 // valid, or too large, is answered as a whole and stores nothing. created
 // is called once with the number of new tasks when the batch stored any.
 // Callback URLs are checked as TaskCreate checks them.
 func TaskBatchCreate(tasks arbiter.TaskService, created func(n int), allowPrivateCallbacks bool) http.Handler {
 	type result struct {
+		Kind     string        `json:"kind"`
 		Status   int           `json:"status"`
 		Task     *arbiter.Task `json:"task,omitempty"`
 		Replayed *bool         `json:"replayed,omitempty"`
 		Error    string        `json:"error,omitempty"`
+		Code     string        `json:"code,omitempty"`
+		Field    string        `json:"field,omitempty"`
 	}
 	failed := func(err error) result {
-		return result{Status: StatusOf(err), Error: arbiter.ErrorMessage(err)}
+		e := ErrorBodyOf(err)
+		return result{Kind: "error", Status: StatusOf(err), Error: e.Error, Code: e.Code, Field: e.Field}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Header.Values(IdempotencyKeyHeader)) > 0 {
@@ -67,7 +72,7 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func(n int), allowPrivat
 					continue
 				}
 				replayed := answer.Replayed
-				results[positions[n]] = result{Status: http.StatusOK, Task: answer.Task, Replayed: &replayed}
+				results[positions[n]] = result{Kind: "task", Status: http.StatusOK, Task: answer.Task, Replayed: &replayed}
 				if !replayed {
 					stored++
 				}

@@ -45,8 +45,9 @@ func (r *recorder) Fatalf(f string, a ...any) { r.failures = append(r.failures, 
 
 // The validator must catch drift, not only bless what the server sends.
 func TestValidateResponse_CatchesMismatches(t *testing.T) {
-	jsonHeader := http.Header{"Content-Type": {"application/json"}}
-	rateLimited := http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}}
+	const id = "req_0123456789abcdef01234567"
+	jsonHeader := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {id}}
+	rateLimited := http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}, "X-Request-Id": {id}}
 	task := `{"id":"tsk_0123456789abcdef","status":"pending","task_type":"decide","source":"","touchpoint":"chat",
 		"prompt":"p","allowed_verdicts":["a"],"confidence_threshold":0.8,"final_verdict":%s,"final_tier":null,
 		"final_confidence":null,"created_at":1795415525.173,"completed_at":null,"deadline_at":null,"expired_at":null,"attempts":[]%s}`
@@ -61,20 +62,28 @@ func TestValidateResponse_CatchesMismatches(t *testing.T) {
 		{"TaskWithUnknownField", "GET", "/v1/tasks/tsk_0123456789abcdef", 200, jsonHeader, fmt.Sprintf(task, "null", `,"later":1`), true},
 		{"TaskWithNumberVerdict", "GET", "/v1/tasks/tsk_0123456789abcdef", 200, jsonHeader, fmt.Sprintf(task, "5", ""), false},
 		{"TaskMissingFields", "POST", "/v1/tasks", 200, jsonHeader, `{"id":"tsk_0123456789abcdef"}`, false},
-		{"RateLimited", "POST", "/v1/tasks", 429, rateLimited, `{"error":"Cap reached."}`, true},
-		{"RateLimitedWithoutRetryAfter", "POST", "/v1/tasks", 429, jsonHeader, `{"error":"Cap reached."}`, false},
+		{"RateLimited", "POST", "/v1/tasks", 429, rateLimited, `{"error":"Cap reached.","code":"daily_cap_exceeded"}`, true},
+		{"RateLimitedWithoutRetryAfter", "POST", "/v1/tasks", 429, jsonHeader, `{"error":"Cap reached.","code":"daily_cap_exceeded"}`, false},
+		{"ErrorWithoutCode", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request."}`, false},
+		{"ErrorWithUnknownCode", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request.","code":"oops"}`, false},
+		{"ErrorWithField", "POST", "/v1/tasks", 400, jsonHeader, `{"error":"task_type must be a string.","code":"invalid_field","field":"task_type"}`, true},
+		{"WithoutRequestID", "POST", "/v1/tasks", 422, http.Header{"Content-Type": {"application/json"}}, `{"error":"Another request.","code":"idempotency_mismatch"}`, false},
+		{"UnsupportedMediaType", "POST", "/v1/tasks", 415, jsonHeader, `{"error":"Send JSON.","code":"unsupported_media_type"}`, true},
+		{"HeadersTooLarge", "GET", "/v1/tasks/x", 431, jsonHeader, `{"error":"Too large.","code":"headers_too_large"}`, true},
 		{"UndocumentedStatus", "POST", "/v1/tasks", 404, jsonHeader, `{"error":"No."}`, false},
 		{"EmptyErrorSentence", "GET", "/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
-		{"Replayed", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"true"}}, fmt.Sprintf(task, "null", ""), true},
-		{"ReplayedNotTrue", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"yes"}}, fmt.Sprintf(task, "null", ""), false},
-		{"KeyInFlight", "POST", "/v1/tasks", 409, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}}, `{"error":"In flight."}`, true},
-		{"KeyInFlightWithoutRetryAfter", "POST", "/v1/tasks", 409, jsonHeader, `{"error":"In flight."}`, false},
-		{"KeyMismatch", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request."}`, true},
-		{"BatchResults", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") +
-			`,"replayed":false},{"status":429,"error":"Cap reached."}]}`, true},
-		{"BatchTaskWithoutReplayed", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"task":` + fmt.Sprintf(task, "null", "") + `}]}`, false},
-		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":200,"error":"No."}]}`, false},
-		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":500,"error":"No."}]}`, false},
+		{"Replayed", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"true"}, "X-Request-Id": {id}}, fmt.Sprintf(task, "null", ""), true},
+		{"ReplayedNotTrue", "POST", "/v1/tasks", 200, http.Header{"Content-Type": {"application/json"}, "Idempotent-Replayed": {"yes"}, "X-Request-Id": {id}}, fmt.Sprintf(task, "null", ""), false},
+		{"KeyInFlight", "POST", "/v1/tasks", 409, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}, "X-Request-Id": {id}}, `{"error":"In flight.","code":"idempotency_in_flight"}`, true},
+		{"KeyInFlightWithoutRetryAfter", "POST", "/v1/tasks", 409, jsonHeader, `{"error":"In flight.","code":"idempotency_in_flight"}`, false},
+		{"KeyMismatch", "POST", "/v1/tasks", 422, jsonHeader, `{"error":"Another request.","code":"idempotency_mismatch"}`, true},
+		{"BatchResults", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"task","status":200,"task":` + fmt.Sprintf(task, "null", "") +
+			`,"replayed":false},{"kind":"error","status":429,"error":"Cap reached.","code":"daily_cap_exceeded"}]}`, true},
+		{"BatchResultsWithoutKind", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"status":429,"error":"Cap reached."}]}`, false},
+		{"BatchErrorKindOnTask", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":200,"task":` + fmt.Sprintf(task, "null", "") + `,"replayed":false}]}`, false},
+		{"BatchTaskWithoutReplayed", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"task","status":200,"task":` + fmt.Sprintf(task, "null", "") + `}]}`, false},
+		{"BatchErrorWith200", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":200,"error":"No."}]}`, false},
+		{"BatchErrorStatus500", "POST", "/v1/tasks/batch", 200, jsonHeader, `{"results":[{"kind":"error","status":500,"error":"No."}]}`, false},
 		{"UnhealthyWithReason", "GET", "/healthz", 503, jsonHeader, `{"ok":false,"error":"No worker is running."}`, true},
 		// Any origin is checked, not only the document's servers.
 		{"OtherOrigin", "GET", "http://127.0.0.1:54321/v1/tasks/x", 404, jsonHeader, `{"error":""}`, false},
@@ -269,16 +278,17 @@ func TestDocument_DescribesWebhooks(t *testing.T) {
 	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusCompleted, TaskType: "decide", Touchpoint: "chat",
 		Prompt: "p", AllowedVerdicts: []string{"approve"}, ConfidenceThreshold: 0.8, FinalVerdict: &verdict, FinalTier: &tier,
 		FinalConfidence: &confidence, CreatedAt: completed - 1000, CompletedAt: &completed, Attempts: []arbiter.Attempt{}}
-	for schema, payload := range map[string][]byte{
-		"WebhookTaskEvent": must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
-		"WebhookPing":      must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
+	for event, payload := range map[string][]byte{
+		arbiter.EventTaskCompleted: must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
+		arbiter.EventPing:          must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
 	} {
 		var v any
 		if err := json.Unmarshal(payload, &v); err != nil {
 			t.Fatal(err)
 		}
-		if err := doc.Components.Schemas[schema].Value.VisitJSON(v); err != nil {
-			t.Errorf("%s does not match %s: %v", payload, schema, err)
+		schema := doc.Webhooks[event].Post.RequestBody.Value.Content.Get("application/json").Schema
+		if err := schema.Value.VisitJSON(v); err != nil {
+			t.Errorf("%s does not match the %s webhook's body: %v", payload, event, err)
 		}
 	}
 	var bad any
@@ -293,4 +303,21 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// The document lists exactly the codes the server answers, in its order.
+func TestDocument_ListsEveryErrorCode(t *testing.T) {
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, schema := range []string{"Error", "TaskBatchErrorResult"} {
+		var got []string
+		for _, v := range doc.Components.Schemas[schema].Value.Properties["code"].Value.Enum {
+			got = append(got, v.(string))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(arbiter.APICodes) {
+			t.Errorf("%s.code lists %v, want arbiter.APICodes %v", schema, got, arbiter.APICodes)
+		}
+	}
 }

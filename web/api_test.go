@@ -102,8 +102,9 @@ func (a *api) do(method, path, key, body string) (int, http.Header, []byte) {
 	return res.StatusCode, res.Header, b
 }
 
-// wantError checks an error answer: the status, a JSON content type and a
-// body that is exactly {"error": "<non-empty sentence>"}.
+// wantError checks an error answer: the status, a JSON content type, an
+// X-Request-Id and a body that is exactly {"error": "<non-empty sentence>",
+// "code": "<code>"} and perhaps "field".
 func wantError(t *testing.T, status int, header http.Header, body []byte, wantStatus int) string {
 	t.Helper()
 	if status != wantStatus {
@@ -117,8 +118,13 @@ func wantError(t *testing.T, status int, header http.Header, body []byte, wantSt
 		t.Fatalf("error body is not JSON: %s", body)
 	}
 	msg, ok := e["error"].(string)
-	if len(e) != 1 || !ok || msg == "" {
-		t.Fatalf("error body = %s, want {\"error\": \"…\"}", body)
+	code, _ := e["code"].(string)
+	_, hasField := e["field"]
+	if n := len(e) - 2; n < 0 || n > 1 || n == 1 && !hasField || !ok || msg == "" || code == "" {
+		t.Fatalf("error body = %s, want {\"error\": \"…\", \"code\": \"…\"}", body)
+	}
+	if header.Get("X-Request-Id") == "" {
+		t.Error("the answer has no X-Request-Id")
 	}
 	return msg
 }
@@ -615,4 +621,41 @@ func TestAPI_StoreGoneIs503(t *testing.T) {
 			t.Fatalf("create after Postgres came back = %d %s", status, b)
 		}
 	}
+}
+
+// No field but context may be null (the document declares none of them
+// nullable): a null is a 400 naming the field, on a create and on a batch
+// item, and nothing is stored; an empty callback_url too.
+func TestTaskCreate_RefusesNull(t *testing.T) {
+	fields := []string{"confidence_threshold", "task_type", "touchpoint", "source", "deadline_seconds", "callback_url", "audit_rate"}
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("null@example.com")
+		account, _ := a.store.FindAccountByEmail(ctx, "null@example.com")
+		bodies := map[string]string{`"callback_url":""`: "callback_url"}
+		for _, f := range fields {
+			bodies[`"`+f+`":null`] = f
+		}
+		for member, field := range bodies {
+			body := `{"prompt":"p","allowed_verdicts":["a"],` + member + `}`
+			status, h, b := a.do("POST", "/v1/tasks", key, body)
+			if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, field) {
+				t.Errorf("%s: %q does not name %s", body, msg, field)
+			}
+			status, _, b = a.do("POST", "/v1/tasks/batch", key, `{"tasks":[`+body+`]}`)
+			var batch struct {
+				Results []struct {
+					Kind   string `json:"kind"`
+					Status int    `json:"status"`
+					Error  string `json:"error"`
+				} `json:"results"`
+			}
+			if err := json.Unmarshal(b, &batch); status != http.StatusOK || err != nil || len(batch.Results) != 1 ||
+				batch.Results[0].Status != http.StatusBadRequest || !strings.Contains(batch.Results[0].Error, field) {
+				t.Errorf("batch of %s: %d %s, want one 400 naming %s", body, status, b, field)
+			}
+		}
+		if used, _, err := a.store.UsageToday(ctx, account.ID); err != nil || used != 0 {
+			t.Errorf("usage after refused creates = %d (%v), want 0", used, err)
+		}
+	})
 }

@@ -89,7 +89,7 @@ const (
 // refusal is the whole answer written on a connection past its client's
 // share.
 var refusal = func() []byte {
-	body := `{"error": "too many connections from your address: reuse one you have open, or retry later"}` + "\n"
+	body := `{"error": "too many connections from your address: reuse one you have open, or retry later", "code": "rate_limited"}` + "\n"
 	return []byte("HTTP/1.1 429 Too Many Requests\r\n" +
 		"Content-Type: application/json\r\n" +
 		"Retry-After: " + strconv.Itoa(refuseRetryAfter) + "\r\n" +

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -15,16 +16,29 @@ import (
 	"github.com/arbiterhq/arbiter/handlers"
 )
 
-// requestLogger logs one line per request: method, path, status, size and
-// duration. It never logs headers, the query string or bodies, so keys and
-// tokens stay out of the log.
-func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
+// RequestIDHeader names the request's id in the answer, and in a request
+// from a trusted proxy.
+const RequestIDHeader = "X-Request-Id"
+
+// maxRequestIDLen bounds a request id taken from a proxy.
+const maxRequestIDLen = 128
+
+// requestLogger logs one line per request: its id, method, path, status,
+// size and duration. Every request gets an id, answered in X-Request-Id
+// and on every line logged about it: the one a trusted proxy sent (see
+// validRequestID), else a new one, req_ and 24 hex digits. It never logs
+// other headers, the query string or bodies, so keys and tokens stay out of
+// the log.
+func requestLogger(logger *slog.Logger, trusted []netip.Prefix) func(http.Handler) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
+			id := requestIDOf(r, trusted)
+			w.Header().Set(RequestIDHeader, id)
+			logger := logger.With(slog.String("request_id", id))
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(handlers.WithLogger(r.Context(), logger)))
 			status := ww.Status()
@@ -44,6 +58,67 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 			)
 		})
 	}
+}
+
+// requestIDOf returns the id of r: the one X-Request-Id holds when the
+// connection's peer is a trusted proxy and it sent one valid id, else a
+// new one.
+func requestIDOf(r *http.Request, trusted []netip.Prefix) string {
+	if ids := r.Header.Values(RequestIDHeader); len(ids) == 1 && validRequestID(ids[0]) && isTrusted(parseIP(r.RemoteAddr), trusted) {
+		return ids[0]
+	}
+	return arbiter.NewID("req_", 12)
+}
+
+// validRequestID reports whether id may be taken from a proxy: 1 to 128
+// letters, digits and - _ . : (a UUID, a trace id), nothing a log line or
+// a header could be bent by.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxHeaderBytes bounds a request's header: the request line and every
+// header line. A larger one is answered 431 by the route's error function
+// (JSON on the API), as long as the server read it whole (see
+// ServerMaxHeaderBytes).
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server's own bound, above
+// MaxHeaderBytes, so that the router sees, and answers, the headers over
+// MaxHeaderBytes up to it. A header past it is refused by net/http before
+// any route, with a plain-text 431.
+const ServerMaxHeaderBytes = 2 * MaxHeaderBytes
+
+// errHeadersTooLarge answers a header over MaxHeaderBytes.
+var errHeadersTooLarge = handlers.StatusError(http.StatusRequestHeaderFieldsTooLarge,
+	"The request's header is larger than %d bytes.", MaxHeaderBytes)
+
+// limitHeader answers 431 to a request whose header is over
+// MaxHeaderBytes, counted as net/http counts it.
+func limitHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len("Host: \r\n") + len(r.Host)
+		for name, values := range r.Header {
+			for _, v := range values {
+				n += len(name) + len(v) + 4
+			}
+		}
+		if n > MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			handlers.Error(w, r, errHeadersTooLarge)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // RequestObserver records answered requests (metrics.Metrics implements
@@ -138,8 +213,23 @@ func bearerToken(r *http.Request) string {
 // notFound answers a route that does not exist.
 func notFound(w http.ResponseWriter, r *http.Request) { handlers.Error(w, r, handlers.ErrNoPage) }
 
-// methodNotAllowed answers a known route asked with another method.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
-		"This address does not accept the method %s.", r.Method))
+// allowMethods are the methods a 405's Allow header may list.
+var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// methodNotAllowed answers a known route of routes asked with another
+// method, with the methods it takes in Allow (RFC 9110, 15.5.6); HEAD
+// wherever GET (see middleware.GetHead).
+func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range allowMethods {
+			if routes.Match(chi.NewRouteContext(), m, r.URL.Path) ||
+				m == http.MethodHead && routes.Match(chi.NewRouteContext(), http.MethodGet, r.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
+			"This address does not accept the method %s; it takes %s.", r.Method, strings.Join(allowed, ", ")))
+	}
 }

@@ -13,7 +13,7 @@ import (
 func TestRecoverer_PanicIsA500JSON(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	h := requestLogger(logger)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := requestLogger(logger, nil)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom")
 	})))
 	rec := httptest.NewRecorder()

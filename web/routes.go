@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/handlers"
@@ -153,15 +154,17 @@ func (rt *Router) Routes() http.Handler {
 }
 
 // newMux returns a router with the middleware every host shares and the
-// static files.
+// static files. HEAD is answered wherever GET is. Routes bound the
+// header (limitHeader) once they say how they answer failures.
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
 	if rt.Metrics != nil {
 		r.Use(observeRequests(rt.Metrics))
 	}
-	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL))
+	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger, rt.TrustedProxies), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL),
+		middleware.GetHead)
 	r.NotFound(notFound)
-	r.MethodNotAllowed(methodNotAllowed)
+	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Method(http.MethodGet, static.Prefix+"*", static.Handler())
 	return r
 }
@@ -169,7 +172,7 @@ func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 // apiRoutes are the JSON API's, at the API's origin.
 func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 	r.Group(func(r chi.Router) {
-		r.Use(handlers.API)
+		r.Use(handlers.API, limitHeader)
 		r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodHead, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
@@ -181,7 +184,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Method(http.MethodGet, "/.well-known/oauth-protected-resource/v1/mcp", prm)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(handlers.API)
+		r.Use(handlers.API, limitHeader)
 		r.Method(http.MethodGet, "/openapi.json", handlers.OpenAPI())
 		r.Group(func(r chi.Router) {
 			r.Use(bearerAuth(rt.KeyChecker))
@@ -205,7 +208,7 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 	if err != nil {
 		panic(err) // the origins were validated by ConfigFromEnv
 	}
-	r.Use(handlers.Pages, withSite(site), csrf, readForms, rt.Sessions.Load)
+	r.Use(handlers.Pages, limitHeader, withSite(site), csrf, readForms, rt.Sessions.Load)
 }
 
 // dashboardRoutes are the account dashboard's, at the app origin: sign-in,

@@ -20,6 +20,11 @@ func TestTaskCreate_Deadline(t *testing.T) {
 		if fmt.Sprintf("%.3f", deadline) != fmt.Sprintf("%.3f", created+3600) || task["expired_at"] != nil {
 			t.Errorf("deadline_at = %v for created_at %v and 3600 s; expired_at %v", deadline, created, task["expired_at"])
 		}
+		// 60.0 is the whole number 60, as JSON Schema's integer has it.
+		whole := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["a"],"deadline_seconds":60.0}`)
+		if fmt.Sprintf("%.3f", whole["deadline_at"].(float64)) != fmt.Sprintf("%.3f", whole["created_at"].(float64)+60) {
+			t.Errorf("deadline_seconds 60.0: deadline_at %v for created_at %v", whole["deadline_at"], whole["created_at"])
+		}
 		if plain := createTask(t, a, key, goodTask); plain["deadline_at"] != nil || plain["expired_at"] != nil {
 			t.Errorf("a task without a deadline: deadline_at %v, expired_at %v", plain["deadline_at"], plain["expired_at"])
 		}

@@ -35,7 +35,24 @@ type command struct {
 	env []envVar
 	// run runs the command with the arguments after its name.
 	run func(ctx context.Context, c *command, p *process, args []string) error
+	// exits, when set, has the help list the API commands' exit statuses.
+	exits bool
 }
+
+// exitHelp is the exit statuses of the commands that call the API (see
+// exitCode).
+const exitHelp = `
+Exit status:
+  0  done
+  1  any other failure: the server cannot be reached, the key is refused, a
+     limit is reached (429), the task expired or --wait ran out of time
+  2  usage: the command line is not valid, or the server refused the request
+     as not valid (400)
+  3  not found (404): no such task in the key's account
+  4  conflict (409, 422): the idempotency key is in use, or was used for
+     another task
+  5  server error (5xx): the server or its store failed; try again later
+`
 
 // An envVar is an environment variable a command reads that is not a
 // web.Setting: the task commands' client settings.
@@ -79,13 +96,13 @@ var commands = []*command{
 		summary: "set an account's daily task cap"},
 	{name: "task",
 		summary: "create and read tasks, and the calibration report, on a running server, through the API"},
-	{name: "task create", args: "--prompt P --verdict V [--verdict V…] [flags]", env: clientEnv, run: runTaskCreate,
+	{name: "task create", exits: true, args: "--prompt P --verdict V [--verdict V…] [flags]", env: clientEnv, run: runTaskCreate,
 		summary: "create a task through the API; prints it as JSON"},
-	{name: "task get", args: "ID", positional: "ID", env: clientEnv, run: runTaskGet,
+	{name: "task get", exits: true, args: "ID", positional: "ID", env: clientEnv, run: runTaskGet,
 		summary: "read a task through the API; prints it as JSON"},
-	{name: "task list", args: "[--status S] [--source S] [flags]", env: clientEnv, run: runTaskList,
+	{name: "task list", exits: true, args: "[--status S] [--source S] [flags]", env: clientEnv, run: runTaskList,
 		summary: "list the account's tasks through the API, newest first; prints a page, or with --all every task, as JSON"},
-	{name: "task calibration", args: "[--task-type T] [--target R] [flags]", env: clientEnv, run: runTaskCalibration,
+	{name: "task calibration", exits: true, args: "[--task-type T] [--target R] [flags]", env: clientEnv, run: runTaskCalibration,
 		summary: "read the account's calibration report through the API: how often a person agrees with the verifier; prints it as JSON"},
 	{name: "mcp", env: clientEnv, run: runMCP,
 		summary: "serve the agents' tools (ask_verdict, get_task, list_tasks) over MCP on stdin and stdout, through the API"},
@@ -218,6 +235,13 @@ func (c *command) parse(fs *flag.FlagSet, p *process, args []string) error {
 	return errUsage
 }
 
+// usage prints why c's command line is not valid, as parse does, and
+// returns errUsage.
+func (c *command) usage(p *process, format string, args ...any) error {
+	fmt.Fprintf(p.stderr, "arbiter %s: %s\n", c.name, fmt.Sprintf(format, args...))
+	return errUsage
+}
+
 // printHelp prints c's help: usage, summary, flags and the environment
 // variables it reads.
 func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
@@ -256,6 +280,9 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(tw, "  %s\t%s%s\n", v.name, v.help, note)
 		}
 		tw.Flush()
+	}
+	if c.exits {
+		fmt.Fprint(w, exitHelp)
 	}
 	for _, scope := range c.scopes {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -622,13 +622,13 @@ func postMCP(t *testing.T, base, method string, header map[string]string, body s
 	return res.StatusCode, res.Header, b
 }
 
-// apiErrorSentence checks an {"error": "…"} answer of status want and
-// returns its sentence.
+// apiErrorSentence checks an {"error": "…", "code": "…"} answer of status
+// want and returns its sentence.
 func apiErrorSentence(t *testing.T, status int, header http.Header, body []byte, want int) string {
 	t.Helper()
 	var e map[string]string
-	if status != want || header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &e) != nil || len(e) != 1 || e["error"] == "" {
-		t.Fatalf("answer = %d %s %s, want %d and {\"error\": \"…\"}", status, header.Get("Content-Type"), body, want)
+	if status != want || header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &e) != nil || len(e) != 2 || e["error"] == "" || e["code"] == "" {
+		t.Fatalf("answer = %d %s %s, want %d and {\"error\": \"…\", \"code\": \"…\"}", status, header.Get("Content-Type"), body, want)
 	}
 	return e["error"]
 }

@@ -230,8 +230,10 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	return nil
 }
 
-// MaxHeaderBytes bounds a request's header; a larger one is answered 431.
-const MaxHeaderBytes = 64 << 10
+// MaxHeaderBytes bounds a request's header; a larger one is answered 431,
+// by the routes as they answer failures (web.MaxHeaderBytes), or past
+// web.ServerMaxHeaderBytes by net/http.
+const MaxHeaderBytes = web.MaxHeaderBytes
 
 // listen opens the HTTP listener on addr, holding at most maxConns
 // connections at once and perIP from one client address (trusted proxies
@@ -254,7 +256,7 @@ func newHTTPServer(handler http.Handler, ln *web.ConnLimiter, logger *slog.Logge
 	return &http.Server{
 		Handler:           handler,
 		ConnState:         ln.ConnState,
-		MaxHeaderBytes:    MaxHeaderBytes,
+		MaxHeaderBytes:    web.ServerMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

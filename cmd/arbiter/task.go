@@ -77,15 +77,15 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 		return err
 	}
 	if strings.TrimSpace(in.Prompt) == "" {
-		return errors.New("task create: --prompt is required")
+		return c.usage(p, "--prompt is required")
 	}
 	if len(in.AllowedVerdicts) == 0 {
-		return errors.New("task create: at least one --verdict is required")
+		return c.usage(p, "at least one --verdict is required")
 	}
 	if *contextArg != "" {
 		raw, err := readContext(*contextArg, p.stdin)
 		if err != nil {
-			return fmt.Errorf("task create: %w", err)
+			return c.usage(p, "%v", err)
 		}
 		in.Context = raw
 	}
@@ -94,6 +94,8 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 		if err != nil || !*wait {
 			return task, err
 		}
+		fmt.Fprintf(p.stderr, "arbiter %s: task %s is %s; waiting up to %s for its decision (Ctrl-C stops waiting; the task stays)\n",
+			c.name, task.ID, task.Status, *timeout)
 		waitCtx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		done, err := cl.WaitTask(waitCtx, task.ID, nil)
@@ -136,7 +138,14 @@ func runTaskList(ctx context.Context, c *command, p *process, args []string) err
 	fs.StringVar(&opts.FinalTier, "final-tier", "", "only tasks decided by this tier: agent or human")
 	rfc3339Flag(fs, "created-after", "only tasks created after this time", &opts.CreatedAfter)
 	rfc3339Flag(fs, "created-before", "only tasks created before this time", &opts.CreatedBefore)
-	fs.IntVar(&opts.Limit, "limit", 0, "tasks per page, 1 to 100 (server default 20)")
+	fs.Func("limit", "tasks per page, 1 to 100 (server default 20)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return errors.New("not a whole number from 1 to 100")
+		}
+		opts.Limit = n
+		return nil
+	})
 	fs.StringVar(&opts.StartingAfter, "starting-after", "", "continue after this task: the last of the page before")
 	all := fs.Bool("all", false, "print every task the filters select, one JSON object a line, reading page after page")
 	if err := c.parse(fs, p, args); err != nil {

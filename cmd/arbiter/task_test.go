@@ -5,8 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -143,31 +146,52 @@ func TestRun_TaskErrors(t *testing.T) {
 		t.Fatalf("task create printed %v", created)
 	}
 
+	runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "a", "--idempotency-key", "k1")
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"The database did not answer in time; try again shortly.","code":"unavailable"}`))
+	}))
+	defer failing.Close()
+
 	for _, c := range []struct {
 		name   string
 		getenv func(string) string
 		args   []string
-		want   string // in the error
+		want   string // in stderr or the error
+		exit   int
 	}{
-		{"NoPrompt", getenv, []string{"create", "--verdict", "approve"}, "--prompt is required"},
-		{"NoVerdict", getenv, []string{"create", "--prompt", "Refund?"}, "--verdict is required"},
-		{"BadContext", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "{bad"}, "not valid JSON"},
-		{"MissingContextFile", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "@/nonexistent.json"}, "no such file"},
+		{"NoPrompt", getenv, []string{"create", "--verdict", "approve"}, "--prompt is required", exitUsage},
+		{"NoVerdict", getenv, []string{"create", "--prompt", "Refund?"}, "--verdict is required", exitUsage},
+		{"BadContext", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "{bad"}, "not valid JSON", exitUsage},
+		{"MissingContextFile", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--context", "@/nonexistent.json"}, "no such file", exitUsage},
 		{"ThresholdOutOfRange", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--threshold", "2"},
-			"task create: confidence_threshold must be a number between 0 and 1."},
+			"task create: confidence_threshold must be a number between 0 and 1.", exitUsage},
+		{"LimitZero", getenv, []string{"list", "--limit", "0"}, "1 to 100", exitUsage},
+		{"LimitTooLarge", getenv, []string{"list", "--limit", "101"}, "1 to 100", exitUsage},
 		{"UnknownKey", withEnv("SVC_API_KEY", "svc_live_0000000000000000000000000000"),
-			[]string{"create", "--prompt", "Refund?", "--verdict", "a"}, "task create: The API key is not valid."},
-		{"NoKey", withEnv("SVC_API_KEY", ""), []string{"get", created["id"].(string)}, "SVC_API_KEY is not set"},
-		{"UnknownTask", getenv, []string{"get", "tsk_0000000000000000"}, "task get: "},
+			[]string{"create", "--prompt", "Refund?", "--verdict", "a"}, "task create: The API key is not valid.", exitFailure},
+		{"NoKey", withEnv("SVC_API_KEY", ""), []string{"get", created["id"].(string)}, "SVC_API_KEY is not set", exitFailure},
+		{"UnknownTask", getenv, []string{"get", "tsk_0000000000000000"}, "task get: ", exitNotFound},
+		{"KeyUsedForAnotherTask", getenv, []string{"create", "--prompt", "Other?", "--verdict", "a", "--idempotency-key", "k1"},
+			"different request", exitConflict},
+		{"ServerFails", withEnv("SVC_BASE_URL", failing.URL), []string{"create", "--prompt", "Refund?", "--verdict", "a"}, "did not answer", exitServer},
 		{"WaitTimesOut", getenv, []string{"create", "--prompt", "Refund?", "--verdict", "a", "--wait", "--timeout", "300ms"},
-			"after 300ms"},
-		{"NoServer", withEnv("SVC_BASE_URL", "http://127.0.0.1:1"), []string{"get", created["id"].(string)}, "connect"},
+			"after 300ms", exitFailure},
+		{"NoServer", withEnv("SVC_BASE_URL", "http://127.0.0.1:1"), []string{"get", created["id"].(string)}, "connect", exitFailure},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(context.Background(), append([]string{"task"}, c.args...), c.getenv, nil, &stdout, &stderr)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("arbiter task %s = %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
+			said := stderr.String()
+			if err != nil {
+				said += err.Error()
+			}
+			if err == nil || !strings.Contains(said, c.want) {
+				t.Fatalf("arbiter task %s = %v (stderr %q), want an error with %q", strings.Join(c.args, " "), err, stderr.String(), c.want)
+			}
+			if got := exitCode(err); got != c.exit {
+				t.Errorf("arbiter task %s exits %d, want %d", strings.Join(c.args, " "), got, c.exit)
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("wrote to stdout: %q", stdout.String())
@@ -175,7 +199,16 @@ func TestRun_TaskErrors(t *testing.T) {
 			if c.name == "UnknownTask" && !client.IsNotFound(err) {
 				t.Errorf("err = %v, want the server's 404", err)
 			}
+			if c.name == "WaitTimesOut" && !regexp.MustCompile(`task tsk_[0-9a-f]{16} is pending; waiting up to 300ms`).MatchString(stderr.String()) {
+				t.Errorf("--wait said %q on stderr, want which task it waits for", stderr.String())
+			}
 		})
+	}
+
+	var help bytes.Buffer
+	if err := run(context.Background(), []string{"task", "list", "--help"}, getenv, nil, &help, &help); err != nil ||
+		!strings.Contains(help.String(), "Exit status:") || !strings.Contains(help.String(), "3  not found") {
+		t.Errorf("task list --help = %v:\n%s\nwant the exit statuses", err, help.String())
 	}
 
 	for _, args := range [][]string{{"task"}, {"task", "frobnicate"}, {"task", "get"}, {"task", "get", "a", "b"}, {"task", "create", "--wait=maybe"}} {
