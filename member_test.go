@@ -58,6 +58,33 @@ func TestCheckMemberChange(t *testing.T) {
 	}
 }
 
+func TestInviterMayStillInvite(t *testing.T) {
+	const o, a, r = arbiter.RoleOwner, arbiter.RoleAdmin, arbiter.RoleReviewer
+	for _, c := range []struct {
+		invitedBy, inviterRole, role string
+		want                         bool
+	}{
+		{"owner@example.com", o, o, true},
+		{"owner@example.com", o, a, true},
+		{"admin@example.com", a, a, true},
+		{"admin@example.com", a, r, true},
+		// Demoted: an owner made admin may no longer invite owners, and an
+		// admin made reviewer may invite nobody.
+		{"was-owner@example.com", a, o, false},
+		{"was-admin@example.com", r, a, false},
+		{"was-admin@example.com", r, r, false},
+		// Removed: no role, no invitations.
+		{"gone@example.com", "", a, false},
+		{"gone@example.com", "", r, false},
+		// The operator's invitations do not hang on a membership.
+		{arbiter.OperatorActor, "", o, true},
+	} {
+		if got := arbiter.InviterMayStillInvite(c.invitedBy, c.inviterRole, c.role); got != c.want {
+			t.Errorf("InviterMayStillInvite(%q, %q, %q) = %v, want %v", c.invitedBy, c.inviterRole, c.role, got, c.want)
+		}
+	}
+}
+
 func TestCheckInvitee(t *testing.T) {
 	inv := &arbiter.Invitation{Email: "rev@example.com"}
 	if err := arbiter.CheckInvitee(inv, []string{"x@example.com", "Rev@Example.com"}); err != nil {
