@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
@@ -26,5 +27,34 @@ func TestCheckSignIn_RefusesTheDemoAccount(t *testing.T) {
 	}
 	if err := arbiter.CheckSignInAccount(&arbiter.Account{ID: "acct_1", Email: "a@example.com"}); err != nil {
 		t.Errorf("an ordinary account: %v", err)
+	}
+}
+
+func TestCheckEmailDomain(t *testing.T) {
+	for _, c := range []struct {
+		email        string
+		allowDotless bool
+		want         string // error code, "" for accepted
+		says         string
+	}{
+		{"you@example.com", false, "", ""},
+		{"you@mail.example.co.uk", false, "", ""},
+		{"you@xn--bcher-kva.example", false, "", ""},
+		{"x@[10.0.0.5]", false, arbiter.EINVALID, "IP address"},
+		{"x@[10.0.0.5]", true, arbiter.EINVALID, "IP address"},
+		{"x@[IPv6:::1]", true, arbiter.EINVALID, "IP address"},
+		{"x@localhost", false, arbiter.EINVALID, "localhost has no dot"},
+		{"x@intranet", false, arbiter.EINVALID, "no dot"},
+		{"x@localhost", true, "", ""},
+		{"x@example.", false, arbiter.EINVALID, "full domain name"},
+		{"x@.example.com", true, arbiter.EINVALID, "full domain name"},
+		{"x@a..b", false, arbiter.EINVALID, "full domain name"},
+		{"no-at-sign", true, arbiter.EINVALID, "not a valid"},
+		{"x@", true, arbiter.EINVALID, "not a valid"},
+	} {
+		err := arbiter.CheckEmailDomain(c.email, c.allowDotless)
+		if got := arbiter.ErrorCode(err); got != c.want || !strings.Contains(arbiter.ErrorMessage(err), c.says) {
+			t.Errorf("CheckEmailDomain(%q, %v) = %v, want %q saying %q", c.email, c.allowDotless, err, c.want, c.says)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package arbiter
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -178,10 +177,11 @@ func NewInvitationID() string { return NewID("inv_", 8) }
 var ErrInvitationInvalid = Errorf(EUNAUTHORIZED, "This invitation has expired, was revoked, or was already used. Ask the account's owner for a new one.")
 
 // CheckInvitee returns nil when a person who signed in with the verified
-// addresses may accept an invitation for email; EUNAUTHORIZED otherwise.
+// addresses may accept an invitation for email (SameEmail: ASCII letters
+// in any case, nothing folded by Unicode); EUNAUTHORIZED otherwise.
 func CheckInvitee(inv *Invitation, addresses []string) error {
 	for _, a := range addresses {
-		if strings.EqualFold(strings.TrimSpace(a), inv.Email) {
+		if SameEmail(a, inv.Email) {
 			return nil
 		}
 	}
@@ -247,7 +247,8 @@ type MemberService interface {
 
 	// CreateInvitation invites the address to the account with the role
 	// and returns the invitation and its link's token, which is stored
-	// only hashed. Returns EINVALID for a bad address or role, ErrNotAllowed
+	// only hashed. Returns EINVALID for a bad address (CheckEmailDomain
+	// included) or role, ErrNotAllowed
 	// or EINVALID as CheckMemberChange does, and ECONFLICT when the
 	// address is a member already.
 	CreateInvitation(ctx context.Context, accountID, email, role string, by Actor) (*Invitation, string, error)

@@ -94,3 +94,37 @@ func TestCheckInvitee(t *testing.T) {
 		t.Errorf("another address = %v", err)
 	}
 }
+
+// TestCheckInvitee_NoUnicodeCaseFolding: look-alikes that Unicode case
+// folding makes equal to an invited ASCII address (the Kelvin sign K for
+// k, the long s ſ for s, the dotted İ for i) do not match it, through the
+// comparison or through normalization.
+func TestCheckInvitee_NoUnicodeCaseFolding(t *testing.T) {
+	for _, c := range []struct{ invited, verified string }{
+		{"kate@example.com", "\u212Aate@example.com"},
+		{"kate@example.com", "\u212AATE@example.com"},
+		{"sam@example.com", "\u017Fam@example.com"},
+		{"sam@example.com", "SAM@example.\u017Fe"},
+		{"ivan@example.com", "\u0130van@example.com"},
+	} {
+		inv := &arbiter.Invitation{Email: c.invited}
+		if err := arbiter.CheckInvitee(inv, []string{c.verified}); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+			t.Errorf("%q accepts the invitation for %q: %v", c.verified, c.invited, err)
+		}
+		if normalized, err := arbiter.NormalizeEmail(c.verified); err == nil {
+			if err := arbiter.CheckInvitee(inv, []string{normalized}); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+				t.Errorf("%q, normalized to %q, accepts the invitation for %q", c.verified, normalized, c.invited)
+			}
+			if normalized == c.invited {
+				t.Errorf("NormalizeEmail(%q) = %q, the invited address", c.verified, normalized)
+			}
+		}
+	}
+	// ASCII letters still match in any case.
+	if err := arbiter.CheckInvitee(&arbiter.Invitation{Email: "kate@example.com"}, []string{" KATE@Example.COM "}); err != nil {
+		t.Errorf("an ASCII address in capitals: %v", err)
+	}
+	if got, err := arbiter.NormalizeEmail("Kate@Example.COM"); err != nil || got != "kate@example.com" {
+		t.Errorf("NormalizeEmail(Kate@Example.COM) = %q, %v", got, err)
+	}
+}

@@ -56,6 +56,10 @@ type Options struct {
 	// MaxCalibrationPairs bounds the labelled pairs a calibration report
 	// reads (default arbiter.MaxCalibrationPairs); tests lower it.
 	MaxCalibrationPairs int
+	// AllowDotlessEmail lets sign-in links, identities and invitations use
+	// addresses at a domain without a dot, such as you@localhost
+	// (arbiter.CheckEmailDomain): for development only.
+	AllowDotlessEmail bool
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
@@ -81,6 +85,9 @@ type DB struct {
 	writes writeHealth
 
 	idempotencyTTL time.Duration
+
+	// allowDotlessEmail is Options.AllowDotlessEmail.
+	allowDotlessEmail bool
 
 	// calibrationCap bounds the pairs a calibration report reads.
 	calibrationCap int
@@ -136,7 +143,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
-		calibrationCap: opts.MaxCalibrationPairs}
+		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail}
 	d.watchers.created = make(chan struct{}, 1)
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout

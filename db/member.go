@@ -294,6 +294,9 @@ func (d *DB) CreateInvitation(ctx context.Context, accountID, email, role string
 	if err := arbiter.CheckSignInEmail(email); err != nil {
 		return nil, "", arbiter.Errorf(arbiter.EINVALID, "Nobody can be invited with the demo account's address.")
 	}
+	if err := arbiter.CheckEmailDomain(email, d.allowDotlessEmail); err != nil {
+		return nil, "", err
+	}
 	if err := arbiter.CheckRole(role); err != nil {
 		return nil, "", err
 	}

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -231,4 +232,48 @@ func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
 			t.Errorf("demo@example.com: %v", err)
 		}
 	})
+}
+
+// TestSignIn_RefusesAddressesAtNoDomainName: sign-in links, identities and
+// invitations refuse domain literals always, and dotless domains unless
+// the store allows them (for development); nothing is stored for a refused
+// address.
+func TestSignIn_RefusesAddressesAtNoDomainName(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow dotless %v", allow), func(t *testing.T) {
+			dbtest.Each(t, db.Options{AllowDotlessEmail: allow}, func(t *testing.T, d *db.DB) {
+				acct := newAccount(t, d, "owner@example.com")
+				owner := personOf(t, d, "owner@example.com")
+				for _, c := range []struct {
+					email string
+					ok    bool
+				}{
+					{"x@[10.0.0.5]", false},
+					{"x@[IPv6:::1]", false},
+					{"x@localhost", allow},
+					{"x@intranet", allow},
+					{"x@example.com", true},
+				} {
+					_, err := d.CreateLoginToken(ctx, c.email)
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+						t.Errorf("CreateLoginToken(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+					_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGitHub, Subject: c.email, Email: c.email, EmailVerified: true})
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED) {
+						t.Errorf("SignInWithIdentity(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+					if c.email == "x@example.com" {
+						continue // a member already, by the identity
+					}
+					_, _, err = d.CreateInvitation(ctx, acct.ID, c.email, arbiter.RoleReviewer, actor(owner))
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+						t.Errorf("CreateInvitation(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+				}
+				if n, err := d.Count(ctx, `SELECT count(*) FROM people WHERE email LIKE ?`, "%[%"); err != nil || n != 0 {
+					t.Errorf("%d people at a domain literal (%v)", n, err)
+				}
+			})
+		})
+	}
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// different hosts, requests are dispatched by host. Left unset, they
 	// are "" until DeriveOrigins fills them from the listen address.
 	BaseURL, AppURL, ReviewURL string
+	// EmailAllowDotless lets sign-in and invitations use addresses at a
+	// domain without a dot, such as you@localhost
+	// (ARBITER_EMAIL_ALLOW_DOTLESS), for development; domain literals such
+	// as x@[10.0.0.5] are refused whatever it says.
+	EmailAllowDotless bool
 	// CookieDomain, when set, is the Domain of the session cookie, so one
 	// sign-in covers the dashboard and the reviewer site on sibling hosts
 	// (ARBITER_COOKIE_DOMAIN).
@@ -312,6 +317,9 @@ var Settings = []Setting{
 			c.SessionSecret = v
 			return nil
 		}},
+	{Env: "ARBITER_EMAIL_ALLOW_DOTLESS", Default: "0", Scope: ScopeHTTP,
+		Help: "1 lets sign-in and invitations use addresses such as you@localhost: for development only",
+		Set:  boolSetting(func(c *Config) *bool { return &c.EmailAllowDotless })},
 	{Env: "ARBITER_GITHUB_CLIENT_ID", Scope: ScopeHTTP,
 		Help: "a GitHub OAuth app's client id",
 		Set:  stringSetting(func(c *Config) *string { return &c.GitHub.ClientID })},
@@ -386,6 +394,21 @@ func intSetting(field func(*Config) *int, min int) func(*Config, string) error {
 			return fmt.Errorf("must be a whole number of at least %d", min)
 		}
 		*field(c) = n
+		return nil
+	}
+}
+
+// boolSetting sets a bool field from 1 or true, and 0 or false.
+func boolSetting(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch v {
+		case "0", "false":
+			*field(c) = false
+		case "1", "true":
+			*field(c) = true
+		default:
+			return errors.New("must be 1 or 0")
+		}
 		return nil
 	}
 }
