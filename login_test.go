@@ -3,6 +3,7 @@ package arbiter_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -55,6 +56,35 @@ func TestCheckEmailDomain(t *testing.T) {
 		err := arbiter.CheckEmailDomain(c.email, c.allowDotless)
 		if got := arbiter.ErrorCode(err); got != c.want || !strings.Contains(arbiter.ErrorMessage(err), c.says) {
 			t.Errorf("CheckEmailDomain(%q, %v) = %v, want %q saying %q", c.email, c.allowDotless, err, c.want, c.says)
+		}
+	}
+}
+
+func TestSessionIdleAndTouch(t *testing.T) {
+	const h = arbiter.Timestamp(time.Hour / time.Millisecond)
+	day := 24 * h
+	for _, c := range []struct {
+		lastSeen, now arbiter.Timestamp
+		idle          time.Duration
+		wantIdle      bool
+		wantTouch     bool
+	}{
+		{0, 0, arbiter.DefaultSessionIdle, false, false},
+		{0, h - 1, arbiter.DefaultSessionIdle, false, false},
+		{0, h, arbiter.DefaultSessionIdle, false, true},
+		{0, 14*day - 1, arbiter.DefaultSessionIdle, false, true},
+		{0, 14 * day, arbiter.DefaultSessionIdle, true, true},
+		// A short limit writes a quarter of it apart, so a session in use
+		// never looks idle.
+		{0, 5*h/60 - 1, 20 * time.Minute, false, false},
+		{0, 5 * h / 60, 20 * time.Minute, false, true},
+		{0, 20 * h / 60, 20 * time.Minute, true, true},
+	} {
+		if got := arbiter.SessionIdle(c.lastSeen, c.now, c.idle); got != c.wantIdle {
+			t.Errorf("SessionIdle(%d, %d, %v) = %v", c.lastSeen, c.now, c.idle, got)
+		}
+		if got := arbiter.SessionTouchDue(c.lastSeen, c.now, c.idle); got != c.wantTouch {
+			t.Errorf("SessionTouchDue(%d, %d, %v) = %v", c.lastSeen, c.now, c.idle, got)
 		}
 	}
 }

@@ -82,6 +82,9 @@ type Config struct {
 	// (ARBITER_EMAIL_ALLOW_DOTLESS), for development; domain literals such
 	// as x@[10.0.0.5] are refused whatever it says.
 	EmailAllowDotless bool
+	// SessionIdleTimeout ends a session unused for that long
+	// (ARBITER_SESSION_IDLE_TIMEOUT; default arbiter.DefaultSessionIdle).
+	SessionIdleTimeout time.Duration
 	// CookieDomain, when set, is the Domain of the session cookie, so one
 	// sign-in covers the dashboard and the reviewer site on sibling hosts
 	// (ARBITER_COOKIE_DOMAIN).
@@ -315,6 +318,16 @@ var Settings = []Setting{
 				return errors.New("must be at least 32 characters; leave it unset to have one generated and stored")
 			}
 			c.SessionSecret = v
+			return nil
+		}},
+	{Env: "ARBITER_SESSION_IDLE_TIMEOUT", Default: "336h", Scope: ScopeHTTP,
+		Help: "a session unused for this long is ended (at least 1m; sessions last 30 days at most)",
+		Set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Minute {
+				return errors.New("must be a duration of at least 1m, such as 336h (14 days)")
+			}
+			c.SessionIdleTimeout = d
 			return nil
 		}},
 	{Env: "ARBITER_EMAIL_ALLOW_DOTLESS", Default: "0", Scope: ScopeHTTP,

@@ -49,7 +49,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, Timeout: cfg.DatabaseTimeout,
 		IdempotencyTTL:    cfg.IdempotencyTTL,
 		Logger:            logger,
-		AllowDotlessEmail: cfg.EmailAllowDotless,
+		AllowDotlessEmail: cfg.EmailAllowDotless, SessionIdle: cfg.SessionIdleTimeout,
 	})
 	if err != nil {
 		return err
