@@ -73,15 +73,40 @@ func CheckSignInAccount(a *Account) error {
 // NewAccountID returns a fresh account id.
 func NewAccountID() string { return NewID("acct_", 8) }
 
-// NormalizeEmail lower-cases and checks an e-mail address.
-// Returns EINVALID when it is not a plain address.
+// NormalizeEmail lower-cases the ASCII letters of an e-mail address and
+// checks it. Returns EINVALID when it is not a plain address.
+//
+// Only ASCII letters are lower-cased: Unicode case mapping folds other
+// characters onto ASCII ones (the Kelvin sign K to k, İ to i), so a
+// look-alike address that a provider verified for someone else would
+// become another person's address, and join their accounts or take their
+// invitations. Other characters are kept as they are, and compared
+// exactly.
 func NormalizeEmail(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	addr, err := mail.ParseAddress(s)
 	if err != nil || addr.Address != s || len(s) > 254 {
 		return "", Errorf(EINVALID, "%q is not a valid e-mail address.", s)
 	}
-	return strings.ToLower(s), nil
+	return lowerASCII(s), nil
+}
+
+// SameEmail reports whether two addresses are the same: equal once their
+// ASCII letters are lower-cased, with no Unicode case folding (ſ is not s,
+// the Kelvin sign is not k), for the reason NormalizeEmail gives.
+func SameEmail(a, b string) bool {
+	return lowerASCII(strings.TrimSpace(a)) == lowerASCII(strings.TrimSpace(b))
+}
+
+// lowerASCII lower-cases the ASCII letters of s and keeps every other byte.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // AccountService finds and creates accounts.

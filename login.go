@@ -17,8 +17,9 @@ var ErrLoginLinkInvalid = Errorf(EUNAUTHORIZED, "This sign-in link has expired o
 // stored only as their SHA-256, valid for LoginTokenTTL and usable once.
 type LoginTokenService interface {
 	// CreateLoginToken returns a fresh token for the address.
-	// Returns EINVALID for a malformed address and ErrDemoSignIn for the
-	// demo account's.
+	// Returns EINVALID for a malformed address or one CheckEmailDomain
+	// refuses (dotless domains as the store is set up), and ErrDemoSignIn
+	// for the demo account's.
 	CreateLoginToken(ctx context.Context, email string) (string, error)
 
 	// CheckLoginToken reports whether the token could still be redeemed,
@@ -80,6 +81,29 @@ func (id *ExternalIdentity) Validate() error {
 	return CheckSignInEmail(id.Email)
 }
 
+// CheckEmailDomain returns EINVALID unless the (normalized) address's
+// domain is a domain name that mail can reach on the internet: not a domain
+// literal such as x@[10.0.0.5], which names a machine by its IP address, and
+// not a name without a dot such as x@localhost, which names one on the
+// server's own network, unless allowDotless (a development setting) lets
+// those through. Sign-in links and invitations are sent only to addresses it
+// accepts, so neither can be aimed at the server's neighbours.
+func CheckEmailDomain(email string, allowDotless bool) error {
+	at := strings.LastIndexByte(email, '@')
+	domain := email[at+1:]
+	switch {
+	case at < 0 || domain == "":
+		return Errorf(EINVALID, "%q is not a valid e-mail address.", email)
+	case strings.HasPrefix(domain, "["):
+		return Errorf(EINVALID, "%s names a machine by its IP address; use an address at a domain name, such as you@example.com.", email)
+	case !strings.Contains(domain, ".") && !allowDotless:
+		return Errorf(EINVALID, "%s is not at a full domain name (%s has no dot); use an address such as you@example.com.", email, domain)
+	case strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.Contains(domain, ".."):
+		return Errorf(EINVALID, "%s is not at a full domain name; use an address such as you@example.com.", email)
+	}
+	return nil
+}
+
 // IdentityService links external identities to people.
 type IdentityService interface {
 	// SignInWithIdentity returns the person an identity signs in as. A
@@ -88,7 +112,8 @@ type IdentityService interface {
 	// of no account gets an account of their own, as its owner, unless an
 	// invitation for their address is pending: then they join by
 	// accepting it.
-	// Returns EUNAUTHORIZED for an identity that fails Validate, and
-	// ErrDemoSignIn for one that leads to the demo account.
+	// Returns EUNAUTHORIZED for an identity that fails Validate or whose
+	// address CheckEmailDomain refuses, and ErrDemoSignIn for one that
+	// leads to the demo account.
 	SignInWithIdentity(ctx context.Context, id ExternalIdentity) (*Person, error)
 }

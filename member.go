@@ -2,7 +2,6 @@ package arbiter
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -112,6 +111,20 @@ func CheckMemberChange(actor, from, to string) error {
 	return nil
 }
 
+// InviterMayStillInvite reports whether an invitation for role stays good
+// while the member who sent it holds inviterRole ("" once they are no
+// longer a member): they must still be allowed to invite for that role
+// (CheckMemberChange). An invitation the operator sent always does.
+// Removing a member or lowering their role revokes the pending invitations
+// they sent that this refuses, and accepting one checks it again, so a
+// departing admin leaves no way back in.
+func InviterMayStillInvite(invitedBy, inviterRole, role string) bool {
+	if invitedBy == OperatorActor {
+		return true
+	}
+	return CheckMemberChange(inviterRole, "", role) == nil
+}
+
 // ErrLastOwner refuses to leave an account without an owner.
 var ErrLastOwner = Errorf(ECONFLICT, "An account needs at least one owner: make someone else an owner first.")
 
@@ -164,10 +177,11 @@ func NewInvitationID() string { return NewID("inv_", 8) }
 var ErrInvitationInvalid = Errorf(EUNAUTHORIZED, "This invitation has expired, was revoked, or was already used. Ask the account's owner for a new one.")
 
 // CheckInvitee returns nil when a person who signed in with the verified
-// addresses may accept an invitation for email; EUNAUTHORIZED otherwise.
+// addresses may accept an invitation for email (SameEmail: ASCII letters
+// in any case, nothing folded by Unicode); EUNAUTHORIZED otherwise.
 func CheckInvitee(inv *Invitation, addresses []string) error {
 	for _, a := range addresses {
-		if strings.EqualFold(strings.TrimSpace(a), inv.Email) {
+		if SameEmail(a, inv.Email) {
 			return nil
 		}
 	}
@@ -217,18 +231,24 @@ type MemberService interface {
 	// MaxMemberships of them.
 	ListMembers(ctx context.Context, accountID string) ([]*Membership, error)
 
-	// ChangeRole gives the member the role. Returns ErrNotAllowed when the
-	// actor may not manage members or the person is not a member, EINVALID
-	// as CheckMemberChange does, and ErrLastOwner for the last owner.
-	ChangeRole(ctx context.Context, accountID, personID, role string, by Actor) error
+	// ChangeRole gives the member the role, and revokes the pending
+	// invitations they sent that the new role may not send
+	// (InviterMayStillInvite), each in the audit log; it returns how many
+	// it revoked. Returns ErrNotAllowed when the actor may not manage
+	// members or the person is not a member, EINVALID as CheckMemberChange
+	// does, and ErrLastOwner for the last owner.
+	ChangeRole(ctx context.Context, accountID, personID, role string, by Actor) (revoked int, err error)
 
-	// RemoveMember ends the person's membership; their sessions lose the
-	// account at once. Returns errors as ChangeRole does.
-	RemoveMember(ctx context.Context, accountID, personID string, by Actor) error
+	// RemoveMember ends the person's membership, and revokes every pending
+	// invitation they sent to the account; their sessions lose the account
+	// at once. It returns how many invitations it revoked. Returns errors as
+	// ChangeRole does.
+	RemoveMember(ctx context.Context, accountID, personID string, by Actor) (revoked int, err error)
 
 	// CreateInvitation invites the address to the account with the role
 	// and returns the invitation and its link's token, which is stored
-	// only hashed. Returns EINVALID for a bad address or role, ErrNotAllowed
+	// only hashed. Returns EINVALID for a bad address (CheckEmailDomain
+	// included) or role, ErrNotAllowed
 	// or EINVALID as CheckMemberChange does, and ECONFLICT when the
 	// address is a member already.
 	CreateInvitation(ctx context.Context, accountID, email, role string, by Actor) (*Invitation, string, error)
@@ -247,9 +267,10 @@ type MemberService interface {
 
 	// AcceptInvitation uses the link up and makes the person a member with
 	// the invitation's role, when one of the verified addresses the person
-	// signed in with matches it (CheckInvitee). Returns
+	// signed in with matches it (CheckInvitee) and its inviter may still
+	// invite for the role (InviterMayStillInvite). Returns
 	// ErrInvitationInvalid for a link that is unknown, used, revoked or
-	// expired, EUNAUTHORIZED for another person, and ECONFLICT, using
+	// expired, or whose inviter may no longer send it, EUNAUTHORIZED for another person, and ECONFLICT, using
 	// nothing up, when the person is a member already.
 	AcceptInvitation(ctx context.Context, token, personID string, client Client) (*Membership, error)
 }

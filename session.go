@@ -10,6 +10,29 @@ import (
 // SessionTTL is how long a dashboard session lasts after sign-in.
 const SessionTTL = 30 * 24 * time.Hour
 
+// DefaultSessionIdle is how long a session may go unused before it ends,
+// unless the operator sets another (ARBITER_SESSION_IDLE_TIMEOUT).
+const DefaultSessionIdle = 14 * 24 * time.Hour
+
+// maxSessionTouchInterval bounds how stale a session's last-seen time may
+// be: a session's use is written at most once in this long.
+const maxSessionTouchInterval = time.Hour
+
+// SessionIdle reports whether a session last seen at lastSeen has gone
+// unused for idle or longer at now, and so is over.
+func SessionIdle(lastSeen, now Timestamp, idle time.Duration) bool {
+	return now-lastSeen >= Timestamp(idle.Milliseconds())
+}
+
+// SessionTouchDue reports whether a session used at now should have its
+// last-seen time written: it was last written an hour ago or more (a
+// quarter of idle, when that is shorter), so a session in use writes at
+// most once an hour and still never looks idle while it is used.
+func SessionTouchDue(lastSeen, now Timestamp, idle time.Duration) bool {
+	every := min(maxSessionTouchInterval, idle/4)
+	return now-lastSeen >= Timestamp(every.Milliseconds())
+}
+
 // Sign-in methods, recorded on sessions and in the audit log.
 const (
 	SignInEmail  = "email"
@@ -88,8 +111,10 @@ type SessionService interface {
 	SwitchAccount(ctx context.Context, token, accountID string) error
 
 	// FindSessionByToken returns the live session with the token, its
-	// person's memberships and their role in the current account.
-	// Returns EUNAUTHORIZED for an unknown, ended or expired one, and for
+	// person's memberships and their role in the current account, and
+	// notes its use (SessionTouchDue: at most one write an hour). Returns
+	// EUNAUTHORIZED for an unknown, ended or expired one, for one unused
+	// for the store's idle limit (SessionIdle), which it deletes, and for
 	// any session of the demo account's address; memberships of the demo
 	// account are never listed.
 	FindSessionByToken(ctx context.Context, token string) (*Session, error)
@@ -97,6 +122,10 @@ type SessionService interface {
 	// DeleteSession ends the session with the token; ending an unknown
 	// session is not an error.
 	DeleteSession(ctx context.Context, token string) error
+
+	// DeletePersonSessions ends every session of the person, on every
+	// device ("sign out everywhere"), and returns how many it ended.
+	DeletePersonSessions(ctx context.Context, personID string) (int, error)
 
 	// SessionSecret returns the key that signs and encrypts session
 	// cookies, generating and storing it on first use so every process and

@@ -41,13 +41,15 @@ var accountDeletes = []struct{ what, query string }{
 // when by's role may and confirm names it (arbiter.CheckAccountDeletion).
 // On Postgres the account's row is locked first: a create with one of its
 // keys waits for the deletion and then fails its foreign key
-// (errAccountDeleted). The people who were its members remain; each signs in
+// (errAccountDeleted). Its tasks are locked next (lockAccountTasks), so no
+// attempt can be written for one between the deletion of their attempts
+// and their own. The people who were its members remain; each signs in
 // to their other accounts, or to a fresh one of their own.
 func (d *DB) DeleteAccount(ctx context.Context, accountID, confirm string, by arbiter.Actor) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	for range maxDeletionTries - 1 {
-		if err = d.deleteAccount(ctx, accountID, confirm, by); !deadlocked(err) {
+		if err = d.deleteAccount(ctx, accountID, confirm, by); !deadlocked(err) && !foreignKeyViolated(err) {
 			return err
 		}
 	}
@@ -67,6 +69,33 @@ func deadlocked(err error) bool {
 	return errors.As(err, &pqErr) && pqErr.Code == "40P01"
 }
 
+// foreignKeyViolated reports whether err is Postgres's
+// foreign_key_violation: a row that refers to one of the account's rows was
+// written while the deletion ran, by a path that takes no lock the deletion
+// takes. The deletion starts over and deletes it too.
+func foreignKeyViolated(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "23503"
+}
+
+// lockAccountTasks locks the account's tasks on Postgres, after its row.
+// Every write of an attempt (a verifier's answer, a decision, an audit's
+// answer) updates its task in the same transaction first, so it either
+// commits before the lock is granted, and its attempt is deleted with the
+// others, or waits for the deletion and then finds no task. Without the
+// lock, an attempt committed between the deletion of the attempts and of
+// the tasks failed the deletion on attempts_task_id_fkey (2 of 4 tries
+// with a worker running). SQLite's single writer serializes them already.
+func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string) error {
+	if d.dialect != Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM tasks WHERE account_id = $1 ORDER BY id FOR UPDATE`, accountID); err != nil {
+		return fmt.Errorf("lock the account's tasks: %w", err)
+	}
+	return nil
+}
+
 // deleteAccount is one try of DeleteAccount, in one transaction.
 func (d *DB) deleteAccount(ctx context.Context, accountID, confirm string, by arbiter.Actor) error {
 	return d.transact(ctx, func(tx *sqlx.Tx) error {
@@ -81,6 +110,9 @@ func (d *DB) deleteAccount(ctx context.Context, accountID, confirm string, by ar
 			return err
 		}
 		if err := arbiter.CheckAccountDeletion(a, confirm); err != nil {
+			return err
+		}
+		if err := d.lockAccountTasks(ctx, tx, accountID); err != nil {
 			return err
 		}
 		for _, s := range accountDeletes {

@@ -1,7 +1,10 @@
 package db_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,7 +264,7 @@ func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var n int
 		if err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM tasks WHERE account_id%'`).Scan(&n); err != nil {
+			AND wait_event_type = 'Lock' AND query LIKE '%FROM tasks WHERE account_id%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -289,4 +292,148 @@ func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
 			t.Errorf("%d rows of %s are left (%v)", n, table, err)
 		}
 	}
+}
+
+// TestDeleteAccount_AnAttemptCommittedMidDeletion: a verifier's answer
+// holds one of the account's tasks, with its attempt written but not yet
+// committed, when the deletion starts; it commits while the deletion waits.
+// The deletion neither fails on the attempt's foreign key nor leaves it
+// behind. Before the deletion locked the tasks, this interleaving failed it
+// on attempts_task_id_fkey every time.
+func TestDeleteAccount_AnAttemptCommittedMidDeletion(t *testing.T) {
+	d := dbtest.Open(t, db.Postgres, db.Options{})
+	acct := newAccount(t, d, "owner@example.com")
+	owner := personOf(t, d, "owner@example.com")
+	task, err := d.CreateTask(ctx, acct.ID, taskCreate("Refund?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := openRaw(t, db.Postgres, d.URLForTest())
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// What a finish does: the task first, then its attempt.
+	if _, err := tx.Exec(`UPDATE tasks SET failures = failures + 1 WHERE id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO attempts (task_id, tier, rationale, error, started_at, finished_at)
+		VALUES ($1, 'agent', '', 'timeout', 1, 2)`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- d.DeleteAccount(ctx, acct.ID, acct.Email, actor(owner)) }()
+	// The deletion waits for the task the finish holds.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%tasks%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deletion does not wait for the held task")
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("the deletion: %v", err)
+	}
+	if n, err := d.Count(ctx, `SELECT count(*) FROM attempts WHERE task_id = ?`, task.ID); err != nil || n != 0 {
+		t.Errorf("%d attempts of the deleted task are left (%v)", n, err)
+	}
+}
+
+// TestDeleteAccount_WhileTheWorkerWritesAttempts: four workers claim the
+// account's tasks and record failed calls (each puts its task back to be
+// claimed again), in a bounded loop, while the owner deletes the account.
+// The deletion succeeds on its first call and leaves no task and no
+// attempt; the workers' late finishes are refused as not found or lost,
+// never with an internal error.
+func TestDeleteAccount_WhileTheWorkerWritesAttempts(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		owner := personOf(t, d, "owner@example.com")
+		in := make([]arbiter.TaskCreate, 200)
+		for i := range in {
+			in[i] = taskCreate("Refund?")
+		}
+		created, err := d.CreateTasks(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var written atomic.Int64
+		done := make(chan struct{})
+		errs := make(chan error, 4)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := fmt.Sprintf("w%d", w)
+				for range 2000 {
+					claimed, err := d.ClaimTasks(ctx, owner, 5, time.Minute)
+					if err != nil {
+						errs <- fmt.Errorf("claim: %w", err)
+						return
+					}
+					if len(claimed) == 0 {
+						select {
+						case <-done:
+							return
+						default:
+							continue
+						}
+					}
+					for _, c := range claimed {
+						failure := "timeout"
+						err := d.FinishAgentAttempt(ctx, owner, c.ID, arbiter.AgentStep{
+							Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Error: &failure, StartedAt: 1},
+							Next:    arbiter.StatusPending,
+						})
+						switch code := arbiter.ErrorCode(err); {
+						case err == nil:
+							written.Add(1)
+						case code == arbiter.ENOTFOUND || code == arbiter.ECONFLICT:
+						default:
+							errs <- fmt.Errorf("finish: %w", err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		// Delete once the workers are well under way.
+		for deadline := time.Now().Add(30 * time.Second); written.Load() < 50; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the workers wrote %d attempts in 30 s", written.Load())
+			}
+		}
+		err = d.DeleteAccount(ctx, acct.ID, acct.Email, actor(owner))
+		close(done)
+		wg.Wait()
+		close(errs)
+		if err != nil {
+			t.Fatalf("the deletion: %v (code %q)", err, arbiter.ErrorCode(err))
+		}
+		for err := range errs {
+			t.Errorf("a worker: %v", err)
+		}
+		if n, err := d.Count(ctx, `SELECT count(*) FROM tasks WHERE account_id = ?`, acct.ID); err != nil || n != 0 {
+			t.Errorf("%d tasks are left (%v)", n, err)
+		}
+		ids := make([]any, len(created))
+		for i, c := range created {
+			ids[i] = c.Task.ID
+		}
+		if n, err := d.Count(ctx, `SELECT count(*) FROM attempts WHERE task_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, ids...); err != nil || n != 0 {
+			t.Errorf("%d attempts are left (%v)", n, err)
+		}
+		t.Logf("%d attempts written while the deletion ran", written.Load())
+	})
 }

@@ -56,6 +56,13 @@ type Options struct {
 	// MaxCalibrationPairs bounds the labelled pairs a calibration report
 	// reads (default arbiter.MaxCalibrationPairs); tests lower it.
 	MaxCalibrationPairs int
+	// AllowDotlessEmail lets sign-in links, identities and invitations use
+	// addresses at a domain without a dot, such as you@localhost
+	// (arbiter.CheckEmailDomain): for development only.
+	AllowDotlessEmail bool
+	// SessionIdle ends a session unused for that long (default
+	// arbiter.DefaultSessionIdle).
+	SessionIdle time.Duration
 	// Ungrouped gives every create and every task read its own statement
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
@@ -83,6 +90,11 @@ type DB struct {
 	health healthCheck
 
 	idempotencyTTL time.Duration
+
+	// allowDotlessEmail is Options.AllowDotlessEmail.
+	allowDotlessEmail bool
+	// sessionIdle is Options.SessionIdle.
+	sessionIdle time.Duration
 
 	// calibrationCap bounds the pairs a calibration report reads.
 	calibrationCap int
@@ -135,12 +147,16 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = arbiter.DefaultSessionIdle
+	}
 	if opts.MaxCalibrationPairs <= 0 {
 		opts.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
-		calibrationCap: opts.MaxCalibrationPairs}
+		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
+		sessionIdle: opts.SessionIdle}
 	d.watchers.created = make(chan struct{}, 1)
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout

@@ -17,7 +17,8 @@ var _ arbiter.IdentityService = (*DB)(nil)
 // identity to the person of its verified e-mail, creating the person when
 // absent, in one transaction. A person who is a member of no account and
 // has no pending invitation gets an account of their own, as its owner.
-// Returns EUNAUTHORIZED for an identity that fails Validate, and
+// Returns EUNAUTHORIZED for an identity that fails Validate or whose
+// address arbiter.CheckEmailDomain refuses, and
 // arbiter.ErrDemoSignIn, linking nothing, for one that leads to the demo
 // account.
 func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity) (_ *arbiter.Person, err error) {
@@ -27,6 +28,9 @@ func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity
 		return nil, err
 	}
 	email, _ := arbiter.NormalizeEmail(id.Email) // Validate checked it
+	if err := arbiter.CheckEmailDomain(email, d.allowDotlessEmail); err != nil {
+		return nil, arbiter.Errorf(arbiter.EUNAUTHORIZED, "The identity provider vouched for %s: %s", email, arbiter.ErrorMessage(err))
+	}
 	now := int64(d.nowMS())
 	var p *arbiter.Person
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {

@@ -13,13 +13,16 @@ var _ arbiter.LoginTokenService = (*DB)(nil)
 
 // CreateLoginToken stores the hash of a fresh sign-in token for the address
 // and returns the token; expired tokens are swept on the way.
-// Returns EINVALID for a malformed address and arbiter.ErrDemoSignIn for the
-// demo account's.
+// Returns EINVALID for a malformed address or one arbiter.CheckEmailDomain
+// refuses, and arbiter.ErrDemoSignIn for the demo account's.
 func (d *DB) CreateLoginToken(ctx context.Context, email string) (_ string, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	email, err = arbiter.NormalizeEmail(email)
 	if err != nil {
+		return "", err
+	}
+	if err := arbiter.CheckEmailDomain(email, d.allowDotlessEmail); err != nil {
 		return "", err
 	}
 	if err := arbiter.CheckSignInEmail(email); err != nil {

@@ -158,12 +158,14 @@ func (d *DB) memberChange(ctx context.Context, tx *sqlx.Tx, accountID, personID,
 	return email, from, nil
 }
 
-// ChangeRole gives the member the role, checked as MemberService says, and
-// records it in the audit log.
-func (d *DB) ChangeRole(ctx context.Context, accountID, personID, role string, by arbiter.Actor) (err error) {
+// ChangeRole gives the member the role, checked as MemberService says,
+// records it in the audit log, and revokes the pending invitations the
+// member may no longer send.
+func (d *DB) ChangeRole(ctx context.Context, accountID, personID, role string, by arbiter.Actor) (revoked int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		revoked = 0
 		email, from, err := d.memberChange(ctx, tx, accountID, personID, role, by)
 		if err != nil {
 			return err
@@ -175,18 +177,25 @@ func (d *DB) ChangeRole(ctx context.Context, accountID, personID, role string, b
 			role, accountID, personID); err != nil {
 			return fmt.Errorf("change role: %w", err)
 		}
-		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditRoleChanged, by,
-			email+": "+arbiter.RoleLabel(from)+" → "+arbiter.RoleLabel(role)))
+		if err := d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditRoleChanged, by,
+			email+": "+arbiter.RoleLabel(from)+" → "+arbiter.RoleLabel(role))); err != nil {
+			return err
+		}
+		revoked, err = d.revokeInvitationsOf(ctx, tx, accountID, email, role, by,
+			"their role changed to "+arbiter.RoleLabel(role))
+		return err
 	})
+	return revoked, err
 }
 
-// RemoveMember ends the membership, checked as MemberService says; sessions
-// that had the account lose it at their next request, since each reads the
-// membership.
-func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by arbiter.Actor) (err error) {
+// RemoveMember ends the membership, checked as MemberService says, and
+// revokes the pending invitations the member sent; sessions that had the
+// account lose it at their next request, since each reads the membership.
+func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by arbiter.Actor) (revoked int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		revoked = 0
 		email, from, err := d.memberChange(ctx, tx, accountID, personID, "", by)
 		if err != nil {
 			return err
@@ -199,9 +208,57 @@ func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by ar
 			WHERE account_id = ? AND reserved_by = ? AND status = ?`), accountID, personID, arbiter.StatusHumanNeeded); err != nil {
 			return fmt.Errorf("release reservations: %w", err)
 		}
-		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditMemberRemoved, by,
-			email+" ("+arbiter.RoleLabel(from)+")"))
+		if err := d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditMemberRemoved, by,
+			email+" ("+arbiter.RoleLabel(from)+")")); err != nil {
+			return err
+		}
+		revoked, err = d.revokeInvitationsOf(ctx, tx, accountID, email, "", by, "they were removed")
+		return err
 	})
+	return revoked, err
+}
+
+// revokeInvitationsOf revokes, inside tx, the account's pending
+// invitations that inviter (an e-mail, as invitations record who sent
+// them) may no longer send now that their role is role ("" once removed),
+// by arbiter.InviterMayStillInvite, and records each in the audit log with
+// why. It returns how many it revoked.
+func (d *DB) revokeInvitationsOf(ctx context.Context, tx *sqlx.Tx, accountID, inviter, role string, by arbiter.Actor, why string) (int, error) {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT id, email, role FROM invitations
+		WHERE account_id = ? AND invited_by = ? AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY created_at, id`), accountID, inviter, int64(d.nowMS()))
+	if err != nil {
+		return 0, fmt.Errorf("list the member's invitations: %w", err)
+	}
+	type pending struct{ id, email, role string }
+	var revoke []pending
+	for rows.Next() {
+		var p pending
+		if err := rows.Scan(&p.id, &p.email, &p.role); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("scan invitation: %w", err)
+		}
+		if !arbiter.InviterMayStillInvite(inviter, role, p.role) {
+			revoke = append(revoke, p)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("list the member's invitations: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("list the member's invitations: %w", err)
+	}
+	for _, p := range revoke {
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE invitations SET revoked_at = ? WHERE id = ?`),
+			int64(d.nowMS()), p.id); err != nil {
+			return 0, fmt.Errorf("revoke invitation: %w", err)
+		}
+		if err := d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditInvitationRevoked, by,
+			p.email+" as "+arbiter.RoleLabel(p.role)+", sent by "+inviter+": "+why)); err != nil {
+			return 0, err
+		}
+	}
+	return len(revoke), nil
 }
 
 // memberAuditEvent returns an audit event of the members' kind.
@@ -236,6 +293,9 @@ func (d *DB) CreateInvitation(ctx context.Context, accountID, email, role string
 	}
 	if err := arbiter.CheckSignInEmail(email); err != nil {
 		return nil, "", arbiter.Errorf(arbiter.EINVALID, "Nobody can be invited with the demo account's address.")
+	}
+	if err := arbiter.CheckEmailDomain(email, d.allowDotlessEmail); err != nil {
+		return nil, "", err
 	}
 	if err := arbiter.CheckRole(role); err != nil {
 		return nil, "", err
@@ -375,6 +435,11 @@ func (d *DB) AcceptInvitation(ctx context.Context, token, personID string, clien
 		if err := arbiter.CheckInvitee(inv, addresses); err != nil {
 			return err
 		}
+		if ok, err := d.inviterMayStillInvite(ctx, tx, inv); err != nil {
+			return err
+		} else if !ok {
+			return arbiter.ErrInvitationInvalid
+		}
 		if role, err := d.roleIn(ctx, tx, inv.AccountID, p.ID); err != nil {
 			return err
 		} else if role != "" {
@@ -402,6 +467,21 @@ func (d *DB) AcceptInvitation(ctx context.Context, token, personID string, clien
 		return nil, err
 	}
 	return m, nil
+}
+
+// inviterMayStillInvite reports, inside tx, whether the invitation's
+// sender may still invite for its role, by their role in the account now
+// (arbiter.InviterMayStillInvite).
+func (d *DB) inviterMayStillInvite(ctx context.Context, tx *sqlx.Tx, inv *arbiter.Invitation) (bool, error) {
+	var role string
+	if inv.InvitedBy != arbiter.OperatorActor {
+		err := tx.QueryRowContext(ctx, d.rebind(`SELECT m.role FROM memberships m JOIN people p ON p.id = m.person_id
+			WHERE m.account_id = ? AND p.email = ?`), inv.AccountID, inv.InvitedBy).Scan(&role)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("find the inviter: %w", err)
+		}
+	}
+	return arbiter.InviterMayStillInvite(inv.InvitedBy, role, inv.Role), nil
 }
 
 // verifiedAddresses returns the addresses the person signed in with: their

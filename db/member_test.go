@@ -29,6 +29,97 @@ func invite(t *testing.T, d *db.DB, accountID, email, role string, by *arbiter.P
 	return token
 }
 
+// second returns the error of a call that also returns a count.
+func second(_ int, err error) error { return err }
+
+// TestMemberService_RemovedInvitersInvitationsAreRevoked: invitations an
+// admin sent do not outlive their power to send them. Removing the admin
+// revokes them all, in the audit log; demoting an owner to admin revokes
+// only their owner invitations; and a link whose inviter lost the power
+// another way (a row from before the rule) is refused on accept.
+func TestMemberService_RemovedInvitersInvitationsAreRevoked(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		owner := personOf(t, d, "owner@example.com")
+		join := func(email, role string) *arbiter.Person {
+			token := invite(t, d, acct.ID, email, role, owner)
+			p := personOf(t, d, email)
+			if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		admin := join("admin@example.com", arbiter.RoleAdmin)
+		coOwner := join("co@example.com", arbiter.RoleOwner)
+		backdoor := invite(t, d, acct.ID, "back@example.com", arbiter.RoleAdmin, admin)
+		invite(t, d, acct.ID, "rev1@example.com", arbiter.RoleReviewer, admin)
+		ownersOwn := invite(t, d, acct.ID, "stays@example.com", arbiter.RoleReviewer, owner)
+
+		revoked, err := d.RemoveMember(ctx, acct.ID, admin.ID, actor(owner))
+		if err != nil || revoked != 2 {
+			t.Fatalf("remove the admin = %d revoked, %v; want 2", revoked, err)
+		}
+		back := personOf(t, d, "back@example.com")
+		_, err = d.AcceptInvitation(ctx, backdoor, back.ID, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		pending, err := d.ListInvitations(ctx, acct.ID)
+		if err != nil || len(pending) != 1 || pending[0].Email != "stays@example.com" {
+			t.Fatalf("pending after the removal = %+v, %v", pending, err)
+		}
+		events, err := d.ListAuditEvents(ctx, acct.ID, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var said int
+		for _, e := range events {
+			if e.Kind == arbiter.AuditInvitationRevoked && strings.Contains(e.Detail, "sent by admin@example.com") &&
+				strings.Contains(e.Detail, "removed") {
+				said++
+			}
+		}
+		if said != 2 {
+			t.Errorf("the audit log records %d of the 2 revocations: %+v", said, events)
+		}
+
+		// An owner demoted to admin keeps their admin and reviewer
+		// invitations and loses the owner ones.
+		coAdmin := invite(t, d, acct.ID, "co-admin@example.com", arbiter.RoleAdmin, coOwner)
+		coBoss := invite(t, d, acct.ID, "co-boss@example.com", arbiter.RoleOwner, coOwner)
+		if revoked, err := d.ChangeRole(ctx, acct.ID, coOwner.ID, arbiter.RoleAdmin, actor(owner)); err != nil || revoked != 1 {
+			t.Fatalf("demote the co-owner = %d revoked, %v; want 1", revoked, err)
+		}
+		boss := personOf(t, d, "co-boss@example.com")
+		_, err = d.AcceptInvitation(ctx, coBoss, boss.ID, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if _, err := d.AcceptInvitation(ctx, coAdmin, personOf(t, d, "co-admin@example.com").ID, arbiter.Client{}); err != nil {
+			t.Fatalf("an invitation the new role may still send: %v", err)
+		}
+
+		// Demoted to reviewer, the co-owner's remaining invitation goes.
+		coRev := invite(t, d, acct.ID, "co-rev@example.com", arbiter.RoleReviewer, coOwner)
+		if revoked, err := d.ChangeRole(ctx, acct.ID, coOwner.ID, arbiter.RoleReviewer, actor(owner)); err != nil || revoked != 1 {
+			t.Fatalf("demote to reviewer = %d revoked, %v; want 1", revoked, err)
+		}
+		_, err = d.AcceptInvitation(ctx, coRev, personOf(t, d, "co-rev@example.com").ID, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		// Accepting checks the inviter again: an invitation left pending
+		// by a member who is no longer allowed to send it (as rows made
+		// before this rule are) does not let anyone in.
+		old := invite(t, d, acct.ID, "old@example.com", arbiter.RoleAdmin, owner)
+		if err := d.Exec(ctx, `UPDATE invitations SET invited_by = ? WHERE email = ?`, coOwner.Email, "old@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.AcceptInvitation(ctx, old, personOf(t, d, "old@example.com").ID, arbiter.Client{})
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+
+		// The owner's own invitation still works.
+		if _, err := d.AcceptInvitation(ctx, ownersOwn, personOf(t, d, "stays@example.com").ID, arbiter.Client{}); err != nil {
+			t.Fatalf("the owner's invitation: %v", err)
+		}
+	})
+}
+
 func TestMemberService_Invitations(t *testing.T) {
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
@@ -145,7 +236,7 @@ func TestMemberService_RemovalEndsAccessAtOnce(t *testing.T) {
 		if _, _, err := d.CreateAPIKey(ctx, acct.ID, "theirs", actor(admin)); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.RemoveMember(ctx, acct.ID, admin.ID, actor(owner)); err != nil {
+		if _, err := d.RemoveMember(ctx, acct.ID, admin.ID, actor(owner)); err != nil {
 			t.Fatal(err)
 		}
 		// Their session has no account any more, at its next read.
@@ -184,25 +275,25 @@ func TestMemberService_Roles(t *testing.T) {
 		// A reviewer manages no keys and no members.
 		_, _, err := d.CreateAPIKey(ctx, acct.ID, "no", actor(rev))
 		wantCode(t, err, arbiter.ENOTFOUND)
-		wantCode(t, d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleAdmin, actor(rev)), arbiter.ENOTFOUND)
+		wantCode(t, second(d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleAdmin, actor(rev))), arbiter.ENOTFOUND)
 		// An admin cannot make or touch an owner.
-		wantCode(t, d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleOwner, actor(admin)), arbiter.EINVALID)
-		wantCode(t, d.RemoveMember(ctx, acct.ID, owner.ID, actor(admin)), arbiter.EINVALID)
+		wantCode(t, second(d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleOwner, actor(admin))), arbiter.EINVALID)
+		wantCode(t, second(d.RemoveMember(ctx, acct.ID, owner.ID, actor(admin))), arbiter.EINVALID)
 		_, _, err = d.CreateInvitation(ctx, acct.ID, "boss@example.com", arbiter.RoleOwner, actor(admin))
 		wantCode(t, err, arbiter.EINVALID)
 		// But manages reviewers and admins.
-		if err := d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleAdmin, actor(admin)); err != nil {
+		if _, err := d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleAdmin, actor(admin)); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleReviewer, actor(admin)); err != nil {
+		if _, err := d.ChangeRole(ctx, acct.ID, rev.ID, arbiter.RoleReviewer, actor(admin)); err != nil {
 			t.Fatal(err)
 		}
 		// The last owner stays an owner.
-		wantCode(t, d.ChangeRole(ctx, acct.ID, owner.ID, arbiter.RoleAdmin, actor(owner)), arbiter.ECONFLICT)
-		wantCode(t, d.RemoveMember(ctx, acct.ID, owner.ID, actor(owner)), arbiter.ECONFLICT)
+		wantCode(t, second(d.ChangeRole(ctx, acct.ID, owner.ID, arbiter.RoleAdmin, actor(owner))), arbiter.ECONFLICT)
+		wantCode(t, second(d.RemoveMember(ctx, acct.ID, owner.ID, actor(owner))), arbiter.ECONFLICT)
 		// Unknown roles and people change nothing.
-		wantCode(t, d.ChangeRole(ctx, acct.ID, rev.ID, "boss", actor(owner)), arbiter.EINVALID)
-		wantCode(t, d.ChangeRole(ctx, acct.ID, "per_nobody", arbiter.RoleAdmin, actor(owner)), arbiter.ENOTFOUND)
+		wantCode(t, second(d.ChangeRole(ctx, acct.ID, rev.ID, "boss", actor(owner))), arbiter.EINVALID)
+		wantCode(t, second(d.ChangeRole(ctx, acct.ID, "per_nobody", arbiter.RoleAdmin, actor(owner))), arbiter.ENOTFOUND)
 
 		members, err := d.ListMembers(ctx, acct.ID)
 		if err != nil || len(members) != 3 || members[0].Role != arbiter.RoleOwner || members[2].Role != arbiter.RoleReviewer {
@@ -211,8 +302,8 @@ func TestMemberService_Roles(t *testing.T) {
 		// Another account's owner reaches none of it.
 		other := newAccount(t, d, "other@example.com")
 		stranger := personOf(t, d, "other@example.com")
-		wantCode(t, d.RemoveMember(ctx, acct.ID, rev.ID, actor(stranger)), arbiter.ENOTFOUND)
-		wantCode(t, d.RemoveMember(ctx, other.ID, rev.ID, actor(stranger)), arbiter.ENOTFOUND)
+		wantCode(t, second(d.RemoveMember(ctx, acct.ID, rev.ID, actor(stranger))), arbiter.ENOTFOUND)
+		wantCode(t, second(d.RemoveMember(ctx, other.ID, rev.ID, actor(stranger))), arbiter.ENOTFOUND)
 
 		// A person in two accounts switches between them.
 		token := invite(t, d, other.ID, "rev@example.com", arbiter.RoleAdmin, stranger)

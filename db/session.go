@@ -19,7 +19,7 @@ const sessionSecretSetting = "session_secret"
 
 // CreateSession starts a session for the person in their first account and
 // records the sign-in in that account's audit log in the same transaction;
-// expired sessions are swept on the way. Returns ENOTFOUND for an unknown
+// expired and idle sessions are swept on the way. Returns ENOTFOUND for an unknown
 // person and arbiter.ErrDemoSignIn for the demo account's address.
 func (d *DB) CreateSession(ctx context.Context, personID, method string, client arbiter.Client) (_ *arbiter.Session, _ string, err error) {
 	ctx, end := d.beginWrite(ctx)
@@ -50,11 +50,12 @@ func (d *DB) CreateSession(ctx context.Context, personID, method string, client 
 			s.AccountID, s.AccountName, s.Role = s.Accounts[0].AccountID, s.Accounts[0].AccountName, s.Accounts[0].Role
 			accountID = s.AccountID
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM sessions WHERE expires_at <= ?`), int64(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM sessions WHERE expires_at <= ? OR (last_seen_at <= ? AND created_at <= ?)`),
+			int64(now), int64(now)-d.sessionIdle.Milliseconds(), int64(now)-d.sessionIdle.Milliseconds()); err != nil {
 			return fmt.Errorf("sweep sessions: %w", err)
 		}
-		_, err = tx.ExecContext(ctx, d.rebind(`INSERT INTO sessions (id, hash, person_id, account_id, method, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`), s.ID, arbiter.HashToken(token), s.PersonID, accountID, s.Method, int64(s.CreatedAt), int64(s.ExpiresAt))
+		_, err = tx.ExecContext(ctx, d.rebind(`INSERT INTO sessions (id, hash, person_id, account_id, method, created_at, expires_at, last_seen_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), s.ID, arbiter.HashToken(token), s.PersonID, accountID, s.Method, int64(s.CreatedAt), int64(s.ExpiresAt), int64(s.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("insert session: %w", err)
 		}
@@ -91,23 +92,44 @@ var errSessionInvalid = arbiter.Errorf(arbiter.EUNAUTHORIZED, "Your session has 
 // EUNAUTHORIZED, with its person's memberships read at this moment: a
 // session whose account no longer has the person falls back to their first
 // other account, or to none. A session of the demo account's address, which
-// no sign-in may start, is never live.
+// no sign-in may start, is never live. A session unused for the idle limit
+// is deleted and refused; one in use has its last-seen time written when
+// arbiter.SessionTouchDue says, at most once an hour, not on every request.
 func (d *DB) FindSessionByToken(ctx context.Context, token string) (_ *arbiter.Session, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var (
-		s       arbiter.Session
-		account sql.NullString
+		s        arbiter.Session
+		account  sql.NullString
+		lastSeen arbiter.Timestamp
 	)
-	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT s.id, s.person_id, p.email, s.account_id, s.method, s.created_at, s.expires_at
+	now := d.nowMS()
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT s.id, s.person_id, p.email, s.account_id, s.method, s.created_at, s.expires_at, s.last_seen_at
 		FROM sessions s JOIN people p ON p.id = s.person_id
-		WHERE s.hash = ? AND s.expires_at > ?`), arbiter.HashToken(token), int64(d.nowMS())).
-		Scan(&s.ID, &s.PersonID, &s.Email, &account, &s.Method, &s.CreatedAt, &s.ExpiresAt)
+		WHERE s.hash = ? AND s.expires_at > ?`), arbiter.HashToken(token), int64(now)).
+		Scan(&s.ID, &s.PersonID, &s.Email, &account, &s.Method, &s.CreatedAt, &s.ExpiresAt, &lastSeen)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, errSessionInvalid
 		}
 		return nil, fmt.Errorf("find session: %w", err)
+	}
+	noted := lastSeen
+	// A session written by a release before last_seen_at (0) was last
+	// seen, at the least, when it began.
+	lastSeen = max(lastSeen, s.CreatedAt)
+	if arbiter.SessionIdle(lastSeen, now, d.sessionIdle) {
+		// Only if it is still idle: a request a moment ago may have used it.
+		if _, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM sessions WHERE id = ? AND last_seen_at = ?`), s.ID, int64(noted)); err != nil {
+			return nil, fmt.Errorf("delete idle session: %w", err)
+		}
+		return nil, errSessionInvalid
+	}
+	if arbiter.SessionTouchDue(lastSeen, now, d.sessionIdle) {
+		if _, err := d.db.ExecContext(ctx, d.rebind(`UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?`),
+			int64(now), s.ID, int64(now)); err != nil {
+			return nil, fmt.Errorf("note the session's use: %w", err)
+		}
 	}
 	if arbiter.CheckSignInEmail(s.Email) != nil {
 		return nil, errSessionInvalid
@@ -167,6 +189,21 @@ func (d *DB) DeleteSession(ctx context.Context, token string) (err error) {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
+}
+
+// DeletePersonSessions ends every session of the person.
+func (d *DB) DeletePersonSessions(ctx context.Context, personID string) (_ int, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	res, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM sessions WHERE person_id = ?`), personID)
+	if err != nil {
+		return 0, fmt.Errorf("delete the person's sessions: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete the person's sessions: %w", err)
+	}
+	return int(n), nil
 }
 
 // SessionSecret returns the stored cookie key, creating it on first use. Two

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -229,6 +230,173 @@ func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
 		// Everyone else still signs in.
 		if _, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInOIDC, Subject: "ok", Email: "demo@example.com", EmailVerified: true}); err != nil {
 			t.Errorf("demo@example.com: %v", err)
+		}
+	})
+}
+
+// TestSignIn_RefusesAddressesAtNoDomainName: sign-in links, identities and
+// invitations refuse domain literals always, and dotless domains unless
+// the store allows them (for development); nothing is stored for a refused
+// address.
+func TestSignIn_RefusesAddressesAtNoDomainName(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow dotless %v", allow), func(t *testing.T) {
+			dbtest.Each(t, db.Options{AllowDotlessEmail: allow}, func(t *testing.T, d *db.DB) {
+				acct := newAccount(t, d, "owner@example.com")
+				owner := personOf(t, d, "owner@example.com")
+				for _, c := range []struct {
+					email string
+					ok    bool
+				}{
+					{"x@[10.0.0.5]", false},
+					{"x@[IPv6:::1]", false},
+					{"x@localhost", allow},
+					{"x@intranet", allow},
+					{"x@example.com", true},
+				} {
+					_, err := d.CreateLoginToken(ctx, c.email)
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+						t.Errorf("CreateLoginToken(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+					_, err = d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGitHub, Subject: c.email, Email: c.email, EmailVerified: true})
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED) {
+						t.Errorf("SignInWithIdentity(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+					if c.email == "x@example.com" {
+						continue // a member already, by the identity
+					}
+					_, _, err = d.CreateInvitation(ctx, acct.ID, c.email, arbiter.RoleReviewer, actor(owner))
+					if (err == nil) != c.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+						t.Errorf("CreateInvitation(%q) = %v, want ok %v", c.email, err, c.ok)
+					}
+				}
+				if n, err := d.Count(ctx, `SELECT count(*) FROM people WHERE email LIKE ?`, "%[%"); err != nil || n != 0 {
+					t.Errorf("%d people at a domain literal (%v)", n, err)
+				}
+			})
+		})
+	}
+}
+
+// TestSessionService_IdleSessionsEnd: a session unused for the idle limit
+// is refused and deleted; one in use lives on, its last use written at
+// most once an hour rather than on every request.
+func TestSessionService_IdleSessionsEnd(t *testing.T) {
+	clock := &movableClock{t: time.Now()}
+	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
+		newAccount(t, d, "a@example.com")
+		person := personOf(t, d, "a@example.com")
+		s, token, err := d.CreateSession(ctx, person.ID, arbiter.SignInEmail, arbiter.Client{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastSeen := func() int {
+			t.Helper()
+			n, err := d.Count(ctx, `SELECT last_seen_at FROM sessions WHERE id = ?`, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// Requests within the hour write nothing.
+		created := lastSeen()
+		for range 50 {
+			clock.t = clock.t.Add(time.Minute)
+			if _, err := d.FindSessionByToken(ctx, token); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := lastSeen(); got != created {
+			t.Fatalf("last_seen_at moved within the hour: %d → %d", created, got)
+		}
+		// Past the hour, the next request writes it once.
+		clock.t = clock.t.Add(15 * time.Minute)
+		if _, err := d.FindSessionByToken(ctx, token); err != nil {
+			t.Fatal(err)
+		}
+		touched := lastSeen()
+		if touched != int(clock.t.UnixMilli()) {
+			t.Fatalf("last_seen_at = %d, want %d", touched, clock.t.UnixMilli())
+		}
+		// In use once a day, it outlives the idle limit (but not
+		// SessionTTL: 15 days of use and 14 idle stay within its 30).
+		for range 15 {
+			clock.t = clock.t.Add(24 * time.Hour)
+			if _, err := d.FindSessionByToken(ctx, token); err != nil {
+				t.Fatalf("a session used daily ended: %v", err)
+			}
+		}
+		// Unused for the idle limit: refused, and gone.
+		clock.t = clock.t.Add(arbiter.DefaultSessionIdle)
+		_, err = d.FindSessionByToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+		if n, err := d.Count(ctx, `SELECT count(*) FROM sessions WHERE id = ?`, s.ID); err != nil || n != 0 {
+			t.Errorf("the idle session is still stored (%d, %v)", n, err)
+		}
+		// Just short of it, a session lives.
+		_, token, err = d.CreateSession(ctx, person.ID, arbiter.SignInEmail, arbiter.Client{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.t = clock.t.Add(arbiter.DefaultSessionIdle - time.Minute)
+		if _, err := d.FindSessionByToken(ctx, token); err != nil {
+			t.Errorf("a session idle just short of the limit: %v", err)
+		}
+	})
+}
+
+// TestSessionService_IdleLimitIsASetting: a shorter idle limit ends
+// sessions sooner, and notes their use often enough that one in use does
+// not end.
+func TestSessionService_IdleLimitIsASetting(t *testing.T) {
+	clock := &movableClock{t: time.Now()}
+	dbtest.Each(t, db.Options{Now: clock.now, SessionIdle: 20 * time.Minute}, func(t *testing.T, d *db.DB) {
+		newAccount(t, d, "a@example.com")
+		person := personOf(t, d, "a@example.com")
+		_, token, err := d.CreateSession(ctx, person.ID, arbiter.SignInEmail, arbiter.Client{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 12 { // two hours, a request every ten minutes
+			clock.t = clock.t.Add(10 * time.Minute)
+			if _, err := d.FindSessionByToken(ctx, token); err != nil {
+				t.Fatalf("a session in use ended: %v", err)
+			}
+		}
+		clock.t = clock.t.Add(21 * time.Minute)
+		_, err = d.FindSessionByToken(ctx, token)
+		wantCode(t, err, arbiter.EUNAUTHORIZED)
+	})
+}
+
+// TestSessionService_DeletePersonSessions: signing out everywhere ends
+// every session of the person, and nobody else's.
+func TestSessionService_DeletePersonSessions(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		newAccount(t, d, "a@example.com")
+		newAccount(t, d, "b@example.com")
+		a, b := personOf(t, d, "a@example.com"), personOf(t, d, "b@example.com")
+		var tokens []string
+		for range 2 {
+			_, token, err := d.CreateSession(ctx, a.ID, arbiter.SignInEmail, arbiter.Client{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens = append(tokens, token)
+		}
+		_, other, err := d.CreateSession(ctx, b.ID, arbiter.SignInEmail, arbiter.Client{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := d.DeletePersonSessions(ctx, a.ID); err != nil || n != 2 {
+			t.Fatalf("DeletePersonSessions = %d, %v; want 2", n, err)
+		}
+		for _, token := range tokens {
+			_, err := d.FindSessionByToken(ctx, token)
+			wantCode(t, err, arbiter.EUNAUTHORIZED)
+		}
+		if _, err := d.FindSessionByToken(ctx, other); err != nil {
+			t.Errorf("another person's session ended: %v", err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/arbiterhq/arbiter"
@@ -75,10 +76,11 @@ func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMa
 func DashboardMemberRole(members arbiter.MemberService, now arbiter.Clock) http.Handler {
 	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
 		role := r.PostFormValue("role")
-		if err := members.ChangeRole(r.Context(), accountID, personID, role, ActorOf(r)); err != nil {
+		revoked, err := members.ChangeRole(r.Context(), accountID, personID, role, ActorOf(r))
+		if err != nil {
 			return "", err
 		}
-		return "The role was changed to " + arbiter.RoleLabel(role) + ".", nil
+		return "The role was changed to " + arbiter.RoleLabel(role) + "." + revokedNotice(revoked), nil
 	})
 }
 
@@ -86,11 +88,24 @@ func DashboardMemberRole(members arbiter.MemberService, now arbiter.Clock) http.
 // loses the account at once, in every session.
 func DashboardMemberRemove(members arbiter.MemberService, now arbiter.Clock) http.Handler {
 	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
-		if err := members.RemoveMember(r.Context(), accountID, personID, ActorOf(r)); err != nil {
+		revoked, err := members.RemoveMember(r.Context(), accountID, personID, ActorOf(r))
+		if err != nil {
 			return "", err
 		}
-		return "The member was removed.", nil
+		return "The member was removed." + revokedNotice(revoked), nil
 	})
+}
+
+// revokedNotice says how many pending invitations a member's removal or
+// new role revoked, since they may no longer send them; "" for none.
+func revokedNotice(revoked int) string {
+	switch revoked {
+	case 0:
+		return ""
+	case 1:
+		return " The pending invitation they sent was revoked."
+	}
+	return fmt.Sprintf(" The %d pending invitations they sent were revoked.", revoked)
 }
 
 // DashboardInvitationRevoke handles POST /invitations/{id}/revoke: the

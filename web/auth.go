@@ -37,6 +37,7 @@ func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter
 	}
 	rt.Site = handlers.Site{BaseURL: cfg.BaseURL, AppURL: cfg.AppURL, ReviewURL: cfg.ReviewURL}
 	rt.Sessions = NewSessions(store, secret, strings.HasPrefix(cfg.AppURL, "https://"), cfg.CookieDomain)
+	rt.Sessions.Idle = cfg.SessionIdleTimeout
 	rt.Providers = Providers(cfg)
 	rt.Mailer = mailer
 	return nil

@@ -84,6 +84,14 @@ type Config struct {
 	// different hosts, requests are dispatched by host. Left unset, they
 	// are "" until DeriveOrigins fills them from the listen address.
 	BaseURL, AppURL, ReviewURL string
+	// EmailAllowDotless lets sign-in and invitations use addresses at a
+	// domain without a dot, such as you@localhost
+	// (ARBITER_EMAIL_ALLOW_DOTLESS), for development; domain literals such
+	// as x@[10.0.0.5] are refused whatever it says.
+	EmailAllowDotless bool
+	// SessionIdleTimeout ends a session unused for that long
+	// (ARBITER_SESSION_IDLE_TIMEOUT; default arbiter.DefaultSessionIdle).
+	SessionIdleTimeout time.Duration
 	// CookieDomain, when set, is the Domain of the session cookie, so one
 	// sign-in covers the dashboard and the reviewer site on sibling hosts
 	// (ARBITER_COOKIE_DOMAIN).
@@ -338,6 +346,19 @@ var Settings = []Setting{
 			c.SessionSecret = v
 			return nil
 		}},
+	{Env: "ARBITER_SESSION_IDLE_TIMEOUT", Default: "336h", Scope: ScopeHTTP,
+		Help: "a session unused for this long is ended (at least 1m; sessions last 30 days at most)",
+		Set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Minute {
+				return errors.New("must be a duration of at least 1m, such as 336h (14 days)")
+			}
+			c.SessionIdleTimeout = d
+			return nil
+		}},
+	{Env: "ARBITER_EMAIL_ALLOW_DOTLESS", Default: "0", Scope: ScopeHTTP,
+		Help: "1 lets sign-in and invitations use addresses such as you@localhost: for development only",
+		Set:  boolSetting(func(c *Config) *bool { return &c.EmailAllowDotless })},
 	{Env: "ARBITER_GITHUB_CLIENT_ID", Scope: ScopeHTTP,
 		Help: "a GitHub OAuth app's client id",
 		Set:  stringSetting(func(c *Config) *string { return &c.GitHub.ClientID })},
@@ -412,6 +433,21 @@ func intSetting(field func(*Config) *int, min int) func(*Config, string) error {
 			return fmt.Errorf("must be a whole number of at least %d", min)
 		}
 		*field(c) = n
+		return nil
+	}
+}
+
+// boolSetting sets a bool field from 1 or true, and 0 or false.
+func boolSetting(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch v {
+		case "0", "false":
+			*field(c) = false
+		case "1", "true":
+			*field(c) = true
+		default:
+			return errors.New("must be 1 or 0")
+		}
 		return nil
 	}
 }

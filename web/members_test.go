@@ -228,6 +228,42 @@ func TestInvitations_OverHTTP(t *testing.T) {
 	})
 }
 
+// TestInvitations_RemovedAdminLeavesNoWayBack: an admin's pending
+// invitation is revoked when the admin is removed; the members page and
+// the audit log say so, and the link no longer lets anyone in.
+func TestInvitations_RemovedAdminLeavesNoWayBack(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, admin, _ := d.team()
+		backdoor := admin.invite("back@example.com", arbiter.RoleAdmin)
+		members, err := d.store.ListMembers(ctx, mustAccount(t, d, "owner@example.com"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var adminID string
+		for _, m := range members {
+			if m.Email == "admin@example.com" {
+				adminID = m.PersonID
+			}
+		}
+		r := owner.post("/members/"+adminID+"/remove", url.Values{})
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, "The pending invitation they sent was revoked.") || strings.Contains(r.body, "back@example.com") {
+			t.Errorf("the members page does not say the admin's invitation was revoked:\n%.3000s", r.body)
+		}
+		r = owner.get("/audit")
+		if !strings.Contains(r.body, "back@example.com as Admin, sent by admin@example.com: they were removed") {
+			t.Errorf("the audit log does not record the revocation:\n%.3000s", r.body)
+		}
+		back := d.browser()
+		back.signIn("back@example.com")
+		r = back.get(backdoor)
+		wantStatus(t, r, http.StatusUnauthorized)
+		token := backdoor[strings.Index(backdoor, "token=")+len("token="):]
+		r = back.post("/invitations/accept", url.Values{"token": {token}})
+		wantStatus(t, r, http.StatusUnauthorized)
+	})
+}
+
 func TestAccountSwitcher(t *testing.T) {
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()

@@ -239,6 +239,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 			r.Method(http.MethodPost, "/invitations/accept", handlers.InvitationAccept(s.Members, rt.Sessions))
 			r.Method(http.MethodGet, "/account/deleted", handlers.DashboardAccountDeleted())
+			r.Method(http.MethodGet, "/me", handlers.DashboardPerson(rt.Sessions.IdleLimit()))
+			r.Method(http.MethodPost, "/me/signout-everywhere", handlers.DashboardSignOutEverywhere(rt.Sessions, s.Audit))
 		})
 		// Every page of an account checks the role of the person in it
 		// (arbiter.Can); a page the role may not see is not found.

@@ -32,6 +32,18 @@ type Sessions struct {
 	store   arbiter.SessionService
 	cookies *sessions.CookieStore // the session token
 	oauth   *sessions.CookieStore // an OAuth flow in progress
+	// Idle is how long the store lets a session go unused
+	// (ARBITER_SESSION_IDLE_TIMEOUT), for the pages that say so; 0 means
+	// arbiter.DefaultSessionIdle.
+	Idle time.Duration
+}
+
+// IdleLimit returns how long a session may go unused.
+func (s *Sessions) IdleLimit() time.Duration {
+	if s.Idle <= 0 {
+		return arbiter.DefaultSessionIdle
+	}
+	return s.Idle
 }
 
 // NewSessions returns the session layer over the store. secret keys the
@@ -129,6 +141,23 @@ func (s *Sessions) SignOut(w http.ResponseWriter, r *http.Request) error {
 	c, _ := s.cookies.New(r, sessionCookieName)
 	c.Options.MaxAge = -1
 	return c.Save(r, w)
+}
+
+// SignOutEverywhere ends every session of the request's person, on every
+// device, and clears this one's cookie. It returns how many sessions it
+// ended.
+func (s *Sessions) SignOutEverywhere(w http.ResponseWriter, r *http.Request) (int, error) {
+	session := arbiter.SessionFromContext(r.Context())
+	if session == nil {
+		return 0, errSignInFirst
+	}
+	n, err := s.store.DeletePersonSessions(r.Context(), session.PersonID)
+	if err != nil {
+		return 0, err
+	}
+	c, _ := s.cookies.New(r, sessionCookieName)
+	c.Options.MaxAge = -1
+	return n, c.Save(r, w)
 }
 
 // SaveOAuthState keeps an OAuth flow's state in its own short-lived cookie.

@@ -46,8 +46,9 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 
 	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{
 		DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, Timeout: cfg.DatabaseTimeout,
-		IdempotencyTTL: cfg.IdempotencyTTL,
-		Logger:         logger,
+		IdempotencyTTL:    cfg.IdempotencyTTL,
+		Logger:            logger,
+		AllowDotlessEmail: cfg.EmailAllowDotless, SessionIdle: cfg.SessionIdleTimeout,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,10 @@
+-- +goose Up
+-- When each session was last used, written at most once an hour
+-- (arbiter.SessionTouchDue): a session unused for the idle limit ends.
+-- Sessions open at the upgrade count as seen now, so nobody is signed out
+-- by it.
+ALTER TABLE sessions ADD COLUMN last_seen_at INTEGER NOT NULL DEFAULT 0;
+UPDATE sessions SET last_seen_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+
+-- +goose Down
+ALTER TABLE sessions DROP COLUMN last_seen_at;
