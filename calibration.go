@@ -612,6 +612,9 @@ type CalibrationData struct {
 	// Capped is true when MaxCalibrationPairs pairs or more matched; the
 	// newest were read.
 	Capped bool
+	// ComputedAt is when the pairs were read: a store may keep the data
+	// of a report for a short while.
+	ComputedAt Timestamp
 }
 
 // CalibrationService reads the labelled pairs of an account.
@@ -646,6 +649,9 @@ type CalibrationReport struct {
 	Agreement     []VerdictSummary    `json:"agreement"`
 	Confusion     []VerdictAgreement  `json:"confusion"`
 	Disagreements []AuditDisagreement `json:"disagreements"`
+	// ComputedAt is when the store read the pairs; a report may be kept
+	// and answered again for a short while.
+	ComputedAt Timestamp `json:"computed_at"`
 }
 
 // VerdictSummary is the agreement on one agent verdict: how many pairs the
@@ -659,7 +665,7 @@ type VerdictSummary struct {
 // NewCalibrationReport computes the report from the store's data.
 func NewCalibrationReport(d CalibrationData, target float64) CalibrationReport {
 	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
-		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}}
+		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}
 	}

@@ -92,14 +92,28 @@ const maxCalibrationGroups = 101 * arbiter.MaxConfusionCells
 // by confidence bucket and verdicts in one scan, then by bucket and by
 // verdicts here; the latest audit disagreements among them; and the
 // account's waiting audits.
+//
+// The data is kept for CalibrationFor per account and filter, concurrent
+// callers share one read, and an account's reads run one at a time
+// (calibration_cache.go); ComputedAt says when it was read.
 func (d *DB) CalibrationData(ctx context.Context, accountID string, f arbiter.CalibrationFilter) (_ arbiter.CalibrationData, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	return d.calibrations.get(ctx, calibrationKeyOf(accountID, f), d.now, d.timeout,
+		func(ctx context.Context) (arbiter.CalibrationData, error) {
+			return d.readCalibrationData(ctx, accountID, f)
+		})
+}
+
+// readCalibrationData reads what CalibrationData returns from the store.
+func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbiter.CalibrationFilter) (_ arbiter.CalibrationData, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	where, args := calibrationWhere(accountID, f)
 	// with returns args and then extra, in a slice of its own.
 	with := func(extra ...any) []any { return append(slices.Clip(args), extra...) }
 
-	var out arbiter.CalibrationData
+	out := arbiter.CalibrationData{ComputedAt: d.nowMS()}
 	err = d.transactRead(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
 			SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),

@@ -79,11 +79,15 @@ type DB struct {
 	writeGate *writeGate
 	// writes counts failed writes for Health.
 	writes writeHealth
+	// health shares and keeps Health's look at the store.
+	health healthCheck
 
 	idempotencyTTL time.Duration
 
 	// calibrationCap bounds the pairs a calibration report reads.
 	calibrationCap int
+	// calibrations keeps calibration reports' data and runs their reads.
+	calibrations calibrationCache
 	// demoHistory is set once the demo's labelled pairs are known to be
 	// stored (SeedDemoHistory).
 	demoHistory atomic.Bool

@@ -93,6 +93,7 @@ func (d *DB) SeedDemoHistory(ctx context.Context) (err error) {
 		if err := d.transact(ctx, func(tx *sqlx.Tx) error { return d.seedDemoHistory(ctx, tx) }); err != nil {
 			return err
 		}
+		d.calibrations.forget(arbiter.DemoAccountID)
 	}
 	d.demoHistory.Store(true)
 	return nil

@@ -328,3 +328,24 @@ func (d *DB) PromptsInWriteOrder(ctx context.Context, accountID string) ([]strin
 	err := d.db.SelectContext(ctx, &prompts, `SELECT prompt FROM tasks WHERE account_id = ? ORDER BY rowid`, accountID)
 	return prompts, err
 }
+
+// Unavailable is the store's reading of err, as a public call's error.
+func (d *DB) Unavailable(err error) error { return d.unavailable(err) }
+
+// HealthLooks returns how many times Health has looked at the store.
+func (d *DB) HealthLooks() int64 { return d.health.looks.Load() }
+
+// CalibrationReads returns how many calibration reports' data the store
+// has read.
+func (d *DB) CalibrationReads() int64 { return d.calibrations.computed.Load() }
+
+// BusiestCalibrationReads returns the most calibration reads that ran at
+// once.
+func (d *DB) BusiestCalibrationReads() int64 { return d.calibrations.busiest.Load() }
+
+// CachedCalibrations returns how many calibration reports' data is kept.
+func (d *DB) CachedCalibrations() int {
+	d.calibrations.mu.Lock()
+	defer d.calibrations.mu.Unlock()
+	return len(d.calibrations.reads)
+}

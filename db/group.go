@@ -23,11 +23,13 @@ const (
 
 // call is one caller's part of a group.
 type call[In, Out any] struct {
-	in    In
-	out   Out
-	err   error
-	taken bool          // in a running group; guarded by the grouper's mu
-	done  chan struct{} // closed once out and err are set
+	in In
+	// deadline is when the caller stops waiting; zero for none.
+	deadline time.Time
+	out      Out
+	err      error
+	taken    bool          // in a running group; guarded by the grouper's mu
+	done     chan struct{} // closed once out and err are set
 }
 
 // grouper queues calls and hands them to run in groups. run must set out
@@ -37,8 +39,10 @@ type grouper[In, Out any] struct {
 	// max bounds the calls in one group (default maxGroup).
 	max int
 	// timeout bounds one group, the store's timeout. A group runs
-	// detached from the callers' contexts: a caller that gives up must
-	// not cancel the others.
+	// detached from the callers' contexts, so that a caller that gives up
+	// does not cancel the others, but not past the last of their
+	// deadlines: work that every caller stopped waiting for is not worth
+	// doing.
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -47,12 +51,14 @@ type grouper[In, Out any] struct {
 	grouped int64 // calls that shared a statement (counted by run)
 }
 
-// do queues in and waits for its group. A caller whose context ends while
-// its call is still queued withdraws it; once the call is in a running
-// group the caller waits for the outcome, so an error never hides a write
-// that was made.
+// do queues in and waits for its group, until ctx ends. A caller whose
+// context ends while its call is still queued withdraws it; one whose call
+// is in a running group stops waiting and the group goes on without it, so
+// its outcome is unknown: a create may or may not have been stored (which
+// the store's EUNAVAILABLE says), and its idempotency key settles it.
 func (g *grouper[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	c := &call[In, Out]{in: in, done: make(chan struct{})}
+	c.deadline, _ = ctx.Deadline()
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	if g.running < groupsInFlight {
@@ -63,23 +69,27 @@ func (g *grouper[In, Out]) do(ctx context.Context, in In) (Out, error) {
 
 	select {
 	case <-c.done:
+		return c.out, c.err
 	case <-ctx.Done():
-		g.mu.Lock()
-		if !c.taken {
-			for i, q := range g.queue {
-				if q == c {
-					g.queue = append(g.queue[:i], g.queue[i+1:]...)
-					break
-				}
-			}
-			g.mu.Unlock()
-			var zero Out
-			return zero, ctx.Err()
-		}
-		g.mu.Unlock()
-		<-c.done
 	}
-	return c.out, c.err
+	g.mu.Lock()
+	select {
+	case <-c.done: // the outcome came as the caller gave up
+		g.mu.Unlock()
+		return c.out, c.err
+	default:
+	}
+	if !c.taken {
+		for i, q := range g.queue {
+			if q == c {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	g.mu.Unlock()
+	var zero Out
+	return zero, ctx.Err()
 }
 
 // loop takes groups off the queue and runs them until the queue is empty.
@@ -104,13 +114,32 @@ func (g *grouper[In, Out]) loop() {
 		g.queue = append(g.queue[:0], g.queue[n:]...)
 		g.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		ctx, cancel := context.WithDeadline(context.Background(), groupDeadline(calls, time.Now().Add(g.timeout)))
 		g.run(ctx, calls)
 		cancel()
 		for _, c := range calls {
 			close(c.done)
 		}
 	}
+}
+
+// groupDeadline returns the last deadline of calls, or limit when that is
+// earlier or some call has none. A group that falls back to one statement
+// per call does so within it, not with a new timeout.
+func groupDeadline[In, Out any](calls []*call[In, Out], limit time.Time) time.Time {
+	var last time.Time
+	for _, c := range calls {
+		if c.deadline.IsZero() {
+			return limit
+		}
+		if c.deadline.After(last) {
+			last = c.deadline
+		}
+	}
+	if last.After(limit) {
+		return limit
+	}
+	return last
 }
 
 // addGrouped counts n calls answered by a shared statement.

@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
@@ -34,7 +36,10 @@ const DefaultTimeout = 5 * time.Second
 //     for the write lock held by another process (busy_timeout).
 //
 // A call that ran out is EUNAVAILABLE, which the API answers as 503 with
-// Retry-After.
+// Retry-After. So is a call whose connection to Postgres was refused,
+// reset or dropped (a server that is down or restarting): it was not
+// stored, or, like a call that ran out, it may have been; either way the
+// caller may try again with the same idempotency key.
 
 // begin bounds a public read by the store's timeout. The function it
 // returns, deferred with the call's error, releases the deadline and turns
@@ -65,9 +70,18 @@ func (d *DB) beginWrite(ctx context.Context) (context.Context, func(*error)) {
 }
 
 // unavailable returns err, wrapped in an EUNAVAILABLE error when it says
-// that the database did not answer in time.
+// that the database did not answer in time or could not be reached.
 func (d *DB) unavailable(err error) error {
-	if err == nil || !timedOut(err) {
+	if err == nil {
+		return nil
+	}
+	var message string
+	switch {
+	case timedOut(err):
+		message = "The database did not answer in time; try again shortly."
+	case unreachable(err):
+		message = "The database cannot be reached; try again shortly."
+	default:
 		return err
 	}
 	var e *arbiter.Error
@@ -76,7 +90,7 @@ func (d *DB) unavailable(err error) error {
 	}
 	return fmt.Errorf("%w: %w", &arbiter.Error{
 		Code:       arbiter.EUNAVAILABLE,
-		Message:    "The database did not answer in time; try again shortly.",
+		Message:    message,
 		RetryAfter: d.timeout,
 	}, err)
 }
@@ -99,6 +113,33 @@ func timedOut(err error) bool {
 		return netErr.Timeout()
 	}
 	return sqliteBusyError(err)
+}
+
+// unreachable reports whether err says the connection to Postgres failed:
+// the server refused it or is not there (any network error), reset or
+// closed it mid-call (the driver's bad connection, an unexpected end of
+// its answers), or told it that it is shutting down, starting up or out of
+// connections.
+func unreachable(err error) bool {
+	var (
+		pqErr *pq.Error
+		opErr *net.OpError
+	)
+	switch {
+	case errors.As(err, &opErr),
+		errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.EOF):
+		return true
+	case errors.As(err, &pqErr):
+		switch pqErr.Code {
+		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+			"53300": // too_many_connections
+			return true
+		}
+		return pqErr.Code.Class() == "08" // connection_exception
+	}
+	return false
 }
 
 // sqliteBusyError reports whether err is SQLite's SQLITE_BUSY: a lock that

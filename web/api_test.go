@@ -37,28 +37,32 @@ type api struct {
 func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
-			url := dbtest.URL(t, dialect)
-			store := dbtest.OpenURL(t, url, opts)
-			keys := web.NewKeyChecker(store, nil)
-			// Wired as arbiter serve wires it: shutting the server down
-			// answers the requests waiting for tasks.
-			shuttingDown := make(chan struct{})
-			router := &web.Router{
-				Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store},
-				KeyChecker:   keys,
-				Logger:       discardLogger(),
-				ShuttingDown: shuttingDown,
-				// The tests send many demo verdicts from one address;
-				// TestDemoLimit_* test the default limit.
-				DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
-			}
-			srv := httptest.NewUnstartedServer(router.Routes())
-			srv.Config.RegisterOnShutdown(func() { close(shuttingDown) })
-			srv.Start()
-			t.Cleanup(srv.Close)
-			fn(t, &api{t: t, url: url, store: store, keys: keys, srv: srv})
+			fn(t, serveAPI(t, dbtest.URL(t, dialect), opts))
 		})
 	}
+}
+
+// serveAPI serves the API over the store at url until the test ends.
+func serveAPI(t *testing.T, url string, opts db.Options) *api {
+	store := dbtest.OpenURL(t, url, opts)
+	keys := web.NewKeyChecker(store, nil)
+	// Wired as arbiter serve wires it: shutting the server down answers
+	// the requests waiting for tasks.
+	shuttingDown := make(chan struct{})
+	router := &web.Router{
+		Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store},
+		KeyChecker:   keys,
+		Logger:       discardLogger(),
+		ShuttingDown: shuttingDown,
+		// The tests send many demo verdicts from one address;
+		// TestDemoLimit_* test the default limit.
+		DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
+	}
+	srv := httptest.NewUnstartedServer(router.Routes())
+	srv.Config.RegisterOnShutdown(func() { close(shuttingDown) })
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &api{t: t, url: url, store: store, keys: keys, srv: srv}
 }
 
 // newKey creates an account (if absent) and a key for it.
@@ -579,4 +583,36 @@ func TestAPI_StalledStoreIs503(t *testing.T) {
 			t.Errorf("Retry-After = %q, want whole seconds", header.Get("Retry-After"))
 		}
 	})
+}
+
+// TestAPI_StoreGoneIs503 resets every connection to Postgres and refuses
+// new ones, as a stopped or restarting server does: a create and a read are
+// answered 503 {"error": …} with Retry-After, so a client that retries a
+// 503 with its idempotency key is safe, and a create works again once the
+// server is back. (SQLite has no connection to lose.)
+func TestAPI_StoreGoneIs503(t *testing.T) {
+	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
+	a := serveAPI(t, url, db.Options{Timeout: 5 * time.Second})
+	key := a.newKey("a@example.com")
+	task := createTask(t, a, key, goodTask)
+
+	proxy.Cut()
+	for _, req := range [][2]string{{"POST", "/v1/tasks"}, {"GET", "/v1/tasks/" + task["id"].(string)}} {
+		status, header, b := a.do(req[0], req[1], key, goodTask)
+		wantError(t, status, header, b, http.StatusServiceUnavailable)
+		if s, err := strconv.Atoi(header.Get("Retry-After")); err != nil || s < 1 {
+			t.Errorf("%s %s: Retry-After = %q, want whole seconds", req[0], req[1], header.Get("Retry-After"))
+		}
+	}
+
+	proxy.Restore()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		status, _, b := a.do("POST", "/v1/tasks", key, goodTask)
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create after Postgres came back = %d %s", status, b)
+		}
+	}
 }

@@ -239,8 +239,8 @@ func (w *Worker) Run(ctx context.Context) {
 	var beatWG sync.WaitGroup
 	// The first beat is written before any claim, so a task this worker
 	// decided is never seen before the worker's heartbeat.
-	w.beat(beats)
-	beatWG.Go(func() { w.heartbeat(beats) })
+	first := w.cfg.Health.Heartbeat(beats, w.cfg.ID)
+	beatWG.Go(func() { w.heartbeat(beats, first) })
 	beatWG.Go(func() { w.expire(beats) })
 	if w.cfg.Demo != nil {
 		beatWG.Go(func() { w.pruneDemo(beats) })
@@ -442,24 +442,42 @@ func (w *Worker) backoff(failures int) time.Duration {
 	return w.cfg.Backoff << min(failures, 10)
 }
 
-// heartbeat beats every interval until ctx ends; Run writes the first beat.
-func (w *Worker) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.Heartbeat)
-	defer tick.Stop()
+// HeartbeatRetry is the wait before a failed heartbeat is tried again,
+// rather than the whole interval: a store that refused it (a full disk, a
+// restart) and works again sees the worker alive, and /healthz healthy,
+// within it.
+const HeartbeatRetry = 250 * time.Millisecond
+
+// heartbeat beats every interval until ctx ends, and HeartbeatRetry after a
+// beat that failed; Run writes the first beat and passes its outcome. A run
+// of failed beats is logged at its first, about every 10 seconds after, and
+// when a beat is stored again.
+func (w *Worker) heartbeat(ctx context.Context, first error) {
+	failures := 0
+	next := func(err error) time.Duration {
+		switch {
+		case err == nil:
+			if failures > 0 {
+				w.log.Info("heartbeat stored again", "failures", failures)
+			}
+			failures = 0
+			return w.cfg.Heartbeat
+		case ctx.Err() == nil:
+			if failures++; failures%40 == 1 {
+				w.log.Error("heartbeat", "error", err.Error(), "failures", failures)
+			}
+		}
+		return min(w.cfg.Heartbeat, HeartbeatRetry)
+	}
+	timer := time.NewTimer(next(first))
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			w.beat(ctx)
+		case <-timer.C:
+			timer.Reset(next(w.cfg.Health.Heartbeat(ctx, w.cfg.ID)))
 		}
-	}
-}
-
-// beat writes one heartbeat.
-func (w *Worker) beat(ctx context.Context) {
-	if err := w.cfg.Health.Heartbeat(ctx, w.cfg.ID); err != nil && ctx.Err() == nil {
-		w.log.Error("heartbeat", "error", err.Error())
 	}
 }
 

@@ -181,7 +181,7 @@ export interface paths {
         };
         /**
          * The calibration report
-         * @description How well the agent's confidence predicts that a person agrees with it, from the account's labelled pairs: tasks the agent answered with a confidence that a person then decided, because they were routed below the threshold (weight 1) or chosen for a blind audit (weight 1/audit rate, so that the answers above the threshold are estimated without bias). The same numbers as the dashboard's /calibration page. At most the newest 50,000 pairs are read, summed in the database. Empty parameters are ignored; an unknown parameter or a bad value is 400.
+         * @description How well the agent's confidence predicts that a person agrees with it, from the account's labelled pairs: tasks the agent answered with a confidence that a person then decided, because they were routed below the threshold (weight 1) or chosen for a blind audit (weight 1/audit rate, so that the answers above the threshold are estimated without bias). The same numbers as the dashboard's /calibration page. At most the newest 50,000 pairs are read, summed in the database. A report's data is kept for 15 seconds per account and filter (computed_at says when it was read), concurrent requests share one read, and an account's reads run one at a time; one that waits past the store's timeout is 503 with Retry-After. Empty parameters are ignored; an unknown parameter or a bad value is 400.
          */
         get: operations["getCalibration"];
         put?: never;
@@ -951,6 +951,11 @@ export interface components {
                  */
                 labelled_at: number;
             }[];
+            /**
+             * Format: double
+             * @description When the store read the labelled pairs, in Unix epoch seconds with millisecond precision. A report's data is kept for 15 seconds per account and filter, so a report may be up to 15 seconds old; a decision made since shows once it is read again.
+             */
+            computed_at: number;
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -2819,7 +2824,8 @@ export interface operations {
                      *           "weight": 1
                      *         }
                      *       ],
-                     *       "disagreements": []
+                     *       "disagreements": [],
+                     *       "computed_at": 1795415525.173
                      *     }
                      */
                     "application/json": components["schemas"]["CalibrationReport"];
