@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,9 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 	if watcher == nil {
 		watcher = unwatched{}
 	}
-	server := mcpserver.New(&mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created})
+	over := &mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created}
+	server := mcpserver.New(over)
+	utility := mcpserver.NewTaskUtility(over)
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
@@ -73,17 +76,92 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		defer release()
 		// The server's write timeout counts from the request; a tool call
 		// may wait for a verdict first.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
 		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, r.Context()))
 		jw := &jsonErrorWriter{ResponseWriter: w}
+		body, err := ReadBody(r)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		jw.sent.Write(body)
 		r.Body = struct {
 			io.Reader
 			io.Closer
-		}{io.TeeReader(r.Body, &jw.sent), r.Body}
-		stream.ServeHTTP(jw, r)
+		}{bytes.NewReader(body), r.Body}
+		// The MCP Tasks utility answers its own requests; the SDK has none.
+		var amend string
+		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+			if req, ok := msg.(*jsonrpc.Request); ok {
+				if req.Method == "tasks/result" {
+					// It waits for the task to be final, as long as that takes.
+					_ = rc.SetWriteDeadline(time.Time{})
+				}
+				if res := utility.Handle(r.Context(), req); res != nil {
+					writeJSONRPC(w, res)
+					return
+				}
+				if req.Method == "initialize" || req.Method == "tools/list" {
+					amend = req.Method
+				}
+			}
+		}
+		if amend == "" {
+			stream.ServeHTTP(jw, r)
+			jw.finish(r)
+			return
+		}
+		// initialize and tools/list: the SDK's answer, with the utility added.
+		rec := &answerRecorder{header: http.Header{}}
+		stream.ServeHTTP(rec, r)
+		if msg, err := jsonrpc.DecodeMessage(rec.body.Bytes()); err == nil {
+			if res, ok := msg.(*jsonrpc.Response); ok {
+				mcpserver.Amend(amend, res)
+				if b, err := jsonrpc.EncodeMessage(res); err == nil {
+					rec.body.Reset()
+					rec.body.Write(b)
+				}
+			}
+		}
+		for k, v := range rec.header {
+			jw.Header()[k] = v
+		}
+		jw.Header().Del("Content-Length")
+		jw.WriteHeader(cmp.Or(rec.status, http.StatusOK))
+		_, _ = jw.Write(rec.body.Bytes())
 		jw.finish(r)
 	})
 }
+
+// writeJSONRPC answers one JSON-RPC response as the transport's JSON.
+func writeJSONRPC(w http.ResponseWriter, res *jsonrpc.Response) {
+	b, err := jsonrpc.EncodeMessage(res)
+	if err != nil {
+		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The answer could not be encoded."}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// answerRecorder holds the SDK's answer to a request whose answer is
+// edited before it is sent: small, and never a stream.
+type answerRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *answerRecorder) Header() http.Header { return a.header }
+
+func (a *answerRecorder) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *answerRecorder) Write(b []byte) (int, error) { return a.body.Write(b) }
 
 // MaxMCPCalls is how many /v1/mcp requests of one account a server process
 // runs at once, waits for a verdict included; past it, a request is 429.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,15 +33,21 @@ var BatchRefusalJSON = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600
 //     client negotiated; a line that is not JSON is answered with a parse
 //     error (-32700); the session goes on after both;
 //   - at the end of In, every request already read is answered before the
-//     session ends, so that `echo '…' | arbiter mcp` gets its answer.
+//     session ends, so that `echo '…' | arbiter mcp` gets its answer;
+//   - with Tasks set, the requests of the MCP Tasks utility are answered by
+//     it, beside the SDK (see TaskUtility), and the SDK's answers to
+//     initialize and tools/list say so.
 type StdioTransport struct {
-	In  io.Reader
-	Out io.Writer
+	In    io.Reader
+	Out   io.Writer
+	Tasks *TaskUtility
 }
 
 // Connect starts reading In.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &stdioConn{out: t.Out, lines: make(chan []byte), closed: make(chan struct{}), drained: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &stdioConn{out: t.Out, lines: make(chan []byte), closed: make(chan struct{}), drained: make(chan struct{}),
+		tasks: t.Tasks, ctx: ctx, cancel: cancel, amend: map[jsonrpc.ID]string{}}
 	go c.readLines(t.In)
 	return c, nil
 }
@@ -60,6 +67,13 @@ type stdioConn struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// tasks answers the Tasks utility's requests, each in its own
+	// goroutine under ctx, which ends when the connection closes.
+	tasks  *TaskUtility
+	ctx    context.Context
+	cancel context.CancelFunc
+	amend  map[jsonrpc.ID]string // the requests whose answers Amend edits, by id; under mu
 }
 
 // readLines sends the lines of in to c.lines until in ends or c closes.
@@ -117,7 +131,13 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			c.mu.Lock()
 			c.pending++
+			if req.Method == "initialize" || req.Method == "tools/list" {
+				c.amend[req.ID] = req.Method
+			}
 			c.mu.Unlock()
+			if c.tasks != nil && c.serveTask(req) {
+				continue
+			}
 		}
 		return msg, nil
 	}
@@ -146,8 +166,41 @@ func (c *stdioConn) endOfInput(ctx context.Context) error {
 	return io.EOF
 }
 
+// serveTask answers req in its own goroutine when it is the Tasks
+// utility's, and reports whether it was.
+func (c *stdioConn) serveTask(req *jsonrpc.Request) bool {
+	switch req.Method {
+	case "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+	default:
+		return false
+	}
+	if req.Method == "tools/call" {
+		var p struct {
+			Task json.RawMessage `json:"task"`
+		}
+		if json.Unmarshal(req.Params, &p) != nil || len(p.Task) == 0 || string(p.Task) == "null" {
+			return false
+		}
+	}
+	go func() {
+		if res := c.tasks.Handle(c.ctx, req); res != nil {
+			_ = c.Write(c.ctx, res)
+		}
+	}()
+	return true
+}
+
 // Write writes msg as one line; a response counts its request answered.
 func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	if res, ok := msg.(*jsonrpc.Response); ok {
+		c.mu.Lock()
+		method, found := c.amend[res.ID]
+		delete(c.amend, res.ID)
+		c.mu.Unlock()
+		if found {
+			Amend(method, res)
+		}
+	}
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
@@ -187,7 +240,12 @@ func (c *stdioConn) writeLine(b []byte) error {
 
 // Close ends the connection; a Read waiting for input returns.
 func (c *stdioConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		if c.cancel != nil {
+			c.cancel()
+		}
+	})
 	return nil
 }
 

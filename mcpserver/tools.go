@@ -227,17 +227,11 @@ func (t *tools) askVerdict(ctx context.Context, req *mcp.CallToolRequest, in ask
 	if err != nil {
 		return nil, taskAnswer{}, err
 	}
-	created, err := t.tasks.CreateTask(ctx, client.TaskCreate{
-		Prompt:              in.Prompt,
-		AllowedVerdicts:     in.AllowedVerdicts,
-		ConfidenceThreshold: in.ConfidenceThreshold,
-		TaskType:            in.TaskType,
-		Touchpoint:          Touchpoint,
-		Source:              in.Source,
-		Context:             contextAsSent(req, in.Context),
-		DeadlineSeconds:     in.DeadlineSeconds,
-		IdempotencyKey:      in.IdempotencyKey,
-	})
+	var args json.RawMessage
+	if req != nil && req.Params != nil {
+		args = req.Params.Arguments
+	}
+	created, err := t.create(ctx, args, in)
 	if err != nil {
 		return nil, taskAnswer{}, toolError(err)
 	}
@@ -248,19 +242,32 @@ func (t *tools) askVerdict(ctx context.Context, req *mcp.CallToolRequest, in ask
 	return nil, answer(task, wait), nil
 }
 
+// create creates the task an ask_verdict call asks for; args are the
+// call's arguments as sent, in decoded.
+func (t *tools) create(ctx context.Context, args json.RawMessage, in askVerdictInput) (*client.Task, error) {
+	return t.tasks.CreateTask(ctx, client.TaskCreate{
+		Prompt:              in.Prompt,
+		AllowedVerdicts:     in.AllowedVerdicts,
+		ConfidenceThreshold: in.ConfidenceThreshold,
+		TaskType:            in.TaskType,
+		Touchpoint:          Touchpoint,
+		Source:              in.Source,
+		Context:             contextAsSent(args, in.Context),
+		DeadlineSeconds:     in.DeadlineSeconds,
+		IdempotencyKey:      in.IdempotencyKey,
+	})
+}
+
 // contextAsSent returns the context of an ask_verdict call as the call's
 // own bytes: the SDK checks a tool's arguments by decoding them into Go
 // values, numbers as float64, which rounds integers past 2^53 (a 19-digit
 // order id) and sorts an object's keys. decoded, the context as the SDK
 // decoded it, stands when the bytes cannot be had.
-func contextAsSent(req *mcp.CallToolRequest, decoded any) any {
-	if req == nil || req.Params == nil {
-		return decoded
-	}
+func contextAsSent(arguments json.RawMessage, decoded any) any {
 	var args struct {
 		Context json.RawMessage `json:"context"`
 	}
-	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || len(args.Context) == 0 || string(args.Context) == "null" {
+	if err := json.Unmarshal(arguments, &args); err != nil || len(args.Context) == 0 || string(args.Context) == "null" {
 		return decoded
 	}
 	return args.Context

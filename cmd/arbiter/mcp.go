@@ -36,7 +36,7 @@ func runMCP(ctx context.Context, c *command, p *process, args []string) error {
 		base = client.DefaultBaseURL
 	}
 	fmt.Fprintf(p.stderr, "arbiter mcp: serving ask_verdict, get_task and list_tasks on stdin and stdout for %s\n", base)
-	err = mcpserver.New(cl).Run(ctx, &mcpserver.StdioTransport{In: p.stdin, Out: p.stdout})
+	err = mcpserver.New(cl).Run(ctx, &mcpserver.StdioTransport{In: p.stdin, Out: p.stdout, Tasks: mcpserver.NewTaskUtility(cl)})
 	if ctx.Err() != nil {
 		return nil // stopped
 	}

@@ -38,6 +38,8 @@ type mcpServer struct {
 	decider *db.DB
 	base    string
 	srv     *httptest.Server
+	// dialect and url name the store, for tests that edit it directly.
+	dialect, url string
 }
 
 // mcpWriteTimeout is the test server's write timeout, shorter than the
@@ -77,7 +79,7 @@ func newMCPServer(t *testing.T, dialect string) *mcpServer {
 		cancel()
 		wg.Wait()
 	})
-	s := &mcpServer{store: store, decider: store, base: srv.URL, srv: srv}
+	s := &mcpServer{store: store, decider: store, base: srv.URL, srv: srv, dialect: dialect, url: url}
 	if store.Dialect() == db.Postgres {
 		s.decider = dbtest.OpenURL(t, url, db.Options{})
 	}
