@@ -339,12 +339,20 @@ export interface components {
     schemas: {
         /**
          * @example {
-         *       "error": "Task not found."
+         *       "error": "Task not found.",
+         *       "code": "not_found"
          *     }
          */
         Error: {
             /** @description What went wrong, as a sentence for people; not meant to be parsed. */
             error: string;
+            /**
+             * @description A stable code for programs; the sentence may change, the code does not. invalid_request: the request is malformed; invalid_field: the field named in field is (the first one found); unauthorized: no valid API key; not_found: no such object or address; method_not_allowed: see Allow; conflict: the object's state refuses the change; idempotency_in_flight: the key's first request is still running, retry after Retry-After; task_expired: the task's deadline passed first; payload_too_large: the body is over 1 MiB; unsupported_media_type: the body is not sent as JSON; idempotency_mismatch: the key was used for another request; rate_limited: too many requests, retry after Retry-After; daily_cap_exceeded: the account's daily task cap is used up until 00:00 UTC; headers_too_large: the request's header is over 64 KiB; forbidden: a cross-origin write; not_acceptable: the answer's type is not one Accept lists; internal_error: a fault of the server's; unavailable: the store or a dependency is down, retry later. Clients must tolerate codes added later.
+             * @enum {string}
+             */
+            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
+            /** @description With invalid_field: the request field at fault, as the request spells it (a JSON member or a query parameter). */
+            field?: string;
         };
         Health: {
             /** @description true when the store answers, its writes do not fail and a worker has reported recently. */
@@ -353,7 +361,7 @@ export interface components {
             error?: string;
         };
         /**
-         * @description A task to create. Field names are matched exactly: "PROMPT", or a field given twice, is 400. Unknown fields are 400.
+         * @description A task to create. Field names are matched exactly: "PROMPT", or a field given twice, is 400. Unknown fields are 400. No field but context may be null: leave a field out to take its default.
          * @example {
          *       "prompt": "Approve this refund?",
          *       "allowed_verdicts": [
@@ -412,7 +420,7 @@ export interface components {
             /** @description The tasks, each answered by the result at the same position. */
             tasks: components["schemas"]["TaskBatchItem"][];
         };
-        /** @description A task of a batch: a TaskCreate that may carry its own idempotency key. */
+        /** @description A task of a batch: a TaskCreate that may carry its own idempotency key. No field but context may be null. */
         TaskBatchItem: {
             /** @description The question, a non-empty string of at most 32 KiB of UTF-8, without NUL. */
             prompt: string;
@@ -455,8 +463,15 @@ export interface components {
             /** @description results[i] answers tasks[i]. */
             results: components["schemas"]["TaskBatchResult"][];
         };
-        /** @description The outcome of one task of a batch: the task, or why it was not created (400 invalid, 409 its key is in flight, 422 its key was used for a different request, 429 over the daily cap). */
-        TaskBatchResult: {
+        /** @description The outcome of one task of a batch: the task, or why it was not created (400 invalid, 409 its key is in flight, 422 its key was used for a different request, 429 over the daily cap). kind tells which. */
+        TaskBatchResult: components["schemas"]["TaskBatchTaskResult"] | components["schemas"]["TaskBatchErrorResult"];
+        /** @description A task of the batch created, or replayed. */
+        TaskBatchTaskResult: {
+            /**
+             * @description "task": this result carries the task. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "task";
             /**
              * Format: int32
              * @description 200: the task was created, or replayed.
@@ -467,7 +482,14 @@ export interface components {
             task: components["schemas"]["Task"];
             /** @description true when the task was created earlier, by a create with the same idempotency key. */
             replayed: boolean;
-        } | {
+        };
+        /** @description A task of the batch not created, and why. */
+        TaskBatchErrorResult: {
+            /**
+             * @description "error": this result carries the error. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "error";
             /**
              * Format: int32
              * @description 400: the task is not valid; 409: its key is in flight; 422: its key was used for a different request; 429: past the daily cap.
@@ -476,6 +498,13 @@ export interface components {
             status: 400 | 409 | 422 | 429;
             /** @description Why the task was not created, as a sentence. */
             error: string;
+            /**
+             * @description As Error.code.
+             * @enum {string}
+             */
+            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
+            /** @description As Error.field. */
+            field?: string;
         };
         /** @description A task and its attempts. Never carries its context. */
         Task: {
@@ -732,33 +761,6 @@ export interface components {
             timestamp: string;
             data: components["schemas"]["Task"];
         };
-        /**
-         * @description The body of a test event, sent by "Send test event" on an endpoint's page, signed as every message is.
-         * @example {
-         *       "type": "ping",
-         *       "timestamp": "2026-11-23T18:30:00Z",
-         *       "data": {
-         *         "endpoint_id": "wh_0f6b1a65f4789c78"
-         *       }
-         *     }
-         */
-        WebhookPing: {
-            /**
-             * @description Always ping.
-             * @constant
-             */
-            type: "ping";
-            /**
-             * Format: date-time
-             * @description When the test was asked for (RFC 3339, UTC, to the millisecond).
-             */
-            timestamp: string;
-            /** @description The endpoint tested. */
-            data: {
-                /** @description The endpoint's id. */
-                endpoint_id: string;
-            };
-        };
         ReliabilityBin: {
             /**
              * Format: double
@@ -982,12 +984,14 @@ export interface components {
         Unauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "The API key is not valid."
+                 *       "error": "The API key is not valid.",
+                 *       "code": "unauthorized"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -996,12 +1000,14 @@ export interface components {
         /** @description The body is larger than 1 MiB (1,048,576 bytes); nothing was stored. */
         TooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "The request body is larger than 1048576 bytes."
+                 *       "error": "The request body is larger than 1048576 bytes.",
+                 *       "code": "payload_too_large"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1011,12 +1017,14 @@ export interface components {
         KeyInFlight: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "A request with this idempotency key is still being processed; retry in a second."
+                 *       "error": "A request with this idempotency key is still being processed; retry in a second.",
+                 *       "code": "idempotency_in_flight"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1025,12 +1033,14 @@ export interface components {
         /** @description The Idempotency-Key was used by the account for a different request within its retention; nothing was stored. Use a new key for a new task. */
         KeyMismatch: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "This idempotency key was used for a different request; use a new key for a new task."
+                 *       "error": "This idempotency key was used for a different request; use a new key for a new task.",
+                 *       "code": "idempotency_mismatch"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1040,12 +1050,14 @@ export interface components {
         KeyChecksExhausted: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key."
+                 *       "error": "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key.",
+                 *       "code": "rate_limited"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1054,12 +1066,14 @@ export interface components {
         /** @description An unexpected failure on the server's side, logged there with its cause; the answer says no more. Nothing a caller sends should cause it. */
         InternalError: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "Internal error."
+                 *       "error": "Internal error.",
+                 *       "code": "internal_error"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1069,12 +1083,46 @@ export interface components {
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "error": "The database did not answer in time; try again shortly."
+                 *       "error": "The database did not answer in time; try again shortly.",
+                 *       "code": "unavailable"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The body is sent as another media type than JSON (application/json, or a type ending in +json); a request without Content-Type is taken as JSON. Nothing was stored. */
+        UnsupportedMediaType: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The request body must be JSON, sent as Content-Type: application/json, not \"application/x-www-form-urlencoded\" (curl -d sends application/x-www-form-urlencoded: add -H \"Content-Type: application/json\").",
+                 *       "code": "unsupported_media_type"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request's header (its request line and header lines) is over 64 KiB. Past 128 KiB the server stops reading it and answers a plain-text 431 before any route. */
+        HeadersTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The request's header is larger than 65536 bytes.",
+                 *       "code": "headers_too_large"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1122,6 +1170,11 @@ export interface components {
          * @example Bearer realm="arbiter"
          */
         WWWAuthenticate: string;
+        /**
+         * @description The request's id, in every answer and on the server's log lines about it: the one a trusted proxy (ARBITER_TRUSTED_PROXIES) sent in X-Request-Id, when it is 1 to 128 letters, digits and - _ . :, else a new one (req_ and 24 hex digits). Quote it when reporting a problem.
+         * @example req_5f0c2a9e7b3d41c8a6e2f901
+         */
+        RequestID: string;
     };
     pathItems: never;
 }
@@ -1185,6 +1238,7 @@ export interface operations {
             /** @description One page of tasks, newest first. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1257,12 +1311,15 @@ export interface operations {
             /** @description A query parameter is unknown, given twice, empty or out of range; a status or final_tier that does not exist; or a starting_after that is not the id of one of the account's tasks. The sentence names the parameter. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "status must be one of pending, agent_running, human_needed, completed, expired."
+                     *       "error": "status must be one of pending, agent_running, human_needed, completed, expired.",
+                     *       "code": "invalid_field",
+                     *       "field": "status"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1270,6 +1327,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1316,6 +1374,7 @@ export interface operations {
             200: {
                 headers: {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1325,12 +1384,14 @@ export interface operations {
             /** @description The body is not one valid TaskCreate: empty, not a JSON object, followed by more data, a field missing, unknown, in another case (PROMPT) or given twice, of the wrong type or out of range; or the Idempotency-Key header is malformed or sent twice. Nothing was stored, and the key stays free. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "The request body has an unknown field \"PROMPT\"; field names are case-sensitive: did you mean \"prompt\"?"
+                     *       "error": "The request body has an unknown field \"PROMPT\"; field names are case-sensitive: did you mean \"prompt\"?",
+                     *       "code": "invalid_request"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1339,22 +1400,26 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             409: components["responses"]["KeyInFlight"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["KeyMismatch"];
             /** @description The account's daily task cap is used up (Retry-After: the seconds until 00:00 UTC), or this client sent too many requests with API keys that are not valid. Nothing was stored, and an Idempotency-Key stays free. A replay is answered even when the cap is used up. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it."
+                     *       "error": "The account's daily task cap is used up; it resets at 00:00 UTC. Ask the operator to raise it.",
+                     *       "code": "daily_cap_exceeded"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1405,6 +1470,7 @@ export interface operations {
             /** @description One result per task of the batch, in order. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1412,6 +1478,7 @@ export interface operations {
                      * @example {
                      *       "results": [
                      *         {
+                     *           "kind": "task",
                      *           "status": 200,
                      *           "task": {
                      *             "id": "tsk_9b1e4c2d0a7f3e58",
@@ -1437,10 +1504,13 @@ export interface operations {
                      *           "replayed": false
                      *         },
                      *         {
+                     *           "kind": "error",
                      *           "status": 422,
-                     *           "error": "This idempotency key was used for a different request; use a new key for a new task."
+                     *           "error": "This idempotency key was used for a different request; use a new key for a new task.",
+                     *           "code": "idempotency_mismatch"
                      *         },
                      *         {
+                     *           "kind": "task",
                      *           "status": 200,
                      *           "task": {
                      *             "id": "tsk_5d2a8e6c1f0b4a97",
@@ -1474,12 +1544,15 @@ export interface operations {
             /** @description The envelope is not valid: empty, not a JSON object, no tasks, 0 or more than 100 tasks, an unknown field or one given twice; or an Idempotency-Key header (a batch takes a key per task). Nothing was stored. A task that is not valid is refused on its own, in the 200 answer. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "tasks must hold at most 100 tasks; this batch has 101."
+                     *       "error": "tasks must hold at most 100 tasks; this batch has 101.",
+                     *       "code": "invalid_field",
+                     *       "field": "tasks"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1487,21 +1560,25 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             /** @description This client sent too many requests with API keys that are not valid; Retry-After says when it may try again. (Tasks past the daily cap are refused one by one, with status 429 in the 200 answer.) */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key."
+                     *       "error": "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key.",
+                     *       "code": "rate_limited"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1530,6 +1607,7 @@ export interface operations {
             /** @description The task with its attempts: final, or, after a wait, as it is then. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1539,12 +1617,15 @@ export interface operations {
             /** @description wait is not a whole number of seconds from 0 to 60, or is given twice; or the query string cannot be read. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "wait must be given once, as a whole number of seconds from 0 to 60."
+                     *       "error": "wait must be given once, as a whole number of seconds from 0 to 60.",
+                     *       "code": "invalid_field",
+                     *       "field": "wait"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1554,18 +1635,21 @@ export interface operations {
             /** @description No task of the key's account has this id: it is unknown, malformed, or another account's. The answer is the same in each case, on purpose. */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Task not found."
+                     *       "error": "Task not found.",
+                     *       "code": "not_found"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
             429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1582,6 +1666,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1595,9 +1680,23 @@ export interface operations {
                      *       "paths": {}
                      *     }
                      */
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        /** @description The OpenAPI version, 3.1.0. */
+                        openapi: string;
+                        /** @description The API's title, version and description. */
+                        info: {
+                            [key: string]: unknown;
+                        };
+                        /** @description The operations, by path. */
+                        paths?: {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    };
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
         };
     };
     listDemoTasks: {
@@ -1612,6 +1711,7 @@ export interface operations {
             /** @description The demo tasks, oldest first. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1641,6 +1741,7 @@ export interface operations {
                     "application/json": components["schemas"]["DemoTaskList"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1669,6 +1770,7 @@ export interface operations {
             /** @description The stored record; the demo task never changes. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1688,12 +1790,15 @@ export interface operations {
             /** @description The body is not a valid DemoVerdictCreate: empty, not a JSON object, followed by more data, task_id or verdict missing, a verdict outside the task's allowed_verdicts, a field unknown, in another case (TASK_ID) or given twice, of the wrong type, or a rationale or anon_session_id too long or holding NUL. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "verdict must be one of the task's allowed verdicts."
+                     *       "error": "verdict must be one of the task's allowed verdicts.",
+                     *       "code": "invalid_field",
+                     *       "field": "verdict"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1702,33 +1807,39 @@ export interface operations {
             /** @description task_id names no task of the demo queue: unknown, or a real task (whatever its account). */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Task not found."
+                     *       "error": "Task not found.",
+                     *       "code": "not_found"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             /** @description This client IP sent too many demo verdicts: 10 at once, then one every 2 seconds; Retry-After says when the next may pass. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Too many demo verdicts from your address. Wait a moment, then try again."
+                     *       "error": "Too many demo verdicts from your address. Wait a moment, then try again.",
+                     *       "code": "rate_limited"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1745,6 +1856,7 @@ export interface operations {
             /** @description Healthy. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1756,9 +1868,11 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Not healthy: the store does not answer within 2 seconds or its writes fail, or no worker has reported within 15 seconds. The body says which. */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1785,13 +1899,16 @@ export interface operations {
             /** @description Healthy. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Not healthy: the store does not answer within 2 seconds or its writes fail, or no worker has reported within 15 seconds. */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1837,6 +1954,7 @@ export interface operations {
             /** @description The JSON-RPC response: the call's result (a tool's failure included, with isError true), or a JSON-RPC error for a call the protocol refuses (an unknown method or tool). */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1846,6 +1964,7 @@ export interface operations {
             /** @description A notification (such as notifications/initialized) was accepted; there is no body. */
             202: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1853,6 +1972,7 @@ export interface operations {
             /** @description A body that is not a JSON-RPC message, or an unsupported MCP-Protocol-Version: an error sentence; or a JSON-RPC batch, refused whole with a JSON-RPC error (-32600, id null), since MCP 2025-06-18 removed batching. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1863,12 +1983,14 @@ export interface operations {
             /** @description Accept does not list both application/json and text/event-stream. */
             406: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Accept must list both application/json and text/event-stream, as the MCP Streamable HTTP transport requires."
+                     *       "error": "Accept must list both application/json and text/event-stream, as the MCP Streamable HTTP transport requires.",
+                     *       "code": "not_acceptable"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1878,12 +2000,14 @@ export interface operations {
             /** @description The body is not sent as application/json. */
             415: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "Send the JSON-RPC message as Content-Type: application/json."
+                     *       "error": "Send the JSON-RPC message as Content-Type: application/json.",
+                     *       "code": "unsupported_media_type"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1898,12 +2022,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Too many MCP calls of this account are running at once (at most 32): wait for one to end, then try again."
+                     *       "error": "Too many MCP calls of this account are running at once (at most 32): wait for one to end, then try again.",
+                     *       "code": "rate_limited"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1951,6 +2077,7 @@ export interface operations {
             /** @description The report. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2834,12 +2961,15 @@ export interface operations {
             /** @description A query parameter is unknown, given twice or out of range (a target_error_rate not between 0 and 1, a time that is not epoch seconds). The sentence names the parameter. */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%)."
+                     *       "error": "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%).",
+                     *       "code": "invalid_field",
+                     *       "field": "target_error_rate"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -2847,6 +2977,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2880,6 +3011,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
         };
     };
     oauthProtectedResourceMCP: {
@@ -2911,6 +3043,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
         };
     };
     webhookTaskHumanNeeded: {
@@ -3073,7 +3206,23 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["WebhookPing"];
+                "application/json": {
+                    /**
+                     * @description Always ping.
+                     * @constant
+                     */
+                    type: "ping";
+                    /**
+                     * Format: date-time
+                     * @description When the test was asked for (RFC 3339, UTC, to the millisecond).
+                     */
+                    timestamp: string;
+                    /** @description The endpoint tested. */
+                    data: {
+                        /** @description The endpoint's id. */
+                        endpoint_id: string;
+                    };
+                };
             };
         };
         responses: {
