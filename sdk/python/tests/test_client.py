@@ -112,6 +112,8 @@ def test_errors_are_typed(server: Server, arbiter: Arbiter, account: Account) ->
     with pytest.raises(arbiterhq.BadRequest) as bad:
         arbiter.create_task("Threshold?", ["yes"], confidence_threshold=1.5)
     assert bad.value.status == 400 and "confidence_threshold" in bad.value.message
+    assert (bad.value.code, bad.value.field) == ("invalid_field", "confidence_threshold")
+    assert bad.value.request_id and bad.value.request_id.startswith("req_")
 
     with pytest.raises(arbiterhq.Unauthorized):
         Arbiter("svc_live_" + "0" * 28, base_url=server.base_url).get_task("tsk_0000000000000000")

@@ -92,7 +92,8 @@ describe("Arbiter", () => {
 
   it("throws typed errors", async () => {
     await assert.rejects(arbiter.createTask({ prompt: "T?", allowed_verdicts: ["yes"], confidence_threshold: 1.5 }),
-      (e: unknown) => e instanceof BadRequest && e.status === 400 && e.message.includes("confidence_threshold"));
+      (e: unknown) => e instanceof BadRequest && e.status === 400 && e.message.includes("confidence_threshold") &&
+        e.code === "invalid_field" && e.field === "confidence_threshold" && (e.requestId ?? "").startsWith("req_"));
     await assert.rejects(new Arbiter({ apiKey: "svc_live_" + "0".repeat(28), baseURL: server.baseURL }).getTask("tsk_0000000000000000"), Unauthorized);
     const other = new Arbiter({ apiKey: newAccount(server).key, baseURL: server.baseURL });
     const theirs = await other.createTask({ prompt: "Theirs?", allowed_verdicts: ["yes"] });
