@@ -76,16 +76,8 @@ func (c *stdioMCP) initialize(*testing.T) rpcAnswer { return c.init }
 
 func newStdioMCP(t *testing.T, s *mcpServer, key string) *stdioMCP {
 	t.Helper()
-	serverIn, clientOut := io.Pipe()
-	clientIn, serverOut := io.Pipe()
+	clientIn, clientOut := startStdioMCP(t, s, key)
 	c := &stdioMCP{in: clientOut, answers: map[int]chan rpcAnswer{}}
-	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(context.Background(), []string{"mcp"},
-			env(map[string]string{"SVC_BASE_URL": s.base, "SVC_API_KEY": key}), serverIn, serverOut, &stderr)
-		serverOut.Close()
-	}()
 	go func() {
 		sc := bufio.NewScanner(clientIn)
 		sc.Buffer(nil, 4<<20)
@@ -105,17 +97,6 @@ func newStdioMCP(t *testing.T, s *mcpServer, key string) *stdioMCP {
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		clientOut.Close()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("arbiter mcp returned %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("arbiter mcp did not return after its stdin closed")
-		}
-	})
 	c.init = c.call(t, "initialize", initializeParams)
 	if _, err := fmt.Fprintln(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
 		t.Fatal(err)

@@ -144,31 +144,39 @@ var mcpTransports = []struct {
 		})
 	}},
 	{"Stdio", func(t *testing.T, s *mcpServer, key string) *mcp.ClientSession {
-		serverIn, clientOut := io.Pipe()
-		clientIn, serverOut := io.Pipe()
-		var stderr syncBuffer
-		done := make(chan error, 1)
-		go func() {
-			done <- run(context.Background(), []string{"mcp"},
-				env(map[string]string{"SVC_BASE_URL": s.base, "SVC_API_KEY": key}), serverIn, serverOut, &stderr)
-			serverOut.Close()
-		}()
-		session := connectMCP(t, &mcp.IOTransport{Reader: clientIn, Writer: clientOut})
-		t.Cleanup(func() {
-			// Closing the session closes the server's stdin: arbiter mcp
-			// returns.
-			session.Close()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("arbiter mcp returned %v\n%s", err, stderr.String())
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("arbiter mcp did not return after its stdin closed")
-			}
-		})
-		return session
+		clientIn, clientOut := startStdioMCP(t, s, key)
+		// Closing the session closes the server's stdin: arbiter mcp
+		// returns (startStdioMCP's cleanup, registered first, runs last).
+		return connectMCP(t, &mcp.IOTransport{Reader: clientIn, Writer: clientOut})
 	}},
+}
+
+// startStdioMCP runs `arbiter mcp` in-process for key, and returns what it
+// writes and a writer to its stdin. When the test ends, its stdin is
+// closed and it must return cleanly within 30 seconds.
+func startStdioMCP(t *testing.T, s *mcpServer, key string) (*io.PipeReader, *io.PipeWriter) {
+	t.Helper()
+	serverIn, clientOut := io.Pipe()
+	clientIn, serverOut := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"mcp"},
+			env(map[string]string{"SVC_BASE_URL": s.base, "SVC_API_KEY": key}), serverIn, serverOut, &stderr)
+		serverOut.Close()
+	}()
+	t.Cleanup(func() {
+		clientOut.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("arbiter mcp returned %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("arbiter mcp did not return after its stdin closed")
+		}
+	})
+	return clientIn, clientOut
 }
 
 // connectMCP connects a client of the SDK over transport.

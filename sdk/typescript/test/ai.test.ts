@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { generateText, tool, type ModelMessage } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
@@ -13,20 +13,11 @@ import { z } from "zod";
 
 import { Arbiter } from "../src/index.js";
 import { ArbiterToolApproval, MemoryResumeStore } from "../src/ai.js";
-import { Reviewer, Server, newAccount, waitFor } from "./harness.js";
+import { Reviewer, serverForTests, waitFor } from "./harness.js";
 
-const server = new Server();
 let arbiter: Arbiter;
 let reviewer: Reviewer;
-
-before(async () => {
-  await server.start();
-  const { key, email } = newAccount(server);
-  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
-  reviewer = new Reviewer(server, email);
-  await reviewer.signIn();
-});
-after(() => server.stop());
+const { server } = serverForTests((s) => ({ arbiter, reviewer } = s));
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },

@@ -2,28 +2,18 @@
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import {
   APIConnectionError, Arbiter, BadRequest, IdempotencyMismatch, NotFound, PayloadTooLarge, RateLimited,
   Unauthorized, Unavailable, WaitTimeout, WebhookVerificationError, rationaleOf, verifyWebhook, type Task,
 } from "../src/index.js";
-import { Proxy, Receiver, Reviewer, Server, newAccount, waitFor } from "./harness.js";
+import { Proxy, Receiver, Reviewer, newAccount, serverForTests, waitFor } from "./harness.js";
 
-const server = new Server();
-let key = "";
-let email = "";
 let arbiter: Arbiter;
 let reviewer: Reviewer;
-
-before(async () => {
-  await server.start();
-  ({ key, email } = newAccount(server));
-  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
-  reviewer = new Reviewer(server, email);
-  await reviewer.signIn();
-});
-after(() => server.stop());
+let key = "";
+const { server } = serverForTests((s) => ({ arbiter, reviewer, key } = s));
 
 const source = () => "sdk-ts-" + randomBytes(4).toString("hex");
 

@@ -10,7 +10,10 @@ import { mkdtempSync, readFileSync, writeFileSync, openSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server as HTTPServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
+
+import { Arbiter } from "../src/index.js";
 
 const repo = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../../..");
 
@@ -235,4 +238,33 @@ export class Proxy {
 export function newAccount(server: Server): { email: string; key: string } {
   const email = `owner-${randomBytes(4).toString("hex")}@example.com`;
   return { email, key: server.newAccount(email) };
+}
+
+/** What a test file shares: one server, an account, its client and its owner on the desk. */
+export interface Setup {
+  server: Server;
+  key: string;
+  arbiter: Arbiter;
+  reviewer: Reviewer;
+}
+
+/**
+ * Starts a server for the test file with node:test's before and stops it
+ * after; the setup's fields are filled in once it runs, and ready (if
+ * given) is called with them then. (Node 20 does not wait for one
+ * top-level before hook to end before it starts the next.)
+ */
+export function serverForTests(ready?: (s: Setup) => void): Setup {
+  const setup = { server: new Server() } as Setup;
+  before(async () => {
+    await setup.server.start();
+    const account = newAccount(setup.server);
+    setup.key = account.key;
+    setup.arbiter = new Arbiter({ apiKey: account.key, baseURL: setup.server.baseURL });
+    setup.reviewer = new Reviewer(setup.server, account.email);
+    await setup.reviewer.signIn();
+    ready?.(setup);
+  });
+  after(() => setup.server.stop());
+  return setup;
 }

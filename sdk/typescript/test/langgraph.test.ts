@@ -2,26 +2,17 @@
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { Annotation, END, MemorySaver, START, StateGraph } from "@langchain/langgraph";
 
 import { Arbiter } from "../src/index.js";
 import { LangGraphBridge, MemoryResumeStore, askArbiter } from "../src/langgraph.js";
-import { Reviewer, Server, newAccount, waitFor } from "./harness.js";
+import { Reviewer, serverForTests, waitFor } from "./harness.js";
 
-const server = new Server();
 let arbiter: Arbiter;
 let reviewer: Reviewer;
-
-before(async () => {
-  await server.start();
-  const { key, email } = newAccount(server);
-  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
-  reviewer = new Reviewer(server, email);
-  await reviewer.signIn();
-});
-after(() => server.stop());
+const { server } = serverForTests((s) => ({ arbiter, reviewer } = s));
 
 const State = Annotation.Root({
   order: Annotation<string>(),

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -16,22 +16,12 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 
 import { Arbiter } from "../src/index.js";
-import { Reviewer, Server, newAccount, waitFor } from "./harness.js";
+import { Reviewer, serverForTests, waitFor } from "./harness.js";
 
-const server = new Server();
 let arbiter: Arbiter;
 let reviewer: Reviewer;
 let key = "";
-
-before(async () => {
-  await server.start();
-  const account = newAccount(server);
-  key = account.key;
-  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
-  reviewer = new Reviewer(server, account.email);
-  await reviewer.signIn();
-});
-after(() => server.stop());
+const { server } = serverForTests((s) => ({ arbiter, reviewer, key } = s));
 
 const transports: Record<string, () => Transport> = {
   http: () => new StreamableHTTPClientTransport(new URL(server.baseURL + "/v1/mcp"), {

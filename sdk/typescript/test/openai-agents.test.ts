@@ -6,29 +6,20 @@
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { Agent, RunState, Usage, run, setTracingDisabled, tool, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { z } from "zod";
 
 import { Arbiter } from "../src/index.js";
 import { ArbiterApprovals, MemoryResumeStore } from "../src/openai-agents.js";
-import { Reviewer, Server, newAccount, waitFor } from "./harness.js";
+import { Reviewer, serverForTests, waitFor } from "./harness.js";
 
 setTracingDisabled(true);
 
-const server = new Server();
 let arbiter: Arbiter;
 let reviewer: Reviewer;
-
-before(async () => {
-  await server.start();
-  const { key, email } = newAccount(server);
-  arbiter = new Arbiter({ apiKey: key, baseURL: server.baseURL });
-  reviewer = new Reviewer(server, email);
-  await reviewer.signIn();
-});
-after(() => server.stop());
+const { server } = serverForTests((s) => ({ arbiter, reviewer } = s));
 
 /** Calls issue_refund once, then answers with the last input it was given. */
 class RefundModel implements Model {
