@@ -22,6 +22,16 @@ async function humanNeeded(id: string): Promise<void> {
 }
 
 describe("Arbiter", () => {
+  // The shortest deadline is 60 s: the task is made first and waited for
+  // last, so the other tests pass the time.
+  let expiring: Promise<Task> | undefined;
+
+  it("makes a task with the shortest deadline", async () => {
+    const task = await arbiter.createTask({ prompt: "Nobody will answer this.", allowed_verdicts: ["yes", "no"], deadline_seconds: 60 });
+    assert.ok(task.deadline_at !== null && Math.abs(task.deadline_at - (task.created_at + 60)) < 0.002, `deadline_at ${task.deadline_at}`);
+    expiring = Promise.resolve(task);
+  });
+
   it("asks and returns the agent tier's verdict", async () => {
     const task = await arbiter.ask("Approve this refund?", ["approve", "reject"], { auto: "approve" }, { wait: 30 });
     assert.equal(task.status, "completed");
@@ -144,5 +154,13 @@ describe("Arbiter", () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  it("waits until the task expired", async () => {
+    const made = await expiring!;
+    const done = await arbiter.waitTask(made.id, { timeoutMs: 120_000 });
+    assert.equal(done.status, "expired");
+    assert.equal(done.final_verdict, null);
+    assert.ok(done.expired_at !== null && done.expired_at >= made.created_at + 60);
   });
 });
