@@ -306,20 +306,32 @@ func TestRun_TaskCreateDeadline(t *testing.T) {
 // the store at url, as if it had been created with a deadline that ended.
 func moveDeadlineIntoThePast(t *testing.T, dialect, url, id string) {
 	t.Helper()
-	driver, dsn, query := "postgres", url, `UPDATE tasks SET deadline_at = 1 WHERE id = $1`
+	conn, query := rawStore(t, dialect, url), `UPDATE tasks SET deadline_at = 1 WHERE id = $1`
 	if dialect == db.SQLite {
-		driver, dsn, query = "sqlite", "file:"+strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)", `UPDATE tasks SET deadline_at = 1 WHERE id = ?`
+		query = `UPDATE tasks SET deadline_at = 1 WHERE id = ?`
 	}
-	conn, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	if res, err := conn.Exec(query, id); err != nil {
 		t.Fatal(err)
 	} else if n, _ := res.RowsAffected(); n != 1 {
 		t.Fatalf("moved %d deadlines", n)
 	}
+}
+
+// rawStore opens the store at url with database/sql alone, for a test that
+// reads or edits it behind the server's back; it is closed when the test
+// ends.
+func rawStore(t *testing.T, dialect, url string) *sql.DB {
+	t.Helper()
+	driver, dsn := "postgres", url
+	if dialect == db.SQLite {
+		driver, dsn = "sqlite", "file:"+strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)"
+	}
+	conn, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // runCmd runs a command to completion and returns its stdout, and its
