@@ -246,6 +246,8 @@ func TestInvitations_RemovedAdminLeavesNoWayBack(t *testing.T) {
 			}
 		}
 		r := owner.post("/members/"+adminID+"/remove", url.Values{})
+		wantStatus(t, r, http.StatusSeeOther)
+		r = owner.follow(r)
 		wantStatus(t, r, http.StatusOK)
 		if !strings.Contains(r.body, "The pending invitation they sent was revoked.") || strings.Contains(r.body, "back@example.com") {
 			t.Errorf("the members page does not say the admin's invitation was revoked:\n%.3000s", r.body)
