@@ -273,4 +273,11 @@ type MemberService interface {
 	// expired, or whose inviter may no longer send it, EUNAUTHORIZED for another person, and ECONFLICT, using
 	// nothing up, when the person is a member already.
 	AcceptInvitation(ctx context.Context, token, personID string, client Client) (*Membership, error)
+
+	// MembershipOfUsedInvitation returns the person's membership of the
+	// account a used invitation link joined, when the person is a member
+	// of it now: the link opened again after joining. Returns
+	// ErrInvitationInvalid for any other link or person, so that it tells
+	// nothing more than the link does.
+	MembershipOfUsedInvitation(ctx context.Context, token, personID string) (*Membership, error)
 }

@@ -406,6 +406,27 @@ func (d *DB) FindInvitationByToken(ctx context.Context, token string) (_ *arbite
 	return inv, nil
 }
 
+// MembershipOfUsedInvitation returns the person's membership of the
+// account a used invitation link joined.
+func (d *DB) MembershipOfUsedInvitation(ctx context.Context, token, personID string) (_ *arbiter.Membership, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var m arbiter.Membership
+	var created int64
+	err = d.db.QueryRowContext(ctx, d.rebind(`SELECT m.account_id, a.email, m.role, m.created_at
+		FROM invitations i JOIN accounts a ON a.id = i.account_id
+		JOIN memberships m ON m.account_id = i.account_id AND m.person_id = ?
+		WHERE i.hash = ? AND i.accepted_at IS NOT NULL`), personID, arbiter.HashToken(token)).
+		Scan(&m.AccountID, &m.AccountName, &m.Role, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, arbiter.ErrInvitationInvalid
+	} else if err != nil {
+		return nil, fmt.Errorf("find the membership of a used invitation: %w", err)
+	}
+	m.PersonID, m.CreatedAt = personID, arbiter.Timestamp(created)
+	return &m, nil
+}
+
 // AcceptInvitation uses the link up and makes the person a member, in one
 // transaction: the update that marks the invitation used is the one that
 // succeeds once.

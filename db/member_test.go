@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +322,44 @@ func TestMemberService_Roles(t *testing.T) {
 			t.Fatalf("after the switch = %+v, %v", s, err)
 		}
 		wantCode(t, d.SwitchAccount(ctx, sessionToken, arbiter.DemoAccountID), arbiter.ENOTFOUND)
+	})
+}
+
+// TestMemberService_MembershipOfUsedInvitation: a used link finds the
+// membership it made, for that member alone; a pending, unknown or
+// someone else's link tells nothing.
+func TestMemberService_MembershipOfUsedInvitation(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		owner := personOf(t, d, "owner@example.com")
+		token := invite(t, d, acct.ID, "rev@example.com", arbiter.RoleReviewer, owner)
+		rev := personOf(t, d, "rev@example.com")
+		other := personOf(t, d, "other@example.com")
+
+		if _, err := d.MembershipOfUsedInvitation(ctx, token, rev.ID); !errors.Is(err, arbiter.ErrInvitationInvalid) {
+			t.Errorf("a pending link = %v, want ErrInvitationInvalid", err)
+		}
+		if _, err := d.AcceptInvitation(ctx, token, rev.ID, arbiter.Client{}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := d.MembershipOfUsedInvitation(ctx, token, rev.ID)
+		if err != nil || m.AccountID != acct.ID || m.AccountName != "owner@example.com" || m.Role != arbiter.RoleReviewer || m.PersonID != rev.ID {
+			t.Fatalf("the used link's membership = %+v, %v", m, err)
+		}
+		for name, c := range map[string][2]string{
+			"another person": {token, other.ID},
+			"unknown link":   {"tok_unknown", rev.ID},
+		} {
+			if _, err := d.MembershipOfUsedInvitation(ctx, c[0], c[1]); !errors.Is(err, arbiter.ErrInvitationInvalid) {
+				t.Errorf("%s: %v, want ErrInvitationInvalid", name, err)
+			}
+		}
+		// Removed since: the link tells nothing any more.
+		if _, err := d.RemoveMember(ctx, acct.ID, rev.ID, arbiter.Actor{Email: "owner@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.MembershipOfUsedInvitation(ctx, token, rev.ID); !errors.Is(err, arbiter.ErrInvitationInvalid) {
+			t.Errorf("after removal = %v, want ErrInvitationInvalid", err)
+		}
 	})
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,6 +22,13 @@ func InvitationShow(members arbiter.MemberService) http.Handler {
 		token := r.URL.Query().Get("token")
 		inv, err := members.FindInvitationByToken(r.Context(), token)
 		if err != nil {
+			if s := arbiter.SessionFromContext(r.Context()); s != nil && errors.Is(err, arbiter.ErrInvitationInvalid) {
+				// The link opened again by the person it made a member.
+				if m, err := members.MembershipOfUsedInvitation(r.Context(), token, s.PersonID); err == nil {
+					invitationUsed(w, r, m)
+					return
+				}
+			}
 			Error(w, r, err)
 			return
 		}
@@ -33,6 +41,19 @@ func InvitationShow(members arbiter.MemberService) http.Handler {
 		p.SecretAddress = true
 		Render(w, r, http.StatusOK, dashboard.Invitation(p, v))
 	})
+}
+
+// invitationUsed answers the page of a used invitation for the member it
+// made: where their work is, in the account it joined.
+func invitationUsed(w http.ResponseWriter, r *http.Request, m *arbiter.Membership) {
+	site := SiteFrom(r.Context())
+	v := dashboard.InvitationUsedView{Membership: m, QueueURL: site.ReviewHome()}
+	if arbiter.Can(m.Role, arbiter.ActionViewOverview) {
+		v.OverviewURL = site.AppLink("/")
+	}
+	p := PageOf(r, "Already a member of "+m.AccountName, "")
+	p.SecretAddress = true
+	Render(w, r, http.StatusOK, dashboard.InvitationUsed(p, v))
 }
 
 // InvitationAccept handles POST /invitations/accept: the signed-in person

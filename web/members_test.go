@@ -308,3 +308,26 @@ func TestAccountSwitcher(t *testing.T) {
 		}
 	})
 }
+
+// TestInvitations_ALinkOpenedAgainAfterJoining says the person is a
+// member already and leads to the queue, instead of a failed sign-in; to
+// anyone else the used link still says nothing.
+func TestInvitations_ALinkOpenedAgainAfterJoining(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner := d.browser()
+		owner.signIn("owner@example.com")
+		link := owner.invite("rev@example.com", arbiter.RoleReviewer)
+		rev := d.join(link, "rev@example.com")
+
+		r := rev.get(link)
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="invitation-used"`) || !strings.Contains(r.body, "already a member of owner@example.com") ||
+			!strings.Contains(r.body, "as Reviewer") || !strings.Contains(r.body, `href="/review"`) || strings.Contains(r.body, "Go to the dashboard") {
+			t.Errorf("the used link's page for its member:\n%.3000s", r.body)
+		}
+		other := d.browser()
+		other.signIn("other@example.com")
+		wantStatus(t, other.get(link), http.StatusUnauthorized)
+		wantStatus(t, d.browser().get(link), http.StatusUnauthorized)
+	})
+}

@@ -132,6 +132,15 @@ type InvitationView struct {
 	SignInURL string
 }
 
+// InvitationUsedView is the page an invitation's link opens again for the
+// person it made a member.
+type InvitationUsedView struct {
+	Membership *arbiter.Membership
+	// QueueURL is the reviewer site's queue; OverviewURL the dashboard,
+	// "" for a role that has none.
+	QueueURL, OverviewURL string
+}
+
 // AccountDeletedView is the page after an account's deletion.
 type AccountDeletedView struct {
 	// NextAccount names the account the person's session moved to; ""
