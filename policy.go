@@ -310,3 +310,95 @@ func DeadlinePassedError(t *Task) *Error {
 	e.Reason = ReasonTaskExpired
 	return e
 }
+
+// Audit event kinds of policies.
+const (
+	AuditPolicyChanged = "policy_changed"
+	AuditPolicyDeleted = "policy_deleted"
+)
+
+// NewPolicyAuditEvent returns the audit event of a change to the account's
+// policy of taskType by the actor; detail says what it holds now.
+func NewPolicyAuditEvent(kind, accountID, taskType, detail string, by Actor) *AuditEvent {
+	actor := by.Email
+	if actor == "" && by.PersonID == "" {
+		actor = "an API key"
+	}
+	return &AuditEvent{
+		AccountID: accountID,
+		Kind:      kind,
+		Actor:     actor,
+		Detail:    strings.TrimSpace(taskType + " " + detail),
+		ClientIP:  by.Client.IP,
+		UserAgent: by.Client.UserAgent,
+	}
+}
+
+// Summary says in a line what the policy sets, for the audit log.
+func (p *Policy) Summary() string {
+	var parts []string
+	if p.ConfidenceThreshold != nil {
+		parts = append(parts, "threshold "+strconv.FormatFloat(*p.ConfidenceThreshold, 'f', -1, 64))
+	}
+	if p.DeadlineSeconds != nil {
+		parts = append(parts, "deadline "+strconv.Itoa(*p.DeadlineSeconds)+"s")
+	}
+	if p.AuditRate != nil {
+		parts = append(parts, "audit rate "+strconv.FormatFloat(*p.AuditRate, 'f', -1, 64))
+	}
+	parts = append(parts, "on expiry: "+p.OnExpiry.Describe())
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// policyRequest is the wire form of a policy: every field may be left out
+// or null, which leaves it unset.
+type policyRequest struct {
+	ConfidenceThreshold *float64 `json:"confidence_threshold"`
+	DeadlineSeconds     *float64 `json:"deadline_seconds"`
+	AuditRate           *float64 `json:"audit_rate"`
+	OnExpiry            *string  `json:"on_expiry"`
+	AgentFloor          *float64 `json:"agent_floor"`
+	OnExpiryFallback    *string  `json:"on_expiry_fallback"`
+}
+
+// policyTypeErrors names, per policy field, what a wrong JSON type gets
+// told.
+var policyTypeErrors = map[string]string{
+	"confidence_threshold": fieldTypeErrors["confidence_threshold"],
+	"deadline_seconds":     fieldTypeErrors["deadline_seconds"],
+	"audit_rate":           fieldTypeErrors["audit_rate"],
+	"on_expiry":            fieldTypeErrors["on_expiry"],
+	"agent_floor":          fieldTypeErrors["agent_floor"],
+	"on_expiry_fallback":   fieldTypeErrors["on_expiry_fallback"],
+}
+
+// ParsePolicy decodes the body of a policy of taskType and validates it
+// (Policy.Validate). Every failure is an EINVALID *Error.
+func ParsePolicy(taskType string, body []byte) (Policy, error) {
+	var req policyRequest
+	if err := DecodeJSONStrict(body, &req, policyTypeErrors); err != nil {
+		return Policy{}, err
+	}
+	p := Policy{TaskType: taskType, ConfidenceThreshold: req.ConfidenceThreshold, AuditRate: req.AuditRate}
+	if d := req.DeadlineSeconds; d != nil {
+		if *d != math.Trunc(*d) || *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
+			return Policy{}, errDeadline
+		}
+		seconds := int(*d)
+		p.DeadlineSeconds = &seconds
+	}
+	if req.OnExpiry == nil && (req.AgentFloor != nil || req.OnExpiryFallback != nil) {
+		return Policy{}, FieldErrorf("on_expiry", "agent_floor and on_expiry_fallback go with on_expiry agent_verdict; give on_expiry too.")
+	} else if req.OnExpiry != nil && *req.OnExpiry != OnExpiryExpire {
+		p.OnExpiry = OnExpiry{Outcome: *req.OnExpiry, AgentFloor: req.AgentFloor}
+		if req.OnExpiryFallback != nil {
+			p.OnExpiry.Fallback = *req.OnExpiryFallback
+		}
+	} else if req.AgentFloor != nil || req.OnExpiryFallback != nil {
+		p.OnExpiry = OnExpiry{Outcome: OnExpiryExpire, AgentFloor: req.AgentFloor} // refused by Validate
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}

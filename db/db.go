@@ -111,6 +111,9 @@ type DB struct {
 	finishes  finishGroup
 	ungrouped bool
 
+	// policies keeps accounts' policies for creates (policy.go).
+	policies policyCache
+
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
 	// announcer tells other processes' workers of creates (announce.go).
