@@ -175,6 +175,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 			Calibration: store,
+			Policies:    store,
 		},
 		KeyChecker:     keys,
 		Logger:         logger,

@@ -1,0 +1,109 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/db"
+)
+
+func TestPolicies_API(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key, other := a.newKey("a@example.com"), a.newKey("b@example.com")
+
+		status, _, body := a.do("GET", "/v1/policies", key, "")
+		if status != http.StatusOK || strings.TrimSpace(string(body)) != `{"policies":[]}` {
+			t.Fatalf("no policies = %d %s", status, body)
+		}
+		status, _, body = a.do("PUT", "/v1/policies/refund", key,
+			`{"confidence_threshold":0.95,"deadline_seconds":600,"on_expiry":"agent_verdict","agent_floor":0.9,"on_expiry_fallback":"verdict:reject"}`)
+		if status != http.StatusOK {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p["task_type"] != "refund" || p["confidence_threshold"] != 0.95 || p["deadline_seconds"] != 600.0 || p["audit_rate"] != nil ||
+			p["on_expiry"] != "agent_verdict" || p["agent_floor"] != 0.9 || p["on_expiry_fallback"] != "verdict:reject" {
+			t.Errorf("put answered %s", body)
+		}
+		if status, _, got := a.do("GET", "/v1/policies/refund", key, ""); status != http.StatusOK || string(got) != string(body) {
+			t.Errorf("get = %d %s, want %s", status, got, body)
+		}
+		if status, _, _ := a.do("PUT", "/v1/policies/default", key, `{"deadline_seconds":120}`); status != http.StatusOK {
+			t.Fatalf("put default = %d", status)
+		}
+		status, _, body = a.do("GET", "/v1/policies", key, "")
+		if status != http.StatusOK || strings.Count(string(body), `"task_type"`) != 2 || !strings.Contains(string(body), `"on_expiry":"expire"`) {
+			t.Errorf("list = %d %s", status, body)
+		}
+
+		for _, bad := range []struct{ body, field string }{
+			{`{"on_expiry":"agent_verdict"}`, "agent_floor"},
+			{`{"on_expiry":"maybe"}`, "on_expiry"},
+			{`{"agent_floor":0.5}`, "on_expiry"},
+			{`{"deadline_seconds":59}`, "deadline_seconds"},
+			{`{"confidence_threshold":"high"}`, "confidence_threshold"},
+			{`{"threshold":0.5}`, ""},
+		} {
+			status, h, b := a.do("PUT", "/v1/policies/refund", key, bad.body)
+			msg := wantError(t, status, h, b, http.StatusBadRequest)
+			if !strings.Contains(msg, bad.field) {
+				t.Errorf("%s: %q does not name %s", bad.body, msg, bad.field)
+			}
+		}
+		if status, _, got := a.do("GET", "/v1/policies/refund", key, ""); status != http.StatusOK || !strings.Contains(string(got), `"agent_floor":0.9`) {
+			t.Errorf("a refused put changed the policy: %s", got)
+		}
+
+		// Another account sees none of them, and cannot delete them.
+		status, h, b := a.do("GET", "/v1/policies/refund", other, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		status, h, b = a.do("DELETE", "/v1/policies/refund", other, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		if status, _, b := a.do("GET", "/v1/policies", other, ""); strings.Contains(string(b), "refund") {
+			t.Errorf("another account lists %d %s", status, b)
+		}
+		status, h, b = a.do("GET", "/v1/policies", "", "")
+		wantError(t, status, h, b, http.StatusUnauthorized)
+
+		// A create takes the policy of its type for what it leaves out.
+		taken := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+		if taken["confidence_threshold"] != 0.95 || taken["deadline_at"].(float64)-taken["created_at"].(float64) < 599.9 {
+			t.Errorf("a create without fields = %v", taken)
+		}
+		given := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund",
+			"confidence_threshold":0.5,"deadline_seconds":60,"on_expiry":"verdict:approve"}`)
+		if given["confidence_threshold"] != 0.5 || given["deadline_at"].(float64)-given["created_at"].(float64) > 60.1 {
+			t.Errorf("a create with fields = %v", given)
+		}
+		status, h, b = a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["yes","no"],"task_type":"refund"}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, `"reject"`) {
+			t.Errorf("a create its policy's fallback cannot decide: %q", msg)
+		}
+
+		// Changing the policy leaves the tasks created before alone.
+		if status, _, _ := a.do("PUT", "/v1/policies/refund", key, `{"confidence_threshold":0.2}`); status != http.StatusOK {
+			t.Fatal("put")
+		}
+		_, _, b = a.do("GET", "/v1/tasks/"+taken["id"].(string), key, "")
+		var again map[string]any
+		if err := json.Unmarshal(b, &again); err != nil || again["confidence_threshold"] != 0.95 || again["deadline_at"] != taken["deadline_at"] {
+			t.Errorf("after the change the task reads %s", b)
+		}
+		if later := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`); later["confidence_threshold"] != 0.2 {
+			t.Errorf("a create after the change = %v", later)
+		}
+
+		if status, _, b := a.do("DELETE", "/v1/policies/refund", key, ""); status != http.StatusNoContent || len(b) != 0 {
+			t.Errorf("delete = %d %s", status, b)
+		}
+		status, h, b = a.do("GET", "/v1/policies/refund", key, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		status, h, b = a.do("DELETE", "/v1/policies/refund", key, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+	})
+}
