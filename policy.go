@@ -303,7 +303,10 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // outcome decides it).
 func DeadlinePassedError(t *Task) *Error {
 	if t.OnExpiry.IsExpire() {
-		return ExpiredError(t.ExpiredAt)
+		if t.ExpiredAt != nil {
+			return ExpiredError(t.ExpiredAt)
+		}
+		return ExpiredError(t.DeadlineAt)
 	}
 	e := Errorf(ECONFLICT, "The task's deadline passed before it was decided; its on-expiry outcome decides it (%s), and nothing else was recorded.",
 		t.OnExpiry.Describe())

@@ -274,8 +274,8 @@ func TestDeadlinePassedError(t *testing.T) {
 	if outcome.Code != arbiter.ECONFLICT || !strings.Contains(outcome.Message, "approve") || strings.Contains(outcome.Message, "expired") {
 		t.Errorf("with an outcome: %v", outcome)
 	}
-	decided := &arbiter.Task{FinalTier: ptr(arbiter.TierFallback)}
-	if !strings.Contains(decided.DecidedBy(), "on-expiry") {
+	decided := &arbiter.Task{FinalTier: ptr(arbiter.TierFallback), FinalVerdict: ptr("approve")}
+	if !strings.Contains(decided.DecidedBy(), "on-expiry outcome (approve)") {
 		t.Errorf("DecidedBy = %q", decided.DecidedBy())
 	}
 }

@@ -111,8 +111,8 @@ func (t *Task) Allows(verdict string) bool {
 // DecidedBy names who completed the task: its on-expiry outcome, the
 // reviewer of its last human attempt, or "the agent".
 func (t *Task) DecidedBy() string {
-	if t.FinalTier != nil && *t.FinalTier == TierFallback {
-		return "its on-expiry outcome when the deadline passed"
+	if t.FinalTier != nil && *t.FinalTier == TierFallback && t.FinalVerdict != nil {
+		return "its on-expiry outcome (" + *t.FinalVerdict + ") when the deadline passed"
 	}
 	for i := len(t.Attempts) - 1; i >= 0; i-- {
 		if a := t.Attempts[i]; a.Tier == TierHuman && a.Reviewer != nil && !a.Audit {

@@ -344,7 +344,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			} else if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
 				return err
 			} else if passed {
-				return arbiter.ExpiredError(t.DeadlineAt)
+				return arbiter.DeadlinePassedError(t)
 			} else if r, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
 				return err
 			} else if r != nil && r.PersonID != dec.ReviewerID {

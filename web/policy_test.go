@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter/db"
 )
@@ -105,5 +106,39 @@ func TestPolicies_API(t *testing.T) {
 		wantError(t, status, h, b, http.StatusNotFound)
 		status, h, b = a.do("DELETE", "/v1/policies/refund", key, "")
 		wantError(t, status, h, b, http.StatusNotFound)
+	})
+}
+
+// TestTaskGet_WaitReturnsTheOnExpiryOutcome waits for a task whose
+// deadline has passed (its creation is two minutes back by the store's
+// clock) until a sweep, in another process on Postgres, decides it by its
+// on-expiry outcome: the waiter gets it completed with final_tier fallback.
+func TestTaskGet_WaitReturnsTheOnExpiryOutcome(t *testing.T) {
+	opts := db.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Minute) }}
+	eachAPI(t, opts, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		id := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"deadline_seconds":60,
+			"on_expiry":"verdict:reject"}`)["id"].(string)
+		answer := make(chan waited, 1)
+		go func() { answer <- getWaiting(t, a.srv.Client(), a.srv.URL, key, id, 30) }()
+		waitForWatchers(t, a.store, 1)
+
+		if swept, err := decider(t, a).ExpireTasks(ctx, 10); err != nil || len(swept) != 1 || swept[0] != id {
+			t.Fatalf("swept %v (%v)", swept, err)
+		}
+		w := <-answer
+		if w.err != nil || w.status != http.StatusOK || w.elapsed >= 20*time.Second {
+			t.Fatalf("the waiting request answered %d %s after %s (%v)", w.status, w.body, w.elapsed, w.err)
+		}
+		if task := w.task; task["status"] != "completed" || task["final_verdict"] != "reject" || task["final_tier"] != "fallback" ||
+			task["final_confidence"] != nil || task["completed_at"] == nil || task["expired_at"] != nil {
+			t.Errorf("the task decided by its outcome = %s", w.body)
+		}
+		// Read again through the validating client: the document knows
+		// the fallback tier and its attempt.
+		status, _, body := a.do("GET", "/v1/tasks/"+id, key, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"tier":"fallback"`) {
+			t.Errorf("read = %d %s", status, body)
+		}
 	})
 }
