@@ -9,7 +9,6 @@ import (
 	"github.com/arbiterhq/arbiter/db/dbtest"
 )
 
-
 // parsedCreate is a create as the API parses it: the fields it leaves
 // out are the policy's to fill.
 func parsedCreate(t *testing.T, body string) arbiter.TaskCreate {
