@@ -148,6 +148,9 @@ func TestQueueService_ExpireTasks_OnExpiryOutcomes(t *testing.T) {
 		if got := mustFind(t, d, acct.ID, decidedFirst.ID); *got.FinalTier != arbiter.TierHuman || len(got.Attempts) != 2 {
 			t.Errorf("the sweep changed a task a person decided first: %+v", got)
 		}
+		if page, err := d.ListTasks(ctx, acct.ID, arbiter.TaskFilter{FinalTier: arbiter.TierFallback}); err != nil || len(page.Tasks) != 5 {
+			t.Errorf("final_tier=fallback lists %d tasks (%v), want the 5 decided so", len(page.Tasks), err)
+		}
 		if again, err := d.ExpireTasks(ctx, 100); err != nil || len(again) != 0 {
 			t.Errorf("a second sweep: %v (%v)", again, err)
 		}
