@@ -3230,6 +3230,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "policies": [
+                     *         {
+                     *           "task_type": "refund",
+                     *           "confidence_threshold": 0.9,
+                     *           "deadline_seconds": 3600,
+                     *           "audit_rate": null,
+                     *           "on_expiry": "agent_verdict",
+                     *           "agent_floor": 0.95,
+                     *           "on_expiry_fallback": "verdict:reject",
+                     *           "updated_at": 1795415525.173
+                     *         },
+                     *         {
+                     *           "task_type": "default",
+                     *           "confidence_threshold": null,
+                     *           "deadline_seconds": 86400,
+                     *           "audit_rate": 0.05,
+                     *           "on_expiry": "expire",
+                     *           "agent_floor": null,
+                     *           "on_expiry_fallback": null,
+                     *           "updated_at": 1795415000.5
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["PolicyList"];
                 };
             };
@@ -3262,6 +3288,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "task_type": "refund",
+                     *       "confidence_threshold": 0.9,
+                     *       "deadline_seconds": 3600,
+                     *       "audit_rate": null,
+                     *       "on_expiry": "agent_verdict",
+                     *       "agent_floor": 0.95,
+                     *       "on_expiry_fallback": "verdict:reject",
+                     *       "updated_at": 1795415525.173
+                     *     }
+                     */
                     "application/json": components["schemas"]["Policy"];
                 };
             };
@@ -3323,6 +3361,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "task_type": "refund",
+                     *       "confidence_threshold": 0.9,
+                     *       "deadline_seconds": 3600,
+                     *       "audit_rate": null,
+                     *       "on_expiry": "agent_verdict",
+                     *       "agent_floor": 0.95,
+                     *       "on_expiry_fallback": "verdict:reject",
+                     *       "updated_at": 1795415525.173
+                     *     }
+                     */
                     "application/json": components["schemas"]["Policy"];
                 };
             };
