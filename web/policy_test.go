@@ -3,10 +3,12 @@ package web_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 )
 
@@ -139,6 +141,63 @@ func TestTaskGet_WaitReturnsTheOnExpiryOutcome(t *testing.T) {
 		status, _, body := a.do("GET", "/v1/tasks/"+id, key, "")
 		if status != http.StatusOK || !strings.Contains(string(body), `"tier":"fallback"`) {
 			t.Errorf("read = %d %s", status, body)
+		}
+	})
+}
+
+// TestReview_ExpiryOutcome: the desk tells a reviewer what happens if
+// nobody decides the task, and, once its outcome decided it, says so.
+func TestReview_ExpiryOutcome(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 3600,
+			OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Plain?", AllowedVerdicts: []string{"approve"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 3600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendToHuman(t, d.store)
+
+		r := alice.get("/review/tasks/" + task.ID)
+		wantStatus(t, r, http.StatusOK)
+		when := task.DeadlineAt.Time().UTC().Format("2006-01-02 15:04 UTC")
+		if !strings.Contains(r.body, `data-testid="expiry-outcome"`) || !strings.Contains(r.body, "reject at "+when) {
+			t.Errorf("the desk does not say what happens at the deadline (reject at %s):\n%.3000s", when, r.body)
+		}
+		if r := alice.get("/review/tasks/" + plain.ID); strings.Contains(r.body, `data-testid="expiry-outcome"`) {
+			t.Error("a task that only expires shows an outcome line")
+		}
+
+		// Another, created two hours ago with a minute to live: the sweep
+		// decides it by its outcome.
+		d.clock.Advance(-2 * time.Hour)
+		late, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Late?", AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 60,
+			OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}})
+		d.clock.Advance(2 * time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if swept, err := d.store.ExpireTasks(ctx, 10); err != nil || len(swept) != 1 || swept[0] != late.ID {
+			t.Fatalf("swept %v (%v)", swept, err)
+		}
+		task = late
+		r = alice.get("/review/tasks/" + task.ID)
+		if !strings.Contains(r.body, `data-testid="decided"`) || !strings.Contains(r.body, "its on-expiry outcome (reject)") ||
+			!strings.Contains(r.body, "At the deadline:") || strings.Contains(r.body, `data-testid="expiry-outcome"`) {
+			t.Errorf("the decided task's page:\n%.3000s", r.body)
+		}
+		r = alice.post("/review/tasks/"+task.ID, url.Values{"verdict": {"approve"}})
+		wantStatus(t, r, http.StatusConflict)
+		if !strings.Contains(r.body, "on-expiry outcome (reject)") {
+			t.Errorf("a late verdict's page does not say how the task ended:\n%.2000s", r.body)
 		}
 	})
 }
