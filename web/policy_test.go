@@ -201,3 +201,100 @@ func TestReview_ExpiryOutcome(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboard_Policies: owners and admins manage policies on the
+// dashboard, audited; reviewers get the page any missing page gets; a bad
+// value is shown again and changes nothing; a cross-origin post changes
+// nothing.
+func TestDashboard_Policies(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, admin, reviewer := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+
+		r := owner.get("/settings")
+		if !strings.Contains(r.body, `href="/settings/policies"`) {
+			t.Errorf("the settings do not link the policies:\n%.2000s", r.body)
+		}
+		r = owner.get("/settings/policies")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="no-policies"`) {
+			t.Errorf("an account without policies:\n%.2000s", r.body)
+		}
+		form := url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.95"}, "deadline_seconds": {"3600"},
+			"audit_rate": {""}, "on_expiry": {"agent_verdict"}, "agent_floor": {"0.9"}, "on_expiry_fallback": {"verdict:reject"}}
+		r = owner.post("/settings/policy", form)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
+			t.Fatalf("saving: %d %q\n%.1000s", r.status, r.header.Get("Location"), r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || *p.ConfidenceThreshold != 0.95 || *p.DeadlineSeconds != 3600 || p.AuditRate != nil ||
+			p.OnExpiry.Outcome != "agent_verdict" || *p.OnExpiry.AgentFloor != 0.9 || p.OnExpiry.Fallback != "verdict:reject" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r = owner.follow(r)
+		if !strings.Contains(r.body, `data-testid="policy-saved"`) || !strings.Contains(r.body, `value="0.95"`) ||
+			!strings.Contains(r.body, `value="verdict:reject"`) || !strings.Contains(r.body, `data-testid="delete-policy"`) {
+			t.Errorf("after saving:\n%.3000s", r.body)
+		}
+		if r := owner.get("/settings/policies"); !strings.Contains(r.body, "the agent&#39;s verdict at confidence 0.9 or more, else reject") &&
+			!strings.Contains(r.body, "the agent's verdict at confidence 0.9 or more, else reject") {
+			t.Errorf("the list does not describe the outcome:\n%.3000s", r.body)
+		}
+
+		bad := url.Values{"task_type": {"refund"}, "confidence_threshold": {"high"}}
+		r = admin.post("/settings/policy", bad)
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="policy-error"`) || !strings.Contains(r.body, "confidence_threshold") ||
+			!strings.Contains(r.body, `value="high"`) {
+			t.Errorf("a bad value: %d\n%.2000s", r.status, r.body)
+		}
+		r = admin.post("/settings/policy", url.Values{"task_type": {"refund"}, "on_expiry": {"agent_verdict"}})
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "agent_floor") {
+			t.Errorf("an outcome without its floor: %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.ConfidenceThreshold != 0.95 {
+			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+
+		// Reviewers may not see or change policies.
+		for _, c := range []struct {
+			method, path string
+			form         url.Values
+		}{
+			{"GET", "/settings/policies", nil},
+			{"GET", "/settings/policy?task_type=refund", nil},
+			{"POST", "/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.1"}}},
+			{"POST", "/settings/policy/delete", url.Values{"task_type": {"refund"}}},
+		} {
+			if r := reviewer.do(c.method, c.path, c.form, nil); r.status != http.StatusNotFound {
+				t.Errorf("%s %s as a reviewer = %d", c.method, c.path, r.status)
+			}
+		}
+		// Nor may another site post the form.
+		r = owner.do("POST", "/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.1"}},
+			map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"})
+		if r.status != http.StatusForbidden {
+			t.Errorf("a cross-origin post = %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.ConfidenceThreshold != 0.95 {
+			t.Errorf("a refused post changed the policy: %+v", p)
+		}
+
+		r = admin.post("/settings/policy/delete", url.Values{"task_type": {"refund"}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policies?deleted=refund" {
+			t.Fatalf("deleting: %d %q", r.status, r.header.Get("Location"))
+		}
+		if _, err := d.store.FindPolicy(ctx, acct.ID, "refund"); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			t.Errorf("after the delete: %v", err)
+		}
+		events, _ := d.store.ListAuditEvents(ctx, acct.ID, 50)
+		var kinds []string
+		for _, e := range events {
+			if strings.HasPrefix(e.Kind, "policy_") {
+				kinds = append(kinds, e.Kind+" by "+e.Actor)
+			}
+		}
+		if strings.Join(kinds, ", ") != "policy_deleted by admin@example.com, policy_changed by owner@example.com" {
+			t.Errorf("audit log: %v", kinds)
+		}
+	})
+}

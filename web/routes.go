@@ -292,6 +292,10 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policies", handlers.DashboardPolicies(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policy", handlers.DashboardPolicy(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy", handlers.DashboardPolicySave(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy/delete", handlers.DashboardPolicyDelete(s.Policies))
 		})
 	})
 }
