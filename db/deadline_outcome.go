@@ -135,3 +135,29 @@ func nullFloatOf(f *float64) sql.NullFloat64 {
 	}
 	return sql.NullFloat64{Float64: *f, Valid: true}
 }
+
+// deadlineRefusal is the error of a change refused on the task because its
+// deadline passed: how it ended (expired, or decided by its on-expiry
+// outcome), or what will happen to it when the sweep comes. q is the
+// transaction the change ran in, or the pool.
+func (d *DB) deadlineRefusal(ctx context.Context, q sqlx.QueryerContext, taskID string) error {
+	var (
+		t                                 arbiter.Task
+		finalTier, finalVerdict, onExpiry sql.NullString
+		deadlineAt, expiredAt             sql.NullInt64
+	)
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT status, final_tier, final_verdict, on_expiry, deadline_at, expired_at
+		FROM tasks WHERE id = ?`), taskID).Scan(&t.Status, &finalTier, &finalVerdict, &onExpiry, &deadlineAt, &expiredAt)
+	if err != nil {
+		return notFound(err, errTaskNotFound.Message)
+	}
+	t.FinalTier, t.FinalVerdict = nullString(finalTier), nullString(finalVerdict)
+	t.DeadlineAt, t.ExpiredAt = nullTimestamp(deadlineAt), nullTimestamp(expiredAt)
+	if t.OnExpiry, err = parseOnExpiry(onExpiry); err != nil {
+		return fmt.Errorf("task %s: %w", taskID, err)
+	}
+	if t.Status == arbiter.StatusCompleted {
+		return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by %s.", t.DecidedBy())
+	}
+	return arbiter.DeadlinePassedError(&t)
+}

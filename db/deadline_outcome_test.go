@@ -81,6 +81,21 @@ func TestQueueService_ExpireTasks_OnExpiryOutcomes(t *testing.T) {
 			answeredToHuman(t, d, task.ID, tc.agent, tc.confidence)
 			tasks[i] = task
 		}
+		// One the agent is still answering when its deadline passes.
+		running, err := d.CreateTask(ctx, acct.ID, withOutcome("running", arbiter.OnExpiry{Outcome: "verdict:approve"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claimed, err := d.ClaimTasks(ctx, "late-agent", 1, time.Minute); err != nil || len(claimed) != 1 || claimed[0].ID != running.ID {
+			t.Fatalf("claimed %v (%v)", claimed, err)
+		}
+		if err := d.MoveDeadline(ctx, running.ID, past); err != nil {
+			t.Fatal(err)
+		}
+		err = d.FinishAgentAttempt(ctx, "late-agent", running.ID, decided("reject", 0.99))
+		if wantCode(t, err, arbiter.ECONFLICT); !strings.Contains(arbiter.ErrorMessage(err), "on-expiry outcome decides it (approve)") {
+			t.Errorf("the agent's answer after the deadline, before the sweep: %v", err)
+		}
 		notDue, err := d.CreateTask(ctx, acct.ID, withOutcome("not due", arbiter.OnExpiry{Outcome: "verdict:reject"}))
 		if err != nil {
 			t.Fatal(err)
@@ -113,8 +128,8 @@ func TestQueueService_ExpireTasks_OnExpiryOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(swept) != len(cases) {
-			t.Errorf("swept %d tasks, want %d", len(swept), len(cases))
+		if len(swept) != len(cases)+1 {
+			t.Errorf("swept %d tasks, want %d", len(swept), len(cases)+1)
 		}
 		woken(t, wake, "when the outcome decided the task")
 		now := arbiter.TimestampOf(c.Now())
@@ -148,8 +163,8 @@ func TestQueueService_ExpireTasks_OnExpiryOutcomes(t *testing.T) {
 		if got := mustFind(t, d, acct.ID, decidedFirst.ID); *got.FinalTier != arbiter.TierHuman || len(got.Attempts) != 2 {
 			t.Errorf("the sweep changed a task a person decided first: %+v", got)
 		}
-		if page, err := d.ListTasks(ctx, acct.ID, arbiter.TaskFilter{FinalTier: arbiter.TierFallback}); err != nil || len(page.Tasks) != 5 {
-			t.Errorf("final_tier=fallback lists %d tasks (%v), want the 5 decided so", len(page.Tasks), err)
+		if page, err := d.ListTasks(ctx, acct.ID, arbiter.TaskFilter{FinalTier: arbiter.TierFallback}); err != nil || len(page.Tasks) != 6 {
+			t.Errorf("final_tier=fallback lists %d tasks (%v), want the 6 decided so", len(page.Tasks), err)
 		}
 		if again, err := d.ExpireTasks(ctx, 100); err != nil || len(again) != 0 {
 			t.Errorf("a second sweep: %v (%v)", again, err)
@@ -175,7 +190,14 @@ func TestQueueService_ExpireTasks_OnExpiryOutcomes(t *testing.T) {
 			}
 		}
 
-		// A late reviewer is told how it ended.
+		// A late agent and a late reviewer are told how it ended.
+		err = d.FinishAgentAttempt(ctx, "late-agent", running.ID, decided("reject", 0.99))
+		if wantCode(t, err, arbiter.ECONFLICT); !strings.Contains(arbiter.ErrorMessage(err), "decided by its on-expiry outcome (approve)") {
+			t.Errorf("the agent's answer after the outcome: %v", err)
+		}
+		if got := mustFind(t, d, acct.ID, running.ID); *got.FinalTier != arbiter.TierFallback || *got.FinalVerdict != "approve" || len(got.Attempts) != 1 {
+			t.Errorf("the running task: %+v", got)
+		}
 		_, err = d.DecideTask(ctx, acct.ID, waiting.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"})
 		if wantCode(t, err, arbiter.ECONFLICT); !strings.Contains(arbiter.ErrorMessage(err), "on-expiry outcome (reject)") {
 			t.Errorf("a verdict after the outcome: %v", err)

@@ -243,7 +243,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 	if passed, err := d.deadlinePassed(ctx, q, taskID); err != nil {
 		return err
 	} else if passed {
-		return arbiter.ExpiredError(nil)
+		return d.deadlineRefusal(ctx, q, taskID)
 	}
 	return errLeaseLost
 }
