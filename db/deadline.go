@@ -15,7 +15,8 @@ const notFinal = `('` + arbiter.StatusPending + `', '` + arbiter.StatusAgentRunn
 // ExpireTasks moves up to max tasks that are not final and whose deadline
 // has passed, by the database's clock, to expired, and returns their ids
 // (see arbiter.QueueService); before them, up to max such tasks with an
-// on-expiry outcome get it (decideDueTasks), and their ids come first. The change is one statement: each row changes
+// on-expiry outcome get it (decideDueTasks), and their ids come first.
+// The expiry is one statement: each row changes
 // once, so a task expires once however many workers sweep at the same
 // time; on Postgres they skip each other's rows (SKIP LOCKED) instead of
 // waiting, and the statement publishes each expiry with pg_notify. The
