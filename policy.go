@@ -188,7 +188,7 @@ type Policy struct {
 // Validate returns an EINVALID error naming the field at fault unless p's
 // values are each what a create accepts: a task type label, a threshold
 // and audit rate from 0 to 1, a deadline in the create's range, a valid
-// on-expiry outcome.
+// on-expiry outcome, which needs a deadline unless it is expire.
 func (p *Policy) Validate() error {
 	if p.TaskType == "" {
 		return FieldErrorf("task_type", "task_type is required: a task type, or %q for the default policy.", DefaultPolicyName)
@@ -208,6 +208,10 @@ func (p *Policy) Validate() error {
 	}
 	if err := p.OnExpiry.Validate(); err != nil {
 		return err
+	} else if !p.OnExpiry.IsExpire() && p.DeadlineSeconds == nil {
+		// Else every create of the type without its own deadline would
+		// be refused.
+		return FieldErrorf("deadline_seconds", "A policy whose on_expiry is not expire needs deadline_seconds.")
 	}
 	return nil
 }

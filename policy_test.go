@@ -137,6 +137,8 @@ func TestPolicy_Validate(t *testing.T) {
 		{"deadline too long", func(p *arbiter.Policy) { p.DeadlineSeconds = ptr(arbiter.MaxDeadlineSeconds + 1) }, "deadline_seconds"},
 		{"audit rate above 1", func(p *arbiter.Policy) { p.AuditRate = ptr(2.0) }, "audit_rate"},
 		{"a bad outcome", func(p *arbiter.Policy) { p.OnExpiry = arbiter.OnExpiry{Outcome: "agent_verdict"} }, "agent_floor"},
+		{"an outcome without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds = nil }, "deadline_seconds"},
+		{"expire without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds, p.OnExpiry = nil, arbiter.OnExpiry{} }, ""},
 	} {
 		p := valid()
 		tc.change(&p)

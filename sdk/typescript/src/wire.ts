@@ -1087,7 +1087,7 @@ export interface components {
              */
             audit_rate: number | null;
             /**
-             * @description As the create's; expire when the policy sets no outcome.
+             * @description As the create's; expire when the policy sets no outcome. Any other outcome needs the policy's deadline_seconds.
              * @example verdict:reject
              */
             on_expiry: string;
@@ -1126,7 +1126,7 @@ export interface components {
              */
             audit_rate?: number | null;
             /**
-             * @description As the create's; expire when the policy sets no outcome.
+             * @description As the create's; any outcome but expire needs deadline_seconds (400 naming deadline_seconds without it).
              * @example verdict:reject
              */
             on_expiry?: string | null;
