@@ -156,14 +156,15 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 // session's skipped ones of the view in the order they were skipped. On Postgres the pick skips
 // rows another reviewer's pick has locked, so two reviewers asking at once
 // get two tasks; on SQLite the single writer serializes the picks.
-func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string, view arbiter.QueueView) (_ string, err error) {
+func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string, view arbiter.QueueView) (_ *arbiter.Reservation, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	if err := view.Validate(); err != nil {
-		return "", err
+		return nil, err
 	}
 	filter, filterArgs := viewFilter(view)
 	var id string
+	var r *arbiter.Reservation
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
@@ -198,10 +199,15 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		if id == "" {
 			return nil
 		}
-		return d.releaseOthers(ctx, tx, accountID, personID, id)
+		if err := d.releaseOthers(ctx, tx, accountID, personID, id); err != nil {
+			return err
+		}
+		held, err := d.findReservation(ctx, tx, accountID, id)
+		r = held
+		return err
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return id, nil
+	return r, nil
 }

@@ -121,13 +121,22 @@ func TestReservations_TakeOverAndLateDecision(t *testing.T) {
 	})
 }
 
+// nextTaskID is the id of the task NextTask reserved; "" when none.
+func nextTaskID(d *db.DB, accountID, personID, sessionID string, view arbiter.QueueView) (string, error) {
+	held, err := d.NextTask(ctx, accountID, personID, sessionID, view)
+	if held == nil {
+		return "", err
+	}
+	return held.TaskID, err
+}
+
 func TestReservations_SkipGoesToTheEnd(t *testing.T) {
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 3)
 		next := func(s *arbiter.Session) string {
 			t.Helper()
-			id, err := d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
+			id, err := nextTaskID(d, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +198,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 			for i, s := range []*arbiter.Session{ann, bob} {
 				wg.Go(func() {
 					<-start
-					got[i], errs[i] = d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
+					got[i], errs[i] = nextTaskID(d, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 				})
 			}
 			close(start)

@@ -160,26 +160,7 @@ func startDeliverer(t *testing.T, store *db.DB, tune func(*worker.WebhookConfig)
 	if tune != nil {
 		tune(&cfg)
 	}
-	d := worker.NewDeliverer(cfg)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		d.Run(runCtx)
-		close(done)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				t.Error("the deliverer did not stop")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return runUntilStopped(t, "deliverer", 20*time.Second, worker.NewDeliverer(cfg).Run)
 }
 
 // newEndpoint creates an endpoint of the account at url (http allowed).

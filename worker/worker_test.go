@@ -42,26 +42,7 @@ func start(t *testing.T, store *db.DB, v arbiter.Verifier, tune func(*worker.Con
 	if tune != nil {
 		tune(&cfg)
 	}
-	w := worker.New(cfg)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		w.Run(runCtx)
-		close(done)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Error("the worker did not stop")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return runUntilStopped(t, "worker", 10*time.Second, worker.New(cfg).Run)
 }
 
 // waitFor polls the task until cond holds or 10 s pass.
