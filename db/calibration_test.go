@@ -346,8 +346,8 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := arbiter.NewCalibrationReport(data, 0.1)
-			want := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.1)
+			got := arbiter.NewCalibrationReport(data, 0.1, arbiter.DefaultCertificationConfidence)
+			want := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.1, arbiter.DefaultCertificationConfidence)
 			if got.N != want.N || got.Audits != want.Audits || got.N == 0 || data.Capped {
 				t.Fatalf("n %d audits %d, want %d %d", got.N, got.Audits, want.N, want.Audits)
 			}
@@ -431,7 +431,7 @@ func TestCalibrationService_SeedDemoHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := arbiter.NewCalibrationReport(data, arbiter.DefaultTargetErrorRate)
+		r := arbiter.NewCalibrationReport(data, arbiter.DefaultTargetErrorRate, arbiter.DefaultCertificationConfidence)
 		if r.N != 2759 || r.Audits == 0 || r.AuditsDisagree == 0 || r.Recommendation.Threshold == nil || len(r.Agreement) < 4 {
 			t.Errorf("the demo's report: n %d, audits %d, recommendation %+v", r.N, r.Audits, r.Recommendation)
 		}

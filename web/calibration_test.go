@@ -390,3 +390,65 @@ func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
 		}
 	})
 }
+
+func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		labelledHistory(t, d.store, acct.ID, 400)
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(query string) (int, map[string]any) {
+			t.Helper()
+			req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+			var out map[string]any
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			return res.StatusCode, out
+		}
+		status, report := get("target_error_rate=0.1&confidence=0.9")
+		if status != http.StatusOK {
+			t.Fatalf("GET /v1/calibration = %d %v", status, report)
+		}
+		cert := report["certification"].(map[string]any)
+		th, ok := cert["threshold"].(float64)
+		if !ok || cert["confidence"] != 0.9 || cert["target_error_rate"] != 0.1 || cert["n"].(float64) < 1 {
+			t.Fatalf("the 400 pairs certify nothing at 10%% and 90%%: %v", cert)
+		}
+		if upper := cert["error_upper"].(float64); upper > 0.1 {
+			t.Errorf("certified with an upper bound of %v, above the target", upper)
+		}
+		if ap := report["agent_person"].(map[string]any); ap["n"] != 400.0 || ap["ac1"] == nil {
+			t.Errorf("agent_person: %v", ap)
+		}
+
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/calibration?target_error_rate=10%25&confidence=90%25")
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`data-testid="certified-threshold">` + strconv.FormatFloat(th, 'f', 2, 64) + `<`,
+			cert["message"].(string), `data-testid="agreement-stats"`, `value="90%"`} {
+			if !strings.Contains(r.body, strings.ReplaceAll(want, "'", "&#39;")) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		for _, q := range []string{"confidence=0.3", "confidence=1", "confidence=x"} {
+			if status, body := get(q); status != http.StatusBadRequest || body["field"] != "confidence" {
+				t.Errorf("GET /v1/calibration?%s = %d %v, want 400 naming confidence", q, status, body)
+			}
+			if r := alice.get("/calibration?" + q); r.status != http.StatusBadRequest {
+				t.Errorf("/calibration?%s = %d, want 400", q, r.status)
+			}
+		}
+	})
+}
