@@ -645,7 +645,10 @@ const MaxListedDisagreements = 20
 // by bucket, the confusion table, the latest audit disagreements, and how
 // many audits wait for a reviewer.
 type CalibrationData struct {
-	Buckets       []ConfidenceBucket
+	Buckets []ConfidenceBucket
+	// Strata are the same pairs summed by bucket per task_type and per
+	// verifier model.
+	Strata        []StratumBuckets
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
 	AuditsWaiting int
@@ -689,9 +692,11 @@ type CalibrationReport struct {
 	Agreement     []VerdictSummary `json:"agreement"`
 	// AgentPerson is the agent × person agreement over the confusion
 	// table: raw, Cohen's κ and Gwet's AC1.
-	AgentPerson   AgreementStats      `json:"agent_person"`
-	Confusion     []VerdictAgreement  `json:"confusion"`
-	Disagreements []AuditDisagreement `json:"disagreements"`
+	AgentPerson AgreementStats `json:"agent_person"`
+	// Strata certify each task_type and each verifier model apart.
+	Strata        []CalibrationStratum `json:"strata"`
+	Confusion     []VerdictAgreement   `json:"confusion"`
+	Disagreements []AuditDisagreement  `json:"disagreements"`
 	// ComputedAt is when the store read the pairs; a report may be kept
 	// and answered again for a short while.
 	ComputedAt Timestamp `json:"computed_at"`
@@ -709,8 +714,8 @@ type VerdictSummary struct {
 // target error rate and a certificate's confidence.
 func NewCalibrationReport(d CalibrationData, target, confidence float64) CalibrationReport {
 	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
-		AgentPerson: Agreement(d.Confusion),
-		Confusion:   d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
+		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence),
+		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}
 	}

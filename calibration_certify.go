@@ -1,8 +1,11 @@
 package arbiter
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Certified thresholds.
@@ -431,4 +434,61 @@ func Agreement(cells []VerdictAgreement) AgreementStats {
 		}
 	}
 	return s
+}
+
+// Strata.
+
+// The dimensions a report is broken down by (CalibrationStratum).
+const (
+	StratumTaskType = "task_type"
+	StratumModel    = "model"
+)
+
+// MaxStrata bounds the strata of each dimension a report lists: those
+// with the most pairs.
+const MaxStrata = 20
+
+// StratumBuckets is one stratum's pairs summed by confidence bucket, as the
+// store reads them.
+type StratumBuckets struct {
+	Dimension string
+	Value     string
+	Buckets   []ConfidenceBucket
+}
+
+// CalibrationStratum is the certificate of one stratum of the report's
+// pairs: one task_type, or one verifier model (as the report's filter
+// selects them). A new prompt or model has its own series here.
+type CalibrationStratum struct {
+	Dimension     string        `json:"dimension"`
+	Value         string        `json:"value"`
+	N             int           `json:"n"`
+	Audits        int           `json:"audits"`
+	Certification Certification `json:"certification"`
+}
+
+// Stratify certifies each stratum for the target and confidence, the
+// strata of a dimension in order of pairs (most first), at most MaxStrata
+// of each.
+func Stratify(strata []StratumBuckets, target, confidence float64) []CalibrationStratum {
+	out := make([]CalibrationStratum, 0, len(strata))
+	for _, s := range strata {
+		var all ConfidenceBucket
+		for _, b := range s.Buckets {
+			all.add(b)
+		}
+		out = append(out, CalibrationStratum{Dimension: s.Dimension, Value: s.Value, N: all.N, Audits: all.Audits,
+			Certification: Certify(s.Buckets, target, confidence)})
+	}
+	slices.SortStableFunc(out, func(a, b CalibrationStratum) int {
+		return cmp.Or(strings.Compare(a.Dimension, b.Dimension), b.N-a.N, strings.Compare(a.Value, b.Value))
+	})
+	kept, n := out[:0], map[string]int{}
+	for _, s := range out {
+		if n[s.Dimension] < MaxStrata {
+			n[s.Dimension]++
+			kept = append(kept, s)
+		}
+	}
+	return kept
 }

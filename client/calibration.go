@@ -73,6 +73,14 @@ type CalibrationReport struct {
 	Certification Certification  `json:"certification"`
 	Feasibility   Feasibility    `json:"feasibility"`
 	AgentPerson   AgreementStats `json:"agent_person"`
+	// Strata certify each task_type and each verifier model apart.
+	Strata []struct {
+		Dimension     string        `json:"dimension"` // "task_type" or "model"
+		Value         string        `json:"value"`
+		N             int           `json:"n"`
+		Audits        int           `json:"audits"`
+		Certification Certification `json:"certification"`
+	} `json:"strata"`
 	// Capped is true when only the newest 50,000 pairs were counted.
 	Capped        bool `json:"capped"`
 	AuditsWaiting int  `json:"audits_waiting"`

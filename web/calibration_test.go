@@ -428,6 +428,9 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		if upper := cert["error_upper"].(float64); upper > 0.1 {
 			t.Errorf("certified with an upper bound of %v, above the target", upper)
 		}
+		if strata := report["strata"].([]any); len(strata) != 2 || strata[0].(map[string]any)["n"] != 400.0 {
+			t.Errorf("strata: %v, want the one model and the one task type, each with the 400 pairs", strata)
+		}
 		if ap := report["agent_person"].(map[string]any); ap["n"] != 400.0 || ap["ac1"] == nil {
 			t.Errorf("agent_person: %v", ap)
 		}
@@ -437,7 +440,7 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		r := alice.get("/calibration?target_error_rate=10%25&confidence=90%25")
 		wantStatus(t, r, http.StatusOK)
 		for _, want := range []string{`data-testid="certified-threshold">` + strconv.FormatFloat(th, 'f', 2, 64) + `<`,
-			cert["message"].(string), `data-testid="agreement-stats"`, `value="90%"`} {
+			cert["message"].(string), `data-testid="agreement-stats"`, `value="90%"`, `data-stratum="task_type:refund"`, `data-stratum="model:m1"`} {
 			if !strings.Contains(r.body, strings.ReplaceAll(want, "'", "&#39;")) {
 				t.Errorf("the page lacks %q", want)
 			}

@@ -1,6 +1,10 @@
 package dashboard
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/arbiterhq/arbiter"
+)
 
 // optCoefficient writes an agreement coefficient with two decimals, or an
 // en dash when it is undefined.
@@ -13,3 +17,15 @@ func optCoefficient(x *float64) string {
 
 // confidenceInput writes the certificate's confidence for the filter form.
 func (v CalibrationView) confidenceInput() string { return percentText(v.Filter.Confidence) }
+
+// stratumLabel names a stratum of the report: "task type refund", "model
+// (none)".
+func stratumLabel(dimension, value string) string {
+	if value == "" {
+		value = "(none)"
+	}
+	if dimension == arbiter.StratumTaskType {
+		return "task type " + value
+	}
+	return dimension + " " + value
+}

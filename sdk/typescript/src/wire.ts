@@ -972,6 +972,8 @@ export interface components {
             certification: components["schemas"]["CalibrationCertification"];
             feasibility: components["schemas"]["CalibrationFeasibility"];
             agent_person: components["schemas"]["AgreementStats"];
+            /** @description The certificate per task_type and per verifier model, the strata with the most pairs first, at most 20 of each. */
+            strata: components["schemas"]["CalibrationStratum"][];
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -1074,6 +1076,18 @@ export interface components {
              * @description Gwet's AC1.
              */
             ac1: number | null;
+        };
+        /** @description The certificate of one stratum of the report's pairs: one task_type, or one verifier model. A new prompt or model starts a series of its own here. */
+        CalibrationStratum: {
+            /** @enum {string} */
+            dimension: "task_type" | "model";
+            /** @description The task_type or the model ("" for none). */
+            value: string;
+            /** @description Labelled pairs in the stratum. */
+            n: number;
+            /** @description Of them, blind audits. */
+            audits: number;
+            certification: components["schemas"]["CalibrationCertification"];
         };
     };
     responses: {
@@ -3073,6 +3087,48 @@ export interface operations {
                      *         "kappa": 0.37735849056603776,
                      *         "ac1": 0.5182481751824818
                      *       },
+                     *       "strata": [
+                     *         {
+                     *           "dimension": "model",
+                     *           "value": "gpt-4o-mini",
+                     *           "n": 11,
+                     *           "audits": 4,
+                     *           "certification": {
+                     *             "target_error_rate": 0.2,
+                     *             "confidence": 0.95,
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "threshold": null,
+                     *             "coverage": null,
+                     *             "n": 0,
+                     *             "errors": 0,
+                     *             "error_upper": null,
+                     *             "floor": 0.8,
+                     *             "audits_needed": null,
+                     *             "at_threshold": null,
+                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *           }
+                     *         },
+                     *         {
+                     *           "dimension": "task_type",
+                     *           "value": "refund",
+                     *           "n": 11,
+                     *           "audits": 4,
+                     *           "certification": {
+                     *             "target_error_rate": 0.2,
+                     *             "confidence": 0.95,
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "threshold": null,
+                     *             "coverage": null,
+                     *             "n": 0,
+                     *             "errors": 0,
+                     *             "error_upper": null,
+                     *             "floor": 0.8,
+                     *             "audits_needed": null,
+                     *             "at_threshold": null,
+                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *           }
+                     *         }
+                     *       ],
                      *       "confusion": [
                      *         {
                      *           "agent_verdict": "approve",
