@@ -652,6 +652,9 @@ type CalibrationData struct {
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
 	AuditsWaiting int
+	// Drift is the account's open crossing of its audited error rate
+	// above the target (NextDrift), or nil.
+	Drift *Drift
 	// Capped is true when MaxCalibrationPairs pairs or more matched; the
 	// newest were read.
 	Capped bool
@@ -676,6 +679,10 @@ type CalibrationService interface {
 	// labelled pairs unless it is there; cheap when it is.
 	SeedDemoHistory(ctx context.Context) error
 
+	// CalibrationDrift returns the account's open crossing of its audited
+	// error rate above the target (NextDrift), or nil.
+	CalibrationDrift(ctx context.Context, accountID string) (*Drift, error)
+
 	// SetAuditRate sets the account's audit rate, which applies to the
 	// tasks the agent completes from then on unless their create set one.
 	// Returns EINVALID for a rate CheckAuditRate refuses and ENOTFOUND for
@@ -693,6 +700,8 @@ type CalibrationReport struct {
 	// AgentPerson is the agent × person agreement over the confusion
 	// table: raw, Cohen's κ and Gwet's AC1.
 	AgentPerson AgreementStats `json:"agent_person"`
+	// Drift is the account's open crossing (NextDrift), or nil.
+	Drift *Drift `json:"drift"`
 	// Strata certify each task_type and each verifier model apart.
 	Strata        []CalibrationStratum `json:"strata"`
 	Confusion     []VerdictAgreement   `json:"confusion"`
@@ -714,7 +723,7 @@ type VerdictSummary struct {
 // target error rate and a certificate's confidence.
 func NewCalibrationReport(d CalibrationData, target, confidence float64) CalibrationReport {
 	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
-		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence),
+		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drift: d.Drift,
 		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}

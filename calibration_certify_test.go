@@ -45,6 +45,11 @@ type certifyReference struct {
 		Lower, Upper     float64
 		UpperOneSided    float64 `json:"upper_one_sided"`
 	} `json:"clopper_pearson"`
+	LowerOneSided []struct {
+		K, N       int
+		Confidence float64
+		Lower      float64
+	} `json:"lower_one_sided"`
 	AuditsNeeded []struct {
 		P, Alpha, Delta, Power float64
 		N                      *int

@@ -73,6 +73,17 @@ type CalibrationReport struct {
 	Certification Certification  `json:"certification"`
 	Feasibility   Feasibility    `json:"feasibility"`
 	AgentPerson   AgreementStats `json:"agent_person"`
+	// Drift is the account's open calibration drift, or nil: the latest
+	// blind audits show the verifier wrong more often than the target.
+	Drift *struct {
+		TaskID     string  `json:"task_id"`
+		Audits     int     `json:"audits"`
+		Errors     int     `json:"errors"`
+		ErrorRate  float64 `json:"error_rate"`
+		ErrorLower float64 `json:"error_lower"`
+		Target     float64 `json:"target_error_rate"`
+		Confidence float64 `json:"confidence"`
+	} `json:"drift"`
 	// Strata certify each task_type and each verifier model apart.
 	Strata []struct {
 		Dimension     string        `json:"dimension"` // "task_type" or "model"

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -196,6 +197,13 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 		if err := tx.GetContext(ctx, &out.AuditsWaiting, d.rebind(`SELECT count(*) FROM tasks
 			WHERE account_id = ? AND audit_state = ?`), accountID, arbiter.AuditStateWaiting); err != nil {
 			return fmt.Errorf("count waiting audits: %w", err)
+		}
+		dr, err := scanDrift(tx.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
+			WHERE account_id = ? AND cleared_at IS NULL`), accountID))
+		if err == nil {
+			out.Drift = &dr
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("find drift: %w", err)
 		}
 		return nil
 	})

@@ -455,3 +455,81 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		}
 	})
 }
+
+// TestCalibration_DriftShowsOnTheOverviewAndTheReport drifts an account's
+// audited error rate through the real flow (30 blind audits, all wrong):
+// the overview and the report show the banner, the API's report carries
+// the drift, and another account sees none of it.
+func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		if r := alice.get("/"); strings.Contains(r.body, `data-testid="drift-banner"`) {
+			t.Fatal("a banner before any audit")
+		}
+
+		one := 1.0
+		var creates []arbiter.TaskCreate
+		for range 30 {
+			creates = append(creates, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, AuditRate: &one})
+		}
+		created, err := d.store.CreateTasks(ctx, acct.ID, creates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.store.ClaimTasks(ctx, "wrk_drift", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range claimed {
+			verdict, conf := "approve", 0.93
+			if err := d.store.FinishAgentAttempt(ctx, "wrk_drift", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
+				Verdict: &verdict, Confidence: &conf}, Next: arbiter.StatusCompleted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range created {
+			if _, err := d.store.DecideTask(ctx, acct.ID, c.Task.ID, arbiter.HumanDecision{Verdict: "reject", Reviewer: "r@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		for _, path := range []string{"/", "/calibration"} {
+			r := alice.get(path)
+			wantStatus(t, r, http.StatusOK)
+			if !strings.Contains(r.body, `data-testid="drift-banner"`) || !strings.Contains(r.body, "blind audits were wrong") {
+				t.Errorf("%s shows no drift banner", path)
+			}
+		}
+		req, _ := http.NewRequest("GET", d.url+"/v1/calibration", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+		var report struct {
+			Drift *struct {
+				Audits, Errors int
+				ErrorLower     float64 `json:"error_lower"`
+			} `json:"drift"`
+		}
+		if err := json.Unmarshal(b, &report); err != nil || report.Drift == nil || report.Drift.Errors == 0 || report.Drift.ErrorLower <= arbiter.DefaultTargetErrorRate {
+			t.Errorf("the API's report: %s", b)
+		}
+		bob := d.browser()
+		bob.signIn("bob@example.com")
+		if r := bob.get("/"); strings.Contains(r.body, `data-testid="drift-banner"`) {
+			t.Error("another account shows the banner")
+		}
+	})
+}

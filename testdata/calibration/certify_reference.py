@@ -4,7 +4,8 @@
 An implementation separate from the Go code, written from the definitions
 with SciPy (Debian's python3-scipy) for every distribution: scipy.stats.binom
 for the exact test, scipy.stats.beta for Clopper-Pearson bounds,
-scipy.stats.norm for the power calculation. Run once here
+scipy.stats.norm for the power calculation. The one-sided lower bounds are
+the drift rule's (calibration_drift.go). Run once here
 (`python3 certify_reference.py` in this directory); its output is
 certify_expected.json, which TestCertify_MatchesTheReference
 (calibration_certify_test.go) checks the Go estimators against.
@@ -136,6 +137,9 @@ def main():
                               for k, n, c in [(0, 10, 0.95), (1, 10, 0.95), (5, 10, 0.95), (10, 10, 0.95),
                                               (3, 400, 0.95), (0, 149, 0.95), (2.5, 7.3, 0.95), (17, 20, 0.9),
                                               (1, 1000, 0.99)]]
+    out["lower_one_sided"] = [dict(k=k, n=n, confidence=c, lower=0.0 if k == 0 else float(beta.ppf(1 - c, k, n - k + 1)))
+                              for k, n, c in [(0, 20, 0.95), (3, 20, 0.95), (4, 20, 0.95), (11, 200, 0.95),
+                                              (5, 5, 0.95), (1, 200, 0.9)]]
     out["audits_needed"] = [dict(p=p, alpha=a, delta=d, power=pw, n=audits_needed(p, a, d, pw))
                             for p, a, d, pw in [(0.0, 0.02, 0.05, 0.8), (0.005, 0.02, 0.05, 0.8),
                                                 (0.01, 0.02, 0.05, 0.8), (0.015, 0.02, 0.1, 0.9),

@@ -334,6 +334,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "calibration.drifted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The audited error rate drifted above the target
+         * @description The account's blind audits show, with 95% confidence, that the agent's error rate above its threshold exceeds the target (2% by default): sent once per crossing, when the audit whose answer crossed is recorded, to the account's endpoints that want it (endpoints that chose no event types get every event). A task's callback_url does not get it. data.task_id is that audit's task.
+         */
+        post: operations["calibrationDrifted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -974,6 +994,8 @@ export interface components {
             agent_person: components["schemas"]["AgreementStats"];
             /** @description The certificate per task_type and per verifier model, the strata with the most pairs first, at most 20 of each. */
             strata: components["schemas"]["CalibrationStratum"][];
+            /** @description The account's open calibration drift, or null. */
+            drift: components["schemas"]["CalibrationDrift"] | null;
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -1088,6 +1110,63 @@ export interface components {
             /** @description Of them, blind audits. */
             audits: number;
             certification: components["schemas"]["CalibrationCertification"];
+        };
+        /**
+         * @description A crossing of the account's audited error rate above its target: over the window of the latest blind audits (default 200, answered within 30 days), the one-sided Clopper–Pearson lower bound of the error rate at the confidence exceeded the target. The account is told once per crossing (a banner, a mail to owners and admins, the calibration.drifted event); it clears when the window's error rate is back at or under the target.
+         * @example {
+         *       "task_id": "tsk_3a4b5c6d7e8f9a0b",
+         *       "audits": 200,
+         *       "errors": 11,
+         *       "error_rate": 0.055,
+         *       "error_lower": 0.0312,
+         *       "target_error_rate": 0.02,
+         *       "confidence": 0.95,
+         *       "drifted_at": 1795000000.123,
+         *       "cleared_at": null
+         *     }
+         */
+        CalibrationDrift: {
+            /** @description The blind audit whose answer crossed. */
+            task_id: string;
+            /** @description Blind audits in the window. */
+            audits: number;
+            /** @description Of them, answers a person disagreed with. */
+            errors: number;
+            /**
+             * Format: double
+             * @description errors / audits.
+             */
+            error_rate: number;
+            /**
+             * Format: double
+             * @description The one-sided Clopper–Pearson lower bound of the error rate at the confidence.
+             */
+            error_lower: number;
+            /**
+             * Format: double
+             * @description The target crossed.
+             */
+            target_error_rate: number;
+            /**
+             * Format: double
+             * @description The confidence of the bound.
+             */
+            confidence: number;
+            /** @description When it crossed (epoch seconds). */
+            drifted_at: number;
+            /** @description When the window came back under the target (epoch seconds); null while drifted. */
+            cleared_at: number | null;
+        };
+        /** @description The body of calibration.drifted. */
+        WebhookDriftEvent: {
+            /** @enum {string} */
+            type: "calibration.drifted";
+            /**
+             * Format: date-time
+             * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+             */
+            timestamp: string;
+            data: components["schemas"]["CalibrationDrift"];
         };
     };
     responses: {
@@ -3087,6 +3166,7 @@ export interface operations {
                      *         "kappa": 0.37735849056603776,
                      *         "ac1": 0.5182481751824818
                      *       },
+                     *       "drift": null,
                      *       "strata": [
                      *         {
                      *           "dimension": "model",
@@ -3472,6 +3552,51 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered: any 2xx. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled, and its owner told by e-mail. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    calibrationDrifted: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id: msg_ and 24 hex digits, the same on every attempt of one message; keep it to skip a repeat.
+                 * @example msg_3f9c1e0a7b2d4c5e6f708192
+                 */
+                "webhook-id": components["parameters"]["WebhookID"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse a message more than five minutes from your clock.
+                 * @example 1795415600
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description v1, and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}" keyed with the secret's bytes (after whsec_, base64-decoded); two, space-separated, for 24 hours after a rotation. Accept the message when one matches.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDriftEvent"];
             };
         };
         responses: {
