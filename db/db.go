@@ -56,6 +56,9 @@ type Options struct {
 	// MaxCalibrationPairs bounds the labelled pairs a calibration report
 	// reads (default arbiter.MaxCalibrationPairs); tests lower it.
 	MaxCalibrationPairs int
+	// Drift is the calibration drift window and bound (zero fields:
+	// arbiter.DefaultDriftSettings).
+	Drift arbiter.DriftSettings
 	// AllowDotlessEmail lets sign-in links, identities and invitations use
 	// addresses at a domain without a dot, such as you@localhost
 	// (arbiter.CheckEmailDomain): for development only.
@@ -98,6 +101,8 @@ type DB struct {
 
 	// calibrationCap bounds the pairs a calibration report reads.
 	calibrationCap int
+	// drift is Options.Drift with its defaults.
+	drift arbiter.DriftSettings
 	// calibrations keeps calibration reports' data and runs their reads.
 	calibrations calibrationCache
 	// demoHistory is set once the demo's labelled pairs are known to be
@@ -156,7 +161,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
-		sessionIdle: opts.SessionIdle}
+		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift)}
 	d.watchers.created = make(chan struct{}, 1)
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout

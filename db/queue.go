@@ -422,9 +422,12 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 	t.Attempts = append(t.Attempts, a)
 	if *a.Verdict != *t.FinalVerdict {
 		// The disagreement is announced in the same transaction (outbox).
-		return d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed)
+		if queued, err = d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed); err != nil {
+			return false, err
+		}
 	}
-	return false, nil
+	drifted, err := d.checkDrift(ctx, tx, t.AccountID, t.ID)
+	return queued || drifted, err
 }
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue

@@ -18,7 +18,7 @@ func calibrationReport(r *http.Request, cal arbiter.CalibrationService, accountI
 	if err != nil {
 		return arbiter.CalibrationReport{}, f, err
 	}
-	return arbiter.NewCalibrationReport(data, f.TargetErrorRate), f, nil
+	return arbiter.NewCalibrationReport(data, f.TargetErrorRate, f.Confidence), f, nil
 }
 
 // CalibrationGet handles GET /v1/calibration: the account's calibration

@@ -246,7 +246,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 		// (arbiter.Can); a page the role may not see is not found.
 		r.Group(func(r chi.Router) {
 			r.Use(requireSession, requireAccount)
-			r.Method(http.MethodGet, "/", handlers.DashboardHome(s.Accounts, s.Keys))
+			r.Method(http.MethodGet, "/", handlers.DashboardHome(s.Accounts, s.Keys, s.Calibration))
 			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodGet, "/keys", handlers.DashboardKeys(s.Keys, now))
 			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodPost, "/keys", handlers.DashboardKeyCreate(s.Keys, now))
 			r.With(allow(arbiter.ActionManageKeys)).Method(http.MethodGet, "/keys/{id}/revoke", handlers.DashboardKeyRevokeConfirm(s.Keys))

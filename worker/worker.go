@@ -123,6 +123,10 @@ type Config struct {
 	Mail        arbiter.MailSender
 	QueueURL    string
 	DigestEvery time.Duration
+	// ReportURL is the calibration report the drift mails link to
+	// (Digests' ClaimDriftMails, sent with the digests); "" names the
+	// page without a link.
+	ReportURL string
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -418,7 +422,8 @@ func (w *Worker) PruneIdempotencyKeys(ctx context.Context) error {
 	return nil
 }
 
-// SendDigests claims the digests due and mails each, once; Run does it
+// SendDigests claims the digests due and mails each, once, and then the
+// calibration drift mails (arbiter.DriftMail) the same way; Run does it
 // every DigestEvery when Digests and Mail are set. A digest is claimed in
 // the store before it is sent, so several workers never send one twice; a
 // send that fails is logged and not retried within the hour. It returns
@@ -435,6 +440,17 @@ func (w *Worker) SendDigests(ctx context.Context) (int, error) {
 	for _, d := range due {
 		if err := w.cfg.Mail.Send(ctx, d.Email, d.Subject(), d.Body(w.cfg.QueueURL)); err != nil {
 			w.log.Error("send a digest", "account", d.AccountID, "person", d.PersonID, "error", err.Error())
+			continue
+		}
+		sent++
+	}
+	drifts, err := w.cfg.Digests.ClaimDriftMails(ctx, arbiter.MaxDigestsPerRound)
+	if err != nil {
+		return sent, err
+	}
+	for _, m := range drifts {
+		if err := w.cfg.Mail.Send(ctx, m.Email, m.Subject(), m.Body(w.cfg.ReportURL)); err != nil {
+			w.log.Error("send a drift mail", "account", m.AccountID, "error", err.Error())
 			continue
 		}
 		sent++

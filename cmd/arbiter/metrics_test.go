@@ -159,6 +159,7 @@ func TestRun_Metrics(t *testing.T) {
 			func(v float64) bool { return v == 0 }, "no message failed for good"},
 		{"arbiter_tasks", map[string]string{"status": "human_needed"}, func(v float64) bool { return v >= 0 }, "a gauge"},
 		{"arbiter_tasks", map[string]string{"status": "pending"}, func(v float64) bool { return v >= 0 }, "a gauge"},
+		{"arbiter_calibration_drifted_accounts", nil, func(v float64) bool { return v == 0 }, "no account drifted"},
 		{"go_goroutines", nil, func(v float64) bool { return v > 0 }, "the runtime's metrics"},
 	} {
 		if v, ok := sample(families, tc.name, tc.labels); !ok || !tc.want(v) {

@@ -130,6 +130,9 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		switch {
 		case ok && cfg.ReviewURL != "":
 			wcfg.Digests, wcfg.Mail, wcfg.QueueURL = store, sender, cfg.ReviewURL+"/review"
+			if cfg.AppURL != "" {
+				wcfg.ReportURL = cfg.AppURL + "/calibration"
+			}
 		case !api:
 			logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
 		}
