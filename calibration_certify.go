@@ -69,7 +69,11 @@ type Certification struct {
 	// estimate's threshold; nil when there is none or it is certified).
 	AuditsNeeded *int     `json:"audits_needed"`
 	AtThreshold  *float64 `json:"at_threshold"`
-	Message      string   `json:"message"`
+	// AuditDays is about how many days of traffic would bring those
+	// audits, at the pace of the last 30 days' audits at or above
+	// AtThreshold (PlanAuditDays); nil when there were none.
+	AuditDays *int   `json:"audit_days"`
+	Message   string `json:"message"`
 }
 
 // Feasibility says whether a target error rate can be met at all. When the
@@ -228,6 +232,34 @@ func (c *Certification) planAudits(byBucket [101]ConfidenceBucket, at int, rate 
 	more, t := max(need-have, 1), float64(at)/100
 	c.AuditsNeeded, c.AtThreshold = &more, &t
 	c.Message += fmt.Sprintf(" About %d more blind audits at or above %.2f would certify it there, if the error rate seen (%s) holds.", more, t, FormatShare(rate))
+}
+
+// AuditPaceDays is the window whose audits set the pace of AuditDays.
+const AuditPaceDays = 30
+
+// PlanAuditDays fills c's AuditDays from the blind audits answered in the
+// last AuditPaceDays days (recent, with the report's filter) and the share
+// of the report's audits at or above AtThreshold:
+// ⌈AuditsNeeded / (recent / AuditPaceDays · share)⌉.
+func (c *Certification) PlanAuditDays(buckets []ConfidenceBucket, recent int) {
+	if c.AuditsNeeded == nil || c.AtThreshold == nil || recent <= 0 {
+		return
+	}
+	at := int(math.Round(*c.AtThreshold * 100))
+	all, above := 0, 0
+	for _, b := range buckets {
+		all += b.Audits
+		if b.Bucket >= at {
+			above += b.Audits
+		}
+	}
+	if all == 0 || above == 0 {
+		return
+	}
+	perDay := float64(recent) / AuditPaceDays * float64(above) / float64(all)
+	days := int(math.Ceil(float64(*c.AuditsNeeded)/perDay - 1e-9))
+	c.AuditDays = &days
+	c.Message += fmt.Sprintf(" At the pace of the last %d days' audits, that is about %d %s.", AuditPaceDays, days, plural(days, "day", "days"))
 }
 
 // Exact binomial tools.

@@ -617,3 +617,39 @@ func nearPtr(got, want *float64) bool {
 	}
 	return math.Abs(*got-*want) < 1e-9
 }
+
+// TestCalibrationService_CountsRecentAudits counts the blind audits of the
+// last 30 days among the pairs the filter selects: older audits, routed
+// pairs, other task types and other accounts are left out.
+func TestCalibrationService_CountsRecentAudits(t *testing.T) {
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		other := newAccount(t, d, "b@example.com")
+		now := arbiter.TimestampOf(c.Now())
+		day := arbiter.Timestamp(86_400_000)
+		var pairs []arbiter.LabelledPair
+		add := func(accountID, taskType string, audit bool, labelledAt arbiter.Timestamp) {
+			pairs = append(pairs, arbiter.LabelledPair{TaskID: fmt.Sprintf("tsk_%016x", len(pairs)), AccountID: accountID, TaskType: taskType,
+				Confidence: 0.95, AgentVerdict: "approve", HumanVerdict: "approve", Audit: audit, Weight: 1,
+				CreatedAt: labelledAt - 1000, LabelledAt: labelledAt})
+		}
+		for i := range 5 {
+			add(acct.ID, "refund", true, now-arbiter.Timestamp(i)*day) // recent
+		}
+		add(acct.ID, "refund", true, now-31*day) // too old
+		add(acct.ID, "refund", false, now-day)   // routed
+		add(acct.ID, "moderate", true, now-day)  // another type
+		add(other.ID, "refund", true, now-day)   // another account
+		if err := d.InsertLabelledPairs(ctx, pairs); err != nil {
+			t.Fatal(err)
+		}
+		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TaskType: "refund", TargetErrorRate: 0.02})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data.RecentAudits != 5 {
+			t.Errorf("RecentAudits = %d, want 5", data.RecentAudits)
+		}
+	})
+}

@@ -1063,6 +1063,8 @@ export interface components {
             at_threshold: number | null;
             /** @description The certificate in one sentence: "At or above 0.91 the agent is wrong at most 2% of the time, with 95% confidence", or why not yet. */
             message: string;
+            /** @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits. */
+            audit_days: number | null;
         };
         /** @description Whether the target can be met at all: when the agent's estimated error rate μ is above the target α, at least (μ−α)/(1−α) of tasks must go to people whatever the threshold. */
         CalibrationFeasibility: {
@@ -3138,6 +3140,7 @@ export interface operations {
                      *         "floor": 0.8,
                      *         "audits_needed": 10,
                      *         "at_threshold": 0.85,
+                     *         "audit_days": null,
                      *         "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%. About 10 more blind audits at or above 0.85 would certify it there, if the error rate seen (0%) holds."
                      *       },
                      *       "feasibility": {
