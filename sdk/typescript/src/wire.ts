@@ -3188,6 +3188,7 @@ export interface operations {
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
+                     *             "audit_days": null,
                      *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
                      *           }
                      *         },
@@ -3208,6 +3209,7 @@ export interface operations {
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
+                     *             "audit_days": null,
                      *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
                      *           }
                      *         }
