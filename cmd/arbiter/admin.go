@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db"
-	"github.com/arbiterhq/arbiter/web"
 )
 
 // The admin commands' output is a contract scripts depend on: see
@@ -144,9 +144,9 @@ func parseCap(s string) (*int, error) {
 }
 
 // openStore opens and migrates the store the environment names; it reads
-// the settings of web.ScopeStore only.
+// the settings of config.ScopeStore only.
 func openStore(ctx context.Context, getenv func(string) string) (*db.DB, error) {
-	cfg, err := web.ConfigFromEnv(getenv, web.ScopeStore)
+	cfg, err := config.FromEnv(getenv, config.ScopeStore)
 	if err != nil {
 		return nil, err
 	}

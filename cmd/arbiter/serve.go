@@ -15,6 +15,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
@@ -35,7 +36,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}
-	cfg, err := web.ConfigFromEnv(getenv, c.scopes...)
+	cfg, err := config.FromEnv(getenv, c.scopes...)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	}
 	notify := func(int) {}
 	if runWorker {
-		verifier, err := agent.New(cfg.Agent)
+		verifier, err := agent.New(agentConfig(cfg.Agent))
 		if err != nil {
 			return err
 		}
@@ -350,4 +351,10 @@ func runMigrate(ctx context.Context, c *command, p *process, args []string) erro
 	defer store.Close()
 	fmt.Fprintf(p.stderr, "arbiter: %s store migrated\n", store.Dialect())
 	return nil
+}
+
+// agentConfig is the verifier's part of the configuration, as agent.New
+// takes it.
+func agentConfig(a config.Agent) agent.Config {
+	return agent.Config{Backend: a.Backend, BaseURL: a.BaseURL, APIKey: a.APIKey, Model: a.Model, RulesFile: a.RulesFile, MaxRPS: a.MaxRPS}
 }
