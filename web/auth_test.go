@@ -17,6 +17,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/mail"
@@ -347,7 +348,7 @@ func TestOIDCProvider_IssuerDown(t *testing.T) {
 func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	c, err := web.ConfigFromEnv(getenv)
+	c, err := config.FromEnv(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 		"ARBITER_OIDC_CLIENT_ID":       "id",
 		"ARBITER_OIDC_CLIENT_SECRET":   "secret",
 	}
-	c, err = web.ConfigFromEnv(getenv)
+	c, err = config.FromEnv(getenv)
 	if err != nil || c.AppURL != "https://app.example.com" || c.OIDC.Issuer != "https://sso.example.com" {
 		t.Fatalf("config = %+v, %v", c, err)
 	}
@@ -390,7 +391,7 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 		if k == "ARBITER_OIDC_CLIENT_ID" {
 			env["ARBITER_OIDC_CLIENT_SECRET"] = "secret" // but no issuer
 		}
-		if _, err := web.ConfigFromEnv(getenv); err == nil || !strings.Contains(err.Error(), "ARBITER_") {
+		if _, err := config.FromEnv(getenv); err == nil || !strings.Contains(err.Error(), "ARBITER_") {
 			t.Errorf("%s=%s: error %v", k, v, err)
 		}
 	}

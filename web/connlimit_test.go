@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter/config"
 )
 
 // limiterUnderTest is a ConnLimiter on a loopback port whose accepted
@@ -244,7 +246,7 @@ func TestConnLimiter_ClosedConnectionsAreNoLongerCounted(t *testing.T) {
 }
 
 func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
-	trusted, err := parseTrustedProxies("127.0.0.2")
+	trusted, err := config.ParseTrustedProxies("127.0.0.2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +260,7 @@ func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
 }
 
 func TestConnLimiter_clientKey(t *testing.T) {
-	trusted, err := parseTrustedProxies("10.0.0.0/8")
+	trusted, err := config.ParseTrustedProxies("10.0.0.0/8")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/config"
 )
 
 // brokenEnv has a value no command accepts for every kind of setting, so a
@@ -135,7 +135,7 @@ func TestRun_HelpListsTheSettingsOfEveryCommand(t *testing.T) {
 			if !strings.HasPrefix(out, "Usage: arbiter "+c.name+" ") || !strings.Contains(out, sentence(c.summary)) {
 				t.Errorf("the help does not start with the usage and the summary:\n%s", out)
 			}
-			for _, s := range web.Settings {
+			for _, s := range config.Settings {
 				listed := strings.Contains(out, s.Env+" ") || strings.Contains(out, "env "+s.Env)
 				if mine := slices.Contains(c.scopes, s.Scope); listed != mine {
 					t.Errorf("%s listed = %v, want %v:\n%s", s.Env, listed, mine, out)
@@ -212,7 +212,7 @@ func runUntilLogged(t *testing.T, getenv func(string) string, line string, args 
 
 // TestRun_HelpListsEveryVariableRead runs each command and checks that every
 // environment variable it read is in its help, so a setting read anywhere
-// but through web.Settings or the command's env shows up here.
+// but through config.Settings or the command's env shows up here.
 func TestRun_HelpListsEveryVariableRead(t *testing.T) {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -279,13 +279,13 @@ func TestRun_HelpListsEveryVariableRead(t *testing.T) {
 }
 
 // TestREADME_ListsEverySetting keeps the configuration table in step with
-// web.Settings and the task commands' environment.
+// config.Settings and the task commands' environment.
 func TestREADME_ListsEverySetting(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range web.Settings {
+	for _, s := range config.Settings {
 		for _, name := range []string{s.Env, s.Fallback} {
 			if name != "" && !bytes.Contains(readme, []byte("`"+name+"`")) {
 				t.Errorf("README.md does not document %s", name)
