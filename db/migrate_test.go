@@ -1,8 +1,14 @@
 package db_test
 
 import (
+	"context"
+	"database/sql"
+	"os"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
@@ -88,5 +94,44 @@ func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
 				t.Fatalf("members after the late migrations = %v, %v", members, err)
 			}
 		})
+	}
+}
+
+// TestMigrate_OtherSchemasDoNotWait holds the migration lock of the public
+// schema, as another deployment's migration in the same database would,
+// and migrates a store in a schema of its own: it goes on at once. On
+// SQLite there is no such lock.
+func TestMigrate_OtherSchemasDoNotWait(t *testing.T) {
+	url := dbtest.URL(t, db.Postgres)
+	base := os.Getenv("ARBITER_TEST_DATABASE_URL")
+	if base == "" {
+		base = dbtest.DefaultPostgresURL
+	}
+	other, err := sql.Open("postgres", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, lock.DefaultLockID)
+
+	d, err := db.Open(ctx, url, db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// The bound only ends a failing test: a wait for the public schema's
+	// lock would last as long as it is held, the whole test.
+	bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.Migrate(bounded); err != nil {
+		t.Fatalf("a store in its own schema waited for the public schema's migration lock: %v", err)
 	}
 }
