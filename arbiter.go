@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Timestamp is an instant with millisecond precision. On the wire it is Unix
@@ -71,4 +73,10 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// isText reports whether s is valid UTF-8 without NUL, which Postgres
+// refuses to store in a text column.
+func isText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
