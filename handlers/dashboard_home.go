@@ -28,7 +28,7 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) 
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFrom(r.Context()).BaseURL}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL}
 		for _, k := range list {
 			if k.Active() {
 				v.ActiveKeys++

@@ -57,7 +57,7 @@ func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMa
 			Error(w, r, err)
 			return
 		}
-		link := SiteFrom(r.Context()).AppURL + "/invitations/accept?token=" + token
+		link := SiteFromContext(r.Context()).AppURL + "/invitations/accept?token=" + token
 		if err := arbiter.InvitationMailerOf(mailer).SendInvitation(r.Context(), inv.Email, inv.AccountName, inv.Role, link); err != nil {
 			Error(w, r, err)
 			return

@@ -46,10 +46,10 @@ func DashboardSignOutEverywhere(sessions EverywhereSigner, audit arbiter.AuditSe
 			if err := audit.RecordAuditEvent(r.Context(), event); err != nil {
 				// The person is signed out either way; the log says why
 				// the audit line is missing.
-				Logger(r.Context()).ErrorContext(r.Context(), "record sign-out everywhere", "error", err.Error())
+				LoggerFromContext(r.Context()).ErrorContext(r.Context(), "record sign-out everywhere", "error", err.Error())
 			}
 		}
-		redirect(w, r, SiteFrom(r.Context()).AppLink("/signin?"+SignedOutParam))
+		redirect(w, r, SiteFromContext(r.Context()).AppLink("/signin?"+SignedOutParam))
 	})
 }
 

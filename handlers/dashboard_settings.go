@@ -60,7 +60,7 @@ func DashboardAccountDelete(accounts arbiter.AccountService) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		Logger(ctx).Info("account deleted", "account_id", accountID, "by", ActorOf(r).PersonID)
+		LoggerFromContext(ctx).Info("account deleted", "account_id", accountID, "by", ActorOf(r).PersonID)
 		redirect(w, r, "/account/deleted")
 	})
 }

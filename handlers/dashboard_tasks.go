@@ -78,7 +78,7 @@ func DashboardTask(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
 		}
 		v := dashboard.TaskView{Task: task, Now: now()}
 		if task.Status == arbiter.StatusHumanNeeded {
-			v.DeskURL = SiteFrom(r.Context()).ReviewHome() + "/tasks/" + task.ID
+			v.DeskURL = SiteFromContext(r.Context()).ReviewHome() + "/tasks/" + task.ID
 		}
 		Render(w, r, http.StatusOK, dashboard.TaskDetail(PageOf(r, "Task "+task.ID, "tasks"), v))
 	})

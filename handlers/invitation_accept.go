@@ -33,7 +33,7 @@ func InvitationShow(members arbiter.MemberService) http.Handler {
 			return
 		}
 		v := dashboard.InvitationView{Invitation: inv, Token: token,
-			SignInURL: signInFor(SiteFrom(r.Context()).SignInURL(r.URL.RequestURI()), inv.Email)}
+			SignInURL: signInFor(SiteFromContext(r.Context()).SignInURL(r.URL.RequestURI()), inv.Email)}
 		if s := arbiter.SessionFromContext(r.Context()); s != nil {
 			v.SignedInAs = s.Email
 		}
@@ -46,7 +46,7 @@ func InvitationShow(members arbiter.MemberService) http.Handler {
 // invitationUsed answers the page of a used invitation for the member it
 // made: where their work is, in the account it joined.
 func invitationUsed(w http.ResponseWriter, r *http.Request, m *arbiter.Membership) {
-	site := SiteFrom(r.Context())
+	site := SiteFromContext(r.Context())
 	v := dashboard.InvitationUsedView{Membership: m, QueueURL: site.ReviewHome()}
 	if arbiter.Can(m.Role, arbiter.ActionViewOverview) {
 		v.OverviewURL = site.AppLink("/")
@@ -72,7 +72,7 @@ func InvitationAccept(members arbiter.MemberService, sessions SessionKeeper) htt
 			return
 		}
 		home := homeOf(r, m.Role)
-		if home == SiteFrom(r.Context()).ReviewHome() {
+		if home == SiteFromContext(r.Context()).ReviewHome() {
 			home += "?" + welcomeParam // the queue welcomes the new reviewer
 		}
 		redirect(w, r, home)
@@ -113,7 +113,7 @@ func AccountSwitch(sessions SessionKeeper) http.Handler {
 // homeOf returns where a member with the role starts: the dashboard's
 // overview, or the review queue for a role that may not see the overview.
 func homeOf(r *http.Request, role string) string {
-	site := SiteFrom(r.Context())
+	site := SiteFromContext(r.Context())
 	if arbiter.Can(role, arbiter.ActionViewOverview) {
 		return site.AppLink("/")
 	}

@@ -161,7 +161,7 @@ func anonID(w http.ResponseWriter, r *http.Request) string {
 	http.SetCookie(w, &http.Cookie{
 		Name: AnonCookie, Value: id, Path: "/", MaxAge: 365 * 24 * 60 * 60,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: strings.HasPrefix(SiteFrom(r.Context()).ReviewURL, "https://"),
+		Secure: strings.HasPrefix(SiteFromContext(r.Context()).ReviewURL, "https://"),
 	})
 	r.AddCookie(&http.Cookie{Name: AnonCookie, Value: id})
 	return id

@@ -30,7 +30,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 				return
 			}
 			Render(w, r, http.StatusOK, review.Welcome(PageOf(r, "Review queue", "review"), review.WelcomeView{
-				SignInURL: SiteFrom(r.Context()).SignInURL(SiteFrom(r.Context()).ReviewHome()), DemoTasks: len(tasks),
+				SignInURL: SiteFromContext(r.Context()).SignInURL(SiteFromContext(r.Context()).ReviewHome()), DemoTasks: len(tasks),
 			}))
 			return
 		}
