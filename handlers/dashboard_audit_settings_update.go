@@ -18,14 +18,7 @@ func DashboardAuditSettingsUpdate(cal arbiter.CalibrationService) http.Handler {
 			Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The form could not be read."))
 			return
 		}
-		typed := r.PostForm.Get("audit_rate")
-		rate, err := arbiter.ParseAuditRate(typed + "%")
-		if len(typed) > 0 && typed[len(typed)-1] == '%' {
-			rate, err = arbiter.ParseAuditRate(typed)
-		}
-		if err == nil {
-			err = cal.SetAuditRate(r.Context(), accountID, rate)
-		}
+		typed, err := saveAuditRate(r, cal, accountID)
 		if arbiter.ErrorCode(err) == arbiter.EINVALID {
 			current, cerr := cal.AuditRate(r.Context(), accountID)
 			if cerr != nil {
@@ -45,4 +38,14 @@ func DashboardAuditSettingsUpdate(cal arbiter.CalibrationService) http.Handler {
 		}
 		redirect(w, r, "/settings/audit?saved=1")
 	})
+}
+
+// saveAuditRate sets the audit rate the form asks for, and returns it as
+// typed.
+func saveAuditRate(r *http.Request, cal arbiter.CalibrationService, accountID string) (typed string, err error) {
+	typed, rate, err := auditRateForm(r)
+	if err != nil {
+		return typed, err
+	}
+	return typed, cal.SetAuditRate(r.Context(), accountID, rate)
 }

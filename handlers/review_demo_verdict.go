@@ -17,18 +17,7 @@ func ReviewDemoVerdict(demo arbiter.DemoService, limit *arbiter.RateLimiter, now
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		anon := anonID(w, r)
 		id := r.PathValue("id")
-		err := allowClient(r, limit, errTooManyDemoVerdicts)
-		var verdict, rationale string
-		if err == nil {
-			verdict, rationale, err = verdictForm(r)
-		}
-		if err == nil {
-			in := arbiter.DemoVerdictCreate{TaskID: id, Verdict: verdict, AnonSessionID: &anon}
-			if rationale != "" {
-				in.Rationale = &rationale
-			}
-			_, err = demo.CreateDemoVerdict(r.Context(), in)
-		}
+		verdict, err := recordDemoVerdict(r, demo, limit, id, anon)
 		if err != nil {
 			deskError(w, r, err, func() (*arbiter.Task, error) { return demo.FindDemoTask(r.Context(), id) },
 				func(t *arbiter.Task) (review.TaskView, error) { return demoDesk(r, demo, anon, t) }, now)
@@ -71,4 +60,24 @@ func ReviewDemoVerdict(demo arbiter.DemoService, limit *arbiter.RateLimiter, now
 		w.Header().Set("HX-Push-Url", "/review/demo/tasks/"+task.ID)
 		Render(w, r, http.StatusOK, review.TaskDesk(v))
 	})
+}
+
+// recordDemoVerdict records the visitor's verdict on the demo task id, when
+// the client's limit allows it, and returns the verdict.
+func recordDemoVerdict(r *http.Request, demo arbiter.DemoService, limit *arbiter.RateLimiter, id, anon string) (string, error) {
+	if err := allowClient(r, limit, errTooManyDemoVerdicts); err != nil {
+		return "", err
+	}
+	verdict, rationale, err := verdictForm(r)
+	if err != nil {
+		return "", err
+	}
+	in := arbiter.DemoVerdictCreate{TaskID: id, Verdict: verdict, AnonSessionID: &anon}
+	if rationale != "" {
+		in.Rationale = &rationale
+	}
+	if _, err := demo.CreateDemoVerdict(r.Context(), in); err != nil {
+		return "", err
+	}
+	return verdict, nil
 }

@@ -3,8 +3,6 @@ package handlers
 import (
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
@@ -17,14 +15,10 @@ func DashboardWebhookResendFailed(hooks arbiter.WebhookService, allowPrivate boo
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		accountID, id := arbiter.AccountIDFromContext(ctx), r.PathValue("id")
-		raw := strings.TrimSpace(r.PostFormValue("since"))
-		since, err := time.Parse(dashboard.SinceLayout, raw)
-		if err != nil {
-			since, err = time.Parse(dashboard.SinceLayout+":05", raw)
-		}
+		since, err := resendSinceForm(r)
 		if err != nil {
 			renderWebhook(w, r, hooks, http.StatusBadRequest, dashboard.WebhookView{AllowHTTP: allowPrivate, Now: now(),
-				Error: "Give the time to resend from as a date and time, such as 2026-01-31T09:00 (UTC)."})
+				Error: arbiter.ErrorMessage(err)})
 			return
 		}
 		n, err := hooks.ResendFailedWebhookMessages(ctx, accountID, id, arbiter.TimestampOf(since))
