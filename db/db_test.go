@@ -161,14 +161,14 @@ func TestAPIKeyService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !arbiter.ValidAPIKey(plaintext) || k.Name != "ci" || k.Hash != arbiter.HashAPIKey(plaintext) || k.Prefix != plaintext[:13] {
+		if !arbiter.ValidAPIKey(plaintext) || k.Name != "ci" || k.Hash != arbiter.HashToken(plaintext) || k.Prefix != plaintext[:13] {
 			t.Fatalf("key = %+v, plaintext %q", k, plaintext)
 		}
-		found, err := d.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(plaintext))
+		found, err := d.FindAPIKeyByHash(ctx, arbiter.HashToken(plaintext))
 		if err != nil || found.ID != k.ID || found.AccountID != acct.ID {
 			t.Fatalf("found = %+v, %v", found, err)
 		}
-		_, err = d.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(arbiter.NewAPIKeyPlaintext()))
+		_, err = d.FindAPIKeyByHash(ctx, arbiter.HashToken(arbiter.NewAPIKeyPlaintext()))
 		wantCode(t, err, arbiter.ENOTFOUND)
 
 		t.Run("ErrInvalidName", func(t *testing.T) {

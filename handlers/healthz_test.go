@@ -27,7 +27,7 @@ func getHealthz(health arbiter.HealthService) (*httptest.ResponseRecorder, strin
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
-	r = r.WithContext(handlers.WithLogger(r.Context(), logger))
+	r = r.WithContext(handlers.NewContextWithLogger(r.Context(), logger))
 	w := httptest.NewRecorder()
 	handlers.Healthz(health).ServeHTTP(w, r)
 	return w, logs.String()

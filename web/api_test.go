@@ -375,7 +375,7 @@ func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
 		}
 		// Another process (the CLI, a second server) revokes the key.
 		other := dbtest.OpenURL(t, a.url, db.Options{})
-		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key))
+		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashToken(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +405,7 @@ func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
 func TestLastUsed_Flushed(t *testing.T) {
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
-		hash := arbiter.HashAPIKey(key)
+		hash := arbiter.HashToken(key)
 		k, _ := a.store.FindAPIKeyByHash(ctx, hash)
 		if k.LastUsedAt != nil {
 			t.Fatal("a new key has a last_used_at")

@@ -18,7 +18,7 @@ func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ip := clientIPOf(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
-			next.ServeHTTP(w, r.WithContext(handlers.WithClientIP(r.Context(), ip)))
+			next.ServeHTTP(w, r.WithContext(handlers.NewContextWithClientIP(r.Context(), ip)))
 		})
 	}
 }

@@ -22,7 +22,7 @@ type memKeys struct {
 func newMemKeys(plaintext ...string) *memKeys {
 	m := &memKeys{keys: map[string]*arbiter.APIKey{}, touched: map[string]arbiter.Timestamp{}}
 	for i, p := range plaintext {
-		m.keys[arbiter.HashAPIKey(p)] = &arbiter.APIKey{ID: "key_" + string(rune('a'+i)), AccountID: "acct_1"}
+		m.keys[arbiter.HashToken(p)] = &arbiter.APIKey{ID: "key_" + string(rune('a'+i)), AccountID: "acct_1"}
 	}
 	return m
 }
@@ -73,7 +73,7 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 
 	// Revoked in the store: still cached within the second, refused after it.
 	revoked := arbiter.Timestamp(1)
-	store.keys[arbiter.HashAPIKey(key)].RevokedAt = &revoked
+	store.keys[arbiter.HashToken(key)].RevokedAt = &revoked
 	now = now.Add(web.KeyCacheTTL)
 	if _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
 		t.Fatalf("refused within the cache lifetime: %v", err)
@@ -136,7 +136,7 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 	valid, revoked := arbiter.NewAPIKeyPlaintext(), arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(valid, revoked)
 	at := arbiter.Timestamp(1)
-	store.keys[arbiter.HashAPIKey(revoked)].RevokedAt = &at
+	store.keys[arbiter.HashToken(revoked)].RevokedAt = &at
 	now := time.Unix(1763805600, 0)
 	kc := web.NewKeyChecker(store, func() time.Time { return now })
 	const guesser, other = "198.51.100.1", "203.0.113.9"

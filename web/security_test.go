@@ -88,7 +88,7 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 
 		// Revoke: a confirmation step, then 401 from the API within 2 s.
-		k, err := d.store.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key))
+		k, err := d.store.FindAPIKeyByHash(ctx, arbiter.HashToken(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if !strings.Contains(confirm.body, `action="/keys/`+k.ID+`/revoke"`) || !strings.Contains(confirm.body, "cannot be undone") {
 			t.Fatalf("no confirmation form:\n%s", confirm.body)
 		}
-		if k, _ := d.store.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key)); !k.Active() {
+		if k, _ := d.store.FindAPIKeyByHash(ctx, arbiter.HashToken(key)); !k.Active() {
 			t.Fatal("asking for confirmation revoked the key")
 		}
 		// Another account cannot revoke it: 404, as for an unknown key.

@@ -662,7 +662,7 @@ func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
 			if status, _, b := postMCP(t, s.base, "POST", map[string]string{"Authorization": "Bearer " + key}, mcpInitialize); status != http.StatusOK {
 				t.Fatalf("initialize with the key = %d %s", status, b)
 			}
-			k, err := s.decider.FindAPIKeyByHash(context.Background(), arbiter.HashAPIKey(key))
+			k, err := s.decider.FindAPIKeyByHash(context.Background(), arbiter.HashToken(key))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -687,7 +687,7 @@ func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
 
 			// The SDK's client is refused too, with no session.
 			_, revokedKey := s.newAccount(t, "b@example.com")
-			rk, _ := s.store.FindAPIKeyByHash(context.Background(), arbiter.HashAPIKey(revokedKey))
+			rk, _ := s.store.FindAPIKeyByHash(context.Background(), arbiter.HashToken(revokedKey))
 			if _, err := s.store.RevokeAPIKey(context.Background(), "", rk.ID, arbiter.Actor{Email: "b@example.com"}); err != nil {
 				t.Fatal(err)
 			}
