@@ -64,7 +64,7 @@ type Options struct {
 	// arbiter.DefaultSessionIdle).
 	SessionIdle time.Duration
 	// Ungrouped gives every create and every task read its own statement
-	// on Postgres instead of grouping concurrent ones (group.go); the
+	// on Postgres instead of grouping concurrent ones (db/internal/group); the
 	// benchmark's one-statement ceilings use it.
 	Ungrouped bool
 }
@@ -158,12 +158,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle}
 	d.watchers.created = make(chan struct{}, 1)
-	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
-	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
-	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
+	d.creates.Run, d.creates.Timeout = d.storeGroup, opts.Timeout
+	d.reads.Run, d.reads.Timeout = d.readGroupOf, opts.Timeout
+	d.finishes.Run, d.finishes.Timeout, d.finishes.Max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
 	// Few connections serve many requests: a query holds one for well
-	// under a millisecond, concurrent calls share statements (group.go), and
+	// under a millisecond, concurrent calls share statements (db/internal/group), and
 	// more backends than the database has cores only take turns on them.
 	// On SQLite, WAL lets readers run beside the single writer, and writers
 	// take turns in the order they came (sqlite_gate.go).

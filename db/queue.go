@@ -140,7 +140,7 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	defer end(&err)
 	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS()}
 	if d.grouping() {
-		_, err = d.finishes.do(ctx, f)
+		_, err = d.finishes.Do(ctx, f)
 		return err
 	}
 	return d.finishOne(ctx, f)

@@ -41,7 +41,7 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 
 // CreateTasks stores the creates and answers each in order (see
 // arbiter.TaskService). One create on Postgres shares a statement with
-// concurrent ones (group.go); several are one transaction (task_batch.go),
+// concurrent ones (db/internal/group); several are one transaction (task_batch.go),
 // as is every call on SQLite.
 func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) (_ []arbiter.TaskCreated, err error) {
 	ctx, end := d.beginWrite(ctx)
@@ -73,7 +73,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	var out stored
 	var createErr error
 	if d.grouping() {
-		out, createErr = d.creates.do(ctx, creates[0])
+		out, createErr = d.creates.Do(ctx, creates[0])
 	} else {
 		out, createErr = d.createOne(ctx, creates[0])
 	}
@@ -224,7 +224,7 @@ func capUsedUp(now arbiter.Timestamp) error {
 
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
-// On Postgres, concurrent reads are answered in groups (group.go).
+// On Postgres, concurrent reads are answered in groups (db/internal/group).
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -232,7 +232,7 @@ func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter
 		return nil, errTaskNotFound
 	}
 	if d.grouping() {
-		return d.reads.do(ctx, taskRef{accountID, id})
+		return d.reads.Do(ctx, taskRef{accountID, id})
 	}
 	return d.findTask(ctx, nil, accountID, id)
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/group"
 )
 
-// createGroup stores creates in groups (group.go).
-type createGroup = grouper[newCreate, stored]
+// createGroup stores creates in groups (db/internal/group).
+type createGroup = group.Grouper[newCreate, stored]
 
 // storeGroup stores a group and tells each create its outcome. A group of
 // one, the creates of an account whose cap the whole group would pass, the
@@ -20,21 +21,21 @@ type createGroup = grouper[newCreate, stored]
 // one by one, so each gets its own answer: the cap admits exactly as many
 // as it has room for, a used key is replayed, and one bad create fails
 // alone.
-func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
+func (d *DB) storeGroup(ctx context.Context, calls []*group.Call[newCreate, stored]) {
 	var inserted map[string]bool
-	if len(group) > 1 {
+	if len(calls) > 1 {
 		var err error
-		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(group)); err != nil {
-			d.log.Warn("a grouped create failed; storing its creates one by one", "creates", len(group), "error", err.Error())
+		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(calls)); err != nil {
+			d.log.Warn("a grouped create failed; storing its creates one by one", "creates", len(calls), "error", err.Error())
 			inserted = nil
 		}
 	}
-	d.creates.addGrouped(len(inserted))
-	for _, c := range group {
-		if inserted[c.in.task.ID] {
-			c.out = stored{task: c.in.task}
+	d.creates.AddGrouped(len(inserted))
+	for _, c := range calls {
+		if inserted[c.In.task.ID] {
+			c.Out = stored{task: c.In.task}
 		} else {
-			c.out, c.err = d.createOne(ctx, c.in)
+			c.Out, c.Err = d.createOne(ctx, c.In)
 		}
 	}
 }
@@ -42,12 +43,12 @@ func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
 // firstUseOfEachKey returns the creates of group, leaving out those whose
 // idempotency key an earlier create of the group carries: one statement
 // cannot store a key twice, and the later ones are replays of the first.
-func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
-	creates := make([]newCreate, 0, len(group))
+func firstUseOfEachKey(calls []*group.Call[newCreate, stored]) []newCreate {
+	creates := make([]newCreate, 0, len(calls))
 	var keys map[[2]string]bool
-	for _, c := range group {
-		if c.in.key != "" {
-			k := [2]string{c.in.task.AccountID, c.in.key}
+	for _, c := range calls {
+		if c.In.key != "" {
+			k := [2]string{c.In.task.AccountID, c.In.key}
 			if keys[k] {
 				continue
 			}
@@ -56,7 +57,7 @@ func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
 			}
 			keys[k] = true
 		}
-		creates = append(creates, c.in)
+		creates = append(creates, c.In)
 	}
 	return creates
 }
@@ -163,8 +164,8 @@ func createArrays(creates []newCreate) []any {
 		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates)}
 }
 
-// readGroup reads tasks in groups (group.go).
-type readGroup = grouper[taskRef, *arbiter.Task]
+// readGroup reads tasks in groups (db/internal/group).
+type readGroup = group.Grouper[taskRef, *arbiter.Task]
 
 // taskRef names a task and the account asking for it.
 type taskRef struct{ accountID, id string }
@@ -177,42 +178,42 @@ const findGroupSQL = tasksWithAttemptsSQL + `
 // readGroupOf answers a group of reads with one query, or one by one when
 // it is a group of one or the query fails. A task of another account is
 // not found, as it is for a single read.
-func (d *DB) readGroupOf(ctx context.Context, group []*call[taskRef, *arbiter.Task]) {
+func (d *DB) readGroupOf(ctx context.Context, calls []*group.Call[taskRef, *arbiter.Task]) {
 	var found map[string]*arbiter.Task
-	if len(group) > 1 {
+	if len(calls) > 1 {
 		var err error
-		if found, err = d.selectGroup(ctx, group); err != nil {
-			d.log.Warn("a grouped read failed; reading its tasks one by one", "reads", len(group), "error", err.Error())
+		if found, err = d.selectGroup(ctx, calls); err != nil {
+			d.log.Warn("a grouped read failed; reading its tasks one by one", "reads", len(calls), "error", err.Error())
 			found = nil
 		}
 	}
 	if found != nil {
-		d.reads.addGrouped(len(group))
+		d.reads.AddGrouped(len(calls))
 	}
-	given := make(map[string]bool, len(group))
-	for _, c := range group {
-		switch t, ok := found[c.in.id]; {
+	given := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		switch t, ok := found[c.In.id]; {
 		case found == nil:
-			c.out, c.err = d.findTask(ctx, nil, c.in.accountID, c.in.id)
-		case !ok || t.AccountID != c.in.accountID:
-			c.err = errTaskNotFound
+			c.Out, c.Err = d.findTask(ctx, nil, c.In.accountID, c.In.id)
+		case !ok || t.AccountID != c.In.accountID:
+			c.Err = errTaskNotFound
 		case given[t.ID]:
 			// Two callers asked for one task; each gets its own.
 			cp := *t
 			cp.AllowedVerdicts, cp.Attempts = slices.Clone(t.AllowedVerdicts), slices.Clone(t.Attempts)
-			c.out = &cp
+			c.Out = &cp
 		default:
 			given[t.ID] = true
-			c.out = t
+			c.Out = t
 		}
 	}
 }
 
 // selectGroup runs findGroupSQL for the group's ids.
-func (d *DB) selectGroup(ctx context.Context, group []*call[taskRef, *arbiter.Task]) (map[string]*arbiter.Task, error) {
-	ids := make([]string, len(group))
-	for i, c := range group {
-		ids[i] = c.in.id
+func (d *DB) selectGroup(ctx context.Context, calls []*group.Call[taskRef, *arbiter.Task]) (map[string]*arbiter.Task, error) {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.In.id
 	}
 	stmt, err := d.stmt(ctx, findGroupSQL)
 	if err != nil {
