@@ -21,6 +21,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/sqlitegate"
 )
 
 // Dialects the store speaks.
@@ -82,8 +83,8 @@ type DB struct {
 	// the Postgres task listener's.
 	url string
 	// writeGate gives the SQLite store's connections turns to write
-	// (sqlite_gate.go); nil on Postgres.
-	writeGate *writeGate
+	// (db/internal/sqlitegate); nil on Postgres.
+	writeGate *sqlitegate.Gate
 	// writes counts failed writes for Health.
 	writes writeHealth
 	// health shares and keeps Health's look at the store.
@@ -166,7 +167,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	// under a millisecond, concurrent calls share statements (db/internal/group), and
 	// more backends than the database has cores only take turns on them.
 	// On SQLite, WAL lets readers run beside the single writer, and writers
-	// take turns in the order they came (sqlite_gate.go).
+	// take turns in the order they came (db/internal/sqlitegate).
 	pool := 8
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -186,8 +187,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
-		d.writeGate = newWriteGate(opts.Timeout)
-		d.db = sqlx.NewDb(sql.OpenDB(gatedConnector{Connector: connector, gate: d.writeGate}), "sqlite")
+		d.writeGate = sqlitegate.New(opts.Timeout)
+		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
 	}
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns

@@ -263,9 +263,6 @@ func (d *DB) QueueAll(ctx context.Context, accountID string) error {
 	return err
 }
 
-// Writes is writes, for its test.
-var Writes = writes
-
 // HoldWriteTurn begins a transaction that writes, which takes the SQLite
 // store's turn to write until release rolls it back.
 func (d *DB) HoldWriteTurn(ctx context.Context) (release func(), err error) {
@@ -278,7 +275,7 @@ func (d *DB) HoldWriteTurn(ctx context.Context) (release func(), err error) {
 
 // WritersWaiting is how many of the SQLite store's calls wait for a turn
 // to write.
-func (d *DB) WritersWaiting() int64 { return d.writeGate.waiting.Load() }
+func (d *DB) WritersWaiting() int64 { return d.writeGate.Waiting() }
 
 // PromptsInWriteOrder returns the prompts of the account's tasks in the
 // order SQLite wrote them (rowid).
