@@ -21,6 +21,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/pglisten"
 	"github.com/arbiterhq/arbiter/db/internal/sqlitegate"
 )
 
@@ -114,8 +115,11 @@ type DB struct {
 
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
+	// listener is the process's LISTEN connection on Postgres, opened at
+	// the first watch; it wakes the watchers (watch.go).
+	listener *pglisten.Listener
 	// announcer tells other processes' workers of creates (announce.go).
-	announcer announcer
+	announcer *pglisten.Sender
 
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
@@ -159,6 +163,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle}
 	d.watchers.created = make(chan struct{}, 1)
+	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
+	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {
+		d.log.Warn("notify other workers of new tasks", "error", err.Error())
+	})
 	d.creates.Run, d.creates.Timeout = d.storeGroup, opts.Timeout
 	d.reads.Run, d.reads.Timeout = d.readGroupOf, opts.Timeout
 	d.finishes.Run, d.finishes.Timeout, d.finishes.Max = d.finishGroupOf, opts.Timeout, maxFinishGroup
@@ -266,8 +274,8 @@ func (d *DB) Dialect() string { return d.dialect }
 // Close stops the task listener and closes the prepared statements and
 // the connection pool.
 func (d *DB) Close() error {
-	d.watchers.stopListener()
-	d.announcer.stopAnnouncer()
+	d.listener.Close()
+	d.announcer.Close()
 	d.stmts.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true
