@@ -33,7 +33,7 @@ const createdGap = 2 * time.Millisecond
 // announceCreated tells other processes' workers, on Postgres, that tasks
 // were created; call it after the commit. It never blocks.
 func (d *DB) announceCreated() {
-	if d.dialect != Postgres {
+	if !d.notifies() {
 		return
 	}
 	d.announcer.Kick()
@@ -59,7 +59,7 @@ func (d *DB) notifyCreated(ctx context.Context) error {
 // meanwhile are lost. On SQLite it is nil: a worker there shares the
 // creating process, whose TaskCreated hook wakes it.
 func (d *DB) TasksCreated() <-chan struct{} {
-	if d.dialect != Postgres {
+	if !d.notifies() {
 		return nil
 	}
 	d.listener.Start()

@@ -233,13 +233,3 @@ func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 	defer tx.Rollback()
 	return fn(tx)
 }
-
-// snapshotIsolation is the isolation level under which a transaction's
-// reads share one snapshot: repeatable read on Postgres; SQLite's default
-// already does.
-func (d *DB) snapshotIsolation() sql.IsolationLevel {
-	if d.dialect == Postgres {
-		return sql.LevelRepeatableRead
-	}
-	return sql.LevelDefault
-}

@@ -40,10 +40,7 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
+	lock := d.sqlSkipLocked()
 	// One statement, so SQLite takes its one write lock once per claim:
 	// each kind of due task is picked by its own index, at most max of
 	// each, and the first max of them by kind, then by due time, are
@@ -54,11 +51,11 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
 	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
-		lease_expires_at = `+d.dbNowMS()+` + ?,
+		lease_expires_at = `+d.sqlNowMS()+` + ?,
 		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
 		call_started_at = NULL
 		WHERE id IN (SELECT id FROM (`+
-		due(0, `status = 'agent_running' AND lease_expires_at < `+d.dbNowMS(), `lease_expires_at`)+` UNION ALL `+
+		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`)+` UNION ALL `+
 		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+
 		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`)+`
 		) d ORDER BY prio, due LIMIT ?)
@@ -82,7 +79,7 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 		return nil
 	}
 	const update = `UPDATE tasks SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
-	query, args, err := sqlx.In(fmt.Sprintf(update, d.dbNowMS()), owner, taskIDs)
+	query, args, err := sqlx.In(fmt.Sprintf(update, d.sqlNowMS()), owner, taskIDs)
 	if err != nil {
 		return fmt.Errorf("start agent calls: %w", err)
 	}
@@ -90,15 +87,6 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 		return fmt.Errorf("start agent calls: %w", err)
 	}
 	return nil
-}
-
-// dbNowMS is the SQL expression of the database's clock in milliseconds
-// since the Unix epoch, for times that several processes compare.
-func (d *DB) dbNowMS() string {
-	if d.dialect == Postgres {
-		return `(floor(extract(epoch FROM now()) * 1000)::bigint)`
-	}
-	return `(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))`
 }
 
 func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {
@@ -188,7 +176,7 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 // finishOne records one finish in its own transaction.
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
-	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL,
 		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
@@ -318,10 +306,10 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.
-		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
+		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
 			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
-			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)
+			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
 			RETURNING `+updatedColumns)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
@@ -387,7 +375,7 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 	// As for a decision, a reviewer answers only an audit nobody else holds.
 	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?
-		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
+		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting, dec.ReviewerID, dec.ReviewerID)
 	if err != nil {
 		return false, fmt.Errorf("answer audit: %w", err)
@@ -454,7 +442,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	order := queueOrderBy(view.Order)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
 		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
-		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
+		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.sqlNowMS()+`
 		WHERE `+where+`
 		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
 	if err != nil {

@@ -65,7 +65,7 @@ func (d *DB) finishGroupOf(ctx context.Context, calls []*group.Call[agentFinish,
 // statement: each task whose lease its owner still holds and whose deadline
 // has not passed moves to its next status, and gets its attempt; the
 // statement returns the tasks it moved (updatedColumns), notifying the
-// final ones (publishingSQL). A throttled call (record false) moves its
+// final ones (sqlPublishing). A throttled call (record false) moves its
 // task and records no attempt. Arguments are 'agent_running', then arrays, one element
 // per finish, in the order of input's columns.
 //

@@ -57,7 +57,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 			return nil, err
 		}
 	}
-	if d.dialect == SQLite || len(creates) > 1 {
+	if !d.takesArrays() || len(creates) > 1 {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -238,7 +238,7 @@ func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter
 }
 
 // grouping reports whether concurrent creates and reads share statements.
-func (d *DB) grouping() bool { return d.dialect == Postgres && !d.ungrouped }
+func (d *DB) grouping() bool { return d.takesArrays() && !d.ungrouped }
 
 // tasksWithAttemptsSQL selects the rows scanTasksWithAttempts reads: one
 // per attempt, or one with NULL attempt columns for a task without any.

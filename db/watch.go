@@ -49,7 +49,7 @@ func (d *DB) WatchTask(taskID string) (<-chan struct{}, func()) {
 	w.byTask[taskID] = append(w.byTask[taskID], c)
 	w.count++
 	w.mu.Unlock()
-	if d.dialect == Postgres {
+	if d.notifies() {
 		d.listener.Start()
 	}
 	var once sync.Once
@@ -137,33 +137,17 @@ func (w *watchers) heard(payload string) {
 	w.wake(payload)
 }
 
-// publishingSQL returns update, an UPDATE of tasks ending in RETURNING
-// id, status, account_id, callback_url (updatedColumns), as the dialect
-// runs it: on Postgres, wrapped so that the same statement notifies
-// taskChannel of every task it left in a final status; the notifications
-// go out when the transaction commits. scanUpdated reads its rows.
-func (d *DB) publishingSQL(update string) string {
-	if d.dialect != Postgres {
-		return update
-	}
-	// A volatile call in the select list runs once per row returned.
-	return `WITH u AS (` + update + `)
-		SELECT u.id, u.status, u.account_id, u.callback_url,
-			CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
-			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
-}
-
-// updatedColumns is what a publishingSQL update returns of each task.
+// updatedColumns is what a sqlPublishing update returns of each task.
 const updatedColumns = `id, status, account_id, callback_url`
 
-// updatedTask is a task a publishingSQL statement changed.
+// updatedTask is a task a sqlPublishing statement changed.
 type updatedTask struct {
 	id, status, accountID string
 	// callbackURL is the task's callback_url, "" without one.
 	callbackURL string
 }
 
-// scanUpdated reads the rows of a publishingSQL statement and closes them:
+// scanUpdated reads the rows of a sqlPublishing statement and closes them:
 // the tasks it updated.
 func scanUpdated(rows *sql.Rows) ([]updatedTask, error) {
 	defer rows.Close()
