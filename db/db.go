@@ -113,6 +113,9 @@ type DB struct {
 	finishes  finishGroup
 	ungrouped bool
 
+	// claims are the claim statements of the store's dialect, assembled
+	// once (claimTasksSQL, claimWebhooksSQL).
+	claims struct{ tasks, webhooks string }
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
 	// listener is the process's LISTEN connection on Postgres, opened at
@@ -198,6 +201,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		d.writeGate = sqlitegate.New(opts.Timeout)
 		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
 	}
+	d.claims.tasks, d.claims.webhooks = d.claimTasksSQL(), d.claimWebhooksSQL()
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns
 	}

@@ -24,7 +24,7 @@ import (
 // task_group.go, grouped by db/internal/group); the creates of one call
 // are a transaction that locks the day's usage row (sqlUsage) and inserts
 // them with one statement over the same arrays (insertBatchSQL,
-// task_batch.go). SQLite has no arrays, a
+// task_batch.go; both read createInputSQL). SQLite has no arrays, a
 // statement there is a function call in the process, and its single writer
 // already serializes every write: every call is that same transaction,
 // reading the usage (sqlUsage), then inserting row by row (insertTaskSQL,

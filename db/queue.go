@@ -40,26 +40,8 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := d.sqlSkipLocked()
-	// One statement, so SQLite takes its one write lock once per claim:
-	// each kind of due task is picked by its own index, at most max of
-	// each, and the first max of them by kind, then by due time, are
-	// leased. A task past its deadline is left to the sweep to expire.
 	now := int64(d.nowMS())
-	due := func(prio int, where, order string) string {
-		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
-			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
-	}
-	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
-		lease_expires_at = `+d.sqlNowMS()+` + ?,
-		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
-		call_started_at = NULL
-		WHERE id IN (SELECT id FROM (`+
-		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`)+` UNION ALL `+
-		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+
-		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`)+`
-		) d ORDER BY prio, due LIMIT ?)
-		RETURNING `+returnedTaskColumns,
+	claimed, err := claimRows(ctx, d, "claim tasks", d.claims.tasks, scanClaimedTask,
 		owner, lease.Milliseconds(), max, now, max, now, max, max)
 	if err != nil {
 		return nil, err
@@ -89,32 +71,65 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 	return nil
 }
 
-func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {
+// claimTasksSQL is ClaimTasks's statement, assembled once when the store
+// opens (DB.claims). Arguments: owner, lease (ms), then max, now, max,
+// now, max, max. It is one statement, so SQLite takes its one write lock
+// once per claim: each kind of due task is picked by its own index, at
+// most max of each, and the first max of them by kind, then by due time,
+// are leased. A task past its deadline is left to the sweep to expire.
+func (d *DB) claimTasksSQL() string {
+	lock := d.sqlSkipLocked()
+	due := func(prio int, where, order string) string {
+		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
+			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
+	}
+	return `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
+		lease_expires_at = ` + d.sqlNowMS() + ` + ?,
+		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
+		call_started_at = NULL
+		WHERE id IN (SELECT id FROM (` +
+		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`) + ` UNION ALL ` +
+		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`) + ` UNION ALL ` +
+		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`) + `
+		) d ORDER BY prio, due LIMIT ?)
+		RETURNING ` + returnedTaskColumns
+}
+
+// scanClaimedTask reads a task a claim leased.
+func scanClaimedTask(rows *sql.Rows) (*arbiter.Task, error) {
+	var r taskRow
+	if err := rows.Scan(r.dest()...); err != nil {
+		return nil, fmt.Errorf("scan claimed task: %w", err)
+	}
+	return r.task()
+}
+
+// claimRows runs query, a claim statement (prepared once), with args and
+// returns what it leased, each row read by scan; what names the claim in
+// its errors. Tasks (ClaimTasks) and webhook messages
+// (ClaimWebhookMessages) are claimed through it.
+func claimRows[T any](ctx context.Context, d *DB, what, query string, scan func(*sql.Rows) (T, error), args ...any) ([]T, error) {
 	stmt, err := d.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	var tasks []*arbiter.Task
+	var claimed []T
 	for rows.Next() {
-		var r taskRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, fmt.Errorf("scan claimed task: %w", err)
-		}
-		t, err := r.task()
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, t)
+		claimed = append(claimed, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return tasks, nil
+	return claimed, nil
 }
 
 var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds the task's lease.")

@@ -173,20 +173,8 @@ func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, cre
 // insertBatchSQL inserts a batch's tasks and stores their idempotency
 // keys, one statement on Postgres. Arguments: the arrays of createArrays,
 // then the pending status.
-const insertBatchSQL = `WITH input AS (
-		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
-		AS i (id, account_id, day, task_type, source, touchpoint,
-			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
-	), created AS (
-		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
-		FROM input i
+const insertBatchSQL = `WITH ` + createInputSQL + `, created AS (
+		` + insertInputTasksSQL + `input i
 		RETURNING id
 	)
 	INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)

@@ -70,14 +70,7 @@ func firstUseOfEachKey(calls []*group.Call[newCreate, stored]) []newCreate {
 // account order, so two groups never deadlock. Arguments are arrays, one
 // element per create (the columns of createArrays), then the default cap
 // twice and the pending status. It returns the ids stored.
-const createGroupSQL = `WITH input AS (
-		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
-		AS i (id, account_id, day, task_type, source, touchpoint,
-			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
-	), fresh AS (
+const createGroupSQL = `WITH ` + createInputSQL + `, fresh AS (
 		SELECT * FROM input i WHERE i.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k
 			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
 	), counted AS (
@@ -91,12 +84,7 @@ const createGroupSQL = `WITH input AS (
 			COALESCE((SELECT daily_cap FROM accounts WHERE id = daily_usage.account_id), ?::integer)
 		RETURNING account_id, day
 	), created AS (
-		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
-		FROM fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
+		` + insertInputTasksSQL + `fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -129,6 +117,29 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 	}
 	return inserted, nil
 }
+
+// createInputSQL is the input of the statements that store creates over
+// arrays (createGroupSQL, insertBatchSQL): a common table expression
+// input, aliased i, one row per create and one column per array of
+// createArrays, in its order. Seventeen arguments.
+const createInputSQL = `input AS (
+		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
+			?::text[], ?::float8[])
+		AS i (id, account_id, day, task_type, source, touchpoint,
+			prompt, allowed_verdicts, confidence_threshold, context, created_at,
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
+	)`
+
+// insertInputTasksSQL begins the insert of the pending tasks of input's
+// rows: the rows follow its FROM (aliased i), and the caller ends the
+// statement. Its one argument is the pending status.
+const insertInputTasksSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
+		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
+		FROM `
 
 // createArrays returns creates as Postgres arrays, one per column: id,
 // account, day, task type, source, touchpoint, prompt, allowed verdicts,

@@ -734,42 +734,38 @@ func (d *DB) ClaimWebhookMessages(ctx context.Context, owner string, max int, le
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := d.sqlSkipLocked()
-	stmt, err := d.stmt(ctx, `UPDATE webhook_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
-		WHERE id IN (SELECT m.id FROM webhook_messages m
-			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
-			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
-			AND (m.endpoint_id IS NULL OR m.event_type = 'ping' OR EXISTS (SELECT 1 FROM webhook_endpoints e
-				WHERE e.id = m.endpoint_id AND e.disabled = ''))
-			ORDER BY m.next_attempt_at LIMIT ? `+lock+`)
-		RETURNING `+strings.ReplaceAll(messageColumns, "m.", ""))
+	msgs, err := claimRows(ctx, d, "claim webhook messages", d.claims.webhooks, scanClaimedMessage,
+		owner, lease.Milliseconds(), int64(d.nowMS()), max)
 	if err != nil {
 		return nil, err
-	}
-	rows, err := stmt.QueryContext(ctx, owner, lease.Milliseconds(), int64(d.nowMS()), max)
-	if err != nil {
-		return nil, fmt.Errorf("claim webhook messages: %w", err)
-	}
-	var msgs []*arbiter.WebhookMessage
-	err = func() error {
-		defer rows.Close()
-		for rows.Next() {
-			var r messageRow
-			if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
-				&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
-				return err
-			}
-			msgs = append(msgs, r.message())
-		}
-		return rows.Err()
-	}()
-	if err != nil {
-		return nil, fmt.Errorf("claim webhook messages: %w", err)
 	}
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	return d.signingSecrets(ctx, msgs)
+}
+
+// claimWebhooksSQL is ClaimWebhookMessages's statement, assembled once when
+// the store opens (DB.claims). Arguments: owner, lease (ms), now, max.
+func (d *DB) claimWebhooksSQL() string {
+	return `UPDATE webhook_messages SET lease_owner = ?, lease_expires_at = ` + d.sqlNowMS() + ` + ?
+		WHERE id IN (SELECT m.id FROM webhook_messages m
+			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < ` + d.sqlNowMS() + `)
+			AND (m.endpoint_id IS NULL OR m.event_type = 'ping' OR EXISTS (SELECT 1 FROM webhook_endpoints e
+				WHERE e.id = m.endpoint_id AND e.disabled = ''))
+			ORDER BY m.next_attempt_at LIMIT ? ` + d.sqlSkipLocked() + `)
+		RETURNING ` + strings.ReplaceAll(messageColumns, "m.", "")
+}
+
+// scanClaimedMessage reads a message a claim leased.
+func scanClaimedMessage(rows *sql.Rows) (*arbiter.WebhookMessage, error) {
+	var r messageRow
+	if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
+		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
+		return nil, fmt.Errorf("claim webhook messages: %w", err)
+	}
+	return r.message(), nil
 }
 
 // signingSecrets pairs claimed messages with their destination's URL and
