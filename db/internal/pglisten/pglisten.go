@@ -33,10 +33,7 @@ type Listener struct {
 	// whatever was sent before (or meanwhile) never arrives.
 	lost func()
 
-	once sync.Once
-	mu   sync.Mutex
-	stop context.CancelFunc // nil until the listener starts
-	done chan struct{}
+	run background
 }
 
 // New returns a listener of channel on the Postgres database at url that
@@ -50,13 +47,9 @@ func New(url, channel, name string, log *slog.Logger, notify func(payload string
 // Start opens the connection, the first time it is called before Close;
 // later calls do nothing. It does not wait for LISTEN to take effect
 // (lost says when it has).
-func (l *Listener) Start() { l.once.Do(l.start) }
+func (l *Listener) Start() { l.run.start(l.start) }
 
-func (l *Listener) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	l.mu.Lock()
-	l.stop, l.done = cancel, make(chan struct{})
-	l.mu.Unlock()
+func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 	log, name := l.log, l.name
 	pl := pq.NewListener(l.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {
@@ -78,7 +71,7 @@ func (l *Listener) start() {
 		l.lost()
 	}()
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		ping := time.NewTicker(Ping)
 		defer ping.Stop()
 		for {
@@ -105,16 +98,7 @@ func (l *Listener) start() {
 
 // Close closes the connection, if it opened, and waits for the listener
 // to stop; no Start after it opens one.
-func (l *Listener) Close() {
-	l.once.Do(func() {}) // no listener starts after this
-	l.mu.Lock()
-	stop, done := l.stop, l.done
-	l.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-	}
-}
+func (l *Listener) Close() { l.run.close() }
 
 func errString(err error) string {
 	if err == nil {
@@ -132,11 +116,8 @@ type Sender struct {
 	// failed is told of a send that failed while the sender ran.
 	failed func(err error)
 
-	once sync.Once
-	kick chan struct{}
-	mu   sync.Mutex
-	stop context.CancelFunc // nil until the sender starts
-	done chan struct{}
+	kick chan struct{} // set when the sender starts
+	run  background
 }
 
 // NewSender returns a sender that calls send at most once per gap, and
@@ -148,20 +129,17 @@ func NewSender(gap time.Duration, send func(ctx context.Context) error, failed f
 // Kick asks for a notification; the first Kick starts the sender, which
 // runs until Close.
 func (s *Sender) Kick() {
-	s.once.Do(s.start)
+	s.run.start(s.start)
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (s *Sender) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.mu.Lock()
-	s.kick, s.stop, s.done = make(chan struct{}, 1), cancel, make(chan struct{})
-	s.mu.Unlock()
+func (s *Sender) start(ctx context.Context, done chan<- struct{}) {
+	s.kick = make(chan struct{}, 1)
 	go func() {
-		defer close(s.done)
+		defer close(done)
 		gap := time.NewTimer(0)
 		defer gap.Stop()
 		for {
@@ -185,11 +163,37 @@ func (s *Sender) start() {
 
 // Close stops the sender, if it started, and waits for it; a Kick after
 // Close sends nothing.
-func (s *Sender) Close() {
-	s.once.Do(func() {}) // no sender starts after this
-	s.mu.Lock()
-	stop, done := s.stop, s.done
-	s.mu.Unlock()
+func (s *Sender) Close() { s.run.close() }
+
+// background is work that starts at most once and runs until close.
+type background struct {
+	once sync.Once
+	mu   sync.Mutex
+	stop context.CancelFunc // nil until the work starts
+	done chan struct{}
+}
+
+// start calls run the first time it is called before close, with a context
+// that close cancels; run starts the work, which closes done once it has
+// stopped.
+func (b *background) start(run func(ctx context.Context, done chan<- struct{})) {
+	b.once.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		b.mu.Lock()
+		b.stop, b.done = cancel, done
+		b.mu.Unlock()
+		run(ctx, done)
+	})
+}
+
+// close cancels the work, if it started, and waits for it to stop; no
+// work starts after it.
+func (b *background) close() {
+	b.once.Do(func() {})
+	b.mu.Lock()
+	stop, done := b.stop, b.done
+	b.mu.Unlock()
 	if stop != nil {
 		stop()
 		<-done
