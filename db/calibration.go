@@ -251,16 +251,6 @@ func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 	return fn(tx)
 }
 
-// snapshotIsolation is the isolation level under which a transaction's
-// reads share one snapshot: repeatable read on Postgres; SQLite's default
-// already does.
-func (d *DB) snapshotIsolation() sql.IsolationLevel {
-	if d.dialect == Postgres {
-		return sql.LevelRepeatableRead
-	}
-	return sql.LevelDefault
-}
-
 // maxStrataGroups bounds the groups the strata's scan returns: every
 // confidence bucket of many task types and models.
 const maxStrataGroups = 101 * 200

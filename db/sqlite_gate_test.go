@@ -12,30 +12,6 @@ import (
 	"github.com/arbiterhq/arbiter/db/dbtest"
 )
 
-func TestWrites(t *testing.T) {
-	for query, want := range map[string]bool{
-		"SELECT id FROM tasks": false,
-		"  \n\tselect 1":       false,
-		"SELECT(1)":            false,
-		"EXPLAIN QUERY PLAN SELECT id FROM tasks":                              false,
-		"WITH RECURSIVE s(g) AS (SELECT 1) SELECT g FROM s":                    false,
-		"WITH t AS (SELECT updated_at FROM x) SELECT * FROM t":                 false,
-		"INSERT INTO tasks (id) VALUES (?)":                                    true,
-		"UPDATE tasks SET status = 'pending' RETURNING id":                     true,
-		"delete from sessions":                                                 true,
-		"WITH d AS (SELECT id FROM tasks) UPDATE tasks SET x = 1 RETURNING id": true,
-		"WITH d AS (SELECT 1) INSERT INTO t SELECT * FROM d":                   true,
-		"REPLACE INTO t VALUES (1)":                                            true,
-		"PRAGMA wal_checkpoint":                                                true,
-		"-- a comment\nSELECT 1":                                               true, // unknown, so a write
-		"":                                                                     true,
-	} {
-		if got := db.Writes(query); got != want {
-			t.Errorf("writes(%q) = %v, want %v", query, got, want)
-		}
-	}
-}
-
 // TestSQLite_WritersTakeTurnsInOrder: writers that find another's
 // transaction writing wait for it, and then write in the order they came,
 // not in the order SQLite's retries happen to find the lock free. Readers
