@@ -1,17 +1,16 @@
 package db_test
 
 import (
-	"bytes"
 	"database/sql"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound revokes a key on a
@@ -156,7 +155,7 @@ func TestHealthService_KeepsTheCause(t *testing.T) {
 // TestCreateGroup_FailureIsLogged logs why a group statement failed before
 // its creates are stored one by one.
 func TestCreateGroup_FailureIsLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	d := dbtest.Open(t, db.Postgres, db.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := newAccount(t, d, "a@example.com")
 	if _, errs := d.StoreGroup(ctx, []string{a.ID, "acct_missing"}, taskCreate("Grouped")); errs[0] != nil || errs[1] == nil {
@@ -172,28 +171,4 @@ func TestCreateGroup_FailureIsLogged(t *testing.T) {
 	if got := logs.String(); got != "" {
 		t.Errorf("a group read that worked logged:\n%s", got)
 	}
-}
-
-// syncBuffer is an io.Writer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }

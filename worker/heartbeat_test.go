@@ -12,6 +12,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -47,7 +48,7 @@ func TestWorker_HeartbeatRecoversWithTheStore(t *testing.T) {
 	dbtest.Each(t, db.Options{Now: now}, func(t *testing.T, store *db.DB) {
 		beats := &refusingHeartbeats{store: store}
 		beats.refuse.Store(true)
-		var logs syncBuffer
+		var logs testutil.SyncBuffer
 		start(t, store, answer("approve", 1), func(c *worker.Config) {
 			c.Health, c.Heartbeat = beats, interval
 			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

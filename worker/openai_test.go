@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -132,7 +132,7 @@ func TestWorker_UnreachableVerifier(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs syncBuffer
+		var logs testutil.SyncBuffer
 		start(t, store, v, func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 		acct, id := createTask(t, store, "a@example.com")
 		task := waitFor(t, store, acct, id, settled)
@@ -161,24 +161,6 @@ func wantAttemptErrors(t *testing.T, task *arbiter.Task, reason, verifierURL str
 			t.Errorf("attempt error %q names an address or the key", *a.Error)
 		}
 	}
-}
-
-// syncBuffer is an io.Writer safe for the worker's goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestWorker_ThrottlingProvider is the 20 s storm of 429s with

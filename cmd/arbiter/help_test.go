@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -191,7 +192,7 @@ func runUntilLogged(t *testing.T, getenv func(string) string, line string, args 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, getenv, nil, &bytes.Buffer{}, logs) }()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {

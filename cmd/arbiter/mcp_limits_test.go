@@ -16,6 +16,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
 )
 
@@ -120,7 +121,7 @@ func TestMCP_StdioRefusesABatchAndKeepsServing(t *testing.T) {
 func runStdioMCP(t *testing.T, s *mcpServer, key, input string) []string {
 	t.Helper()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"mcp"},

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // loggedLink waits for the sign-in link the server logs (no SMTP set).
-func loggedLink(t *testing.T, logs *syncBuffer) string {
+func loggedLink(t *testing.T, logs *testutil.SyncBuffer) string {
 	t.Helper()
 	link := regexp.MustCompile(`url="?(http://[^"\s]+/signin/email/confirm\?token=[0-9a-f]{64})`)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
