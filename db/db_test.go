@@ -45,6 +45,7 @@ func wantCode(t *testing.T, err error, code string) {
 }
 
 func TestTaskService_CreateTask(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		created, err := d.CreateTask(ctx, acct.ID, taskCreate("Refund?"))
@@ -70,6 +71,7 @@ func TestTaskService_CreateTask(t *testing.T) {
 }
 
 func TestTaskService_FindTaskByID(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		owner := newAccount(t, d, "owner@example.com")
 		other := newAccount(t, d, "other@example.com")
@@ -89,6 +91,7 @@ func TestTaskService_FindTaskByID(t *testing.T) {
 }
 
 func TestTaskService_DailyCap(t *testing.T) {
+	t.Parallel()
 	t.Run("ConcurrentCreatesAdmitExactlyTheCap", func(t *testing.T) {
 		dbtest.Each(t, db.Options{DailyTaskCap: 10}, func(t *testing.T, d *db.DB) {
 			acct := newAccount(t, d, "busy@example.com")
@@ -154,6 +157,7 @@ func TestTaskService_DailyCap(t *testing.T) {
 }
 
 func TestAPIKeyService(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "keys@example.com")
 		other := newAccount(t, d, "other@example.com")
@@ -207,6 +211,7 @@ func TestAPIKeyService(t *testing.T) {
 }
 
 func TestDemoService(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		if err := d.SeedDemo(ctx); err != nil {
 			t.Fatalf("seeding twice: %v", err)
@@ -249,6 +254,7 @@ func TestDemoService(t *testing.T) {
 }
 
 func TestDemoService_VerifierAnswers(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		// Seeded twice (dbtest seeds once): still one answer per task.
 		if err := d.SeedDemo(ctx); err != nil {
@@ -273,6 +279,7 @@ func TestDemoService_VerifierAnswers(t *testing.T) {
 // TestDemoService_AnswersAddedToAnOldDemo seeds a store whose demo tasks
 // were seeded before they had verifier answers: they gain one each.
 func TestDemoService_AnswersAddedToAnOldDemo(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -303,6 +310,7 @@ func TestDemoService_AnswersAddedToAnOldDemo(t *testing.T) {
 }
 
 func TestHealthService(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	clock := func() time.Time { return now }
 	dbtest.Each(t, db.Options{Now: clock}, func(t *testing.T, d *db.DB) {
@@ -320,6 +328,7 @@ func TestHealthService(t *testing.T) {
 }
 
 func TestAccountService(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "Person@Example.com")
 		b := newAccount(t, d, "person@example.com")

@@ -12,6 +12,7 @@ import (
 )
 
 func TestDemoService_PruneDemoVerdicts(t *testing.T) {
+	// Not parallel: it changes the package's prune batch for its duration.
 	defer db.SetPruneBatch(2)()
 	clk := newClock()
 	dbtest.Each(t, db.Options{Now: clk.Now}, func(t *testing.T, d *db.DB) {
@@ -68,6 +69,7 @@ func TestDemoService_PruneDemoVerdicts(t *testing.T) {
 }
 
 func TestDemoService_RefusesTextItCannotKeep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		tasks, err := d.ListDemoTasks(ctx)
 		if err != nil {
@@ -107,6 +109,7 @@ func TestDemoService_RefusesTextItCannotKeep(t *testing.T) {
 }
 
 func TestQueueService_DecideTask_RefusesTextItCannotKeep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
 		task := humanNeeded(t, d, alice.ID)

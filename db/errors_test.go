@@ -16,6 +16,7 @@ import (
 // TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound revokes a key on a
 // store that cannot answer: the error is the store's, not "not found".
 func TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -39,6 +40,7 @@ func TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound(t *testing.T) {
 // when the audit write fails, no key exists whose plaintext nobody saw, and
 // a key stays active until its revocation is on record.
 func TestAPIKeyService_KeyAuditInTheSameTransaction(t *testing.T) {
+	t.Parallel()
 	by := arbiter.Actor{Email: "owner@example.com", Client: arbiter.Client{IP: "203.0.113.9", UserAgent: "test/1"}}
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -117,6 +119,7 @@ func refuseAuditWrites(t *testing.T, dialect, url string) {
 // hold with EINVALID, changing nothing, where Postgres used to fail with an
 // internal error.
 func TestAccountService_SetDailyCap_Bounds(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		largest := arbiter.MaxDailyTaskCap
@@ -135,6 +138,7 @@ func TestAccountService_SetDailyCap_Bounds(t *testing.T) {
 // TestHealthService_KeepsTheCause reports a store that does not answer as
 // unavailable, with the driver's error in the chain for the log.
 func TestHealthService_KeepsTheCause(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -155,6 +159,7 @@ func TestHealthService_KeepsTheCause(t *testing.T) {
 // TestCreateGroup_FailureIsLogged logs why a group statement failed before
 // its creates are stored one by one.
 func TestCreateGroup_FailureIsLogged(t *testing.T) {
+	t.Parallel()
 	var logs testutil.SyncBuffer
 	d := dbtest.Open(t, db.Postgres, db.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := newAccount(t, d, "a@example.com")

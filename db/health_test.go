@@ -16,6 +16,7 @@ import (
 // it is healthy as soon as the worker beats again, and drops a healthy
 // answer kept when the worker stops.
 func TestHealthService_SharesALook(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		if err := d.Heartbeat(ctx, "w1"); err != nil {

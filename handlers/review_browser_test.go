@@ -52,6 +52,9 @@ func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handl
 }
 
 // newBrowser starts headless Chromium for the test.
+//
+// The browser tests are not parallel: each drives a Chromium of its own,
+// and two at once on a small machine stretch the page waits of both.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	return newBrowserFor(t, 60*time.Second)

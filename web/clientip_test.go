@@ -7,6 +7,7 @@ import (
 )
 
 func TestClientIPOf(t *testing.T) {
+	t.Parallel()
 	trusted, err := parseTrustedProxies("10.0.0.0/8, 192.168.1.5, fd00::/8")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestClientIPOf(t *testing.T) {
 }
 
 func TestConfigFromEnv_TrustedProxies(t *testing.T) {
+	t.Parallel()
 	c, err := ConfigFromEnv(func(k string) string {
 		if k == "ARBITER_TRUSTED_PROXIES" {
 			return " 10.0.0.0/8 ,127.0.0.1, ::1/128,"

@@ -9,6 +9,7 @@ import (
 )
 
 func TestConfigFromEnv_IdempotencyTTL(t *testing.T) {
+	t.Parallel()
 	for value, want := range map[string]time.Duration{"": 24 * time.Hour, "1h": time.Hour, "1s": time.Second, "168h": 7 * 24 * time.Hour} {
 		c, err := web.ConfigFromEnv(func(k string) string {
 			if k == "ARBITER_IDEMPOTENCY_TTL" {

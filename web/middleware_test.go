@@ -11,6 +11,7 @@ import (
 )
 
 func TestRecoverer_PanicIsA500JSON(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := requestLogger(logger, nil)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
@@ -39,6 +40,7 @@ func TestRecoverer_PanicIsA500JSON(t *testing.T) {
 }
 
 func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"DATABASE_URL": "postgres://x", "ARBITER_WORKERS": "3"}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil || c.DatabaseURL != "postgres://x" || c.Workers != 3 || c.Addr != ":8080" || c.DailyTaskCap != 1000 {

@@ -42,6 +42,8 @@ func (h *refusingHeartbeats) RemoveWorker(ctx context.Context, workerID string) 
 // after its interval, so the store is healthy again as soon as it takes
 // writes (issue 26: /healthz healthy 4 s after a full disk was freed).
 func TestWorker_HeartbeatRecoversWithTheStore(t *testing.T) {
+	// Not parallel: the store must be healthy within half a heartbeat
+	// interval.
 	const interval = 4 * time.Second
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }

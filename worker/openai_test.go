@@ -27,6 +27,7 @@ import (
 // against a fake Chat Completions server: each answer the server gives ends
 // the task where the routing rule says.
 func TestWorker_OpenAIBackend(t *testing.T) {
+	t.Parallel()
 	content := func(verdict string, confidence float64) string {
 		b, _ := json.Marshal(map[string]any{"verdict": verdict, "confidence": confidence, "rationale": "checked"})
 		return string(b)
@@ -121,6 +122,7 @@ func TestWorker_OpenAIBackend(t *testing.T) {
 // port: the attempts say the verifier could not be reached, and name no
 // address; the log has the full error.
 func TestWorker_UnreachableVerifier(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +173,7 @@ func wantAttemptErrors(t *testing.T, task *arbiter.Task, reason, verifierURL str
 // after its Retry-After would make about 70), and every task is then
 // decided by the agent with one attempt, a throttled call recording none.
 func TestWorker_ThrottlingProvider(t *testing.T) {
+	t.Parallel()
 	const tasks, slots, storm, retryAfter = 24, 8, 3 * time.Second, time.Second
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		type call struct {
@@ -303,6 +306,7 @@ func (h *heldBack) Pace(ctx context.Context, maxWait time.Duration) error {
 // call held back more often than a task may fail is no failure, and the
 // task is decided by its one call.
 func TestWorker_PacesCallsWithinTheLease(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		var calls atomic.Int32
 		v := &heldBack{verifierFunc: func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {

@@ -71,6 +71,7 @@ func digestTo(t *testing.T, sink *mailtest.Sink, to, queueURL string, logs *test
 // mails the reviewers' digests when it knows the reviewer site's address,
 // and says at start that it sends none when it does not.
 func TestRun_WorkerMailsDigests(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			dbURL := dbtest.URL(t, dialect)
@@ -105,6 +106,7 @@ func TestRun_WorkerMailsDigests(t *testing.T) {
 // ARBITER_REVIEW_URL, serve's digests link to the reviewer site at the
 // address it listens on, not to a bare path.
 func TestRun_ServeDigestsLinkToTheAddressItListensOn(t *testing.T) {
+	t.Parallel()
 	dbURL := dbtest.URL(t, db.SQLite)
 	waitingForAnHour(t, dbURL, "owner@example.com")
 	sink := mailtest.NewSink(t)

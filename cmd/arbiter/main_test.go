@@ -97,6 +97,7 @@ func waitStatus(t *testing.T, base, key, id, want string) map[string]any {
 }
 
 func TestRun_ServeCreateGet(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
@@ -128,6 +129,7 @@ func TestRun_ServeCreateGet(t *testing.T) {
 }
 
 func TestRun_RulesAgent(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
 	getenv := env(map[string]string{
@@ -148,6 +150,7 @@ func TestRun_RulesAgent(t *testing.T) {
 }
 
 func TestRun_BadRulesFailAtStart(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.9 true\nreject 0.9 context.amount >\n"), 0o600)
 	getenv := env(map[string]string{
@@ -162,6 +165,7 @@ func TestRun_BadRulesFailAtStart(t *testing.T) {
 }
 
 func TestRun_BadTrustedProxiesFailAtStart(t *testing.T) {
+	t.Parallel()
 	getenv := env(map[string]string{
 		"ARBITER_DATABASE_URL":    "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
 		"ARBITER_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.300/32",
@@ -173,6 +177,7 @@ func TestRun_BadTrustedProxiesFailAtStart(t *testing.T) {
 }
 
 func TestRun_Admin(t *testing.T) {
+	t.Parallel()
 	getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
 
 	key := runOK(t, getenv, "admin", "create-key", "--email", "Ops@Example.com", "--name", "ci")
@@ -243,6 +248,7 @@ func TestRun_Admin(t *testing.T) {
 // database of each store, as four processes starting together do: all of
 // them succeed.
 func TestRun_ConcurrentMigrate(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
@@ -270,6 +276,7 @@ func TestRun_ConcurrentMigrate(t *testing.T) {
 // the store's own error for a failure the operator has to look into,
 // instead of "Internal error.", on both stores.
 func TestRun_AdminSaysWhy(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)

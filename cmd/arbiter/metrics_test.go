@@ -72,6 +72,7 @@ func sample(families map[string]*dto.MetricFamily, name string, labels map[strin
 // verifier calls, key checks by cache outcome, webhook deliveries and
 // failed deliveries, and the open tasks' gauge.
 func TestRun_Metrics(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
 	// The tasks' callbacks: /ok takes its message, /fail answers 500 (the

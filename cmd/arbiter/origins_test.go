@@ -28,6 +28,7 @@ func loggedLink(t *testing.T, logs *testutil.SyncBuffer) string {
 }
 
 func TestServe_OriginsFollowTheListenAddress(t *testing.T) {
+	t.Parallel()
 	// Nothing but the listen address is set (--addr 127.0.0.1:0).
 	base, logs := serveWithLogs(t, env(map[string]string{
 		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
@@ -65,6 +66,7 @@ func TestServe_OriginsFollowTheListenAddress(t *testing.T) {
 }
 
 func TestServe_WarnsOnceAboutAnOriginOnAnotherPort(t *testing.T) {
+	t.Parallel()
 	_, logs := serveWithLogs(t, env(map[string]string{
 		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
 		"ARBITER_APP_URL":      "http://localhost:8080",
