@@ -63,3 +63,21 @@ func TestHealthService_SharesALook(t *testing.T) {
 		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
 	})
 }
+
+func TestHealthService(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	dbtest.Each(t, db.Options{Now: clock}, func(t *testing.T, d *db.DB) {
+		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
+		if err := d.Heartbeat(ctx, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Health(ctx); err != nil {
+			t.Fatalf("fresh heartbeat: %v", err)
+		}
+		now = now.Add(db.HeartbeatMaxAge + time.Second)
+		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
+		now = time.Now()
+	})
+}
