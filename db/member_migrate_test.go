@@ -15,6 +15,7 @@ import (
 // and its key, its task, its identity and its signed-in session all go on
 // working.
 func TestMigrate_OnePersonAccountsBecomeOwners(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})

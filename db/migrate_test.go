@@ -18,6 +18,7 @@ import (
 // four servers starting together would, on a fresh database and on one an
 // older release migrated: every migration succeeds and the schema is whole.
 func TestMigrate_Concurrent(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			for _, from := range []struct {
@@ -69,6 +70,7 @@ func TestMigrate_Concurrent(t *testing.T) {
 // TestMigrate_EarlierMigrationsLandingLater upgrades a database that a build
 // with migration 13 but not 10 to 12 left: the missing ones are applied.
 func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})

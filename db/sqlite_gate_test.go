@@ -17,6 +17,7 @@ import (
 // not in the order SQLite's retries happen to find the lock free. Readers
 // do not wait at all.
 func TestSQLite_WritersTakeTurnsInOrder(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.SQLite, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
 	known, err := d.CreateTask(ctx, acct.ID, taskCreate("known"))
@@ -69,6 +70,8 @@ func TestSQLite_WritersTakeTurnsInOrder(t *testing.T) {
 // not come within the store's timeout is EUNAVAILABLE (a 503 with
 // Retry-After on the API) and writes nothing.
 func TestSQLite_AWriteWaitsNoLongerThanTheTimeout(t *testing.T) {
+	// Not parallel: its store times out after 200 ms, and a machine busy
+	// with other tests would time out the steps meant to pass.
 	d := dbtest.Open(t, db.SQLite, db.Options{Timeout: 200 * time.Millisecond})
 	acct := newAccount(t, d, "a@example.com")
 	release, err := d.HoldWriteTurn(ctx)

@@ -90,6 +90,7 @@ func wantBlind(t *testing.T, page string) {
 }
 
 func TestReview_AuditIsBlindAndLeavesTheTask(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := auditedTask(t, d.store, "alice@example.com")
 		first := humanTask(t, d.store, "alice@example.com", "Refund order ord_1 first?", `{"n":1}`)
@@ -235,6 +236,7 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 }
 
 func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
 		other, _ := d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
@@ -304,6 +306,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 }
 
 func TestSettings_AuditRate(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")
@@ -344,6 +347,7 @@ func TestSettings_AuditRate(t *testing.T) {
 }
 
 func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		r := visitor.follow(visitor.get("/review/demo"))
@@ -363,6 +367,7 @@ func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
 }
 
 func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("owner@example.com")
 		status, _, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"audit_rate":0.5}`)

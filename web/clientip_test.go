@@ -8,6 +8,7 @@ import (
 )
 
 func TestClientIPOf(t *testing.T) {
+	t.Parallel()
 	trusted, err := config.ParseTrustedProxies("10.0.0.0/8, 192.168.1.5, fd00::/8")
 	if err != nil {
 		t.Fatal(err)

@@ -107,6 +107,7 @@ func waitClosed(t *testing.T, client net.Conn) {
 }
 
 func TestConnLimiter_AClientPastItsShareIsAnswered429AtOnce(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	l.admit(t, "127.0.0.2")
 	l.admit(t, "127.0.0.2")
@@ -134,6 +135,7 @@ func TestConnLimiter_AClientPastItsShareIsAnswered429AtOnce(t *testing.T) {
 }
 
 func TestConnLimiter_AClientPastItsShareReplacesItsLongestIdleConnection(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	_, other := l.admit(t, "127.0.0.3")
 	firstClient, first := l.admit(t, "127.0.0.2")
@@ -156,6 +158,7 @@ func TestConnLimiter_AClientPastItsShareReplacesItsLongestIdleConnection(t *test
 }
 
 func TestConnLimiter_AtTheCapTheLongestIdleConnectionClosesFirst(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 3, 2, nil)
 	_, busy := l.admit(t, "127.0.0.2")
 	idleClient, idle := l.admit(t, "127.0.0.3")
@@ -178,6 +181,7 @@ func TestConnLimiter_AtTheCapTheLongestIdleConnectionClosesFirst(t *testing.T) {
 }
 
 func TestConnLimiter_AtTheCapWithEveryConnectionBusyANewOneWaits(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 2, 2, nil)
 	_, first := l.admit(t, "127.0.0.2")
 	_, second := l.admit(t, "127.0.0.3")
@@ -225,6 +229,7 @@ func (l *limiterUnderTest) waitForOneWaiting(t *testing.T) {
 }
 
 func TestConnLimiter_ClosedConnectionsAreNoLongerCounted(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	var servers []net.Conn
 	for _, from := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3"} {
@@ -246,6 +251,7 @@ func TestConnLimiter_ClosedConnectionsAreNoLongerCounted(t *testing.T) {
 }
 
 func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
+	t.Parallel()
 	trusted, err := config.ParseTrustedProxies("127.0.0.2")
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +266,7 @@ func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
 }
 
 func TestConnLimiter_clientKey(t *testing.T) {
+	t.Parallel()
 	trusted, err := config.ParseTrustedProxies("10.0.0.0/8")
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func (m *memKeys) TouchAPIKeys(_ context.Context, used map[string]arbiter.Timest
 }
 
 func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
+	t.Parallel()
 	key := arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(key)
 	now := time.Unix(1763805600, 0)
@@ -100,6 +101,7 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 }
 
 func TestKeyChecker_FlushCoalesces(t *testing.T) {
+	t.Parallel()
 	key := arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(key)
 	now := time.UnixMilli(1763805600000)
@@ -133,6 +135,7 @@ func BenchmarkKeyChecker_Check(b *testing.B) {
 }
 
 func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
+	t.Parallel()
 	valid, revoked := arbiter.NewAPIKeyPlaintext(), arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(valid, revoked)
 	at := arbiter.Timestamp(1)
@@ -224,6 +227,7 @@ func (g *gatedKeys) FindAPIKeyByHash(ctx context.Context, hash string) (*arbiter
 // one valid key than a client has failed checks, all before the first
 // lookup answers: none of them may be refused, since none of them failed.
 func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
+	t.Parallel()
 	valid := arbiter.NewAPIKeyPlaintext()
 	const n = 3 * web.FailedKeyChecksBurst
 	store := &gatedKeys{memKeys: newMemKeys(valid), arrived: make(chan struct{}, n), release: make(chan struct{})}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestRecoverer_PanicIsA500JSON(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := requestLogger(logger, nil)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
