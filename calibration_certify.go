@@ -357,45 +357,39 @@ func RegularizedBeta(x, a, b float64) float64 {
 
 // betaFraction evaluates the continued fraction of the incomplete beta.
 func betaFraction(x, a, b float64) float64 {
-	const tiny, eps = 1e-300, 1e-15
+	const eps = 1e-15
 	qab, qap, qam := a+b, a+1, a-1
-	c, d := 1.0, 1-qab*x/qap
-	if math.Abs(d) < tiny {
-		d = tiny
-	}
+	c, d := 1.0, nonzero(1-qab*x/qap)
 	d = 1 / d
 	h := d
 	for m := 1; m <= 10_000; m++ {
 		fm := float64(m)
 		m2 := 2 * fm
-		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		// Two steps of Lentz's method a term: the even one, then the odd.
+		h *= lentzStep(fm*(b-fm)*x/((qam+m2)*(a+m2)), &c, &d)
+		del := lentzStep(-(a+fm)*(qab+fm)*x/((a+m2)*(qap+m2)), &c, &d)
 		h *= del
 		if math.Abs(del-1) < eps {
 			break
 		}
 	}
 	return h
+}
+
+// lentzStep takes the continued fraction's coefficient aa into c and d and
+// returns the factor it multiplies the fraction by.
+func lentzStep(aa float64, c, d *float64) float64 {
+	*d = 1 / nonzero(1+aa**d)
+	*c = nonzero(1 + aa/(*c))
+	return *d * *c
+}
+
+// nonzero keeps v away from zero, where the fraction would divide by it.
+func nonzero(v float64) float64 {
+	if math.Abs(v) < 1e-300 {
+		return 1e-300
+	}
+	return v
 }
 
 // Agreement beyond chance.

@@ -86,6 +86,7 @@ func nearPtr(got, want *float64) bool {
 // power calculation and the agreement figures against SciPy's numbers
 // (testdata/calibration/certify_reference.py).
 func TestCertify_MatchesTheReference(t *testing.T) {
+	t.Parallel()
 	ref := readCertifyReference(t)
 	for _, c := range ref.BinomialCDF {
 		if got := arbiter.BinomialCDF(c.K, c.N, c.P); !near(got, c.CDF) {
@@ -293,6 +294,7 @@ func simulate(seed uint64, draws, audits int, alpha, delta float64, wrong, error
 // bound looks under the target, among a hundred — is fooled by the luckiest
 // one far more often than the fixed sequence.
 func TestCertify_HoldsItsGuarantee(t *testing.T) {
+	t.Parallel()
 	const alpha, delta = 0.02, 0.05
 	for _, tc := range []struct {
 		name              string

@@ -561,6 +561,7 @@ func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
 // type whose audits certify a threshold, one whose audits do not, and the
 // models across them.
 func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		by := map[[2]string][]arbiter.LabelledPair{}
@@ -632,6 +633,7 @@ func nearPtr(got, want *float64) bool {
 // last 30 days among the pairs the filter selects: older audits, routed
 // pairs, other task types and other accounts are left out.
 func TestCalibrationService_CountsRecentAudits(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")

@@ -104,6 +104,7 @@ func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
 // and migrates a store in a schema of its own: it goes on at once. On
 // SQLite there is no such lock.
 func TestMigrate_OtherSchemasDoNotWait(t *testing.T) {
+	t.Parallel()
 	url := dbtest.URL(t, db.Postgres)
 	base := os.Getenv("ARBITER_TEST_DATABASE_URL")
 	if base == "" {
