@@ -7,7 +7,8 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-func ptr[T any](v T) *T { return &v }
+
+func ref[T any](v T) *T { return &v }
 
 // agentAttempt is an agent attempt that answered verdict at confidence.
 func agentAttempt(verdict string, confidence float64) arbiter.Attempt {
@@ -16,8 +17,8 @@ func agentAttempt(verdict string, confidence float64) arbiter.Attempt {
 
 func TestDeadlineStep(t *testing.T) {
 	const now = arbiter.Timestamp(5000)
-	failed := arbiter.Attempt{Tier: arbiter.TierAgent, Error: ptr("verifier_timeout"), StartedAt: 1}
-	audit := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: ptr("approve"), Confidence: ptr(1.0), Audit: true, Reviewer: ptr("r@example.com")}
+	failed := arbiter.Attempt{Tier: arbiter.TierAgent, Error: ref("verifier_timeout"), StartedAt: 1}
+	audit := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: ref("approve"), Confidence: ref(1.0), Audit: true, Reviewer: ref("r@example.com")}
 	agentVerdict := func(floor float64, fallback string) arbiter.OnExpiry {
 		return arbiter.OnExpiry{Outcome: arbiter.OnExpiryAgentVerdict, AgentFloor: &floor, Fallback: fallback}
 	}
@@ -35,9 +36,9 @@ func TestDeadlineStep(t *testing.T) {
 			attempts: []arbiter.Attempt{agentAttempt("approve", 0.99)}, verdict: "reject"},
 		{name: "a verdict no longer allowed expires", onExpiry: arbiter.OnExpiry{Outcome: "verdict:escalate"}},
 		{name: "the agent above the floor decides", onExpiry: agentVerdict(0.9, "verdict:reject"),
-			attempts: []arbiter.Attempt{agentAttempt("approve", 0.95)}, verdict: "approve", conf: ptr(0.95)},
+			attempts: []arbiter.Attempt{agentAttempt("approve", 0.95)}, verdict: "approve", conf: ref(0.95)},
 		{name: "the agent at the floor decides", onExpiry: agentVerdict(0.9, "verdict:reject"),
-			attempts: []arbiter.Attempt{agentAttempt("approve", 0.9)}, verdict: "approve", conf: ptr(0.9)},
+			attempts: []arbiter.Attempt{agentAttempt("approve", 0.9)}, verdict: "approve", conf: ref(0.9)},
 		{name: "the agent just below the floor falls back", onExpiry: agentVerdict(0.9, "verdict:reject"),
 			attempts: []arbiter.Attempt{agentAttempt("approve", 0.8999)}, verdict: "reject"},
 		{name: "below the floor with fallback expire expires", onExpiry: agentVerdict(0.9, "expire"),
@@ -48,7 +49,7 @@ func TestDeadlineStep(t *testing.T) {
 		{name: "a failed call is no answer", onExpiry: agentVerdict(0.1, "verdict:reject"),
 			attempts: []arbiter.Attempt{failed}, verdict: "reject"},
 		{name: "the last answer counts, not a failure after it", onExpiry: agentVerdict(0.5, "expire"),
-			attempts: []arbiter.Attempt{agentAttempt("reject", 0.7), failed}, verdict: "reject", conf: ptr(0.7)},
+			attempts: []arbiter.Attempt{agentAttempt("reject", 0.7), failed}, verdict: "reject", conf: ref(0.7)},
 		{name: "the last answer counts, not a better one before", onExpiry: agentVerdict(0.9, "expire"),
 			attempts: []arbiter.Attempt{agentAttempt("approve", 0.95), agentAttempt("reject", 0.6)}},
 		{name: "a person's audit answer is not the agent's", onExpiry: agentVerdict(0.5, "expire"),
@@ -96,17 +97,17 @@ func TestOnExpiry_Validate(t *testing.T) {
 		{"expire", arbiter.OnExpiry{Outcome: "expire"}, ""},
 		{"a verdict", arbiter.OnExpiry{Outcome: "verdict:approve"}, ""},
 		{"a verdict with colons", arbiter.OnExpiry{Outcome: "verdict:a:b"}, ""},
-		{"agent with floor", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(0.9)}, ""},
-		{"agent floor 0", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(0.0), Fallback: "expire"}, ""},
-		{"agent floor 1 with a verdict fallback", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(1.0), Fallback: "verdict:no"}, ""},
+		{"agent with floor", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(0.9)}, ""},
+		{"agent floor 0", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(0.0), Fallback: "expire"}, ""},
+		{"agent floor 1 with a verdict fallback", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(1.0), Fallback: "verdict:no"}, ""},
 		{"an empty verdict", arbiter.OnExpiry{Outcome: "verdict:"}, "on_expiry"},
 		{"an unknown outcome", arbiter.OnExpiry{Outcome: "approve"}, "on_expiry"},
 		{"a verdict too long", arbiter.OnExpiry{Outcome: "verdict:" + strings.Repeat("x", arbiter.MaxVerdictChars+1)}, "on_expiry"},
 		{"agent without floor", arbiter.OnExpiry{Outcome: "agent_verdict"}, "agent_floor"},
-		{"agent floor above 1", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(1.01)}, "agent_floor"},
-		{"agent floor below 0", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(-0.1)}, "agent_floor"},
-		{"agent fallback agent", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(0.5), Fallback: "agent_verdict"}, "on_expiry_fallback"},
-		{"a floor on a verdict", arbiter.OnExpiry{Outcome: "verdict:a", AgentFloor: ptr(0.5)}, "agent_floor"},
+		{"agent floor above 1", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(1.01)}, "agent_floor"},
+		{"agent floor below 0", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(-0.1)}, "agent_floor"},
+		{"agent fallback agent", arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(0.5), Fallback: "agent_verdict"}, "on_expiry_fallback"},
+		{"a floor on a verdict", arbiter.OnExpiry{Outcome: "verdict:a", AgentFloor: ref(0.5)}, "agent_floor"},
 		{"a fallback on expire", arbiter.OnExpiry{Outcome: "expire", Fallback: "verdict:a"}, "on_expiry_fallback"},
 	} {
 		err := tc.o.Validate()
@@ -120,8 +121,8 @@ func TestOnExpiry_Validate(t *testing.T) {
 
 func TestPolicy_Validate(t *testing.T) {
 	valid := func() arbiter.Policy {
-		return arbiter.Policy{TaskType: "refund", ConfidenceThreshold: ptr(0.9), DeadlineSeconds: ptr(3600),
-			AuditRate: ptr(0.05), OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}}
+		return arbiter.Policy{TaskType: "refund", ConfidenceThreshold: ref(0.9), DeadlineSeconds: ref(3600),
+			AuditRate: ref(0.05), OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -132,10 +133,10 @@ func TestPolicy_Validate(t *testing.T) {
 		{"only a type", func(p *arbiter.Policy) { *p = arbiter.Policy{TaskType: "default"} }, ""},
 		{"no type", func(p *arbiter.Policy) { p.TaskType = "" }, "task_type"},
 		{"a type too long", func(p *arbiter.Policy) { p.TaskType = strings.Repeat("t", arbiter.MaxLabelChars+1) }, "task_type"},
-		{"threshold above 1", func(p *arbiter.Policy) { p.ConfidenceThreshold = ptr(1.5) }, "confidence_threshold"},
-		{"deadline too short", func(p *arbiter.Policy) { p.DeadlineSeconds = ptr(59) }, "deadline_seconds"},
-		{"deadline too long", func(p *arbiter.Policy) { p.DeadlineSeconds = ptr(arbiter.MaxDeadlineSeconds + 1) }, "deadline_seconds"},
-		{"audit rate above 1", func(p *arbiter.Policy) { p.AuditRate = ptr(2.0) }, "audit_rate"},
+		{"threshold above 1", func(p *arbiter.Policy) { p.ConfidenceThreshold = ref(1.5) }, "confidence_threshold"},
+		{"deadline too short", func(p *arbiter.Policy) { p.DeadlineSeconds = ref(59) }, "deadline_seconds"},
+		{"deadline too long", func(p *arbiter.Policy) { p.DeadlineSeconds = ref(arbiter.MaxDeadlineSeconds + 1) }, "deadline_seconds"},
+		{"audit rate above 1", func(p *arbiter.Policy) { p.AuditRate = ref(2.0) }, "audit_rate"},
 		{"a bad outcome", func(p *arbiter.Policy) { p.OnExpiry = arbiter.OnExpiry{Outcome: "agent_verdict"} }, "agent_floor"},
 		{"an outcome without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds = nil }, "deadline_seconds"},
 		{"expire without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds, p.OnExpiry = nil, arbiter.OnExpiry{} }, ""},
@@ -152,8 +153,8 @@ func TestPolicy_Validate(t *testing.T) {
 }
 
 func TestPolicy_Apply(t *testing.T) {
-	policy := &arbiter.Policy{TaskType: "refund", ConfidenceThreshold: ptr(0.95), DeadlineSeconds: ptr(600),
-		AuditRate: ptr(0.2), OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}}
+	policy := &arbiter.Policy{TaskType: "refund", ConfidenceThreshold: ref(0.95), DeadlineSeconds: ref(600),
+		AuditRate: ref(0.2), OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}}
 	parse := func(body string) arbiter.TaskCreate {
 		t.Helper()
 		in, err := arbiter.ParseTaskCreate([]byte(body))
@@ -224,7 +225,7 @@ func TestParseTaskCreate_OnExpiry(t *testing.T) {
 		{`"on_expiry":"expire"}`, arbiter.OnExpiry{}, ""},
 		{`"on_expiry":"verdict:approve"}`, arbiter.OnExpiry{Outcome: "verdict:approve"}, ""},
 		{`"on_expiry":"agent_verdict","agent_floor":0.9,"on_expiry_fallback":"verdict:reject"}`,
-			arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ptr(0.9), Fallback: "verdict:reject"}, ""},
+			arbiter.OnExpiry{Outcome: "agent_verdict", AgentFloor: ref(0.9), Fallback: "verdict:reject"}, ""},
 		{`"on_expiry":"verdict:maybe"}`, arbiter.OnExpiry{}, "on_expiry"},
 		{`"on_expiry":"agent_verdict","agent_floor":0.9,"on_expiry_fallback":"verdict:maybe"}`, arbiter.OnExpiry{}, "on_expiry_fallback"},
 		{`"agent_floor":0.9}`, arbiter.OnExpiry{}, "on_expiry"},
@@ -276,7 +277,7 @@ func TestDeadlinePassedError(t *testing.T) {
 	if outcome.Code != arbiter.ECONFLICT || !strings.Contains(outcome.Message, "approve") || strings.Contains(outcome.Message, "expired") {
 		t.Errorf("with an outcome: %v", outcome)
 	}
-	decided := &arbiter.Task{FinalTier: ptr(arbiter.TierFallback), FinalVerdict: ptr("approve")}
+	decided := &arbiter.Task{FinalTier: ref(arbiter.TierFallback), FinalVerdict: ref("approve")}
 	if !strings.Contains(decided.DecidedBy(), "on-expiry outcome (approve)") {
 		t.Errorf("DecidedBy = %q", decided.DecidedBy())
 	}

@@ -70,14 +70,11 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 // tasks_deadline, so a sweep costs what it expires, not the table's size;
 // those with an on-expiry outcome are left to decideDueTasks.
 func (d *DB) expireTasksSQL() string {
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
-	return d.publishingSQL(`UPDATE tasks SET status = 'expired', expired_at = ` + d.dbNowMS() + `,
+	lock := d.sqlSkipLocked()
+	return d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = ` + d.sqlNowMS() + `,
 		lease_owner = NULL, lease_expires_at = NULL
 		WHERE id IN (SELECT id FROM tasks
-			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.dbNowMS() + ` AND on_expiry IS NULL
+			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.sqlNowMS() + ` AND on_expiry IS NULL
 			ORDER BY deadline_at LIMIT ? ` + lock + `)
 		AND status IN ` + notFinal + `
 		RETURNING ` + updatedColumns)
@@ -86,7 +83,7 @@ func (d *DB) expireTasksSQL() string {
 // beforeDeadline is the SQL condition that a task's deadline, if it has
 // one, has not passed by the database's clock.
 func (d *DB) beforeDeadline() string {
-	return `(deadline_at IS NULL OR deadline_at > ` + d.dbNowMS() + `)`
+	return `(deadline_at IS NULL OR deadline_at > ` + d.sqlNowMS() + `)`
 }
 
 // deadlinePassed reports whether a change refused on the task was refused
@@ -96,7 +93,7 @@ func (d *DB) beforeDeadline() string {
 func (d *DB) deadlinePassed(ctx context.Context, q sqlx.QueryerContext, taskID string) (bool, error) {
 	var passed bool
 	err := sqlx.GetContext(ctx, q, &passed, d.rebind(`SELECT status = 'expired' OR (deadline_at IS NOT NULL AND deadline_at <= `+
-		d.dbNowMS()+`) FROM tasks WHERE id = ?`), taskID)
+		d.sqlNowMS()+`) FROM tasks WHERE id = ?`), taskID)
 	if err != nil {
 		return false, notFound(err, "Task not found.")
 	}

@@ -17,14 +17,10 @@ import (
 // it returns, not the table. On Postgres it locks them, skipping those
 // another sweep (or a decision) holds.
 func (d *DB) dueOutcomesSQL() string {
-	lock := ""
-	if d.dialect == Postgres {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
 	return d.rebind(`SELECT id FROM tasks
 		WHERE deadline_at IS NOT NULL AND on_expiry IS NOT NULL AND status IN ` + notFinal + `
-		AND deadline_at <= ` + d.dbNowMS() + `
-		ORDER BY deadline_at LIMIT ?` + lock)
+		AND deadline_at <= ` + d.sqlNowMS() + `
+		ORDER BY deadline_at LIMIT ? ` + d.sqlSkipLocked())
 }
 
 // decideDueTasks applies the on-expiry outcome (arbiter.DeadlineStep) of up
@@ -81,7 +77,7 @@ func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queue
 			updated = append(updated, *u)
 		}
 		if len(expire) > 0 {
-			query, args, err := sqlx.In(d.publishingSQL(`UPDATE tasks SET status = 'expired', expired_at = `+d.dbNowMS()+`,
+			query, args, err := sqlx.In(d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = `+d.sqlNowMS()+`,
 				lease_owner = NULL, lease_expires_at = NULL
 				WHERE id IN (?) AND status IN `+notFinal+` RETURNING `+updatedColumns), expire)
 			if err != nil {
@@ -111,7 +107,7 @@ func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queue
 // the fallback attempt a decides, inside tx. It returns the task as
 // publishingSQL reports it, or nil when it was final.
 func (d *DB) completeByFallback(ctx context.Context, tx *sqlx.Tx, taskID string, a arbiter.Attempt, now arbiter.Timestamp) (*updatedTask, error) {
-	rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
+	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?,
 		lease_owner = NULL, lease_expires_at = NULL, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND status IN `+notFinal+` RETURNING `+updatedColumns)),
