@@ -7,7 +7,6 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-
 func ref[T any](v T) *T { return &v }
 
 // agentAttempt is an agent attempt that answered verdict at confidence.
