@@ -61,6 +61,7 @@ const (
 	ActionViewCalibration Action = "view_calibration"  // the calibration report
 	ActionViewStats       Action = "view_stats"        // the desk's stats: the team's and one's own
 	ActionViewMemberStats Action = "view_member_stats" // every member's own line of the desk's stats
+	ActionManagePolicies  Action = "manage_policies"   // the account's policies per task type
 )
 
 // roleActions is the one table of who may do what.
@@ -69,11 +70,13 @@ var roleActions = map[string]map[Action]bool{
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,
 		ActionManageSettings: true, ActionViewAudit: true, ActionManageMembers: true, ActionDeleteAccount: true,
 		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true, ActionViewMemberStats: true,
+		ActionManagePolicies: true,
 	},
 	RoleAdmin: {
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,
 		ActionManageSettings: true, ActionViewAudit: true, ActionManageMembers: true,
 		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true, ActionViewMemberStats: true,
+		ActionManagePolicies: true,
 	},
 	RoleReviewer: {
 		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true,

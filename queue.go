@@ -246,8 +246,11 @@ type QueueService interface {
 	// ExpireTasks moves up to max tasks that are not final and whose
 	// deadline has passed, by the database's clock, to expired (final_*
 	// and completed_at stay null, expired_at is set), and returns their
-	// ids. Each task expires once, however many workers call it at once,
-	// and its waiters are woken.
+	// ids. Up to max such tasks with an on-expiry outcome get it first
+	// (DeadlineStep): completed with final_tier fallback and a fallback
+	// attempt, or expired; their ids are returned too. Each task changes
+	// once, however many workers call it at once, a decision committed
+	// first stands, and its waiters are woken.
 	ExpireTasks(ctx context.Context, max int) ([]string, error)
 
 	// ReleaseTasks returns every task still leased to owner to pending, for

@@ -95,6 +95,9 @@ type Task struct {
 	// Reservation is who holds the task on the desk, in the human queue's
 	// list; nil when nobody does.
 	Reservation *Reservation `json:"-"`
+	// OnExpiry is what happens at the deadline if nobody decides the task
+	// first, as it was when the task was created.
+	OnExpiry OnExpiry `json:"-"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -107,9 +110,12 @@ func (t *Task) Allows(verdict string) bool {
 	return false
 }
 
-// DecidedBy names who completed the task: the reviewer of its last human
-// attempt, or "the agent".
+// DecidedBy names who completed the task: its on-expiry outcome, the
+// reviewer of its last human attempt, or "the agent".
 func (t *Task) DecidedBy() string {
+	if t.FinalTier != nil && *t.FinalTier == TierFallback && t.FinalVerdict != nil {
+		return "its on-expiry outcome (" + *t.FinalVerdict + ") when the deadline passed"
+	}
 	for i := len(t.Attempts) - 1; i >= 0; i-- {
 		if a := t.Attempts[i]; a.Tier == TierHuman && a.Reviewer != nil && !a.Audit {
 			return *a.Reviewer
@@ -173,6 +179,16 @@ type TaskCreate struct {
 	// answers on such tasks that a person checks, blind. Left out of
 	// the Fingerprint when nil, so keys stored before it existed match.
 	AuditRate *float64 `json:",omitempty"`
+	// OnExpiry is what happens at the deadline when nobody decided the
+	// task (see DeadlineStep); the zero value expires it. Left out of
+	// the Fingerprint when it is the zero value.
+	OnExpiry OnExpiry `json:",omitzero"`
+
+	// Omitted is the set of fields the request left out, which the
+	// policy of the task's type fills (Policy.Apply). A create built in
+	// code leaves it empty, and takes nothing from policies. It is not
+	// part of the Fingerprint.
+	Omitted PolicyFields `json:"-"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -194,6 +210,9 @@ type taskCreateRequest struct {
 	DeadlineSeconds     *float64        `json:"deadline_seconds" null:"refuse"`
 	CallbackURL         *string         `json:"callback_url" null:"refuse"`
 	AuditRate           *float64        `json:"audit_rate" null:"refuse"`
+	OnExpiry            *string         `json:"on_expiry" null:"refuse"`
+	AgentFloor          *float64        `json:"agent_floor" null:"refuse"`
+	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -207,6 +226,9 @@ var fieldTypeErrors = map[string]string{
 	"deadline_seconds":     errDeadline.Message,
 	"callback_url":         "callback_url must be a string: an https:// URL.",
 	"audit_rate":           errAuditRate.Message,
+	"on_expiry":            `on_expiry must be a string: "expire", "verdict:<v>" or "agent_verdict".`,
+	"agent_floor":          "agent_floor must be a number from 0 to 1.",
+	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -336,6 +358,38 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		rate := *r
 		in.AuditRate = &rate
+	}
+
+	if req.OnExpiry == nil && (req.AgentFloor != nil || req.OnExpiryFallback != nil) {
+		return TaskCreate{}, FieldErrorf("on_expiry", "agent_floor and on_expiry_fallback go with on_expiry agent_verdict; give on_expiry too.")
+	} else if req.OnExpiry != nil {
+		o := OnExpiry{Outcome: *req.OnExpiry, AgentFloor: req.AgentFloor}
+		if req.OnExpiryFallback != nil {
+			o.Fallback = *req.OnExpiryFallback
+		}
+		if err := o.Validate(); err != nil {
+			return TaskCreate{}, err
+		} else if err := o.CheckVerdicts(in.AllowedVerdicts); err != nil {
+			return TaskCreate{}, err
+		}
+		if o.Outcome != OnExpiryExpire {
+			in.OnExpiry = o
+		}
+	}
+
+	// What the request left out, its task type's policy fills.
+	for _, f := range []struct {
+		given bool
+		field PolicyFields
+	}{
+		{req.ConfidenceThreshold != nil, FieldThreshold},
+		{req.DeadlineSeconds != nil, FieldDeadline},
+		{req.AuditRate != nil, FieldAuditRate},
+		{req.OnExpiry != nil, FieldOnExpiry},
+	} {
+		if !f.given {
+			in.Omitted |= f.field
+		}
 	}
 	return in, nil
 }

@@ -38,7 +38,7 @@ type TaskFilter struct {
 	TaskType   string
 	Source     string
 	Touchpoint string
-	FinalTier  string // TierAgent or TierHuman: completed tasks decided by that tier
+	FinalTier  string // TierAgent, TierHuman or TierFallback: completed tasks decided by that tier
 
 	// CreatedAfter and CreatedBefore bound created_at, both exclusive.
 	CreatedAfter, CreatedBefore *Timestamp
@@ -63,8 +63,8 @@ func (f *TaskFilter) Validate() error {
 	if f.Status != "" && !ValidTaskStatus(f.Status) {
 		return FieldErrorf("status", "status must be one of %s.", strings.Join(TaskStatuses, ", "))
 	}
-	if f.FinalTier != "" && f.FinalTier != TierAgent && f.FinalTier != TierHuman {
-		return FieldErrorf("final_tier", "final_tier must be %s or %s.", TierAgent, TierHuman)
+	if f.FinalTier != "" && f.FinalTier != TierAgent && f.FinalTier != TierHuman && f.FinalTier != TierFallback {
+		return FieldErrorf("final_tier", "final_tier must be %s, %s or %s.", TierAgent, TierHuman, TierFallback)
 	}
 	for _, label := range []struct{ name, value string }{
 		{"task_type", f.TaskType}, {"source", f.Source}, {"touchpoint", f.Touchpoint},

@@ -209,6 +209,9 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 			}
 			continue
 		}
+		if status == http.StatusNoContent && out == nil {
+			return nil
+		}
 		if status == http.StatusOK {
 			if err := json.Unmarshal(b, out); err != nil {
 				return fmt.Errorf("%s %s answered 200 with a body that is not the expected JSON: %w", cl.method, cl.path, err)

@@ -22,6 +22,9 @@ const (
 const (
 	TierAgent = "agent"
 	TierHuman = "human"
+	// TierFallback decided a task whose deadline passed: its on-expiry
+	// outcome (TaskCreate.OnExpiry). Handle it as a final tier too.
+	TierFallback = "fallback"
 )
 
 // TaskCreate is a task to submit. Only Prompt and AllowedVerdicts are
@@ -60,6 +63,14 @@ type TaskCreate struct {
 	// verdict; the check feeds the calibration report. Rate(0.05) makes
 	// the pointer.
 	AuditRate *float64 `json:"audit_rate,omitempty"`
+	// OnExpiry is what happens when the deadline passes and nobody
+	// decided: "expire", "verdict:<v>" (the task is decided v, FinalTier
+	// TierFallback) or "agent_verdict" (the verifier's last verdict when
+	// its confidence reached AgentFloor, else OnExpiryFallback, "expire"
+	// or "verdict:<v>"). Empty: the policy of the task type's, or expire.
+	OnExpiry         string   `json:"on_expiry,omitempty"`
+	AgentFloor       *float64 `json:"agent_floor,omitempty"`
+	OnExpiryFallback string   `json:"on_expiry_fallback,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task

@@ -28,6 +28,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"tasks", `DELETE FROM tasks WHERE account_id = ?`},
 	{"usage", `DELETE FROM daily_usage WHERE account_id = ?`},
+	{"policies", `DELETE FROM policies WHERE account_id = ?`},
 	{"API keys", `DELETE FROM api_keys WHERE account_id = ?`},
 	{"audit log", `DELETE FROM audit_events WHERE account_id = ?`},
 	{"invitations", `DELETE FROM invitations WHERE account_id = ?`},

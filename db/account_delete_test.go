@@ -28,7 +28,8 @@ type heldAccount struct {
 // owner, an admin and a reviewer (also a member of elsewhere, when given),
 // a pending invitation, an API key, a webhook endpoint and its messages,
 // the callback secret, a decided task with its attempts and labelled pair,
-// a keyed task, a reserved and skipped task, a demo verdict and a digest.
+// a keyed task, a reserved and skipped task, a demo verdict, a digest and
+// a policy.
 func holdEverything(t *testing.T, d *db.DB, name string) *heldAccount {
 	t.Helper()
 	h := &heldAccount{acct: newAccount(t, d, name+"@example.com")}
@@ -57,6 +58,9 @@ func holdEverything(t *testing.T, d *db.DB, name string) *heldAccount {
 		t.Fatal(err)
 	}
 	newWebhookEndpoint(t, d, h.acct.ID)
+	if _, err := d.PutPolicy(ctx, h.acct.ID, arbiter.Policy{TaskType: arbiter.DefaultPolicyName, DeadlineSeconds: ptr(600)}, actor(h.owner)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := d.FindCallbackSecret(ctx, h.acct.ID); err != nil {
 		t.Fatal(err)
 	}

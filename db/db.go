@@ -118,6 +118,9 @@ type DB struct {
 	finishes  finishGroup
 	ungrouped bool
 
+	// policies keeps accounts' policies for creates (policy.go).
+	policies policyCache
+
 	// claims are the claim statements of the store's dialect, assembled
 	// once (claimTasksSQL, claimWebhooksSQL).
 	claims struct{ tasks, webhooks string }

@@ -14,7 +14,9 @@ const notFinal = `('` + arbiter.StatusPending + `', '` + arbiter.StatusAgentRunn
 
 // ExpireTasks moves up to max tasks that are not final and whose deadline
 // has passed, by the database's clock, to expired, and returns their ids
-// (see arbiter.QueueService). The change is one statement: each row changes
+// (see arbiter.QueueService); before them, up to max such tasks with an
+// on-expiry outcome get it (decideDueTasks), and their ids come first.
+// The expiry is one statement: each row changes
 // once, so a task expires once however many workers sweep at the same
 // time; on Postgres they skip each other's rows (SKIP LOCKED) instead of
 // waiting, and the statement publishes each expiry with pg_notify. The
@@ -24,6 +26,15 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 	defer end(&err)
 	if max <= 0 {
 		return nil, nil
+	}
+	// The tasks with an on-expiry outcome first (deadline_outcome.go).
+	decided, decidedQueued, err := d.decideDueTasks(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	d.published(decided...)
+	if decidedQueued {
+		d.webhooksQueued()
 	}
 	stmt, err := d.stmt(ctx, d.expireTasksSQL())
 	if err != nil {
@@ -51,18 +62,19 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 	if queued {
 		d.webhooksQueued()
 	}
-	return expired, nil
+	return append(decided, expired...), nil
 }
 
 // expireTasksSQL is ExpireTasks's statement; its argument is the most
 // tasks it expires. The due tasks are found by the partial index
-// tasks_deadline, so a sweep costs what it expires, not the table's size.
+// tasks_deadline, so a sweep costs what it expires, not the table's size;
+// those with an on-expiry outcome are left to decideDueTasks.
 func (d *DB) expireTasksSQL() string {
 	lock := d.sqlSkipLocked()
 	return d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = ` + d.sqlNowMS() + `,
 		lease_owner = NULL, lease_expires_at = NULL
 		WHERE id IN (SELECT id FROM tasks
-			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.sqlNowMS() + `
+			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.sqlNowMS() + ` AND on_expiry IS NULL
 			ORDER BY deadline_at LIMIT ? ` + lock + `)
 		AND status IN ` + notFinal + `
 		RETURNING ` + updatedColumns)

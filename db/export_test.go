@@ -305,3 +305,9 @@ func (d *DB) CachedCalibrations() int {
 	defer d.calibrations.mu.Unlock()
 	return len(d.calibrations.reads)
 }
+
+// ExplainDecideDueTasks returns the store's plan of the statement that
+// finds the due tasks with an on-expiry outcome.
+func (d *DB) ExplainDecideDueTasks(ctx context.Context) (string, error) {
+	return d.explain(ctx, d.dueOutcomesSQL(), 100)
+}

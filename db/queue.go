@@ -246,7 +246,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 	if passed, err := d.deadlinePassed(ctx, q, taskID); err != nil {
 		return err
 	} else if passed {
-		return arbiter.ExpiredError(nil)
+		return d.deadlineRefusal(ctx, q, taskID)
 	}
 	return errLeaseLost
 }
@@ -347,7 +347,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			} else if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
 				return err
 			} else if passed {
-				return arbiter.ExpiredError(t.DeadlineAt)
+				return arbiter.DeadlinePassedError(t)
 			} else if r, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
 				return err
 			} else if r != nil && r.PersonID != dec.ReviewerID {

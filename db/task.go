@@ -22,7 +22,7 @@ const msPerDay = 24 * 60 * 60 * 1000
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state`
+	t.audit_rate, t.audit_state, t.on_expiry`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -51,11 +51,30 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	}
 	creates := make([]newCreate, len(in))
 	now := d.nowMS()
+	var refused []error // by create, when a policy refused one
 	for i := range in {
-		var err error
-		if creates[i], err = d.newCreate(accountID, in[i], now); err != nil {
+		policy, err := d.policyFor(ctx, accountID, in[i])
+		if err != nil {
 			return nil, err
 		}
+		applied, err := policy.Apply(in[i])
+		if err != nil && len(in) == 1 {
+			return nil, err
+		} else if err != nil {
+			if refused == nil {
+				refused = make([]error, len(in))
+			}
+			refused[i] = err
+			continue
+		}
+		if creates[i], err = d.newCreate(accountID, applied, now); err != nil {
+			return nil, err
+		}
+		// The key matches the request, not what its policy made of it.
+		creates[i].fingerprint = fingerprintOf(in[i])
+	}
+	if refused != nil {
+		return d.createAllBut(ctx, accountID, in, refused)
 	}
 	if !d.takesArrays() || len(creates) > 1 {
 		out, err := d.createBatch(ctx, accountID, creates)
@@ -86,6 +105,42 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: createErr}}, nil
 }
 
+// createAllBut answers the creates of in that a policy refused with their
+// errors, and stores the others.
+func (d *DB) createAllBut(ctx context.Context, accountID string, in []arbiter.TaskCreate, refused []error) ([]arbiter.TaskCreated, error) {
+	var rest []arbiter.TaskCreate
+	for i, err := range refused {
+		if err == nil {
+			rest = append(rest, in[i])
+		}
+	}
+	out := make([]arbiter.TaskCreated, len(in))
+	var created []arbiter.TaskCreated
+	if len(rest) > 0 {
+		var err error
+		if created, err = d.CreateTasks(ctx, accountID, rest); err != nil {
+			return nil, err
+		}
+	}
+	for i, err := range refused {
+		if err != nil {
+			out[i].Err = err
+		} else {
+			out[i], created = created[0], created[1:]
+		}
+	}
+	return out, nil
+}
+
+// fingerprintOf is the fingerprint of a create with an idempotency key,
+// "" without one.
+func fingerprintOf(in arbiter.TaskCreate) string {
+	if in.IdempotencyKey == "" {
+		return ""
+	}
+	return in.Fingerprint()
+}
+
 // newCreate is a create on its way to the store: the pending task, its
 // allowed verdicts as JSON, and its idempotency key with the request's
 // fingerprint and the key's expiry (all zero without a key).
@@ -97,6 +152,9 @@ type newCreate struct {
 	expiresAt   arbiter.Timestamp
 	// callbackURL is where the task's events also go; "" for none.
 	callbackURL string
+	// onExpiry is the stored on-expiry outcome (onExpiryColumn); "" for
+	// expire.
+	onExpiry string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -142,6 +200,10 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
 	}
+	c.task.OnExpiry = in.OnExpiry
+	if o, ok := onExpiryColumn(in.OnExpiry).(string); ok {
+		c.onExpiry = o
+	}
 	if in.DeadlineSeconds > 0 {
 		deadline := now + arbiter.Timestamp(in.DeadlineSeconds)*1000
 		c.task.DeadlineAt = &deadline
@@ -159,7 +221,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 // nothing. A key that a concurrent create stores first fails the statement
 // on the key's primary key (after that create commits), which undoes it
 // all. Arguments: account, day, account, default cap, account, key,
-// account, default cap; the task's columns (audit_rate last); account, key, fingerprint,
+// account, default cap; the task's columns (on_expiry last); account, key, fingerprint,
 // created at, expires at, key. It returns the task's id when it stored it.
 const createOneSQL = `WITH counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
@@ -170,8 +232,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8 FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -192,7 +254,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL), t.AuditRate,
+		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {
@@ -320,13 +382,14 @@ type taskRow struct {
 	deadlineAt, expiredAt                                                 sql.NullInt64
 	auditRate                                                             sql.NullFloat64
 	auditState                                                            sql.NullString
+	onExpiry                                                              sql.NullString
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState}
+		&r.auditRate, &r.auditState, &r.onExpiry}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -357,6 +420,11 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 	if err := json.Unmarshal([]byte(r.verdicts), &t.AllowedVerdicts); err != nil {
 		return nil, fmt.Errorf("task %s: allowed_verdicts: %w", r.id, err)
 	}
+	o, err := parseOnExpiry(r.onExpiry)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", r.id, err)
+	}
+	t.OnExpiry = o
 	return t, nil
 }
 

@@ -90,7 +90,7 @@ type getTaskInput struct {
 
 type listTasksInput struct {
 	Status        string `json:"status,omitempty" jsonschema:"Only tasks in this status."`
-	FinalTier     string `json:"final_tier,omitempty" jsonschema:"Only completed tasks decided by this tier: human (a reviewer) or agent (the automated verifier)."`
+	FinalTier     string `json:"final_tier,omitempty" jsonschema:"Only completed tasks decided by this tier: human (a reviewer), agent (the automated verifier) or fallback (the task's on-expiry outcome at its deadline)."`
 	TaskType      string `json:"task_type,omitempty" jsonschema:"Only tasks with exactly this task_type."`
 	Source        string `json:"source,omitempty" jsonschema:"Only tasks with exactly this source."`
 	Touchpoint    string `json:"touchpoint,omitempty" jsonschema:"Only tasks with exactly this touchpoint; ask_verdict's tasks have mcp."`
@@ -175,7 +175,7 @@ func listTasksTool() *mcp.Tool {
 		InputSchema: inputSchema[listTasksInput](func(p map[string]*jsonschema.Schema) {
 			p["status"].Enum = []any{client.StatusPending, client.StatusAgentRunning, client.StatusHumanNeeded,
 				client.StatusCompleted, client.StatusExpired}
-			p["final_tier"].Enum = []any{client.TierHuman, client.TierAgent}
+			p["final_tier"].Enum = []any{client.TierHuman, client.TierAgent, client.TierFallback}
 			p["created_after"].Format = "date-time"
 			p["created_before"].Format = "date-time"
 			only(p["limit"], "integer")

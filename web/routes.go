@@ -46,6 +46,8 @@ type Services struct {
 	// Calibration reads the labelled pairs of the calibration report and
 	// keeps the accounts' audit rates.
 	Calibration arbiter.CalibrationService
+	// Policies keeps the accounts' policies per task type.
+	Policies arbiter.PolicyService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -197,6 +199,12 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
 			r.Method(http.MethodGet, "/calibration", handlers.CalibrationGet(rt.Services.Calibration))
+			// An API key acts for the account, as its owners and admins
+			// do; reviewers hold no keys (ActionManageKeys).
+			r.Method(http.MethodGet, "/policies", handlers.PolicyList(rt.Services.Policies))
+			r.Method(http.MethodGet, "/policies/{task_type}", handlers.PolicyGet(rt.Services.Policies))
+			r.Method(http.MethodPut, "/policies/{task_type}", handlers.PolicyPut(rt.Services.Policies))
+			r.Method(http.MethodDelete, "/policies/{task_type}", handlers.PolicyDelete(rt.Services.Policies))
 		})
 	})
 }
@@ -285,6 +293,10 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policies", handlers.DashboardPolicies(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policy", handlers.DashboardPolicy(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy", handlers.DashboardPolicySave(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy/delete", handlers.DashboardPolicyDelete(s.Policies))
 		})
 	})
 }

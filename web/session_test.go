@@ -200,7 +200,7 @@ func newDash(t *testing.T, dialect string, setup func(d *dash)) *dash {
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store,
+			Calibration: store, Policies: store,
 		},
 		KeyChecker: d.keys,
 		Logger:     discardLogger(),

@@ -283,7 +283,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store,
+			Calibration: store, Policies: store,
 		},
 		KeyChecker:     keys,
 		Logger:         s.logger,

@@ -71,6 +71,7 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 			in.AuditRate = &f
 			return nil
 		})
+	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = v })
 	wait := fs.Bool("wait", false, "wait until the task is completed (or expired) and print it then; an expired task is printed and fails the command")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 	if err := c.parse(fs, p, args); err != nil {
@@ -113,6 +114,22 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 		}
 		return done, nil
 	})
+}
+
+// onExpiryFlags declares --on-expiry, --agent-floor and
+// --on-expiry-fallback, which task create and policy put share.
+func onExpiryFlags(fs *flag.FlagSet, outcome *string, floor **float64, fallback func(string)) {
+	fs.StringVar(outcome, "on-expiry", "", `what happens when the deadline passes and nobody decided: expire, verdict:<v> or agent_verdict (default: the task type's policy, or expire)`)
+	fs.Func("agent-floor", "with --on-expiry agent_verdict: the least confidence at which the verifier's verdict is taken, 0 to 1", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return errors.New("not a number")
+		}
+		*floor = &f
+		return nil
+	})
+	fs.Func("on-expiry-fallback", "with --on-expiry agent_verdict: expire (default) or verdict:<v>, when the verifier's verdict falls short",
+		func(v string) error { fallback(v); return nil })
 }
 
 // runTaskGet runs `arbiter task get`.

@@ -262,6 +262,10 @@ func eventLabel(kind string) string {
 		return "Webhook disabled"
 	case arbiter.AuditCallbackSecretRotated:
 		return "Callback secret rotated"
+	case arbiter.AuditPolicyChanged:
+		return "Policy changed"
+	case arbiter.AuditPolicyDeleted:
+		return "Policy deleted"
 	}
 	return kind
 }

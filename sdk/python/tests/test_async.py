@@ -73,3 +73,20 @@ def test_async_errors_and_retries(server: Server, account: Account) -> None:
         assert t1 - t0 >= 1.0 and k0 is not None and k0 == k1
     finally:
         proxy.close()
+
+
+def test_async_policies(account: Account) -> None:
+    task_type = "async-" + secrets.token_hex(4)
+
+    async def main() -> "tuple[dict, List[dict], Task]":
+        async with _client(account) as a:
+            put = await a.put_policy(task_type, deadline_seconds=120, on_expiry="verdict:no")
+            listed = await a.list_policies()
+            task = await a.create_task("Ok?", ["yes", "no"], task_type=task_type)
+            await a.delete_policy(task_type)
+            return put, listed, task
+
+    put, listed, task = asyncio.run(main())
+    assert put["on_expiry"] == "verdict:no"
+    assert any(p["task_type"] == task_type for p in listed)
+    assert task.deadline_at == pytest.approx(task.created_at + 120, abs=0.01)

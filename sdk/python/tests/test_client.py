@@ -214,3 +214,26 @@ def test_webhooks_the_server_sent_verify_and_a_tampered_one_does_not(arbiter: Ar
             arbiterhq.verify_webhook(body, headers, secret, now=stale)
     finally:
         receiver.close()
+
+
+def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter) -> None:
+    task_type = "refund-" + secrets.token_hex(4)
+    put = arbiter.put_policy(task_type, confidence_threshold=0.95, deadline_seconds=600,
+                             on_expiry="agent_verdict", agent_floor=0.9, on_expiry_fallback="verdict:reject")
+    assert (put["task_type"], put["on_expiry"], put["audit_rate"]) == (task_type, "agent_verdict", None)
+    assert arbiter.get_policy(task_type) == put
+    assert any(p["task_type"] == task_type for p in arbiter.list_policies())
+    with pytest.raises(arbiterhq.BadRequest):
+        arbiter.put_policy(task_type, on_expiry="agent_verdict")
+
+    task = arbiter.create_task("Refund?", ["approve", "reject"], task_type=task_type)
+    assert task.confidence_threshold == 0.95
+    assert task.deadline_at == pytest.approx(task.created_at + 600, abs=0.01)
+    given = arbiter.create_task("Refund?", ["approve", "reject"], task_type=task_type, on_expiry="verdict:approve", confidence_threshold=0.5)
+    assert given.confidence_threshold == 0.5
+
+    arbiter.delete_policy(task_type)
+    with pytest.raises(arbiterhq.NotFound):
+        arbiter.get_policy(task_type)
+    with pytest.raises(arbiterhq.NotFound):
+        arbiter.delete_policy(task_type)

@@ -18,6 +18,11 @@ export type TaskCreate = components["schemas"]["TaskCreate"];
 /** One item of a batch create: a task create and its own idempotency key. */
 export type TaskBatchItem = components["schemas"]["TaskBatchItem"];
 
+/** How the account handles tasks of one task_type ("default": every type without its own). */
+export type Policy = components["schemas"]["Policy"];
+/** The body of a policy put: each field left out or null is not set. */
+export type PolicyPut = components["schemas"]["PolicyPut"];
+
 /** The outcome of one item of a batch: the task, or the item's error. */
 export type TaskResult =
   | { ok: true; status: 200; task: Task; replayed: boolean }
@@ -109,7 +114,7 @@ function backoffMs(attempt: number): number {
 }
 
 interface Call {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   path: string;
   query?: Record<string, string | number | undefined>;
   body?: unknown;
@@ -211,6 +216,7 @@ export class Arbiter {
           parsed = undefined;
         }
         if (res.status === 200 && parsed !== undefined) return parsed as T;
+        if (res.status === 204 && call.method === "DELETE") return undefined as T;
         err = errorFor(res.status, parsed, {
           requestId: res.headers.get("X-Request-Id") ?? undefined,
           retryAfter: parseRetryAfter(res.headers.get("Retry-After")),
@@ -288,6 +294,27 @@ export class Arbiter {
     }
   }
 
+  /** The account's policies, by task type. */
+  async listPolicies(opts: { signal?: AbortSignal } = {}): Promise<Policy[]> {
+    const data = await this.send<{ policies: Policy[] }>({ method: "GET", path: "/v1/policies", signal: opts.signal });
+    return data.policies;
+  }
+
+  /** The account's policy of the task type ("default" for the default policy); NotFound without one. */
+  async getPolicy(taskType: string, opts: { signal?: AbortSignal } = {}): Promise<Policy> {
+    return this.send<Policy>({ method: "GET", path: policyPath(taskType), signal: opts.signal });
+  }
+
+  /** Replaces the account's policy of the task type; tasks already created keep their values. */
+  async putPolicy(taskType: string, policy: PolicyPut, opts: { signal?: AbortSignal } = {}): Promise<Policy> {
+    return this.send<Policy>({ method: "PUT", path: policyPath(taskType), body: policy, repeatable: true, signal: opts.signal });
+  }
+
+  /** Deletes the account's policy of the task type; NotFound without one. */
+  async deletePolicy(taskType: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.send<void>({ method: "DELETE", path: policyPath(taskType), signal: opts.signal });
+  }
+
   /** Creates the task (with an idempotency key) and waits for it to be final. */
   async ask(prompt: string, allowedVerdicts: string[], context?: unknown, opts: AskOptions = {}): Promise<Task> {
     const { wait, idempotencyKey, signal, ...fields } = opts;
@@ -297,6 +324,11 @@ export class Arbiter {
     if (isFinal(task)) return task;
     return this.waitTask(task.id, { timeoutMs: wait === undefined ? undefined : wait * 1000, signal });
   }
+}
+
+function policyPath(taskType: string): string {
+  if (!taskType) throw new Error("a policy needs a task type");
+  return `/v1/policies/${encodeURIComponent(taskType)}`;
 }
 
 function waitTimeout(id: string, last: Task | undefined): WaitTimeout {

@@ -232,6 +232,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's policies
+         * @description The account's policies, by task_type.
+         */
+        get: operations["listPolicies"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{task_type}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The task type; default for the default policy.
+                 * @example refund
+                 */
+                task_type: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a policy
+         * @description The account's policy of the task type.
+         */
+        get: operations["getPolicy"];
+        /**
+         * Create or replace a policy
+         * @description Stores the account's policy of the task type, replacing the one before, and records the change in the audit log. Tasks already created keep the values they were created with. A create whose allowed_verdicts lack the verdict of its policy's on_expiry is refused (400, field on_expiry).
+         */
+        put: operations["putPolicy"];
+        post?: never;
+        /**
+         * Delete a policy
+         * @description Removes the account's policy of the task type; later creates of the type take the default policy, if any. Tasks already created keep their values.
+         */
+        delete: operations["deletePolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "task.human_needed": {
@@ -407,7 +461,7 @@ export interface components {
             allowed_verdicts: string[];
             /**
              * Format: double
-             * @description The verifier's answer stands when its confidence is at least this; below it, a person decides. From 0 to 1; 0.8 when left out.
+             * @description The verifier's answer stands when its confidence is at least this; below it, a person decides. From 0 to 1; 0.8 when left out. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             confidence_threshold?: number;
             /** @description A label of the caller's: at most 200 characters; "decide" when left out. */
@@ -420,7 +474,7 @@ export interface components {
             context?: unknown;
             /**
              * Format: int32
-             * @description Seconds after its creation at which the task expires unless it is final by then: 60 to 2,592,000 (30 days). Without it the task never expires.
+             * @description Seconds after its creation at which the task expires unless it is final by then: 60 to 2,592,000 (30 days). Without it the task never expires. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             deadline_seconds?: number;
             /**
@@ -431,9 +485,25 @@ export interface components {
             callback_url?: string;
             /**
              * Format: double
-             * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
+             * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             audit_rate?: number;
+            /**
+             * @description What happens when the deadline passes and nobody decided the task: expire (the task expires, as without it); verdict:<v> (the task is completed with verdict v, one of allowed_verdicts, final_tier fallback, final_confidence null); agent_verdict (the verifier's last verdict is taken when its confidence was at least agent_floor and the verdict is allowed, with final_confidence the agent's; otherwise on_expiry_fallback). Anything but expire needs a deadline. When left out, the task's policy gives it, or expire.
+             * @example verdict:reject
+             */
+            on_expiry?: string;
+            /**
+             * Format: double
+             * @description With on_expiry agent_verdict (required then, and only then): the least confidence at which the verifier's verdict is taken at the deadline.
+             * @example 0.9
+             */
+            agent_floor?: number;
+            /**
+             * @description With on_expiry agent_verdict: what happens when the agent's verdict falls short: expire (when left out) or verdict:<v>.
+             * @example verdict:reject
+             */
+            on_expiry_fallback?: string;
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -448,7 +518,7 @@ export interface components {
             allowed_verdicts: string[];
             /**
              * Format: double
-             * @description The verifier's answer stands when its confidence is at least this; below it, a person decides. From 0 to 1; 0.8 when left out.
+             * @description The verifier's answer stands when its confidence is at least this; below it, a person decides. From 0 to 1; 0.8 when left out. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             confidence_threshold?: number;
             /** @description A label of the caller's: at most 200 characters; "decide" when left out. */
@@ -461,7 +531,7 @@ export interface components {
             context?: unknown;
             /**
              * Format: int32
-             * @description Seconds after its creation at which the task expires unless it is final by then: 60 to 2,592,000 (30 days). Without it the task never expires.
+             * @description Seconds after its creation at which the task expires unless it is final by then: 60 to 2,592,000 (30 days). Without it the task never expires. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             deadline_seconds?: number;
             /** @description The rules and meaning of the Idempotency-Key header of POST /v1/tasks, for this task; a key used for a task of POST /v1/tasks replays here, and the other way round. */
@@ -474,9 +544,25 @@ export interface components {
             callback_url?: string;
             /**
              * Format: double
-             * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
+             * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true. When left out, the policy of the task's task_type (or the default policy) gives it, if it sets one.
              */
             audit_rate?: number;
+            /**
+             * @description What happens when the deadline passes and nobody decided the task: expire (the task expires, as without it); verdict:<v> (the task is completed with verdict v, one of allowed_verdicts, final_tier fallback, final_confidence null); agent_verdict (the verifier's last verdict is taken when its confidence was at least agent_floor and the verdict is allowed, with final_confidence the agent's; otherwise on_expiry_fallback). Anything but expire needs a deadline. When left out, the task's policy gives it, or expire.
+             * @example verdict:reject
+             */
+            on_expiry?: string;
+            /**
+             * Format: double
+             * @description With on_expiry agent_verdict (required then, and only then): the least confidence at which the verifier's verdict is taken at the deadline.
+             * @example 0.9
+             */
+            agent_floor?: number;
+            /**
+             * @description With on_expiry agent_verdict: what happens when the agent's verdict falls short: expire (when left out) or verdict:<v>.
+             * @example verdict:reject
+             */
+            on_expiry_fallback?: string;
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {
@@ -585,7 +671,7 @@ export interface components {
             verdict: string | null;
             /**
              * Format: double
-             * @description The answer's confidence, 0 to 1; null when the call failed or the verifier declined.
+             * @description The answer's confidence, 0 to 1; null when the call failed or the verifier declined, and on a fallback attempt that decided a fixed verdict.
              */
             confidence: number | null;
             /** @description The verifier's or reviewer's reason; "" when none was given. */
@@ -667,10 +753,10 @@ export interface components {
          */
         TaskStatus: "pending" | "agent_running" | "human_needed" | "completed" | "expired";
         /**
-         * @description Who answered: the automated verifier (agent) or a person (human).
+         * @description Who answered: the automated verifier (agent), a person (human), or the task's on-expiry outcome when its deadline passed (fallback). Handle fallback: a task decided so has final_tier fallback, final_confidence the agent's for on_expiry agent_verdict and null for a fixed verdict.
          * @enum {string}
          */
-        Tier: "agent" | "human";
+        Tier: "agent" | "human" | "fallback";
         /** @description One JSON-RPC 2.0 message of the Model Context Protocol: a request (method, params and id), a notification (no id) or a response. */
         JSONRPCMessage: {
             /**
@@ -1189,6 +1275,88 @@ export interface components {
              * @description When the window came back under the target (epoch seconds); null while drifted.
              */
             cleared_at: number | null;
+        };
+        /** @description How the account handles tasks of one task_type: the values a create takes for the fields it leaves out. The policy named default applies to every task type without its own. A task records the values it was created with: changing a policy never changes tasks already created. null: the policy leaves the field to the create's default. */
+        Policy: {
+            /**
+             * @description The task type it applies to; default for the default policy.
+             * @example refund
+             */
+            task_type: string;
+            /**
+             * Format: double
+             * @description As the create's.
+             */
+            confidence_threshold: number | null;
+            /**
+             * Format: int32
+             * @description As the create's.
+             */
+            deadline_seconds: number | null;
+            /**
+             * Format: double
+             * @description As the create's.
+             */
+            audit_rate: number | null;
+            /**
+             * @description As the create's; expire when the policy sets no outcome. Any other outcome needs the policy's deadline_seconds.
+             * @example verdict:reject
+             */
+            on_expiry: string;
+            /**
+             * Format: double
+             * @description With on_expiry agent_verdict (required then, and only then): the least confidence at which the verifier's verdict is taken at the deadline.
+             * @example 0.9
+             */
+            agent_floor: number | null;
+            /**
+             * @description With on_expiry agent_verdict: what happens when the agent's verdict falls short: expire (when left out) or verdict:<v>.
+             * @example verdict:reject
+             */
+            on_expiry_fallback: string | null;
+            /**
+             * Format: double
+             * @description When it was last put, in Unix epoch seconds.
+             */
+            updated_at: number;
+        };
+        /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
+        PolicyPut: {
+            /**
+             * Format: double
+             * @description As the create's.
+             */
+            confidence_threshold?: number | null;
+            /**
+             * Format: int32
+             * @description As the create's.
+             */
+            deadline_seconds?: number | null;
+            /**
+             * Format: double
+             * @description As the create's.
+             */
+            audit_rate?: number | null;
+            /**
+             * @description As the create's; any outcome but expire needs deadline_seconds (400 naming deadline_seconds without it).
+             * @example verdict:reject
+             */
+            on_expiry?: string | null;
+            /**
+             * Format: double
+             * @description With on_expiry agent_verdict (required then, and only then): the least confidence at which the verifier's verdict is taken at the deadline.
+             * @example 0.9
+             */
+            agent_floor?: number | null;
+            /**
+             * @description With on_expiry agent_verdict: what happens when the agent's verdict falls short: expire (when left out) or verdict:<v>.
+             * @example verdict:reject
+             */
+            on_expiry_fallback?: string | null;
+        };
+        PolicyList: {
+            /** @description The account's policies, by task_type. */
+            policies: components["schemas"]["Policy"][];
         };
     };
     responses: {
@@ -3353,6 +3521,240 @@ export interface operations {
                 };
             };
             431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    listPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policies. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policies": [
+                     *         {
+                     *           "task_type": "refund",
+                     *           "confidence_threshold": 0.9,
+                     *           "deadline_seconds": 3600,
+                     *           "audit_rate": null,
+                     *           "on_expiry": "agent_verdict",
+                     *           "agent_floor": 0.95,
+                     *           "on_expiry_fallback": "verdict:reject",
+                     *           "updated_at": 1795415525.173
+                     *         },
+                     *         {
+                     *           "task_type": "default",
+                     *           "confidence_threshold": null,
+                     *           "deadline_seconds": 86400,
+                     *           "audit_rate": 0.05,
+                     *           "on_expiry": "expire",
+                     *           "agent_floor": null,
+                     *           "on_expiry_fallback": null,
+                     *           "updated_at": 1795415000.5
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PolicyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The task type; default for the default policy.
+                 * @example refund
+                 */
+                task_type: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "task_type": "refund",
+                     *       "confidence_threshold": 0.9,
+                     *       "deadline_seconds": 3600,
+                     *       "audit_rate": null,
+                     *       "on_expiry": "agent_verdict",
+                     *       "agent_floor": 0.95,
+                     *       "on_expiry_fallback": "verdict:reject",
+                     *       "updated_at": 1795415525.173
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Policy"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The account has no policy for this task type. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "The account has no policy for this task type.",
+                     *       "code": "not_found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The task type; default for the default policy.
+                 * @example refund
+                 */
+                task_type: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "confidence_threshold": 0.9,
+                 *       "deadline_seconds": 3600,
+                 *       "on_expiry": "agent_verdict",
+                 *       "agent_floor": 0.95,
+                 *       "on_expiry_fallback": "verdict:reject"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PolicyPut"];
+            };
+        };
+        responses: {
+            /** @description The policy as stored. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "task_type": "refund",
+                     *       "confidence_threshold": 0.9,
+                     *       "deadline_seconds": 3600,
+                     *       "audit_rate": null,
+                     *       "on_expiry": "agent_verdict",
+                     *       "agent_floor": 0.95,
+                     *       "on_expiry_fallback": "verdict:reject",
+                     *       "updated_at": 1795415525.173
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Policy"];
+                };
+            };
+            /** @description The body is not a valid policy; field names the first value at fault. Nothing was stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "on_expiry agent_verdict needs agent_floor, a number from 0 to 1.",
+                     *       "code": "invalid_field",
+                     *       "field": "agent_floor"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deletePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The task type; default for the default policy.
+                 * @example refund
+                 */
+                task_type: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The account has no policy for this task type. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "The account has no policy for this task type.",
+                     *       "code": "not_found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     webhookTaskHumanNeeded: {

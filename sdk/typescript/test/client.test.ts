@@ -63,6 +63,27 @@ describe("Arbiter", () => {
     assert.ok(b !== undefined && !b.ok && b.error instanceof BadRequest);
   });
 
+  it("puts, reads, lists and deletes a policy, which creates take", async () => {
+    const taskType = "refund-" + randomBytes(4).toString("hex");
+    const put = await arbiter.putPolicy(taskType, {
+      confidence_threshold: 0.95, deadline_seconds: 600, on_expiry: "agent_verdict", agent_floor: 0.9, on_expiry_fallback: "verdict:reject",
+    });
+    assert.equal(put.task_type, taskType);
+    assert.equal(put.on_expiry, "agent_verdict");
+    assert.equal(put.audit_rate, null);
+    assert.deepEqual(await arbiter.getPolicy(taskType), put);
+    assert.ok((await arbiter.listPolicies()).some((p) => p.task_type === taskType));
+    await assert.rejects(arbiter.putPolicy(taskType, { on_expiry: "agent_verdict" }), BadRequest);
+
+    const task = await arbiter.createTask({ prompt: "Refund?", allowed_verdicts: ["approve", "reject"], task_type: taskType });
+    assert.equal(task.confidence_threshold, 0.95);
+    assert.ok(task.deadline_at !== null && Math.abs(task.deadline_at - (task.created_at + 600)) < 0.002);
+
+    await arbiter.deletePolicy(taskType);
+    await assert.rejects(arbiter.getPolicy(taskType), NotFound);
+    await assert.rejects(arbiter.deletePolicy(taskType), NotFound);
+  });
+
   it("lists through several pages", async () => {
     const src = source();
     const made = await arbiter.createTasks(Array.from({ length: 7 }, (_, i) => ({ prompt: `T${i}?`, allowed_verdicts: ["yes"], source: src })));

@@ -68,6 +68,8 @@ class Arbiter:
             else:
                 if resp.status_code == 200:
                     return resp.json()
+                if resp.status_code == 204 and call.method == "DELETE":
+                    return None
                 err, cause = _core.answer_error(resp), None
             wait = _core.retry_wait(call, attempt, err, self._s)
             if wait is None:
@@ -88,6 +90,9 @@ class Arbiter:
         deadline_seconds: Optional[int] = None,
         callback_url: Optional[str] = None,
         audit_rate: Optional[float] = None,
+        on_expiry: Optional[str] = None,
+        agent_floor: Optional[float] = None,
+        on_expiry_fallback: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """Creates a task and returns it. With ``idempotency_key`` a repeat
@@ -96,6 +101,7 @@ class Arbiter:
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
+            on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
         )
         key = idempotency_key or _core.new_idempotency_key()
         return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
@@ -179,6 +185,26 @@ class Arbiter:
             return task
         return self.wait_task(task.id, timeout=wait)
 
+    def list_policies(self) -> List[Dict[str, Any]]:
+        """The account's policies, by task type, as the API answers them."""
+        return list(self._send(Call("GET", "/v1/policies"))["policies"])
+
+    def get_policy(self, task_type: str) -> Dict[str, Any]:
+        """The account's policy of the task type ("default" for the default
+        policy); NotFound without one."""
+        return dict(self._send(Call("GET", _core.policy_path(task_type))))
+
+    def put_policy(self, task_type: str, **fields: Any) -> Dict[str, Any]:
+        """Replaces the account's policy of the task type with ``fields``
+        (confidence_threshold, deadline_seconds, audit_rate, on_expiry,
+        agent_floor, on_expiry_fallback; left out: not set) and returns it.
+        Tasks already created keep their values."""
+        return dict(self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
+
+    def delete_policy(self, task_type: str) -> None:
+        """Deletes the account's policy of the task type; NotFound without one."""
+        self._send(Call("DELETE", _core.policy_path(task_type)))
+
 
 class AsyncArbiter:
     """The asyncio client: Arbiter's methods as coroutines, and
@@ -221,6 +247,8 @@ class AsyncArbiter:
             else:
                 if resp.status_code == 200:
                     return resp.json()
+                if resp.status_code == 204 and call.method == "DELETE":
+                    return None
                 err, cause = _core.answer_error(resp), None
             wait = _core.retry_wait(call, attempt, err, self._s)
             if wait is None:
@@ -241,6 +269,9 @@ class AsyncArbiter:
         deadline_seconds: Optional[int] = None,
         callback_url: Optional[str] = None,
         audit_rate: Optional[float] = None,
+        on_expiry: Optional[str] = None,
+        agent_floor: Optional[float] = None,
+        on_expiry_fallback: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """See Arbiter.create_task."""
@@ -248,6 +279,7 @@ class AsyncArbiter:
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
+            on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
         )
         key = idempotency_key or _core.new_idempotency_key()
         data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))
@@ -320,6 +352,22 @@ class AsyncArbiter:
         if task.final:
             return task
         return await self.wait_task(task.id, timeout=wait)
+
+    async def list_policies(self) -> List[Dict[str, Any]]:
+        """See Arbiter.list_policies."""
+        return list((await self._send(Call("GET", "/v1/policies")))["policies"])
+
+    async def get_policy(self, task_type: str) -> Dict[str, Any]:
+        """See Arbiter.get_policy."""
+        return dict(await self._send(Call("GET", _core.policy_path(task_type))))
+
+    async def put_policy(self, task_type: str, **fields: Any) -> Dict[str, Any]:
+        """See Arbiter.put_policy."""
+        return dict(await self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
+
+    async def delete_policy(self, task_type: str) -> None:
+        """See Arbiter.delete_policy."""
+        await self._send(Call("DELETE", _core.policy_path(task_type)))
 
 
 __all__ = ["Arbiter", "AsyncArbiter", "ArbiterError"]

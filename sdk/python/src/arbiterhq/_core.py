@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 import httpx
 
@@ -193,9 +194,12 @@ def task_body(
     deadline_seconds: Optional[int] = None,
     callback_url: Optional[str] = None,
     audit_rate: Optional[float] = None,
+    on_expiry: Optional[str] = None,
+    agent_floor: Optional[float] = None,
+    on_expiry_fallback: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The JSON of a task create; fields left as None are left out, so the
-    server applies its defaults."""
+    server applies the task type's policy, or its defaults."""
     if isinstance(allowed_verdicts, str):
         raise TypeError("allowed_verdicts must be a list of strings, not one string")
     body: Dict[str, Any] = {"prompt": prompt, "allowed_verdicts": list(allowed_verdicts)}
@@ -208,6 +212,9 @@ def task_body(
         "deadline_seconds": deadline_seconds,
         "callback_url": callback_url,
         "audit_rate": audit_rate,
+        "on_expiry": on_expiry,
+        "agent_floor": agent_floor,
+        "on_expiry_fallback": on_expiry_fallback,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
@@ -272,6 +279,13 @@ def long_poll_seconds(remaining: Optional[float]) -> int:
     if remaining is None:
         return MAX_LONG_POLL
     return max(0, min(MAX_LONG_POLL, int(remaining)))
+
+
+def policy_path(task_type: str) -> str:
+    """The path of the policy of a task type ("default": the default policy)."""
+    if not task_type:
+        raise ValueError("a policy needs a task type")
+    return "/v1/policies/" + quote(task_type, safe="")
 
 
 def task_path(task_id: str) -> str:

@@ -18,6 +18,8 @@ FINAL_STATUSES = frozenset({COMPLETED, EXPIRED})
 # Who decided a completed task.
 TIER_AGENT = "agent"
 TIER_HUMAN = "human"
+# TIER_FALLBACK: the task's on-expiry outcome decided it when its deadline passed.
+TIER_FALLBACK = "fallback"
 
 
 def _opt_float(v: Any) -> Optional[float]:

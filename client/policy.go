@@ -1,0 +1,99 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Policy is how the account handles tasks of one task type: the values a
+// create takes for the fields it leaves out. The policy named "default"
+// applies to every task type without its own. A nil field is not set.
+// Changing a policy never changes tasks already created.
+type Policy struct {
+	// TaskType is the task type it applies to (read only; the path names
+	// it).
+	TaskType            string   `json:"-"`
+	ConfidenceThreshold *float64 `json:"confidence_threshold"`
+	DeadlineSeconds     *int     `json:"deadline_seconds"`
+	AuditRate           *float64 `json:"audit_rate"`
+	// OnExpiry, AgentFloor and OnExpiryFallback are as TaskCreate's;
+	// "expire" (or empty) leaves the task to expire.
+	OnExpiry         string   `json:"on_expiry,omitempty"`
+	AgentFloor       *float64 `json:"agent_floor"`
+	OnExpiryFallback *string  `json:"on_expiry_fallback"`
+	// UpdatedAt is when it was last put (read only).
+	UpdatedAt time.Time `json:"-"`
+}
+
+// UnmarshalJSON reads the API's Policy object.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	type fields Policy
+	var w struct {
+		fields
+		TaskType  string `json:"task_type"`
+		UpdatedAt epoch  `json:"updated_at"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = Policy(w.fields)
+	p.TaskType, p.UpdatedAt = w.TaskType, w.UpdatedAt.time()
+	return nil
+}
+
+// MarshalJSON writes the API's Policy object.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	type fields Policy
+	return json.Marshal(struct {
+		TaskType string `json:"task_type"`
+		fields
+		UpdatedAt epoch `json:"updated_at"`
+	}{p.TaskType, fields(p), epoch(p.UpdatedAt)})
+}
+
+// ListPolicies returns the account's policies, by task type.
+func (c *Client) ListPolicies(ctx context.Context) ([]Policy, error) {
+	var out struct {
+		Policies []Policy `json:"policies"`
+	}
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/policies", auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Policies, nil
+}
+
+// GetPolicy returns the account's policy of the task type ("default" for
+// the default policy). IsNotFound is true of the error when there is none.
+func (c *Client) GetPolicy(ctx context.Context, taskType string) (*Policy, error) {
+	var p Policy
+	if err := c.do(ctx, call{method: http.MethodGet, path: policyPath(taskType), auth: true}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// PutPolicy replaces the account's policy of the task type with p (its
+// TaskType and UpdatedAt are not sent) and returns it as stored. IsInvalid
+// is true of the error when p is not a valid policy.
+func (c *Client) PutPolicy(ctx context.Context, taskType string, p Policy) (*Policy, error) {
+	type fields Policy // without MarshalJSON: TaskType and UpdatedAt are not sent
+	var out Policy
+	if err := c.do(ctx, call{method: http.MethodPut, path: policyPath(taskType), auth: true, body: fields(p), repeatable: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeletePolicy removes the account's policy of the task type. IsNotFound is
+// true of the error when there is none.
+func (c *Client) DeletePolicy(ctx context.Context, taskType string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: policyPath(taskType), auth: true}, nil)
+}
+
+// policyPath is the path of the policy of the task type.
+func policyPath(taskType string) string {
+	return "/v1/policies/" + url.PathEscape(taskType)
+}

@@ -1,0 +1,57 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/arbiterhq/arbiter/client"
+	"github.com/arbiterhq/arbiter/db"
+)
+
+func TestClient_Policies(t *testing.T) {
+	eachServer(t, db.Options{}, func(t *testing.T, s *server) {
+		c := s.client()
+		deadline, floor, fallback := 600, 0.9, "verdict:reject"
+		put, err := c.PutPolicy(ctx, "refund", client.Policy{ConfidenceThreshold: client.Threshold(0.95), DeadlineSeconds: &deadline,
+			OnExpiry: "agent_verdict", AgentFloor: &floor, OnExpiryFallback: &fallback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if put.TaskType != "refund" || *put.ConfidenceThreshold != 0.95 || *put.DeadlineSeconds != 600 || put.AuditRate != nil ||
+			put.OnExpiry != "agent_verdict" || *put.AgentFloor != 0.9 || *put.OnExpiryFallback != fallback || put.UpdatedAt.IsZero() {
+			t.Errorf("put = %+v", put)
+		}
+		got, err := c.GetPolicy(ctx, "refund")
+		if err != nil || *got.ConfidenceThreshold != 0.95 || !got.UpdatedAt.Equal(put.UpdatedAt) {
+			t.Errorf("get = %+v, %v", got, err)
+		}
+		if list, err := c.ListPolicies(ctx); err != nil || len(list) != 1 || list[0].TaskType != "refund" {
+			t.Errorf("list = %+v, %v", list, err)
+		}
+		if _, err := c.PutPolicy(ctx, "refund", client.Policy{OnExpiry: "agent_verdict"}); !client.IsInvalid(err) {
+			t.Errorf("an outcome without its floor: %v, want a 400", err)
+		}
+
+		task, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, TaskType: "refund"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.ConfidenceThreshold != 0.95 || task.DeadlineAt == nil {
+			t.Errorf("a create of the type = %+v, want the policy's values", task)
+		}
+		overridden, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, TaskType: "refund",
+			ConfidenceThreshold: client.Threshold(0.5), OnExpiry: "verdict:approve"})
+		if err != nil || overridden.ConfidenceThreshold != 0.5 {
+			t.Errorf("a create with fields = %+v, %v", overridden, err)
+		}
+
+		if err := c.DeletePolicy(ctx, "refund"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetPolicy(ctx, "refund"); !client.IsNotFound(err) {
+			t.Errorf("get after delete: %v, want a 404", err)
+		}
+		if err := c.DeletePolicy(ctx, "refund"); !client.IsNotFound(err) {
+			t.Errorf("delete again: %v, want a 404", err)
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+func TestRun_Policy(t *testing.T) {
+	getenv := taskServer(t, dbtest.URL(t, dbtest.Dialects[0]))
+	out := runOK(t, getenv, "policy", "put", "--threshold", "0.95", "--deadline", "10m",
+		"--on-expiry", "agent_verdict", "--agent-floor", "0.9", "--on-expiry-fallback", "verdict:reject", "refund")
+	var p map[string]any
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("put printed %s", out)
+	}
+	if p["task_type"] != "refund" || p["confidence_threshold"] != 0.95 || p["deadline_seconds"] != 600.0 ||
+		p["on_expiry"] != "agent_verdict" || p["agent_floor"] != 0.9 || p["on_expiry_fallback"] != "verdict:reject" {
+		t.Errorf("put printed %s", out)
+	}
+	if got := runOK(t, getenv, "policy", "get", "refund"); got != out {
+		t.Errorf("get printed %s, want %s", got, out)
+	}
+	if list := runOK(t, getenv, "policy", "list"); !strings.Contains(list, `"refund"`) {
+		t.Errorf("list printed %s", list)
+	}
+	task := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve", "--verdict", "reject",
+		"--task-type", "refund", "--on-expiry", "verdict:approve"))
+	if task["confidence_threshold"] != 0.95 || task["deadline_at"] == nil {
+		t.Errorf("a create of the type printed %v", task)
+	}
+	runOK(t, getenv, "policy", "delete", "refund")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"policy", "get", "refund"}, getenv, nil, &stdout, &stderr); err == nil ||
+		!strings.Contains(err.Error(), "no policy") {
+		t.Errorf("get after delete: %v", err)
+	}
+}

@@ -1,0 +1,155 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// DashboardPolicies handles GET /settings/policies: the account's policies,
+// with a confirmation after a delete (?deleted=TYPE).
+func DashboardPolicies(policies arbiter.PolicyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		list, err := policies.ListPolicies(r.Context(), arbiter.AccountIDFromContext(r.Context()))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v := dashboard.PoliciesView{Policies: list}
+		if t := r.URL.Query().Get("deleted"); t != "" {
+			v.Notice = "The policy of " + t + " is deleted; tasks of the type take the default policy from now on."
+		}
+		Render(w, r, http.StatusOK, dashboard.Policies(PageOf(r, "Policies", "settings"), v))
+	})
+}
+
+// DashboardPolicy handles GET /settings/policy?task_type=T: the form of the
+// account's policy of T, filled when it exists.
+func DashboardPolicy(policies arbiter.PolicyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		taskType := strings.TrimSpace(r.URL.Query().Get("task_type"))
+		if taskType == "" {
+			redirect(w, r, "/settings/policies")
+			return
+		}
+		v := dashboard.PolicyView{TaskType: taskType}
+		p, err := policies.FindPolicy(r.Context(), arbiter.AccountIDFromContext(r.Context()), taskType)
+		switch {
+		case err == nil:
+			v = policyForm(p)
+		case arbiter.ErrorCode(err) != arbiter.ENOTFOUND:
+			Error(w, r, err)
+			return
+		}
+		if r.URL.Query().Get("saved") == "1" {
+			v.Notice = "Saved: tasks of this type created from now on take these values."
+		}
+		Render(w, r, http.StatusOK, dashboard.Policy(PageOf(r, "Policy", "settings"), v))
+	})
+}
+
+// DashboardPolicySave handles POST /settings/policy: it replaces the
+// account's policy of the form's task type with the form's values, audited,
+// and shows it again; a bad value is shown with 400 and changes nothing.
+func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The form could not be read."))
+			return
+		}
+		f := r.PostForm
+		v := dashboard.PolicyView{TaskType: strings.TrimSpace(f.Get("task_type")),
+			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline_seconds"), AuditRate: f.Get("audit_rate"),
+			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback")}
+		accountID := arbiter.AccountIDFromContext(r.Context())
+		p, err := readPolicyForm(v)
+		if err == nil {
+			_, err = policies.PutPolicy(r.Context(), accountID, p, ActorOf(r))
+		}
+		if arbiter.ErrorCode(err) == arbiter.EINVALID {
+			_, findErr := policies.FindPolicy(r.Context(), accountID, v.TaskType)
+			v.Exists, v.Error = findErr == nil, arbiter.ErrorMessage(err)
+			Render(w, r, http.StatusBadRequest, dashboard.Policy(PageOf(r, "Policy", "settings"), v))
+			return
+		} else if err != nil {
+			Error(w, r, err)
+			return
+		}
+		redirect(w, r, "/settings/policy?saved=1&task_type="+url.QueryEscape(p.TaskType))
+	})
+}
+
+// DashboardPolicyDelete handles POST /settings/policy/delete: it deletes
+// the account's policy of the form's task type, audited.
+func DashboardPolicyDelete(policies arbiter.PolicyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The form could not be read."))
+			return
+		}
+		taskType := r.PostForm.Get("task_type")
+		if err := policies.DeletePolicy(r.Context(), arbiter.AccountIDFromContext(r.Context()), taskType, ActorOf(r)); err != nil {
+			Error(w, r, err)
+			return
+		}
+		redirect(w, r, "/settings/policies?deleted="+url.QueryEscape(taskType))
+	})
+}
+
+// policyForm is the form of a stored policy.
+func policyForm(p *arbiter.Policy) dashboard.PolicyView {
+	num := func(f *float64) string {
+		if f == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*f, 'f', -1, 64)
+	}
+	v := dashboard.PolicyView{TaskType: p.TaskType, Exists: true, Threshold: num(p.ConfidenceThreshold), AuditRate: num(p.AuditRate),
+		AgentFloor: num(p.OnExpiry.AgentFloor), Fallback: p.OnExpiry.Fallback, OnExpiry: p.OnExpiry.Outcome}
+	if p.DeadlineSeconds != nil {
+		v.Deadline = strconv.Itoa(*p.DeadlineSeconds)
+	}
+	if v.OnExpiry == "" {
+		v.OnExpiry = arbiter.OnExpiryExpire
+	}
+	return v
+}
+
+// readPolicyForm reads the policy a form describes: an empty field is not
+// set; a number that is not one is EINVALID naming it. The store validates
+// the rest (Policy.Validate).
+func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
+	p := arbiter.Policy{TaskType: v.TaskType}
+	for _, f := range []struct {
+		name, value string
+		out         **float64
+	}{
+		{"confidence_threshold", v.Threshold, &p.ConfidenceThreshold},
+		{"audit_rate", v.AuditRate, &p.AuditRate},
+		{"agent_floor", v.AgentFloor, &p.OnExpiry.AgentFloor},
+	} {
+		if s := strings.TrimSpace(f.value); s != "" {
+			n, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return arbiter.Policy{}, arbiter.FieldErrorf(f.name, "%s must be a number from 0 to 1.", f.name)
+			}
+			*f.out = &n
+		}
+	}
+	if s := strings.TrimSpace(v.Deadline); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return arbiter.Policy{}, arbiter.FieldErrorf("deadline_seconds", "deadline_seconds must be a whole number of seconds.")
+		}
+		p.DeadlineSeconds = &n
+	}
+	p.OnExpiry.Outcome, p.OnExpiry.Fallback = strings.TrimSpace(v.OnExpiry), strings.TrimSpace(v.Fallback)
+	if p.OnExpiry.Outcome == arbiter.OnExpiryExpire && p.OnExpiry.AgentFloor == nil && p.OnExpiry.Fallback == "" {
+		p.OnExpiry.Outcome = ""
+	}
+	return p, nil
+}

@@ -1,0 +1,411 @@
+package arbiter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// TierFallback is the final_tier of a task its on-expiry outcome decided
+// when its deadline passed, and the tier of the attempt that says so.
+const TierFallback = "fallback"
+
+// On-expiry outcomes: what happens to a task nobody decided by its
+// deadline.
+const (
+	// OnExpiryExpire expires the task (status expired, final_* null).
+	OnExpiryExpire = "expire"
+	// OnExpiryAgentVerdict takes the verifier's last verdict when its
+	// confidence reached the agent floor, else the fallback.
+	OnExpiryAgentVerdict = "agent_verdict"
+	// OnExpiryVerdictPrefix begins "verdict:<v>": the task is decided v.
+	OnExpiryVerdictPrefix = "verdict:"
+)
+
+// DefaultPolicyName is the task_type of an account's default policy: the
+// policy of every task type without its own (and of tasks of type
+// "default").
+const DefaultPolicyName = "default"
+
+// OnExpiry is a task's on-expiry outcome. The zero value is OnExpiryExpire.
+type OnExpiry struct {
+	// Outcome is OnExpiryExpire, OnExpiryAgentVerdict or "verdict:<v>".
+	Outcome string `json:"on_expiry"`
+	// AgentFloor is the least confidence at which OnExpiryAgentVerdict
+	// takes the verifier's verdict; nil for the other outcomes.
+	AgentFloor *float64 `json:"agent_floor,omitempty"`
+	// Fallback is what OnExpiryAgentVerdict does below the floor:
+	// OnExpiryExpire or "verdict:<v>"; "" for the other outcomes.
+	Fallback string `json:"on_expiry_fallback,omitempty"`
+}
+
+// IsExpire reports whether o only expires the task.
+func (o OnExpiry) IsExpire() bool { return o.Outcome == "" || o.Outcome == OnExpiryExpire }
+
+// ExpiryVerdict returns v of an outcome "verdict:<v>", and whether outcome
+// is one.
+func ExpiryVerdict(outcome string) (string, bool) {
+	v, ok := strings.CutPrefix(outcome, OnExpiryVerdictPrefix)
+	return v, ok && v != ""
+}
+
+// Validate returns an EINVALID error naming the field at fault unless o
+// is a valid outcome: expire; verdict:<v> with a non-empty v; or
+// agent_verdict with a floor from 0 to 1 and a fallback that is expire or
+// verdict:<v> (expire when left out). Neither floor nor fallback goes with
+// another outcome.
+func (o OnExpiry) Validate() error {
+	switch _, fixed := ExpiryVerdict(o.Outcome); {
+	case o.IsExpire() || fixed:
+		if o.AgentFloor != nil {
+			return FieldErrorf("agent_floor", "agent_floor goes only with on_expiry agent_verdict.")
+		} else if o.Fallback != "" {
+			return FieldErrorf("on_expiry_fallback", "on_expiry_fallback goes only with on_expiry agent_verdict.")
+		}
+		if fixed && (strings.IndexByte(o.Outcome, 0) >= 0 || len([]rune(o.Outcome)) > len(OnExpiryVerdictPrefix)+MaxVerdictChars) {
+			return FieldErrorf("on_expiry", "on_expiry verdict:<v> takes a verdict of at most %d characters.", MaxVerdictChars)
+		}
+	case o.Outcome == OnExpiryAgentVerdict:
+		if f := o.AgentFloor; f == nil || math.IsNaN(*f) || *f < 0 || *f > 1 {
+			return FieldErrorf("agent_floor", "on_expiry agent_verdict needs agent_floor, a number from 0 to 1.")
+		}
+		if _, fixed := ExpiryVerdict(o.Fallback); o.Fallback != "" && o.Fallback != OnExpiryExpire && !fixed {
+			return FieldErrorf("on_expiry_fallback", "on_expiry_fallback must be \"expire\" or \"verdict:<v>\".")
+		}
+	default:
+		return FieldErrorf("on_expiry", "on_expiry must be \"expire\", \"verdict:<v>\" or \"agent_verdict\".")
+	}
+	return nil
+}
+
+// CheckVerdicts returns EINVALID unless every verdict o may decide is one
+// of allowed: a task cannot be decided a verdict it does not allow.
+func (o OnExpiry) CheckVerdicts(allowed []string) error {
+	for _, f := range []struct{ field, outcome string }{{"on_expiry", o.Outcome}, {"on_expiry_fallback", o.Fallback}} {
+		v, ok := ExpiryVerdict(f.outcome)
+		if !ok {
+			continue
+		}
+		found := false
+		for _, a := range allowed {
+			found = found || a == v
+		}
+		if !found {
+			return FieldErrorf(f.field, "%s decides %q, which is not one of allowed_verdicts.", f.field, v)
+		}
+	}
+	return nil
+}
+
+// Describe says in a few words what o does at the deadline: "expire",
+// "approve", "the agent's verdict at 0.9 or more, else reject".
+func (o OnExpiry) Describe() string {
+	say := func(outcome string) string {
+		if v, ok := ExpiryVerdict(outcome); ok {
+			return v
+		}
+		return "expire"
+	}
+	if o.Outcome == OnExpiryAgentVerdict && o.AgentFloor != nil {
+		return fmt.Sprintf("the agent's verdict at confidence %s or more, else %s",
+			strconv.FormatFloat(*o.AgentFloor, 'f', -1, 64), say(o.Fallback))
+	}
+	return say(o.Outcome)
+}
+
+// DeadlineOutcome is what happens to a task at its deadline: it expires,
+// or it is completed with Attempt (tier fallback) deciding it.
+type DeadlineOutcome struct {
+	// Expire is true when the task expires; Attempt is then the zero
+	// value and nothing is recorded.
+	Expire bool
+	// Attempt is the fallback attempt that decides the task: its verdict,
+	// its confidence (the agent's for agent_verdict, nil for a fixed
+	// verdict) and a rationale saying which rule decided.
+	Attempt Attempt
+}
+
+// DeadlineStep decides what happens to t, whose deadline passed at now
+// while it was not final, by its on-expiry outcome o and its attempts.
+// A fixed verdict decides it when t still allows that verdict; with
+// agent_verdict, the verifier's last verdict decides when its confidence
+// is at least the floor and t allows it, else the fallback does as a
+// fixed verdict would; anything else expires it.
+func DeadlineStep(t *Task, o OnExpiry, now Timestamp) DeadlineOutcome {
+	decide := func(verdict string, confidence *float64, rationale string) DeadlineOutcome {
+		finished := now
+		return DeadlineOutcome{Attempt: Attempt{Tier: TierFallback, Verdict: &verdict, Confidence: confidence,
+			Rationale: rationale, StartedAt: now, FinishedAt: &finished}}
+	}
+	fixed := func(outcome, why string) DeadlineOutcome {
+		if v, ok := ExpiryVerdict(outcome); ok && t.Allows(v) {
+			return decide(v, nil, why+"on_expiry decided "+strconv.Quote(v)+" when the deadline passed.")
+		}
+		return DeadlineOutcome{Expire: true}
+	}
+	switch {
+	case o.Outcome == OnExpiryAgentVerdict && o.AgentFloor != nil:
+		if a := lastAgentVerdict(t); a != nil && *a.Confidence >= *o.AgentFloor && t.Allows(*a.Verdict) {
+			confidence := *a.Confidence
+			return decide(*a.Verdict, &confidence, fmt.Sprintf(
+				"on_expiry took the agent's verdict %q at confidence %s, at least the floor %s, when the deadline passed.",
+				*a.Verdict, strconv.FormatFloat(confidence, 'f', -1, 64), strconv.FormatFloat(*o.AgentFloor, 'f', -1, 64)))
+		}
+		return fixed(o.Fallback, "The agent's verdict fell short of the floor "+strconv.FormatFloat(*o.AgentFloor, 'f', -1, 64)+"; ")
+	case !o.IsExpire():
+		return fixed(o.Outcome, "")
+	}
+	return DeadlineOutcome{Expire: true}
+}
+
+// lastAgentVerdict returns t's last agent attempt that gave a verdict with
+// a confidence, or nil.
+func lastAgentVerdict(t *Task) *Attempt {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := &t.Attempts[i]; a.Tier == TierAgent && a.Verdict != nil && a.Confidence != nil && a.Error == nil {
+			return a
+		}
+	}
+	return nil
+}
+
+// Policy is how an account handles tasks of one task_type (or, named
+// DefaultPolicyName, of every type without a policy of its own). Each
+// field left nil (or empty) leaves the create's value, or its default, as
+// it is.
+type Policy struct {
+	TaskType            string    `json:"task_type"`
+	ConfidenceThreshold *float64  `json:"confidence_threshold"`
+	DeadlineSeconds     *int      `json:"deadline_seconds"`
+	AuditRate           *float64  `json:"audit_rate"`
+	OnExpiry            OnExpiry  `json:"-"`
+	UpdatedAt           Timestamp `json:"updated_at"`
+}
+
+// Validate returns an EINVALID error naming the field at fault unless p's
+// values are each what a create accepts: a task type label, a threshold
+// and audit rate from 0 to 1, a deadline in the create's range, a valid
+// on-expiry outcome, which needs a deadline unless it is expire.
+func (p *Policy) Validate() error {
+	if p.TaskType == "" {
+		return FieldErrorf("task_type", "task_type is required: a task type, or %q for the default policy.", DefaultPolicyName)
+	} else if err := checkLabel("task_type", p.TaskType); err != nil {
+		return err
+	}
+	if t := p.ConfidenceThreshold; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 1) {
+		return FieldErrorf("confidence_threshold", "confidence_threshold must be a number between 0 and 1.")
+	}
+	if d := p.DeadlineSeconds; d != nil && (*d < MinDeadlineSeconds || *d > MaxDeadlineSeconds) {
+		return errDeadline
+	}
+	if r := p.AuditRate; r != nil {
+		if err := CheckAuditRate(*r); err != nil {
+			return inField("audit_rate", err)
+		}
+	}
+	if err := p.OnExpiry.Validate(); err != nil {
+		return err
+	} else if !p.OnExpiry.IsExpire() && p.DeadlineSeconds == nil {
+		// Else every create of the type without its own deadline would
+		// be refused.
+		return FieldErrorf("deadline_seconds", "A policy whose on_expiry is not expire needs deadline_seconds.")
+	}
+	return nil
+}
+
+// PolicyFields is a set of the create fields a policy can fill.
+type PolicyFields uint8
+
+// The create fields a policy can fill.
+const (
+	FieldThreshold PolicyFields = 1 << iota
+	FieldDeadline
+	FieldAuditRate
+	FieldOnExpiry
+
+	// AllPolicyFields is every field a policy can fill.
+	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry
+)
+
+// Apply returns in with the policy's values in the fields in.Omitted (the
+// fields the request left out); a field given on the create keeps its
+// value. It returns EINVALID when the result does not hold together: an
+// outcome deciding a verdict the create does not allow, or one other than
+// expire without a deadline. p may be nil (no policy): the checks still
+// apply.
+func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
+	if p != nil {
+		if in.Omitted&FieldThreshold != 0 && p.ConfidenceThreshold != nil {
+			in.ConfidenceThreshold = *p.ConfidenceThreshold
+		}
+		if in.Omitted&FieldDeadline != 0 && p.DeadlineSeconds != nil {
+			in.DeadlineSeconds = *p.DeadlineSeconds
+		}
+		if in.Omitted&FieldAuditRate != 0 && p.AuditRate != nil {
+			rate := *p.AuditRate
+			in.AuditRate = &rate
+		}
+		if in.Omitted&FieldOnExpiry != 0 && !p.OnExpiry.IsExpire() {
+			in.OnExpiry = p.OnExpiry
+		}
+	}
+	if err := in.OnExpiry.CheckVerdicts(in.AllowedVerdicts); err != nil {
+		if p != nil && in.Omitted&FieldOnExpiry != 0 {
+			return TaskCreate{}, FieldErrorf("on_expiry", "The policy of task_type %q %s; give on_expiry on the create, or change the policy.",
+				p.TaskType, strings.TrimSuffix(strings.Replace(err.Error(), " decides", " decides on expiry", 1), "."))
+		}
+		return TaskCreate{}, err
+	}
+	if in.DeadlineSeconds == 0 && !in.OnExpiry.IsExpire() {
+		return TaskCreate{}, FieldErrorf("on_expiry", "on_expiry other than expire needs a deadline: give deadline_seconds.")
+	}
+	return in, nil
+}
+
+// PolicyService keeps an account's policies.
+type PolicyService interface {
+	// ListPolicies returns the account's policies by task type.
+	ListPolicies(ctx context.Context, accountID string) ([]Policy, error)
+	// FindPolicy returns the account's policy of a task type. Returns
+	// ENOTFOUND when it has none.
+	FindPolicy(ctx context.Context, accountID, taskType string) (*Policy, error)
+	// PutPolicy stores the policy, replacing the one of its task type,
+	// and records who did in the audit log. Tasks created before keep
+	// the values they were created with. Returns EINVALID (see
+	// Policy.Validate) and EFORBIDDEN when by may not manage policies.
+	PutPolicy(ctx context.Context, accountID string, p Policy, by Actor) (*Policy, error)
+	// DeletePolicy removes the account's policy of a task type. Returns
+	// ENOTFOUND when it has none, EFORBIDDEN as PutPolicy.
+	DeletePolicy(ctx context.Context, accountID, taskType string, by Actor) error
+}
+
+// MarshalJSON writes the policy with its on-expiry fields flat beside the
+// others, as the API has them.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	type plain Policy
+	out := struct {
+		plain
+		OnExpiry   string   `json:"on_expiry"`
+		AgentFloor *float64 `json:"agent_floor"`
+		Fallback   *string  `json:"on_expiry_fallback"`
+	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor}
+	if out.OnExpiry == "" {
+		out.OnExpiry = OnExpiryExpire
+	}
+	if p.OnExpiry.Fallback != "" {
+		out.Fallback = &p.OnExpiry.Fallback
+	}
+	return json.Marshal(out)
+}
+
+// DeadlinePassedError is the ECONFLICT error of a change refused because
+// t's deadline passed before the change, though t may not have been swept
+// yet: it says what happens to t instead (it expires, or its on-expiry
+// outcome decides it).
+func DeadlinePassedError(t *Task) *Error {
+	if t.OnExpiry.IsExpire() {
+		if t.ExpiredAt != nil {
+			return ExpiredError(t.ExpiredAt)
+		}
+		return ExpiredError(t.DeadlineAt)
+	}
+	e := Errorf(ECONFLICT, "The task's deadline passed before it was decided; its on-expiry outcome decides it (%s), and nothing else was recorded.",
+		t.OnExpiry.Describe())
+	e.Reason = ReasonTaskExpired
+	return e
+}
+
+// Audit event kinds of policies.
+const (
+	AuditPolicyChanged = "policy_changed"
+	AuditPolicyDeleted = "policy_deleted"
+)
+
+// NewPolicyAuditEvent returns the audit event of a change to the account's
+// policy of taskType by the actor; detail says what it holds now.
+func NewPolicyAuditEvent(kind, accountID, taskType, detail string, by Actor) *AuditEvent {
+	actor := by.Email
+	if actor == "" && by.PersonID == "" {
+		actor = "an API key"
+	}
+	return &AuditEvent{
+		AccountID: accountID,
+		Kind:      kind,
+		Actor:     actor,
+		Detail:    strings.TrimSpace(taskType + " " + detail),
+		ClientIP:  by.Client.IP,
+		UserAgent: by.Client.UserAgent,
+	}
+}
+
+// Summary says in a line what the policy sets, for the audit log.
+func (p *Policy) Summary() string {
+	var parts []string
+	if p.ConfidenceThreshold != nil {
+		parts = append(parts, "threshold "+strconv.FormatFloat(*p.ConfidenceThreshold, 'f', -1, 64))
+	}
+	if p.DeadlineSeconds != nil {
+		parts = append(parts, "deadline "+strconv.Itoa(*p.DeadlineSeconds)+"s")
+	}
+	if p.AuditRate != nil {
+		parts = append(parts, "audit rate "+strconv.FormatFloat(*p.AuditRate, 'f', -1, 64))
+	}
+	parts = append(parts, "on expiry: "+p.OnExpiry.Describe())
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// policyRequest is the wire form of a policy: every field may be left out
+// or null, which leaves it unset.
+type policyRequest struct {
+	ConfidenceThreshold *float64 `json:"confidence_threshold"`
+	DeadlineSeconds     *float64 `json:"deadline_seconds"`
+	AuditRate           *float64 `json:"audit_rate"`
+	OnExpiry            *string  `json:"on_expiry"`
+	AgentFloor          *float64 `json:"agent_floor"`
+	OnExpiryFallback    *string  `json:"on_expiry_fallback"`
+}
+
+// policyTypeErrors names, per policy field, what a wrong JSON type gets
+// told.
+var policyTypeErrors = map[string]string{
+	"confidence_threshold": fieldTypeErrors["confidence_threshold"],
+	"deadline_seconds":     fieldTypeErrors["deadline_seconds"],
+	"audit_rate":           fieldTypeErrors["audit_rate"],
+	"on_expiry":            fieldTypeErrors["on_expiry"],
+	"agent_floor":          fieldTypeErrors["agent_floor"],
+	"on_expiry_fallback":   fieldTypeErrors["on_expiry_fallback"],
+}
+
+// ParsePolicy decodes the body of a policy of taskType and validates it
+// (Policy.Validate). Every failure is an EINVALID *Error.
+func ParsePolicy(taskType string, body []byte) (Policy, error) {
+	var req policyRequest
+	if err := DecodeJSONStrict(body, &req, policyTypeErrors); err != nil {
+		return Policy{}, err
+	}
+	p := Policy{TaskType: taskType, ConfidenceThreshold: req.ConfidenceThreshold, AuditRate: req.AuditRate}
+	if d := req.DeadlineSeconds; d != nil {
+		if *d != math.Trunc(*d) || *d < MinDeadlineSeconds || *d > MaxDeadlineSeconds {
+			return Policy{}, errDeadline
+		}
+		seconds := int(*d)
+		p.DeadlineSeconds = &seconds
+	}
+	if req.OnExpiry == nil && (req.AgentFloor != nil || req.OnExpiryFallback != nil) {
+		return Policy{}, FieldErrorf("on_expiry", "agent_floor and on_expiry_fallback go with on_expiry agent_verdict; give on_expiry too.")
+	} else if req.OnExpiry != nil && *req.OnExpiry != OnExpiryExpire {
+		p.OnExpiry = OnExpiry{Outcome: *req.OnExpiry, AgentFloor: req.AgentFloor}
+		if req.OnExpiryFallback != nil {
+			p.OnExpiry.Fallback = *req.OnExpiryFallback
+		}
+	} else if req.AgentFloor != nil || req.OnExpiryFallback != nil {
+		p.OnExpiry = OnExpiry{Outcome: OnExpiryExpire, AgentFloor: req.AgentFloor} // refused by Validate
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}

@@ -1,0 +1,300 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+)
+
+func TestPolicies_API(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key, other := a.newKey("a@example.com"), a.newKey("b@example.com")
+
+		status, _, body := a.do("GET", "/v1/policies", key, "")
+		if status != http.StatusOK || strings.TrimSpace(string(body)) != `{"policies":[]}` {
+			t.Fatalf("no policies = %d %s", status, body)
+		}
+		status, _, body = a.do("PUT", "/v1/policies/refund", key,
+			`{"confidence_threshold":0.95,"deadline_seconds":600,"on_expiry":"agent_verdict","agent_floor":0.9,"on_expiry_fallback":"verdict:reject"}`)
+		if status != http.StatusOK {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p["task_type"] != "refund" || p["confidence_threshold"] != 0.95 || p["deadline_seconds"] != 600.0 || p["audit_rate"] != nil ||
+			p["on_expiry"] != "agent_verdict" || p["agent_floor"] != 0.9 || p["on_expiry_fallback"] != "verdict:reject" {
+			t.Errorf("put answered %s", body)
+		}
+		if status, _, got := a.do("GET", "/v1/policies/refund", key, ""); status != http.StatusOK || string(got) != string(body) {
+			t.Errorf("get = %d %s, want %s", status, got, body)
+		}
+		if status, _, _ := a.do("PUT", "/v1/policies/default", key, `{"deadline_seconds":120}`); status != http.StatusOK {
+			t.Fatalf("put default = %d", status)
+		}
+		status, _, body = a.do("GET", "/v1/policies", key, "")
+		if status != http.StatusOK || strings.Count(string(body), `"task_type"`) != 2 || !strings.Contains(string(body), `"on_expiry":"expire"`) {
+			t.Errorf("list = %d %s", status, body)
+		}
+
+		for _, bad := range []struct{ body, field string }{
+			{`{"on_expiry":"agent_verdict"}`, "agent_floor"},
+			{`{"on_expiry":"maybe"}`, "on_expiry"},
+			{`{"agent_floor":0.5}`, "on_expiry"},
+			{`{"deadline_seconds":59}`, "deadline_seconds"},
+			{`{"confidence_threshold":"high"}`, "confidence_threshold"},
+			{`{"threshold":0.5}`, ""},
+		} {
+			status, h, b := a.do("PUT", "/v1/policies/refund", key, bad.body)
+			msg := wantError(t, status, h, b, http.StatusBadRequest)
+			if !strings.Contains(msg, bad.field) {
+				t.Errorf("%s: %q does not name %s", bad.body, msg, bad.field)
+			}
+		}
+		if status, _, got := a.do("GET", "/v1/policies/refund", key, ""); status != http.StatusOK || !strings.Contains(string(got), `"agent_floor":0.9`) {
+			t.Errorf("a refused put changed the policy: %s", got)
+		}
+
+		// Another account sees none of them, and cannot delete them.
+		status, h, b := a.do("GET", "/v1/policies/refund", other, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		status, h, b = a.do("DELETE", "/v1/policies/refund", other, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		if status, _, b := a.do("GET", "/v1/policies", other, ""); strings.Contains(string(b), "refund") {
+			t.Errorf("another account lists %d %s", status, b)
+		}
+		status, h, b = a.do("GET", "/v1/policies", "", "")
+		wantError(t, status, h, b, http.StatusUnauthorized)
+
+		// A create takes the policy of its type for what it leaves out.
+		taken := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+		if taken["confidence_threshold"] != 0.95 || taken["deadline_at"].(float64)-taken["created_at"].(float64) < 599.9 {
+			t.Errorf("a create without fields = %v", taken)
+		}
+		given := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund",
+			"confidence_threshold":0.5,"deadline_seconds":60,"on_expiry":"verdict:approve"}`)
+		if given["confidence_threshold"] != 0.5 || given["deadline_at"].(float64)-given["created_at"].(float64) > 60.1 {
+			t.Errorf("a create with fields = %v", given)
+		}
+		status, h, b = a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["yes","no"],"task_type":"refund"}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, `"reject"`) {
+			t.Errorf("a create its policy's fallback cannot decide: %q", msg)
+		}
+
+		// Changing the policy leaves the tasks created before alone.
+		if status, _, _ := a.do("PUT", "/v1/policies/refund", key, `{"confidence_threshold":0.2}`); status != http.StatusOK {
+			t.Fatal("put")
+		}
+		_, _, b = a.do("GET", "/v1/tasks/"+taken["id"].(string), key, "")
+		var again map[string]any
+		if err := json.Unmarshal(b, &again); err != nil || again["confidence_threshold"] != 0.95 || again["deadline_at"] != taken["deadline_at"] {
+			t.Errorf("after the change the task reads %s", b)
+		}
+		if later := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`); later["confidence_threshold"] != 0.2 {
+			t.Errorf("a create after the change = %v", later)
+		}
+
+		if status, _, b := a.do("DELETE", "/v1/policies/refund", key, ""); status != http.StatusNoContent || len(b) != 0 {
+			t.Errorf("delete = %d %s", status, b)
+		}
+		status, h, b = a.do("GET", "/v1/policies/refund", key, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+		status, h, b = a.do("DELETE", "/v1/policies/refund", key, "")
+		wantError(t, status, h, b, http.StatusNotFound)
+	})
+}
+
+// TestTaskGet_WaitReturnsTheOnExpiryOutcome waits for a task whose
+// deadline has passed (its creation is two minutes back by the store's
+// clock) until a sweep, in another process on Postgres, decides it by its
+// on-expiry outcome: the waiter gets it completed with final_tier fallback.
+func TestTaskGet_WaitReturnsTheOnExpiryOutcome(t *testing.T) {
+	opts := db.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Minute) }}
+	eachAPI(t, opts, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		id := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"deadline_seconds":60,
+			"on_expiry":"verdict:reject"}`)["id"].(string)
+		answer := make(chan waited, 1)
+		go func() { answer <- getWaiting(t, a.srv.Client(), a.srv.URL, key, id, 30) }()
+		waitForWatchers(t, a.store, 1)
+
+		if swept, err := decider(t, a).ExpireTasks(ctx, 10); err != nil || len(swept) != 1 || swept[0] != id {
+			t.Fatalf("swept %v (%v)", swept, err)
+		}
+		w := <-answer
+		if w.err != nil || w.status != http.StatusOK || w.elapsed >= 20*time.Second {
+			t.Fatalf("the waiting request answered %d %s after %s (%v)", w.status, w.body, w.elapsed, w.err)
+		}
+		if task := w.task; task["status"] != "completed" || task["final_verdict"] != "reject" || task["final_tier"] != "fallback" ||
+			task["final_confidence"] != nil || task["completed_at"] == nil || task["expired_at"] != nil {
+			t.Errorf("the task decided by its outcome = %s", w.body)
+		}
+		// Read again through the validating client: the document knows
+		// the fallback tier and its attempt.
+		status, _, body := a.do("GET", "/v1/tasks/"+id, key, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"tier":"fallback"`) {
+			t.Errorf("read = %d %s", status, body)
+		}
+	})
+}
+
+// TestReview_ExpiryOutcome: the desk tells a reviewer what happens if
+// nobody decides the task, and, once its outcome decided it, says so.
+func TestReview_ExpiryOutcome(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 3600,
+			OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Plain?", AllowedVerdicts: []string{"approve"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 3600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendToHuman(t, d.store)
+
+		r := alice.get("/review/tasks/" + task.ID)
+		wantStatus(t, r, http.StatusOK)
+		when := task.DeadlineAt.Time().UTC().Format("2006-01-02 15:04 UTC")
+		if !strings.Contains(r.body, `data-testid="expiry-outcome"`) || !strings.Contains(r.body, "reject at "+when) {
+			t.Errorf("the desk does not say what happens at the deadline (reject at %s):\n%.3000s", when, r.body)
+		}
+		if r := alice.get("/review/tasks/" + plain.ID); strings.Contains(r.body, `data-testid="expiry-outcome"`) {
+			t.Error("a task that only expires shows an outcome line")
+		}
+
+		// Another, created two hours ago with a minute to live: the sweep
+		// decides it by its outcome.
+		d.clock.Advance(-2 * time.Hour)
+		late, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Late?", AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: 60,
+			OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"}})
+		d.clock.Advance(2 * time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if swept, err := d.store.ExpireTasks(ctx, 10); err != nil || len(swept) != 1 || swept[0] != late.ID {
+			t.Fatalf("swept %v (%v)", swept, err)
+		}
+		task = late
+		r = alice.get("/review/tasks/" + task.ID)
+		if !strings.Contains(r.body, `data-testid="decided"`) || !strings.Contains(r.body, "its on-expiry outcome (reject)") ||
+			!strings.Contains(r.body, "At the deadline:") || strings.Contains(r.body, `data-testid="expiry-outcome"`) {
+			t.Errorf("the decided task's page:\n%.3000s", r.body)
+		}
+		r = alice.post("/review/tasks/"+task.ID, url.Values{"verdict": {"approve"}})
+		wantStatus(t, r, http.StatusConflict)
+		if !strings.Contains(r.body, "on-expiry outcome (reject)") {
+			t.Errorf("a late verdict's page does not say how the task ended:\n%.2000s", r.body)
+		}
+	})
+}
+
+// TestDashboard_Policies: owners and admins manage policies on the
+// dashboard, audited; reviewers get the page any missing page gets; a bad
+// value is shown again and changes nothing; a cross-origin post changes
+// nothing.
+func TestDashboard_Policies(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, admin, reviewer := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+
+		r := owner.get("/settings")
+		if !strings.Contains(r.body, `href="/settings/policies"`) {
+			t.Errorf("the settings do not link the policies:\n%.2000s", r.body)
+		}
+		r = owner.get("/settings/policies")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="no-policies"`) {
+			t.Errorf("an account without policies:\n%.2000s", r.body)
+		}
+		form := url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.95"}, "deadline_seconds": {"3600"},
+			"audit_rate": {""}, "on_expiry": {"agent_verdict"}, "agent_floor": {"0.9"}, "on_expiry_fallback": {"verdict:reject"}}
+		r = owner.post("/settings/policy", form)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
+			t.Fatalf("saving: %d %q\n%.1000s", r.status, r.header.Get("Location"), r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || *p.ConfidenceThreshold != 0.95 || *p.DeadlineSeconds != 3600 || p.AuditRate != nil ||
+			p.OnExpiry.Outcome != "agent_verdict" || *p.OnExpiry.AgentFloor != 0.9 || p.OnExpiry.Fallback != "verdict:reject" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r = owner.follow(r)
+		if !strings.Contains(r.body, `data-testid="policy-saved"`) || !strings.Contains(r.body, `value="0.95"`) ||
+			!strings.Contains(r.body, `value="verdict:reject"`) || !strings.Contains(r.body, `data-testid="delete-policy"`) {
+			t.Errorf("after saving:\n%.3000s", r.body)
+		}
+		if r := owner.get("/settings/policies"); !strings.Contains(r.body, "the agent&#39;s verdict at confidence 0.9 or more, else reject") &&
+			!strings.Contains(r.body, "the agent's verdict at confidence 0.9 or more, else reject") {
+			t.Errorf("the list does not describe the outcome:\n%.3000s", r.body)
+		}
+
+		bad := url.Values{"task_type": {"refund"}, "confidence_threshold": {"high"}}
+		r = admin.post("/settings/policy", bad)
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="policy-error"`) || !strings.Contains(r.body, "confidence_threshold") ||
+			!strings.Contains(r.body, `value="high"`) {
+			t.Errorf("a bad value: %d\n%.2000s", r.status, r.body)
+		}
+		r = admin.post("/settings/policy", url.Values{"task_type": {"refund"}, "on_expiry": {"agent_verdict"}})
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "agent_floor") {
+			t.Errorf("an outcome without its floor: %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.ConfidenceThreshold != 0.95 {
+			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+
+		// Reviewers may not see or change policies.
+		for _, c := range []struct {
+			method, path string
+			form         url.Values
+		}{
+			{"GET", "/settings/policies", nil},
+			{"GET", "/settings/policy?task_type=refund", nil},
+			{"POST", "/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.1"}}},
+			{"POST", "/settings/policy/delete", url.Values{"task_type": {"refund"}}},
+		} {
+			if r := reviewer.do(c.method, c.path, c.form, nil); r.status != http.StatusNotFound {
+				t.Errorf("%s %s as a reviewer = %d", c.method, c.path, r.status)
+			}
+		}
+		// Nor may another site post the form.
+		r = owner.do("POST", "/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.1"}},
+			map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"})
+		if r.status != http.StatusForbidden {
+			t.Errorf("a cross-origin post = %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.ConfidenceThreshold != 0.95 {
+			t.Errorf("a refused post changed the policy: %+v", p)
+		}
+
+		r = admin.post("/settings/policy/delete", url.Values{"task_type": {"refund"}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policies?deleted=refund" {
+			t.Fatalf("deleting: %d %q", r.status, r.header.Get("Location"))
+		}
+		if _, err := d.store.FindPolicy(ctx, acct.ID, "refund"); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			t.Errorf("after the delete: %v", err)
+		}
+		events, _ := d.store.ListAuditEvents(ctx, acct.ID, 50)
+		var kinds []string
+		for _, e := range events {
+			if strings.HasPrefix(e.Kind, "policy_") {
+				kinds = append(kinds, e.Kind+" by "+e.Actor)
+			}
+		}
+		if strings.Join(kinds, ", ") != "policy_deleted by admin@example.com, policy_changed by owner@example.com" {
+			t.Errorf("audit log: %v", kinds)
+		}
+	})
+}
