@@ -21,6 +21,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
 // Dialects the store speaks.
@@ -67,6 +68,10 @@ type Options struct {
 	// on Postgres instead of grouping concurrent ones (group.go); the
 	// benchmark's one-statement ceilings use it.
 	Ungrouped bool
+	// Secrets seals the secrets the store keeps (webhook secrets, Slack
+	// tokens) at rest (secrets.go); nil keeps webhook secrets in
+	// plaintext, as before ARBITER_SECRET_KEY, and refuses Slack.
+	Secrets *secretbox.Keyring
 }
 
 // DB is an open store. Its methods implement the root package's services;
@@ -110,6 +115,9 @@ type DB struct {
 	reads     readGroup
 	finishes  finishGroup
 	ungrouped bool
+
+	// secrets is Options.Secrets.
+	secrets *secretbox.Keyring
 
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
@@ -156,7 +164,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
-		sessionIdle: opts.SessionIdle}
+		sessionIdle: opts.SessionIdle, secrets: opts.Secrets}
 	d.watchers.created = make(chan struct{}, 1)
 	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
 	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout

@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -32,6 +33,10 @@ type Config struct {
 	// for a connection included (ARBITER_DB_TIMEOUT); a call that runs out
 	// is answered 503.
 	DatabaseTimeout time.Duration
+	// SecretKey seals the secrets the store keeps (webhook secrets, Slack
+	// tokens) at rest (ARBITER_SECRET_KEY: base64 32-byte keys, comma
+	// separated, the sealing key first); nil without one.
+	SecretKey *secretbox.Keyring
 	// DailyTaskCap is the default per-account daily task cap
 	// (ARBITER_DAILY_TASK_CAP).
 	DailyTaskCap int
@@ -211,6 +216,16 @@ var Settings = []Setting{
 				return errors.New("must be a duration of at least 10ms, such as 5s")
 			}
 			c.DatabaseTimeout = d
+			return nil
+		}},
+	{Env: "ARBITER_SECRET_KEY", Scope: ScopeStore, Secret: true,
+		Help: "base64 32-byte keys, comma-separated, that seal stored secrets (first seals, all open); needed for Slack",
+		Set: func(c *Config, v string) error {
+			k, err := secretbox.Parse(v)
+			if err != nil {
+				return errors.New(err.Error() + "; generate one with: openssl rand -base64 32")
+			}
+			c.SecretKey = k
 			return nil
 		}},
 	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(arbiter.DefaultDailyTaskCap), Scope: ScopeStore,

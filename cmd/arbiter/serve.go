@@ -49,6 +49,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		IdempotencyTTL:    cfg.IdempotencyTTL,
 		Logger:            logger,
 		AllowDotlessEmail: cfg.EmailAllowDotless, SessionIdle: cfg.SessionIdleTimeout,
+		Secrets: cfg.SecretKey,
 	})
 	if err != nil {
 		return err
@@ -58,6 +59,9 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		return err
 	}
 	if err := store.SeedDemo(ctx); err != nil {
+		return err
+	}
+	if err := resealSecrets(ctx, store, logger); err != nil {
 		return err
 	}
 
