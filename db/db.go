@@ -127,6 +127,9 @@ type DB struct {
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
 	webhookWake chan struct{}
+	// slackWake signals that this process queued Slack messages
+	// (SlackMessagesQueued).
+	slackWake chan struct{}
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -163,6 +166,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
+		slackWake:      make(chan struct{}, 1),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle, secrets: opts.Secrets}
 	d.watchers.created = make(chan struct{}, 1)

@@ -420,11 +420,17 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 	}
 	t.AuditState = arbiter.AuditStateDone
 	t.Attempts = append(t.Attempts, a)
+	// The audit's Slack copies show it answered (slack.go).
+	slack, err := d.enqueueSlackUpdate(ctx, tx, t.AccountID, t.ID)
+	if err != nil {
+		return false, err
+	}
 	if *a.Verdict != *t.FinalVerdict {
 		// The disagreement is announced in the same transaction (outbox).
-		return d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed)
+		queued, err := d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed)
+		return queued || slack, err
 	}
-	return false, nil
+	return slack, nil
 }
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue

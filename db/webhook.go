@@ -642,11 +642,16 @@ func (d *DB) enqueueTaskEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskI
 // endpoint of its account that wants it (held for a disabled one) and for
 // its task's callback_url, the payload holding the task as it is in tx. It
 // costs one query when no endpoint and no callback wants any of them. It
-// reports whether it queued any; call webhooksQueued after the commit if
-// so.
+// reports whether it queued any (Slack messages included); call
+// webhooksQueued after the commit if so.
 func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
 	if len(events) == 0 {
 		return false, nil
+	}
+	// The Slack outbox rides on the same events (slack.go).
+	slack, err := d.enqueueSlack(ctx, tx, events)
+	if err != nil {
+		return false, err
 	}
 	accounts := map[string]bool{}
 	var accountIDs []any
@@ -695,7 +700,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		}
 	}
 	if len(taskIDs) == 0 {
-		return false, nil
+		return slack, nil
 	}
 	query, args, err = sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, taskIDs)
 	if err != nil {
@@ -733,7 +738,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 	if err := d.insertMessages(ctx, tx, msgs); err != nil {
 		return false, err
 	}
-	return len(msgs) > 0, nil
+	return slack || len(msgs) > 0, nil
 }
 
 func splitTypes(s string) []string {
@@ -758,12 +763,14 @@ func containsString(list []string, s string) bool {
 func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
 
 // webhooksQueued signals WebhooksQueued, after a commit that queued
-// messages.
+// messages, and SlackMessagesQueued, whose messages the same commits
+// queue (enqueueTaskEvents).
 func (d *DB) webhooksQueued() {
 	select {
 	case d.webhookWake <- struct{}{}:
 	default:
 	}
+	d.slackQueued()
 }
 
 // ClaimWebhookMessages leases up to max due messages to owner (see
