@@ -13,6 +13,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/static"
 )
 
@@ -94,6 +95,10 @@ type Router struct {
 	// be http:// and name private addresses
 	// (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
 	WebhookAllowPrivate bool
+	// Slack answers the interactions of Slack apps connected in HTTP
+	// mode, at the app origin's /integrations/slack/interactions; nil
+	// serves no such route.
+	Slack *slack.Interactions
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
@@ -215,6 +220,11 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 // the overview, tasks, API keys, webhooks, the audit log, the settings
 // and the calibration report.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
+	if rt.Slack != nil {
+		// Signed by Slack, not a cookie: no session, no CSRF check.
+		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/slack/interactions",
+			handlers.SlackInteractions(rt.Slack, slack.NewReplayGuard()))
+	}
 	if rt.Sessions == nil {
 		return
 	}

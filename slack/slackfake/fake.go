@@ -50,6 +50,7 @@ type Fake struct {
 	users    map[string]User
 	limited  map[string][]time.Duration // method → Retry-After answers to give, in order
 	failures map[string][]string        // method → error codes to answer, in order
+	holds    map[string]chan struct{}
 	seq      int
 	changed  chan struct{}
 	socket   *socketServer
@@ -58,7 +59,7 @@ type Fake struct {
 // New starts a fake Slack, closed when the test ends.
 func New(t testing.TB) *Fake {
 	f := &Fake{users: map[string]User{}, limited: map[string][]time.Duration{}, failures: map[string][]string{},
-		changed: make(chan struct{})}
+		holds: map[string]chan struct{}{}, changed: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	f.URL = f.srv.URL + "/api/"
@@ -85,6 +86,23 @@ func (f *Fake) Fail(method, code string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures[method] = append(f.failures[method], code)
+}
+
+// Hold makes calls of method wait until release is called.
+func (f *Fake) Hold(method string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{})
+	f.holds[method] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			delete(f.holds, method)
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Calls returns the calls of method so far ("" for all).
@@ -151,6 +169,12 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Method = strings.TrimPrefix(r.URL.Path, "/api/")
+	f.mu.Lock()
+	hold := f.holds[c.Method]
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if q := f.limited[c.Method]; len(q) > 0 {
