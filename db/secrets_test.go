@@ -1,10 +1,12 @@
 package db_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/internal/secretbox"
@@ -17,6 +19,7 @@ func storedSecrets(t *testing.T, d *db.DB) string {
 	for _, q := range []string{
 		`SELECT secret, previous_secret FROM webhook_endpoints`,
 		`SELECT secret, previous_secret FROM webhook_callback_secrets`,
+		`SELECT bot_token, app_token, signing_secret FROM slack_connections`,
 	} {
 		rows, err := d.Rows(ctx, q)
 		if err != nil {
@@ -104,16 +107,33 @@ func TestResealSecrets(t *testing.T) {
 				t.Fatal("a new endpoint's secret is stored in plaintext under a key")
 			}
 
+			// Slack's tokens are sealed as they are written.
+			const bot, signing = "xoxb-plain-bot-token", "0123456789abcdef0123"
+			if _, err := sealed.ConnectSlack(ctx, a.ID, arbiter.SlackConnectionInput{Mode: arbiter.SlackModeHTTP, BotToken: bot,
+				SigningSecret: signing, DefaultChannel: "#refunds"}, "T1", owner); err != nil {
+				t.Fatal(err)
+			}
+			if raw := storedSecrets(t, sealed); strings.Contains(raw, bot) || strings.Contains(raw, signing) {
+				t.Fatalf("Slack's tokens are stored in plaintext: %s", raw)
+			}
+			if _, err := plain.ConnectSlack(ctx, a.ID, arbiter.SlackConnectionInput{Mode: arbiter.SlackModeHTTP, BotToken: bot,
+				SigningSecret: signing, DefaultChannel: "#refunds"}, "T1", owner); !errors.Is(err, arbiter.ErrSlackNeedsKey) {
+				t.Fatalf("connecting Slack without a key = %v, want ErrSlackNeedsKey", err)
+			}
+
 			// Rotation: the new key first, the old one after.
 			both := dbtest.OpenURL(t, url, db.Options{Secrets: keyring(t, newKey, oldKey)})
 			check(t, both)
-			if r, err := both.ResealSecrets(ctx); err != nil || r.Resealed != 4 {
-				t.Fatalf("ResealSecrets after rotation = %+v, %v; want 4 resealed", r, err)
+			if r, err := both.ResealSecrets(ctx); err != nil || r.Resealed != 6 {
+				t.Fatalf("ResealSecrets after rotation = %+v, %v; want 6 resealed", r, err)
 			}
 			newOnly := dbtest.OpenURL(t, url, db.Options{Secrets: keyring(t, newKey)})
 			check(t, newOnly)
 			if got, err := newOnly.FindWebhookEndpoint(ctx, a.ID, fresh.ID); err != nil || got.Secret != fresh.Secret {
 				t.Fatalf("the fresh endpoint after rotation = %+v, %v", got, err)
+			}
+			if c, err := newOnly.FindSlackConnection(ctx, a.ID); err != nil || c.BotToken != bot || c.SigningSecret != signing {
+				t.Fatalf("the Slack connection after rotation = %+v, %v", c, err)
 			}
 			if r, err := newOnly.ResealSecrets(ctx); err != nil || r.Resealed != 0 {
 				t.Fatalf("a second reseal = %+v, %v; want nothing to do", r, err)

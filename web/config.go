@@ -82,6 +82,10 @@ type Config struct {
 	// private and link-local addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE),
 	// for development and tests.
 	WebhookAllowPrivate bool
+	// SlackAPIURL is Slack's Web API (ARBITER_SLACK_API_URL; default
+	// https://slack.com/api/), to reach it through a proxy, or a fake in
+	// tests.
+	SlackAPIURL string
 
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
@@ -275,6 +279,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_SHUTDOWN_GRACE", Default: worker.DefaultGrace.String(), Scope: ScopeWorker,
 		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Env: "ARBITER_SLACK_API_URL", Default: "https://slack.com/api/", Scope: ScopeWorker,
+		Help: "Slack's Web API, which Slack messages and Socket Mode go through",
+		Set: func(c *Config, v string) error {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return errors.New("must be an http(s) URL such as https://slack.com/api/")
+			}
+			c.SlackAPIURL = v
+			return nil
+		}},
 	{Env: "ARBITER_WEBHOOK_ALLOW_PRIVATE", Default: "0", Scope: ScopeWorker,
 		Help: "1 lets webhooks reach http:// URLs and loopback, private and link-local addresses: for development and tests only",
 		Set: func(c *Config, v string) error {

@@ -46,6 +46,9 @@ type Services struct {
 	// Calibration reads the labelled pairs of the calibration report and
 	// keeps the accounts' audit rates.
 	Calibration arbiter.CalibrationService
+	// Slack keeps accounts' Slack connections; nil hides the Slack
+	// settings page.
+	Slack arbiter.SlackService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -99,6 +102,11 @@ type Router struct {
 	// mode, at the app origin's /integrations/slack/interactions; nil
 	// serves no such route.
 	Slack *slack.Interactions
+	// SlackTeams checks a bot token when an account connects Slack.
+	SlackTeams handlers.SlackTeams
+	// SlackSealed reports whether the store seals secrets
+	// (ARBITER_SECRET_KEY), without which Slack cannot be connected.
+	SlackSealed bool
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
@@ -282,6 +290,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				{"/members/{id}/remove", "/members", arbiter.ActionManageMembers},
 				{"/invitations/{id}/revoke", "/members", arbiter.ActionManageMembers},
 				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
+				{"/settings/slack/disconnect", "/settings/slack", arbiter.ActionManageSettings},
 				{"/webhooks/callback-secret/reveal", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/callback-secret/rotate", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/{id}/edit", "/webhooks/{id}", arbiter.ActionManageWebhooks},
@@ -294,6 +303,9 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/slack", handlers.DashboardSlack(s.Slack, rt.slackReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack", handlers.DashboardSlackConnect(s.Slack, rt.SlackTeams, rt.slackReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack/disconnect", handlers.DashboardSlackDisconnect(s.Slack))
 		})
 	})
 }
@@ -354,6 +366,12 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
 			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, now))
 	})
+}
+
+// slackReady reports whether accounts may connect Slack here: the store
+// keeps Slack connections and seals their tokens.
+func (rt *Router) slackReady() bool {
+	return rt.Services.Slack != nil && rt.SlackTeams != nil && rt.SlackSealed
 }
 
 // site returns the configured origins, defaulted.

@@ -18,6 +18,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
+	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -111,6 +112,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 			logger.Warn(warning)
 		}
 	}
+	slackClient := slack.NewClient(cfg.SlackAPIURL, nil)
 	notify := func(int) {}
 	if runWorker {
 		verifier, err := agent.New(cfg.Agent)
@@ -151,6 +153,16 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		wg.Go(func() {
 			deliverer.Run(ctx)
 		})
+		// Slack's messages link to the desk, as digests do.
+		switch {
+		case cfg.SecretKey != nil && cfg.ReviewURL != "":
+			review := cfg.ReviewURL
+			slackDeliverer := worker.NewSlackDeliverer(worker.SlackConfig{Store: store, Slack: slackClient, Logger: logger,
+				DeskURL: func(id string) string { return review + "/review/tasks/" + id }})
+			wg.Go(func() { slackDeliverer.Run(ctx, store.SlackMessagesQueued()) })
+		case cfg.SecretKey != nil:
+			logger.Info("this worker sends no Slack messages: ARBITER_REVIEW_URL is not set")
+		}
 	}
 	if !api {
 		logger.Info("worker started", "store", store.Dialect(), "agent", cfg.Agent.Backend, "concurrency", cfg.Workers)
@@ -178,7 +190,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store,
+			Calibration: store, Slack: store,
 		},
 		KeyChecker:     keys,
 		Logger:         logger,
@@ -191,6 +203,16 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	if m != nil {
 		router.Metrics = m
 	}
+	// Slack: the settings page, the interactions of apps in HTTP mode, and
+	// a socket per account in Socket Mode.
+	interactions := &slack.Interactions{Store: store, Slack: slackClient, Logger: logger}
+	router.SlackTeams, router.SlackSealed = slackClient, cfg.SecretKey != nil
+	if cfg.SecretKey != nil {
+		router.Slack = interactions
+		socket := &slack.SocketMode{Store: store, Slack: slackClient, In: interactions, Logger: logger}
+		wg.Go(func() { socket.Run(ctx) })
+	}
+	defer interactions.Wait()
 	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
 		return err
 	}
