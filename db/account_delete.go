@@ -22,6 +22,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"callback secret", `DELETE FROM webhook_callback_secrets WHERE account_id = ?`},
 	{"Slack messages", `DELETE FROM slack_messages WHERE account_id = ?`},
 	{"Slack connection", `DELETE FROM slack_connections WHERE account_id = ?`},
+	{"decision links", `DELETE FROM decision_links WHERE account_id = ?`},
 	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},
 	{"labelled pairs", `DELETE FROM labelled_pairs WHERE account_id = ?`},
 	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},

@@ -49,6 +49,9 @@ type Services struct {
 	// Slack keeps accounts' Slack connections; nil hides the Slack
 	// settings page.
 	Slack arbiter.SlackService
+	// DecisionLinks finds and uses digests' decision links; nil serves
+	// none.
+	DecisionLinks arbiter.DecisionLinkService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -354,6 +357,11 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
 		r.Method(http.MethodGet, "/demo/calibration", handlers.ReviewDemoCalibration(s.Calibration, now))
+		if s.DecisionLinks != nil {
+			// The token is the credential: no session needed.
+			r.Method(http.MethodGet, "/links/{token}", handlers.DecisionLinkShow(s.DecisionLinks))
+			r.Method(http.MethodPost, "/links/{token}", handlers.DecisionLinkUse(s.DecisionLinks))
+		}
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 		r.Group(func(r chi.Router) {
