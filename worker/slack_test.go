@@ -264,3 +264,40 @@ func TestSlackDeliverer_PacesEachChannel(t *testing.T) {
 		})
 	}
 }
+
+// TestSlackDeliverer_ExpiryUpdatesTheCopy: a posted task that expires has
+// its message updated to the outcome, without buttons.
+func TestSlackDeliverer_ExpiryUpdatesTheCopy(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			fake := slackfake.New(t)
+			startSlack(t, store, fake, 0)
+			task, err := store.CreateTask(ctx, accountID, arbiter.TaskCreate{Prompt: "Soon?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, TaskType: "decide", Touchpoint: "chat", DeadlineSeconds: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			agentStep(t, store, task.ID, arbiter.StatusHumanNeeded)
+			fake.WaitCalls(t, "chat.postMessage", 1)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				ids, err := store.ExpireTasks(ctx, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ids) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the task never expired")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			raw := blocksOf(t, fake.WaitCalls(t, "chat.update", 1)[0])
+			if !strings.Contains(raw, "⌛ Expired") || strings.Contains(raw, `"actions"`) {
+				t.Errorf("the update after expiry:\n%s", raw)
+			}
+		})
+	}
+}
