@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -21,7 +22,10 @@ const DefaultAPIURL = slackgo.APIURL
 // Client calls Slack's Web API with one account's tokens.
 type Client struct {
 	apiURL string
-	hc     *http.Client
+	// apiHost is the Web API's host: response URLs on it are Slack's too
+	// (a proxy's, a fake's).
+	apiHost string
+	hc      *http.Client
 }
 
 // NewClient returns a client of the Web API at apiURL ("" for Slack's),
@@ -37,7 +41,11 @@ func NewClient(apiURL string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &Client{apiURL: apiURL, hc: hc}
+	c := &Client{apiURL: apiURL, hc: hc}
+	if u, err := url.Parse(apiURL); err == nil {
+		c.apiHost = u.Host
+	}
+	return c
 }
 
 // API returns the library's client for a bot token, and an app-level
@@ -91,6 +99,11 @@ func (c *Client) VerifiedEmail(ctx context.Context, botToken, userID string) (st
 func (c *Client) Respond(ctx context.Context, responseURL, text string) error {
 	if responseURL == "" {
 		return nil
+	}
+	// The URL comes in a verified payload; still, answer Slack only.
+	u, err := url.Parse(responseURL)
+	if err != nil || !(u.Host == c.apiHost || u.Scheme == "https" && strings.HasSuffix(u.Hostname(), ".slack.com")) {
+		return errors.New("the response_url is not Slack's")
 	}
 	return slackgo.PostWebhookCustomHTTPContext(ctx, responseURL, c.hc, &slackgo.WebhookMessage{
 		Text: text, ResponseType: slackgo.ResponseTypeEphemeral})

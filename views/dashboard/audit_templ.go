@@ -261,6 +261,10 @@ func eventLabel(kind string) string {
 		return "Webhook disabled"
 	case arbiter.AuditCallbackSecretRotated:
 		return "Callback secret rotated"
+	case arbiter.AuditSlackConnected:
+		return "Slack connected"
+	case arbiter.AuditSlackDisconnected:
+		return "Slack disconnected"
 	}
 	return kind
 }
