@@ -62,3 +62,41 @@ func TestNextSlackAttempt(t *testing.T) {
 		})
 	}
 }
+
+func TestParseTaskCreate_Notify(t *testing.T) {
+	base := `{"prompt":"p","allowed_verdicts":["a","b"]`
+	for _, tc := range []struct {
+		name, notify string
+		want         []string
+	}{
+		{"Channel", `["slack:#refunds"]`, []string{"slack:#refunds"}},
+		{"ChannelID", `["slack:C0123456"]`, []string{"slack:C0123456"}},
+		{"TwiceCountsOnce", `["slack:#a","slack:#b","slack:#a"]`, []string{"slack:#a", "slack:#b"}},
+		{"Empty", `[]`, nil},
+		{"NotSlack", `["email:x@example.com"]`, nil},
+		{"NoHash", `["slack:refunds"]`, nil},
+		{"UpperCase", `["slack:#Refunds"]`, nil},
+		{"TooMany", `["slack:#a","slack:#b","slack:#c","slack:#d","slack:#e","slack:#f"]`, nil},
+		{"NullItem", `[null]`, nil},
+		{"NotAnArray", `"slack:#a"`, nil},
+		{"Null", `null`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := arbiter.ParseTaskCreate([]byte(base + `,"notify":` + tc.notify + `}`))
+			if tc.want == nil {
+				if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(err.Error(), "notify") {
+					t.Fatalf("err = %v, want EINVALID naming notify", err)
+				}
+				return
+			}
+			if err != nil || strings.Join(in.Notify, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("Notify = %v, %v; want %v", in.Notify, err, tc.want)
+			}
+		})
+	}
+	without, _ := arbiter.ParseTaskCreate([]byte(base + `}`))
+	with, _ := arbiter.ParseTaskCreate([]byte(base + `,"notify":["slack:#a"]}`))
+	if without.Fingerprint() == with.Fingerprint() {
+		t.Error("notify does not take part in the fingerprint")
+	}
+}

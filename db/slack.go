@@ -167,8 +167,9 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 }
 
 // enqueueSlack writes, in tx, the Slack messages of events: a post to the
-// account's channel for a task that now waits for a person (a blind
-// audit included), an update for a task that ended and has posts. It
+// account's channel, or to each channel of the task's own notify list,
+// for a task that now waits for a person (a blind audit included), an
+// update for a task that ended and has posts. It
 // costs one query when no account of the events is connected, and reports
 // whether it queued any; call slackQueued after the commit if so.
 func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
@@ -236,22 +237,50 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) 
 			audited[id] = true
 		}
 	}
+	// A task's own notify list takes the place of the account's channel.
+	var asked []any
+	for _, ev := range events {
+		if _, ok := channels[ev.accountID]; ok && (ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]) {
+			asked = append(asked, ev.taskID)
+		}
+	}
+	notify := map[string][]string{}
+	if len(asked) > 0 {
+		query, args, err := sqlx.In(`SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked)
+		if err != nil {
+			return false, err
+		}
+		var rows []struct {
+			ID     string `db:"id"`
+			Notify string `db:"notify"`
+		}
+		if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+			return false, fmt.Errorf("find tasks' notify lists: %w", err)
+		}
+		for _, r := range rows {
+			notify[r.ID] = arbiter.SlackChannels(strings.Split(r.Notify, ","))
+		}
+	}
 	var msgs []*arbiter.SlackMessage
 	for _, ev := range events {
 		channel, ok := channels[ev.accountID]
 		if !ok {
 			continue
 		}
-		m := &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID, Channel: channel}
 		switch {
 		case ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]:
-			m.Kind = arbiter.SlackPost
+			to := []string{channel}
+			if own := notify[ev.taskID]; len(own) > 0 {
+				to = own
+			}
+			for _, c := range to {
+				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+					Kind: arbiter.SlackPost, Channel: c})
+			}
 		case posted[ev.taskID]:
-			m.Kind = arbiter.SlackUpdate
-		default:
-			continue
+			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+				Kind: arbiter.SlackUpdate, Channel: channel})
 		}
-		msgs = append(msgs, m)
 	}
 	return len(msgs) > 0, d.insertSlackMessages(ctx, tx, msgs)
 }

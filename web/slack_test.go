@@ -283,3 +283,18 @@ func TestSlackInteractions_AfterTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskCreate_Notify: the API takes a task's own Slack channels, and
+// refuses a malformed notify list with a 400 naming the field.
+func TestTaskCreate_Notify(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("notify@example.com")
+		createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["a","b"],"notify":["slack:#refunds"]}`)
+		for _, bad := range []string{`["slack:refunds"]`, `[]`, `["mail:x@example.com"]`, `"slack:#a"`} {
+			status, header, body := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"notify":`+bad+`}`)
+			if msg := wantError(t, status, header, body, http.StatusBadRequest); !strings.Contains(msg, "notify") {
+				t.Errorf("notify %s: %q does not name the field", bad, msg)
+			}
+		}
+	})
+}

@@ -301,3 +301,44 @@ func TestSlackDeliverer_ExpiryUpdatesTheCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestSlackDeliverer_TaskNotifyOverridesTheChannel: a task created with
+// its own notify list is posted to each of its channels, not to the
+// account's, and a decision updates every copy.
+func TestSlackDeliverer_TaskNotifyOverridesTheChannel(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			fake := slackfake.New(t)
+			startSlack(t, store, fake, 0)
+			in, err := arbiter.ParseTaskCreate([]byte(`{"prompt":"EU refund?","allowed_verdicts":["approve","reject"],
+				"notify":["slack:#refunds-eu","slack:C0VIP0001"]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			taskID := newSlackTask(t, store, accountID, in)
+			agentStep(t, store, taskID, arbiter.StatusHumanNeeded)
+			posts := fake.WaitCalls(t, "chat.postMessage", 2)
+			channels := map[string]bool{}
+			for _, p := range posts {
+				channels[p.Form.Get("channel")] = true
+			}
+			if !channels["#refunds-eu"] || !channels["C0VIP0001"] || len(channels) != 2 {
+				t.Fatalf("posted to %v, want the task's two channels only", channels)
+			}
+			if _, err := store.DecideTask(ctx, accountID, taskID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			updated := map[string]bool{}
+			for _, u := range fake.WaitCalls(t, "chat.update", 2) {
+				updated[u.Form.Get("channel")] = true
+			}
+			if !updated[slackfake.ChannelID("#refunds-eu")] || !updated["C0VIP0001"] {
+				t.Errorf("updated %v, want both copies", updated)
+			}
+			if n := len(fake.Calls("chat.postMessage")); n != 2 {
+				t.Errorf("%d posts, want 2", n)
+			}
+		})
+	}
+}

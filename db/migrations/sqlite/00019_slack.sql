@@ -35,6 +35,11 @@ CREATE TABLE slack_messages (
 CREATE INDEX slack_messages_due ON slack_messages (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX slack_messages_task ON slack_messages (task_id);
 
+-- A task's own notify targets ("slack:#refunds", comma-separated), which
+-- take the place of the account's channel; '' for the account's.
+ALTER TABLE tasks ADD COLUMN notify TEXT NOT NULL DEFAULT '';
+
 -- +goose Down
+ALTER TABLE tasks DROP COLUMN notify;
 DROP TABLE slack_messages;
 DROP TABLE slack_connections;

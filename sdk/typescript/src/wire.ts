@@ -414,6 +414,13 @@ export interface components {
              * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
              */
             audit_rate?: number;
+            /**
+             * @description Where the task's question is posted when it needs a person, instead of the account's Slack channel: up to 5 Slack channels, as "slack:#name" (lower case) or "slack:C0123456" (a channel id); a channel named twice counts once. Takes effect when the account has connected Slack; the app must be in each channel. Not returned in the Task.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify?: string[];
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -457,6 +464,13 @@ export interface components {
              * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
              */
             audit_rate?: number;
+            /**
+             * @description Where the task's question is posted when it needs a person, instead of the account's Slack channel: up to 5 Slack channels, as "slack:#name" (lower case) or "slack:C0123456" (a channel id); a channel named twice counts once. Takes effect when the account has connected Slack; the app must be in each channel. Not returned in the Task.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify?: string[];
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {
