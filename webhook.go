@@ -33,12 +33,21 @@ const (
 	// completed disagrees with the agent's verdict (the task keeps it).
 	EventTaskAuditDisagreed = "task.audit_disagreed"
 	EventPing               = "ping" // "Send test event" on the dashboard
+	// EventCalibrationDrifted: the account's audited error rate crossed
+	// above its target (NextDrift); the payload's data is the Drift.
+	EventCalibrationDrifted = "calibration.drifted"
 )
 
 // WebhookEventTypes are the event types an endpoint can subscribe to, in the
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
-var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
+var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed,
+	EventCalibrationDrifted}
+
+// CallbackEventTypes are the event types a task's callback_url receives:
+// those about the task. An account's events (calibration.drifted) go to
+// its endpoints only.
+var CallbackEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a
 // status no event announces.

@@ -363,16 +363,12 @@ func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, leas
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
 	var rows []slackMessageRow
-	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE slack_messages SET lease_owner = ?, lease_expires_at = `+d.dbNowMS()+` + ?
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE slack_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
 		WHERE id IN (SELECT m.id FROM slack_messages m
 			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
-			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.dbNowMS()+`)
-			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+lock+`)
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
+			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+d.sqlSkipLocked()+`)
 		RETURNING `+slackMessageColumns), owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
 		return nil, fmt.Errorf("claim Slack messages: %w", err)
 	}

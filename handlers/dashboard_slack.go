@@ -37,7 +37,7 @@ func DashboardSlack(conns arbiter.SlackService, sealed bool) http.Handler {
 }
 
 func slackView(r *http.Request, conns arbiter.SlackService, sealed bool) (dashboard.SlackView, error) {
-	v := dashboard.SlackView{Sealed: sealed, InteractionsURL: SiteFrom(r.Context()).AppURL + "/integrations/slack/interactions"}
+	v := dashboard.SlackView{Sealed: sealed, InteractionsURL: SiteFromContext(r.Context()).AppURL + "/integrations/slack/interactions"}
 	if conns == nil {
 		return v, nil
 	}
@@ -69,7 +69,7 @@ func DashboardSlackConnect(conns arbiter.SlackService, teams SlackTeams, sealed 
 		var team string
 		if err == nil {
 			if team, err = teams.TeamOf(ctx, in.BotToken); err != nil {
-				Logger(ctx).Info("Slack refused a bot token", "account_id", accountID, "error", err.Error())
+				LoggerFromContext(ctx).Info("Slack refused a bot token", "account_id", accountID, "error", err.Error())
 				err = arbiter.Errorf(arbiter.EINVALID, "Slack refused the bot token (%s). Copy it again from OAuth & Permissions.", slackReason(err))
 			}
 		}
