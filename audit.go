@@ -67,11 +67,15 @@ func NewSignOutAuditEvent(s *Session, c Client) *AuditEvent {
 // NewReviewAuditEvent returns the audit event of a reviewer's decision on
 // the account's task: the verdict and the task, as “reject” on tsk_….
 func NewReviewAuditEvent(accountID, taskID string, d HumanDecision) *AuditEvent {
+	via := ""
+	if d.Via != "" {
+		via = " via " + d.Via
+	}
 	return &AuditEvent{
 		AccountID: accountID,
 		Kind:      AuditReviewDecided,
 		Actor:     d.Reviewer,
-		Detail:    "“" + d.Verdict + "” on " + taskID,
+		Detail:    "“" + d.Verdict + "” on " + taskID + via,
 		ClientIP:  d.Client.IP,
 		UserAgent: d.Client.UserAgent,
 	}

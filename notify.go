@@ -42,6 +42,9 @@ type Digest struct {
 	PersonID, Email        string
 	Waiting                int
 	Oldest                 time.Duration
+	// Tasks are the oldest waiting tasks, with this person's decision
+	// links (decisionlink.go).
+	Tasks []DigestTask
 }
 
 // Subject is the digest mail's subject.
@@ -49,9 +52,11 @@ func (d Digest) Subject() string {
 	return fmt.Sprintf("%d %s waiting for review in %s", d.Waiting, plural(d.Waiting, "task", "tasks"), d.AccountName)
 }
 
-// Body is the digest mail's text, with the link to the queue.
+// Body is the digest mail's text, with the link to the queue and, for
+// each of the oldest tasks, a decision link per verdict
+// (queueURL/links/TOKEN), which opens a page to confirm.
 func (d Digest) Body(queueURL string) string {
-	return strings.Join([]string{
+	lines := []string{
 		"Hello,",
 		"",
 		fmt.Sprintf("%d %s of %s %s waiting for a person; the oldest has waited %s.", d.Waiting, plural(d.Waiting, "task", "tasks"),
@@ -59,10 +64,29 @@ func (d Digest) Body(queueURL string) string {
 		"",
 		"Open the queue: " + queueURL,
 		"",
+	}
+	for _, t := range d.Tasks {
+		prompt := []rune(strings.Join(strings.Fields(t.Prompt), " "))
+		if len(prompt) > 120 {
+			prompt = append(prompt[:119], '…')
+		}
+		lines = append(lines, "“"+string(prompt)+"”")
+		for _, l := range t.Links {
+			lines = append(lines, "  "+l.Verdict+": "+queueURL+"/links/"+l.Token)
+		}
+		if len(t.Links) == 0 {
+			lines = append(lines, "  "+queueURL+"/tasks/"+t.TaskID)
+		}
+		lines = append(lines, "")
+	}
+	if len(d.Tasks) > 0 {
+		lines = append(lines, "Each link is yours alone and decides once, after you confirm; it expires with the task's deadline or in 7 days.", "")
+	}
+	return strings.Join(append(lines,
 		"You get at most one of these an hour. An owner or admin of the account can turn them off in its settings.",
 		"",
 		"— Arbiter",
-	}, "\r\n")
+	), "\r\n")
 }
 
 func plural(n int, one, many string) string {

@@ -130,6 +130,9 @@ type HumanDecision struct {
 	ReviewerID string
 	// Client is where the decision came from, for the account's audit log.
 	Client Client
+	// Via names the channel of a decision made outside the desk ("slack",
+	// "link"), for the account's audit log; "" on the desk and the API.
+	Via string
 }
 
 // Validate checks a decision before it is stored, whatever the task: a

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -189,6 +190,11 @@ type TaskCreate struct {
 	// code leaves it empty, and takes nothing from policies. It is not
 	// part of the Fingerprint.
 	Omitted PolicyFields `json:"-"`
+	// Notify, when not empty, names where the task's question goes when
+	// it needs a person, instead of the account's default channel:
+	// "slack:#channel" or "slack:C0123456" (ParseNotify). Left out of the
+	// Fingerprint when empty.
+	Notify []string `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -213,6 +219,7 @@ type taskCreateRequest struct {
 	OnExpiry            *string         `json:"on_expiry" null:"refuse"`
 	AgentFloor          *float64        `json:"agent_floor" null:"refuse"`
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
+	Notify              []*string       `json:"notify" null:"refuse"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -229,6 +236,7 @@ var fieldTypeErrors = map[string]string{
 	"on_expiry":            `on_expiry must be a string: "expire", "verdict:<v>" or "agent_verdict".`,
 	"agent_floor":          "agent_floor must be a number from 0 to 1.",
 	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
+	"notify":               errNotify.Message,
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -391,7 +399,56 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 			in.Omitted |= f.field
 		}
 	}
+	if req.Notify != nil {
+		targets, err := ParseNotify(req.Notify)
+		if err != nil {
+			return TaskCreate{}, err
+		}
+		in.Notify = targets
+	}
 	return in, nil
+}
+
+// MaxNotifyTargets bounds a task's notify list.
+const MaxNotifyTargets = 5
+
+// NotifySlackPrefix starts a Slack target of a task's notify list.
+const NotifySlackPrefix = "slack:"
+
+var errNotify = FieldErrorf("notify", "notify must be an array of up to %d targets such as \"slack:#refunds\" (a channel name in lower case, or a channel id such as slack:C0123456).", MaxNotifyTargets)
+
+// ParseNotify checks a create's notify list: one to MaxNotifyTargets
+// Slack channels, "slack:#name" or "slack:C0123456"; a channel named twice
+// counts once. Returns errNotify (EINVALID) otherwise.
+func ParseNotify(list []*string) ([]string, error) {
+	if len(list) == 0 || len(list) > MaxNotifyTargets {
+		return nil, errNotify
+	}
+	var out []string
+	for _, p := range list {
+		if p == nil {
+			return nil, errNotify
+		}
+		channel, ok := strings.CutPrefix(*p, NotifySlackPrefix)
+		if !ok || !ValidSlackChannel(channel) {
+			return nil, errNotify
+		}
+		if !slices.Contains(out, *p) {
+			out = append(out, *p)
+		}
+	}
+	return out, nil
+}
+
+// SlackChannels returns the Slack channels of a notify list.
+func SlackChannels(notify []string) []string {
+	var out []string
+	for _, t := range notify {
+		if c, ok := strings.CutPrefix(t, NotifySlackPrefix); ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // CheckCallbackURL returns EINVALID when the create's callback_url may not

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
 // Config is the whole configuration of a server process, built once from the
@@ -35,6 +36,10 @@ type Config struct {
 	// for a connection included (ARBITER_DB_TIMEOUT); a call that runs out
 	// is answered 503.
 	DatabaseTimeout time.Duration
+	// SecretKey seals the secrets the store keeps (webhook secrets, Slack
+	// tokens) at rest (ARBITER_SECRET_KEY: base64 32-byte keys, comma
+	// separated, the sealing key first); nil without one.
+	SecretKey *secretbox.Keyring
 	// DailyTaskCap is the default per-account daily task cap
 	// (ARBITER_DAILY_TASK_CAP).
 	DailyTaskCap int
@@ -80,6 +85,10 @@ type Config struct {
 	// private and link-local addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE),
 	// for development and tests.
 	WebhookAllowPrivate bool
+	// SlackAPIURL is Slack's Web API (ARBITER_SLACK_API_URL; default
+	// https://slack.com/api/), to reach it through a proxy, or a fake in
+	// tests.
+	SlackAPIURL string
 
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
@@ -241,6 +250,16 @@ var Settings = []Setting{
 			c.DatabaseTimeout = d
 			return nil
 		}},
+	{Env: "ARBITER_SECRET_KEY", Scope: ScopeStore, Secret: true,
+		Help: "base64 32-byte keys, comma-separated, that seal stored secrets (first seals, all open); needed for Slack",
+		Set: func(c *Config, v string) error {
+			k, err := secretbox.Parse(v)
+			if err != nil {
+				return errors.New(err.Error() + "; generate one with: openssl rand -base64 32")
+			}
+			c.SecretKey = k
+			return nil
+		}},
 	{Env: "ARBITER_DAILY_TASK_CAP", Default: strconv.Itoa(arbiter.DefaultDailyTaskCap), Scope: ScopeStore,
 		Help: "tasks an account may create per UTC day, unless it has its own cap",
 		Set: func(c *Config, v string) error {
@@ -288,6 +307,16 @@ var Settings = []Setting{
 	{Env: "ARBITER_SHUTDOWN_GRACE", Default: DefaultShutdownGrace.String(), Scope: ScopeWorker,
 		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Env: "ARBITER_SLACK_API_URL", Default: "https://slack.com/api/", Scope: ScopeWorker,
+		Help: "Slack's Web API, which Slack messages and Socket Mode go through",
+		Set: func(c *Config, v string) error {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return errors.New("must be an http(s) URL such as https://slack.com/api/")
+			}
+			c.SlackAPIURL = v
+			return nil
+		}},
 	{Env: "ARBITER_WEBHOOK_ALLOW_PRIVATE", Default: "0", Scope: ScopeWorker,
 		Help: "1 lets webhooks reach http:// URLs and loopback, private and link-local addresses: for development and tests only",
 		Set: func(c *Config, v string) error {

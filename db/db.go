@@ -23,6 +23,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db/internal/pglisten"
 	"github.com/arbiterhq/arbiter/db/internal/sqlitegate"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
 // Dialects the store speaks.
@@ -72,6 +73,10 @@ type Options struct {
 	// on Postgres instead of grouping concurrent ones (db/internal/group); the
 	// benchmark's one-statement ceilings use it.
 	Ungrouped bool
+	// Secrets seals the secrets the store keeps (webhook secrets, Slack
+	// tokens) at rest (secrets.go); nil keeps webhook secrets in
+	// plaintext, as before ARBITER_SECRET_KEY, and refuses Slack.
+	Secrets *secretbox.Keyring
 }
 
 // DB is an open store. Its methods implement the root package's services;
@@ -120,6 +125,8 @@ type DB struct {
 
 	// policies keeps accounts' policies for creates (policy.go).
 	policies policyCache
+	// secrets is Options.Secrets.
+	secrets *secretbox.Keyring
 
 	// claims are the claim statements of the store's dialect, assembled
 	// once (claimTasksSQL, claimWebhooksSQL).
@@ -135,6 +142,9 @@ type DB struct {
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
 	webhookWake chan struct{}
+	// slackWake signals that this process queued Slack messages
+	// (SlackMessagesQueued).
+	slackWake chan struct{}
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -171,8 +181,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
+		slackWake:      make(chan struct{}, 1),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
-		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift)}
+		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets}
 	d.watchers.created = make(chan struct{}, 1)
 	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {

@@ -61,6 +61,7 @@ func (d *DB) ClaimDigests(ctx context.Context, max int) (_ []arbiter.Digest, err
 			if err != nil {
 				return err
 			}
+			var oldest []*arbiter.Task
 			for _, m := range members {
 				if len(claimed) == max {
 					return nil
@@ -76,8 +77,19 @@ func (d *DB) ClaimDigests(ctx context.Context, max int) (_ []arbiter.Digest, err
 				if n, err := res.RowsAffected(); err != nil {
 					return fmt.Errorf("claim digest: %w", err)
 				} else if n == 1 {
+					// The oldest tasks, with this person's decision links.
+					if oldest == nil {
+						if oldest, err = d.oldestWaiting(ctx, tx, a.id); err != nil {
+							return err
+						}
+					}
+					tasks, err := d.insertDecisionLinks(ctx, tx, a.id, m.PersonID, oldest, now)
+					if err != nil {
+						return err
+					}
 					claimed = append(claimed, arbiter.Digest{AccountID: a.id, AccountName: a.name, PersonID: m.PersonID,
-						Email: m.Email, Waiting: int(a.waiting), Oldest: time.Duration(int64(now)-a.oldest) * time.Millisecond})
+						Email: m.Email, Waiting: int(a.waiting), Oldest: time.Duration(int64(now)-a.oldest) * time.Millisecond,
+						Tasks: tasks})
 				}
 			}
 		}

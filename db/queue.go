@@ -423,6 +423,11 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 	}
 	t.AuditState = arbiter.AuditStateDone
 	t.Attempts = append(t.Attempts, a)
+	// The audit's Slack copies show it answered (slack.go).
+	slack, err := d.enqueueSlackUpdate(ctx, tx, t.AccountID, t.ID)
+	if err != nil {
+		return false, err
+	}
 	if *a.Verdict != *t.FinalVerdict {
 		// The disagreement is announced in the same transaction (outbox).
 		if queued, err = d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed); err != nil {
@@ -430,7 +435,7 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 		}
 	}
 	drifted, err := d.checkDrift(ctx, tx, t.AccountID, t.ID)
-	return queued || drifted, err
+	return queued || drifted || slack, err
 }
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -155,6 +156,8 @@ type newCreate struct {
 	// onExpiry is the stored on-expiry outcome (onExpiryColumn); "" for
 	// expire.
 	onExpiry string
+	// notify is the create's notify targets, comma-separated; "" for none.
+	notify string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -199,6 +202,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 		},
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
+		notify:      strings.Join(in.Notify, ","),
 	}
 	c.task.OnExpiry = in.OnExpiry
 	if o, ok := onExpiryColumn(in.OnExpiry).(string); ok {
@@ -221,7 +225,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 // nothing. A key that a concurrent create stores first fails the statement
 // on the key's primary key (after that create commits), which undoes it
 // all. Arguments: account, day, account, default cap, account, key,
-// account, default cap; the task's columns (on_expiry last); account, key, fingerprint,
+// account, default cap; the task's columns (on_expiry and notify last); account, key, fingerprint,
 // created at, expires at, key. It returns the task's id when it stored it.
 const createOneSQL = `WITH counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
@@ -232,8 +236,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -254,7 +258,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry),
+		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify,
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {

@@ -14,6 +14,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
 var (
@@ -49,10 +50,20 @@ type endpointRow struct {
 	CreatedAt               int64         `db:"created_at"`
 }
 
-func (r *endpointRow) endpoint() *arbiter.WebhookEndpoint {
+// endpoint returns the row's endpoint, its secrets opened with keys
+// (secrets.go).
+func (r *endpointRow) endpoint(keys *secretbox.Keyring) (*arbiter.WebhookEndpoint, error) {
+	secret, err := keys.Open(r.Secret, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("open the secret of endpoint %s: %w", r.ID, err)
+	}
+	previous, err := keys.Open(r.PreviousSecret, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("open the previous secret of endpoint %s: %w", r.ID, err)
+	}
 	e := &arbiter.WebhookEndpoint{
 		ID: r.ID, AccountID: r.AccountID, URL: r.URL, Description: r.Description, Disabled: r.Disabled,
-		Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+		Secret: secret, PreviousSecret: previous,
 		PreviousSecretExpiresAt: nullTimestamp(r.PreviousSecretExpiresAt),
 		FailingSince:            nullTimestamp(r.FailingSince),
 		CreatedAt:               arbiter.Timestamp(r.CreatedAt),
@@ -60,7 +71,7 @@ func (r *endpointRow) endpoint() *arbiter.WebhookEndpoint {
 	if r.EventTypes != "" {
 		e.EventTypes = strings.Split(r.EventTypes, ",")
 	}
-	return e
+	return e, nil
 }
 
 var (
@@ -81,6 +92,10 @@ func (d *DB) CreateWebhookEndpoint(ctx context.Context, accountID string, in arb
 		ID: arbiter.NewWebhookEndpointID(), AccountID: accountID, URL: in.URL, Description: in.Description,
 		EventTypes: in.EventTypes, Secret: arbiter.NewWebhookSecret(), CreatedAt: d.nowMS(),
 	}
+	stored, err := d.seal(e.Secret, e.ID)
+	if err != nil {
+		return nil, err
+	}
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		var n int
 		if err := tx.GetContext(ctx, &n, d.rebind(`SELECT count(*) FROM webhook_endpoints WHERE account_id = ?`), accountID); err != nil {
@@ -90,7 +105,7 @@ func (d *DB) CreateWebhookEndpoint(ctx context.Context, accountID string, in arb
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO webhook_endpoints (id, account_id, url, description,
 			event_types, secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-			e.ID, accountID, e.URL, e.Description, strings.Join(e.EventTypes, ","), e.Secret, int64(e.CreatedAt)); err != nil {
+			e.ID, accountID, e.URL, e.Description, strings.Join(e.EventTypes, ","), stored, int64(e.CreatedAt)); err != nil {
 			return fmt.Errorf("insert endpoint: %w", err)
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookCreated, accountID, e, by))
@@ -138,7 +153,9 @@ func (d *DB) ListWebhookEndpoints(ctx context.Context, accountID string) (_ []*a
 	}
 	list := make([]*arbiter.WebhookEndpoint, len(rows))
 	for i := range rows {
-		list[i] = rows[i].endpoint()
+		if list[i], err = rows[i].endpoint(d.secrets); err != nil {
+			return nil, err
+		}
 	}
 	return list, nil
 }
@@ -160,7 +177,7 @@ func (d *DB) findEndpoint(ctx context.Context, q sqlx.QueryerContext, accountID,
 	if err != nil {
 		return nil, notFound(err, errEndpointNotFound.Message)
 	}
-	return r.endpoint(), nil
+	return r.endpoint(d.secrets)
 }
 
 // SetWebhookEndpointEnabled enables or disables the account's endpoint and
@@ -265,9 +282,17 @@ func (d *DB) RotateWebhookSecret(ctx context.Context, accountID, id string, by a
 		}
 		until := arbiter.TimestampOf(d.now().Add(arbiter.WebhookSecretOverlap))
 		e.PreviousSecret, e.PreviousSecretExpiresAt, e.Secret = e.Secret, &until, arbiter.NewWebhookSecret()
+		secret, err := d.seal(e.Secret, e.ID)
+		if err != nil {
+			return err
+		}
+		previous, err := d.seal(e.PreviousSecret, e.ID)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_endpoints SET secret = ?, previous_secret = ?,
 			previous_secret_expires_at = ? WHERE id = ? AND account_id = ?`),
-			e.Secret, e.PreviousSecret, int64(until), id, accountID); err != nil {
+			secret, previous, int64(until), id, accountID); err != nil {
 			return fmt.Errorf("rotate endpoint secret: %w", err)
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditWebhookRotated, accountID, e, by))
@@ -286,9 +311,19 @@ type callbackSecretRow struct {
 	PreviousSecretExpiresAt sql.NullInt64 `db:"previous_secret_expires_at"`
 }
 
-func (r *callbackSecretRow) secret() *arbiter.CallbackSecret {
-	return &arbiter.CallbackSecret{AccountID: r.AccountID, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
-		PreviousSecretExpiresAt: nullTimestamp(r.PreviousSecretExpiresAt)}
+// secret returns the row's callback secret, opened with keys
+// (secrets.go).
+func (r *callbackSecretRow) secret(keys *secretbox.Keyring) (*arbiter.CallbackSecret, error) {
+	secret, err := keys.Open(r.Secret, r.AccountID)
+	if err != nil {
+		return nil, fmt.Errorf("open the callback secret of account %s: %w", r.AccountID, err)
+	}
+	previous, err := keys.Open(r.PreviousSecret, r.AccountID)
+	if err != nil {
+		return nil, fmt.Errorf("open the previous callback secret of account %s: %w", r.AccountID, err)
+	}
+	return &arbiter.CallbackSecret{AccountID: r.AccountID, Secret: secret, PreviousSecret: previous,
+		PreviousSecretExpiresAt: nullTimestamp(r.PreviousSecretExpiresAt)}, nil
 }
 
 const callbackSecretColumns = `account_id, secret, previous_secret, previous_secret_expires_at`
@@ -296,8 +331,12 @@ const callbackSecretColumns = `account_id, secret, previous_secret, previous_sec
 // ensureCallbackSecret gives the account a callback secret unless it has
 // one.
 func (d *DB) ensureCallbackSecret(ctx context.Context, q sqlx.ExecerContext, accountID string) error {
-	_, err := q.ExecContext(ctx, d.rebind(`INSERT INTO webhook_callback_secrets (account_id, secret, created_at)
-		VALUES (?, ?, ?) ON CONFLICT (account_id) DO NOTHING`), accountID, arbiter.NewWebhookSecret(), int64(d.nowMS()))
+	secret, err := d.seal(arbiter.NewWebhookSecret(), accountID)
+	if err != nil {
+		return err
+	}
+	_, err = q.ExecContext(ctx, d.rebind(`INSERT INTO webhook_callback_secrets (account_id, secret, created_at)
+		VALUES (?, ?, ?) ON CONFLICT (account_id) DO NOTHING`), accountID, secret, int64(d.nowMS()))
 	if err != nil {
 		return fmt.Errorf("create callback secret: %w", err)
 	}
@@ -320,7 +359,7 @@ func (d *DB) FindCallbackSecret(ctx context.Context, accountID string) (_ *arbit
 	if err != nil {
 		return nil, fmt.Errorf("find callback secret: %w", err)
 	}
-	return r.secret(), nil
+	return r.secret(d.secrets)
 }
 
 // RotateCallbackSecret gives the account a new callback secret; the old one
@@ -334,9 +373,13 @@ func (d *DB) RotateCallbackSecret(ctx context.Context, accountID string, by arbi
 			return err
 		}
 		until := int64(arbiter.TimestampOf(d.now().Add(arbiter.WebhookSecretOverlap)))
+		secret, err := d.seal(arbiter.NewWebhookSecret(), accountID)
+		if err != nil {
+			return err
+		}
 		if err := tx.GetContext(ctx, &r, d.rebind(`UPDATE webhook_callback_secrets SET previous_secret = secret,
 			previous_secret_expires_at = ?, secret = ? WHERE account_id = ?
-			RETURNING `+callbackSecretColumns), until, arbiter.NewWebhookSecret(), accountID); err != nil {
+			RETURNING `+callbackSecretColumns), until, secret, accountID); err != nil {
 			return fmt.Errorf("rotate callback secret: %w", err)
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewWebhookAuditEvent(arbiter.AuditCallbackSecretRotated, accountID, nil, by))
@@ -344,7 +387,7 @@ func (d *DB) RotateCallbackSecret(ctx context.Context, accountID string, by arbi
 	if err != nil {
 		return nil, err
 	}
-	return r.secret(), nil
+	return r.secret(d.secrets)
 }
 
 // SendWebhookPing queues a ping to the account's endpoint, due at once.
@@ -599,11 +642,16 @@ func (d *DB) enqueueTaskEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskI
 // endpoint of its account that wants it (held for a disabled one) and for
 // its task's callback_url, the payload holding the task as it is in tx. It
 // costs one query when no endpoint and no callback wants any of them. It
-// reports whether it queued any; call webhooksQueued after the commit if
-// so.
+// reports whether it queued any (Slack messages included); call
+// webhooksQueued after the commit if so.
 func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
 	if len(events) == 0 {
 		return false, nil
+	}
+	// The Slack outbox rides on the same events (slack.go).
+	slack, err := d.enqueueSlack(ctx, tx, events)
+	if err != nil {
+		return false, err
 	}
 	accounts := map[string]bool{}
 	var accountIDs []any
@@ -652,7 +700,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		}
 	}
 	if len(taskIDs) == 0 {
-		return false, nil
+		return slack, nil
 	}
 	query, args, err = sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, taskIDs)
 	if err != nil {
@@ -690,7 +738,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 	if err := d.insertMessages(ctx, tx, msgs); err != nil {
 		return false, err
 	}
-	return len(msgs) > 0, nil
+	return slack || len(msgs) > 0, nil
 }
 
 func splitTypes(s string) []string {
@@ -715,12 +763,14 @@ func containsString(list []string, s string) bool {
 func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
 
 // webhooksQueued signals WebhooksQueued, after a commit that queued
-// messages.
+// messages, and SlackMessagesQueued, whose messages the same commits
+// queue (enqueueTaskEvents).
 func (d *DB) webhooksQueued() {
 	select {
 	case d.webhookWake <- struct{}{}:
 	default:
 	}
+	d.slackQueued()
 }
 
 // ClaimWebhookMessages leases up to max due messages to owner (see
@@ -791,7 +841,9 @@ func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage)
 			return nil, fmt.Errorf("read endpoints: %w", err)
 		}
 		for i := range rows {
-			endpoints[rows[i].ID] = rows[i].endpoint()
+			if endpoints[rows[i].ID], err = rows[i].endpoint(d.secrets); err != nil {
+				return nil, err
+			}
 		}
 	}
 	callbacks := map[string]*arbiter.CallbackSecret{}
@@ -805,7 +857,9 @@ func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage)
 			return nil, fmt.Errorf("read callback secrets: %w", err)
 		}
 		for i := range rows {
-			callbacks[rows[i].AccountID] = rows[i].secret()
+			if callbacks[rows[i].AccountID], err = rows[i].secret(d.secrets); err != nil {
+				return nil, err
+			}
 		}
 	}
 	now := d.now()
@@ -1073,7 +1127,11 @@ func (d *DB) recordEndpointFailure(ctx context.Context, tx *sqlx.Tx, endpointID 
 	if err := d.holdMessages(ctx, tx, endpointID); err != nil {
 		return nil, err
 	}
-	disabled := &arbiter.DisabledWebhookEndpoint{Endpoint: r.endpoint()}
+	e, err := r.endpoint(d.secrets)
+	if err != nil {
+		return nil, err
+	}
+	disabled := &arbiter.DisabledWebhookEndpoint{Endpoint: e}
 	if err := tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID); err != nil {
 		return nil, fmt.Errorf("find the endpoint's account: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/static"
 )
 
@@ -48,6 +49,12 @@ type Services struct {
 	Calibration arbiter.CalibrationService
 	// Policies keeps the accounts' policies per task type.
 	Policies arbiter.PolicyService
+	// Slack keeps accounts' Slack connections; nil hides the Slack
+	// settings page.
+	Slack arbiter.SlackService
+	// DecisionLinks finds and uses digests' decision links; nil serves
+	// none.
+	DecisionLinks arbiter.DecisionLinkService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -97,6 +104,15 @@ type Router struct {
 	// be http:// and name private addresses
 	// (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
 	WebhookAllowPrivate bool
+	// Slack answers the interactions of Slack apps connected in HTTP
+	// mode, at the app origin's /integrations/slack/interactions; nil
+	// serves no such route.
+	Slack *slack.Interactions
+	// SlackTeams checks a bot token when an account connects Slack.
+	SlackTeams handlers.SlackTeams
+	// SlackSealed reports whether the store seals secrets
+	// (ARBITER_SECRET_KEY), without which Slack cannot be connected.
+	SlackSealed bool
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
@@ -224,6 +240,11 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 // the overview, tasks, API keys, webhooks, the audit log, the settings
 // and the calibration report.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
+	if rt.Slack != nil {
+		// Signed by Slack, not a cookie: no session, no CSRF check.
+		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/slack/interactions",
+			handlers.SlackInteractions(rt.Slack, slack.NewReplayGuard()))
+	}
 	if rt.Sessions == nil {
 		return
 	}
@@ -281,6 +302,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				{"/members/{id}/remove", "/members", arbiter.ActionManageMembers},
 				{"/invitations/{id}/revoke", "/members", arbiter.ActionManageMembers},
 				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
+				{"/settings/slack/disconnect", "/settings/slack", arbiter.ActionManageSettings},
 				{"/webhooks/callback-secret/reveal", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/callback-secret/rotate", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/{id}/edit", "/webhooks/{id}", arbiter.ActionManageWebhooks},
@@ -297,6 +319,9 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policy", handlers.DashboardPolicy(s.Policies))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy", handlers.DashboardPolicySave(s.Policies))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy/delete", handlers.DashboardPolicyDelete(s.Policies))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/slack", handlers.DashboardSlack(s.Slack, rt.slackReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack", handlers.DashboardSlackConnect(s.Slack, rt.SlackTeams, rt.slackReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack/disconnect", handlers.DashboardSlackDisconnect(s.Slack))
 		})
 	})
 }
@@ -345,6 +370,11 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodPost, "/demo/tasks/{id}", handlers.ReviewDemoVerdict(s.Demo, rt.DemoLimit, now))
 		r.Method(http.MethodGet, "/demo/done", handlers.ReviewDemoDone(s.Demo))
 		r.Method(http.MethodGet, "/demo/calibration", handlers.ReviewDemoCalibration(s.Calibration, now))
+		if s.DecisionLinks != nil {
+			// The token is the credential: no session needed.
+			r.Method(http.MethodGet, "/links/{token}", handlers.DecisionLinkShow(s.DecisionLinks))
+			r.Method(http.MethodPost, "/links/{token}", handlers.DecisionLinkUse(s.DecisionLinks))
+		}
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))
 		r.Group(func(r chi.Router) {
@@ -357,6 +387,12 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
 			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, now))
 	})
+}
+
+// slackReady reports whether accounts may connect Slack here: the store
+// keeps Slack connections and seals their tokens.
+func (rt *Router) slackReady() bool {
+	return rt.Services.Slack != nil && rt.SlackTeams != nil && rt.SlackSealed
 }
 
 // site returns the configured origins, defaulted.

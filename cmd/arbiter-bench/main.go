@@ -77,7 +77,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -125,6 +125,8 @@ type bench struct {
 	rssMB     float64
 	ids       []idAt
 	wait      *waitResult
+	// slackNotes are the Slack phases' checks (slack.go).
+	slackNotes []string
 }
 
 // idAt is a created task and the account that owns it.
@@ -184,6 +186,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["webhooks"] && b.webhookMessages > 0 {
 		if err := b.measureWebhooks(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["slack"] {
+		if err := b.measureSlack(ctx); err != nil {
 			return err
 		}
 	}
@@ -729,6 +736,9 @@ func (b *bench) print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nconcurrency %d, %s per phase, %d accounts\n", b.concurrency, b.duration, b.accounts)
+	for _, note := range b.slackNotes {
+		fmt.Fprintln(w, note)
+	}
 	ratio := func(svc, ceil string, target float64) {
 		s, c := byName[svc], byName[ceil]
 		if c.perSec == 0 {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -80,6 +81,41 @@ func runSetCap(ctx context.Context, c *command, p *process, args []string) error
 		}
 		return store.SetDailyCap(ctx, account.ID, cap)
 	})
+}
+
+// runResealSecrets runs `arbiter admin reseal-secrets`: every stored
+// secret sealed under the first key of ARBITER_SECRET_KEY, after a key was
+// first set or a new one put first.
+func runResealSecrets(ctx context.Context, c *command, p *process, args []string) error {
+	fs := c.flagSet(p)
+	return adminRun(ctx, c, p, fs, args, func(store *db.DB) error {
+		if !store.SecretsSealed() {
+			return fmt.Errorf("ARBITER_SECRET_KEY is not set: there is no key to seal under")
+		}
+		r, err := store.ResealSecrets(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.stdout, "%d\n", r.Resealed)
+		return err
+	})
+}
+
+// resealSecrets brings the stored secrets under the sealing key when one is
+// configured, and warns when secrets are kept in plaintext; it refuses to
+// start over secrets sealed under a key it does not hold.
+func resealSecrets(ctx context.Context, store *db.DB, logger *slog.Logger) error {
+	r, err := store.ResealSecrets(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Resealed > 0 {
+		logger.Info("stored secrets sealed under the first key of ARBITER_SECRET_KEY", "resealed", r.Resealed)
+	}
+	if r.Plaintext > 0 {
+		logger.Warn("webhook secrets are stored in plaintext; set ARBITER_SECRET_KEY to seal them (Slack needs it)", "secrets", r.Plaintext)
+	}
+	return nil
 }
 
 // adminRun parses an admin command's flags, opens the store and does the

@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
+	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -40,6 +41,8 @@ type server struct {
 	// notify tells the worker of n tasks created, so it claims them at
 	// once; it does nothing without a worker in this process.
 	notify func(n int)
+	// slack calls Slack's Web API (ARBITER_SLACK_API_URL).
+	slack *slack.Client
 
 	// background is the context of the loops that must outlive the stop
 	// signal (the key-use flusher, the collector's tuning, the metrics'
@@ -66,6 +69,10 @@ func (s *server) Run(ctx context.Context) error {
 	if err := s.store.SeedDemo(ctx); err != nil {
 		return err
 	}
+	if err := resealSecrets(ctx, s.store, s.logger); err != nil {
+		return err
+	}
+	s.slack = slack.NewClient(s.cfg.SlackAPIURL, nil)
 	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -118,6 +125,7 @@ func (s *server) openStore(ctx context.Context) error {
 		IdempotencyTTL:    s.cfg.IdempotencyTTL,
 		Logger:            s.logger,
 		AllowDotlessEmail: s.cfg.EmailAllowDotless, SessionIdle: s.cfg.SessionIdleTimeout,
+		Secrets: s.cfg.SecretKey,
 	})
 	if err != nil {
 		return err
@@ -212,6 +220,16 @@ func (s *server) startWorkers(ctx context.Context) error {
 		Mailer: mailer, Logger: s.logger, Observer: webhookObserver,
 	})
 	s.loops.Go(func() { deliverer.Run(ctx) })
+	// Slack's messages link to the desk, as digests do.
+	switch {
+	case s.cfg.SecretKey != nil && s.cfg.ReviewURL != "":
+		review := s.cfg.ReviewURL
+		slackDeliverer := worker.NewSlackDeliverer(worker.SlackConfig{Store: s.store, Slack: s.slack, Logger: s.logger,
+			DeskURL: func(id string) string { return review + "/review/tasks/" + id }})
+		s.loops.Go(func() { slackDeliverer.Run(ctx, s.store.SlackMessagesQueued()) })
+	case s.cfg.SecretKey != nil:
+		s.logger.Info("this worker sends no Slack messages: ARBITER_REVIEW_URL is not set")
+	}
 	return nil
 }
 
@@ -283,7 +301,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store, Policies: store,
+			Calibration: store, Policies: store, Slack: store, DecisionLinks: store,
 		},
 		KeyChecker:     keys,
 		Logger:         s.logger,
@@ -296,6 +314,17 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 	if s.metrics != nil {
 		router.Metrics = s.metrics
 	}
+	// Slack: the settings page, the interactions of apps in HTTP mode, and
+	// a socket per account in Socket Mode; interactions in flight finish
+	// before the store closes.
+	interactions := &slack.Interactions{Store: store, Slack: s.slack, Logger: s.logger}
+	router.SlackTeams, router.SlackSealed = s.slack, s.cfg.SecretKey != nil
+	if s.cfg.SecretKey != nil {
+		router.Slack = interactions
+		socket := &slack.SocketMode{Store: store, Slack: s.slack, In: interactions, Logger: s.logger}
+		s.loops.Go(func() { socket.Run(ctx) })
+	}
+	s.closers = append(s.closers, func() error { interactions.Wait(); return nil })
 	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.logger, s.stderr); err != nil {
 		return nil, err
 	}

@@ -266,6 +266,10 @@ func eventLabel(kind string) string {
 		return "Policy changed"
 	case arbiter.AuditPolicyDeleted:
 		return "Policy deleted"
+	case arbiter.AuditSlackConnected:
+		return "Slack connected"
+	case arbiter.AuditSlackDisconnected:
+		return "Slack disconnected"
 	}
 	return kind
 }

@@ -504,6 +504,13 @@ export interface components {
              * @example verdict:reject
              */
             on_expiry_fallback?: string;
+            /**
+             * @description Where the task's question is posted when it needs a person, instead of the account's Slack channel: up to 5 Slack channels, as "slack:#name" (lower case) or "slack:C0123456" (a channel id); a channel named twice counts once. Takes effect when the account has connected Slack; the app must be in each channel. Not returned in the Task.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify?: string[];
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -563,6 +570,13 @@ export interface components {
              * @example verdict:reject
              */
             on_expiry_fallback?: string;
+            /**
+             * @description Where the task's question is posted when it needs a person, instead of the account's Slack channel: up to 5 Slack channels, as "slack:#name" (lower case) or "slack:C0123456" (a channel id); a channel named twice counts once. Takes effect when the account has connected Slack; the app must be in each channel. Not returned in the Task.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify?: string[];
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {

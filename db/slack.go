@@ -1,0 +1,469 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var (
+	_ arbiter.SlackService         = (*DB)(nil)
+	_ arbiter.SlackDeliveryService = (*DB)(nil)
+)
+
+// Slack: an account's connection, and the outbox of its messages.
+//
+// A task that goes to a person gets a "post" row in the transaction that
+// sends it there (enqueueSlack, beside the webhook messages); a task that
+// ends gets an "update" row, which rewrites every posted copy. Delivery
+// workers claim due rows under a lease, as for webhook messages, and
+// render each message from the task as it is when it is sent.
+
+var (
+	errSlackNotConnected = arbiter.Errorf(arbiter.ENOTFOUND, "Slack is not connected to this account.")
+	errSlackLeaseLost    = arbiter.Errorf(arbiter.ECONFLICT, "The delivery worker no longer holds the Slack message's lease.")
+)
+
+const slackConnectionColumns = `account_id, mode, bot_token, app_token, signing_secret, team_id, default_channel, created_at`
+
+// slackConnectionRow is a scanned row of slackConnectionColumns.
+type slackConnectionRow struct {
+	AccountID      string `db:"account_id"`
+	Mode           string `db:"mode"`
+	BotToken       string `db:"bot_token"`
+	AppToken       string `db:"app_token"`
+	SigningSecret  string `db:"signing_secret"`
+	TeamID         string `db:"team_id"`
+	DefaultChannel string `db:"default_channel"`
+	CreatedAt      int64  `db:"created_at"`
+}
+
+// connection returns the row's connection, its secrets opened.
+func (d *DB) slackConnectionOf(r *slackConnectionRow) (*arbiter.SlackConnection, error) {
+	c := &arbiter.SlackConnection{AccountID: r.AccountID, Mode: r.Mode, TeamID: r.TeamID,
+		DefaultChannel: r.DefaultChannel, CreatedAt: arbiter.Timestamp(r.CreatedAt)}
+	for _, f := range []struct {
+		stored string
+		out    *string
+	}{
+		{r.BotToken, &c.BotToken}, {r.AppToken, &c.AppToken}, {r.SigningSecret, &c.SigningSecret},
+	} {
+		v, err := d.secrets.Open(f.stored, r.AccountID)
+		if err != nil {
+			return nil, fmt.Errorf("open the Slack connection of account %s: %w", r.AccountID, err)
+		}
+		*f.out = v
+	}
+	return c, nil
+}
+
+// ConnectSlack stores the account's Slack connection, its tokens sealed,
+// replacing any, and records it in the audit log, in one transaction.
+func (d *DB) ConnectSlack(ctx context.Context, accountID string, in arbiter.SlackConnectionInput, teamID string, by arbiter.Actor) (_ *arbiter.SlackConnection, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	if d.secrets == nil {
+		return nil, arbiter.ErrSlackNeedsKey
+	}
+	c := &arbiter.SlackConnection{AccountID: accountID, Mode: in.Mode, BotToken: in.BotToken, AppToken: in.AppToken,
+		SigningSecret: in.SigningSecret, TeamID: teamID, DefaultChannel: in.DefaultChannel, CreatedAt: d.nowMS()}
+	sealed := make([]string, 3)
+	for i, v := range []string{c.BotToken, c.AppToken, c.SigningSecret} {
+		if sealed[i], err = d.seal(v, accountID); err != nil {
+			return nil, err
+		}
+	}
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO slack_connections (`+slackConnectionColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (account_id) DO UPDATE SET mode = excluded.mode, bot_token = excluded.bot_token,
+				app_token = excluded.app_token, signing_secret = excluded.signing_secret, team_id = excluded.team_id,
+				default_channel = excluded.default_channel, created_at = excluded.created_at`),
+			accountID, c.Mode, sealed[0], sealed[1], sealed[2], c.TeamID, c.DefaultChannel, int64(c.CreatedAt)); err != nil {
+			return fmt.Errorf("store Slack connection: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewSlackAuditEvent(arbiter.AuditSlackConnected, accountID, c, by))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DisconnectSlack forgets the account's connection and its unsent
+// messages, and records it in the audit log, in one transaction.
+func (d *DB) DisconnectSlack(ctx context.Context, accountID string, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM slack_connections WHERE account_id = ?`), accountID)
+		if err != nil {
+			return fmt.Errorf("delete Slack connection: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errSlackNotConnected
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM slack_messages WHERE account_id = ? AND status = ?`),
+			accountID, arbiter.SlackPending); err != nil {
+			return fmt.Errorf("delete Slack messages: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, arbiter.NewSlackAuditEvent(arbiter.AuditSlackDisconnected, accountID, nil, by))
+	})
+}
+
+// FindSlackConnection returns the account's connection, or ENOTFOUND.
+func (d *DB) FindSlackConnection(ctx context.Context, accountID string) (_ *arbiter.SlackConnection, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	return d.findSlackConnection(ctx, d.db, accountID)
+}
+
+func (d *DB) findSlackConnection(ctx context.Context, q sqlx.QueryerContext, accountID string) (*arbiter.SlackConnection, error) {
+	var r slackConnectionRow
+	if err := sqlx.GetContext(ctx, q, &r, d.rebind(`SELECT `+slackConnectionColumns+` FROM slack_connections
+		WHERE account_id = ?`), accountID); err != nil {
+		return nil, notFound(err, errSlackNotConnected.Message)
+	}
+	return d.slackConnectionOf(&r)
+}
+
+// ListSlackConnections returns the connections in mode, of the workspace
+// teamID unless it is "".
+func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ []*arbiter.SlackConnection, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var rows []slackConnectionRow
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`SELECT `+slackConnectionColumns+` FROM slack_connections
+		WHERE mode = ? AND (? = '' OR team_id = ?) ORDER BY account_id`), mode, teamID, teamID); err != nil {
+		return nil, fmt.Errorf("list Slack connections: %w", err)
+	}
+	out := make([]*arbiter.SlackConnection, 0, len(rows))
+	for i := range rows {
+		c, err := d.slackConnectionOf(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// enqueueSlack writes, in tx, the Slack messages of events: a post to the
+// account's channel, or to each channel of the task's own notify list,
+// for a task that now waits for a person (a blind audit included), an
+// update for a task that ended and has posts. It
+// costs one query when no account of the events is connected, and reports
+// whether it queued any; call slackQueued after the commit if so.
+func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
+	accounts := map[string]bool{}
+	var accountIDs []any
+	for _, ev := range events {
+		if !accounts[ev.accountID] {
+			accounts[ev.accountID] = true
+			accountIDs = append(accountIDs, ev.accountID)
+		}
+	}
+	if len(accountIDs) == 0 {
+		return false, nil
+	}
+	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
+	if err != nil {
+		return false, err
+	}
+	var conns []struct {
+		AccountID string `db:"account_id"`
+		Channel   string `db:"default_channel"`
+	}
+	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
+		return false, fmt.Errorf("find Slack connections: %w", err)
+	}
+	if len(conns) == 0 {
+		return false, nil
+	}
+	channels := make(map[string]string, len(conns))
+	for _, c := range conns {
+		channels[c.AccountID] = c.Channel
+	}
+	var ended []any
+	for _, ev := range events {
+		if _, ok := channels[ev.accountID]; ok && ev.eventType != arbiter.EventTaskHumanNeeded {
+			ended = append(ended, ev.taskID)
+		}
+	}
+	// A task that ended has copies to update when it was posted, and a
+	// task the agent completed is asked about when it waits for a blind
+	// audit.
+	posted, audited := map[string]bool{}, map[string]bool{}
+	if len(ended) > 0 {
+		query, args, err := sqlx.In(`SELECT DISTINCT task_id FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
+			AND task_id IN (?)`, ended)
+		if err != nil {
+			return false, err
+		}
+		var ids []string
+		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
+			return false, fmt.Errorf("find Slack posts: %w", err)
+		}
+		for _, id := range ids {
+			posted[id] = true
+		}
+		query, args, err = sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
+		if err != nil {
+			return false, err
+		}
+		ids = ids[:0]
+		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
+			return false, fmt.Errorf("find audited tasks: %w", err)
+		}
+		for _, id := range ids {
+			audited[id] = true
+		}
+	}
+	// A task's own notify list takes the place of the account's channel.
+	var asked []any
+	for _, ev := range events {
+		if _, ok := channels[ev.accountID]; ok && (ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]) {
+			asked = append(asked, ev.taskID)
+		}
+	}
+	notify := map[string][]string{}
+	if len(asked) > 0 {
+		query, args, err := sqlx.In(`SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked)
+		if err != nil {
+			return false, err
+		}
+		var rows []struct {
+			ID     string `db:"id"`
+			Notify string `db:"notify"`
+		}
+		if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+			return false, fmt.Errorf("find tasks' notify lists: %w", err)
+		}
+		for _, r := range rows {
+			notify[r.ID] = arbiter.SlackChannels(strings.Split(r.Notify, ","))
+		}
+	}
+	var msgs []*arbiter.SlackMessage
+	for _, ev := range events {
+		channel, ok := channels[ev.accountID]
+		if !ok {
+			continue
+		}
+		switch {
+		case ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]:
+			to := []string{channel}
+			if own := notify[ev.taskID]; len(own) > 0 {
+				to = own
+			}
+			for _, c := range to {
+				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+					Kind: arbiter.SlackPost, Channel: c})
+			}
+		case posted[ev.taskID]:
+			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+				Kind: arbiter.SlackUpdate, Channel: channel})
+		}
+	}
+	return len(msgs) > 0, d.insertSlackMessages(ctx, tx, msgs)
+}
+
+// enqueueSlackUpdate writes, in tx, an update of the task's posted copies,
+// when it has any: after a change no event announces (an audit answered).
+func (d *DB) enqueueSlackUpdate(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (bool, error) {
+	var channel string
+	err := tx.GetContext(ctx, &channel, d.rebind(`SELECT channel FROM slack_messages WHERE task_id = ? AND kind = ? LIMIT 1`),
+		taskID, arbiter.SlackPost)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("find Slack posts: %w", err)
+	}
+	m := &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: accountID, TaskID: taskID, Kind: arbiter.SlackUpdate, Channel: channel}
+	return true, d.insertSlackMessages(ctx, tx, []*arbiter.SlackMessage{m})
+}
+
+func (d *DB) insertSlackMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.SlackMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	now := int64(d.nowMS())
+	var b strings.Builder
+	b.WriteString(`INSERT INTO slack_messages (id, account_id, task_id, kind, channel, status, next_attempt_at, created_at) VALUES `)
+	args := make([]any, 0, 8*len(msgs))
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, m.ID, m.AccountID, m.TaskID, m.Kind, m.Channel, arbiter.SlackPending, now, now)
+	}
+	if _, err := tx.ExecContext(ctx, d.rebind(b.String()), args...); err != nil {
+		return fmt.Errorf("insert Slack messages: %w", err)
+	}
+	return nil
+}
+
+// SlackMessagesQueued returns a channel that receives when this process
+// queued Slack messages, so an in-process deliverer sends them at once.
+func (d *DB) SlackMessagesQueued() <-chan struct{} { return d.slackWake }
+
+// slackQueued signals SlackMessagesQueued after a commit that queued
+// Slack messages.
+func (d *DB) slackQueued() {
+	select {
+	case d.slackWake <- struct{}{}:
+	default:
+	}
+}
+
+const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts`
+
+// slackMessageRow is a scanned row of slackMessageColumns.
+type slackMessageRow struct {
+	ID        string `db:"id"`
+	AccountID string `db:"account_id"`
+	TaskID    string `db:"task_id"`
+	Kind      string `db:"kind"`
+	Channel   string `db:"channel"`
+	Attempts  int    `db:"attempts"`
+	ChannelID string `db:"channel_id"`
+	TS        string `db:"ts"`
+}
+
+func (r *slackMessageRow) message() *arbiter.SlackMessage {
+	return &arbiter.SlackMessage{ID: r.ID, AccountID: r.AccountID, TaskID: r.TaskID, Kind: r.Kind, Channel: r.Channel,
+		Attempts: r.Attempts, ChannelID: r.ChannelID, TS: r.TS}
+}
+
+// ClaimSlackMessages leases up to max due messages to owner, oldest due
+// first, in one statement (SKIP LOCKED on Postgres; the one writer on
+// SQLite), and returns each with its connection, its task as it is now
+// and, for an update, the task's posts.
+func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.SlackDelivery, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if max <= 0 {
+		return nil, nil
+	}
+	var rows []slackMessageRow
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE slack_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
+		WHERE id IN (SELECT m.id FROM slack_messages m
+			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
+			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+d.sqlSkipLocked()+`)
+		RETURNING `+slackMessageColumns), owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
+		return nil, fmt.Errorf("claim Slack messages: %w", err)
+	}
+	out := make([]*arbiter.SlackDelivery, 0, len(rows))
+	conns := map[string]*arbiter.SlackConnection{}
+	for i := range rows {
+		dl := &arbiter.SlackDelivery{Message: rows[i].message()}
+		c, ok := conns[dl.Message.AccountID]
+		if !ok {
+			c, err = d.findSlackConnection(ctx, d.db, dl.Message.AccountID)
+			if err != nil && arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+				return nil, err
+			}
+			conns[dl.Message.AccountID] = c
+		}
+		dl.Connection = c
+		dl.Task, err = d.findTask(ctx, nil, dl.Message.AccountID, dl.Message.TaskID)
+		if err != nil && arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			return nil, err
+		}
+		if dl.Message.Kind == arbiter.SlackUpdate {
+			var posts []struct {
+				slackMessageRow
+				Status string `db:"status"`
+			}
+			if err := d.db.SelectContext(ctx, &posts, d.rebind(`SELECT `+slackMessageColumns+`, status FROM slack_messages
+				WHERE task_id = ? AND kind = ? ORDER BY created_at, id`), dl.Message.TaskID, arbiter.SlackPost); err != nil {
+				return nil, fmt.Errorf("find Slack posts: %w", err)
+			}
+			for j := range posts {
+				switch posts[j].Status {
+				case arbiter.SlackSent:
+					dl.Posts = append(dl.Posts, posts[j].message())
+				case arbiter.SlackPending:
+					dl.PostsPending = true
+				}
+			}
+		}
+		out = append(out, dl)
+	}
+	return out, nil
+}
+
+// RecordSlackAttempt records the outcome of owner's attempt at the
+// message, as arbiter.NextSlackAttempt rules, and ends its lease.
+func (d *DB) RecordSlackAttempt(ctx context.Context, owner, id string, r arbiter.SlackResult) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		var attempts int
+		if err := tx.GetContext(ctx, &attempts, d.rebind(`SELECT attempts FROM slack_messages WHERE id = ? AND lease_owner = ?`),
+			id, owner); errors.Is(err, sql.ErrNoRows) {
+			return errSlackLeaseLost
+		} else if err != nil {
+			return fmt.Errorf("find Slack message: %w", err)
+		}
+		status, counted, delay := arbiter.NextSlackAttempt(attempts, r)
+		now := d.nowMS()
+		var sentAt sql.NullInt64
+		if status == arbiter.SlackSent {
+			sentAt = sql.NullInt64{Int64: int64(now), Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE slack_messages SET status = ?, attempts = ?, next_attempt_at = ?,
+			lease_owner = NULL, lease_expires_at = NULL, last_error = ?, sent_at = COALESCE(?, sent_at),
+			channel_id = CASE WHEN ? = '' THEN channel_id ELSE ? END, ts = CASE WHEN ? = '' THEN ts ELSE ? END
+			WHERE id = ? AND lease_owner = ?`),
+			status, counted, int64(now)+delay.Milliseconds(), truncate(r.Error, 500), sentAt,
+			r.ChannelID, r.ChannelID, r.TS, r.TS, id, owner); err != nil {
+			return fmt.Errorf("record Slack attempt: %w", err)
+		}
+		return nil
+	})
+}
+
+// truncate returns s cut to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// FindMemberByEmail returns the account's member who signed in with the
+// address (their own or an identity's, both verified), or ENOTFOUND.
+func (d *DB) FindMemberByEmail(ctx context.Context, accountID, email string) (_ *arbiter.Membership, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	email = strings.ToLower(strings.TrimSpace(email))
+	var m arbiter.Membership
+	err = d.db.QueryRowxContext(ctx, d.rebind(`SELECT m.account_id, m.person_id, p.email, m.role FROM memberships m
+		JOIN people p ON p.id = m.person_id
+		WHERE m.account_id = ? AND (p.email = ? OR EXISTS (SELECT 1 FROM identities i WHERE i.person_id = p.id AND i.email = ?))
+		ORDER BY m.person_id LIMIT 1`), accountID, email, email).Scan(&m.AccountID, &m.PersonID, &m.Email, &m.Role)
+	if err != nil {
+		return nil, notFound(err, "Nobody in this account signs in with that address.")
+	}
+	return &m, nil
+}

@@ -1,0 +1,235 @@
+package arbiter
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Slack (issue 31): an account connects a Slack app; tasks that need a
+// person are posted to a channel with one button per verdict, a click
+// decides as the desk does, and every posted copy is updated when the
+// task ends. The messages go through an outbox (slack_messages), written
+// in the transaction that changes the task.
+
+// Slack connection modes.
+const (
+	// SlackModeHTTP receives interactions at
+	// {APP_URL}/integrations/slack/interactions, signed with the app's
+	// signing secret.
+	SlackModeHTTP = "http"
+	// SlackModeSocket receives them over Socket Mode with an app-level
+	// token: no public URL needed.
+	SlackModeSocket = "socket"
+)
+
+// SlackConnection is an account's Slack app: how it receives interactions,
+// its tokens (secrets, sealed at rest and never shown again), its
+// workspace and the channel questions go to.
+type SlackConnection struct {
+	AccountID      string
+	Mode           string
+	BotToken       string
+	AppToken       string
+	SigningSecret  string
+	TeamID         string
+	DefaultChannel string
+	CreatedAt      Timestamp
+}
+
+// SlackConnectionInput is what an owner or admin types to connect Slack.
+type SlackConnectionInput struct {
+	Mode           string
+	BotToken       string
+	AppToken       string
+	SigningSecret  string
+	DefaultChannel string
+}
+
+var (
+	slackChannelName = regexp.MustCompile(`^#[a-z0-9][a-z0-9_-]{0,79}$`)
+	slackChannelID   = regexp.MustCompile(`^[CG][A-Z0-9]{6,20}$`)
+	slackSecret      = regexp.MustCompile(`^[0-9a-f]{16,128}$`)
+)
+
+// ValidSlackChannel reports whether s names a channel: "#name" (Slack's
+// lower-case names) or a channel id such as C0123456.
+func ValidSlackChannel(s string) bool {
+	return slackChannelName.MatchString(s) || slackChannelID.MatchString(s)
+}
+
+// Validate trims the input and checks it for its mode: a bot token
+// (xoxb-), and the signing secret in HTTP mode or an app-level token
+// (xapp-) in Socket Mode, and a channel. Returns EINVALID naming the
+// field, never echoing a token.
+func (in *SlackConnectionInput) Validate() error {
+	in.Mode, in.BotToken, in.AppToken = strings.TrimSpace(in.Mode), strings.TrimSpace(in.BotToken), strings.TrimSpace(in.AppToken)
+	in.SigningSecret, in.DefaultChannel = strings.TrimSpace(in.SigningSecret), strings.TrimSpace(in.DefaultChannel)
+	switch {
+	case in.Mode != SlackModeHTTP && in.Mode != SlackModeSocket:
+		return Errorf(EINVALID, "Choose how Slack reaches Arbiter: HTTP or Socket Mode.")
+	case !strings.HasPrefix(in.BotToken, "xoxb-") || len(in.BotToken) > 256:
+		return Errorf(EINVALID, "The bot token starts with xoxb- (OAuth & Permissions in the app's settings).")
+	case in.Mode == SlackModeHTTP && !slackSecret.MatchString(in.SigningSecret):
+		return Errorf(EINVALID, "The signing secret is the hexadecimal secret under Basic Information in the app's settings.")
+	case in.Mode == SlackModeSocket && (!strings.HasPrefix(in.AppToken, "xapp-") || len(in.AppToken) > 256):
+		return Errorf(EINVALID, "Socket Mode needs the app-level token, which starts with xapp- (Basic Information, App-Level Tokens, scope connections:write).")
+	case !ValidSlackChannel(in.DefaultChannel):
+		return Errorf(EINVALID, "The channel is #name in lower case, or a channel id such as C0123456.")
+	}
+	if in.Mode == SlackModeHTTP {
+		in.AppToken = ""
+	} else {
+		in.SigningSecret = ""
+	}
+	return nil
+}
+
+// ErrSlackNeedsKey refuses to store Slack's tokens when the operator set
+// no ARBITER_SECRET_KEY to seal them under.
+var ErrSlackNeedsKey = Errorf(ECONFLICT, "Slack cannot be connected until the operator sets ARBITER_SECRET_KEY, which keeps its tokens encrypted.")
+
+// Slack audit event kinds.
+const (
+	AuditSlackConnected    = "slack_connected"
+	AuditSlackDisconnected = "slack_disconnected"
+)
+
+// NewSlackAuditEvent is the audit log's line for a Slack connection
+// change: the mode, workspace and channel, never a token.
+func NewSlackAuditEvent(kind, accountID string, c *SlackConnection, by Actor) *AuditEvent {
+	detail := "Slack"
+	if c != nil {
+		detail = c.Mode + " mode, workspace " + c.TeamID + ", channel " + c.DefaultChannel
+	}
+	return &AuditEvent{AccountID: accountID, Kind: kind, Actor: by.Email, Detail: detail,
+		ClientIP: by.Client.IP, UserAgent: by.Client.UserAgent}
+}
+
+// Slack message kinds: the question posted when a task needs a person,
+// and the update of every posted copy when it ends.
+const (
+	SlackPost   = "post"
+	SlackUpdate = "update"
+)
+
+// Slack message statuses.
+const (
+	SlackPending = "pending" // waiting for its next attempt
+	SlackSent    = "sent"    // Slack took it
+	SlackFailed  = "failed"  // given up: a permanent error or too many attempts
+	SlackSkipped = "skipped" // nothing to send: the task ended before its question went out
+)
+
+// SlackMessage is a row of the Slack outbox.
+type SlackMessage struct {
+	ID        string
+	AccountID string
+	TaskID    string
+	Kind      string
+	Channel   string
+	Attempts  int
+	// ChannelID and TS are what Slack answered to a post: where the
+	// message is, for chat.update.
+	ChannelID, TS string
+}
+
+// NewSlackMessageID returns a fresh Slack message id.
+func NewSlackMessageID() string { return NewID("slm_", 12) }
+
+// SlackDelivery is a claimed Slack message with what sending it needs:
+// the account's connection (its tokens opened), the task as it is now,
+// and for an update the posted copies to update.
+type SlackDelivery struct {
+	Message    *SlackMessage
+	Connection *SlackConnection
+	Task       *Task
+	// Posts are the task's posted messages (Kind SlackPost, Slack's
+	// ChannelID and TS set), for an update.
+	Posts []*SlackMessage
+	// PostsPending reports whether a post of the task has not been
+	// sent yet, so an update waits for it.
+	PostsPending bool
+}
+
+// SlackResult is the outcome of one attempt at a Slack message.
+type SlackResult struct {
+	// Sent is true when Slack took the message; ChannelID and TS are its
+	// answer to a post.
+	Sent          bool
+	ChannelID, TS string
+	// Skipped is true when there was nothing to send.
+	Skipped bool
+	// Error says why the attempt failed ("" when Sent or Skipped).
+	Error string
+	// Permanent marks an error no retry mends (a channel the app is not
+	// in, a revoked token).
+	Permanent bool
+	// RetryAfter, when positive, is how long Slack asked to wait (429);
+	// it does not count as a failed attempt.
+	RetryAfter time.Duration
+	// Defer, when positive, moves the message later without an attempt:
+	// its channel's pace, or an update waiting for its post.
+	Defer time.Duration
+}
+
+// MaxSlackAttempts bounds the failed attempts at a Slack message.
+const MaxSlackAttempts = 8
+
+// NextSlackAttempt returns the status a message takes after an attempt
+// that ended in r, its attempts counted so far (r's included when it
+// counts), and the delay before its next attempt when it stays pending.
+// A 429 and a deferral wait as asked and count nothing; other failures
+// back off 2^n seconds up to MaxSlackAttempts.
+func NextSlackAttempt(attempts int, r SlackResult) (status string, counted int, delay time.Duration) {
+	switch {
+	case r.Sent:
+		return SlackSent, attempts + 1, 0
+	case r.Skipped:
+		return SlackSkipped, attempts, 0
+	case r.Defer > 0:
+		return SlackPending, attempts, r.Defer
+	case r.RetryAfter > 0:
+		return SlackPending, attempts, r.RetryAfter
+	case r.Permanent || attempts+1 >= MaxSlackAttempts:
+		return SlackFailed, attempts + 1, 0
+	}
+	return SlackPending, attempts + 1, time.Duration(1<<attempts) * time.Second
+}
+
+// SlackService connects accounts to Slack.
+type SlackService interface {
+	// ConnectSlack stores the account's connection (replacing one) with
+	// its workspace's teamID, and records it in the audit log. Returns
+	// EINVALID for input Validate refuses, ErrSlackNeedsKey without a key
+	// to seal the tokens, ErrNotAllowed when by may not manage settings.
+	ConnectSlack(ctx context.Context, accountID string, in SlackConnectionInput, teamID string, by Actor) (*SlackConnection, error)
+
+	// DisconnectSlack forgets the account's connection and its pending
+	// messages, and records it in the audit log. ENOTFOUND without one.
+	DisconnectSlack(ctx context.Context, accountID string, by Actor) error
+
+	// FindSlackConnection returns the account's connection, its tokens
+	// opened, or ENOTFOUND.
+	FindSlackConnection(ctx context.Context, accountID string) (*SlackConnection, error)
+
+	// ListSlackConnections returns every account's connection in a mode
+	// (SlackModeHTTP or SlackModeSocket), tokens opened, or, for teamID
+	// not "", those of that workspace.
+	ListSlackConnections(ctx context.Context, mode, teamID string) ([]*SlackConnection, error)
+}
+
+// SlackDeliveryService is the Slack outbox's side of the store.
+type SlackDeliveryService interface {
+	// ClaimSlackMessages leases up to max due messages to owner for lease.
+	ClaimSlackMessages(ctx context.Context, owner string, max int, lease time.Duration) ([]*SlackDelivery, error)
+
+	// RecordSlackAttempt records the outcome of an attempt at a message
+	// owner holds (NextSlackAttempt), ending its lease. ECONFLICT when
+	// the lease was lost.
+	RecordSlackAttempt(ctx context.Context, owner, id string, r SlackResult) error
+
+	// SlackMessagesQueued receives after this process queued messages.
+	SlackMessagesQueued() <-chan struct{}
+}

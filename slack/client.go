@@ -1,0 +1,146 @@
+// Package slack is Arbiter's side of Slack: the Web API calls it makes
+// (through github.com/slack-go/slack), the Block Kit messages it posts,
+// the verification of the interactions Slack sends back, and Socket Mode.
+// It depends on the root package only; the store and the decision rules
+// come in through its interfaces.
+package slack
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+)
+
+// DefaultAPIURL is Slack's Web API.
+const DefaultAPIURL = slackgo.APIURL
+
+// Client calls Slack's Web API with one account's tokens.
+type Client struct {
+	apiURL string
+	// apiHost is the Web API's host: response URLs on it are Slack's too
+	// (a proxy's, a fake's).
+	apiHost string
+	hc      *http.Client
+}
+
+// NewClient returns a client of the Web API at apiURL ("" for Slack's),
+// which tests point at a fake, through hc (nil for a client with a 10 s
+// timeout).
+func NewClient(apiURL string, hc *http.Client) *Client {
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(apiURL, "/") {
+		apiURL += "/"
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	c := &Client{apiURL: apiURL, hc: hc}
+	if u, err := url.Parse(apiURL); err == nil {
+		c.apiHost = u.Host
+	}
+	return c
+}
+
+// API returns the library's client for a bot token, and an app-level
+// token for Socket Mode when appToken is not "".
+func (c *Client) API(botToken, appToken string) *slackgo.Client {
+	opts := []slackgo.Option{slackgo.OptionAPIURL(c.apiURL), slackgo.OptionHTTPClient(c.hc)}
+	if appToken != "" {
+		opts = append(opts, slackgo.OptionAppLevelToken(appToken))
+	}
+	return slackgo.New(botToken, opts...)
+}
+
+// TeamOf checks a bot token (auth.test) and returns its workspace's id.
+func (c *Client) TeamOf(ctx context.Context, botToken string) (string, error) {
+	r, err := c.API(botToken, "").AuthTestContext(ctx)
+	if err != nil {
+		return "", err
+	}
+	return r.TeamID, nil
+}
+
+// Post posts msg to channel and returns where Slack put it: the channel's
+// id and the message's ts, for Update.
+func (c *Client) Post(ctx context.Context, botToken, channel string, msg Message) (channelID, ts string, err error) {
+	return c.API(botToken, "").PostMessageContext(ctx, channel,
+		slackgo.MsgOptionText(msg.Text, false), slackgo.MsgOptionBlocks(msg.Blocks...))
+}
+
+// Update replaces the message at channelID and ts with msg.
+func (c *Client) Update(ctx context.Context, botToken, channelID, ts string, msg Message) error {
+	_, _, _, err := c.API(botToken, "").UpdateMessageContext(ctx, channelID, ts,
+		slackgo.MsgOptionText(msg.Text, false), slackgo.MsgOptionBlocks(msg.Blocks...))
+	return err
+}
+
+// VerifiedEmail returns the e-mail address of a Slack user (users.info,
+// with users:read.email), or "" when Slack has not confirmed it.
+func (c *Client) VerifiedEmail(ctx context.Context, botToken, userID string) (string, error) {
+	u, err := c.API(botToken, "").GetUserInfoContext(ctx, userID)
+	if err != nil {
+		return "", err
+	}
+	if !u.IsEmailConfirmed || u.Deleted || u.IsBot {
+		return "", nil
+	}
+	return strings.ToLower(strings.TrimSpace(u.Profile.Email)), nil
+}
+
+// Respond answers an interaction through its response_url: ephemeral,
+// seen only by the person who clicked.
+func (c *Client) Respond(ctx context.Context, responseURL, text string) error {
+	if responseURL == "" {
+		return nil
+	}
+	// The URL comes in a verified payload; still, answer Slack only.
+	u, err := url.Parse(responseURL)
+	if err != nil || !(u.Host == c.apiHost || u.Scheme == "https" && strings.HasSuffix(u.Hostname(), ".slack.com")) {
+		return errors.New("the response_url is not Slack's")
+	}
+	return slackgo.PostWebhookCustomHTTPContext(ctx, responseURL, c.hc, &slackgo.WebhookMessage{
+		Text: text, ResponseType: slackgo.ResponseTypeEphemeral})
+}
+
+// OpenReason opens the "Add a reason" modal for the task.
+func (c *Client) OpenReason(ctx context.Context, botToken, triggerID string, view slackgo.ModalViewRequest) error {
+	_, err := c.API(botToken, "").OpenViewContext(ctx, triggerID, view)
+	return err
+}
+
+// RetryAfter returns how long Slack asked to wait when err is its 429.
+func RetryAfter(err error) (time.Duration, bool) {
+	var rl *slackgo.RateLimitedError
+	if errors.As(err, &rl) {
+		d := rl.RetryAfter
+		if d <= 0 {
+			d = time.Second
+		}
+		return d, true
+	}
+	return 0, false
+}
+
+// permanentErrors are Slack's answers that no retry mends.
+var permanentErrors = map[string]bool{
+	"channel_not_found": true, "not_in_channel": true, "is_archived": true, "invalid_auth": true,
+	"account_inactive": true, "token_revoked": true, "not_authed": true, "missing_scope": true,
+	"msg_too_long": true, "invalid_blocks": true, "message_not_found": true, "cant_update_message": true,
+}
+
+// Permanent reports whether err is an answer of Slack's that no retry
+// mends (a channel the app is not in, a revoked token, a bad message).
+func Permanent(err error) bool {
+	var se slackgo.SlackErrorResponse
+	if errors.As(err, &se) {
+		return permanentErrors[se.Err]
+	}
+	return permanentErrors[err.Error()]
+}

@@ -1,0 +1,252 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Store is what answering a click needs from the store: the connection,
+// the member behind a Slack user, the task, and the desk's decision.
+type Store interface {
+	FindSlackConnection(ctx context.Context, accountID string) (*arbiter.SlackConnection, error)
+	ListSlackConnections(ctx context.Context, mode, teamID string) ([]*arbiter.SlackConnection, error)
+	FindMemberByEmail(ctx context.Context, accountID, email string) (*arbiter.Membership, error)
+	FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error)
+	DecideTask(ctx context.Context, accountID, taskID string, d arbiter.HumanDecision) (*arbiter.Task, error)
+}
+
+// The answers a clicking person sees, ephemerally.
+const (
+	RefusalText  = "You cannot decide tasks for this account."
+	unknownText  = "This task is not in this account."
+	failedText   = "Arbiter could not record your decision; try again, or open the desk."
+	decidedText  = "You decided “%s”."
+	endedPrefix  = "This task already ended: "
+	audited      = "You answered the blind audit."
+	handleBudget = 30 * time.Second
+)
+
+// Interactions answers what people do with Arbiter's Slack messages, in
+// both modes: a click on a verdict decides as the desk does, "Add a
+// reason" opens a modal whose submission decides with the rationale.
+// Handle is the work after the ack; Dispatch runs it in the background,
+// so that the ack goes first.
+type Interactions struct {
+	Store  Store
+	Slack  *Client
+	Logger *slog.Logger
+	wg     sync.WaitGroup
+}
+
+// Dispatch handles cb in the background, after the caller acknowledged
+// it; Wait waits for every dispatched one.
+func (in *Interactions) Dispatch(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) {
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handleBudget)
+		defer cancel()
+		in.Handle(ctx, conn, cb)
+	}()
+}
+
+// Wait waits until every dispatched interaction is handled.
+func (in *Interactions) Wait() { in.wg.Wait() }
+
+func (in *Interactions) logger() *slog.Logger {
+	if in.Logger != nil {
+		return in.Logger
+	}
+	return slog.Default()
+}
+
+// Handle does what the interaction asks of the connection's account.
+func (in *Interactions) Handle(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) {
+	switch cb.Type {
+	case slackgo.InteractionTypeBlockActions:
+		for _, a := range cb.ActionCallback.BlockActions {
+			switch {
+			case a.ActionID == ActionReason:
+				in.openReason(ctx, conn, cb, a.Value)
+			case strings.HasPrefix(a.ActionID, ActionDecide):
+				value := a.Value
+				if value == "" {
+					value = a.SelectedOption.Value
+				}
+				taskID, verdict, ok := DecodeValue(value)
+				if !ok {
+					continue
+				}
+				in.decide(ctx, conn, cb, taskID, verdict, "")
+			}
+		}
+	case slackgo.InteractionTypeViewSubmission:
+		if cb.View.CallbackID == CallbackReason {
+			taskID, verdict, rationale := ReasonOf(cb.View)
+			if arbiter.ValidTaskID(taskID) && verdict != "" {
+				in.decide(ctx, conn, cb, taskID, verdict, rationale)
+			}
+		}
+	}
+}
+
+// member returns the account's member behind the Slack user, by the
+// e-mail address Slack confirmed, when their role may decide.
+func (in *Interactions) member(ctx context.Context, conn *arbiter.SlackConnection, userID string) (*arbiter.Membership, error) {
+	email, err := in.Slack.VerifiedEmail(ctx, conn.BotToken, userID)
+	if err != nil || email == "" {
+		return nil, err
+	}
+	m, err := in.Store.FindMemberByEmail(ctx, conn.AccountID, email)
+	if arbiter.ErrorCode(err) == arbiter.ENOTFOUND {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if !arbiter.Can(m.Role, arbiter.ActionReview) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID, verdict, rationale string) {
+	m, err := in.member(ctx, conn, cb.User.ID)
+	if err != nil {
+		in.logger().Warn("Slack interaction: find the member", "account_id", conn.AccountID, "error", err.Error())
+		in.respond(ctx, cb, failedText)
+		return
+	}
+	if m == nil {
+		in.respond(ctx, cb, RefusalText)
+		return
+	}
+	t, err := in.Store.DecideTask(ctx, conn.AccountID, taskID, arbiter.HumanDecision{Verdict: verdict, Rationale: rationale,
+		Reviewer: m.Email, ReviewerID: m.PersonID, Client: arbiter.Client{UserAgent: "Slack"}, Via: "Slack"})
+	switch code := arbiter.ErrorCode(err); {
+	case err == nil && t.AuditState == arbiter.AuditStateDone:
+		in.respond(ctx, cb, audited)
+	case err == nil:
+		in.respond(ctx, cb, strings.Replace(decidedText, "%s", verdict, 1))
+	case errors.Is(err, arbiter.ErrNotAllowed):
+		in.respond(ctx, cb, RefusalText)
+	case code == arbiter.ENOTFOUND:
+		in.respond(ctx, cb, unknownText)
+	case code == arbiter.ECONFLICT || code == arbiter.EINVALID:
+		// Decided, expired or held by someone else: say how it stands.
+		if now, ferr := in.Store.FindTaskByID(ctx, conn.AccountID, taskID); ferr == nil && Ended(now) {
+			in.respond(ctx, cb, endedPrefix+OutcomeLine(now))
+			return
+		}
+		in.respond(ctx, cb, arbiter.ErrorMessage(err))
+	default:
+		in.logger().Warn("Slack interaction: decide", "account_id", conn.AccountID, "task_id", taskID, "error", err.Error())
+		in.respond(ctx, cb, failedText)
+	}
+}
+
+func (in *Interactions) openReason(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID string) {
+	m, err := in.member(ctx, conn, cb.User.ID)
+	if err != nil || m == nil {
+		in.respond(ctx, cb, RefusalText)
+		return
+	}
+	t, err := in.Store.FindTaskByID(ctx, conn.AccountID, taskID)
+	if err != nil {
+		in.respond(ctx, cb, unknownText)
+		return
+	}
+	if Ended(t) {
+		in.respond(ctx, cb, endedPrefix+OutcomeLine(t))
+		return
+	}
+	if err := in.Slack.OpenReason(ctx, conn.BotToken, cb.TriggerID, ReasonModal(t)); err != nil {
+		in.logger().Warn("Slack interaction: open the reason modal", "account_id", conn.AccountID, "error", err.Error())
+	}
+}
+
+// respond answers the person who clicked, seen by them only; a modal's
+// submission has no response_url, and its outcome shows on the message.
+func (in *Interactions) respond(ctx context.Context, cb *slackgo.InteractionCallback, text string) {
+	if err := in.Slack.Respond(ctx, cb.ResponseURL, text); err != nil {
+		in.logger().Info("Slack interaction: respond", "error", err.Error())
+	}
+}
+
+// ParseInteraction reads the body Slack posts to the interactions URL
+// (a form whose payload field is the interaction's JSON).
+func ParseInteraction(body []byte) (*slackgo.InteractionCallback, error) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, err
+	}
+	var cb slackgo.InteractionCallback
+	if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
+		return nil, err
+	}
+	return &cb, nil
+}
+
+// Verify checks a request Slack signed with secret: its signature over
+// the timestamp and the body, compared in constant time, and a timestamp
+// within five minutes of now.
+func Verify(header http.Header, body []byte, secret string) error {
+	sv, err := slackgo.NewSecretsVerifier(header, secret)
+	if err != nil {
+		return err
+	}
+	if _, err := sv.Write(body); err != nil {
+		return err
+	}
+	return sv.Ensure()
+}
+
+// ReplayGuard refuses a signed request seen before: Slack signs each
+// delivery anew, so the same signature twice is a replay. It remembers
+// signatures for the verification window and a minute more. Only
+// requests whose signature verified reach it, so a lookup reveals
+// nothing a caller did not send.
+type ReplayGuard struct {
+	mu    sync.Mutex
+	seen  map[string]time.Time
+	swept time.Time
+	now   func() time.Time
+}
+
+// NewReplayGuard returns an empty guard.
+func NewReplayGuard() *ReplayGuard {
+	return &ReplayGuard{seen: map[string]time.Time{}, now: time.Now}
+}
+
+// replayWindow is how long a signature is remembered.
+const replayWindow = 6 * time.Minute
+
+// First reports whether the signature is new, and remembers it.
+func (g *ReplayGuard) First(signature string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if now.Sub(g.swept) > time.Minute {
+		for s, at := range g.seen {
+			if now.Sub(at) > replayWindow {
+				delete(g.seen, s)
+			}
+		}
+		g.swept = now
+	}
+	if _, ok := g.seen[signature]; ok {
+		return false
+	}
+	g.seen[signature] = now
+	return true
+}

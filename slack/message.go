@@ -1,0 +1,311 @@
+package slack
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Slack's limits on a message, and the share of them a question uses.
+const (
+	// MaxBlocks is Slack's limit on the blocks of a message.
+	MaxBlocks = 50
+	// MaxSectionChars is Slack's limit on a section's text.
+	MaxSectionChars = 3000
+	// MaxButtons is how many verdicts get a button each; past it, the
+	// verdicts are a select menu.
+	MaxButtons = 5
+	// maxFields is Slack's limit on a section's fields.
+	maxFields = 10
+	// maxFieldChars bounds one context field as shown (Slack allows
+	// 2,000): a question is read at a glance; the desk shows it all.
+	maxFieldChars = 300
+	// maxTextChars bounds the notification text beside the blocks.
+	maxTextChars = 300
+)
+
+// The action ids of a question's elements, and the callback id of the
+// "Add a reason" modal.
+const (
+	ActionDecide   = "arbiter_decide"
+	ActionReason   = "arbiter_reason"
+	ActionDesk     = "arbiter_desk"
+	CallbackReason = "arbiter_reason"
+	// The modal's inputs.
+	blockVerdict, blockRationale   = "verdict", "rationale"
+	actionVerdict, actionRationale = "verdict", "rationale"
+)
+
+// Message is a message to post: its blocks, and the text notifications
+// and screen readers show.
+type Message struct {
+	Text   string
+	Blocks []slackgo.Block
+}
+
+// EncodeValue is a decision button's value: the task and the verdict,
+// never a URL that decides.
+func EncodeValue(taskID, verdict string) string { return taskID + "|" + verdict }
+
+// DecodeValue splits a value EncodeValue made.
+func DecodeValue(v string) (taskID, verdict string, ok bool) {
+	taskID, verdict, ok = strings.Cut(v, "|")
+	return taskID, verdict, ok && arbiter.ValidTaskID(taskID) && verdict != ""
+}
+
+// Question is the message asking the channel to decide t: its prompt, its
+// context's top fields, its deadline, the verifier's answer (except on a
+// blind audit, which shows neither verdict nor confidence) and one button
+// per verdict (a select menu past MaxButtons), with "Add a reason" and a
+// link to the task on the desk, deskURL. Whatever is cut to fit Slack's
+// limits ends in a link to the desk.
+func Question(t *arbiter.Task, deskURL string) Message {
+	blind := t.AuditWaiting()
+	more := " … <" + deskURL + "|Open in the desk>"
+	title := "*Decision needed*"
+	if blind {
+		title = "*Blind audit*: decide without the verifier's answer"
+	}
+	blocks := []slackgo.Block{
+		section(title + "\n" + fit(escape(t.Prompt), MaxSectionChars-utf8.RuneCountInString(title)-1, more)),
+	}
+	if fields := contextFields(t.Context, deskURL); len(fields) > 0 {
+		blocks = append(blocks, slackgo.NewSectionBlock(nil, fields, nil))
+	}
+	var facts []string
+	if t.DeadlineAt != nil {
+		facts = append(facts, "Deadline "+slackDate(*t.DeadlineAt)+": the task expires unless decided")
+	}
+	if !blind {
+		if a := lastAgentAnswer(t); a != nil {
+			facts = append(facts, fmt.Sprintf("Verifier: *%s* at %s confidence (threshold %s)", escape(*a.Verdict),
+				strconv.FormatFloat(*a.Confidence, 'f', 2, 64), strconv.FormatFloat(t.ConfidenceThreshold, 'f', 2, 64)))
+		}
+	}
+	if len(facts) > 0 {
+		els := make([]slackgo.MixedElement, len(facts))
+		for i, f := range facts {
+			els[i] = slackgo.NewTextBlockObject(slackgo.MarkdownType, f, false, false)
+		}
+		blocks = append(blocks, slackgo.NewContextBlock("facts", els...))
+	}
+	var elements []slackgo.BlockElement
+	if len(t.AllowedVerdicts) <= MaxButtons {
+		for i, v := range t.AllowedVerdicts {
+			b := slackgo.NewButtonBlockElement(ActionDecide+"_"+strconv.Itoa(i), EncodeValue(t.ID, v), plain(v))
+			if i == 0 {
+				b = b.WithStyle(slackgo.StylePrimary)
+			}
+			elements = append(elements, b)
+		}
+	} else {
+		elements = append(elements, slackgo.NewOptionsSelectBlockElement(slackgo.OptTypeStatic, plain("Choose a verdict"),
+			ActionDecide, verdictOptions(t)...))
+	}
+	elements = append(elements,
+		slackgo.NewButtonBlockElement(ActionReason, t.ID, plain("Add a reason")),
+		&slackgo.ButtonBlockElement{Type: slackgo.METButton, ActionID: ActionDesk, Text: plain("Open in the desk"), URL: deskURL})
+	blocks = append(blocks, slackgo.NewActionBlock("decide", elements...))
+	return Message{Text: fit("Decision needed: "+t.Prompt, maxTextChars, "…"), Blocks: blocks[:min(len(blocks), MaxBlocks)]}
+}
+
+// Outcome is the message a question becomes when its task ends: how it
+// ended, by whom and when, without buttons.
+func Outcome(t *arbiter.Task, deskURL string) Message {
+	line := OutcomeLine(t)
+	more := " … <" + deskURL + "|Open in the desk>"
+	blocks := []slackgo.Block{
+		section(line),
+		slackgo.NewContextBlock("prompt", slackgo.NewTextBlockObject(slackgo.MarkdownType,
+			fit(escape(t.Prompt), MaxSectionChars, more), false, false)),
+	}
+	return Message{Text: fit(line, maxTextChars, "…"), Blocks: blocks}
+}
+
+// OutcomeLine says how a task ended: "✅ approve — alice@example.com,
+// <time>", "⌛ expired", or that it still waits.
+func OutcomeLine(t *arbiter.Task) string {
+	if t.AuditState == arbiter.AuditStateDone {
+		if a := lastHuman(t, true); a != nil {
+			return "☑️ Audit answered — " + escape(*a.Reviewer) + ", " + slackDate(finished(a))
+		}
+	}
+	switch {
+	case t.Status == arbiter.StatusExpired:
+		when := ""
+		if t.ExpiredAt != nil {
+			when = ", " + slackDate(*t.ExpiredAt)
+		}
+		return "⌛ Expired" + when
+	case t.Status == arbiter.StatusCompleted && t.FinalVerdict != nil:
+		by := "the verifier"
+		if a := lastHuman(t, false); a != nil && t.FinalTier != nil && *t.FinalTier == arbiter.TierHuman {
+			by = escape(*a.Reviewer)
+		}
+		when := ""
+		if t.CompletedAt != nil {
+			when = ", " + slackDate(*t.CompletedAt)
+		}
+		return "✅ " + escape(*t.FinalVerdict) + " — " + by + when
+	}
+	return "⏳ Waiting for a decision"
+}
+
+// Ended reports whether the task's question is answered: decided,
+// expired, or its audit answered.
+func Ended(t *arbiter.Task) bool {
+	return !t.InReviewQueue()
+}
+
+func lastAgentAnswer(t *arbiter.Task) *arbiter.Attempt {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := &t.Attempts[i]; a.Tier == arbiter.TierAgent && a.Verdict != nil && a.Confidence != nil {
+			return a
+		}
+	}
+	return nil
+}
+
+func lastHuman(t *arbiter.Task, audit bool) *arbiter.Attempt {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := &t.Attempts[i]; a.Tier == arbiter.TierHuman && a.Reviewer != nil && a.Audit == audit {
+			return a
+		}
+	}
+	return nil
+}
+
+func finished(a *arbiter.Attempt) arbiter.Timestamp {
+	if a.FinishedAt != nil {
+		return *a.FinishedAt
+	}
+	return a.StartedAt
+}
+
+// verdictOptions are the select menu's options, one per verdict.
+func verdictOptions(t *arbiter.Task) []*slackgo.OptionBlockObject {
+	opts := make([]*slackgo.OptionBlockObject, 0, len(t.AllowedVerdicts))
+	for _, v := range t.AllowedVerdicts {
+		opts = append(opts, slackgo.NewOptionBlockObject(EncodeValue(t.ID, v), plain(v), nil))
+	}
+	return opts
+}
+
+// ReasonModal is the "Add a reason" modal: a verdict and a rationale.
+func ReasonModal(t *arbiter.Task) slackgo.ModalViewRequest {
+	opts := make([]*slackgo.OptionBlockObject, 0, len(t.AllowedVerdicts))
+	for _, v := range t.AllowedVerdicts {
+		opts = append(opts, slackgo.NewOptionBlockObject(v, plain(v), nil))
+	}
+	verdict := slackgo.NewInputBlock(blockVerdict, plain("Verdict"), nil,
+		slackgo.NewOptionsSelectBlockElement(slackgo.OptTypeStatic, plain("Choose a verdict"), actionVerdict, opts...))
+	input := slackgo.NewPlainTextInputBlockElement(plain("Why?"), actionRationale)
+	input.Multiline = true
+	input.MaxLength = min(arbiter.MaxRationaleChars, MaxSectionChars)
+	rationale := slackgo.NewInputBlock(blockRationale, plain("Reason"), nil, input)
+	return slackgo.ModalViewRequest{
+		Type: slackgo.VTModal, CallbackID: CallbackReason, PrivateMetadata: t.ID,
+		Title: plain("Decide with a reason"), Submit: plain("Decide"), Close: plain("Cancel"),
+		Blocks: slackgo.Blocks{BlockSet: []slackgo.Block{
+			section(fit(escape(t.Prompt), MaxSectionChars, "…")), verdict, rationale}},
+	}
+}
+
+// ReasonOf reads the modal's submitted verdict and rationale.
+func ReasonOf(v slackgo.View) (taskID, verdict, rationale string) {
+	if v.State != nil {
+		verdict = v.State.Values[blockVerdict][actionVerdict].SelectedOption.Value
+		rationale = v.State.Values[blockRationale][actionRationale].Value
+	}
+	return v.PrivateMetadata, verdict, rationale
+}
+
+// contextFields returns the context object's first fields as a
+// section's fields, each cut to maxFieldChars; past maxFields, the last
+// says how many more there are and links to the desk.
+func contextFields(raw json.RawMessage, deskURL string) []*slackgo.TextBlockObject {
+	keys, values := topFields(raw, maxFields+1)
+	var out []*slackgo.TextBlockObject
+	for i, k := range keys {
+		if i == maxFields-1 && len(keys) > maxFields {
+			out = append(out, slackgo.NewTextBlockObject(slackgo.MarkdownType, "… <"+deskURL+"|Open in the desk> for the rest", false, false))
+			break
+		}
+		text := "*" + fit(escape(k), 100, "…") + "*\n" + fit(escape(values[i]), maxFieldChars, "…")
+		out = append(out, slackgo.NewTextBlockObject(slackgo.MarkdownType, text, false, false))
+	}
+	return out
+}
+
+// topFields returns up to n of a JSON object's fields in their order, each
+// value as text (a string as it is, anything else as compact JSON).
+func topFields(raw json.RawMessage, n int) (keys, values []string) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil
+	}
+	for dec.More() && len(keys) < n {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys, values
+		}
+		k, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return keys, values
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			var buf bytes.Buffer
+			if json.Compact(&buf, v) == nil {
+				s = buf.String()
+			} else {
+				s = string(v)
+			}
+		}
+		keys, values = append(keys, k), append(values, s)
+	}
+	return keys, values
+}
+
+func section(text string) *slackgo.SectionBlock {
+	return slackgo.NewSectionBlock(slackgo.NewTextBlockObject(slackgo.MarkdownType, text, false, false), nil, nil)
+}
+
+func plain(s string) *slackgo.TextBlockObject {
+	return slackgo.NewTextBlockObject(slackgo.PlainTextType, fit(s, 75, "…"), false, false)
+}
+
+// slackDate is a time Slack shows in the reader's own time zone, with
+// the UTC time for clients that cannot.
+func slackDate(ts arbiter.Timestamp) string {
+	t := ts.Time()
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|%s>", t.Unix(), t.Format("2006-01-02 15:04 UTC"))
+}
+
+// escape makes text safe in mrkdwn: Slack reads &, < and > as markup.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// fit returns s when it has at most n characters, and otherwise its
+// start followed by tail, n characters in all.
+func fit(s string, n int, tail string) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	keep := n - utf8.RuneCountInString(tail)
+	if keep < 0 {
+		keep = 0
+	}
+	r := []rune(s)
+	return string(r[:keep]) + tail
+}

@@ -1,0 +1,99 @@
+package slack_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/slack"
+)
+
+// TestQuestion_FitsSlacksLimits: a long prompt, many context fields and
+// many verdicts stay within Slack's limits (50 blocks, 3,000 characters a
+// section, 10 fields), what was cut links to the desk, and past five
+// verdicts the buttons become one select menu whose options carry the
+// task and the verdict.
+func TestQuestion_FitsSlacksLimits(t *testing.T) {
+	ctxFields := map[string]string{}
+	for i := range 30 {
+		ctxFields[fmt.Sprintf("field%02d", i)] = strings.Repeat("v", 5000)
+	}
+	raw, _ := json.Marshal(ctxFields)
+	var verdicts []string
+	for i := range 8 {
+		verdicts = append(verdicts, fmt.Sprintf("verdict-%d", i))
+	}
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: strings.Repeat("é", 10000),
+		AllowedVerdicts: verdicts, Context: raw}
+	const desk = "https://review.example.com/review/tasks/tsk_0123456789abcdef"
+	msg := slack.Question(task, desk)
+	if len(msg.Blocks) > slack.MaxBlocks {
+		t.Fatalf("%d blocks", len(msg.Blocks))
+	}
+	out, _ := json.Marshal(msg.Blocks)
+	var blocks []struct {
+		Type     string                  `json:"type"`
+		Text     *struct{ Text string }  `json:"text"`
+		Fields   []struct{ Text string } `json:"fields"`
+		Elements []struct {
+			Type     string                   `json:"type"`
+			ActionID string                   `json:"action_id"`
+			Options  []struct{ Value string } `json:"options"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal(out, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var selects int
+	for _, b := range blocks {
+		if b.Text != nil && utf8.RuneCountInString(b.Text.Text) > slack.MaxSectionChars {
+			t.Errorf("a section of %d characters", utf8.RuneCountInString(b.Text.Text))
+		}
+		if len(b.Fields) > 10 {
+			t.Errorf("%d fields", len(b.Fields))
+		}
+		for _, f := range b.Fields {
+			if utf8.RuneCountInString(f.Text) > 2000 {
+				t.Errorf("a field of %d characters", utf8.RuneCountInString(f.Text))
+			}
+		}
+		for _, e := range b.Elements {
+			if e.Type == "static_select" && e.ActionID == slack.ActionDecide {
+				selects++
+				if len(e.Options) != 8 || e.Options[3].Value != slack.EncodeValue(task.ID, "verdict-3") {
+					t.Errorf("the select's options: %+v", e.Options)
+				}
+			}
+		}
+	}
+	if selects != 1 {
+		t.Errorf("%d select menus, want 1 past %d verdicts", selects, slack.MaxButtons)
+	}
+	if !strings.Contains(blocks[0].Text.Text, "<"+desk+"|Open in the desk>") {
+		t.Error("the cut prompt does not link to the desk")
+	}
+	if !strings.Contains(string(out), "for the rest") {
+		t.Error("the cut context does not link to the desk")
+	}
+	// The modal is valid for Slack's library (unique block ids).
+	if !slackgo.ValidateUniqueBlockID(slack.ReasonModal(task)) {
+		t.Error("the reason modal's block ids are not unique")
+	}
+}
+
+func TestDecodeValue(t *testing.T) {
+	id, v, ok := slack.DecodeValue(slack.EncodeValue("tsk_0123456789abcdef", "a|b"))
+	if !ok || id != "tsk_0123456789abcdef" || v != "a|b" {
+		t.Errorf("round trip = %q %q %v", id, v, ok)
+	}
+	for _, bad := range []string{"", "tsk_0123456789abcdef", "tsk_0123456789abcdef|", "https://x|approve", "nope|approve"} {
+		if _, _, ok := slack.DecodeValue(bad); ok {
+			t.Errorf("DecodeValue(%q) ok", bad)
+		}
+	}
+}

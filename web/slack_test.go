@@ -1,0 +1,300 @@
+package web_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
+	"github.com/arbiterhq/arbiter/slack"
+	"github.com/arbiterhq/arbiter/slack/slackfake"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+const slackSecret = "8f742231b10e8888abcd990123456789ab"
+
+// slackSite is a server whose account owner@example.com is connected to
+// the fake Slack in HTTP mode.
+type slackSite struct {
+	store     *db.DB
+	url       string
+	fake      *slackfake.Fake
+	in        *slack.Interactions
+	accountID string
+}
+
+func newSlackSite(t *testing.T, dialect string, opts db.Options) *slackSite {
+	t.Helper()
+	k, err := secretbox.Parse(secretbox.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Secrets = k
+	store := dbtest.Open(t, dialect, opts)
+	fake := slackfake.New(t)
+	acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FindOrCreateAccountByEmail(ctx, "other@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ConnectSlack(ctx, acct.ID, arbiter.SlackConnectionInput{Mode: arbiter.SlackModeHTTP, BotToken: "xoxb-1",
+		SigningSecret: slackSecret, DefaultChannel: "#refunds"}, "T0FAKE", arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+		t.Fatal(err)
+	}
+	fake.AddUser(slackfake.User{ID: "UOWNER", Email: "Owner@Example.com", EmailConfirmed: true})
+	fake.AddUser(slackfake.User{ID: "UOTHER", Email: "other@example.com", EmailConfirmed: true})
+	fake.AddUser(slackfake.User{ID: "UNOBODY", Email: "nobody@example.com", EmailConfirmed: true})
+	fake.AddUser(slackfake.User{ID: "UUNCONFIRMED", Email: "owner@example.com", EmailConfirmed: false})
+	in := &slack.Interactions{Store: store, Slack: slack.NewClient(fake.URL, nil), Logger: discardLogger()}
+	rt := &web.Router{Services: web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Queue: store},
+		KeyChecker: web.NewKeyChecker(store, nil), Logger: discardLogger(), Slack: in}
+	srv := httptest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	rt.Site = handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL}
+	srv.Config.Handler = rt.Routes()
+	t.Cleanup(in.Wait)
+	return &slackSite{store: store, url: srv.URL, fake: fake, in: in, accountID: acct.ID}
+}
+
+// click is the body Slack posts when user clicks the verdict's button.
+func (s *slackSite) click(user, taskID, verdict string) []byte {
+	payload, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "team": map[string]any{"id": "T0FAKE"}, "user": map[string]any{"id": user},
+		"response_url": s.fake.ResponseURL, "trigger_id": "trig",
+		"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionDecide + "_0",
+			"value": slack.EncodeValue(taskID, verdict)}},
+	})
+	return []byte(url.Values{"payload": {string(payload)}}.Encode())
+}
+
+// post sends body to the interactions URL signed with secret at ts, or
+// as given when header is set, and returns the status.
+func (s *slackSite) post(t *testing.T, body []byte, header http.Header) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/integrations/slack/interactions", strings.NewReader(string(body)))
+	req.Header = header
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func signed(body []byte, secret string, at time.Time) http.Header {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + ts + ":" + string(body)))
+	h := http.Header{}
+	h.Set("X-Slack-Request-Timestamp", ts)
+	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	return h
+}
+
+// responses returns the texts answered to clicks so far.
+func (s *slackSite) responses(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for _, c := range s.fake.WaitCalls(t, "response", n) {
+		var m struct {
+			Text         string `json:"text"`
+			ResponseType string `json:"response_type"`
+		}
+		json.Unmarshal([]byte(c.Body), &m)
+		if m.ResponseType != "ephemeral" {
+			t.Errorf("answered %q not ephemerally", m.Text)
+		}
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+func (s *slackSite) humanAttempts(t *testing.T, taskID string) []arbiter.Attempt {
+	t.Helper()
+	task, err := s.store.FindTaskByID(ctx, s.accountID, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []arbiter.Attempt
+	for _, a := range task.Attempts {
+		if a.Tier == arbiter.TierHuman {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestSlackInteractions_HTTP: a signed click decides once, as the member
+// Slack's confirmed address names, via Slack in the audit log; a bad
+// signature, a stale timestamp and a replay are 401 and change nothing;
+// a person outside the account, a member of another account and an
+// unconfirmed address are refused ephemerally; the same click delivered
+// three times decides once and the later ones hear the outcome.
+func TestSlackInteractions_HTTP(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+			now := time.Now()
+
+			for name, c := range map[string]struct {
+				body   []byte
+				header http.Header
+			}{
+				"BadSignature":   {s.click("UOWNER", task.ID, "approve"), signed(s.click("UOWNER", task.ID, "approve"), "0000000000000000", now)},
+				"StaleTimestamp": {s.click("UOWNER", task.ID, "approve"), signed(s.click("UOWNER", task.ID, "approve"), slackSecret, now.Add(-6*time.Minute))},
+				"Unsigned":       {s.click("UOWNER", task.ID, "approve"), http.Header{}},
+				"NotAPayload":    {[]byte("payload=nope"), signed([]byte("payload=nope"), slackSecret, now)},
+			} {
+				if got := s.post(t, c.body, c.header); got != http.StatusUnauthorized {
+					t.Errorf("%s: %d, want 401", name, got)
+				}
+			}
+
+			for i, user := range []string{"UNOBODY", "UOTHER", "UUNCONFIRMED"} {
+				body := s.click(user, task.ID, "approve")
+				if got := s.post(t, body, signed(body, slackSecret, now)); got != http.StatusOK {
+					t.Fatalf("%s: %d", user, got)
+				}
+				if got := s.responses(t, i+1)[i]; got != slack.RefusalText {
+					t.Errorf("%s was answered %q, want the refusal", user, got)
+				}
+			}
+			if n := len(s.humanAttempts(t, task.ID)); n != 0 {
+				t.Fatalf("refused clicks recorded %d attempts", n)
+			}
+
+			first := s.click("UOWNER", task.ID, "approve")
+			header := signed(first, slackSecret, now)
+			if got := s.post(t, first, header); got != http.StatusOK {
+				t.Fatalf("a signed click: %d", got)
+			}
+			if got := s.responses(t, 4)[3]; got != "You decided “approve”." {
+				t.Errorf("the decider was answered %q", got)
+			}
+			if got := s.post(t, first, header.Clone()); got != http.StatusUnauthorized {
+				t.Errorf("a replay: %d, want 401", got)
+			}
+			// Slack delivers the same click again, signed anew, twice.
+			for i := 1; i <= 2; i++ {
+				if got := s.post(t, first, signed(first, slackSecret, now.Add(time.Duration(i)*time.Second))); got != http.StatusOK {
+					t.Fatalf("redelivery %d: %d", i, got)
+				}
+			}
+			answers := s.responses(t, 6)
+			for _, a := range answers[4:] {
+				if !strings.HasPrefix(a, "This task already ended: ✅ approve — owner@example.com") {
+					t.Errorf("a redelivery was answered %q, want the outcome", a)
+				}
+			}
+			attempts := s.humanAttempts(t, task.ID)
+			if len(attempts) != 1 || *attempts[0].Verdict != "approve" || *attempts[0].Reviewer != "owner@example.com" {
+				t.Fatalf("human attempts %+v, want one approve by owner@example.com", attempts)
+			}
+			events, err := s.store.ListAuditEvents(ctx, s.accountID, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range events {
+				found = found || (e.Kind == arbiter.AuditReviewDecided && strings.HasSuffix(e.Detail, "via Slack") && e.Actor == "owner@example.com")
+			}
+			if !found {
+				t.Errorf("no audit line of the decision via Slack: %+v", events)
+			}
+		})
+	}
+}
+
+// TestSlackInteractions_AckBeforeWork: the click is acknowledged while
+// the work it starts (users.info) is still held, and decides after.
+func TestSlackInteractions_AckBeforeWork(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+			release := s.fake.Hold("users.info")
+			defer release()
+			body := s.click("UOWNER", task.ID, "reject")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			if n := len(s.humanAttempts(t, task.ID)); n != 0 {
+				t.Fatal("decided before the ack")
+			}
+			release()
+			if got := s.responses(t, 1)[0]; got != "You decided “reject”." {
+				t.Errorf("answered %q", got)
+			}
+		})
+	}
+}
+
+// TestSlackInteractions_AfterTheDeadline: a click on a task that expired
+// changes nothing and answers the outcome.
+func TestSlackInteractions_AfterTheDeadline(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			task, err := s.store.CreateTask(ctx, s.accountID, arbiter.TaskCreate{Prompt: "Late?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.5, TaskType: "refund", Touchpoint: "chat", DeadlineSeconds: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				ids, err := s.store.ExpireTasks(ctx, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ids) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the task never expired")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			body := s.click("UOWNER", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			if got := s.responses(t, 1)[0]; !strings.HasPrefix(got, "This task already ended: ⌛ Expired") {
+				t.Errorf("answered %q, want the outcome", got)
+			}
+			if n := len(s.humanAttempts(t, task.ID)); n != 0 {
+				t.Errorf("a click after the deadline recorded %d attempts", n)
+			}
+		})
+	}
+}
+
+// TestTaskCreate_Notify: the API takes a task's own Slack channels, and
+// refuses a malformed notify list with a 400 naming the field.
+func TestTaskCreate_Notify(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("notify@example.com")
+		createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["a","b"],"notify":["slack:#refunds"]}`)
+		for _, bad := range []string{`["slack:refunds"]`, `[]`, `["mail:x@example.com"]`, `"slack:#a"`} {
+			status, header, body := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"notify":`+bad+`}`)
+			if msg := wantError(t, status, header, body, http.StatusBadRequest); !strings.Contains(msg, "notify") {
+				t.Errorf("notify %s: %q does not name the field", bad, msg)
+			}
+		}
+	})
+}
