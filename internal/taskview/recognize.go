@@ -617,10 +617,10 @@ func decimal(s string) bool {
 }
 
 // dateKey reports whether a member's name says its number is a time: it
-// ends in _at or At, or is a time, date or timestamp.
+// ends in _at or At, is at or ts, or ends in time, date or timestamp.
 func dateKey(key string) bool {
 	k := strings.ToLower(key)
-	return strings.HasSuffix(key, "_at") || strings.HasSuffix(key, "At") || k == "ts" ||
+	return strings.HasSuffix(key, "_at") || strings.HasSuffix(key, "At") || k == "ts" || k == "at" ||
 		strings.HasSuffix(k, "time") || strings.HasSuffix(k, "date") || strings.HasSuffix(k, "timestamp")
 }
 
