@@ -678,10 +678,12 @@ func (r *recognizer) stringView(n *Node) *View {
 }
 
 // diff reads s as a unified diff: file headers (--- then +++), then hunks
-// whose lines match their @@ header's counts, any number of files, with
-// other lines (git's headers, a commit message) only between hunks. It
-// returns nil unless s holds at least one hunk and every hunk is whole.
-// Its first lines, up to the context's budget, are marked.
+// of context, added and deleted lines, any number of files, with other
+// text (git's headers, a commit message) only before the first hunk;
+// between hunks only the lines of git's and diff's own headers. A hunk may
+// hold fewer lines than its @@ header counts (diffs written by hand or by
+// a model often do) but not more. It returns nil unless s holds at least
+// one hunk. Its first lines, up to the context's budget, are marked.
 func (r *recognizer) diff(s string) *Diff {
 	if !strings.Contains(s, "\n@@ -") || !strings.Contains(s, "\n+++ ") {
 		return nil
@@ -706,8 +708,9 @@ func (r *recognizer) diff(s string) *Diff {
 			end += start
 		}
 		line := s[start:end]
+		inHunk := (oldLeft > 0 || newLeft > 0) && !diffHeaderLine(line)
 		switch {
-		case oldLeft > 0 || newLeft > 0:
+		case inHunk:
 			k := DiffContext
 			switch {
 			case line == "" || line[0] == ' ':
@@ -734,22 +737,39 @@ func (r *recognizer) diff(s string) *Diff {
 			}
 			oldLeft, newLeft, hunks = o, n, hunks+1
 			mark(DiffHunk, line, start)
-		case line == `\ No newline at end of file`:
-			mark(DiffHeader, line, start)
+		case hunks > 0 && !diffHeaderLine(line):
+			return nil
 		default:
-			if hunks == 0 && strings.HasPrefix(line, "+++ ") && !strings.HasPrefix(prev, "--- ") {
+			if strings.HasPrefix(line, "+++ ") && !strings.HasPrefix(prev, "--- ") {
 				return nil
 			}
+			oldLeft, newLeft = 0, 0
 			mark(DiffHeader, line, start)
 		}
 		prev = line
 		start = end + 1
 	}
-	if hunks == 0 || oldLeft > 0 || newLeft > 0 {
+	if hunks == 0 {
 		return nil
 	}
 	r.lines = budget
 	return d
+}
+
+// diffHeaders begin the lines of git's and diff's headers, which may
+// come between hunks.
+var diffHeaders = []string{"diff ", "--- ", "+++ ", "@@ -", "index ", "new file mode ", "deleted file mode ",
+	"old mode ", "new mode ", "similarity index ", "dissimilarity index ", "rename from ", "rename to ",
+	"copy from ", "copy to ", "Binary files ", `\ No newline at end of file`}
+
+// diffHeaderLine reports whether line is one of a diff's header lines.
+func diffHeaderLine(line string) bool {
+	for _, h := range diffHeaders {
+		if strings.HasPrefix(line, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // hunkHeader reads "@@ -a,b +c,d @@ …" and returns b and d (1 when left
