@@ -124,4 +124,3 @@ func TestReviewDesk_RichViews(t *testing.T) {
 			screenshot("desk-views"))
 	}
 }
-
