@@ -74,6 +74,9 @@ type Task struct {
 	// unless its status is expired.
 	ExpiredAt *Timestamp `json:"expired_at"`
 	Attempts  []Attempt  `json:"attempts"`
+	// Display is the create's hint of how reviewers see the context;
+	// nil without one, and then absent from the JSON.
+	Display *Display `json:"display,omitempty"`
 
 	// AuditRate is the share of confident agent answers audited that
 	// applies to the task: its create's audit_rate, nil for the
@@ -171,6 +174,9 @@ type TaskCreate struct {
 	// answers on such tasks that a person checks, blind. Left out of
 	// the Fingerprint when nil, so keys stored before it existed match.
 	AuditRate *float64 `json:",omitempty"`
+	// Display, when not nil, is the hint of how reviewers see the
+	// context (see ParseDisplay). Left out of the Fingerprint when nil.
+	Display *Display `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -192,6 +198,7 @@ type taskCreateRequest struct {
 	DeadlineSeconds     *float64        `json:"deadline_seconds" null:"refuse"`
 	CallbackURL         *string         `json:"callback_url" null:"refuse"`
 	AuditRate           *float64        `json:"audit_rate" null:"refuse"`
+	Display             json.RawMessage `json:"display" null:"refuse"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -205,6 +212,7 @@ var fieldTypeErrors = map[string]string{
 	"deadline_seconds":     errDeadline.Message,
 	"callback_url":         "callback_url must be a string: an https:// URL.",
 	"audit_rate":           errAuditRate.Message,
+	"display":              "display must be an object whose fields name members of context.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -308,6 +316,12 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		in.Context = compact
 	}
+
+	display, err := ParseDisplay(req.Display, in.Context)
+	if err != nil {
+		return TaskCreate{}, err
+	}
+	in.Display = display
 
 	if d := req.DeadlineSeconds; d != nil {
 		// A JSON number is whole when it has no fraction, however it is

@@ -157,7 +157,7 @@ func demoViews(t *testing.T, tasks []*arbiter.DemoTask) map[taskview.ViewKind]bo
 		}
 	}
 	for _, task := range tasks {
-		if c := taskview.Parse(task.Context); c != nil && c.Root != nil {
+		if c := taskview.Parse(task.Context, nil); c != nil && c.Root != nil {
 			walk(c.Root)
 		}
 	}

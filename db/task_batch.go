@@ -189,16 +189,16 @@ func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, cre
 const insertBatchSQL = `WITH input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
 			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
+			?::text[], ?::float8[], ?::text[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, display)
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, display)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
 			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.display, '')
 		FROM input i
 		RETURNING id
 	)
@@ -209,8 +209,8 @@ const insertBatchSQL = `WITH input AS (
 // insertTaskSQL and insertKeySQL insert one task and one idempotency key.
 const (
 	insertTaskSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, display)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertKeySQL = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
 		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 )
@@ -231,7 +231,7 @@ func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, cre
 		t := c.task
 		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
-			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate); err != nil {
+			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.display)); err != nil {
 			return fmt.Errorf("insert task: %w", err)
 		}
 		if c.key == "" {

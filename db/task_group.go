@@ -72,10 +72,10 @@ func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
 const createGroupSQL = `WITH input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
 			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
+			?::text[], ?::float8[], ?::text[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, display)
 	), fresh AS (
 		SELECT * FROM input i WHERE i.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k
 			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
@@ -91,10 +91,10 @@ const createGroupSQL = `WITH input AS (
 		RETURNING account_id, day
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, display)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
 			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.display, '')
 		FROM fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
 		RETURNING id
 	), keyed AS (
@@ -139,7 +139,7 @@ func createArrays(creates []newCreate) []any {
 	var (
 		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prompts, verdicts, contexts                = make([]string, n), make([]string, n), make([]string, n)
-		keys, fingerprints, callbacks              = make([]string, n), make([]string, n), make([]string, n)
+		keys, fingerprints, callbacks, displays    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		days, created, expires, deadlines          = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		thresholds, auditRates                     = make([]float64, n), make([]float64, n)
 	)
@@ -147,7 +147,7 @@ func createArrays(creates []newCreate) []any {
 		t := c.task
 		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
 		prompts[i], verdicts[i], contexts[i] = t.Prompt, c.verdicts, string(t.Context)
-		keys[i], fingerprints[i], callbacks[i] = c.key, c.fingerprint, c.callbackURL
+		keys[i], fingerprints[i], callbacks[i], displays[i] = c.key, c.fingerprint, c.callbackURL, c.display
 		days[i], created[i], expires[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt), int64(c.expiresAt)
 		thresholds[i], auditRates[i] = t.ConfidenceThreshold, -1 // -1: the account's rate (NULL)
 		if t.AuditRate != nil {
@@ -160,7 +160,7 @@ func createArrays(creates []newCreate) []any {
 	return []any{pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types), pq.Array(sources),
 		pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
 		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires),
-		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates)}
+		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates), pq.Array(displays)}
 }
 
 // readGroup reads tasks in groups (group.go).

@@ -15,7 +15,7 @@ import (
 // the rest as indented "key: value" lines. A text cut at max ends with
 // "…". It returns "" for a task without a context.
 func PlainText(context json.RawMessage, max int) string {
-	c := Parse(context)
+	c := Parse(context, nil)
 	if c == nil || max <= 0 {
 		return ""
 	}

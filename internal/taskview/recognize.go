@@ -197,7 +197,19 @@ func recognizeAll(n *Node) bool {
 // got one. A view's own values (a tool call's arguments, a message's
 // other parts) are looked at too.
 func (r *recognizer) all(n *Node) bool {
-	if n.View = r.recognize(n); n.View != nil {
+	switch n.hint {
+	case "tree", "text":
+		n.View = nil
+	case "", "auto":
+		n.View = r.recognize(n)
+	default:
+		// A value that does not fit the view asked for gets the one the
+		// conventions give it.
+		if n.View = r.hinted(n); n.View == nil {
+			n.View = r.recognize(n)
+		}
+	}
+	if n.View != nil {
 		for _, c := range n.View.nodes() {
 			r.all(c)
 		}
@@ -256,6 +268,55 @@ func (r *recognizer) recognize(n *Node) *View {
 		return r.stringView(n)
 	case Number:
 		return epoch(n)
+	}
+	return nil
+}
+
+// hinted returns the view a display hint asks for n, when n fits it, or
+// nil.
+func (r *recognizer) hinted(n *Node) *View {
+	s := n.Str()
+	switch ViewKind(n.hint) {
+	case ViewConversation:
+		if n.Kind == Array {
+			return r.conversation(n)
+		}
+	case ViewToolCall:
+		if c := r.toolCall(n); c != nil {
+			return &View{Kind: ViewToolCall, Tool: c}
+		}
+	case ViewImage:
+		img := imageURL(s)
+		if n.Kind == Object {
+			img = imageObject(n)
+		}
+		if img != nil {
+			return &View{Kind: ViewImage, Image: img}
+		}
+	case ViewDiff:
+		if d := r.diff(s); d != nil {
+			return &View{Kind: ViewDiff, Diff: d}
+		}
+	case ViewMarkdown:
+		if n.Kind == String {
+			return r.markdownView(s)
+		}
+		return r.markdownObject(n)
+	case ViewLink:
+		if l := LinkOf(s); l != nil {
+			return &View{Kind: ViewLink, Link: l}
+		}
+	case ViewDate:
+		if n.Kind == Number {
+			return epoch(&Node{Kind: Number, Text: n.Text, InObject: true, Key: "at"})
+		}
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return &View{Kind: ViewDate, Time: t.UTC(), Raw: s}
+		}
+	case ViewMoney:
+		if n.Kind == Object {
+			return money(n)
+		}
 	}
 	return nil
 }

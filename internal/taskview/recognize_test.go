@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter"
 )
 
 // png is the smallest PNG: a 1×1 transparent pixel.
@@ -85,7 +87,7 @@ func TestRecognize(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Parse(json.RawMessage(tc.value))
+			c := Parse(json.RawMessage(tc.value), nil)
 			var got ViewKind
 			if c.Root.View != nil {
 				got = c.Root.View.Kind
@@ -118,7 +120,7 @@ func TestRecognize_Members(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Parse(json.RawMessage(tc.value))
+			c := Parse(json.RawMessage(tc.value), nil)
 			var got ViewKind
 			if v := c.Root.Items[0].View; v != nil {
 				got = v.Kind
@@ -132,13 +134,13 @@ func TestRecognize_Members(t *testing.T) {
 
 func TestRecognize_Details(t *testing.T) {
 	t.Run("ToolCallArgumentsAreATree", func(t *testing.T) {
-		v := Parse(json.RawMessage(`{"name":"refund","arguments":"{\"order\":\"A1\",\"lines\":[1,2]}"}`)).Root.View
+		v := Parse(json.RawMessage(`{"name":"refund","arguments":"{\"order\":\"A1\",\"lines\":[1,2]}"}`), nil).Root.View
 		if v.Tool.Name != "refund" || v.Tool.Args == nil || v.Tool.Args.Count != 2 || v.Tool.Args.Member("lines").Count != 2 {
 			t.Errorf("the tool call is %+v", v.Tool)
 		}
 	})
 	t.Run("DataURLShownWhenItIsWhatItSays", func(t *testing.T) {
-		img := Parse(json.RawMessage(quote(pngURL))).Root.View.Image
+		img := Parse(json.RawMessage(quote(pngURL)), nil).Root.View.Image
 		if img.DataURL != pngURL || img.Bytes != len(png) || img.Refused != "" {
 			t.Errorf("the image is %+v", img)
 		}
@@ -152,7 +154,7 @@ func TestRecognize_Details(t *testing.T) {
 		"JPEGCalledP": "data:image/jpeg;base64," + base64.StdEncoding.EncodeToString(png),
 	} {
 		t.Run("DataURLRefused/"+name, func(t *testing.T) {
-			img := Parse(json.RawMessage(quote(url))).Root.View.Image
+			img := Parse(json.RawMessage(quote(url)), nil).Root.View.Image
 			if img.DataURL != "" || img.Refused == "" {
 				t.Errorf("the image is shown (%q) or not refused (%q)", img.DataURL, img.Refused)
 			}
@@ -161,14 +163,14 @@ func TestRecognize_Details(t *testing.T) {
 	for host, private := range map[string]bool{"10.0.0.8": true, "127.0.0.1": true, "[::1]": true, "169.254.169.254": true,
 		"localhost": true, "db.internal": true, "printer.local": true, "intranet": true, "cdn.example.com": false, "93.184.215.14": false} {
 		t.Run("Private/"+host, func(t *testing.T) {
-			img := Parse(json.RawMessage(`{"type":"image","url":"http://` + host + `/p.png"}`)).Root.View.Image
+			img := Parse(json.RawMessage(`{"type":"image","url":"http://`+host+`/p.png"}`), nil).Root.View.Image
 			if img.DataURL != "" || img.URL == nil || img.URL.Private != private {
 				t.Errorf("the image is %+v, %+v; want private %v", img, img.URL, private)
 			}
 		})
 	}
 	t.Run("DiffLinesAndCounts", func(t *testing.T) {
-		d := Parse(json.RawMessage(quote(unifiedDiff))).Root.View.Diff
+		d := Parse(json.RawMessage(quote(unifiedDiff)), nil).Root.View.Diff
 		kinds := map[DiffLineKind]int{}
 		for _, l := range d.Lines {
 			kinds[l.Kind]++
@@ -180,7 +182,7 @@ func TestRecognize_Details(t *testing.T) {
 	t.Run("DiffLinesPastTheBudgetArePlain", func(t *testing.T) {
 		n := MaxDiffLines + 100
 		diff := "--- a\n+++ b\n@@ -1," + itoa(n) + " +1," + itoa(n) + " @@\n" + strings.Repeat(" same\n", n)
-		d := Parse(json.RawMessage(quote(diff))).Root.View.Diff
+		d := Parse(json.RawMessage(quote(diff)), nil).Root.View.Diff
 		if len(d.Lines) != MaxDiffLines || !strings.HasPrefix(d.Rest, " same\n") || strings.Count(d.Rest, "\n") != n+3-MaxDiffLines {
 			t.Errorf("the diff marks %d lines, its rest has %d", len(d.Lines), strings.Count(d.Rest, "\n"))
 		}
@@ -190,7 +192,7 @@ func TestRecognize_Details(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = `{"role":"user","content":"m"}`
 		}
-		c := Parse(json.RawMessage("[" + strings.Join(msgs, ",") + "]"))
+		c := Parse(json.RawMessage("["+strings.Join(msgs, ",")+"]"), nil)
 		v := c.Root.View
 		if v == nil || len(v.Messages)+v.MessagesOmitted != 1500 || v.MessagesOmitted == 0 || !c.Incomplete {
 			t.Fatalf("the conversation is %+v", v)
@@ -199,3 +201,42 @@ func TestRecognize_Details(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestParse_Display: the members a display hint names come first, in its
+// order, even from past the shown ones, and get the view it asks for when
+// they fit it; "text" and "tree" keep a value out of its view.
+func TestParse_Display(t *testing.T) {
+	members := []string{}
+	for i := range 30 {
+		members = append(members, `"m`+itoa(i)+`":`+itoa(i))
+	}
+	ctx := `{` + strings.Join(members, ",") + `,"notes":"# Title\n\n*x*","when":1700000000,"site":"https://e.com","money":{"amount":1,"currency":"EUR"},"plain":"--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y"}`
+	display := &arbiter.Display{Fields: []arbiter.DisplayField{{Field: "notes", View: "markdown"}, {Field: "when", View: "date"},
+		{Field: "site", View: "text"}, {Field: "m29"}, {Field: "money", View: "tree"}, {Field: "m0", View: "diff"}, {Field: "plain", View: "money"}}}
+	c := Parse(json.RawMessage(ctx), display)
+	var order []string
+	for _, n := range c.Root.Items[:7] {
+		kind := ViewKind("")
+		if n.View != nil {
+			kind = n.View.Kind
+		}
+		order = append(order, n.Key+"="+string(kind))
+	}
+	// A string is no money: plain keeps the diff view the conventions
+	// give it; m0, a number, is no diff and stays a number.
+	want := "notes=markdown when=date site= m29= money= m0= plain=diff"
+	if got := strings.Join(order, " "); got != want {
+		t.Errorf("the members read %s, want %s", got, want)
+	}
+	if len(c.Root.Items) != ShownItems || len(c.Root.Items)+len(c.Root.Folded) != 35 || c.Root.Count != 35 {
+		t.Errorf("the object shows %d and folds %d of %d", len(c.Root.Items), len(c.Root.Folded), c.Root.Count)
+	}
+	// Without the hint, the same members get their conventional views.
+	plain := Parse(json.RawMessage(ctx), nil)
+	if v := plain.Root.Member("site").View; v == nil || v.Kind != ViewLink {
+		t.Errorf("without a hint the site is %+v", v)
+	}
+	if v := plain.Root.Member("notes").View; v != nil {
+		t.Errorf("without a hint the notes are %+v", v)
+	}
+}

@@ -79,6 +79,8 @@ type Node struct {
 	View *View
 	// str is a string's whole text (Text and More).
 	str string
+	// hint is the view a display hint asks for the value; "" for none.
+	hint string
 }
 
 // Context is a task's context prepared for a reader.
@@ -99,9 +101,11 @@ type Context struct {
 // Parse prepares a task's context for a reader, or returns nil when there is
 // none. It reads the JSON as a stream of tokens, recursing at most MaxDepth
 // levels and skipping deeper values without building them, so neither the
-// work nor the memory depends on the shape of the context; then it gives
-// each value of a well-known shape its view (see Recognize).
-func Parse(context json.RawMessage) *Context {
+// work nor the memory depends on the shape of the context; then it puts
+// first the members display names (nil for no hint), and gives each value
+// of a well-known shape its view (see Recognize), or the one display asks
+// for when the value fits it.
+func Parse(context json.RawMessage, display *arbiter.Display) *Context {
 	raw := bytes.TrimSpace(context)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -124,12 +128,43 @@ func Parse(context json.RawMessage) *Context {
 		v.Incomplete = true
 	}
 	if v.Root != nil {
+		applyDisplay(v.Root, display)
 		v.Views = recognizeAll(v.Root)
 	}
 	if v.Incomplete || v.Views {
 		v.Raw, v.RawCut = CutBytes(string(raw), arbiter.MaxContextBytes)
 	}
 	return v
+}
+
+// applyDisplay puts the members of the object root that display names
+// first, in its order, and notes the view it asks for each.
+func applyDisplay(root *Node, display *arbiter.Display) {
+	if display == nil || root.Kind != Object {
+		return
+	}
+	members := root.Members()
+	first := make([]*Node, 0, len(members))
+	for _, f := range display.Fields {
+		for _, m := range members {
+			if m.Key == f.Field && m.hint == "" {
+				m.hint = f.View
+				if m.hint == "" {
+					m.hint = "auto"
+				}
+				first = append(first, m)
+				break
+			}
+		}
+	}
+	ordered := first
+	for _, m := range members {
+		if m.hint == "" {
+			ordered = append(ordered, m)
+		}
+	}
+	shown := min(len(ordered), ShownItems)
+	root.Items, root.Folded = ordered[:shown:shown], ordered[shown:]
 }
 
 // errTreeFull stops the tree at MaxNodes values.

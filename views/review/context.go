@@ -11,7 +11,7 @@ import (
 // task has none: the bounded tree, with its values of well-known shapes
 // given their views (see package taskview).
 func contextOf(t *arbiter.Task) *taskview.Context {
-	return taskview.Parse(t.Context)
+	return taskview.Parse(t.Context, t.Display)
 }
 
 // cutNote ends the raw JSON when it was cut.

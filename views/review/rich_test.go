@@ -1,11 +1,15 @@
 package review
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter"
 )
 
 // tinyPNG is a 1×1 transparent PNG as a data URL.
@@ -105,5 +109,21 @@ func TestRichViews_ConversationCountsAreTrue(t *testing.T) {
 	html := renderContext(t, "["+strings.Join(msgs, ",")+"]")
 	if !strings.Contains(html, "show 641 more messages") || !strings.Contains(html, "534 more messages, too many to show here") {
 		t.Errorf("the conversation does not count its messages:\n%.2000s", html[len(html)-2000:])
+	}
+}
+
+// TestRichViews_DisplayHint: the members a task's display hint names show
+// first, with the view it asks for.
+func TestRichViews_DisplayHint(t *testing.T) {
+	task := &arbiter.Task{Context: json.RawMessage(`{"order":"A1","notes":"# Why\n\n<b>late</b>"}`),
+		Display: &arbiter.Display{Fields: []arbiter.DisplayField{{Field: "notes", View: "markdown"}}}}
+	var buf bytes.Buffer
+	if err := Context(task).Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	notes, order := strings.Index(html, `<span class="ctx-key">notes</span>`), strings.Index(html, `<span class="ctx-key">order</span>`)
+	if notes < 0 || order < notes || !strings.Contains(html, `data-view="markdown"><h1>Why</h1>`) || strings.Contains(html, "<b>") {
+		t.Errorf("the hinted notes are not first, or not Markdown:\n%s", html)
 	}
 }
