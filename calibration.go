@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -283,9 +284,15 @@ type Calibration struct {
 	MCE   *float64 `json:"mce"`
 	Brier *float64 `json:"brier"`
 
-	Bins           []ReliabilityBin    `json:"bins"`
-	RiskCoverage   []RiskCoveragePoint `json:"risk_coverage"`
-	Recommendation Recommendation      `json:"recommendation"`
+	Bins         []ReliabilityBin    `json:"bins"`
+	RiskCoverage []RiskCoveragePoint `json:"risk_coverage"`
+	// Recommendation is the estimate: the lowest threshold whose Wilson
+	// bound looks under the target. Certification is the threshold the
+	// fixed sequence certifies (calibration_certify.go), and Feasibility
+	// says whether any threshold can meet the target.
+	Recommendation Recommendation `json:"recommendation"`
+	Certification  Certification  `json:"certification"`
+	Feasibility    Feasibility    `json:"feasibility"`
 }
 
 // ReliabilityBin is one bin of the reliability diagram: the pairs whose
@@ -301,6 +308,10 @@ type ReliabilityBin struct {
 	// bin's effective number of pairs.
 	WilsonLower *float64 `json:"wilson_lower"`
 	WilsonUpper *float64 `json:"wilson_upper"`
+	// ClopperPearsonLower and ClopperPearsonUpper are the exact interval
+	// at 95%, with the same effective number of pairs.
+	ClopperPearsonLower *float64 `json:"clopper_pearson_lower"`
+	ClopperPearsonUpper *float64 `json:"clopper_pearson_upper"`
 }
 
 // RiskCoveragePoint is what a threshold would give: the share of the
@@ -336,8 +347,8 @@ type Recommendation struct {
 
 // Calibrate computes the report from the pairs summed by confidence bucket
 // (in any order; a bucket may appear more than once) for a target error
-// rate in (0, 1).
-func Calibrate(buckets []ConfidenceBucket, target float64) Calibration {
+// rate in (0, 1), certifying a threshold at a confidence in (0, 1).
+func Calibrate(buckets []ConfidenceBucket, target, confidence float64) Calibration {
 	var byBucket [101]ConfidenceBucket
 	var all ConfidenceBucket
 	for _, b := range buckets {
@@ -358,8 +369,11 @@ func Calibrate(buckets []ConfidenceBucket, target float64) Calibration {
 		bin := ReliabilityBin{Lower: float64(i) / CalibrationBins, Upper: float64(i+1) / CalibrationBins, N: s.N, Weight: s.W}
 		if s.N > 0 && s.W > 0 {
 			conf, acc := s.WConfidence/s.W, s.WCorrect/s.W
-			lo, hi := WilsonInterval(acc, s.effectiveN())
+			n := s.effectiveN()
+			lo, hi := WilsonInterval(acc, n)
+			cpLo, cpHi := ClopperPearson(acc*n, n, 0.95)
 			bin.MeanConfidence, bin.Accuracy, bin.WilsonLower, bin.WilsonUpper = &conf, &acc, &lo, &hi
+			bin.ClopperPearsonLower, bin.ClopperPearsonUpper = &cpLo, &cpHi
 			gap := math.Abs(acc - conf)
 			ece += s.W / all.W * gap
 			mce = max(mce, gap)
@@ -389,6 +403,21 @@ func Calibrate(buckets []ConfidenceBucket, target float64) Calibration {
 	}
 	c.RiskCoverage = points
 	c.Recommendation = recommend(points, byBucket, target)
+	c.Certification = certify(byBucket, all, target, confidence)
+	// The threshold the estimate points at: its recommendation, or where
+	// it says more audits would give one.
+	if at := cmp.Or(c.Recommendation.Threshold, c.Recommendation.AtThreshold); at != nil {
+		k := int(math.Round(*at * 100))
+		if rate := points[k].ErrorRate; rate != nil {
+			c.Certification.planAudits(byBucket, k, *rate)
+		}
+	}
+	var mu *float64
+	if all.N > 0 && all.W > 0 {
+		m := max(1-all.WCorrect/all.W, 0)
+		mu = &m
+	}
+	c.Feasibility = CheckFeasibility(mu, target)
 	return c
 }
 
@@ -488,16 +517,18 @@ type CalibrationFilter struct {
 	CreatedAfter, CreatedBefore *Timestamp
 	// TargetErrorRate is the recommendation's target, in (0, 1).
 	TargetErrorRate float64
+	// Confidence is the certificate's confidence 1−δ, in (0, 1).
+	Confidence float64
 }
 
 // calibrationParameters are the query parameters of GET /v1/calibration
 // and of the dashboard's report.
-var calibrationParameters = []string{"task_type", "source", "model", "created_after", "created_before", "target_error_rate"}
+var calibrationParameters = []string{"task_type", "source", "model", "created_after", "created_before", "target_error_rate", "confidence"}
 
 // ParseCalibrationQuery reads the query of a calibration report: task_type,
 // source, model, created_after, created_before (epoch seconds, exclusive)
-// and target_error_rate (a share in (0, 1), default 0.02, or a percentage
-// such as "2%"), each at most once. Empty values are left out, as an HTML
+// target_error_rate (a share in (0, 1), default 0.02, or a percentage
+// such as "2%") and confidence (the same, default 0.95), each at most once. Empty values are left out, as an HTML
 // form sends them. Every failure, an unknown parameter among them, is an
 // EINVALID *Error naming the parameter.
 func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
@@ -505,7 +536,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 	if err != nil {
 		return CalibrationFilter{}, Errorf(EINVALID, "The query string could not be read; escape it as a URL query.")
 	}
-	f := CalibrationFilter{TargetErrorRate: DefaultTargetErrorRate}
+	f := CalibrationFilter{TargetErrorRate: DefaultTargetErrorRate, Confidence: DefaultCertificationConfidence}
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		values := q[name]
 		if !slices.Contains(calibrationParameters, name) {
@@ -546,6 +577,12 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 				return CalibrationFilter{}, FieldErrorf("target_error_rate", "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%%).")
 			}
 			f.TargetErrorRate = rate
+		case "confidence":
+			c, err := ParseAuditRate(v)
+			if err != nil || c < 0.5 || c >= 1 {
+				return CalibrationFilter{}, FieldErrorf("confidence", "confidence must be a share from 0.5 to below 1, such as 0.95 (or 95%%).")
+			}
+			f.Confidence = c
 		}
 	}
 	return f, nil
@@ -570,6 +607,9 @@ func (f CalibrationFilter) Query() url.Values {
 	}
 	if f.TargetErrorRate != 0 && f.TargetErrorRate != DefaultTargetErrorRate {
 		q.Set("target_error_rate", strconv.FormatFloat(f.TargetErrorRate, 'f', -1, 64))
+	}
+	if f.Confidence != 0 && f.Confidence != DefaultCertificationConfidence {
+		q.Set("confidence", strconv.FormatFloat(f.Confidence, 'f', -1, 64))
 	}
 	return q
 }
@@ -605,10 +645,19 @@ const MaxListedDisagreements = 20
 // by bucket, the confusion table, the latest audit disagreements, and how
 // many audits wait for a reviewer.
 type CalibrationData struct {
-	Buckets       []ConfidenceBucket
+	Buckets []ConfidenceBucket
+	// Strata are the same pairs summed by bucket per task_type and per
+	// verifier model.
+	Strata        []StratumBuckets
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
 	AuditsWaiting int
+	// RecentAudits counts the blind audits among the pairs f selects that
+	// were answered in the last AuditPaceDays days.
+	RecentAudits int
+	// Drift is the account's open crossing of its audited error rate
+	// above the target (NextDrift), or nil.
+	Drift *Drift
 	// Capped is true when MaxCalibrationPairs pairs or more matched; the
 	// newest were read.
 	Capped bool
@@ -633,6 +682,10 @@ type CalibrationService interface {
 	// labelled pairs unless it is there; cheap when it is.
 	SeedDemoHistory(ctx context.Context) error
 
+	// CalibrationDrift returns the account's open crossing of its audited
+	// error rate above the target (NextDrift), or nil.
+	CalibrationDrift(ctx context.Context, accountID string) (*Drift, error)
+
 	// SetAuditRate sets the account's audit rate, which applies to the
 	// tasks the agent completes from then on unless their create set one.
 	// Returns EINVALID for a rate CheckAuditRate refuses and ENOTFOUND for
@@ -644,11 +697,18 @@ type CalibrationService interface {
 // /calibration page: the estimator's figures with the table and the flags.
 type CalibrationReport struct {
 	Calibration
-	Capped        bool                `json:"capped"`
-	AuditsWaiting int                 `json:"audits_waiting"`
-	Agreement     []VerdictSummary    `json:"agreement"`
-	Confusion     []VerdictAgreement  `json:"confusion"`
-	Disagreements []AuditDisagreement `json:"disagreements"`
+	Capped        bool             `json:"capped"`
+	AuditsWaiting int              `json:"audits_waiting"`
+	Agreement     []VerdictSummary `json:"agreement"`
+	// AgentPerson is the agent × person agreement over the confusion
+	// table: raw, Cohen's κ and Gwet's AC1.
+	AgentPerson AgreementStats `json:"agent_person"`
+	// Drift is the account's open crossing (NextDrift), or nil.
+	Drift *Drift `json:"drift"`
+	// Strata certify each task_type and each verifier model apart.
+	Strata        []CalibrationStratum `json:"strata"`
+	Confusion     []VerdictAgreement   `json:"confusion"`
+	Disagreements []AuditDisagreement  `json:"disagreements"`
 	// ComputedAt is when the store read the pairs; a report may be kept
 	// and answered again for a short while.
 	ComputedAt Timestamp `json:"computed_at"`
@@ -662,10 +722,13 @@ type VerdictSummary struct {
 	Agreement    float64 `json:"agreement"`
 }
 
-// NewCalibrationReport computes the report from the store's data.
-func NewCalibrationReport(d CalibrationData, target float64) CalibrationReport {
-	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
+// NewCalibrationReport computes the report from the store's data for a
+// target error rate and a certificate's confidence.
+func NewCalibrationReport(d CalibrationData, target, confidence float64) CalibrationReport {
+	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
+		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drift: d.Drift,
 		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
+	r.Certification.PlanAuditDays(d.Buckets, d.RecentAudits)
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}
 	}

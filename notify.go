@@ -86,4 +86,9 @@ type NotificationService interface {
 	// minutes, unless that digest was claimed already, and returns them, at
 	// most max. A digest is claimed once however many workers ask at once.
 	ClaimDigests(ctx context.Context, max int) ([]Digest, error)
+
+	// ClaimDriftMails claims the calibration drifts not yet mailed, at
+	// most max, and returns a mail for each owner and admin of their
+	// accounts; each drift is claimed once however many workers ask.
+	ClaimDriftMails(ctx context.Context, max int) ([]DriftMail, error)
 }

@@ -70,10 +70,11 @@ type ReservationService interface {
 	// order for NextTask.
 	ReleaseTask(ctx context.Context, accountID, taskID, personID, sessionID string, skip bool) error
 
-	// NextTask reserves and returns the id of the view's first task (its
-	// filters, in its order) that nobody else holds, those the session
-	// skipped last, in the order they were skipped; "" when there is none.
-	// Two reviewers asking at the same moment get different tasks. Returns
-	// EINVALID for a view that fails Validate.
-	NextTask(ctx context.Context, accountID, personID, sessionID string, view QueueView) (string, error)
+	// NextTask reserves the view's first task (its filters, in its order)
+	// that nobody else holds, those the session skipped last, in the order
+	// they were skipped, and returns the person's reservation of it (its
+	// TaskID names the task); nil when there is none. Two reviewers asking
+	// at the same moment get different tasks. Returns EINVALID for a view
+	// that fails Validate.
+	NextTask(ctx context.Context, accountID, personID, sessionID string, view QueueView) (*Reservation, error)
 }

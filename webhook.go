@@ -33,12 +33,16 @@ const (
 	// completed disagrees with the agent's verdict (the task keeps it).
 	EventTaskAuditDisagreed = "task.audit_disagreed"
 	EventPing               = "ping" // "Send test event" on the dashboard
+	// EventCalibrationDrifted: the account's audited error rate crossed
+	// above its target (NextDrift); the payload's data is the Drift.
+	EventCalibrationDrifted = "calibration.drifted"
 )
 
 // WebhookEventTypes are the event types an endpoint can subscribe to, in the
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
-var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
+var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed,
+	EventCalibrationDrifted}
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a
 // status no event announces.

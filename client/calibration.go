@@ -21,6 +21,9 @@ type CalibrationOptions struct {
 	// TargetErrorRate is the error rate the recommendation aims under,
 	// between 0 and 1 (zero: the server's default, 0.02).
 	TargetErrorRate float64
+	// Confidence is the certificate's confidence, from 0.5 to below 1
+	// (zero: the server's default, 0.95).
+	Confidence float64
 }
 
 func (o CalibrationOptions) query() string {
@@ -38,6 +41,9 @@ func (o CalibrationOptions) query() string {
 	}
 	if o.TargetErrorRate != 0 {
 		q.Set("target_error_rate", strconv.FormatFloat(o.TargetErrorRate, 'f', -1, 64))
+	}
+	if o.Confidence != 0 {
+		q.Set("confidence", strconv.FormatFloat(o.Confidence, 'f', -1, 64))
 	}
 	return q.Encode()
 }
@@ -61,6 +67,31 @@ type CalibrationReport struct {
 	Bins           []ReliabilityBin    `json:"bins"`
 	RiskCoverage   []RiskCoveragePoint `json:"risk_coverage"`
 	Recommendation Recommendation      `json:"recommendation"`
+	// Certification is the certified threshold; Feasibility says whether
+	// the target can be met at all; AgentPerson is the agreement of the
+	// verifier and people beyond chance.
+	Certification Certification  `json:"certification"`
+	Feasibility   Feasibility    `json:"feasibility"`
+	AgentPerson   AgreementStats `json:"agent_person"`
+	// Drift is the account's open calibration drift, or nil: the latest
+	// blind audits show the verifier wrong more often than the target.
+	Drift *struct {
+		TaskID     string  `json:"task_id"`
+		Audits     int     `json:"audits"`
+		Errors     int     `json:"errors"`
+		ErrorRate  float64 `json:"error_rate"`
+		ErrorLower float64 `json:"error_lower"`
+		Target     float64 `json:"target_error_rate"`
+		Confidence float64 `json:"confidence"`
+	} `json:"drift"`
+	// Strata certify each task_type and each verifier model apart.
+	Strata []struct {
+		Dimension     string        `json:"dimension"` // "task_type" or "model"
+		Value         string        `json:"value"`
+		N             int           `json:"n"`
+		Audits        int           `json:"audits"`
+		Certification Certification `json:"certification"`
+	} `json:"strata"`
 	// Capped is true when only the newest 50,000 pairs were counted.
 	Capped        bool `json:"capped"`
 	AuditsWaiting int  `json:"audits_waiting"`
@@ -88,6 +119,50 @@ type ReliabilityBin struct {
 	Accuracy       *float64 `json:"accuracy"`
 	WilsonLower    *float64 `json:"wilson_lower"`
 	WilsonUpper    *float64 `json:"wilson_upper"`
+	// ClopperPearsonLower and ClopperPearsonUpper are the exact 95%
+	// interval of the accuracy.
+	ClopperPearsonLower *float64 `json:"clopper_pearson_lower"`
+	ClopperPearsonUpper *float64 `json:"clopper_pearson_upper"`
+}
+
+// Certification is the threshold certified by fixed-sequence testing: with
+// probability at least Confidence, the verifier is wrong at most
+// TargetErrorRate of the time at or above Threshold (nil when none is
+// certified yet; Message says why, AuditsNeeded how many more audits at or
+// above AtThreshold would do).
+type Certification struct {
+	TargetErrorRate float64  `json:"target_error_rate"`
+	Confidence      float64  `json:"confidence"`
+	Method          string   `json:"method"`
+	Threshold       *float64 `json:"threshold"`
+	Coverage        *float64 `json:"coverage"`
+	N               int      `json:"n"`
+	Errors          int      `json:"errors"`
+	ErrorUpper      *float64 `json:"error_upper"`
+	Floor           *float64 `json:"floor"`
+	AuditsNeeded    *int     `json:"audits_needed"`
+	AtThreshold     *float64 `json:"at_threshold"`
+	AuditDays       *int     `json:"audit_days"`
+	Message         string   `json:"message"`
+}
+
+// Feasibility says whether the target can be met: when the verifier's
+// error rate is above it, at least MinHumanShare of tasks must go to
+// people whatever the threshold.
+type Feasibility struct {
+	AgentErrorRate *float64 `json:"agent_error_rate"`
+	Feasible       bool     `json:"feasible"`
+	MinHumanShare  float64  `json:"min_human_share"`
+	Message        string   `json:"message"`
+}
+
+// AgreementStats is the agreement of two raters: raw, Cohen's κ and
+// Gwet's AC1 (nil where undefined).
+type AgreementStats struct {
+	N     int      `json:"n"`
+	Raw   *float64 `json:"raw"`
+	Kappa *float64 `json:"kappa"`
+	AC1   *float64 `json:"ac1"`
 }
 
 // RiskCoveragePoint is what a threshold gives: the share of tasks the

@@ -22,6 +22,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"callback secret", `DELETE FROM webhook_callback_secrets WHERE account_id = ?`},
 	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},
 	{"labelled pairs", `DELETE FROM labelled_pairs WHERE account_id = ?`},
+	{"calibration drifts", `DELETE FROM calibration_drifts WHERE account_id = ?`},
 	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"demo verdicts", `DELETE FROM demo_verdicts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
@@ -87,7 +88,7 @@ func foreignKeyViolated(err error) bool {
 // the tasks failed the deletion on attempts_task_id_fkey (2 of 4 tries
 // with a worker running). SQLite's single writer serializes them already.
 func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string) error {
-	if d.dialect != Postgres {
+	if !d.locksRows() {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT id FROM tasks WHERE account_id = $1 ORDER BY id FOR UPDATE`, accountID); err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -171,6 +172,10 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			out.Confusion = out.Confusion[:arbiter.MaxConfusionCells]
 		}
 
+		if out.Strata, err = readStrata(ctx, tx, d, where, with(d.calibrationCap, maxStrataGroups)); err != nil {
+			return err
+		}
+
 		rows, err = tx.QueryContext(ctx, d.rebind(`SELECT task_id, agent_verdict, confidence, human_verdict, labelled_at
 			FROM labelled_pairs WHERE `+where+` AND audit = 1 AND correct = 0
 			ORDER BY labelled_at DESC, task_id DESC LIMIT ?`), with(arbiter.MaxListedDisagreements)...)
@@ -192,6 +197,18 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 		if err := tx.GetContext(ctx, &out.AuditsWaiting, d.rebind(`SELECT count(*) FROM tasks
 			WHERE account_id = ? AND audit_state = ?`), accountID, arbiter.AuditStateWaiting); err != nil {
 			return fmt.Errorf("count waiting audits: %w", err)
+		}
+		since := int64(out.ComputedAt) - int64(arbiter.AuditPaceDays)*86_400_000
+		if err := tx.GetContext(ctx, &out.RecentAudits, d.rebind(`SELECT count(*) FROM labelled_pairs
+			WHERE `+where+` AND audit = 1 AND labelled_at > ?`), with(since)...); err != nil {
+			return fmt.Errorf("count recent audits: %w", err)
+		}
+		dr, err := scanDrift(tx.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
+			WHERE account_id = ? AND cleared_at IS NULL`), accountID))
+		if err == nil {
+			out.Drift = &dr
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("find drift: %w", err)
 		}
 		return nil
 	})
@@ -234,12 +251,51 @@ func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 	return fn(tx)
 }
 
-// snapshotIsolation is the isolation level under which a transaction's
-// reads share one snapshot: repeatable read on Postgres; SQLite's default
-// already does.
-func (d *DB) snapshotIsolation() sql.IsolationLevel {
-	if d.dialect == Postgres {
-		return sql.LevelRepeatableRead
+// maxStrataGroups bounds the groups the strata's scan returns: every
+// confidence bucket of many task types and models.
+const maxStrataGroups = 101 * 200
+
+// readStrata sums, inside tx, the same pairs as the report by task_type,
+// model and bucket in one scan, and returns them per task_type and per
+// model. args are the report's filter arguments, the pair cap and the
+// group cap.
+func readStrata(ctx context.Context, tx *sqlx.Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, bucket, count(*), SUM(audit),
+		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct)
+		FROM (SELECT task_type, model, bucket, audit, correct, weight FROM labelled_pairs
+			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		GROUP BY task_type, model, bucket LIMIT ?`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum strata: %w", err)
 	}
-	return sql.LevelDefault
+	defer rows.Close()
+	type key struct{ dimension, value string }
+	by := map[key]*arbiter.StratumBuckets{}
+	add := func(k key, g arbiter.ConfidenceBucket) {
+		s := by[k]
+		if s == nil {
+			s = &arbiter.StratumBuckets{Dimension: k.dimension, Value: k.value}
+			by[k] = s
+		}
+		s.Buckets = append(s.Buckets, g)
+	}
+	for rows.Next() {
+		var g arbiter.ConfidenceBucket
+		var taskType, model string
+		if err := rows.Scan(&taskType, &model, &g.Bucket, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect); err != nil {
+			return nil, fmt.Errorf("sum strata: %w", err)
+		}
+		add(key{arbiter.StratumTaskType, taskType}, g)
+		add(key{arbiter.StratumModel, model}, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum strata: %w", err)
+	}
+	out := make([]arbiter.StratumBuckets, 0, len(by))
+	for _, k := range slices.SortedFunc(maps.Keys(by), func(a, b key) int {
+		return cmp.Or(strings.Compare(a.dimension, b.dimension), strings.Compare(a.value, b.value))
+	}) {
+		out = append(out, *by[k])
+	}
+	return out, nil
 }

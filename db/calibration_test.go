@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 )
 
 func TestCalibrationService_AuditRate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		if rate, err := d.AuditRate(ctx, acct.ID); err != nil || rate != 0 {
@@ -60,6 +62,7 @@ func completeAll(t *testing.T, d *db.DB, verdict string, confidence float64) {
 }
 
 func TestQueueService_ChoosesAgentCompletionsForAudit(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		if err := d.SetAuditRate(ctx, acct.ID, 0.5); err != nil {
@@ -158,6 +161,7 @@ func TestQueueService_ChoosesAgentCompletionsForAudit(t *testing.T) {
 }
 
 func TestQueueService_NoAuditBelowTheThresholdOrWithoutARate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		one := 1.0
@@ -197,6 +201,7 @@ func finalOf(t *arbiter.Task) finalFields {
 }
 
 func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -285,6 +290,7 @@ func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
 }
 
 func TestQueueService_RoutedDecisionMakesAPair(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("unsure"))
@@ -315,6 +321,7 @@ func TestQueueService_RoutedDecisionMakesAPair(t *testing.T) {
 // set and checks that the report from the store's SQL sums is the report
 // of the same pairs summed in Go, and that the filters select.
 func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(filepath.Join("..", "testdata", "calibration", "set_generated.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -346,8 +353,8 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := arbiter.NewCalibrationReport(data, 0.1)
-			want := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.1)
+			got := arbiter.NewCalibrationReport(data, 0.1, arbiter.DefaultCertificationConfidence)
+			want := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.1, arbiter.DefaultCertificationConfidence)
 			if got.N != want.N || got.Audits != want.Audits || got.N == 0 || data.Capped {
 				t.Fatalf("n %d audits %d, want %d %d", got.N, got.Audits, want.N, want.Audits)
 			}
@@ -384,6 +391,7 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 }
 
 func TestCalibrationService_ReadsTheNewestPairsUpToItsCap(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{MaxCalibrationPairs: 100}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		var pairs []arbiter.LabelledPair
@@ -413,6 +421,7 @@ func TestCalibrationService_ReadsTheNewestPairsUpToItsCap(t *testing.T) {
 }
 
 func TestCalibrationService_SeedDemoHistory(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		if data, _ := d.CalibrationData(ctx, arbiter.DemoAccountID, arbiter.CalibrationFilter{}); len(data.Buckets) != 0 {
 			t.Fatalf("the demo has a history before it is seeded")
@@ -431,7 +440,7 @@ func TestCalibrationService_SeedDemoHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := arbiter.NewCalibrationReport(data, arbiter.DefaultTargetErrorRate)
+		r := arbiter.NewCalibrationReport(data, arbiter.DefaultTargetErrorRate, arbiter.DefaultCertificationConfidence)
 		if r.N != 2759 || r.Audits == 0 || r.AuditsDisagree == 0 || r.Recommendation.Threshold == nil || len(r.Agreement) < 4 {
 			t.Errorf("the demo's report: n %d, audits %d, recommendation %+v", r.N, r.Audits, r.Recommendation)
 		}
@@ -442,6 +451,7 @@ func TestCalibrationService_SeedDemoHistory(t *testing.T) {
 // grouped statement (Postgres): each is chosen for audit as a finish alone
 // would choose it, at its own rate or its account's.
 func TestFinishGroup_ChoosesCompletionsForAudit(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
 	if err := d.SetAuditRate(ctx, acct.ID, 0.5); err != nil {
@@ -511,6 +521,7 @@ func TestFinishGroup_ChoosesCompletionsForAudit(t *testing.T) {
 // disagrees queues task.audit_disagreed, in its transaction, to the
 // endpoints that want it; one that agrees queues nothing.
 func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		e, err := d.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks",
@@ -541,6 +552,116 @@ func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
 		}
 		if len(msgs) != 1 || msgs[0].EventType != arbiter.EventTaskAuditDisagreed || msgs[0].TaskID != ids[1] {
 			t.Errorf("messages %+v, want one task.audit_disagreed for %s", msgs, ids[1])
+		}
+	})
+}
+
+// TestCalibrationService_CertifiesEachStratum checks the strata the store
+// sums against the pure certificate of each stratum's own pairs: one task
+// type whose audits certify a threshold, one whose audits do not, and the
+// models across them.
+func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		by := map[[2]string][]arbiter.LabelledPair{}
+		var pairs []arbiter.LabelledPair
+		add := func(taskType, model string, confidence float64, wrong bool, audit bool) {
+			i := len(pairs)
+			human, weight := "approve", 1.0
+			if wrong {
+				human = "reject"
+			}
+			if audit {
+				weight = 4
+			}
+			p := arbiter.LabelledPair{TaskID: fmt.Sprintf("tsk_%016x", i), AccountID: acct.ID, TaskType: taskType, Source: "bot",
+				Model: model, Confidence: confidence, AgentVerdict: "approve", HumanVerdict: human, Audit: audit, Weight: weight,
+				CreatedAt: arbiter.Timestamp(1_700_000_000_000 + i), LabelledAt: arbiter.Timestamp(1_700_000_100_000 + i)}
+			pairs = append(pairs, p)
+			by[[2]string{arbiter.StratumTaskType, taskType}] = append(by[[2]string{arbiter.StratumTaskType, taskType}], p)
+			by[[2]string{arbiter.StratumModel, model}] = append(by[[2]string{arbiter.StratumModel, model}], p)
+		}
+		for i := range 300 { // refunds: 300 audits at 0.95–0.99 with one error, routed pairs below 0.9
+			add("refund", []string{"m1", "m2"}[i%2], 0.95+float64(i%5)/100, i == 0, true)
+		}
+		for i := range 40 {
+			add("refund", "m1", 0.5+float64(i%40)/100, i%4 == 0, false)
+		}
+		for i := range 100 { // moderation: one audit in ten wrong
+			add("moderate", "m2", 0.9+float64(i%10)/100, i%10 == 0, true)
+		}
+		if err := d.InsertLabelledPairs(ctx, pairs); err != nil {
+			t.Fatal(err)
+		}
+		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TargetErrorRate: 0.02, Confidence: 0.95})
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := arbiter.NewCalibrationReport(data, 0.02, 0.95)
+		if len(report.Strata) != 4 {
+			t.Fatalf("strata: %+v, want refund, moderate, m1 and m2", report.Strata)
+		}
+		certified := 0
+		for _, s := range report.Strata {
+			own := by[[2]string{s.Dimension, s.Value}]
+			want := arbiter.Certify(arbiter.Bucketize(own), 0.02, 0.95)
+			if s.N != len(own) || !nearPtr(s.Certification.Threshold, want.Threshold) || s.Certification.N != want.N || s.Certification.Errors != want.Errors {
+				t.Errorf("%s %s: n %d, certificate %v on %d audits; want n %d, %v on %d", s.Dimension, s.Value, s.N,
+					s.Certification.Threshold, s.Certification.N, len(own), want.Threshold, want.N)
+			}
+			if s.Certification.Threshold != nil {
+				certified++
+			}
+		}
+		refund := report.Strata[slices.IndexFunc(report.Strata, func(s arbiter.CalibrationStratum) bool { return s.Value == "refund" })]
+		moderate := report.Strata[slices.IndexFunc(report.Strata, func(s arbiter.CalibrationStratum) bool { return s.Value == "moderate" })]
+		if refund.Certification.Threshold == nil || moderate.Certification.Threshold != nil || certified == len(report.Strata) {
+			t.Errorf("refunds should certify and moderation not: refund %+v, moderate %+v", refund.Certification, moderate.Certification)
+		}
+	})
+}
+
+func nearPtr(got, want *float64) bool {
+	if got == nil || want == nil {
+		return got == nil && want == nil
+	}
+	return math.Abs(*got-*want) < 1e-9
+}
+
+// TestCalibrationService_CountsRecentAudits counts the blind audits of the
+// last 30 days among the pairs the filter selects: older audits, routed
+// pairs, other task types and other accounts are left out.
+func TestCalibrationService_CountsRecentAudits(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		other := newAccount(t, d, "b@example.com")
+		now := arbiter.TimestampOf(c.Now())
+		day := arbiter.Timestamp(86_400_000)
+		var pairs []arbiter.LabelledPair
+		add := func(accountID, taskType string, audit bool, labelledAt arbiter.Timestamp) {
+			pairs = append(pairs, arbiter.LabelledPair{TaskID: fmt.Sprintf("tsk_%016x", len(pairs)), AccountID: accountID, TaskType: taskType,
+				Confidence: 0.95, AgentVerdict: "approve", HumanVerdict: "approve", Audit: audit, Weight: 1,
+				CreatedAt: labelledAt - 1000, LabelledAt: labelledAt})
+		}
+		for i := range 5 {
+			add(acct.ID, "refund", true, now-arbiter.Timestamp(i)*day) // recent
+		}
+		add(acct.ID, "refund", true, now-31*day) // too old
+		add(acct.ID, "refund", false, now-day)   // routed
+		add(acct.ID, "moderate", true, now-day)  // another type
+		add(other.ID, "refund", true, now-day)   // another account
+		if err := d.InsertLabelledPairs(ctx, pairs); err != nil {
+			t.Fatal(err)
+		}
+		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TaskType: "refund", TargetErrorRate: 0.02})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data.RecentAudits != 5 {
+			t.Errorf("RecentAudits = %d, want 5", data.RecentAudits)
 		}
 	})
 }

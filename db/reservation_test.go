@@ -39,6 +39,7 @@ func reviewTeam(t *testing.T, d *db.DB, c *clock, n int) (acct *arbiter.Account,
 }
 
 func TestReservations_TakeOverAndLateDecision(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 2)
@@ -121,13 +122,23 @@ func TestReservations_TakeOverAndLateDecision(t *testing.T) {
 	})
 }
 
+// nextTaskID is the id of the task NextTask reserved; "" when none.
+func nextTaskID(d *db.DB, accountID, personID, sessionID string, view arbiter.QueueView) (string, error) {
+	held, err := d.NextTask(ctx, accountID, personID, sessionID, view)
+	if held == nil {
+		return "", err
+	}
+	return held.TaskID, err
+}
+
 func TestReservations_SkipGoesToTheEnd(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 3)
 		next := func(s *arbiter.Session) string {
 			t.Helper()
-			id, err := d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
+			id, err := nextTaskID(d, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,6 +187,7 @@ func TestReservations_SkipGoesToTheEnd(t *testing.T) {
 // TestReservations_TwoReviewersNeverGetTheSameTask has reviewers press
 // "next" at the same moment, round after round: no task is handed to two.
 func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		const rounds = 10
@@ -189,7 +201,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 			for i, s := range []*arbiter.Session{ann, bob} {
 				wg.Go(func() {
 					<-start
-					got[i], errs[i] = d.NextTask(ctx, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
+					got[i], errs[i] = nextTaskID(d, acct.ID, s.PersonID, s.ID, arbiter.QueueView{})
 				})
 			}
 			close(start)
@@ -220,6 +232,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 // each call reserves one task and releases the person's others, which
 // must not lock the same rows in opposite orders (a deadlock on Postgres).
 func TestReservations_OnePersonInManyTabsNeverDeadlocks(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	// A deadlock is an error at once on Postgres (40P01), and SQLite, whose
 	// writers take its one lock up front, cannot have one. What a slow

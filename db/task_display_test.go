@@ -14,6 +14,7 @@ import (
 // the create is stored (alone, grouped with others, in a batch); a task
 // without one reads none.
 func TestTaskService_Display(t *testing.T) {
+	t.Parallel()
 	display := &arbiter.Display{Fields: []arbiter.DisplayField{{Field: "amount", View: "money"}, {Field: "note"}}}
 	want, _ := json.Marshal(display)
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {

@@ -8,9 +8,10 @@ import (
 )
 
 // DashboardHome handles GET /: today's usage against the cap, the number of
-// active keys, and a first call to copy. A member whose role may not see it
-// goes to the review queue.
-func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) http.Handler {
+// active keys, a first call to copy, and a banner when the agent's audited
+// error rate has drifted (arbiter.NextDrift). A member whose role may not
+// see it goes to the review queue.
+func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService, cal arbiter.CalibrationService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s := arbiter.SessionFromContext(r.Context()); !arbiter.Can(s.Role, arbiter.ActionViewOverview) {
 			// A reviewer's work is on the reviewer site.
@@ -28,7 +29,12 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService) 
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFrom(r.Context()).BaseURL}
+		drift, err := cal.CalibrationDrift(r.Context(), accountID)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drift: drift}
 		for _, k := range list {
 			if k.Active() {
 				v.ActiveKeys++

@@ -18,7 +18,8 @@ import (
 //
 // The next task is the oldest that nobody else holds (NextTask), reserved
 // for the reviewer at once, so two reviewers deciding at the same moment go
-// on to two different tasks.
+// on to two different tasks; that one reservation is the one the next desk
+// shows.
 func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reservations arbiter.ReservationService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -43,12 +44,12 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			w.Header().Set("HX-Trigger", QueueChangedEvent)
 		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
-		nextID, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID, view)
+		held, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID, view)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		if nextID == "" {
+		if held == nil {
 			setNotice(w, r, decided+" "+nothingElse(view, "Nothing else is waiting"))
 			if IsHTMX(r) {
 				w.Header().Set("HX-Redirect", "/review"+view.Query())
@@ -61,15 +62,15 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 		notice := decided + " Here is the next task."
 		if !IsHTMX(r) {
 			setNotice(w, r, notice)
-			redirect(w, r, "/review/tasks/"+nextID+view.Query())
+			redirect(w, r, "/review/tasks/"+held.TaskID+view.Query())
 			return
 		}
-		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, nextID)
+		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, held.TaskID)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		v, err := reservedDeskView(r, queue, reservations, next)
+		v, err := heldDeskView(r, queue, next, view, held)
 		if err != nil {
 			Error(w, r, err)
 			return

@@ -60,6 +60,13 @@ func reservedDeskView(r *http.Request, queue arbiter.QueueService, reservations 
 			return review.TaskView{}, err
 		}
 	}
+	return heldDeskView(r, queue, task, view, held)
+}
+
+// heldDeskView is deskView for the signed-in reviewer, with the task's
+// reservation as it stands (held, nil when nobody holds it).
+func heldDeskView(r *http.Request, queue arbiter.QueueService, task *arbiter.Task, view arbiter.QueueView, held *arbiter.Reservation) (review.TaskView, error) {
+	s := arbiter.SessionFromContext(r.Context())
 	v, err := deskView(r, queue, s.AccountID, s.PersonID, task, view)
 	v.Reservation, v.Mine = held, held != nil && held.PersonID == s.PersonID
 	return v, err
@@ -101,13 +108,13 @@ func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		if next == "" {
+		if next == nil {
 			setNotice(w, r, "Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
 			redirect(w, r, "/review"+view.Query())
 			return
 		}
 		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
-		redirect(w, r, "/review/tasks/"+next+view.Query())
+		redirect(w, r, "/review/tasks/"+next.TaskID+view.Query())
 	})
 }
 

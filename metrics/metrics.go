@@ -35,6 +35,7 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	tasksCreated    prometheus.Counter
 	tasksOpen       *prometheus.GaugeVec
+	drifted         prometheus.Gauge
 	claimed         prometheus.Counter
 	claims          prometheus.Counter
 	verifier        *prometheus.HistogramVec
@@ -66,6 +67,10 @@ func New() *Metrics {
 			Name: "arbiter_tasks",
 			Help: "Tasks not yet final, by status, from a periodic count over the store's queue indexes.",
 		}, []string{"status"}),
+		drifted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "arbiter_calibration_drifted_accounts",
+			Help: "Accounts whose audited error rate has drifted above the target (arbiter.NextDrift), from the same periodic count.",
+		}),
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "arbiter_worker_claimed_tasks_total",
 			Help: "Tasks the worker leased.",
@@ -100,7 +105,7 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.tasksCreated, m.tasksOpen, m.claimed, m.claims,
+		m.requests, m.requestDuration, m.tasksCreated, m.tasksOpen, m.drifted, m.claimed, m.claims,
 		m.verifier, m.verifierErrors, m.keyChecks, m.webhookAttempts, m.webhookFailures,
 	)
 	m.webhooks = m.webhookAttempts.WithLabelValues("delivered")
@@ -180,8 +185,15 @@ type OpenTaskCounter interface {
 	CountOpenTasks(ctx context.Context) (map[string]int, error)
 }
 
+// DriftCounter counts the accounts whose audited error rate has drifted;
+// the db package's *DB implements it.
+type DriftCounter interface {
+	CountDriftedAccounts(ctx context.Context) (int, error)
+}
+
 // CountOpenTasksEvery sets the tasks gauge from store at once and then
-// every interval until ctx ends.
+// every interval until ctx ends, and the drifted accounts' gauge when
+// store is a DriftCounter too.
 func (m *Metrics) CountOpenTasksEvery(ctx context.Context, store OpenTaskCounter, every time.Duration, log *slog.Logger) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -194,6 +206,13 @@ func (m *Metrics) CountOpenTasksEvery(ctx context.Context, store OpenTaskCounter
 		} else {
 			for status, n := range counts {
 				m.tasksOpen.WithLabelValues(status).Set(float64(n))
+			}
+		}
+		if dc, ok := store.(DriftCounter); ok {
+			if n, err := dc.CountDriftedAccounts(ctx); err == nil {
+				m.drifted.Set(float64(n))
+			} else if ctx.Err() == nil {
+				log.Warn("count drifted accounts for metrics", "error", err.Error())
 			}
 		}
 		select {

@@ -90,6 +90,7 @@ func wantBlind(t *testing.T, page string) {
 }
 
 func TestReview_AuditIsBlindAndLeavesTheTask(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := auditedTask(t, d.store, "alice@example.com")
 		first := humanTask(t, d.store, "alice@example.com", "Refund order ord_1 first?", `{"n":1}`)
@@ -235,6 +236,7 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 }
 
 func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
 		other, _ := d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
@@ -247,20 +249,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 
 		getAPI := func(key, query string) (int, map[string]any) {
 			t.Helper()
-			req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			b, _ := io.ReadAll(res.Body)
-			openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
-			var out map[string]any
-			if err := json.Unmarshal(b, &out); err != nil {
-				t.Fatalf("%s: %v", b, err)
-			}
-			return res.StatusCode, out
+			return getCalibration(t, d, key, query)
 		}
 		status, report := getAPI(key, "task_type=refund&target_error_rate=0.05")
 		if status != http.StatusOK || report["n"] != 400.0 {
@@ -304,6 +293,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 }
 
 func TestSettings_AuditRate(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")
@@ -344,6 +334,7 @@ func TestSettings_AuditRate(t *testing.T) {
 }
 
 func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		r := visitor.follow(visitor.get("/review/demo"))
@@ -363,6 +354,7 @@ func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
 }
 
 func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("owner@example.com")
 		status, _, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"audit_rate":0.5}`)
@@ -389,4 +381,143 @@ func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
 			t.Errorf("batch: %d %s", status, b)
 		}
 	})
+}
+
+func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		labelledHistory(t, d.store, acct.ID, 400)
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(query string) (int, map[string]any) {
+			t.Helper()
+			return getCalibration(t, d, key, query)
+		}
+		status, report := get("target_error_rate=0.1&confidence=0.9")
+		if status != http.StatusOK {
+			t.Fatalf("GET /v1/calibration = %d %v", status, report)
+		}
+		cert := report["certification"].(map[string]any)
+		th, ok := cert["threshold"].(float64)
+		if !ok || cert["confidence"] != 0.9 || cert["target_error_rate"] != 0.1 || cert["n"].(float64) < 1 {
+			t.Fatalf("the 400 pairs certify nothing at 10%% and 90%%: %v", cert)
+		}
+		if upper := cert["error_upper"].(float64); upper > 0.1 {
+			t.Errorf("certified with an upper bound of %v, above the target", upper)
+		}
+		if strata := report["strata"].([]any); len(strata) != 2 || strata[0].(map[string]any)["n"] != 400.0 {
+			t.Errorf("strata: %v, want the one model and the one task type, each with the 400 pairs", strata)
+		}
+		if ap := report["agent_person"].(map[string]any); ap["n"] != 400.0 || ap["ac1"] == nil {
+			t.Errorf("agent_person: %v", ap)
+		}
+
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/calibration?target_error_rate=10%25&confidence=90%25")
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`data-testid="certified-threshold">` + strconv.FormatFloat(th, 'f', 2, 64) + `<`,
+			cert["message"].(string), `data-testid="agreement-stats"`, `value="90%"`, `data-stratum="task_type:refund"`, `data-stratum="model:m1"`} {
+			if !strings.Contains(r.body, strings.ReplaceAll(want, "'", "&#39;")) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		for _, q := range []string{"confidence=0.3", "confidence=1", "confidence=x"} {
+			if status, body := get(q); status != http.StatusBadRequest || body["field"] != "confidence" {
+				t.Errorf("GET /v1/calibration?%s = %d %v, want 400 naming confidence", q, status, body)
+			}
+			if r := alice.get("/calibration?" + q); r.status != http.StatusBadRequest {
+				t.Errorf("/calibration?%s = %d, want 400", q, r.status)
+			}
+		}
+	})
+}
+
+// TestCalibration_DriftShowsOnTheOverviewAndTheReport drifts an account's
+// audited error rate through the real flow (30 blind audits, all wrong):
+// the overview and the report show the banner, the API's report carries
+// the drift, and another account sees none of it.
+func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		if r := alice.get("/"); strings.Contains(r.body, `data-testid="drift-banner"`) {
+			t.Fatal("a banner before any audit")
+		}
+
+		one := 1.0
+		var creates []arbiter.TaskCreate
+		for range 30 {
+			creates = append(creates, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, AuditRate: &one})
+		}
+		created, err := d.store.CreateTasks(ctx, acct.ID, creates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.store.ClaimTasks(ctx, "wrk_drift", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range claimed {
+			verdict, conf := "approve", 0.93
+			if err := d.store.FinishAgentAttempt(ctx, "wrk_drift", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
+				Verdict: &verdict, Confidence: &conf}, Next: arbiter.StatusCompleted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range created {
+			if _, err := d.store.DecideTask(ctx, acct.ID, c.Task.ID, arbiter.HumanDecision{Verdict: "reject", Reviewer: "r@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		for _, path := range []string{"/", "/calibration"} {
+			r := alice.get(path)
+			wantStatus(t, r, http.StatusOK)
+			if !strings.Contains(r.body, `data-testid="drift-banner"`) || !strings.Contains(r.body, "blind audits were wrong") {
+				t.Errorf("%s shows no drift banner", path)
+			}
+		}
+		_, report := getCalibration(t, d, key, "")
+		drift, _ := report["drift"].(map[string]any)
+		if drift == nil || drift["errors"] == 0.0 || drift["error_lower"].(float64) <= arbiter.DefaultTargetErrorRate {
+			t.Errorf("the API's report's drift: %v", report["drift"])
+		}
+		bob := d.browser()
+		bob.signIn("bob@example.com")
+		if r := bob.get("/"); strings.Contains(r.body, `data-testid="drift-banner"`) {
+			t.Error("another account shows the banner")
+		}
+	})
+}
+
+// getCalibration reads GET /v1/calibration?query with the key, checks the
+// answer against the OpenAPI document and returns its status and JSON.
+func getCalibration(t *testing.T, d *dash, key, query string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return res.StatusCode, out
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -86,15 +85,14 @@ const maxDrainBytes = 64 << 10
 // signs and posts each, and records the attempt, which moves the message
 // on by arbiter.NextWebhookStep. Create it with NewDeliverer.
 type Deliverer struct {
-	cfg    WebhookConfig
-	log    *slog.Logger
-	wake   chan struct{}
-	slots  chan struct{}
-	freed  chan struct{}
-	sendWG sync.WaitGroup
+	cfg     WebhookConfig
+	log     *slog.Logger
+	claimer *Claimer[*arbiter.WebhookDelivery]
 	// records carries finished attempts to the recorder, which writes
 	// those that wait together in one transaction.
 	records chan record
+	// recorded is closed when the recorder has written the last attempt.
+	recorded chan struct{}
 }
 
 // record is a finished attempt waiting to be recorded, and where its
@@ -136,98 +134,53 @@ func NewDeliverer(cfg WebhookConfig) *Deliverer {
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = time.Hour
 	}
-	return &Deliverer{
-		cfg:     cfg,
-		log:     cfg.Logger.With("deliverer", cfg.ID),
-		wake:    make(chan struct{}, 1),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		freed:   make(chan struct{}, 1),
-		records: make(chan record, cfg.Concurrency),
+	d := &Deliverer{
+		cfg:      cfg,
+		log:      cfg.Logger.With("deliverer", cfg.ID),
+		records:  make(chan record, cfg.Concurrency),
+		recorded: make(chan struct{}),
 	}
+	d.claimer = NewClaimer(ClaimerConfig[*arbiter.WebhookDelivery]{
+		Claim: d.claim, Work: d.deliver, Release: d.release,
+		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Queued,
+	})
+	return d
 }
 
 // Notify wakes the claim loop at once. It never blocks.
-func (d *Deliverer) Notify() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
+func (d *Deliverer) Notify() { d.claimer.Notify() }
 
 // Run delivers until ctx ends. Then it stops claiming, lets the deliveries
 // in flight finish (each is bounded by arbiter.WebhookTimeout) and releases
-// the leases of what it claimed but did not send.
+// the leases of what it claimed but did not send. Old messages are pruned
+// meanwhile, until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {
-	sends := context.WithoutCancel(ctx)
-	recorded := make(chan struct{})
 	go func() {
-		defer close(recorded)
-		d.recordLoop(sends)
+		defer close(d.recorded)
+		d.recordLoop(context.WithoutCancel(ctx))
 	}()
-	pruned := make(chan struct{})
-	go func() {
-		defer close(pruned)
-		d.pruneLoop(ctx)
-	}()
-	defer func() { <-pruned }()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	cooldown := time.NewTimer(0)
-	defer cooldown.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			d.sendWG.Wait()
-			close(d.records)
-			<-recorded
-			final, cancel := context.WithTimeout(sends, recordTimeout)
-			defer cancel()
-			if err := d.cfg.Store.ReleaseWebhookMessages(final, d.cfg.ID); err != nil {
-				d.log.Error("release webhook leases", "error", err.Error())
-			}
-			return
-		case <-poll.C:
-		case <-d.wake:
-		case <-d.cfg.Queued:
-		case <-d.freed:
-		}
-		// The cooldown since the last claim, while more deliveries
-		// finish and free their slots for one claim of many (as the task
-		// worker's claims, and River's FetchCooldown).
-		select {
-		case <-ctx.Done():
-			continue
-		case <-cooldown.C:
-		}
-		free := cap(d.slots) - len(d.slots)
-		if free == 0 {
-			cooldown.Reset(0)
-			continue // a finishing delivery sends on freed
-		}
-		claimed, err := d.cfg.Store.ClaimWebhookMessages(ctx, d.cfg.ID, free, d.cfg.Lease)
-		cooldown.Reset(DefaultClaimCooldown)
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("claim webhook messages", "error", err.Error())
-		}
-		for _, m := range claimed {
-			d.slots <- struct{}{}
-			d.sendWG.Go(func() {
-				defer d.release()
-				d.deliver(sends, m)
-			})
-		}
-		if len(claimed) == free {
-			d.Notify() // there may be more due
-		}
-		poll.Reset(d.cfg.Poll)
-	}
+	pruning := webhookPruning(d.cfg.Store, d.cfg.Now, d.cfg.PruneEvery, d.log)
+	pruning.Start(ctx)
+	defer pruning.Stop()
+	d.claimer.Run(ctx)
 }
 
-func (d *Deliverer) release() {
-	<-d.slots
-	select {
-	case d.freed <- struct{}{}:
-	default:
+// claim claims up to n messages due.
+func (d *Deliverer) claim(ctx context.Context, n int) []*arbiter.WebhookDelivery {
+	claimed, err := d.cfg.Store.ClaimWebhookMessages(ctx, d.cfg.ID, n, d.cfg.Lease)
+	if err != nil && ctx.Err() == nil {
+		d.log.Error("claim webhook messages", "error", err.Error())
+	}
+	return claimed
+}
+
+// release, once the deliveries in flight have finished, records the last
+// of their attempts and releases the leases of the messages not sent.
+func (d *Deliverer) release(ctx context.Context) {
+	close(d.records)
+	<-d.recorded
+	if err := d.cfg.Store.ReleaseWebhookMessages(ctx, d.cfg.ID); err != nil {
+		d.log.Error("release webhook leases", "error", err.Error())
 	}
 }
 
@@ -280,35 +233,6 @@ const retryWakeWithin = time.Minute
 func (d *Deliverer) wakeAt(t arbiter.Timestamp) {
 	if wait := t.Time().Sub(d.cfg.Now()); wait <= retryWakeWithin {
 		time.AfterFunc(max(wait, 0), d.Notify)
-	}
-}
-
-// pruneBatch bounds the messages one prune statement deletes.
-const pruneBatch = 1000
-
-// pruneLoop deletes old messages at once and then every PruneEvery until
-// ctx ends.
-func (d *Deliverer) pruneLoop(ctx context.Context) {
-	tick := time.NewTicker(d.cfg.PruneEvery)
-	defer tick.Stop()
-	for {
-		for {
-			n, err := d.cfg.Store.PruneWebhookMessages(ctx, arbiter.TimestampOf(d.cfg.Now().Add(-arbiter.WebhookRetention)), pruneBatch)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.log.Error("prune webhook messages", "error", err.Error())
-				}
-				break
-			}
-			if n < pruneBatch {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 	}
 }
 

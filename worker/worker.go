@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -124,6 +123,10 @@ type Config struct {
 	Mail        arbiter.MailSender
 	QueueURL    string
 	DigestEvery time.Duration
+	// ReportURL is the calibration report the drift mails link to
+	// (Digests' ClaimDriftMails, sent with the digests); "" names the
+	// page without a link.
+	ReportURL string
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -136,24 +139,28 @@ const (
 	DefaultDigestEvery    = time.Minute
 )
 
-// expireBatch bounds the tasks one sweep statement expires; a sweep runs
-// statements until one expires fewer.
-const expireBatch = 500
-
 // recordTimeout bounds a store call that records an attempt or, at
 // shutdown, releases leases and removes the heartbeat.
 const recordTimeout = 10 * time.Second
 
 // Worker runs verifier calls on claimed tasks. Create it with New.
 type Worker struct {
-	cfg    Config
-	retry  arbiter.AgentRetry
-	pacer  Pacer // the verifier's, when it paces its calls
-	wake   chan struct{}
-	log    *slog.Logger
-	slots  chan struct{} // one token per call in flight
-	freed  chan struct{} // a call finished: there may be room to claim
-	callWG sync.WaitGroup
+	cfg     Config
+	retry   arbiter.AgentRetry
+	pacer   Pacer // the verifier's, when it paces its calls
+	log     *slog.Logger
+	claimer *Claimer[agentCall]
+	// batch holds the calls of the last claim until the claimer has read
+	// them; the claim loop alone uses it.
+	batch []agentCall
+}
+
+// agentCall is a claimed task's call: the task, when it was claimed, and
+// a channel closed once the claim's calls are marked started in the store.
+type agentCall struct {
+	task    *arbiter.Task
+	claimed time.Time
+	marked  <-chan struct{}
 }
 
 // New returns a worker; Run starts it.
@@ -205,138 +212,94 @@ func New(cfg Config) *Worker {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Worker{
-		cfg:   cfg,
-		wake:  make(chan struct{}, 1),
-		log:   cfg.Logger.With("worker", cfg.ID),
-		slots: make(chan struct{}, cfg.Concurrency),
-		freed: make(chan struct{}, 1),
-	}
+	w := &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.ID)}
 	w.retry = arbiter.AgentRetry{Backoff: w.backoff, CallTimeout: cfg.AttemptTimeout}
 	w.pacer, _ = cfg.Verifier.(Pacer)
+	w.claimer = NewClaimer(ClaimerConfig[agentCall]{
+		Claim: w.claim,
+		Work: func(calls context.Context, c agentCall) {
+			w.work(calls, c.task, c.claimed, c.marked)
+		},
+		Release: func(ctx context.Context) {
+			if err := w.cfg.Queue.ReleaseTasks(ctx, w.cfg.ID); err != nil {
+				w.log.Error("release leases", "error", err.Error())
+			}
+		},
+		Slots: cfg.Concurrency, Cooldown: cfg.ClaimCooldown, Poll: cfg.Poll, Wake: cfg.Created,
+		Grace: cfg.Grace,
+		GraceEnded: func() {
+			w.log.Warn("calls outlived the grace period; releasing their tasks", "grace", w.cfg.Grace)
+		},
+	})
 	return w
 }
 
 // Notify wakes the claim loop at once, for a task just created. It never
 // blocks.
-func (w *Worker) Notify() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
+func (w *Worker) Notify() { w.claimer.Notify() }
 
 // Run claims and works tasks until ctx ends. Then it stops claiming, lets
 // calls in flight finish within the grace period, cancels the rest and
-// releases their leases, so their tasks are claimed again elsewhere.
+// releases their leases, so their tasks are claimed again elsewhere. The
+// maintenance services run from before the first claim until after the
+// release.
 func (w *Worker) Run(ctx context.Context) {
-	// Calls run under their own context: it outlives ctx by the grace
-	// period.
-	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelCalls()
-
-	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
-	var beatWG sync.WaitGroup
+	maintain := context.WithoutCancel(ctx)
 	// The first beat is written before any claim, so a task this worker
 	// decided is never seen before the worker's heartbeat.
-	first := w.cfg.Health.Heartbeat(beats, w.cfg.ID)
-	beatWG.Go(func() { w.heartbeat(beats, first) })
-	beatWG.Go(func() { w.expire(beats) })
+	first := w.cfg.Health.Heartbeat(maintain, w.cfg.ID)
+	services := []service{
+		&heartbeat{health: w.cfg.Health, id: w.cfg.ID, every: w.cfg.Heartbeat, first: first, log: w.log},
+		expirySweep(w.cfg.Queue, w.cfg.ExpireEvery, w.log),
+	}
 	if w.cfg.Demo != nil {
-		beatWG.Go(func() { w.pruneDemo(beats) })
+		services = append(services, demoPruning(w.cfg.Demo, w.cfg.PruneEvery, w.log))
 	}
 	if w.cfg.Keys != nil {
-		beatWG.Go(func() { w.pruneKeys(beats) })
+		services = append(services, keyPruning(w, w.cfg.PruneKeysEvery))
 	}
 	if w.cfg.Digests != nil && w.cfg.Mail != nil {
-		beatWG.Go(func() { w.digests(beats) })
+		services = append(services, digestSending(w, w.cfg.DigestEvery))
+	}
+	for _, s := range services {
+		s.Start(maintain)
 	}
 
-	w.claimLoop(ctx, calls)
+	w.claimer.Run(ctx)
 
-	done := make(chan struct{})
-	go func() { w.callWG.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(w.cfg.Grace):
-		w.log.Warn("calls outlived the grace period; releasing their tasks", "grace", w.cfg.Grace)
-		cancelCalls()
-		<-done
+	for _, s := range services {
+		s.Stop()
 	}
-	final, cancelFinal := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancelFinal()
-	if err := w.cfg.Queue.ReleaseTasks(final, w.cfg.ID); err != nil {
-		w.log.Error("release leases", "error", err.Error())
-	}
-	stopBeats()
-	beatWG.Wait()
+	final, cancel := context.WithTimeout(maintain, recordTimeout)
+	defer cancel()
 	if err := w.cfg.Health.RemoveWorker(final, w.cfg.ID); err != nil {
 		w.log.Error("remove heartbeat", "error", err.Error())
 	}
 }
 
-// claimLoop claims as many tasks as there are free slots and starts a call
-// for each, until ctx ends.
-func (w *Worker) claimLoop(ctx, calls context.Context) {
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	cooldown := time.NewTimer(0)
-	defer cooldown.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
-		case <-w.wake:
-		case <-w.cfg.Created:
-		case <-w.freed:
-		}
-		// The cooldown since the last claim, while more calls finish.
-		select {
-		case <-ctx.Done():
-			return
-		case <-cooldown.C:
-		}
-		free := cap(w.slots) - len(w.slots)
-		if free == 0 {
-			cooldown.Reset(0)
-			continue // a finishing call sends on freed
-		}
-		claimed := time.Now()
-		tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, free, w.cfg.Lease)
-		cooldown.Reset(w.cfg.ClaimCooldown)
-		if err != nil && ctx.Err() == nil {
-			w.log.Error("claim tasks", "error", err.Error())
-		}
-		if w.cfg.Observer != nil && err == nil {
-			w.cfg.Observer.Claimed(len(tasks))
-		}
-		// The calls are marked started in the store before they are made,
-		// while they wait for their turn.
-		marked := make(chan struct{})
-		if len(tasks) > 0 {
-			w.callWG.Go(func() { w.startCalls(calls, tasks, marked) })
-		}
-		for _, t := range tasks {
-			w.slots <- struct{}{}
-			w.callWG.Go(func() {
-				defer w.release()
-				w.work(calls, t, claimed, marked)
-			})
-		}
-		if len(tasks) == free {
-			w.Notify() // there may be more waiting
-		}
-		poll.Reset(w.cfg.Poll)
+// claim claims up to n tasks and returns their calls, once it has started
+// marking them started in the store (startCalls).
+func (w *Worker) claim(ctx context.Context, n int) []agentCall {
+	claimed := time.Now()
+	tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, n, w.cfg.Lease)
+	if err != nil && ctx.Err() == nil {
+		w.log.Error("claim tasks", "error", err.Error())
 	}
-}
-
-func (w *Worker) release() {
-	<-w.slots
-	select {
-	case w.freed <- struct{}{}:
-	default:
+	if w.cfg.Observer != nil && err == nil {
+		w.cfg.Observer.Claimed(len(tasks))
 	}
+	w.batch = w.batch[:0]
+	if len(tasks) == 0 {
+		return w.batch
+	}
+	// The calls are marked started in the store before they are made,
+	// while they wait for their turn.
+	marked := make(chan struct{})
+	w.claimer.Go(func(calls context.Context) { w.startCalls(calls, tasks, marked) })
+	for _, t := range tasks {
+		w.batch = append(w.batch, agentCall{task: t, claimed: claimed, marked: marked})
+	}
+	return w.batch
 }
 
 // startCalls marks the calls of the claimed tasks started in the store
@@ -442,111 +405,6 @@ func (w *Worker) backoff(failures int) time.Duration {
 	return w.cfg.Backoff << min(failures, 10)
 }
 
-// HeartbeatRetry is the wait before a failed heartbeat is tried again,
-// rather than the whole interval: a store that refused it (a full disk, a
-// restart) and works again sees the worker alive, and /healthz healthy,
-// within it.
-const HeartbeatRetry = 250 * time.Millisecond
-
-// heartbeat beats every interval until ctx ends, and HeartbeatRetry after a
-// beat that failed; Run writes the first beat and passes its outcome. A run
-// of failed beats is logged at its first, about every 10 seconds after, and
-// when a beat is stored again.
-func (w *Worker) heartbeat(ctx context.Context, first error) {
-	failures := 0
-	next := func(err error) time.Duration {
-		switch {
-		case err == nil:
-			if failures > 0 {
-				w.log.Info("heartbeat stored again", "failures", failures)
-			}
-			failures = 0
-			return w.cfg.Heartbeat
-		case ctx.Err() == nil:
-			if failures++; failures%40 == 1 {
-				w.log.Error("heartbeat", "error", err.Error(), "failures", failures)
-			}
-		}
-		return min(w.cfg.Heartbeat, HeartbeatRetry)
-	}
-	timer := time.NewTimer(next(first))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			timer.Reset(next(w.cfg.Health.Heartbeat(ctx, w.cfg.ID)))
-		}
-	}
-}
-
-// pruneDemo prunes the demo verdicts at once and then every PruneEvery
-// until ctx ends.
-func (w *Worker) pruneDemo(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.PruneEvery)
-	defer tick.Stop()
-	for {
-		n, err := w.cfg.Demo.PruneDemoVerdicts(ctx, arbiter.DemoVerdictMaxAge, arbiter.DemoVerdictsKept)
-		if err != nil && ctx.Err() == nil {
-			w.log.Error("prune demo verdicts", "error", err.Error())
-		} else if n > 0 {
-			w.log.Info("pruned demo verdicts", "deleted", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// expire expires the tasks whose deadline has passed, at once and then
-// every ExpireEvery until ctx ends.
-func (w *Worker) expire(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.ExpireEvery)
-	defer tick.Stop()
-	for {
-		for {
-			ids, err := w.cfg.Queue.ExpireTasks(ctx, expireBatch)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.log.Error("expire tasks", "error", err.Error())
-				}
-				break
-			}
-			if len(ids) > 0 {
-				w.log.Info("expired tasks past their deadline", "count", len(ids))
-			}
-			if len(ids) < expireBatch {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// pruneKeys prunes idempotency keys at once and then every PruneKeysEvery
-// until ctx ends.
-func (w *Worker) pruneKeys(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.PruneKeysEvery)
-	defer tick.Stop()
-	for {
-		if err := w.PruneIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("prune idempotency keys", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // PruneIdempotencyKeys deletes the idempotency keys whose retention ended,
 // once; Run does it every PruneKeysEvery when Keys is set. Several workers
 // may prune at once: a key is deleted once.
@@ -564,24 +422,8 @@ func (w *Worker) PruneIdempotencyKeys(ctx context.Context) error {
 	return nil
 }
 
-// digests sends the digests due at once and then every DigestEvery until
-// ctx ends.
-func (w *Worker) digests(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.DigestEvery)
-	defer tick.Stop()
-	for {
-		if _, err := w.SendDigests(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("send digests", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// SendDigests claims the digests due and mails each, once; Run does it
+// SendDigests claims the digests due and mails each, once, and then the
+// calibration drift mails (arbiter.DriftMail) the same way; Run does it
 // every DigestEvery when Digests and Mail are set. A digest is claimed in
 // the store before it is sent, so several workers never send one twice; a
 // send that fails is logged and not retried within the hour. It returns
@@ -598,6 +440,17 @@ func (w *Worker) SendDigests(ctx context.Context) (int, error) {
 	for _, d := range due {
 		if err := w.cfg.Mail.Send(ctx, d.Email, d.Subject(), d.Body(w.cfg.QueueURL)); err != nil {
 			w.log.Error("send a digest", "account", d.AccountID, "person", d.PersonID, "error", err.Error())
+			continue
+		}
+		sent++
+	}
+	drifts, err := w.cfg.Digests.ClaimDriftMails(ctx, arbiter.MaxDigestsPerRound)
+	if err != nil {
+		return sent, err
+	}
+	for _, m := range drifts {
+		if err := w.cfg.Mail.Send(ctx, m.Email, m.Subject(), m.Body(w.cfg.ReportURL)); err != nil {
+			w.log.Error("send a drift mail", "account", m.AccountID, "error", err.Error())
 			continue
 		}
 		sent++

@@ -334,6 +334,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "calibration.drifted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The audited error rate drifted above the target
+         * @description The account's blind audits show, with 95% confidence, that the agent's error rate above its threshold exceeds the target (2% by default): sent once per crossing, when the audit whose answer crossed is recorded, to the account's endpoints that want it (endpoints that chose no event types get every event). A task's callback_url does not get it. data.task_id is that audit's task.
+         */
+        post: operations["calibrationDrifted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -808,6 +828,16 @@ export interface components {
              * @description Upper end of the same interval.
              */
             wilson_upper: number | null;
+            /**
+             * Format: double
+             * @description Lower end of the exact (Clopper–Pearson) 95% interval of the accuracy, with the same effective number of pairs as the Wilson interval.
+             */
+            clopper_pearson_lower: number | null;
+            /**
+             * Format: double
+             * @description Upper end of the exact (Clopper–Pearson) 95% interval of the accuracy.
+             */
+            clopper_pearson_upper: number | null;
         };
         RiskCoveragePoint: {
             /**
@@ -836,6 +866,7 @@ export interface components {
              */
             error_upper: number | null;
         };
+        /** @description An estimate: it looks at every threshold at once and keeps the lowest that looks good enough, so its stated 95% is not a guarantee; certification is. */
         CalibrationRecommendation: {
             /**
              * Format: double
@@ -964,6 +995,13 @@ export interface components {
              * @description When the store read the labelled pairs, in Unix epoch seconds with millisecond precision. A report's data is kept for 15 seconds per account and filter, so a report may be up to 15 seconds old; a decision made since shows once it is read again.
              */
             computed_at: number;
+            certification: components["schemas"]["CalibrationCertification"];
+            feasibility: components["schemas"]["CalibrationFeasibility"];
+            agent_person: components["schemas"]["AgreementStats"];
+            /** @description The certificate per task_type and per verifier model, the strata with the most pairs first, at most 20 of each. */
+            strata: components["schemas"]["CalibrationStratum"][];
+            /** @description The account's open calibration drift, or null. */
+            drift: components["schemas"]["CalibrationDrift"] | null;
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -983,6 +1021,160 @@ export interface components {
              * @description This document.
              */
             resource_documentation?: string;
+        };
+        /** @description The certified threshold: fixed-sequence testing (Learn then Test). Thresholds are tested from 1.00 down; at each, the null hypothesis that the agent's error rate at or above it exceeds target_error_rate is tested with an exact binomial test on the blind audits at or above it, and the sequence stops at the first it cannot reject. With probability at least confidence, the agent's error rate at or above threshold is at most target_error_rate. Only audits enter the test (a uniform sample of the agent's confident answers); the sequence starts at the first threshold with enough audits to reject at all (⌈ln δ / ln(1−α)⌉) and stops at floor, below which people were asked about the agent's answers. */
+        CalibrationCertification: {
+            /**
+             * Format: double
+             * @description α: the error rate certified against.
+             */
+            target_error_rate: number;
+            /**
+             * Format: double
+             * @description 1−δ: the confidence of the certificate.
+             */
+            confidence: number;
+            /** @description The method, in words. */
+            method: string;
+            /**
+             * Format: double
+             * @description The certified threshold; null when none is certified yet.
+             */
+            threshold: number | null;
+            /**
+             * Format: double
+             * @description The estimated share of the agent's answers at or above the threshold (from the weighted pairs).
+             */
+            coverage: number | null;
+            /** @description Blind audits at or above the threshold. */
+            n: number;
+            /** @description Of them, how many a person disagreed with. */
+            errors: number;
+            /**
+             * Format: double
+             * @description The one-sided Clopper–Pearson upper bound of the error rate at the confidence: at most target_error_rate.
+             */
+            error_upper: number | null;
+            /**
+             * Format: double
+             * @description The lowest threshold the audits sample uniformly: below it, the buckets hold routed pairs. Null when the highest bucket does.
+             */
+            floor: number | null;
+            /** @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already. */
+            audits_needed: number | null;
+            /**
+             * Format: double
+             * @description Where audits_needed counts the audits.
+             */
+            at_threshold: number | null;
+            /** @description The certificate in one sentence: "At or above 0.91 the agent is wrong at most 2% of the time, with 95% confidence", or why not yet. */
+            message: string;
+            /** @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits. */
+            audit_days: number | null;
+        };
+        /** @description Whether the target can be met at all: when the agent's estimated error rate μ is above the target α, at least (μ−α)/(1−α) of tasks must go to people whatever the threshold. */
+        CalibrationFeasibility: {
+            /**
+             * Format: double
+             * @description μ: the agent's estimated error rate over all its answers (weighted pairs); null without pairs.
+             */
+            agent_error_rate: number | null;
+            /** @description False when μ > α. */
+            feasible: boolean;
+            /**
+             * Format: double
+             * @description (μ−α)/(1−α) when μ > α, else 0.
+             */
+            min_human_share: number;
+            message: string;
+        };
+        /** @description Agreement between the agent and people over the confusion table (in pairs): raw agreement, Cohen's κ, and Gwet's AC1, which stays stable when most answers are one verdict, where κ collapses. A figure is null where it is undefined. */
+        AgreementStats: {
+            n: number;
+            /**
+             * Format: double
+             * @description The share of pairs where the agent and the person gave the same verdict.
+             */
+            raw: number | null;
+            /**
+             * Format: double
+             * @description Cohen's κ.
+             */
+            kappa: number | null;
+            /**
+             * Format: double
+             * @description Gwet's AC1.
+             */
+            ac1: number | null;
+        };
+        /** @description The certificate of one stratum of the report's pairs: one task_type, or one verifier model. A new prompt or model starts a series of its own here. */
+        CalibrationStratum: {
+            /** @enum {string} */
+            dimension: "task_type" | "model";
+            /** @description The task_type or the model ("" for none). */
+            value: string;
+            /** @description Labelled pairs in the stratum. */
+            n: number;
+            /** @description Of them, blind audits. */
+            audits: number;
+            certification: components["schemas"]["CalibrationCertification"];
+        };
+        /**
+         * @description A crossing of the account's audited error rate above its target: over the window of the latest blind audits (default 200, answered within 30 days), the one-sided Clopper–Pearson lower bound of the error rate at the confidence exceeded the target. The account is told once per crossing (a banner, a mail to owners and admins, the calibration.drifted event); it clears when the window's error rate is back at or under the target.
+         * @example {
+         *       "task_id": "tsk_3a4b5c6d7e8f9a0b",
+         *       "audits": 200,
+         *       "errors": 11,
+         *       "error_rate": 0.055,
+         *       "error_lower": 0.0312,
+         *       "target_error_rate": 0.02,
+         *       "confidence": 0.95,
+         *       "drifted_at": 1795000000.123,
+         *       "cleared_at": null
+         *     }
+         */
+        CalibrationDrift: {
+            /** @description The blind audit whose answer crossed. */
+            task_id: string;
+            /** @description Blind audits in the window. */
+            audits: number;
+            /** @description Of them, answers a person disagreed with. */
+            errors: number;
+            /**
+             * Format: double
+             * @description errors / audits.
+             */
+            error_rate: number;
+            /**
+             * Format: double
+             * @description The one-sided Clopper–Pearson lower bound of the error rate at the confidence.
+             */
+            error_lower: number;
+            /**
+             * Format: double
+             * @description The target crossed.
+             */
+            target_error_rate: number;
+            /**
+             * Format: double
+             * @description The confidence of the bound.
+             */
+            confidence: number;
+            /** @description When it crossed (epoch seconds). */
+            drifted_at: number;
+            /** @description When the window came back under the target (epoch seconds); null while drifted. */
+            cleared_at: number | null;
+        };
+        /** @description The body of calibration.drifted. */
+        WebhookDriftEvent: {
+            /** @enum {string} */
+            type: "calibration.drifted";
+            /**
+             * Format: date-time
+             * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+             */
+            timestamp: string;
+            data: components["schemas"]["CalibrationDrift"];
         };
         /**
          * @description How reviewers see the task's context, for shapes the desk's conventions do not catch (the README's "What reviewers see"): the members of the context (a JSON object) shown first, in this order, each with the view asked for when its value fits it, and the rest after them. Checked at create: every field a member of context, named once; otherwise 400.
@@ -2100,6 +2292,11 @@ export interface operations {
                  * @example 0.02
                  */
                 target_error_rate?: string;
+                /**
+                 * @description The confidence 1−δ of the certified threshold: a share from 0.5 to below 1 (0.95) or a percentage (95%). Default 0.95.
+                 * @example 0.95
+                 */
+                confidence?: string;
             };
             header?: never;
             path?: never;
@@ -2132,7 +2329,9 @@ export interface operations {
                      *           "mean_confidence": 0.05,
                      *           "accuracy": 0,
                      *           "wilson_lower": 0,
-                     *           "wilson_upper": 0.7934506856227626
+                     *           "wilson_upper": 0.7934506856227626,
+                     *           "clopper_pearson_lower": 0,
+                     *           "clopper_pearson_upper": 0.9749999999999979
                      *         },
                      *         {
                      *           "lower": 0.1,
@@ -2142,7 +2341,9 @@ export interface operations {
                      *           "mean_confidence": null,
                      *           "accuracy": null,
                      *           "wilson_lower": null,
-                     *           "wilson_upper": null
+                     *           "wilson_upper": null,
+                     *           "clopper_pearson_lower": null,
+                     *           "clopper_pearson_upper": null
                      *         },
                      *         {
                      *           "lower": 0.2,
@@ -2152,7 +2353,9 @@ export interface operations {
                      *           "mean_confidence": null,
                      *           "accuracy": null,
                      *           "wilson_lower": null,
-                     *           "wilson_upper": null
+                     *           "wilson_upper": null,
+                     *           "clopper_pearson_lower": null,
+                     *           "clopper_pearson_upper": null
                      *         },
                      *         {
                      *           "lower": 0.3,
@@ -2162,7 +2365,9 @@ export interface operations {
                      *           "mean_confidence": 0.35,
                      *           "accuracy": 0.5,
                      *           "wilson_lower": 0.09453120573423071,
-                     *           "wilson_upper": 0.9054687942657693
+                     *           "wilson_upper": 0.9054687942657693,
+                     *           "clopper_pearson_lower": 0.012579117093427072,
+                     *           "clopper_pearson_upper": 0.9874208829065729
                      *         },
                      *         {
                      *           "lower": 0.4,
@@ -2172,7 +2377,9 @@ export interface operations {
                      *           "mean_confidence": null,
                      *           "accuracy": null,
                      *           "wilson_lower": null,
-                     *           "wilson_upper": null
+                     *           "wilson_upper": null,
+                     *           "clopper_pearson_lower": null,
+                     *           "clopper_pearson_upper": null
                      *         },
                      *         {
                      *           "lower": 0.5,
@@ -2182,7 +2389,9 @@ export interface operations {
                      *           "mean_confidence": 0.57,
                      *           "accuracy": 1,
                      *           "wilson_lower": 0.20654931437723742,
-                     *           "wilson_upper": 1
+                     *           "wilson_upper": 1,
+                     *           "clopper_pearson_lower": 0.02500000000000213,
+                     *           "clopper_pearson_upper": 1
                      *         },
                      *         {
                      *           "lower": 0.6,
@@ -2192,7 +2401,9 @@ export interface operations {
                      *           "mean_confidence": 0.6,
                      *           "accuracy": 1,
                      *           "wilson_lower": 0.20654931437723742,
-                     *           "wilson_upper": 1
+                     *           "wilson_upper": 1,
+                     *           "clopper_pearson_lower": 0.02500000000000213,
+                     *           "clopper_pearson_upper": 1
                      *         },
                      *         {
                      *           "lower": 0.7,
@@ -2202,7 +2413,9 @@ export interface operations {
                      *           "mean_confidence": 0.755,
                      *           "accuracy": 0.5,
                      *           "wilson_lower": 0.09453120573423071,
-                     *           "wilson_upper": 0.9054687942657693
+                     *           "wilson_upper": 0.9054687942657693,
+                     *           "clopper_pearson_lower": 0.012579117093427072,
+                     *           "clopper_pearson_upper": 0.9874208829065729
                      *         },
                      *         {
                      *           "lower": 0.8,
@@ -2212,7 +2425,9 @@ export interface operations {
                      *           "mean_confidence": 0.85,
                      *           "accuracy": 1,
                      *           "wilson_lower": 0.20654931437723742,
-                     *           "wilson_upper": 1
+                     *           "wilson_upper": 1,
+                     *           "clopper_pearson_lower": 0.02500000000000213,
+                     *           "clopper_pearson_upper": 1
                      *         },
                      *         {
                      *           "lower": 0.9,
@@ -2222,7 +2437,9 @@ export interface operations {
                      *           "mean_confidence": 0.9566666666666667,
                      *           "accuracy": 1,
                      *           "wilson_lower": 0.4385029682449545,
-                     *           "wilson_upper": 1
+                     *           "wilson_upper": 1,
+                     *           "clopper_pearson_lower": 0.29240177382128607,
+                     *           "clopper_pearson_upper": 1
                      *         }
                      *       ],
                      *       "risk_coverage": [
@@ -2944,6 +3161,27 @@ export interface operations {
                      *         "at_threshold": 0.85,
                      *         "message": "Not enough data yet to recommend a threshold for a 20% error rate: about 12 more audited tasks with a confidence of at least 0.85 are needed, if the agent's error rate there stays at 0%."
                      *       },
+                     *       "certification": {
+                     *         "target_error_rate": 0.2,
+                     *         "confidence": 0.95,
+                     *         "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *         "threshold": null,
+                     *         "coverage": null,
+                     *         "n": 0,
+                     *         "errors": 0,
+                     *         "error_upper": null,
+                     *         "floor": 0.8,
+                     *         "audits_needed": 10,
+                     *         "at_threshold": 0.85,
+                     *         "audit_days": null,
+                     *         "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%. About 10 more blind audits at or above 0.85 would certify it there, if the error rate seen (0%) holds."
+                     *       },
+                     *       "feasibility": {
+                     *         "agent_error_rate": 0.13043478260869568,
+                     *         "feasible": true,
+                     *         "min_human_share": 0,
+                     *         "message": "The agent is wrong on about 13% of its answers, within the 20% target: a threshold can meet it."
+                     *       },
                      *       "capped": false,
                      *       "audits_waiting": 2,
                      *       "agreement": [
@@ -2956,6 +3194,57 @@ export interface operations {
                      *           "agent_verdict": "reject",
                      *           "n": 3,
                      *           "agreement": 0.8333333333333334
+                     *         }
+                     *       ],
+                     *       "agent_person": {
+                     *         "n": 11,
+                     *         "raw": 0.7272727272727273,
+                     *         "kappa": 0.37735849056603776,
+                     *         "ac1": 0.5182481751824818
+                     *       },
+                     *       "drift": null,
+                     *       "strata": [
+                     *         {
+                     *           "dimension": "model",
+                     *           "value": "gpt-4o-mini",
+                     *           "n": 11,
+                     *           "audits": 4,
+                     *           "certification": {
+                     *             "target_error_rate": 0.2,
+                     *             "confidence": 0.95,
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "threshold": null,
+                     *             "coverage": null,
+                     *             "n": 0,
+                     *             "errors": 0,
+                     *             "error_upper": null,
+                     *             "floor": 0.8,
+                     *             "audits_needed": null,
+                     *             "at_threshold": null,
+                     *             "audit_days": null,
+                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *           }
+                     *         },
+                     *         {
+                     *           "dimension": "task_type",
+                     *           "value": "refund",
+                     *           "n": 11,
+                     *           "audits": 4,
+                     *           "certification": {
+                     *             "target_error_rate": 0.2,
+                     *             "confidence": 0.95,
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "threshold": null,
+                     *             "coverage": null,
+                     *             "n": 0,
+                     *             "errors": 0,
+                     *             "error_upper": null,
+                     *             "floor": 0.8,
+                     *             "audits_needed": null,
+                     *             "at_threshold": null,
+                     *             "audit_days": null,
+                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *           }
                      *         }
                      *       ],
                      *       "confusion": [
@@ -3301,6 +3590,51 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered: any 2xx. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled, and its owner told by e-mail. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    calibrationDrifted: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id: msg_ and 24 hex digits, the same on every attempt of one message; keep it to skip a repeat.
+                 * @example msg_3f9c1e0a7b2d4c5e6f708192
+                 */
+                "webhook-id": components["parameters"]["WebhookID"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse a message more than five minutes from your clock.
+                 * @example 1795415600
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description v1, and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}" keyed with the secret's bytes (after whsec_, base64-decoded); two, space-separated, for 24 hours after a rotation. Accept the message when one matches.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDriftEvent"];
             };
         };
         responses: {

@@ -1,0 +1,69 @@
+package arbiter_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+func TestNextDrift(t *testing.T) {
+	s := arbiter.DriftSettings{Audits: 20, Target: 0.05, Confidence: 0.95}
+	for _, tc := range []struct {
+		name           string
+		drifted        bool
+		w              arbiter.DriftWindow
+		after, crossed bool
+	}{
+		{"no audits", false, arbiter.DriftWindow{}, false, false},
+		{"clean", false, arbiter.DriftWindow{Audits: 20}, false, false},
+		// 3 of 20 is 15%, above 5%, but its lower bound (4.2%) is not:
+		// noise under the bound does not fire.
+		{"noise under the bound", false, arbiter.DriftWindow{Audits: 20, Errors: 3}, false, false},
+		{"4 of 20 crosses", false, arbiter.DriftWindow{Audits: 20, Errors: 4}, true, true},
+		{"still above: no second crossing", true, arbiter.DriftWindow{Audits: 20, Errors: 9}, true, false},
+		{"between bound and target: stays drifted", true, arbiter.DriftWindow{Audits: 20, Errors: 2}, true, false},
+		{"back at the target clears", true, arbiter.DriftWindow{Audits: 20, Errors: 1}, false, false},
+		{"cleared and under: stays", false, arbiter.DriftWindow{Audits: 20, Errors: 1}, false, false},
+		{"every audit wrong", false, arbiter.DriftWindow{Audits: 20, Errors: 20}, true, true},
+		{"too few audits to tell", false, arbiter.DriftWindow{Audits: 19, Errors: 19}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after, crossed := arbiter.NextDrift(tc.drifted, tc.w, s)
+			if after != tc.after || crossed != tc.crossed {
+				t.Errorf("NextDrift(%v, %+v) = %v, %v; want %v, %v (lower bound %v)", tc.drifted, tc.w, after, crossed,
+					tc.after, tc.crossed, tc.w.ErrorLower(0.95))
+			}
+		})
+	}
+}
+
+// TestDriftWindow_LowerBoundMatchesTheReference checks the one-sided
+// Clopper–Pearson lower bound against SciPy (certify_expected.json).
+func TestDriftWindow_LowerBoundMatchesTheReference(t *testing.T) {
+	ref := readCertifyReference(t)
+	if len(ref.LowerOneSided) == 0 {
+		t.Fatal("no lower bounds in the reference")
+	}
+	for _, c := range ref.LowerOneSided {
+		w := arbiter.DriftWindow{Audits: c.N, Errors: c.K}
+		if got := w.ErrorLower(c.Confidence); !near(got, c.Lower) {
+			t.Errorf("ErrorLower(%d of %d at %v) = %v, SciPy %v", c.K, c.N, c.Confidence, got, c.Lower)
+		}
+	}
+}
+
+func TestDriftMail(t *testing.T) {
+	d := arbiter.NewDrift("acc_1", "tsk_1", arbiter.DriftWindow{Audits: 200, Errors: 11}, arbiter.DefaultDriftSettings, 0)
+	m := arbiter.DriftMail{Drift: d, AccountName: "acme@example.com", Email: "owner@example.com"}
+	body := m.Body("https://app.example.com/calibration")
+	for _, want := range []string{"11 of the latest 200 blind audits were wrong (5.5%", "above the 2% target",
+		"https://app.example.com/calibration", "once per crossing"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the mail lacks %q:\n%s", want, body)
+		}
+	}
+	if !strings.Contains(m.Subject(), "acme@example.com") || d.ErrorLower <= 0.02 || d.ErrorLower >= d.ErrorRate {
+		t.Errorf("subject %q, lower %v", m.Subject(), d.ErrorLower)
+	}
+}

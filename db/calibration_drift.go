@@ -1,0 +1,217 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// checkDrift applies arbiter.NextDrift, inside tx, to the account's drift
+// window after the audit of taskID was answered: a crossing is stored (at
+// most one open per account, by the calibration_drifts_open index, so two
+// audits answered at once tell the account once) and announced to the
+// account's endpoints as calibration.drifted; a window back under the
+// target closes the open crossing. It reports whether it queued webhook
+// messages.
+func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (queued bool, err error) {
+	s := d.drift
+	now := d.nowMS()
+	since := int64(now) - s.Age.Milliseconds()
+	var w arbiter.DriftWindow
+	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*), COALESCE(SUM(1 - correct), 0) FROM
+		(SELECT correct FROM labelled_pairs WHERE account_id = ? AND audit = 1 AND labelled_at > ?
+			ORDER BY labelled_at DESC LIMIT ?) w`), accountID, since, s.Audits).Scan(&w.Audits, &w.Errors); err != nil {
+		return false, fmt.Errorf("drift window: %w", err)
+	}
+	var open int64
+	err = tx.GetContext(ctx, &open, d.rebind(`SELECT drifted_at FROM calibration_drifts WHERE account_id = ? AND cleared_at IS NULL`), accountID)
+	drifted := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("open drift: %w", err)
+	}
+	after, crossed := arbiter.NextDrift(drifted, w, s)
+	switch {
+	case crossed:
+		dr := arbiter.NewDrift(accountID, taskID, w, s, now)
+		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO calibration_drifts (account_id, task_id, audits, errors, error_rate,
+			error_lower, target, confidence, drifted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (account_id) WHERE cleared_at IS NULL DO NOTHING`),
+			accountID, taskID, dr.Audits, dr.Errors, dr.ErrorRate, dr.ErrorLower, dr.Target, dr.Confidence, int64(now))
+		if err != nil {
+			return false, fmt.Errorf("store drift: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return false, fmt.Errorf("store drift: %w", err)
+		} else if n == 0 {
+			return false, nil // another transaction stored this crossing
+		}
+		return d.enqueueAccountEvent(ctx, tx, accountID, taskID, arbiter.EventCalibrationDrifted, dr)
+	case drifted && !after:
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE calibration_drifts SET cleared_at = ?
+			WHERE account_id = ? AND cleared_at IS NULL`), int64(now), accountID); err != nil {
+			return false, fmt.Errorf("clear drift: %w", err)
+		}
+	}
+	return false, nil
+}
+
+// enqueueAccountEvent writes, in tx, a message of an event about the
+// account (not one task's change) for each of its endpoints that wants it,
+// held for a disabled one, the payload holding data; taskID is the task
+// that caused it. Callback URLs belong to tasks and get none. It reports
+// whether it queued any.
+func (d *DB) enqueueAccountEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskID, eventType string, data any) (bool, error) {
+	var endpoints []struct {
+		ID         string `db:"id"`
+		EventTypes string `db:"event_types"`
+		Disabled   string `db:"disabled"`
+	}
+	if err := tx.SelectContext(ctx, &endpoints, d.rebind(`SELECT id, event_types, disabled FROM webhook_endpoints
+		WHERE account_id = ? ORDER BY id`), accountID); err != nil {
+		return false, fmt.Errorf("find endpoints: %w", err)
+	}
+	now := d.now()
+	payload, err := arbiter.NewWebhookPayload(eventType, now, data)
+	if err != nil {
+		return false, fmt.Errorf("webhook payload: %w", err)
+	}
+	var msgs []*arbiter.WebhookMessage
+	for _, e := range endpoints {
+		if !(&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(eventType) {
+			continue
+		}
+		status := arbiter.WebhookPending
+		if e.Disabled != "" {
+			status = arbiter.WebhookHeld
+		}
+		msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: accountID, EndpointID: e.ID,
+			EventType: eventType, TaskID: taskID, Payload: payload, Status: status,
+			NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
+	}
+	if err := d.insertMessages(ctx, tx, msgs); err != nil {
+		return false, err
+	}
+	return len(msgs) > 0, nil
+}
+
+// driftColumns are the columns of a crossing, in arbiter.Drift's order.
+const driftColumns = `account_id, task_id, audits, errors, error_rate, error_lower, target, confidence, drifted_at, cleared_at`
+
+func scanDrift(row interface{ Scan(...any) error }) (arbiter.Drift, error) {
+	var dr arbiter.Drift
+	var cleared sql.NullInt64
+	err := row.Scan(&dr.AccountID, &dr.TaskID, &dr.Audits, &dr.Errors, &dr.ErrorRate, &dr.ErrorLower, &dr.Target, &dr.Confidence,
+		&dr.DriftedAt, &cleared)
+	if cleared.Valid {
+		c := arbiter.Timestamp(cleared.Int64)
+		dr.ClearedAt = &c
+	}
+	return dr, err
+}
+
+// CalibrationDrift returns the account's open crossing, or nil when its
+// audited error rate has not drifted.
+func (d *DB) CalibrationDrift(ctx context.Context, accountID string) (_ *arbiter.Drift, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	dr, err := scanDrift(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
+		WHERE account_id = ? AND cleared_at IS NULL`), accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("find drift: %w", err)
+	}
+	return &dr, nil
+}
+
+// ClaimDriftMails claims the crossings not yet mailed, at most max, and
+// returns a mail for each owner and admin of their accounts. A crossing is
+// claimed once however many workers ask at once.
+func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMail, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	var mails []arbiter.DriftMail
+	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+		mails = nil
+		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
+			WHERE mailed = 0 ORDER BY drifted_at, account_id LIMIT ?`), max)
+		if err != nil {
+			return fmt.Errorf("find drifts to mail: %w", err)
+		}
+		var due []arbiter.Drift
+		for rows.Next() {
+			dr, err := scanDrift(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("find drifts to mail: %w", err)
+			}
+			due = append(due, dr)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find drifts to mail: %w", err)
+		}
+		for _, dr := range due {
+			res, err := tx.ExecContext(ctx, d.rebind(`UPDATE calibration_drifts SET mailed = 1
+				WHERE account_id = ? AND drifted_at = ? AND mailed = 0`), dr.AccountID, int64(dr.DriftedAt))
+			if err != nil {
+				return fmt.Errorf("claim drift mail: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("claim drift mail: %w", err)
+			} else if n == 0 {
+				continue // another worker claimed it
+			}
+			var name string
+			if err := tx.GetContext(ctx, &name, d.rebind(`SELECT email FROM accounts WHERE id = ?`), dr.AccountID); err != nil {
+				return fmt.Errorf("drift mail account: %w", err)
+			}
+			members, err := d.membersOf(ctx, tx, dr.AccountID)
+			if err != nil {
+				return err
+			}
+			for _, m := range members {
+				if arbiter.Can(m.Role, arbiter.ActionManageSettings) {
+					mails = append(mails, arbiter.DriftMail{Drift: dr, AccountName: name, Email: m.Email})
+				}
+			}
+		}
+		return nil
+	})
+	return mails, err
+}
+
+// CountDriftedAccounts counts the accounts whose audited error rate has
+// drifted, for the metrics' gauge, along the calibration_drifts_open index.
+func (d *DB) CountDriftedAccounts(ctx context.Context) (_ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var n int
+	if err := d.db.GetContext(ctx, &n, `SELECT count(*) FROM calibration_drifts WHERE cleared_at IS NULL`); err != nil {
+		return 0, fmt.Errorf("count drifts: %w", err)
+	}
+	return n, nil
+}
+
+// driftSettingsOf fills the zero fields of s with the defaults.
+func driftSettingsOf(s arbiter.DriftSettings) arbiter.DriftSettings {
+	def := arbiter.DefaultDriftSettings
+	if s.Audits <= 0 {
+		s.Audits = def.Audits
+	}
+	if s.Age <= 0 {
+		s.Age = def.Age
+	}
+	if s.Target <= 0 || s.Target >= 1 {
+		s.Target = def.Target
+	}
+	if s.Confidence <= 0 || s.Confidence >= 1 {
+		s.Confidence = def.Confidence
+	}
+	return s
+}
