@@ -11,6 +11,7 @@ import (
 // The store runs on Postgres or on SQLite, and the rest of db/ writes SQL
 // both understand. Where they differ, the difference is named here, once:
 // an expression or clause (sqlNowMS, sqlSkipLocked, sqlSkipLockedOfT), a
+// lock (sqlTurnLock), a
 // statement with one text per store (sqlUsage), a statement one store
 // wraps (sqlPublishing), a transaction option (snapshotIsolation), or a
 // question that chooses a shape (takesArrays, locksRows, notifies). A file
@@ -48,6 +49,17 @@ func (d *DB) locksRows() bool { return d.dialect == Postgres }
 // with NOTIFY and hears them on a LISTEN connection (db/internal/pglisten):
 // Postgres. On SQLite every writer shares one process.
 func (d *DB) notifies() bool { return d.dialect == Postgres }
+
+// sqlTurnLock is a statement that has the transaction wait its turn for
+// the key $1 (any text) and hold it until the transaction ends: a
+// transaction-level advisory lock on Postgres; "" on SQLite, whose single
+// writer takes turns already.
+func (d *DB) sqlTurnLock() string {
+	if d.dialect == Postgres {
+		return `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+	}
+	return ""
+}
 
 // sqlNowMS is the SQL expression of the database's clock in milliseconds
 // since the Unix epoch, for times that several processes compare.

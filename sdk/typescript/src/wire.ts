@@ -1046,9 +1046,15 @@ export interface components {
              * @description The estimated share of the agent's answers at or above the threshold (from the weighted pairs).
              */
             coverage: number | null;
-            /** @description Blind audits at or above the threshold. */
+            /**
+             * Format: int64
+             * @description Blind audits at or above the threshold.
+             */
             n: number;
-            /** @description Of them, how many a person disagreed with. */
+            /**
+             * Format: int64
+             * @description Of them, how many a person disagreed with.
+             */
             errors: number;
             /**
              * Format: double
@@ -1060,7 +1066,10 @@ export interface components {
              * @description The lowest threshold the audits sample uniformly: below it, the buckets hold routed pairs. Null when the highest bucket does.
              */
             floor: number | null;
-            /** @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already. */
+            /**
+             * Format: int64
+             * @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already.
+             */
             audits_needed: number | null;
             /**
              * Format: double
@@ -1069,7 +1078,10 @@ export interface components {
             at_threshold: number | null;
             /** @description The certificate in one sentence: "At or above 0.91 the agent is wrong at most 2% of the time, with 95% confidence", or why not yet. */
             message: string;
-            /** @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits. */
+            /**
+             * Format: int64
+             * @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits.
+             */
             audit_days: number | null;
         };
         /** @description Whether the target can be met at all: when the agent's estimated error rate μ is above the target α, at least (μ−α)/(1−α) of tasks must go to people whatever the threshold. */
@@ -1090,6 +1102,7 @@ export interface components {
         };
         /** @description Agreement between the agent and people over the confusion table (in pairs): raw agreement, Cohen's κ, and Gwet's AC1, which stays stable when most answers are one verdict, where κ collapses. A figure is null where it is undefined. */
         AgreementStats: {
+            /** Format: int64 */
             n: number;
             /**
              * Format: double
@@ -1113,9 +1126,15 @@ export interface components {
             dimension: "task_type" | "model";
             /** @description The task_type or the model ("" for none). */
             value: string;
-            /** @description Labelled pairs in the stratum. */
+            /**
+             * Format: int64
+             * @description Labelled pairs in the stratum.
+             */
             n: number;
-            /** @description Of them, blind audits. */
+            /**
+             * Format: int64
+             * @description Of them, blind audits.
+             */
             audits: number;
             certification: components["schemas"]["CalibrationCertification"];
         };
@@ -1136,9 +1155,15 @@ export interface components {
         CalibrationDrift: {
             /** @description The blind audit whose answer crossed. */
             task_id: string;
-            /** @description Blind audits in the window. */
+            /**
+             * Format: int64
+             * @description Blind audits in the window.
+             */
             audits: number;
-            /** @description Of them, answers a person disagreed with. */
+            /**
+             * Format: int64
+             * @description Of them, answers a person disagreed with.
+             */
             errors: number;
             /**
              * Format: double
@@ -1160,21 +1185,16 @@ export interface components {
              * @description The confidence of the bound.
              */
             confidence: number;
-            /** @description When it crossed (epoch seconds). */
-            drifted_at: number;
-            /** @description When the window came back under the target (epoch seconds); null while drifted. */
-            cleared_at: number | null;
-        };
-        /** @description The body of calibration.drifted. */
-        WebhookDriftEvent: {
-            /** @enum {string} */
-            type: "calibration.drifted";
             /**
-             * Format: date-time
-             * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+             * Format: double
+             * @description When it crossed (epoch seconds).
              */
-            timestamp: string;
-            data: components["schemas"]["CalibrationDrift"];
+            drifted_at: number;
+            /**
+             * Format: double
+             * @description When the window came back under the target (epoch seconds); null while drifted.
+             */
+            cleared_at: number | null;
         };
         /**
          * @description How reviewers see the task's context, for shapes the desk's conventions do not catch (the README's "What reviewers see"): the members of the context (a JSON object) shown first, in this order, each with the view asked for when its value fits it, and the rest after them. Checked at create: every field a member of context, named once; otherwise 400.
@@ -3634,7 +3654,16 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["WebhookDriftEvent"];
+                "application/json": {
+                    /** @enum {string} */
+                    type: "calibration.drifted";
+                    /**
+                     * Format: date-time
+                     * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+                     */
+                    timestamp: string;
+                    data: components["schemas"]["CalibrationDrift"];
+                };
             };
         };
         responses: {
