@@ -27,6 +27,7 @@ require (
 	github.com/slack-go/slack v0.35.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/wneessen/go-mail v0.8.1
+	github.com/yuin/goldmark v1.8.7
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.60.1
 )

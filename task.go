@@ -77,6 +77,9 @@ type Task struct {
 	// unless its status is expired.
 	ExpiredAt *Timestamp `json:"expired_at"`
 	Attempts  []Attempt  `json:"attempts"`
+	// Display is the create's hint of how reviewers see the context;
+	// nil without one, and then absent from the JSON.
+	Display *Display `json:"display,omitempty"`
 
 	// AuditRate is the share of confident agent answers audited that
 	// applies to the task: its create's audit_rate, nil for the
@@ -195,6 +198,9 @@ type TaskCreate struct {
 	// "slack:#channel" or "slack:C0123456" (ParseNotify). Left out of the
 	// Fingerprint when empty.
 	Notify []string `json:",omitempty"`
+	// Display, when not nil, is the hint of how reviewers see the
+	// context (see ParseDisplay). Left out of the Fingerprint when nil.
+	Display *Display `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -220,6 +226,7 @@ type taskCreateRequest struct {
 	AgentFloor          *float64        `json:"agent_floor" null:"refuse"`
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
+	Display             json.RawMessage `json:"display" null:"refuse"`
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -237,6 +244,7 @@ var fieldTypeErrors = map[string]string{
 	"agent_floor":          "agent_floor must be a number from 0 to 1.",
 	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
 	"notify":               errNotify.Message,
+	"display":              "display must be an object whose fields name members of context.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -340,6 +348,12 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		in.Context = compact
 	}
+
+	display, err := ParseDisplay(req.Display, in.Context)
+	if err != nil {
+		return TaskCreate{}, err
+	}
+	in.Display = display
 
 	if d := req.DeadlineSeconds; d != nil {
 		// A JSON number is whole when it has no fraction, however it is

@@ -44,12 +44,16 @@ var demoQueue = []demoTask{
 	{"refund_late_delivery", "support-bot", "decide", "chat",
 		"Approve or reject this refund request? The customer says the order arrived nine days late and asks for a full refund.",
 		[]string{"approve", "reject", "escalate"},
-		`{"order_id":"ord_58213","amount":{"value":"84.90","currency":"EUR"},"ordered_at":"2025-11-02","promised_by":"2025-11-06","delivered_at":"2025-11-15","customer":{"tenure_months":31,"refunds_last_year":0},"policy":"Full refund when delivery is more than 7 days late."}`,
+		`{"order_id":"ord_58213","amount":{"amount":"84.90","currency":"EUR"},"ordered_at":"2025-11-02","promised_by":"2025-11-06","delivered_at":"2025-11-15T16:40:00Z",` +
+			`"conversation":[{"role":"system","content":"You are the shop's support assistant. Refunds over 50 EUR need a person's approval."},` +
+			`{"role":"user","content":[{"type":"text","text":"My order ord_58213 came nine days late and the box was crushed. I want a full refund."},{"type":"image_url","image_url":{"url":"` + demoParcelPhoto + `"}}]},` +
+			`{"role":"assistant","content":"I am sorry about the wait and the box. I have asked for a full refund of 84.90 EUR; a colleague will confirm it shortly."}],` +
+			`"customer":{"tenure_months":31,"refunds_last_year":0},"policy":"Full refund when delivery is more than 7 days late."}`,
 		demoAnswer{"approve", 0.72, "Delivered on 15 Nov against a promise of 6 Nov: nine days late, past the policy's seven, and the customer has had no refunds in the last year. Leaning approve, but the policy does not say whether lateness earns a full refund or a partial one."}},
 	{"refund_used_item", "support-bot", "decide", "email",
 		"Approve or reject this refund? The customer wants to return running shoes after wearing them for three weeks.",
 		[]string{"approve", "reject", "escalate"},
-		`{"order_id":"ord_57002","amount":{"value":"139.00","currency":"USD"},"delivered_at":"2025-10-20","request":"They hurt after a few runs, I want my money back.","policy":"Returns within 30 days for unused items in original packaging.","photos":["sole_wear.jpg"]}`,
+		`{"order_id":"ord_57002","amount":{"amount":"139.00","currency":"USD"},"delivered_at":"2025-10-20","request":"They hurt after a few runs, I want my money back.","policy":"Returns within 30 days for unused items in original packaging.","photos":[{"type":"image","url":"https://cdn.example.com/returns/ord_57002/sole_wear.jpg"}]}`,
 		demoAnswer{"reject", 0.64, "The policy covers unused items in their packaging, and the photo shows sole wear after three weeks of running. The complaint is about comfort, not a defect; a defect claim would change the answer."}},
 	{"moderation_forum_post", "community-guard", "moderate", "forum",
 		"Does this forum reply break the community guidelines on harassment?",
@@ -64,7 +68,7 @@ var demoQueue = []demoTask{
 	{"code_review_diff", "ci-agent", "review", "pull_request",
 		"Should this change be merged? It claims to fix an off-by-one error in pagination.",
 		[]string{"approve", "request_changes"},
-		`{"repository":"shop/api","pull_request":1842,"diff":"--- a/pager.go\n+++ b/pager.go\n@@ -12,7 +12,7 @@ func Page(items []Item, page, size int) []Item {\n-\tstart := page * size\n+\tstart := (page - 1) * size\n \tend := start + size\n \tif end > len(items) {\n \t\tend = len(items)\n \t}\n \treturn items[start:end]\n","tests_passed":true,"note":"page is 1-based in the HTTP API; start is not checked against len(items)."}`,
+		`{"repository":"shop/api","pull_request":1842,"action":{"name":"merge_pull_request","arguments":{"repository":"shop/api","number":1842,"method":"squash"}},"ci_run":"https://ci.example.com/shop/api/runs/1842","diff":"--- a/pager.go\n+++ b/pager.go\n@@ -12,7 +12,7 @@ func Page(items []Item, page, size int) []Item {\n-\tstart := page * size\n+\tstart := (page - 1) * size\n \tend := start + size\n \tif end > len(items) {\n \t\tend = len(items)\n \t}\n \treturn items[start:end]\n","tests_passed":true,"note":"page is 1-based in the HTTP API; start is not checked against len(items)."}`,
 		demoAnswer{"request_changes", 0.58, "The fix is right for a 1-based page: page 1 now starts at 0. But page 0 gives a negative start and panics, and start is still not checked against len(items), as the note says."}},
 	{"fact_check_claim", "newsroom-assistant", "fact_check", "chat",
 		"Is this claim in the draft article accurate?",
@@ -74,7 +78,7 @@ var demoQueue = []demoTask{
 	{"invoice_payment", "ap-automation", "decide", "workflow",
 		"Approve payment of this supplier invoice?",
 		[]string{"approve", "reject", "hold"},
-		`{"supplier":"Nordlicht Logistics GmbH","invoice_number":"NL-2025-3391","amount":{"value":"12480.00","currency":"EUR"},"purchase_order":{"number":"PO-7781","amount":"12480.00","status":"received"},"bank_details_changed_days_ago":2,"due_in_days":14}`,
+		`{"supplier":"Nordlicht Logistics GmbH","invoice_number":"NL-2025-3391","amount":{"amount":"12480.00","currency":"EUR"},"purchase_order":{"number":"PO-7781","amount":"12480.00","status":"received"},"bank_details_changed_days_ago":2,"due_in_days":14}`,
 		demoAnswer{"hold", 0.66, "Amount and purchase order match and the goods are received, but the supplier's bank details changed two days ago, a common sign of invoice fraud. Payment is due in 14 days, time enough to confirm the new details by phone."}},
 	{"account_takeover", "trust-and-safety", "decide", "login",
 		"Allow this login or lock the account for a suspected takeover?",
@@ -84,7 +88,7 @@ var demoQueue = []demoTask{
 	{"support_reply_tone", "support-bot", "review", "email",
 		"Can this drafted support reply be sent as is?",
 		[]string{"send", "rewrite"},
-		`{"ticket":"Customer asked twice why their subscription was charged after cancelling.","draft_reply":"As I already explained, cancellations take effect at the end of the billing period. Please read our terms.","customer_sentiment":"frustrated","charge":{"value":"9.99","currency":"USD"}}`,
+		`{"ticket":"Customer asked twice why their subscription was charged after cancelling.","draft_reply":{"type":"markdown","text":"Hello,\n\n**As I already explained**, cancellations take effect at the end of the billing period. Please read our [terms](https://example.com/terms).\n\nSupport team"},"customer_sentiment":"frustrated","charge":{"amount":"9.99","currency":"USD"}}`,
 		demoAnswer{"rewrite", 0.69, "The facts are right, but \"As I already explained\" and \"Please read our terms\" will read as dismissive to a frustrated customer who has asked twice."}},
 	{"medical_claim_ad", "ads-review", "moderate", "ad",
 		"Does this ad make a health claim that our ad policy forbids?",
@@ -96,8 +100,9 @@ var demoQueue = []demoTask{
 // SeedDemo creates the demo account and its curated queue when missing, each
 // task with the verifier's unsure answer. The history behind the demo
 // calibration report is SeedDemoHistory's. It is idempotent: it never
-// changes a demo task that exists, and only adds the answer to one that has
-// no attempt.
+// changes a demo task's state, only brings its context up to date with
+// the curated one (so the desk's views show on a demo seeded before), and
+// only adds the answer to one that has no attempt.
 func (d *DB) SeedDemo(ctx context.Context) error {
 	return d.transact(ctx, func(tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, daily_cap, created_at)
@@ -117,7 +122,8 @@ func (d *DB) SeedDemo(ctx context.Context) error {
 			created := int64(demoEpoch + i*60_000)
 			_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
 				source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET context = excluded.context WHERE tasks.context <> excluded.context`),
 				arbiter.DemoTaskIDPrefix+t.slug, arbiter.DemoAccountID, arbiter.StatusHumanNeeded,
 				t.taskType, t.source, t.touchpoint, t.prompt, string(verdicts),
 				arbiter.DefaultConfidenceThreshold, t.context, created, created)

@@ -11,6 +11,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/taskview"
 )
 
 func TestDemoService_PruneDemoVerdicts(t *testing.T) {
@@ -231,4 +232,71 @@ func TestDemoService_AnswersAddedToAnOldDemo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// demoViews are the views the demo queue's contexts show: every view of
+// the desk, each in some task.
+func demoViews(t *testing.T, tasks []*arbiter.DemoTask) map[taskview.ViewKind]bool {
+	t.Helper()
+	seen := map[taskview.ViewKind]bool{}
+	var walk func(n *taskview.Node)
+	walk = func(n *taskview.Node) {
+		if n.View != nil {
+			seen[n.View.Kind] = true
+			for _, m := range n.View.Messages {
+				for _, p := range m.Parts {
+					if p.Image != nil {
+						seen[taskview.ViewImage] = true
+					}
+				}
+			}
+			if n.View.Tool != nil && n.View.Tool.Args != nil {
+				walk(n.View.Tool.Args)
+			}
+		}
+		for _, c := range n.Members() {
+			walk(c)
+		}
+	}
+	for _, task := range tasks {
+		if c := taskview.Parse(task.Context, nil); c != nil && c.Root != nil {
+			walk(c.Root)
+		}
+	}
+	return seen
+}
+
+// TestDemoService_ShowsEveryView: the demo queue holds a conversation, a
+// tool call, an image (shown, and one only linked), a diff, Markdown, a
+// link, a date and money; a demo seeded before them gets them too.
+func TestDemoService_ShowsEveryView(t *testing.T) {
+	t.Parallel()
+	all := []taskview.ViewKind{taskview.ViewConversation, taskview.ViewToolCall, taskview.ViewImage, taskview.ViewDiff,
+		taskview.ViewMarkdown, taskview.ViewLink, taskview.ViewDate, taskview.ViewMoney}
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		if err := d.Exec(ctx, `UPDATE tasks SET context = '{"old":true}' WHERE id LIKE 'tsk_demo_%'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SeedDemo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := d.ListDemoTasks(ctx)
+		if err != nil || len(tasks) != 10 {
+			t.Fatalf("the demo has %d tasks, %v", len(tasks), err)
+		}
+		seen := demoViews(t, tasks)
+		for _, v := range all {
+			if !seen[v] {
+				t.Errorf("no demo task shows the %s view (seen %v)", v, seen)
+			}
+		}
+		for _, task := range tasks {
+			if strings.Contains(string(task.Context), `"old":true`) {
+				t.Errorf("%s keeps its old context", task.ID)
+			}
+			if found, err := d.FindDemoTask(ctx, task.ID); err != nil || found.Status != arbiter.StatusHumanNeeded || len(found.Attempts) != 1 {
+				t.Errorf("%s changed: %+v, %v", task.ID, found, err)
+			}
+		}
+	})
 }

@@ -23,7 +23,7 @@ const msPerDay = 24 * 60 * 60 * 1000
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state, t.on_expiry`
+	t.audit_rate, t.audit_state, t.on_expiry, t.display`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -158,6 +158,8 @@ type newCreate struct {
 	onExpiry string
 	// notify is the create's notify targets, comma-separated; "" for none.
 	notify string
+	// display is the task's display hint as JSON; "" for none.
+	display string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -208,6 +210,13 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 	if o, ok := onExpiryColumn(in.OnExpiry).(string); ok {
 		c.onExpiry = o
 	}
+	if in.Display != nil {
+		display, err := json.Marshal(in.Display)
+		if err != nil {
+			return newCreate{}, err
+		}
+		c.task.Display, c.display = in.Display, string(display)
+	}
 	if in.DeadlineSeconds > 0 {
 		deadline := now + arbiter.Timestamp(in.DeadlineSeconds)*1000
 		c.task.DeadlineAt = &deadline
@@ -225,7 +234,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 // nothing. A key that a concurrent create stores first fails the statement
 // on the key's primary key (after that create commits), which undoes it
 // all. Arguments: account, day, account, default cap, account, key,
-// account, default cap; the task's columns (on_expiry and notify last); account, key, fingerprint,
+// account, default cap; the task's columns (on_expiry, notify and display last); account, key, fingerprint,
 // created at, expires at, key. It returns the task's id when it stored it.
 const createOneSQL = `WITH counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
@@ -236,8 +245,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text FROM counted
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text, ?::text FROM counted
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -258,7 +267,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify,
+		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify, nullText(c.display),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {
@@ -385,7 +394,7 @@ type taskRow struct {
 	failures                                                              int
 	deadlineAt, expiredAt                                                 sql.NullInt64
 	auditRate                                                             sql.NullFloat64
-	auditState                                                            sql.NullString
+	auditState, display                                                   sql.NullString
 	onExpiry                                                              sql.NullString
 }
 
@@ -393,7 +402,7 @@ func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState, &r.onExpiry}
+		&r.auditRate, &r.auditState, &r.onExpiry, &r.display}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -420,6 +429,12 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 	}
 	if r.context.Valid {
 		t.Context = json.RawMessage(r.context.String)
+	}
+	if r.display.Valid {
+		t.Display = new(arbiter.Display)
+		if err := json.Unmarshal([]byte(r.display.String), t.Display); err != nil {
+			return nil, fmt.Errorf("task %s: display: %w", r.id, err)
+		}
 	}
 	if err := json.Unmarshal([]byte(r.verdicts), &t.AllowedVerdicts); err != nil {
 		return nil, fmt.Errorf("task %s: allowed_verdicts: %w", r.id, err)

@@ -184,8 +184,8 @@ const insertBatchSQL = `WITH ` + createInputSQL + `, created AS (
 // insertTaskSQL and insertKeySQL insert one task and one idempotency key.
 const (
 	insertTaskSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertKeySQL = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
 		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 )
@@ -206,7 +206,7 @@ func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, cre
 		t := c.task
 		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
 			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
-			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify); err != nil {
+			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify, nullText(c.display)); err != nil {
 			return fmt.Errorf("insert task: %w", err)
 		}
 		if c.key == "" {

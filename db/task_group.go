@@ -121,39 +121,40 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 // createInputSQL is the input of the statements that store creates over
 // arrays (createGroupSQL, insertBatchSQL): a common table expression
 // input, aliased i, one row per create and one column per array of
-// createArrays, in its order. Nineteen arguments.
+// createArrays, in its order. Twenty arguments.
 const createInputSQL = `input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
 			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[], ?::text[], ?::text[])
+			?::text[], ?::float8[], ?::text[], ?::text[], ?::text[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, on_expiry, notify)
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
 	)`
 
 // insertInputTasksSQL begins the insert of the pending tasks of input's
 // rows: the rows follow its FROM (aliased i), and the caller ends the
 // statement. Its one argument is the pending status.
 const insertInputTasksSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
 			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify, NULLIF(i.display, '')
 		FROM `
 
 // createArrays returns creates as Postgres arrays, one per column: id,
 // account, day, task type, source, touchpoint, prompt, allowed verdicts,
 // threshold, context ("" for none), created at, idempotency key,
 // fingerprint ("" for none), the key's expiry, the deadline (0 for
-// none), the callback URL, the audit rate (-1 for none) and the on-expiry
-// outcome ("" for expire).
+// none), the callback URL, the audit rate (-1 for none), the on-expiry
+// outcome ("" for expire), the notify list and the display hint ("" for
+// none).
 func createArrays(creates []newCreate) []any {
 	n := len(creates)
 	var (
 		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prompts, verdicts, contexts                = make([]string, n), make([]string, n), make([]string, n)
 		keys, fingerprints, callbacks              = make([]string, n), make([]string, n), make([]string, n)
-		onExpiries, notify                         = make([]string, n), make([]string, n)
+		onExpiries, notify, displays               = make([]string, n), make([]string, n), make([]string, n)
 		days, created, expires, deadlines          = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		thresholds, auditRates                     = make([]float64, n), make([]float64, n)
 	)
@@ -161,7 +162,8 @@ func createArrays(creates []newCreate) []any {
 		t := c.task
 		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
 		prompts[i], verdicts[i], contexts[i] = t.Prompt, c.verdicts, string(t.Context)
-		keys[i], fingerprints[i], callbacks[i], onExpiries[i], notify[i] = c.key, c.fingerprint, c.callbackURL, c.onExpiry, c.notify
+		keys[i], fingerprints[i], callbacks[i] = c.key, c.fingerprint, c.callbackURL
+		onExpiries[i], notify[i], displays[i] = c.onExpiry, c.notify, c.display
 		days[i], created[i], expires[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt), int64(c.expiresAt)
 		thresholds[i], auditRates[i] = t.ConfidenceThreshold, -1 // -1: the account's rate (NULL)
 		if t.AuditRate != nil {
@@ -174,7 +176,7 @@ func createArrays(creates []newCreate) []any {
 	return []any{pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types), pq.Array(sources),
 		pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
 		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires),
-		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates), pq.Array(onExpiries), pq.Array(notify)}
+		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates), pq.Array(onExpiries), pq.Array(notify), pq.Array(displays)}
 }
 
 // readGroup reads tasks in groups (db/internal/group).

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -199,6 +200,33 @@ func TestDashboardTask_ContextIsTheDesksTree(t *testing.T) {
 		for _, want := range []string{`class="ctx" tabindex="0" role="region"`, "--- a\n+++ b", "ctx-more", ">line 299<"} {
 			if !strings.Contains(strings.ReplaceAll(r.body, "&#34;", `"`), want) {
 				t.Errorf("the task's context lacks %s", want)
+			}
+		}
+	})
+}
+
+// TestDashboardTask_ContextHasTheDesksViews: the dashboard's task page
+// shows a context's conversation, tool call and diff with the desk's
+// views, its display hint too.
+func TestDashboardTask_ContextHasTheDesksViews(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		in := arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8,
+			TaskType: "refund", Touchpoint: "chat", Context: json.RawMessage(`{"chat":[{"role":"user","content":"<b>refund</b> please"}],` +
+				`"call":{"name":"refund","arguments":{"order":"A1"}},"patch":"--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y","note":"# Why"}`),
+			Display: &arbiter.Display{Fields: []arbiter.DisplayField{{Field: "note", View: "markdown"}}}}
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		task, err := d.store.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/tasks/" + task.ID)
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`data-view="conversation"`, "&lt;b&gt;refund&lt;/b&gt; please", `data-view="tool-call"`,
+			`data-view="diff"`, `data-view="markdown"><h1>Why</h1>`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the task page lacks %s", want)
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package review
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"runtime"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/taskview"
 	"github.com/arbiterhq/arbiter/views/layouts"
 )
 
@@ -43,12 +45,59 @@ var maximalContexts = map[string]string{
 	"ManyLines":             `"` + strings.Repeat(`\n`, (arbiter.MaxContextBytes-2)/2) + `"`,
 	"LongKey":               `{"` + strings.Repeat("k", arbiter.MaxContextBytes-8) + `":1}`,
 	"WideAndDeep":           repeatTo("[", strings.Repeat("[", 60)+"1"+strings.Repeat("]", 60), "]"),
+
+	// The views' largest shapes (see rich.templ).
+	"ConversationManyMessages":   repeatTo("[", `{"role":"user","content":"<&\""}`, "]"),
+	"ConversationOneLongMessage": fill(`[{"role":"user","content":`, `}]`),
+	"ConversationEscapedMessage": `[{"role":"user","content":"` + strings.Repeat(`<&\"`, (arbiter.MaxContextBytes-40)/4) + `"}]`,
+	"ConversationManyLines":      `[{"role":"user","content":"` + strings.Repeat(`\n`, (arbiter.MaxContextBytes-40)/2) + `"}]`,
+	"ManyToolCalls":              repeatTo("[", `{"name":"f","arguments":"{\"a\":[1,2,3]}"}`, "]"),
+	"ToolCallWideArguments":      `{"name":"f","arguments":"{\"a\":[` + strings.Repeat(`1,`, (arbiter.MaxContextBytes-60)/2) + `1]}"}`,
+	"ManyImages":                 repeatTo("[", jsonText(tinyPNG), "]"),
+	"TwoLargestImages":           "[" + largestPNG + "," + largestPNG + "]",
+	"ManyImageLinks":             repeatTo("[", `{"type":"image","url":"https://cdn.example.com/p.png"}`, "]"),
+	"OneLongDiff":                jsonText(longDiff((arbiter.MaxContextBytes - 40) / 4)),
+	"ManyDiffs":                  repeatTo("[", jsonText("--- a\n+++ b\n@@ -1 +1 @@\n-<\n+&\n"), "]"),
+	"LongestMarkdown":            `{"type":"markdown","text":` + jsonText(strings.Repeat("word ", taskview.MaxMarkdownBytes/5)) + `}`,
+	"BusiestMarkdown":            `{"type":"markdown","text":` + jsonText(strings.Repeat("<http://a.com>", taskview.MaxMarkdownMarks)) + `}`,
+	"MarkdownHeadings":           `{"type":"markdown","text":` + jsonText(strings.Repeat("a\n-\n", taskview.MaxMarkdownMarks/2-1)) + `}`,
+	"MarkdownNesting":            `{"type":"markdown","text":` + jsonText(strings.Repeat("> - > - > - > - x\n", taskview.MaxMarkdownMarks/9)) + `}`,
+	"ManyMarkdowns":              repeatTo("[", `{"type":"markdown","text":"**<b>** [x](https://e.com)"}`, "]"),
+	"ManyLinks":                  repeatTo("[", `"https://e.com/?a=1&b=2"`, "]"),
+	"ManyDates":                  repeatTo("[", `"2026-11-26T19:10:52Z"`, "]"),
+	"ManyAmounts":                repeatTo("[", `{"amount":1,"currency":"EUR"}`, "]"),
+}
+
+// maximalViews are the views the maximal contexts of the views' shapes
+// must show: each is rendered with its view, not left to the tree.
+var maximalViews = map[string]string{
+	"ConversationManyMessages": "conversation", "ConversationOneLongMessage": "conversation",
+	"ConversationEscapedMessage": "conversation", "ConversationManyLines": "conversation",
+	"ManyToolCalls": "tool-call", "ToolCallWideArguments": "tool-call", "ManyImages": "image",
+	"TwoLargestImages": "image", "ManyImageLinks": "image", "OneLongDiff": "diff", "ManyDiffs": "diff",
+	"LongestMarkdown": "markdown", "BusiestMarkdown": "markdown", "MarkdownHeadings": "markdown",
+	"MarkdownNesting": "markdown", "ManyMarkdowns": "markdown", "ManyLinks": "link", "ManyDates": "date",
+	"ManyAmounts": "money",
+}
+
+// largestPNG is a data URL of a PNG within taskview.MaxDataURLBytes, as a
+// JSON string.
+var largestPNG = func() string {
+	raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(tinyPNG, "data:image/png;base64,"))
+	raw = append(raw, make([]byte, (taskview.MaxDataURLBytes-64)/4*3-len(raw))...)
+	return jsonText("data:image/png;base64," + base64.StdEncoding.EncodeToString(raw))
+}()
+
+// longDiff is a unified diff of n added lines.
+func longDiff(n int) string {
+	return "--- a\n+++ b\n@@ -0,0 +1," + strconv.Itoa(n) + " @@\n" + strings.Repeat("+x\n", n)
 }
 
 // TestTaskPage_BoundedForAnyContext renders the desk for maximal contexts of
-// every costly shape and checks the page's size and the memory the render
-// allocates, by size: the page is under 2 MiB and the render allocates
-// under 16 MiB, where json.Indent made a 200 MB page with 1.4 GB.
+// every costly shape, the views' shapes too, and checks the page's size and
+// the memory the render allocates, by size: the page is under 2 MiB and the
+// render allocates under 16 MiB, where json.Indent made a 200 MB page with
+// 1.4 GB.
 func TestTaskPage_BoundedForAnyContext(t *testing.T) {
 	const maxPage, maxAlloc = 2 << 20, 16 << 20
 	for name, ctx := range maximalContexts {
@@ -75,6 +124,9 @@ func TestTaskPage_BoundedForAnyContext(t *testing.T) {
 			}
 			if allocated > maxAlloc {
 				t.Errorf("rendering allocated %d bytes, over %d", allocated, maxAlloc)
+			}
+			if view, ok := maximalViews[name]; ok && !strings.Contains(buf.String(), `data-view="`+view+`"`) {
+				t.Errorf("the page lacks the %s view", view)
 			}
 			if !strings.Contains(buf.String(), `data-testid="verdict-form"`) {
 				t.Error("the page lacks the verdict form")
@@ -165,16 +217,16 @@ func TestPlural(t *testing.T) {
 func TestContextTree_NodeBudget(t *testing.T) {
 	c := contextOf(&arbiter.Task{Context: json.RawMessage(repeatTo("[", "[1,2]", "]"))})
 	nodes := 0
-	var count func(n *jsonNode)
-	count = func(n *jsonNode) {
+	var count func(n *taskview.Node)
+	count = func(n *taskview.Node) {
 		nodes++
 		for _, c := range append(n.Items, n.Folded...) {
 			count(c)
 		}
 	}
 	count(c.Root)
-	if nodes > contextMaxNodes || !c.Incomplete || c.RawCut {
-		t.Errorf("the tree holds %d values (at most %d), incomplete %v, raw cut %v", nodes, contextMaxNodes, c.Incomplete, c.RawCut)
+	if nodes > taskview.MaxNodes || !c.Incomplete || c.RawCut {
+		t.Errorf("the tree holds %d values (at most %d), incomplete %v, raw cut %v", nodes, taskview.MaxNodes, c.Incomplete, c.RawCut)
 	}
 }
 
@@ -205,25 +257,25 @@ func TestContext_CountsAreTrue(t *testing.T) {
 		AllowedVerdicts: []string{"approve", "reject"}, Context: json.RawMessage(wideOrders(300))}
 	c := contextOf(task)
 	orders := c.Root.Items[0]
-	if orders.Count != 300 || orders.label() != "[300 items]" || !c.Incomplete {
-		t.Fatalf("the orders are labelled %q (count %d, %d kept), incomplete %v", orders.label(), orders.Count,
+	if orders.Count != 300 || orders.Label() != "[300 items]" || !c.Incomplete {
+		t.Fatalf("the orders are labelled %q (count %d, %d kept), incomplete %v", orders.Label(), orders.Count,
 			len(orders.Items)+len(orders.Folded), c.Incomplete)
 	}
-	if kept := len(orders.Items) + len(orders.Folded); kept >= 300 || orders.omitted() != 300-kept {
-		t.Fatalf("the tree keeps %d orders and leaves out %d", kept, orders.omitted())
+	if kept := len(orders.Items) + len(orders.Folded); kept >= 300 || orders.Omitted() != 300-kept {
+		t.Fatalf("the tree keeps %d orders and leaves out %d", kept, orders.Omitted())
 	}
 	if !json.Valid([]byte(wideOrders(3))) {
 		t.Fatalf("not JSON: %s", wideOrders(3))
 	}
-	if c.Root.Count != 2 || c.Root.label() != "{2 keys}" {
-		t.Errorf("the root is labelled %q", c.Root.label())
+	if c.Root.Count != 2 || c.Root.Label() != "{2 keys}" {
+		t.Errorf("the root is labelled %q", c.Root.Label())
 	}
 	var page bytes.Buffer
 	if err := Context(task).Render(context.Background(), &page); err != nil {
 		t.Fatal(err)
 	}
 	html := page.String()
-	want := plural(orders.omitted(), "more item") + ", too many to show here: see the raw JSON"
+	want := plural(orders.Omitted(), "more item") + ", too many to show here: see the raw JSON"
 	if !strings.Contains(html, "[300 items]") || !strings.Contains(html, want) {
 		t.Errorf("the page lacks [300 items] or %q", want)
 	}

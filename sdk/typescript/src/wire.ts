@@ -511,6 +511,8 @@ export interface components {
              *     ]
              */
             notify?: string[];
+            /** @description Optional: which members of the context reviewers see first, and with which view. Returned in the Task. */
+            display?: components["schemas"]["Display"];
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -577,6 +579,8 @@ export interface components {
              *     ]
              */
             notify?: string[];
+            /** @description As in TaskCreate. */
+            display?: components["schemas"]["Display"];
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {
@@ -677,6 +681,8 @@ export interface components {
             expired_at: number | null;
             /** @description Every verifier call and human decision on the task, oldest first. */
             attempts: components["schemas"]["Attempt"][];
+            /** @description The create's display hint; absent when it had none. */
+            display?: components["schemas"]["Display"];
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -1371,6 +1377,33 @@ export interface components {
         PolicyList: {
             /** @description The account's policies, by task_type. */
             policies: components["schemas"]["Policy"][];
+        };
+        /**
+         * @description How reviewers see the task's context, for shapes the desk's conventions do not catch (the README's "What reviewers see"): the members of the context (a JSON object) shown first, in this order, each with the view asked for when its value fits it, and the rest after them. Checked at create: every field a member of context, named once; otherwise 400.
+         * @example {
+         *       "fields": [
+         *         {
+         *           "field": "summary",
+         *           "view": "markdown"
+         *         },
+         *         {
+         *           "field": "order"
+         *         }
+         *       ]
+         *     }
+         */
+        Display: {
+            /** @description 1 to 16 members of the context, in the order they show. */
+            fields: components["schemas"]["DisplayField"][];
+        };
+        DisplayField: {
+            /** @description The name of a member of the context. */
+            field: string;
+            /**
+             * @description The view the member's value gets when it fits it: one of the desk's views, tree (the JSON tree, whatever the shape) or text (a string as it is). Left out: the view the conventions give it.
+             * @enum {string}
+             */
+            view?: "conversation" | "tool-call" | "image" | "diff" | "markdown" | "link" | "date" | "money" | "tree" | "text";
         };
     };
     responses: {
