@@ -93,6 +93,9 @@ type Task struct {
 	// Reservation is who holds the task on the desk, in the human queue's
 	// list; nil when nobody does.
 	Reservation *Reservation `json:"-"`
+	// Review is the task's review requirement (consensus.go), nil for
+	// today's single review.
+	Review *ReviewRequirement `json:"review,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -132,6 +135,9 @@ type Attempt struct {
 	// Audit is true on a reviewer's answer to a blind audit of a task
 	// the agent completed: it leaves the task's final fields as they are.
 	Audit bool `json:"audit"`
+	// PersonID is the voter of a vote on a task that asks several
+	// (ReviewRequirement.Multi); "" on every other attempt.
+	PersonID string `json:"-"`
 }
 
 // AuditWaiting reports whether the task waits in the reviewers' queue as a
@@ -171,6 +177,10 @@ type TaskCreate struct {
 	// answers on such tasks that a person checks, blind. Left out of
 	// the Fingerprint when nil, so keys stored before it existed match.
 	AuditRate *float64 `json:",omitempty"`
+	// Review, when not nil, asks several people to vote on the task, or
+	// records who asked (consensus.go); nil is today's single review. Left
+	// out of the Fingerprint when nil.
+	Review *ReviewRequirement `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -192,6 +202,7 @@ type taskCreateRequest struct {
 	DeadlineSeconds     *float64        `json:"deadline_seconds" null:"refuse"`
 	CallbackURL         *string         `json:"callback_url" null:"refuse"`
 	AuditRate           *float64        `json:"audit_rate" null:"refuse"`
+	reviewRequirementRequest
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -334,6 +345,13 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		rate := *r
 		in.AuditRate = &rate
+	}
+
+	review, err := req.reviewRequirementRequest.validate(in.AllowedVerdicts)
+	if err != nil {
+		return TaskCreate{}, err
+	} else if !review.IsDefault() {
+		in.Review = &review
 	}
 	return in, nil
 }
@@ -481,7 +499,14 @@ func decodeError(err error, typeErrors map[string]string, what string) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return Errorf(EINVALID, "%s is not valid JSON: it ends too early.", what)
 	case errors.As(err, &typeErr):
-		field, _, _ := strings.Cut(typeErr.Field, ".")
+		field, rest, _ := strings.Cut(typeErr.Field, ".")
+		if _, known := typeErrors[field]; !known && rest != "" {
+			// A field of an embedded struct is named after the struct
+			// first: "reviewRequirementRequest.quorum".
+			if inner, _, _ := strings.Cut(rest, "."); typeErrors[inner] != "" {
+				field = inner
+			}
+		}
 		if field == "" {
 			return Errorf(EINVALID, "%s must be a JSON object.", what)
 		} else if msg, ok := typeErrors[field]; ok {

@@ -22,11 +22,11 @@ const msPerDay = 24 * 60 * 60 * 1000
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state`
+	t.audit_rate, t.audit_state, t.review_rule`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at, a.audit`
+	a.error, a.started_at, a.finished_at, a.audit, a.person_id`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -57,7 +57,9 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 			return nil, err
 		}
 	}
-	if d.dialect == SQLite || len(creates) > 1 {
+	// A create asking for reviews goes the batch's way, whose transaction
+	// stores the requirement with the task (storeReviews).
+	if d.dialect == SQLite || len(creates) > 1 || creates[0].task.Review != nil {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -138,6 +140,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			CreatedAt:           now,
 			Attempts:            []arbiter.Attempt{},
 			AuditRate:           in.AuditRate,
+			Review:              in.Review,
 		},
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
@@ -320,13 +323,14 @@ type taskRow struct {
 	deadlineAt, expiredAt                                                 sql.NullInt64
 	auditRate                                                             sql.NullFloat64
 	auditState                                                            sql.NullString
+	reviewRule                                                            sql.NullString
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState}
+		&r.auditRate, &r.auditState, &r.reviewRule}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -357,6 +361,13 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 	if err := json.Unmarshal([]byte(r.verdicts), &t.AllowedVerdicts); err != nil {
 		return nil, fmt.Errorf("task %s: allowed_verdicts: %w", r.id, err)
 	}
+	if r.reviewRule.Valid {
+		review, err := arbiter.UnmarshalRequirement([]byte(r.reviewRule.String))
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", r.id, err)
+		}
+		t.Review = &review
+	}
 	return t, nil
 }
 
@@ -368,11 +379,12 @@ type attemptRow struct {
 	rationale, model, reviewer, errs sql.NullString
 	startedAt, finishedAt            sql.NullInt64
 	audit                            sql.NullBool
+	personID                         sql.NullString
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt, &r.audit}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
@@ -387,6 +399,7 @@ func (r *attemptRow) attempt() arbiter.Attempt {
 		StartedAt:  arbiter.Timestamp(r.startedAt.Int64),
 		FinishedAt: nullTimestamp(r.finishedAt),
 		Audit:      r.audit.Bool,
+		PersonID:   r.personID.String,
 	}
 }
 

@@ -434,6 +434,35 @@ export interface components {
              * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
              */
             audit_rate?: number;
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required?: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus?: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -477,6 +506,35 @@ export interface components {
              * @description The share of the agent's confident answers on this task that are also put in the review queue as blind audits, instead of the account's audit rate. When the agent completes the task at or above its threshold, the task is chosen when the first 8 bytes of SHA-256(task id), as a big-endian integer divided by 2^64, are below this rate: always the same choice for the same task. The task stays completed with the agent's verdict; the audit's answer is an attempt with audit true.
              */
             audit_rate?: number;
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required?: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus?: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {
@@ -577,6 +635,7 @@ export interface components {
             expired_at: number | null;
             /** @description Every verifier call and human decision on the task, oldest first. */
             attempts: components["schemas"]["Attempt"][];
+            review?: components["schemas"]["ReviewRequirement"];
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -1167,6 +1226,38 @@ export interface components {
              */
             timestamp: string;
             data: components["schemas"]["CalibrationDrift"];
+        };
+        /** @description The task's review requirement, as its create asked (absent for today's single review). */
+        ReviewRequirement: {
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
         };
     };
     responses: {
