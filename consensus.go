@@ -337,3 +337,26 @@ func (r ReviewRequirement) CheckVote(votes []Vote, v Vote) error {
 	}
 	return nil
 }
+
+// VoteCount is the data of a task.vote_recorded event, and what the
+// account's owners and admins see of a task's votes while it is open: how
+// many people voted of how many asked, never what they voted.
+type VoteCount struct {
+	TaskID          string `json:"task_id"`
+	Votes           int    `json:"votes"`
+	ReviewsRequired int    `json:"reviews_required"`
+}
+
+// VoteCountOf counts the votes cast on t (human attempts with a person).
+func VoteCountOf(t *Task) VoteCount {
+	c := VoteCount{TaskID: t.ID, ReviewsRequired: 1}
+	if t.Review != nil {
+		c.ReviewsRequired = t.Review.ReviewsRequired
+	}
+	for _, a := range t.Attempts {
+		if a.Tier == TierHuman && a.PersonID != "" {
+			c.Votes++
+		}
+	}
+	return c
+}

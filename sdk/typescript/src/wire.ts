@@ -354,6 +354,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "task.vote_recorded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person voted on a task that asks several votes
+         * @description A reviewer voted on a task whose create asked reviews_required above 1, and the votes have not decided it yet. The payload carries the count only (votes of reviews_required), never a verdict: votes stay blind until the task completes, when task.completed follows with the consensus verdict. Only endpoints that subscribe to task.vote_recorded get it (and those that chose no event types); a task's callback_url gets it too.
+         */
+        post: operations["taskVoteRecorded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -425,7 +445,7 @@ export interface components {
             deadline_seconds?: number;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -497,7 +517,7 @@ export interface components {
             idempotency_key?: string;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -1258,6 +1278,31 @@ export interface components {
              * @enum {string}
              */
             tiebreak?: "role:admin";
+        };
+        /** @description How many people voted on a task that asks several votes, of how many it asks; never what they voted. */
+        VoteCount: {
+            task_id: string;
+            /**
+             * Format: int32
+             * @description Votes cast so far.
+             */
+            votes: number;
+            /**
+             * Format: int32
+             * @description Votes the task asks.
+             */
+            reviews_required: number;
+        };
+        /** @description The body of task.vote_recorded. */
+        WebhookVoteEvent: {
+            /** @enum {string} */
+            type: "task.vote_recorded";
+            /**
+             * Format: date-time
+             * @description When the vote was recorded (RFC 3339, UTC, to the millisecond).
+             */
+            timestamp: string;
+            data: components["schemas"]["VoteCount"];
         };
     };
     responses: {
@@ -3688,6 +3733,51 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["WebhookDriftEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered: any 2xx. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled, and its owner told by e-mail. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    taskVoteRecorded: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id: msg_ and 24 hex digits, the same on every attempt of one message; keep it to skip a repeat.
+                 * @example msg_3f9c1e0a7b2d4c5e6f708192
+                 */
+                "webhook-id": components["parameters"]["WebhookID"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse a message more than five minutes from your clock.
+                 * @example 1795415600
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description v1, and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}" keyed with the secret's bytes (after whsec_, base64-decoded); two, space-separated, for 24 hours after a rotation. Accept the message when one matches.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookVoteEvent"];
             };
         };
         responses: {
