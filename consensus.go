@@ -338,6 +338,17 @@ func (r ReviewRequirement) CheckVote(votes []Vote, v Vote) error {
 	return nil
 }
 
+// VotesOpen reports whether the task waits for votes: it asks several
+// and is not decided. Its votes and its agent's answer are then blind on
+// the desk, and its owners and admins see only how many voted.
+func (t *Task) VotesOpen() bool {
+	return t.Status == StatusHumanNeeded && t.Review != nil && t.Review.Multi()
+}
+
+// Blind reports whether the desk hides the task's attempts from the
+// reviewer: a blind audit, or a task waiting for votes.
+func (t *Task) Blind() bool { return t.AuditWaiting() || t.VotesOpen() }
+
 // VoteCount is the data of a task.vote_recorded event, and what the
 // account's owners and admins see of a task's votes while it is open: how
 // many people voted of how many asked, never what they voted.
