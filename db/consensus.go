@@ -236,3 +236,42 @@ func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accoun
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
 	return t, queued, nil
 }
+
+var _ arbiter.AgreementService = (*DB)(nil)
+
+// maxAgreementTasks bounds the tasks one agreement report reads: the
+// latest decided ones.
+const maxAgreementTasks = 10_000
+
+// ListAgreementTasks returns the account's decided tasks that asked
+// several votes, completed at or after since, the latest
+// maxAgreementTasks of them, with their votes and the agent's last verdict.
+func (d *DB) ListAgreementTasks(ctx context.Context, accountID string, since arbiter.Timestamp) (_ []arbiter.AgreementTask, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	rows, err := d.db.QueryContext(ctx, d.rebind(tasksWithAttemptsSQL+` WHERE t.id IN (SELECT id FROM tasks
+		WHERE account_id = ? AND reviews_required > 1 AND status = ? AND completed_at >= ?
+		ORDER BY completed_at DESC LIMIT `+fmt.Sprint(maxAgreementTasks)+`) ORDER BY t.id, a.id`),
+		accountID, arbiter.StatusCompleted, int64(since))
+	if err != nil {
+		return nil, fmt.Errorf("list agreement tasks: %w", err)
+	}
+	tasks, err := scanTasksWithAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list agreement tasks: %w", err)
+	}
+	out := make([]arbiter.AgreementTask, 0, len(tasks))
+	for _, t := range tasks {
+		at := arbiter.AgreementTask{TaskID: t.ID, Votes: votesOf(t)}
+		if t.FinalVerdict != nil {
+			at.Consensus = *t.FinalVerdict
+		}
+		for _, a := range t.Attempts {
+			if a.Tier == arbiter.TierAgent && a.Verdict != nil {
+				at.Agent = a.Verdict
+			}
+		}
+		out = append(out, at)
+	}
+	return out, nil
+}

@@ -45,6 +45,8 @@ type Services struct {
 	// Calibration reads the labelled pairs of the calibration report and
 	// keeps the accounts' audit rates.
 	Calibration arbiter.CalibrationService
+	// Agreement reads the votes of the reviewers' agreement report.
+	Agreement arbiter.AgreementService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -196,6 +198,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
 			r.Method(http.MethodGet, "/calibration", handlers.CalibrationGet(rt.Services.Calibration))
+			r.Method(http.MethodGet, "/agreement", handlers.AgreementGet(rt.Services.Agreement, rt.now()))
 		})
 	})
 }

@@ -177,7 +177,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store,
+			Calibration: store, Agreement: store,
 		},
 		KeyChecker:     keys,
 		Logger:         logger,

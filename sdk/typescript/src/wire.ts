@@ -192,6 +192,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agreement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The reviewers' agreement report
+         * @description How much the account's reviewers agree, over its tasks that asked several votes (reviews_required above 1) and were decided in the window: per reviewer, votes and agreement with the consensus and with the agent; for the team, raw pairwise agreement, Cohen's κ and Gwet's AC1 of each task's first two votes (first_two, the two votes as two raters), and Krippendorff's α (nominal, any number of reviewers per task). At most the latest 10,000 tasks are read.
+         */
+        get: operations["getAgreement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/oauth-protected-resource": {
         parameters: {
             query?: never;
@@ -1303,6 +1323,56 @@ export interface components {
              */
             timestamp: string;
             data: components["schemas"]["VoteCount"];
+        };
+        /** @description One reviewer's line of the agreement report. */
+        ReviewerAgreement: {
+            /** @description The reviewer's e-mail address. */
+            email: string;
+            /**
+             * Format: int32
+             * @description Votes cast on the report's tasks.
+             */
+            votes: number;
+            /**
+             * Format: double
+             * @description The share of the reviewer's votes that named the task's consensus.
+             */
+            with_consensus: number | null;
+            /**
+             * Format: int32
+             * @description Votes on tasks the agent answered with a verdict.
+             */
+            agent_votes: number;
+            /**
+             * Format: double
+             * @description The share of those votes that named the agent's verdict; null without any.
+             */
+            with_agent: number | null;
+        };
+        /** @description How much the account's reviewers agree on the decided tasks that asked several votes. A figure is null where it is undefined. */
+        AgreementReport: {
+            /**
+             * Format: int32
+             * @description Decided tasks with two votes or more.
+             */
+            tasks: number;
+            /**
+             * Format: int32
+             * @description Pairs of votes on one task.
+             */
+            pairs: number;
+            /**
+             * Format: double
+             * @description The share of pairs that agree.
+             */
+            raw: number | null;
+            first_two: components["schemas"]["AgreementStats"];
+            /**
+             * Format: double
+             * @description Krippendorff's α for nominal data over every vote (any number of reviewers per task).
+             */
+            alpha: number | null;
+            reviewers: components["schemas"]["ReviewerAgreement"][];
         };
     };
     responses: {
@@ -3390,6 +3460,52 @@ export interface operations {
                      *       "error": "target_error_rate must be a share between 0 and 1, such as 0.02 (or 2%).",
                      *       "code": "invalid_field",
                      *       "field": "target_error_rate"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAgreement: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The window: tasks decided in the last days (1 to 365; 30 when left out).
+                 * @example 30
+                 */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgreementReport"];
+                };
+            };
+            /** @description days is not a whole number from 1 to 365, or a parameter is unknown. The sentence names the parameter. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "days must be a whole number from 1 to 365.",
+                     *       "code": "invalid_field"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
