@@ -345,7 +345,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Reservations))
 		})
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
-			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, now))
+			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, s.Agreement, now))
 	})
 }
 
