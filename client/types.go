@@ -49,7 +49,7 @@ type TaskCreate struct {
 	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
 	// CallbackURL, when set, also receives the task's webhook events
 	// (task.human_needed, task.completed, task.expired,
-	// task.audit_disagreed), signed with the account's callback secret as
+	// task.audit_disagreed, task.vote_recorded), signed with the account's callback secret as
 	// Standard Webhooks describes: an https:// URL on a public address,
 	// such as the resume endpoint of a durable workflow waiting on the
 	// decision.
