@@ -272,3 +272,32 @@ func TestConsensus_ExpiryWithPartialVotes(t *testing.T) {
 		}
 	})
 }
+
+func TestConsensus_NextTaskGivesOneSlotPerVoter(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, twoVotes)
+		for _, p := range rs[:2] {
+			r, err := d.NextTask(ctx, acct.ID, p.ID, "", arbiter.QueueView{})
+			if err != nil || r == nil || r.TaskID != task.ID || r.PersonID != p.ID {
+				t.Fatalf("%s's next = %+v, %v; want a slot of %s", p.Email, r, err, task.ID)
+			}
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[2].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("a third reviewer's next = %+v, %v; want none", r, err)
+		}
+		// Ann votes; her slot closes and the task is not hers to take again,
+		// while Bob keeps his and the last slot stays his.
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[0], "approve")); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[0].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("ann's next after voting = %+v, %v; want none", r, err)
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[2].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("cat's next while bob holds the last slot = %+v, %v; want none", r, err)
+		}
+		if list, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 10); err != nil || len(list) != 1 || list[0].Reservation != nil {
+			t.Errorf("queue = %+v, %v; the task waits, unheld by the task's own reservation", list, err)
+		}
+	})
+}
