@@ -3493,6 +3493,36 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "tasks": 2,
+                     *       "pairs": 2,
+                     *       "raw": 0.5,
+                     *       "first_two": {
+                     *         "n": 2,
+                     *         "raw": 0.5,
+                     *         "kappa": 0,
+                     *         "ac1": 0.2
+                     *       },
+                     *       "alpha": 0,
+                     *       "reviewers": [
+                     *         {
+                     *           "email": "ann@example.com",
+                     *           "votes": 2,
+                     *           "with_consensus": 0.5,
+                     *           "agent_votes": 0,
+                     *           "with_agent": null
+                     *         },
+                     *         {
+                     *           "email": "bob@example.com",
+                     *           "votes": 2,
+                     *           "with_consensus": 1,
+                     *           "agent_votes": 0,
+                     *           "with_agent": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgreementReport"];
                 };
             };
