@@ -1181,6 +1181,7 @@ export interface components {
         };
         /** @description Agreement between the agent and people over the confusion table (in pairs): raw agreement, Cohen's κ, and Gwet's AC1, which stays stable when most answers are one verdict, where κ collapses. A figure is null where it is undefined. */
         AgreementStats: {
+            /** Format: int32 */
             n: number;
             /**
              * Format: double
