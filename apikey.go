@@ -2,8 +2,6 @@ package arbiter
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"unicode/utf8"
 )
@@ -41,12 +39,6 @@ func NewAPIKeyID() string { return NewID("key_", 8) }
 func ValidAPIKey(s string) bool {
 	rest, ok := strings.CutPrefix(s, APIKeyPrefix)
 	return ok && len(s) == APIKeyLen && isLowerHex(rest)
-}
-
-// HashAPIKey returns the stored form of a key's plaintext.
-func HashAPIKey(plaintext string) string {
-	sum := sha256.Sum256([]byte(plaintext))
-	return hex.EncodeToString(sum[:])
 }
 
 // APIKeyDisplayPrefix returns the part of a plaintext key that may be shown

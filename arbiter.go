@@ -1,15 +1,34 @@
-// Package arbiter holds Arbiter's domain: tasks, their attempts, accounts, API
-// keys and demo verdicts, the rules that make them valid, and the service
-// interfaces the store implements and the handlers and worker call.
+// Package arbiter is Arbiter's domain: the types, the rules that make them
+// valid and move them, and the service interfaces the store implements and
+// the handlers and worker call.
 //
-// It imports no web, SQL or template package; see ARCHITECTURE.md.
+//   - Tasks and their attempts (task.go, tasklist.go, wait.go): creating,
+//     listing, waiting for a final status, and the strict JSON of a create.
+//   - The lifecycle (queue.go, reservation.go, calibration.go): the pure
+//     steps NextAgentStep, LostAgentStep and HumanDecision, reviewers'
+//     reservations, audit sampling and the calibration estimators.
+//   - Verifiers (verifier.go): what a verifier backend answers.
+//   - Accounts and people (account.go, member.go, session.go, login.go,
+//     apikey.go, audit.go, idempotency.go): members and roles, sessions,
+//     sign-in links, API keys, the audit log, idempotency keys.
+//   - Webhooks and digests (webhook.go, notify.go), reviewers' statistics
+//     (stats.go), the curated demo queue (demo.go), health (health.go).
+//   - What every request shares (error.go, ratelimit.go, inflight.go, this
+//     file): the error codes, per-client rate limits, in-flight limits,
+//     Timestamp, Clock and NewID.
+//
+// It imports no web, SQL or template package (see ARCHITECTURE.md). Helpers
+// that are not the domain's live under internal/: jsonfields (a struct's
+// exact JSON member names) and useragent (browser names for the audit log).
 package arbiter
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Timestamp is an instant with millisecond precision. On the wire it is Unix
@@ -71,4 +90,10 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// isText reports whether s is valid UTF-8 without NUL, which Postgres
+// refuses to store in a text column.
+func isText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }

@@ -652,6 +652,9 @@ type CalibrationData struct {
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
 	AuditsWaiting int
+	// RecentAudits counts the blind audits among the pairs f selects that
+	// were answered in the last AuditPaceDays days.
+	RecentAudits int
 	// Drift is the account's open crossing of its audited error rate
 	// above the target (NextDrift), or nil.
 	Drift *Drift
@@ -725,6 +728,7 @@ func NewCalibrationReport(d CalibrationData, target, confidence float64) Calibra
 	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
 		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drift: d.Drift,
 		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
+	r.Certification.PlanAuditDays(d.Buckets, d.RecentAudits)
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}
 	}

@@ -69,7 +69,11 @@ type Certification struct {
 	// estimate's threshold; nil when there is none or it is certified).
 	AuditsNeeded *int     `json:"audits_needed"`
 	AtThreshold  *float64 `json:"at_threshold"`
-	Message      string   `json:"message"`
+	// AuditDays is about how many days of traffic would bring those
+	// audits, at the pace of the last 30 days' audits at or above
+	// AtThreshold (PlanAuditDays); nil when there were none.
+	AuditDays *int   `json:"audit_days"`
+	Message   string `json:"message"`
 }
 
 // Feasibility says whether a target error rate can be met at all. When the
@@ -230,6 +234,34 @@ func (c *Certification) planAudits(byBucket [101]ConfidenceBucket, at int, rate 
 	c.Message += fmt.Sprintf(" About %d more blind audits at or above %.2f would certify it there, if the error rate seen (%s) holds.", more, t, FormatShare(rate))
 }
 
+// AuditPaceDays is the window whose audits set the pace of AuditDays.
+const AuditPaceDays = 30
+
+// PlanAuditDays fills c's AuditDays from the blind audits answered in the
+// last AuditPaceDays days (recent, with the report's filter) and the share
+// of the report's audits at or above AtThreshold:
+// ⌈AuditsNeeded / (recent / AuditPaceDays · share)⌉.
+func (c *Certification) PlanAuditDays(buckets []ConfidenceBucket, recent int) {
+	if c.AuditsNeeded == nil || c.AtThreshold == nil || recent <= 0 {
+		return
+	}
+	at := int(math.Round(*c.AtThreshold * 100))
+	all, above := 0, 0
+	for _, b := range buckets {
+		all += b.Audits
+		if b.Bucket >= at {
+			above += b.Audits
+		}
+	}
+	if all == 0 || above == 0 {
+		return
+	}
+	perDay := float64(recent) / AuditPaceDays * float64(above) / float64(all)
+	days := int(math.Ceil(float64(*c.AuditsNeeded)/perDay - 1e-9))
+	c.AuditDays = &days
+	c.Message += fmt.Sprintf(" At the pace of the last %d days' audits, that is about %d %s.", AuditPaceDays, days, plural(days, "day", "days"))
+}
+
 // Exact binomial tools.
 
 // BinomialCDF returns P(X ≤ k) for X ~ Binomial(n, p): 1 for k ≥ n, 0 for
@@ -325,45 +357,39 @@ func RegularizedBeta(x, a, b float64) float64 {
 
 // betaFraction evaluates the continued fraction of the incomplete beta.
 func betaFraction(x, a, b float64) float64 {
-	const tiny, eps = 1e-300, 1e-15
+	const eps = 1e-15
 	qab, qap, qam := a+b, a+1, a-1
-	c, d := 1.0, 1-qab*x/qap
-	if math.Abs(d) < tiny {
-		d = tiny
-	}
+	c, d := 1.0, nonzero(1-qab*x/qap)
 	d = 1 / d
 	h := d
 	for m := 1; m <= 10_000; m++ {
 		fm := float64(m)
 		m2 := 2 * fm
-		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		// Two steps of Lentz's method a term: the even one, then the odd.
+		h *= lentzStep(fm*(b-fm)*x/((qam+m2)*(a+m2)), &c, &d)
+		del := lentzStep(-(a+fm)*(qab+fm)*x/((a+m2)*(qap+m2)), &c, &d)
 		h *= del
 		if math.Abs(del-1) < eps {
 			break
 		}
 	}
 	return h
+}
+
+// lentzStep takes the continued fraction's coefficient aa into c and d and
+// returns the factor it multiplies the fraction by.
+func lentzStep(aa float64, c, d *float64) float64 {
+	*d = 1 / nonzero(1+aa**d)
+	*c = nonzero(1 + aa/(*c))
+	return *d * *c
+}
+
+// nonzero keeps v away from zero, where the fraction would divide by it.
+func nonzero(v float64) float64 {
+	if math.Abs(v) < 1e-300 {
+		return 1e-300
+	}
+	return v
 }
 
 // Agreement beyond chance.

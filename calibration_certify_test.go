@@ -86,6 +86,7 @@ func nearPtr(got, want *float64) bool {
 // power calculation and the agreement figures against SciPy's numbers
 // (testdata/calibration/certify_reference.py).
 func TestCertify_MatchesTheReference(t *testing.T) {
+	t.Parallel()
 	ref := readCertifyReference(t)
 	for _, c := range ref.BinomialCDF {
 		if got := arbiter.BinomialCDF(c.K, c.N, c.P); !near(got, c.CDF) {
@@ -293,6 +294,7 @@ func simulate(seed uint64, draws, audits int, alpha, delta float64, wrong, error
 // bound looks under the target, among a hundred — is fooled by the luckiest
 // one far more often than the fixed sequence.
 func TestCertify_HoldsItsGuarantee(t *testing.T) {
+	t.Parallel()
 	const alpha, delta = 0.02, 0.05
 	for _, tc := range []struct {
 		name              string
@@ -322,3 +324,37 @@ func TestCertify_HoldsItsGuarantee(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanAuditDays(t *testing.T) {
+	at, need := 0.9, 300
+	buckets := []arbiter.ConfidenceBucket{{Bucket: 95, N: 30, Audits: 30}, {Bucket: 85, N: 90, Audits: 90}}
+	for _, tc := range []struct {
+		name   string
+		recent int
+		want   *int
+	}{
+		{"no recent audits", 0, nil},
+		// 120 audits in 30 days is 4 a day, a quarter of them at or above
+		// 0.90: one a day, 300 days.
+		{"a quarter of four a day", 120, intPtr(300)},
+		{"rounds up", 7, intPtr(5143)}, // 300 / (7/30 · 1/4) = 5142.86
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := arbiter.Certification{AuditsNeeded: &need, AtThreshold: &at}
+			c.PlanAuditDays(buckets, tc.recent)
+			if (c.AuditDays == nil) != (tc.want == nil) || (tc.want != nil && *c.AuditDays != *tc.want) {
+				t.Fatalf("AuditDays = %v, want %v", derefInt(c.AuditDays), derefInt(tc.want))
+			}
+			if tc.want != nil && !strings.Contains(c.Message, "days") {
+				t.Errorf("the message does not say the days: %q", c.Message)
+			}
+		})
+	}
+	c := arbiter.Certification{}
+	c.PlanAuditDays(buckets, 120)
+	if c.AuditDays != nil {
+		t.Error("days without audits needed")
+	}
+}
+
+func intPtr(n int) *int { return &n }

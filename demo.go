@@ -3,7 +3,6 @@ package arbiter
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -11,14 +10,9 @@ import (
 // DemoTaskIDPrefix starts the id of every task in the curated demo queue.
 const DemoTaskIDPrefix = "tsk_demo_"
 
-// Limits on the text of a demo verdict or a reviewer's decision, counted
-// in characters for people and in bytes of UTF-8 for storage: a rationale of
-// 4000 characters outside the Latin alphabets may still pass 8 KiB.
-const (
-	MaxRationaleChars     = 4000
-	MaxRationaleBytes     = 8 << 10
-	MaxAnonSessionIDBytes = 128
-)
+// MaxAnonSessionIDBytes bounds the anonymous session id a demo verdict
+// carries.
+const MaxAnonSessionIDBytes = 128
 
 // What the demo keeps: the worker deletes demo verdicts older than
 // DemoVerdictMaxAge, and the oldest beyond the newest DemoVerdictsKept.
@@ -119,24 +113,6 @@ func (in *DemoVerdictCreate) Validate() error {
 	return nil
 }
 
-// ValidateRationale checks the rationale of a reviewer's decision or a demo
-// verdict: at most MaxRationaleChars characters and MaxRationaleBytes bytes
-// of UTF-8 text without NUL. Returns EINVALID.
-func ValidateRationale(s string) error {
-	if utf8.RuneCountInString(s) > MaxRationaleChars || len(s) > MaxRationaleBytes {
-		return Errorf(EINVALID, "The rationale may be at most %d characters (%d KiB).", MaxRationaleChars, MaxRationaleBytes>>10)
-	} else if !isText(s) {
-		return Errorf(EINVALID, "The rationale must be text: valid UTF-8 without NUL characters.")
-	}
-	return nil
-}
-
-// isText reports whether s is valid UTF-8 without NUL, which Postgres
-// refuses to store in a text column.
-func isText(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
-}
-
 // DemoService serves the curated demo queue.
 type DemoService interface {
 	// ListDemoTasks returns the demo queue, oldest first.
@@ -158,10 +134,4 @@ type DemoService interface {
 	// Returns ENOTFOUND when the demo account owns no task with the id and
 	// EINVALID when the verdict is not one of the task's allowed verdicts.
 	CreateDemoVerdict(ctx context.Context, in DemoVerdictCreate) (*DemoVerdict, error)
-}
-
-// HealthService reports whether the store answers and a worker is alive.
-type HealthService interface {
-	// Health returns nil when healthy, else EUNAVAILABLE with the reason.
-	Health(ctx context.Context) error
 }

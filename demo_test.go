@@ -8,30 +8,6 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-func TestValidateRationale(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		s    string
-		ok   bool
-	}{
-		{"Empty", "", true},
-		{"Plain", "Nine days late is past the promise.", true},
-		{"AtTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars), true},
-		{"OverTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars+1), false},
-		{"AtTheByteLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3), true},
-		{"OverTheByteLimitUnderTheCharacterLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3+1), false},
-		{"NUL", "a\x00b", false},
-		{"InvalidUTF8", "caf\xe9", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := arbiter.ValidateRationale(tc.s)
-			if (err == nil) != tc.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
-				t.Fatalf("ValidateRationale = %v, want ok=%v", err, tc.ok)
-			}
-		})
-	}
-}
-
 // Field names of a demo verdict are matched exactly, as a task's are: Go's
 // decoder alone would take "TASK_ID" for "task_id" and keep the last of a
 // repeated field.

@@ -147,6 +147,26 @@ func (d HumanDecision) Validate() error {
 	return ValidateRationale(d.Rationale)
 }
 
+// Limits on the text of a demo verdict or a reviewer's decision, counted
+// in characters for people and in bytes of UTF-8 for storage: a rationale of
+// 4000 characters outside the Latin alphabets may still pass 8 KiB.
+const (
+	MaxRationaleChars = 4000
+	MaxRationaleBytes = 8 << 10
+)
+
+// ValidateRationale checks the rationale of a reviewer's decision or a demo
+// verdict: at most MaxRationaleChars characters and MaxRationaleBytes bytes
+// of UTF-8 text without NUL. Returns EINVALID.
+func ValidateRationale(s string) error {
+	if utf8.RuneCountInString(s) > MaxRationaleChars || len(s) > MaxRationaleBytes {
+		return Errorf(EINVALID, "The rationale may be at most %d characters (%d KiB).", MaxRationaleChars, MaxRationaleBytes>>10)
+	} else if !isText(s) {
+		return Errorf(EINVALID, "The rationale must be text: valid UTF-8 without NUL characters.")
+	}
+	return nil
+}
+
 // Attempt returns the attempt the decision makes on t at now: the
 // reviewer's verdict at confidence 1.0, which completes t with final_tier
 // human; on a task waiting for an audit (AuditWaiting), the same attempt

@@ -141,6 +141,30 @@ func TestNextAgentStep_Throttled(t *testing.T) {
 	}
 }
 
+func TestValidateRationale(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+		ok   bool
+	}{
+		{"Empty", "", true},
+		{"Plain", "Nine days late is past the promise.", true},
+		{"AtTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars), true},
+		{"OverTheCharacterLimit", strings.Repeat("a", arbiter.MaxRationaleChars+1), false},
+		{"AtTheByteLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3), true},
+		{"OverTheByteLimitUnderTheCharacterLimit", strings.Repeat("語", arbiter.MaxRationaleBytes/3+1), false},
+		{"NUL", "a\x00b", false},
+		{"InvalidUTF8", "caf\xe9", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := arbiter.ValidateRationale(tc.s)
+			if (err == nil) != tc.ok || (err != nil && arbiter.ErrorCode(err) != arbiter.EINVALID) {
+				t.Fatalf("ValidateRationale = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
 func TestLostAgentStep(t *testing.T) {
 	now := time.UnixMilli(1763805600000)
 	for failures := range arbiter.MaxAgentFailures + 2 {

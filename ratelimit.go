@@ -4,23 +4,20 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// RateLimiter is an in-memory token bucket per key: each key may spend
-// Burst requests at once, and earns one more every Every. It is per process:
-// behind several servers the limit is per server.
+// RateLimiter is an in-memory token bucket per key, a rate.Limiter each:
+// each key may spend Burst requests at once, and earns one more every
+// Every. It is per process: behind several servers the limit is per server.
 type RateLimiter struct {
-	burst float64
+	burst int
 	every time.Duration
 	now   Clock
 
 	mu      sync.Mutex
-	buckets map[string]bucket
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time
+	buckets map[string]*rate.Limiter
 }
 
 // maxBuckets bounds a limiter's memory; past it, full buckets are dropped.
@@ -32,7 +29,7 @@ func NewRateLimiter(burst int, every time.Duration, now Clock) *RateLimiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &RateLimiter{burst: float64(burst), every: every, now: now, buckets: map[string]bucket{}}
+	return &RateLimiter{burst: burst, every: every, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
 // Allow spends one request of key's bucket and reports whether there was
@@ -42,13 +39,11 @@ func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.refilled(key, now)
-	if b.tokens < 1 {
-		l.buckets[key] = b
-		return false, time.Duration((1 - b.tokens) * float64(l.every))
+	b := l.bucket(key, now)
+	if wait := l.wait(b, now); wait > 0 {
+		return false, wait
 	}
-	b.tokens--
-	l.buckets[key] = b
+	b.AllowN(now, 1)
 	return true, 0
 }
 
@@ -60,9 +55,8 @@ func (l *RateLimiter) Available(key string) (ok bool, retryAfter time.Duration) 
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.refilled(key, now)
-	if b.tokens < 1 {
-		return false, time.Duration((1 - b.tokens) * float64(l.every))
+	if wait := l.wait(l.bucket(key, now), now); wait > 0 {
+		return false, wait
 	}
 	return true, 0
 }
@@ -74,36 +68,46 @@ func (l *RateLimiter) Return(key string) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.refilled(key, now)
-	b.tokens = min(l.burst, b.tokens+1)
-	l.buckets[key] = b
+	// Spending -1 adds a token; the limiter caps its tokens at the burst
+	// whenever it next reads them. A Reservation's Cancel would not do:
+	// it gives nothing back once its time has passed.
+	l.bucket(key, now).AllowN(now, -1)
 }
 
-// refilled returns key's bucket as of now. The caller holds l.mu.
-func (l *RateLimiter) refilled(key string, now time.Time) bucket {
-	b, ok := l.buckets[key]
-	if !ok {
-		if len(l.buckets) >= maxBuckets {
-			l.prune(now)
-		}
-		return bucket{tokens: l.burst, at: now}
+// wait returns how long until b has a request to spend at now: 0 when it
+// has one. It is computed from the tokens, as (1 - tokens) × every, so a
+// whole number of intervals reads back exactly.
+func (l *RateLimiter) wait(b *rate.Limiter, now time.Time) time.Duration {
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
+		return 0
 	}
-	if now.After(b.at) {
-		b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.every))
-		b.at = now
+	return time.Duration((1 - tokens) * float64(l.every))
+}
+
+// bucket returns key's limiter, making a full one for a new key. The
+// caller holds l.mu.
+func (l *RateLimiter) bucket(key string, now time.Time) *rate.Limiter {
+	if b, ok := l.buckets[key]; ok {
+		return b
 	}
+	if len(l.buckets) >= maxBuckets {
+		l.prune(now)
+	}
+	b := rate.NewLimiter(rate.Every(l.every), l.burst)
+	l.buckets[key] = b
 	return b
 }
 
 // prune drops the buckets that have refilled, which are the same as absent.
 func (l *RateLimiter) prune(now time.Time) {
 	for k, b := range l.buckets {
-		if b.tokens+float64(now.Sub(b.at))/float64(l.every) >= l.burst {
+		if b.TokensAt(now) >= float64(l.burst) {
 			delete(l.buckets, k)
 		}
 	}
 	if len(l.buckets) >= maxBuckets {
-		l.buckets = map[string]bucket{}
+		l.buckets = map[string]*rate.Limiter{}
 	}
 }
 

@@ -89,8 +89,9 @@ const MaxUserAgentChars = 512
 // sessions and sign-in links.
 func NewSecretToken() string { return NewID("", 32) }
 
-// HashToken returns the stored form of a session or sign-in token: its hex
-// SHA-256.
+// HashToken returns the stored form of a secret token, an API key's
+// plaintext or a session or sign-in token: its hex SHA-256. Tokens are
+// random, so an unsalted fast hash suffices.
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])

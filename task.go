@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/arbiterhq/arbiter/internal/jsonfields"
 )
 
 // Task statuses, in lifecycle order (see ARCHITECTURE.md).
@@ -454,17 +456,17 @@ func decodeStrict(body []byte, v any, typeErrors map[string]string, what string)
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Errorf(EINVALID, "%s must hold exactly one JSON object, with nothing after it.", what)
 	}
-	// The body is valid JSON now, which eachObjectKey relies on.
-	fields := jsonFieldsOf(reflect.TypeOf(v).Elem())
+	// The body is valid JSON now, which jsonfields.EachObjectKey relies on.
+	fields := jsonfields.Of(reflect.TypeOf(v).Elem())
 	var seenArr [64]bool
 	seen := seenArr[:]
-	if len(fields.names) > len(seen) {
-		seen = make([]bool, len(fields.names))
+	if len(fields.Names) > len(seen) {
+		seen = make([]bool, len(fields.Names))
 	}
-	return eachObjectKey(body, func(key, value []byte) error {
-		i, ok := fields.index[string(key)]
+	return jsonfields.EachObjectKey(body, func(key, value []byte) error {
+		i, ok := fields.Index[string(key)]
 		if !ok {
-			for _, name := range fields.names {
+			for _, name := range fields.Names {
 				if strings.EqualFold(name, string(key)) {
 					return Errorf(EINVALID, "%s has an unknown field %q; field names are case-sensitive: did you mean %q?", what, key, name)
 				}
@@ -472,8 +474,8 @@ func decodeStrict(body []byte, v any, typeErrors map[string]string, what string)
 			return Errorf(EINVALID, "%s has an unknown field %q.", what, key)
 		} else if seen[i] {
 			return Errorf(EINVALID, "%s has the field %q twice.", what, key)
-		} else if fields.notNull[i] && string(value) == "null" {
-			return nullError(fields.names[i], typeErrors)
+		} else if fields.NotNull[i] && string(value) == "null" {
+			return nullError(fields.Names[i], typeErrors)
 		}
 		seen[i] = true
 		return nil
@@ -630,36 +632,36 @@ func splitTaskBatch(body []byte) (req taskBatchRequest, ok bool) {
 		return req, false
 	}
 	// Valid JSON: {"tasks": [ … ]} and nothing else, or the slow path.
-	i := skipSpace(body, 0)
+	i := jsonfields.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return req, false
 	}
-	if i = skipSpace(body, i+1); !bytes.HasPrefix(body[i:], []byte(`"tasks"`)) {
+	if i = jsonfields.SkipSpace(body, i+1); !bytes.HasPrefix(body[i:], []byte(`"tasks"`)) {
 		return req, false
 	}
-	if i = skipSpace(body, i+len(`"tasks"`)); i >= len(body) || body[i] != ':' {
+	if i = jsonfields.SkipSpace(body, i+len(`"tasks"`)); i >= len(body) || body[i] != ':' {
 		return req, false
 	}
-	if i = skipSpace(body, i+1); i >= len(body) || body[i] != '[' {
+	if i = jsonfields.SkipSpace(body, i+1); i >= len(body) || body[i] != '[' {
 		return req, false
 	}
-	end := valueEnd(body, i)
+	end := jsonfields.ValueEnd(body, i)
 	if end < 0 {
 		return req, false
 	}
-	if k := skipSpace(body, end); k >= len(body) || body[k] != '}' || skipSpace(body, k+1) != len(body) {
+	if k := jsonfields.SkipSpace(body, end); k >= len(body) || body[k] != '}' || jsonfields.SkipSpace(body, k+1) != len(body) {
 		return req, false
 	}
 	arr := body[i:end]
 	req.Tasks = []json.RawMessage{}
-	for j := skipSpace(arr, 1); j < len(arr) && arr[j] != ']'; {
-		e := valueEnd(arr, j)
+	for j := jsonfields.SkipSpace(arr, 1); j < len(arr) && arr[j] != ']'; {
+		e := jsonfields.ValueEnd(arr, j)
 		if e < 0 {
 			return taskBatchRequest{}, false
 		}
 		req.Tasks = append(req.Tasks, arr[j:e:e])
-		if j = skipSpace(arr, e); j < len(arr) && arr[j] == ',' {
-			j = skipSpace(arr, j+1)
+		if j = jsonfields.SkipSpace(arr, e); j < len(arr) && arr[j] == ',' {
+			j = jsonfields.SkipSpace(arr, j+1)
 		}
 	}
 	return req, true

@@ -248,7 +248,7 @@ func TestAPIKey_Shape(t *testing.T) {
 			t.Errorf("ValidAPIKey(%q) = true", bad)
 		}
 	}
-	if h := arbiter.HashAPIKey(key); len(h) != 64 || strings.Contains(h, key[9:]) {
+	if h := arbiter.HashToken(key); len(h) != 64 || strings.Contains(h, key[9:]) {
 		t.Errorf("hash %q", h)
 	}
 }

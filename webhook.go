@@ -48,6 +48,11 @@ const (
 var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed,
 	EventCalibrationDrifted, EventTaskVoteRecorded}
 
+// CallbackEventTypes are the event types a task's callback_url receives:
+// those about the task. An account's events (calibration.drifted) go to
+// its endpoints only.
+var CallbackEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
+
 // TaskEventOf returns the event type of a task reaching status, or "" for a
 // status no event announces.
 func TaskEventOf(status string) string {

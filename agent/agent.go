@@ -53,7 +53,7 @@ const (
 )
 
 // Config selects and configures a backend. The comments name the
-// environment variables web.Config reads them from.
+// environment variables config.Config reads them from.
 type Config struct {
 	Backend   string // ARBITER_AGENT: none (default), openai or rules
 	BaseURL   string // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1

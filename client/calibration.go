@@ -142,6 +142,7 @@ type Certification struct {
 	Floor           *float64 `json:"floor"`
 	AuditsNeeded    *int     `json:"audits_needed"`
 	AtThreshold     *float64 `json:"at_threshold"`
+	AuditDays       *int     `json:"audit_days"`
 	Message         string   `json:"message"`
 }
 

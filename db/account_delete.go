@@ -89,7 +89,7 @@ func foreignKeyViolated(err error) bool {
 // the tasks failed the deletion on attempts_task_id_fkey (2 of 4 tries
 // with a worker running). SQLite's single writer serializes them already.
 func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string) error {
-	if d.dialect != Postgres {
+	if !d.locksRows() {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT id FROM tasks WHERE account_id = $1 ORDER BY id FOR UPDATE`, accountID); err != nil {

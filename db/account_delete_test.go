@@ -145,6 +145,7 @@ func heldRows(t *testing.T, d *db.DB, h *heldAccount) map[string]int {
 // their other accounts; admins, reviewers, a wrong name, another account's
 // owner and the demo account change nothing.
 func TestAccountService_DeleteAccount(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		gone := holdEverything(t, d, "gone")
@@ -245,6 +246,8 @@ func sameCounts(a, b map[string]int) bool {
 // holds the account and waits for the task. Postgres aborts one of them;
 // the deletion still completes, and leaves nothing behind.
 func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
+	// Not parallel: it waits for a lock wait in pg_stat_activity, which sees
+	// the sessions of every test in the database.
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "owner@example.com")
 	owner := personOf(t, d, "owner@example.com")
@@ -301,6 +304,8 @@ func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
 // behind. Before the deletion locked the tasks, this interleaving failed it
 // on attempts_task_id_fkey every time.
 func TestDeleteAccount_AnAttemptCommittedMidDeletion(t *testing.T) {
+	// Not parallel: it waits for a lock wait in pg_stat_activity, which sees
+	// the sessions of every test in the database.
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "owner@example.com")
 	owner := personOf(t, d, "owner@example.com")
@@ -356,6 +361,7 @@ func TestDeleteAccount_AnAttemptCommittedMidDeletion(t *testing.T) {
 // attempt; the workers' late finishes are refused as not found or lost,
 // never with an internal error.
 func TestDeleteAccount_WhileTheWorkerWritesAttempts(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		owner := personOf(t, d, "owner@example.com")

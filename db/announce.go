@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -19,7 +18,7 @@ import (
 // each). Instead, once a create has committed, this process sends
 // `SELECT pg_notify(…)` on its own, a statement without a transaction id
 // (no commit record, ~70 µs), at most one at a time and at most one per
-// createdGap: the creates in between share it.
+// createdGap: the creates in between share it (pglisten.Sender).
 
 // createdPayload is the taskChannel payload that says tasks were created;
 // the other payloads are task ids, which never equal it.
@@ -31,59 +30,13 @@ const createdPayload = "created"
 // apart anyway.
 const createdGap = 2 * time.Millisecond
 
-// announcer sends the created notifications of a process.
-type announcer struct {
-	once sync.Once
-	kick chan struct{}
-
-	mu   sync.Mutex
-	stop context.CancelFunc // nil until the sender starts
-	done chan struct{}
-}
-
 // announceCreated tells other processes' workers, on Postgres, that tasks
 // were created; call it after the commit. It never blocks.
 func (d *DB) announceCreated() {
-	if d.dialect != Postgres {
+	if !d.notifies() {
 		return
 	}
-	a := &d.announcer
-	a.once.Do(d.startAnnouncer)
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
-
-// startAnnouncer starts the sender of created notifications; it runs until
-// the store closes.
-func (d *DB) startAnnouncer() {
-	a := &d.announcer
-	ctx, cancel := context.WithCancel(context.Background())
-	a.mu.Lock()
-	a.kick, a.stop, a.done = make(chan struct{}, 1), cancel, make(chan struct{})
-	a.mu.Unlock()
-	go func() {
-		defer close(a.done)
-		gap := time.NewTimer(0)
-		defer gap.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-a.kick:
-			}
-			if err := d.notifyCreated(ctx); err != nil && ctx.Err() == nil {
-				d.log.Warn("notify other workers of new tasks", "error", err.Error())
-			}
-			gap.Reset(createdGap)
-			select {
-			case <-ctx.Done():
-				return
-			case <-gap.C:
-			}
-		}
-	}()
+	d.announcer.Kick()
 }
 
 // notifyCreated sends one created notification.
@@ -98,18 +51,6 @@ func (d *DB) notifyCreated(ctx context.Context) error {
 	return err
 }
 
-// stopAnnouncer stops the sender, if it started, and waits for it.
-func (a *announcer) stopAnnouncer() {
-	a.once.Do(func() {}) // no sender starts after this
-	a.mu.Lock()
-	stop, done := a.stop, a.done
-	a.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-	}
-}
-
 // TasksCreated returns a channel that receives when another process (or
 // this one) created tasks, on Postgres, for a worker to claim at once
 // rather than at its next poll. The first call opens the process's
@@ -118,9 +59,9 @@ func (a *announcer) stopAnnouncer() {
 // meanwhile are lost. On SQLite it is nil: a worker there shares the
 // creating process, whose TaskCreated hook wakes it.
 func (d *DB) TasksCreated() <-chan struct{} {
-	if d.dialect != Postgres {
+	if !d.notifies() {
 		return nil
 	}
-	d.watchers.listenOnce.Do(d.startListener)
+	d.listener.Start()
 	return d.watchers.created
 }

@@ -31,7 +31,7 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbite
 		AccountID: accountID,
 		Name:      name,
 		Prefix:    arbiter.APIKeyDisplayPrefix(plaintext),
-		Hash:      arbiter.HashAPIKey(plaintext),
+		Hash:      arbiter.HashToken(plaintext),
 		CreatedAt: d.nowMS(),
 	}
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {

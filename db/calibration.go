@@ -198,6 +198,11 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			WHERE account_id = ? AND audit_state = ?`), accountID, arbiter.AuditStateWaiting); err != nil {
 			return fmt.Errorf("count waiting audits: %w", err)
 		}
+		since := int64(out.ComputedAt) - int64(arbiter.AuditPaceDays)*86_400_000
+		if err := tx.GetContext(ctx, &out.RecentAudits, d.rebind(`SELECT count(*) FROM labelled_pairs
+			WHERE `+where+` AND audit = 1 AND labelled_at > ?`), with(since)...); err != nil {
+			return fmt.Errorf("count recent audits: %w", err)
+		}
 		dr, err := scanDrift(tx.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
 			WHERE account_id = ? AND cleared_at IS NULL`), accountID))
 		if err == nil {
@@ -244,16 +249,6 @@ func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 	}
 	defer tx.Rollback()
 	return fn(tx)
-}
-
-// snapshotIsolation is the isolation level under which a transaction's
-// reads share one snapshot: repeatable read on Postgres; SQLite's default
-// already does.
-func (d *DB) snapshotIsolation() sql.IsolationLevel {
-	if d.dialect == Postgres {
-		return sql.LevelRepeatableRead
-	}
-	return sql.LevelDefault
 }
 
 // maxStrataGroups bounds the groups the strata's scan returns: every

@@ -17,6 +17,7 @@ import (
 // makes none where a decision makes none, and keeps the pairs stored
 // already.
 func TestMigrate_BackfillsTheLabelledPairsOfEarlierDecisions(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")

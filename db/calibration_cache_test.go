@@ -47,6 +47,7 @@ func pairs(data arbiter.CalibrationData) int {
 // says how old the data is), and reads another filter or account on its
 // own.
 func TestCalibrationService_SharesAndKeepsAReport(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -111,6 +112,7 @@ func TestCalibrationService_SharesAndKeepsAReport(t *testing.T) {
 // one account at once, none kept: each is read, one at a time, so that one
 // account cannot take many of the store's connections for its reports.
 func TestCalibrationService_AnAccountsReadsTakeTurns(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		routedPair(t, d, acct.ID)
@@ -138,6 +140,7 @@ func TestCalibrationService_AnAccountsReadsTakeTurns(t *testing.T) {
 // store keeps reports of: each is answered, and the reports kept stay
 // within the bound.
 func TestCalibrationService_KeepsBoundedReports(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.SQLite, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
 	for i := range 300 {

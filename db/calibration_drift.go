@@ -20,6 +20,15 @@ import (
 // messages.
 func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (queued bool, err error) {
 	s := d.drift
+	// Answers to the account's audits take turns here, so that the last of
+	// several answered at once reads a window holding all of them: without
+	// it, each would read the window before the others commit, and none
+	// might cross. SQLite's single writer takes turns already.
+	if turn := d.sqlTurnLock(); turn != "" {
+		if _, err := tx.ExecContext(ctx, turn, "calibration_drift:"+accountID); err != nil {
+			return false, fmt.Errorf("drift lock: %w", err)
+		}
+	}
 	now := d.nowMS()
 	since := int64(now) - s.Age.Milliseconds()
 	var w arbiter.DriftWindow

@@ -20,6 +20,24 @@ var driftSettings = arbiter.DriftSettings{Audits: 20, Age: 24 * time.Hour, Targe
 // second before each answer.
 func answerAudits(t *testing.T, d *db.DB, c *clock, accountID string, n int, wrong func(i int) bool) []string {
 	t.Helper()
+	ids := auditedTasks(t, d, accountID, n)
+	for i, id := range ids {
+		c.Add(time.Second)
+		verdict := "approve"
+		if wrong(i) {
+			verdict = "reject"
+		}
+		if _, err := d.DecideTask(ctx, accountID, id, arbiter.HumanDecision{Verdict: verdict, Reviewer: "r@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// auditedTasks creates n tasks with an audit rate of 1 and has the agent
+// complete them at 0.93: each waits for its blind audit.
+func auditedTasks(t *testing.T, d *db.DB, accountID string, n int) []string {
+	t.Helper()
 	one := 1.0
 	var ids []string
 	for range n {
@@ -32,16 +50,6 @@ func answerAudits(t *testing.T, d *db.DB, c *clock, accountID string, n int, wro
 		ids = append(ids, task.ID)
 	}
 	completeAll(t, d, "approve", 0.93)
-	for i, id := range ids {
-		c.Add(time.Second)
-		verdict := "approve"
-		if wrong(i) {
-			verdict = "reject"
-		}
-		if _, err := d.DecideTask(ctx, accountID, id, arbiter.HumanDecision{Verdict: verdict, Reviewer: "r@example.com"}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return ids
 }
 
@@ -67,6 +75,7 @@ func driftMessages(t *testing.T, d *db.DB, accountID, endpointID string) []*arbi
 // it, and a second crossing fires again. Audits older than the window's
 // age leave it.
 func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now, Drift: driftSettings}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -151,6 +160,7 @@ func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
 // audits from several goroutines at once: however the transactions
 // interleave, the account crosses once and one message is queued.
 func TestCalibrationDrift_ConcurrentAnswersCrossOnce(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now, Drift: driftSettings}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -158,18 +168,7 @@ func TestCalibrationDrift_ConcurrentAnswersCrossOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		one := 1.0
-		var ids []string
-		for range 24 {
-			in := taskCreate("audit me")
-			in.AuditRate = &one
-			task, err := d.CreateTask(ctx, acct.ID, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, task.ID)
-		}
-		completeAll(t, d, "approve", 0.93)
+		ids := auditedTasks(t, d, acct.ID, 24)
 		var wg sync.WaitGroup
 		errs := make(chan error, len(ids))
 		for _, id := range ids {

@@ -17,6 +17,7 @@ import (
 )
 
 func TestCalibrationService_AuditRate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		if rate, err := d.AuditRate(ctx, acct.ID); err != nil || rate != 0 {
@@ -61,6 +62,7 @@ func completeAll(t *testing.T, d *db.DB, verdict string, confidence float64) {
 }
 
 func TestQueueService_ChoosesAgentCompletionsForAudit(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		if err := d.SetAuditRate(ctx, acct.ID, 0.5); err != nil {
@@ -159,6 +161,7 @@ func TestQueueService_ChoosesAgentCompletionsForAudit(t *testing.T) {
 }
 
 func TestQueueService_NoAuditBelowTheThresholdOrWithoutARate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		one := 1.0
@@ -198,6 +201,7 @@ func finalOf(t *arbiter.Task) finalFields {
 }
 
 func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -286,6 +290,7 @@ func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
 }
 
 func TestQueueService_RoutedDecisionMakesAPair(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("unsure"))
@@ -316,6 +321,7 @@ func TestQueueService_RoutedDecisionMakesAPair(t *testing.T) {
 // set and checks that the report from the store's SQL sums is the report
 // of the same pairs summed in Go, and that the filters select.
 func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(filepath.Join("..", "testdata", "calibration", "set_generated.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +391,7 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 }
 
 func TestCalibrationService_ReadsTheNewestPairsUpToItsCap(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{MaxCalibrationPairs: 100}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		var pairs []arbiter.LabelledPair
@@ -414,6 +421,7 @@ func TestCalibrationService_ReadsTheNewestPairsUpToItsCap(t *testing.T) {
 }
 
 func TestCalibrationService_SeedDemoHistory(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		if data, _ := d.CalibrationData(ctx, arbiter.DemoAccountID, arbiter.CalibrationFilter{}); len(data.Buckets) != 0 {
 			t.Fatalf("the demo has a history before it is seeded")
@@ -443,6 +451,7 @@ func TestCalibrationService_SeedDemoHistory(t *testing.T) {
 // grouped statement (Postgres): each is chosen for audit as a finish alone
 // would choose it, at its own rate or its account's.
 func TestFinishGroup_ChoosesCompletionsForAudit(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
 	if err := d.SetAuditRate(ctx, acct.ID, 0.5); err != nil {
@@ -512,6 +521,7 @@ func TestFinishGroup_ChoosesCompletionsForAudit(t *testing.T) {
 // disagrees queues task.audit_disagreed, in its transaction, to the
 // endpoints that want it; one that agrees queues nothing.
 func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		e, err := d.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks",
@@ -551,6 +561,7 @@ func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
 // type whose audits certify a threshold, one whose audits do not, and the
 // models across them.
 func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		by := map[[2]string][]arbiter.LabelledPair{}
@@ -616,4 +627,41 @@ func nearPtr(got, want *float64) bool {
 		return got == nil && want == nil
 	}
 	return math.Abs(*got-*want) < 1e-9
+}
+
+// TestCalibrationService_CountsRecentAudits counts the blind audits of the
+// last 30 days among the pairs the filter selects: older audits, routed
+// pairs, other task types and other accounts are left out.
+func TestCalibrationService_CountsRecentAudits(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		other := newAccount(t, d, "b@example.com")
+		now := arbiter.TimestampOf(c.Now())
+		day := arbiter.Timestamp(86_400_000)
+		var pairs []arbiter.LabelledPair
+		add := func(accountID, taskType string, audit bool, labelledAt arbiter.Timestamp) {
+			pairs = append(pairs, arbiter.LabelledPair{TaskID: fmt.Sprintf("tsk_%016x", len(pairs)), AccountID: accountID, TaskType: taskType,
+				Confidence: 0.95, AgentVerdict: "approve", HumanVerdict: "approve", Audit: audit, Weight: 1,
+				CreatedAt: labelledAt - 1000, LabelledAt: labelledAt})
+		}
+		for i := range 5 {
+			add(acct.ID, "refund", true, now-arbiter.Timestamp(i)*day) // recent
+		}
+		add(acct.ID, "refund", true, now-31*day) // too old
+		add(acct.ID, "refund", false, now-day)   // routed
+		add(acct.ID, "moderate", true, now-day)  // another type
+		add(other.ID, "refund", true, now-day)   // another account
+		if err := d.InsertLabelledPairs(ctx, pairs); err != nil {
+			t.Fatal(err)
+		}
+		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TaskType: "refund", TargetErrorRate: 0.02})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data.RecentAudits != 5 {
+			t.Errorf("RecentAudits = %d, want 5", data.RecentAudits)
+		}
+	})
 }

@@ -33,14 +33,14 @@ func (d *DB) asksVotes(ctx context.Context, tx *sqlx.Tx, accountID, taskID strin
 // fewer than its votes_open slots are held by others.
 func (d *DB) slotFreeFor() string {
 	return `(t.reviews_required = 1 OR (NOT EXISTS (SELECT 1 FROM attempts v WHERE v.task_id = t.id AND v.person_id = ?)
-		AND (SELECT count(*) FROM review_slots s WHERE s.task_id = t.id AND s.person_id <> ? AND s.reserved_until > ` + d.dbNowMS() + `) < t.votes_open))`
+		AND (SELECT count(*) FROM review_slots s WHERE s.task_id = t.id AND s.person_id <> ? AND s.reserved_until > ` + d.sqlNowMS() + `) < t.votes_open))`
 }
 
 // lockTask locks the task's row on Postgres until tx ends, so that the
 // votes and slots of one task are counted and changed one at a time;
 // SQLite's single writer serializes them already.
 func (d *DB) lockTask(ctx context.Context, tx *sqlx.Tx, taskID string) error {
-	if d.dialect != Postgres {
+	if !d.locksRows() {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, taskID); err != nil {
@@ -70,7 +70,7 @@ func votesOf(t *arbiter.Task) []arbiter.Vote {
 func (d *DB) liveSlots(ctx context.Context, tx *sqlx.Tx, taskID, personID string) ([]arbiter.Reservation, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT s.person_id, COALESCE(p.email, ''), s.reserved_until
 		FROM review_slots s LEFT JOIN people p ON p.id = s.person_id
-		WHERE s.task_id = ? AND s.person_id <> ? AND s.reserved_until > `+d.dbNowMS()+` ORDER BY s.reserved_until, s.person_id`),
+		WHERE s.task_id = ? AND s.person_id <> ? AND s.reserved_until > `+d.sqlNowMS()+` ORDER BY s.reserved_until, s.person_id`),
 		taskID, personID)
 	if err != nil {
 		return nil, fmt.Errorf("find slots: %w", err)
@@ -206,7 +206,7 @@ func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accoun
 	}
 	now := a.StartedAt
 	verdict, confidence, tier := out.Verdict, 1.0, arbiter.TierHuman
-	rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
+	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?, votes_open = 0
 		WHERE id = ? AND account_id = ? AND status = ?
 		RETURNING `+updatedColumns)),

@@ -21,6 +21,8 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/pglisten"
+	"github.com/arbiterhq/arbiter/db/internal/sqlitegate"
 )
 
 // Dialects the store speaks.
@@ -67,7 +69,7 @@ type Options struct {
 	// arbiter.DefaultSessionIdle).
 	SessionIdle time.Duration
 	// Ungrouped gives every create and every task read its own statement
-	// on Postgres instead of grouping concurrent ones (group.go); the
+	// on Postgres instead of grouping concurrent ones (db/internal/group); the
 	// benchmark's one-statement ceilings use it.
 	Ungrouped bool
 }
@@ -85,8 +87,8 @@ type DB struct {
 	// the Postgres task listener's.
 	url string
 	// writeGate gives the SQLite store's connections turns to write
-	// (sqlite_gate.go); nil on Postgres.
-	writeGate *writeGate
+	// (db/internal/sqlitegate); nil on Postgres.
+	writeGate *sqlitegate.Gate
 	// writes counts failed writes for Health.
 	writes writeHealth
 	// health shares and keeps Health's look at the store.
@@ -116,10 +118,16 @@ type DB struct {
 	finishes  finishGroup
 	ungrouped bool
 
+	// claims are the claim statements of the store's dialect, assembled
+	// once (claimTasksSQL, claimWebhooksSQL).
+	claims struct{ tasks, webhooks string }
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
+	// listener is the process's LISTEN connection on Postgres, opened at
+	// the first watch; it wakes the watchers (watch.go).
+	listener *pglisten.Listener
 	// announcer tells other processes' workers of creates (announce.go).
-	announcer announcer
+	announcer *pglisten.Sender
 
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
@@ -163,15 +171,19 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift)}
 	d.watchers.created = make(chan struct{}, 1)
-	d.creates.run, d.creates.timeout = d.storeGroup, opts.Timeout
-	d.reads.run, d.reads.timeout = d.readGroupOf, opts.Timeout
-	d.finishes.run, d.finishes.timeout, d.finishes.max = d.finishGroupOf, opts.Timeout, maxFinishGroup
+	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
+	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {
+		d.log.Warn("notify other workers of new tasks", "error", err.Error())
+	})
+	d.creates.Run, d.creates.Timeout = d.storeGroup, opts.Timeout
+	d.reads.Run, d.reads.Timeout = d.readGroupOf, opts.Timeout
+	d.finishes.Run, d.finishes.Timeout, d.finishes.Max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
 	// Few connections serve many requests: a query holds one for well
-	// under a millisecond, concurrent calls share statements (group.go), and
+	// under a millisecond, concurrent calls share statements (db/internal/group), and
 	// more backends than the database has cores only take turns on them.
 	// On SQLite, WAL lets readers run beside the single writer, and writers
-	// take turns in the order they came (sqlite_gate.go).
+	// take turns in the order they came (db/internal/sqlitegate).
 	pool := 8
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -191,9 +203,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
-		d.writeGate = newWriteGate(opts.Timeout)
-		d.db = sqlx.NewDb(sql.OpenDB(gatedConnector{Connector: connector, gate: d.writeGate}), "sqlite")
+		d.writeGate = sqlitegate.New(opts.Timeout)
+		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
 	}
+	d.claims.tasks, d.claims.webhooks = d.claimTasksSQL(), d.claimWebhooksSQL()
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns
 	}
@@ -270,8 +283,8 @@ func (d *DB) Dialect() string { return d.dialect }
 // Close stops the task listener and closes the prepared statements and
 // the connection pool.
 func (d *DB) Close() error {
-	d.watchers.stopListener()
-	d.announcer.stopAnnouncer()
+	d.listener.Close()
+	d.announcer.Close()
 	d.stmts.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true

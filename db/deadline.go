@@ -58,14 +58,11 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 // tasks it expires. The due tasks are found by the partial index
 // tasks_deadline, so a sweep costs what it expires, not the table's size.
 func (d *DB) expireTasksSQL() string {
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
-	return d.publishingSQL(`UPDATE tasks SET status = 'expired', expired_at = ` + d.dbNowMS() + `,
+	lock := d.sqlSkipLocked()
+	return d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = ` + d.sqlNowMS() + `,
 		lease_owner = NULL, lease_expires_at = NULL
 		WHERE id IN (SELECT id FROM tasks
-			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.dbNowMS() + `
+			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.sqlNowMS() + `
 			ORDER BY deadline_at LIMIT ? ` + lock + `)
 		AND status IN ` + notFinal + `
 		RETURNING ` + updatedColumns)
@@ -74,7 +71,7 @@ func (d *DB) expireTasksSQL() string {
 // beforeDeadline is the SQL condition that a task's deadline, if it has
 // one, has not passed by the database's clock.
 func (d *DB) beforeDeadline() string {
-	return `(deadline_at IS NULL OR deadline_at > ` + d.dbNowMS() + `)`
+	return `(deadline_at IS NULL OR deadline_at > ` + d.sqlNowMS() + `)`
 }
 
 // deadlinePassed reports whether a change refused on the task was refused
@@ -84,7 +81,7 @@ func (d *DB) beforeDeadline() string {
 func (d *DB) deadlinePassed(ctx context.Context, q sqlx.QueryerContext, taskID string) (bool, error) {
 	var passed bool
 	err := sqlx.GetContext(ctx, q, &passed, d.rebind(`SELECT status = 'expired' OR (deadline_at IS NOT NULL AND deadline_at <= `+
-		d.dbNowMS()+`) FROM tasks WHERE id = ?`), taskID)
+		d.sqlNowMS()+`) FROM tasks WHERE id = ?`), taskID)
 	if err != nil {
 		return false, notFound(err, "Task not found.")
 	}

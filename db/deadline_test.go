@@ -24,6 +24,7 @@ func withDeadline(prompt string, seconds int) arbiter.TaskCreate {
 const past = arbiter.Timestamp(1000)
 
 func TestTaskService_CreateTask_Deadline(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -74,6 +75,7 @@ func mustFind(t *testing.T, d *db.DB, accountID, id string) *arbiter.Task {
 }
 
 func TestQueueService_ExpireTasks(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		mk := func(prompt string, seconds int) *arbiter.Task {
@@ -165,6 +167,7 @@ func TestQueueService_ExpireTasks(t *testing.T) {
 // workers, each with its own store as separate processes would, sweep 200
 // overdue tasks at once: every task expires exactly once.
 func TestQueueService_ExpireTasks_OncePerTaskWithManyWorkers(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -225,6 +228,7 @@ func TestQueueService_ExpireTasks_OncePerTaskWithManyWorkers(t *testing.T) {
 }
 
 func TestQueueService_DeadlinePassedBeforeTheSweep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		human, _ := d.CreateTask(ctx, acct.ID, withDeadline("human", 60))
@@ -277,6 +281,7 @@ func TestQueueService_DeadlinePassedBeforeTheSweep(t *testing.T) {
 }
 
 func TestWatchTask_ExpiryWakes(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -310,6 +315,7 @@ func TestWatchTask_ExpiryWakes(t *testing.T) {
 // tasks_deadline instead of reading the tasks table: on 20,000 tasks its
 // plan neither scans nor sorts them.
 func TestQueueService_ExpireTasksUsesTheIndex(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		if err := d.InsertTasks(ctx, acct.ID, 20000, 1763805600000); err != nil {

@@ -105,7 +105,7 @@ func (d *DB) SeedDemo(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("seed demo account: %w", err)
 		}
-		if d.dialect == Postgres {
+		if d.locksRows() {
 			// Seeders in several processes take turns, so none adds an
 			// attempt that another is adding.
 			if _, err := tx.ExecContext(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, arbiter.DemoAccountID); err != nil {

@@ -103,7 +103,7 @@ func (d *DB) SeedDemoHistory(ctx context.Context) (err error) {
 // demo account has none yet, a few statements in all. On Postgres the
 // demo account's row is locked first, so concurrent seeders take turns.
 func (d *DB) seedDemoHistory(ctx context.Context, tx *sqlx.Tx) error {
-	if d.dialect == Postgres {
+	if d.locksRows() {
 		if _, err := tx.ExecContext(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, arbiter.DemoAccountID); err != nil {
 			return fmt.Errorf("lock demo account: %w", err)
 		}

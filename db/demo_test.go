@@ -1,6 +1,8 @@
 package db_test
 
 import (
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 )
 
 func TestDemoService_PruneDemoVerdicts(t *testing.T) {
+	// Not parallel: it changes the package's prune batch for its duration.
 	defer db.SetPruneBatch(2)()
 	clk := newClock()
 	dbtest.Each(t, db.Options{Now: clk.Now}, func(t *testing.T, d *db.DB) {
@@ -68,6 +71,7 @@ func TestDemoService_PruneDemoVerdicts(t *testing.T) {
 }
 
 func TestDemoService_RefusesTextItCannotKeep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		tasks, err := d.ListDemoTasks(ctx)
 		if err != nil {
@@ -107,6 +111,7 @@ func TestDemoService_RefusesTextItCannotKeep(t *testing.T) {
 }
 
 func TestQueueService_DecideTask_RefusesTextItCannotKeep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
 		task := humanNeeded(t, d, alice.ID)
@@ -129,4 +134,101 @@ func TestQueueService_DecideTask_RefusesTextItCannotKeep(t *testing.T) {
 			t.Fatalf("a refused decision changed the task: %+v, %v", got, err)
 		}
 	})
+}
+
+func TestDemoService(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		if err := d.SeedDemo(ctx); err != nil {
+			t.Fatalf("seeding twice: %v", err)
+		}
+		tasks, err := d.ListDemoTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) < 8 {
+			t.Fatalf("demo queue has %d tasks, want at least 8", len(tasks))
+		}
+		for _, task := range tasks {
+			var ctxObj map[string]any
+			if !arbiter.ValidTaskID(task.ID) || json.Unmarshal(task.Context, &ctxObj) != nil || len(task.AllowedVerdicts) < 2 {
+				t.Fatalf("demo task %+v", task)
+			}
+		}
+		first := tasks[0]
+		session := "anon_1"
+		v, err := d.CreateDemoVerdict(ctx, arbiter.DemoVerdictCreate{TaskID: first.ID, Verdict: first.AllowedVerdicts[0], AnonSessionID: &session})
+		if err != nil || v.TaskID != first.ID || *v.AnonSessionID != session {
+			t.Fatalf("verdict = %+v, %v", v, err)
+		}
+		_, err = d.CreateDemoVerdict(ctx, arbiter.DemoVerdictCreate{TaskID: first.ID, Verdict: "maybe"})
+		wantCode(t, err, arbiter.EINVALID)
+
+		owner := newAccount(t, d, "real@example.com")
+		real, _ := d.CreateTask(ctx, owner.ID, taskCreate("real"))
+		_, err = d.CreateDemoVerdict(ctx, arbiter.DemoVerdictCreate{TaskID: real.ID, Verdict: "approve"})
+		wantCode(t, err, arbiter.ENOTFOUND)
+
+		if n, err := d.CountDemoVerdicts(ctx, session); err != nil || n != 1 {
+			t.Fatalf("count = %d, %v", n, err)
+		}
+		after, err := d.FindDemoTask(ctx, first.ID)
+		if err != nil || after.Status != arbiter.StatusHumanNeeded || after.FinalVerdict != nil || len(after.Attempts) != 1 {
+			t.Fatalf("demo task changed: %+v, %v", after, err)
+		}
+	})
+}
+
+func TestDemoService_VerifierAnswers(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		// Seeded twice (dbtest seeds once): still one answer per task.
+		if err := d.SeedDemo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tasks, _ := d.ListDemoTasks(ctx)
+		for _, listed := range tasks {
+			task, err := d.FindDemoTask(ctx, listed.ID)
+			if err != nil || len(task.Attempts) != 1 {
+				t.Fatalf("%s has %d attempts (%v), want the verifier's one", listed.ID, len(task.Attempts), err)
+			}
+			a := task.Attempts[0]
+			if a.Tier != arbiter.TierAgent || a.Verdict == nil || !task.Allows(*a.Verdict) || a.Confidence == nil ||
+				*a.Confidence <= 0 || *a.Confidence >= task.ConfidenceThreshold || len(a.Rationale) < 40 ||
+				a.Model == nil || *a.Model != "demo-verifier" || a.Error != nil || a.FinishedAt == nil {
+				t.Errorf("%s: the verifier's answer = %+v, want an allowed verdict under the threshold, with a rationale", task.ID, a)
+			}
+		}
+	})
+}
+
+func TestDemoService_AnswersAddedToAnOldDemo(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			url := dbtest.URL(t, dialect)
+			d := dbtest.OpenURL(t, url, db.Options{})
+			driver, dsn := "postgres", url
+			if dialect == db.SQLite {
+				driver, dsn = "sqlite", strings.TrimPrefix(url, "sqlite:")
+			}
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if _, err := raw.Exec(`DELETE FROM attempts WHERE task_id LIKE 'tsk_demo_%'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.SeedDemo(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var tasks, attempts int
+			raw.QueryRow(`SELECT count(*), (SELECT count(*) FROM attempts WHERE task_id LIKE 'tsk_demo_%')
+				FROM tasks WHERE id LIKE 'tsk_demo_%'`).Scan(&tasks, &attempts)
+			if tasks == 0 || attempts != tasks {
+				t.Errorf("%d demo tasks hold %d attempts after seeding, want one each", tasks, attempts)
+			}
+		})
+	}
 }

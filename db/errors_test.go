@@ -1,22 +1,22 @@
 package db_test
 
 import (
-	"bytes"
 	"database/sql"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound revokes a key on a
 // store that cannot answer: the error is the store's, not "not found".
 func TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -40,6 +40,7 @@ func TestAPIKeyService_RevokeAPIKey_StoreErrorIsNotNotFound(t *testing.T) {
 // when the audit write fails, no key exists whose plaintext nobody saw, and
 // a key stays active until its revocation is on record.
 func TestAPIKeyService_KeyAuditInTheSameTransaction(t *testing.T) {
+	t.Parallel()
 	by := arbiter.Actor{Email: "owner@example.com", Client: arbiter.Client{IP: "203.0.113.9", UserAgent: "test/1"}}
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -118,6 +119,7 @@ func refuseAuditWrites(t *testing.T, dialect, url string) {
 // hold with EINVALID, changing nothing, where Postgres used to fail with an
 // internal error.
 func TestAccountService_SetDailyCap_Bounds(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		largest := arbiter.MaxDailyTaskCap
@@ -136,6 +138,7 @@ func TestAccountService_SetDailyCap_Bounds(t *testing.T) {
 // TestHealthService_KeepsTheCause reports a store that does not answer as
 // unavailable, with the driver's error in the chain for the log.
 func TestHealthService_KeepsTheCause(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -156,7 +159,8 @@ func TestHealthService_KeepsTheCause(t *testing.T) {
 // TestCreateGroup_FailureIsLogged logs why a group statement failed before
 // its creates are stored one by one.
 func TestCreateGroup_FailureIsLogged(t *testing.T) {
-	var logs syncBuffer
+	t.Parallel()
+	var logs testutil.SyncBuffer
 	d := dbtest.Open(t, db.Postgres, db.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := newAccount(t, d, "a@example.com")
 	if _, errs := d.StoreGroup(ctx, []string{a.ID, "acct_missing"}, taskCreate("Grouped")); errs[0] != nil || errs[1] == nil {
@@ -172,28 +176,4 @@ func TestCreateGroup_FailureIsLogged(t *testing.T) {
 	if got := logs.String(); got != "" {
 		t.Errorf("a group read that worked logged:\n%s", got)
 	}
-}
-
-// syncBuffer is an io.Writer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }

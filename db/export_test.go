@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/group"
 )
 
 // StoreGroup stores one create per account of accountIDs as one group, the
@@ -23,92 +24,58 @@ func (d *DB) StoreGroup(ctx context.Context, accountIDs []string, in arbiter.Tas
 // returns the tasks (the stored ones, or the ones replayed) and each one's
 // outcome.
 func (d *DB) StoreGroupOf(ctx context.Context, accountIDs []string, ins []arbiter.TaskCreate) ([]*arbiter.Task, []error) {
-	group := make([]*call[newCreate, stored], len(accountIDs))
+	calls := make([]*group.Call[newCreate, stored], len(accountIDs))
 	for i, accountID := range accountIDs {
 		c, err := d.newCreate(accountID, ins[i], d.nowMS())
 		if err != nil {
 			panic(err)
 		}
-		group[i] = &call[newCreate, stored]{in: c}
+		calls[i] = &group.Call[newCreate, stored]{In: c}
 	}
-	d.storeGroup(ctx, group)
-	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
-	for i, c := range group {
-		tasks[i], errs[i] = c.in.task, c.err
-		if c.out.task != nil {
-			tasks[i] = c.out.task
+	d.storeGroup(ctx, calls)
+	tasks, errs := make([]*arbiter.Task, len(calls)), make([]error, len(calls))
+	for i, c := range calls {
+		tasks[i], errs[i] = c.In.task, c.Err
+		if c.Out.task != nil {
+			tasks[i] = c.Out.task
 		}
 	}
 	return tasks, errs
 }
 
 // Grouped returns how many creates group statements have stored.
-func (d *DB) Grouped() int64 {
-	d.creates.mu.Lock()
-	defer d.creates.mu.Unlock()
-	return d.creates.grouped
-}
+func (d *DB) Grouped() int64 { return d.creates.Grouped() }
 
 // ReadGroup reads the tasks of refs (account and id pairs) as one group,
 // the way concurrent reads are answered.
 func (d *DB) ReadGroup(ctx context.Context, refs [][2]string) ([]*arbiter.Task, []error) {
-	group := make([]*call[taskRef, *arbiter.Task], len(refs))
+	calls := make([]*group.Call[taskRef, *arbiter.Task], len(refs))
 	for i, r := range refs {
-		group[i] = &call[taskRef, *arbiter.Task]{in: taskRef{r[0], r[1]}}
+		calls[i] = &group.Call[taskRef, *arbiter.Task]{In: taskRef{r[0], r[1]}}
 	}
-	d.readGroupOf(ctx, group)
-	tasks, errs := make([]*arbiter.Task, len(group)), make([]error, len(group))
-	for i, c := range group {
-		tasks[i], errs[i] = c.out, c.err
+	d.readGroupOf(ctx, calls)
+	tasks, errs := make([]*arbiter.Task, len(calls)), make([]error, len(calls))
+	for i, c := range calls {
+		tasks[i], errs[i] = c.Out, c.Err
 	}
 	return tasks, errs
 }
 
 // GroupedReads returns how many reads group queries have answered.
-func (d *DB) GroupedReads() int64 {
-	d.reads.mu.Lock()
-	defer d.reads.mu.Unlock()
-	return d.reads.grouped
-}
+func (d *DB) GroupedReads() int64 { return d.reads.Grouped() }
 
 // HoldGroups keeps new creates and reads queued, as if every group slot
 // were busy, until the returned function is called.
 func (d *DB) HoldGroups() (release func()) {
-	releaseCreates, releaseReads := hold(&d.creates), hold(&d.reads)
+	releaseCreates, releaseReads := d.creates.Hold(), d.reads.Hold()
 	return func() {
 		releaseCreates()
 		releaseReads()
 	}
 }
 
-func hold[In, Out any](g *grouper[In, Out]) (release func()) {
-	g.mu.Lock()
-	held := groupsInFlight - g.running
-	g.running += held
-	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		g.running -= held
-		queued := len(g.queue) > 0
-		if queued {
-			g.running++
-		}
-		g.mu.Unlock()
-		if queued {
-			go g.loop()
-		}
-	}
-}
-
 // Queued returns how many creates and reads wait for a group.
-func (d *DB) Queued() int {
-	d.creates.mu.Lock()
-	n := len(d.creates.queue)
-	d.creates.mu.Unlock()
-	d.reads.mu.Lock()
-	defer d.reads.mu.Unlock()
-	return n + len(d.reads.queue)
-}
+func (d *DB) Queued() int { return d.creates.Queued() + d.reads.Queued() }
 
 // MigrateUpTo applies the migrations up to version and no further, as an
 // older release of Arbiter left the database.
@@ -266,36 +233,28 @@ type Finish struct {
 // FinishGroup records the finishes as one group, the way concurrent
 // finishes are recorded on Postgres, and returns each one's outcome.
 func (d *DB) FinishGroup(ctx context.Context, finishes []Finish) []error {
-	group := make([]*call[agentFinish, struct{}], len(finishes))
+	calls := make([]*group.Call[agentFinish, struct{}], len(finishes))
 	for i, f := range finishes {
-		group[i] = &call[agentFinish, struct{}]{in: agentFinish{owner: f.Owner, taskID: f.TaskID, step: f.Step, now: d.nowMS()}}
+		calls[i] = &group.Call[agentFinish, struct{}]{In: agentFinish{owner: f.Owner, taskID: f.TaskID, step: f.Step, now: d.nowMS()}}
 	}
-	d.finishGroupOf(ctx, group)
-	errs := make([]error, len(group))
-	for i, c := range group {
-		errs[i] = c.err
+	d.finishGroupOf(ctx, calls)
+	errs := make([]error, len(calls))
+	for i, c := range calls {
+		errs[i] = c.Err
 	}
 	return errs
 }
 
 // GroupedFinishes returns how many finishes group statements have
 // recorded.
-func (d *DB) GroupedFinishes() int64 {
-	d.finishes.mu.Lock()
-	defer d.finishes.mu.Unlock()
-	return d.finishes.grouped
-}
+func (d *DB) GroupedFinishes() int64 { return d.finishes.Grouped() }
 
 // HoldFinishes keeps new finishes queued, as if every group slot were
 // busy, until the returned function is called.
-func (d *DB) HoldFinishes() (release func()) { return hold(&d.finishes) }
+func (d *DB) HoldFinishes() (release func()) { return d.finishes.Hold() }
 
 // QueuedFinishes returns how many finishes wait for a group.
-func (d *DB) QueuedFinishes() int {
-	d.finishes.mu.Lock()
-	defer d.finishes.mu.Unlock()
-	return len(d.finishes.queue)
-}
+func (d *DB) QueuedFinishes() int { return d.finishes.Queued() }
 
 // QueueAll moves every task of the account to human_needed, as if the
 // agent had passed each to a human.
@@ -303,9 +262,6 @@ func (d *DB) QueueAll(ctx context.Context, accountID string) error {
 	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'human_needed' WHERE account_id = ?`), accountID)
 	return err
 }
-
-// Writes is writes, for its test.
-var Writes = writes
 
 // HoldWriteTurn begins a transaction that writes, which takes the SQLite
 // store's turn to write until release rolls it back.
@@ -319,7 +275,7 @@ func (d *DB) HoldWriteTurn(ctx context.Context) (release func(), err error) {
 
 // WritersWaiting is how many of the SQLite store's calls wait for a turn
 // to write.
-func (d *DB) WritersWaiting() int64 { return d.writeGate.waiting.Load() }
+func (d *DB) WritersWaiting() int64 { return d.writeGate.Waiting() }
 
 // PromptsInWriteOrder returns the prompts of the account's tasks in the
 // order SQLite wrote them (rowid).

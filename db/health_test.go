@@ -16,6 +16,7 @@ import (
 // it is healthy as soon as the worker beats again, and drops a healthy
 // answer kept when the worker stops.
 func TestHealthService_SharesALook(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		if err := d.Heartbeat(ctx, "w1"); err != nil {
@@ -60,5 +61,23 @@ func TestHealthService_SharesALook(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
+	})
+}
+
+func TestHealthService(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	dbtest.Each(t, db.Options{Now: clock}, func(t *testing.T, d *db.DB) {
+		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
+		if err := d.Heartbeat(ctx, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Health(ctx); err != nil {
+			t.Fatalf("fresh heartbeat: %v", err)
+		}
+		now = now.Add(db.HeartbeatMaxAge + time.Second)
+		wantCode(t, d.Health(ctx), arbiter.EUNAVAILABLE)
+		now = time.Now()
 	})
 }

@@ -32,6 +32,7 @@ func createOne(t *testing.T, d *db.DB, accountID string, in arbiter.TaskCreate) 
 }
 
 func TestTaskService_CreateTasks_IdempotencyKey(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		first := createOne(t, d, acct.ID, keyed("Refund?", "order-1"))
@@ -82,6 +83,7 @@ func TestTaskService_CreateTasks_IdempotencyKey(t *testing.T) {
 }
 
 func TestTaskService_CreateTasks_ReplaysDoNotSpendTheCap(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{DailyTaskCap: 2}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		first := createOne(t, d, acct.ID, keyed("Refund?", "k1"))
@@ -126,6 +128,7 @@ func eachKeyedStore(t *testing.T, opts db.Options, fn func(t *testing.T, d *db.D
 }
 
 func TestTaskService_CreateTasks_ConcurrentCreatesWithOneKeyMakeOneTask(t *testing.T) {
+	t.Parallel()
 	eachKeyedStore(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		var mu sync.Mutex
@@ -162,6 +165,7 @@ func TestTaskService_CreateTasks_ConcurrentCreatesWithOneKeyMakeOneTask(t *testi
 }
 
 func TestTaskService_PruneIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	dbtest.Each(t, db.Options{Now: clk.Now, IdempotencyTTL: time.Hour}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -185,6 +189,7 @@ func TestTaskService_PruneIdempotencyKeys(t *testing.T) {
 }
 
 func TestTaskService_CreateTasks_Batch(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		earlier := createOne(t, d, acct.ID, keyed("Earlier", "e1"))
@@ -244,6 +249,7 @@ func TestTaskService_CreateTasks_Batch(t *testing.T) {
 }
 
 func TestTaskService_CreateTasks_BatchCapAdmitsExactlyWhatFits(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{DailyTaskCap: 5}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		before := createOne(t, d, acct.ID, keyed("Before", "b1"))
@@ -285,6 +291,7 @@ func TestTaskService_CreateTasks_BatchCapAdmitsExactlyWhatFits(t *testing.T) {
 }
 
 func TestCreateGroup_IdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	a := newAccount(t, d, "a@example.com")
 	b := newAccount(t, d, "b@example.com")
@@ -323,6 +330,8 @@ func TestCreateGroup_IdempotencyKeys(t *testing.T) {
 // the key, and waits on it. Once the transaction commits, the create must
 // answer the task that transaction stored, and store nothing.
 func TestCreateTasks_KeyStoredMeanwhileIsReplayed(t *testing.T) {
+	// Not parallel: it waits for a lock wait in pg_stat_activity, which sees
+	// the sessions of every test in the database.
 	for _, tc := range []struct {
 		name  string
 		opts  db.Options

@@ -79,7 +79,7 @@ func (d *DB) authorize(ctx context.Context, tx *sqlx.Tx, accountID string, by ar
 // so two owners demoting each other at once cannot leave it without one.
 // SQLite's single writer serializes them already.
 func (d *DB) lockAccount(ctx context.Context, tx *sqlx.Tx, accountID string) error {
-	if d.dialect != Postgres {
+	if !d.locksRows() {
 		return nil
 	}
 	var id string

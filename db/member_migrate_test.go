@@ -15,6 +15,7 @@ import (
 // and its key, its task, its identity and its signed-in session all go on
 // working.
 func TestMigrate_OnePersonAccountsBecomeOwners(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -39,7 +40,7 @@ func TestMigrate_OnePersonAccountsBecomeOwners(t *testing.T) {
 				{`INSERT INTO sessions (id, hash, account_id, method, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
 					[]any{"ses_1", arbiter.HashToken(sessionToken), acct, arbiter.SignInGitHub, now, now + arbiter.SessionTTL.Milliseconds()}},
 				{`INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-					[]any{"key_1", acct, "backend", arbiter.APIKeyDisplayPrefix(keyPlaintext), arbiter.HashAPIKey(keyPlaintext), now}},
+					[]any{"key_1", acct, "backend", arbiter.APIKeyDisplayPrefix(keyPlaintext), arbiter.HashToken(keyPlaintext), now}},
 				{`INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt, allowed_verdicts, confidence_threshold, created_at)
 					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 					[]any{"tsk_0123456789abcdef", acct, arbiter.StatusHumanNeeded, "decide", "", "chat", "Refund?", `["approve","reject"]`, 0.8, now}},
@@ -62,7 +63,7 @@ func TestMigrate_OnePersonAccountsBecomeOwners(t *testing.T) {
 				t.Fatalf("members = %+v, %v", members, err)
 			}
 			// The key authenticates the same account.
-			k, err := d.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(keyPlaintext))
+			k, err := d.FindAPIKeyByHash(ctx, arbiter.HashToken(keyPlaintext))
 			if err != nil || k.AccountID != acct || !k.Active() {
 				t.Fatalf("key = %+v, %v", k, err)
 			}

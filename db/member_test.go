@@ -39,6 +39,7 @@ func second(_ int, err error) error { return err }
 // only their owner invitations; and a link whose inviter lost the power
 // another way (a row from before the rule) is refused on accept.
 func TestMemberService_RemovedInvitersInvitationsAreRevoked(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		owner := personOf(t, d, "owner@example.com")
@@ -122,6 +123,7 @@ func TestMemberService_RemovedInvitersInvitationsAreRevoked(t *testing.T) {
 }
 
 func TestMemberService_Invitations(t *testing.T) {
+	t.Parallel()
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
@@ -221,6 +223,7 @@ func TestMemberService_Invitations(t *testing.T) {
 }
 
 func TestMemberService_RemovalEndsAccessAtOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		owner := personOf(t, d, "owner@example.com")
@@ -259,6 +262,7 @@ func TestMemberService_RemovalEndsAccessAtOnce(t *testing.T) {
 }
 
 func TestMemberService_Roles(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		owner := personOf(t, d, "owner@example.com")
@@ -329,6 +333,7 @@ func TestMemberService_Roles(t *testing.T) {
 // membership it made, for that member alone; a pending, unknown or
 // someone else's link tells nothing.
 func TestMemberService_MembershipOfUsedInvitation(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		owner := personOf(t, d, "owner@example.com")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCountOpenTasks_CountsEachStatusNotYetFinal(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
 		b := newAccount(t, d, "b@example.com")

@@ -94,16 +94,26 @@ func (d *DB) migrations(conn *sql.DB) (*goose.Provider, error) {
 }
 
 // postgresMigrationLock serializes migrations across processes with a
-// session advisory lock, the one goose's own tool takes
-// (lock.DefaultLockID), held by the connection goose migrates on. Unlike
+// session advisory lock held by the connection goose migrates on. Unlike
 // lock.NewPostgresSessionLocker, which polls every few seconds, it waits in
 // pg_advisory_lock and goes on the moment the lock is free; the lock goes
 // with the session should the process die.
+//
+// The lock is the schema's: in the public schema it is the one goose's own
+// tool takes (lock.DefaultLockID), so releases before and after agree;
+// in any other schema it is that id hashed with the schema's name, so
+// stores in different schemas of one database (the tests' own, or several
+// deployments) migrate without waiting for each other.
 type postgresMigrationLock struct{}
+
+// migrationLockKey is the SQL of the schema's lock key; $1 is
+// lock.DefaultLockID.
+const migrationLockKey = `CASE WHEN current_schema() = 'public' THEN $1::bigint
+	ELSE hashtextextended(current_schema(), $1::bigint) END`
 
 // SessionLock waits for the lock or for ctx to end.
 func (postgresMigrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lock.DefaultLockID); err != nil {
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(`+migrationLockKey+`)`, lock.DefaultLockID); err != nil {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
 	return nil
@@ -112,7 +122,7 @@ func (postgresMigrationLock) SessionLock(ctx context.Context, conn *sql.Conn) er
 // SessionUnlock releases the lock.
 func (postgresMigrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
 	var released bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock($1)`, lock.DefaultLockID).Scan(&released); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock(`+migrationLockKey+`)`, lock.DefaultLockID).Scan(&released); err != nil {
 		return fmt.Errorf("release the migration lock: %w", err)
 	} else if !released {
 		return errors.New("release the migration lock: the session did not hold it")

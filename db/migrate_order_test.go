@@ -13,6 +13,7 @@ import (
 // to start. (00015, which indexes a column of 00011, came after and is
 // undone first.)
 func TestMigrate_AppliesAMigrationThatLandedLate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		for _, version := range []int64{15, 11} {
 			if err := d.UndoMigrationForTest(ctx, version); err != nil {

@@ -1,8 +1,14 @@
 package db_test
 
 import (
+	"context"
+	"database/sql"
+	"os"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
@@ -12,6 +18,7 @@ import (
 // four servers starting together would, on a fresh database and on one an
 // older release migrated: every migration succeeds and the schema is whole.
 func TestMigrate_Concurrent(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			for _, from := range []struct {
@@ -63,6 +70,7 @@ func TestMigrate_Concurrent(t *testing.T) {
 // TestMigrate_EarlierMigrationsLandingLater upgrades a database that a build
 // with migration 13 but not 10 to 12 left: the missing ones are applied.
 func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			d, err := db.Open(ctx, dbtest.URL(t, dialect), db.Options{})
@@ -88,5 +96,45 @@ func TestMigrate_EarlierMigrationsLandingLater(t *testing.T) {
 				t.Fatalf("members after the late migrations = %v, %v", members, err)
 			}
 		})
+	}
+}
+
+// TestMigrate_OtherSchemasDoNotWait holds the migration lock of the public
+// schema, as another deployment's migration in the same database would,
+// and migrates a store in a schema of its own: it goes on at once. On
+// SQLite there is no such lock.
+func TestMigrate_OtherSchemasDoNotWait(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	base := os.Getenv("ARBITER_TEST_DATABASE_URL")
+	if base == "" {
+		base = dbtest.DefaultPostgresURL
+	}
+	other, err := sql.Open("postgres", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, lock.DefaultLockID)
+
+	d, err := db.Open(ctx, url, db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// The bound only ends a failing test: a wait for the public schema's
+	// lock would last as long as it is held, the whole test.
+	bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.Migrate(bounded); err != nil {
+		t.Fatalf("a store in its own schema waited for the public schema's migration lock: %v", err)
 	}
 }

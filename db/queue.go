@@ -40,29 +40,8 @@ func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.D
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
-	// One statement, so SQLite takes its one write lock once per claim:
-	// each kind of due task is picked by its own index, at most max of
-	// each, and the first max of them by kind, then by due time, are
-	// leased. A task past its deadline is left to the sweep to expire.
 	now := int64(d.nowMS())
-	due := func(prio int, where, order string) string {
-		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
-			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
-	}
-	claimed, err := d.claim(ctx, `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
-		lease_expires_at = `+d.dbNowMS()+` + ?,
-		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
-		call_started_at = NULL
-		WHERE id IN (SELECT id FROM (`+
-		due(0, `status = 'agent_running' AND lease_expires_at < `+d.dbNowMS(), `lease_expires_at`)+` UNION ALL `+
-		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`)+` UNION ALL `+
-		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`)+`
-		) d ORDER BY prio, due LIMIT ?)
-		RETURNING `+returnedTaskColumns,
+	claimed, err := claimRows(ctx, d, "claim tasks", d.claims.tasks, scanClaimedTask,
 		owner, lease.Milliseconds(), max, now, max, now, max, max)
 	if err != nil {
 		return nil, err
@@ -82,7 +61,7 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 		return nil
 	}
 	const update = `UPDATE tasks SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
-	query, args, err := sqlx.In(fmt.Sprintf(update, d.dbNowMS()), owner, taskIDs)
+	query, args, err := sqlx.In(fmt.Sprintf(update, d.sqlNowMS()), owner, taskIDs)
 	if err != nil {
 		return fmt.Errorf("start agent calls: %w", err)
 	}
@@ -92,41 +71,65 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 	return nil
 }
 
-// dbNowMS is the SQL expression of the database's clock in milliseconds
-// since the Unix epoch, for times that several processes compare.
-func (d *DB) dbNowMS() string {
-	if d.dialect == Postgres {
-		return `(floor(extract(epoch FROM now()) * 1000)::bigint)`
+// claimTasksSQL is ClaimTasks's statement, assembled once when the store
+// opens (DB.claims). Arguments: owner, lease (ms), then max, now, max,
+// now, max, max. It is one statement, so SQLite takes its one write lock
+// once per claim: each kind of due task is picked by its own index, at
+// most max of each, and the first max of them by kind, then by due time,
+// are leased. A task past its deadline is left to the sweep to expire.
+func (d *DB) claimTasksSQL() string {
+	lock := d.sqlSkipLocked()
+	due := func(prio int, where, order string) string {
+		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
+			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
-	return `(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))`
+	return `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
+		lease_expires_at = ` + d.sqlNowMS() + ` + ?,
+		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
+		call_started_at = NULL
+		WHERE id IN (SELECT id FROM (` +
+		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`) + ` UNION ALL ` +
+		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`) + ` UNION ALL ` +
+		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`) + `
+		) d ORDER BY prio, due LIMIT ?)
+		RETURNING ` + returnedTaskColumns
 }
 
-func (d *DB) claim(ctx context.Context, query string, args ...any) ([]*arbiter.Task, error) {
+// scanClaimedTask reads a task a claim leased.
+func scanClaimedTask(rows *sql.Rows) (*arbiter.Task, error) {
+	var r taskRow
+	if err := rows.Scan(r.dest()...); err != nil {
+		return nil, fmt.Errorf("scan claimed task: %w", err)
+	}
+	return r.task()
+}
+
+// claimRows runs query, a claim statement (prepared once), with args and
+// returns what it leased, each row read by scan; what names the claim in
+// its errors. Tasks (ClaimTasks) and webhook messages
+// (ClaimWebhookMessages) are claimed through it.
+func claimRows[T any](ctx context.Context, d *DB, what, query string, scan func(*sql.Rows) (T, error), args ...any) ([]T, error) {
 	stmt, err := d.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	var tasks []*arbiter.Task
+	var claimed []T
 	for rows.Next() {
-		var r taskRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, fmt.Errorf("scan claimed task: %w", err)
-		}
-		t, err := r.task()
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, t)
+		claimed = append(claimed, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return tasks, nil
+	return claimed, nil
 }
 
 var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds the task's lease.")
@@ -140,7 +143,7 @@ func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step 
 	defer end(&err)
 	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS()}
 	if d.grouping() {
-		_, err = d.finishes.do(ctx, f)
+		_, err = d.finishes.Do(ctx, f)
 		return err
 	}
 	return d.finishOne(ctx, f)
@@ -188,7 +191,7 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 // finishOne records one finish in its own transaction.
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
-	update, err := d.stmt(ctx, d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL,
 		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
@@ -322,10 +325,10 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.
-		rows, err := tx.QueryContext(ctx, d.rebind(d.publishingSQL(`UPDATE tasks SET status = ?, final_verdict = ?,
+		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
 			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
-			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)
+			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
 			RETURNING `+updatedColumns)),
 			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
@@ -391,7 +394,7 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 	// As for a decision, a reviewer answers only an audit nobody else holds.
 	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?
-		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
+		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting, dec.ReviewerID, dec.ReviewerID)
 	if err != nil {
 		return false, fmt.Errorf("answer audit: %w", err)
@@ -461,7 +464,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	order := queueOrderBy(view.Order)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
 		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
-		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.dbNowMS()+`
+		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.sqlNowMS()+`
 		WHERE `+where+`
 		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
 	if err != nil {

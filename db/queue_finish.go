@@ -9,13 +9,14 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/group"
 )
 
-// finishGroup records agent attempts in groups on Postgres (group.go): a
+// finishGroup records agent attempts in groups on Postgres (db/internal/group): a
 // worker with many calls in flight finishes them with one statement and
 // one commit per group instead of a transaction each, as River's completer
 // does (riverqueue/river internal/jobcompleter).
-type finishGroup = grouper[agentFinish, struct{}]
+type finishGroup = group.Grouper[agentFinish, struct{}]
 
 // maxFinishGroup bounds the finishes in one statement: a worker may have
 // thousands of calls in flight, and a finish is a short row.
@@ -26,37 +27,37 @@ const maxFinishGroup = 1000
 // finish of a group whose statement failed go through finishOne, so each
 // gets its own answer. A finish the statement did not apply (its lease
 // lost, its deadline passed) is told why, as finishOne would.
-func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struct{}]) {
-	if len(group) == 1 {
-		group[0].err = d.finishOne(ctx, group[0].in)
+func (d *DB) finishGroupOf(ctx context.Context, calls []*group.Call[agentFinish, struct{}]) {
+	if len(calls) == 1 {
+		calls[0].Err = d.finishOne(ctx, calls[0].In)
 		return
 	}
 	var batch []agentFinish
-	var inBatch, alone []*call[agentFinish, struct{}]
-	seen := make(map[string]bool, len(group))
-	for _, c := range group {
-		if seen[c.in.taskID] {
+	var inBatch, alone []*group.Call[agentFinish, struct{}]
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if seen[c.In.taskID] {
 			alone = append(alone, c)
 			continue
 		}
-		seen[c.in.taskID] = true
-		batch, inBatch = append(batch, c.in), append(inBatch, c)
+		seen[c.In.taskID] = true
+		batch, inBatch = append(batch, c.In), append(inBatch, c)
 	}
 	applied, err := d.finishMany(ctx, batch)
 	if err != nil {
 		d.log.Warn("a grouped finish failed; recording its finishes one by one", "finishes", len(batch), "error", err.Error())
 	}
-	d.finishes.addGrouped(len(applied))
+	d.finishes.AddGrouped(len(applied))
 	for _, c := range inBatch {
 		switch {
 		case err != nil:
-			c.err = d.finishOne(ctx, c.in)
-		case !applied[c.in.taskID]:
-			c.err = d.finishRefused(ctx, d.db, c.in.taskID)
+			c.Err = d.finishOne(ctx, c.In)
+		case !applied[c.In.taskID]:
+			c.Err = d.finishRefused(ctx, d.db, c.In.taskID)
 		}
 	}
 	for _, c := range alone {
-		c.err = d.finishOne(ctx, c.in)
+		c.Err = d.finishOne(ctx, c.In)
 	}
 }
 
@@ -64,7 +65,7 @@ func (d *DB) finishGroupOf(ctx context.Context, group []*call[agentFinish, struc
 // statement: each task whose lease its owner still holds and whose deadline
 // has not passed moves to its next status, and gets its attempt; the
 // statement returns the tasks it moved (updatedColumns), notifying the
-// final ones (publishingSQL). A throttled call (record false) moves its
+// final ones (sqlPublishing). A throttled call (record false) moves its
 // task and records no attempt. Arguments are 'agent_running', then arrays, one element
 // per finish, in the order of input's columns.
 //

@@ -21,6 +21,7 @@ import (
 // what a finish alone would tell it, and only the first three and the last
 // change anything.
 func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
 	// The lost task's lease ran out and w2 holds it now.
@@ -122,6 +123,7 @@ func TestFinishGroup_AnswersEachFinishAsASingleFinishWould(t *testing.T) {
 // slots are held: they share statements, each task is decided once, and
 // waiters of each are woken.
 func TestFinishAgentAttempt_ConcurrentFinishesAreGrouped(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{MaxOpenConns: 4})
 	acct := newAccount(t, d, "a@example.com")
 	const n = 50

@@ -45,6 +45,7 @@ func decided(verdict string, confidence float64) arbiter.AgentStep {
 }
 
 func TestQueueService_Claim(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -87,6 +88,7 @@ func TestQueueService_Claim(t *testing.T) {
 }
 
 func TestQueueService_LeaseExpiry(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -132,6 +134,7 @@ func TestQueueService_LeaseExpiry(t *testing.T) {
 // a mark by a worker that no longer holds the lease marks nothing; and a
 // started call lost with its worker counts one failure.
 func TestQueueService_ALostLeaseCountsOnlyAStartedCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
@@ -178,6 +181,7 @@ func TestQueueService_ALostLeaseCountsOnlyAStartedCall(t *testing.T) {
 // they reach MaxAgentFailures, arbiter.LostAgentStep's step sends it to a
 // human with the lost call's attempt, and its count no longer grows.
 func TestQueueService_ATaskLostTooOftenGoesToAHuman(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -226,6 +230,7 @@ func TestQueueService_ATaskLostTooOftenGoesToAHuman(t *testing.T) {
 // the claim by the database's clock, so the second process finds nothing to
 // claim and the verifier is not called twice.
 func TestQueueService_LeaseByTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	behind := func() time.Time { return time.Now().Add(-2 * time.Minute) }
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -254,6 +259,7 @@ func TestQueueService_LeaseByTheDatabaseClock(t *testing.T) {
 // its backoff runs out, the retry is claimed before them, as the README
 // promises a retry after 1 s, then 2 s, whatever the backlog.
 func TestQueueService_RetriesFirst(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -292,6 +298,7 @@ func TestQueueService_RetriesFirst(t *testing.T) {
 }
 
 func TestQueueService_FailuresAndRelease(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -338,6 +345,7 @@ func TestQueueService_FailuresAndRelease(t *testing.T) {
 // attempt and no failure, however often it comes, and the task's next
 // answer decides it.
 func TestQueueService_ThrottledCallsCountNoFailure(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	retry := arbiter.AgentRetry{Backoff: func(int) time.Duration { return time.Second }, CallTimeout: time.Minute}
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
@@ -376,6 +384,7 @@ func TestQueueService_ThrottledCallsCountNoFailure(t *testing.T) {
 }
 
 func TestQueueService_RetriesThenHuman(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	backoff := func(failures int) time.Duration { return time.Second << failures }
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
@@ -440,6 +449,7 @@ func humanNeeded(t *testing.T, d *db.DB, accountID string) *arbiter.Task {
 }
 
 func TestQueueService_DecideTask(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
 		bob := newAccount(t, d, "bob@example.com")
@@ -486,6 +496,7 @@ func TestQueueService_DecideTask(t *testing.T) {
 }
 
 func TestQueueService_DecideTask_Concurrent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		task := humanNeeded(t, d, acct.ID)
@@ -521,6 +532,7 @@ func TestQueueService_DecideTask_Concurrent(t *testing.T) {
 // WHERE clause refuses, nothing changes, and the error names the rival.
 // SQLite needs no such test: its write transactions run one at a time.
 func TestQueueService_DecideTask_RacingDecision(t *testing.T) {
+	t.Parallel()
 	url := dbtest.URL(t, db.Postgres)
 	d := dbtest.OpenURL(t, url, db.Options{})
 	acct := newAccount(t, d, "a@example.com")
@@ -587,6 +599,7 @@ func TestQueueService_DecideTask_RacingDecision(t *testing.T) {
 }
 
 func TestQueueService_ListHumanQueue(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
@@ -614,6 +627,7 @@ func TestQueueService_ListHumanQueue(t *testing.T) {
 }
 
 func TestQueueService_FindQueuePlace(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
@@ -678,6 +692,7 @@ func taskIDs(tasks []*arbiter.Task) []string {
 // log with who, what and from where; refused decisions, concurrent losers
 // included, leave no line.
 func TestQueueService_DecideTask_Audited(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		alice := newAccount(t, d, "alice@example.com")
 		bob := newAccount(t, d, "bob@example.com")
@@ -724,6 +739,7 @@ func TestQueueService_DecideTask_Audited(t *testing.T) {
 // queue costs what it costs over one of QueueCountCap; the neighbours are
 // still exact.
 func TestQueueService_CountsStopPastTheCap(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "deep@example.com")
 		const n = arbiter.QueueCountCap + 5

@@ -18,6 +18,7 @@ import (
 // first; NextTask takes the view's first free task, and a bad view is
 // refused.
 func TestQueueService_TheDeskWalksTheView(t *testing.T) {
+	t.Parallel()
 	// Deadlines are compared with the database's clock: the store's starts
 	// at the real time.
 	c := &clock{now: time.Now()}
@@ -161,6 +162,7 @@ func lastOf(ids []string) string {
 // each order are steps along that order's partial index, not a sort of
 // the queue.
 func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "deep@example.com")
 		other := newAccount(t, d, "other@example.com")

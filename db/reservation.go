@@ -17,13 +17,13 @@ var _ arbiter.ReservationService = (*DB)(nil)
 // person (the argument) may take: nobody holds it, they do, or its holder's
 // reservation ran out by the database's clock.
 func (d *DB) freeFor() string {
-	return `(t.reserved_by IS NULL OR t.reserved_by = ? OR t.reserved_until <= ` + d.dbNowMS() + `)`
+	return `(t.reserved_by IS NULL OR t.reserved_by = ? OR t.reserved_until <= ` + d.sqlNowMS() + `)`
 }
 
 // reservedUntil is the SQL expression of a new reservation's end: the
 // database's now plus the account's (the argument) reservation length.
 func (d *DB) reservedUntil() string {
-	return d.dbNowMS() + ` + 1000 * (SELECT reservation_seconds FROM accounts WHERE id = ?)`
+	return d.sqlNowMS() + ` + 1000 * (SELECT reservation_seconds FROM accounts WHERE id = ?)`
 }
 
 // releaseOthers ends the person's reservations in the account but that of
@@ -85,7 +85,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 		}
 		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
 			WHERE id = ? AND account_id = ? AND `+inReviewQueue+`
-			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.dbNowMS()+`)`),
+			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 			personID, accountID, taskID, accountID, personID)
 		if err != nil {
 			return fmt.Errorf("reserve task: %w", err)
@@ -119,7 +119,7 @@ func (d *DB) authorizeReviewer(ctx context.Context, tx *sqlx.Tx, accountID, pers
 	if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: personID}, arbiter.ActionReview); err != nil {
 		return err
 	}
-	if d.dialect != Postgres {
+	if !d.locksRows() {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM memberships WHERE account_id = $1 AND person_id = $2 FOR NO KEY UPDATE`,
@@ -183,10 +183,7 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
 		}
-		lock := ""
-		if d.dialect == Postgres {
-			lock = ` FOR UPDATE OF t SKIP LOCKED`
-		}
+		lock := d.sqlSkipLockedOfT()
 		// First the view's first task the session did not skip (with the
 		// whole queue oldest first, one step of the human queue's index at
 		// a time); then the skipped ones, in the order they were skipped (a

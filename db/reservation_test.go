@@ -39,6 +39,7 @@ func reviewTeam(t *testing.T, d *db.DB, c *clock, n int) (acct *arbiter.Account,
 }
 
 func TestReservations_TakeOverAndLateDecision(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 2)
@@ -131,6 +132,7 @@ func nextTaskID(d *db.DB, accountID, personID, sessionID string, view arbiter.Qu
 }
 
 func TestReservations_SkipGoesToTheEnd(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		acct, ann, bob, tasks := reviewTeam(t, d, c, 3)
@@ -185,6 +187,7 @@ func TestReservations_SkipGoesToTheEnd(t *testing.T) {
 // TestReservations_TwoReviewersNeverGetTheSameTask has reviewers press
 // "next" at the same moment, round after round: no task is handed to two.
 func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		const rounds = 10
@@ -229,6 +232,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 // each call reserves one task and releases the person's others, which
 // must not lock the same rows in opposite orders (a deadlock on Postgres).
 func TestReservations_OnePersonInManyTabsNeverDeadlocks(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	// A deadlock is an error at once on Postgres (40P01), and SQLite, whose
 	// writers take its one lock up front, cannot have one. What a slow

@@ -16,6 +16,7 @@ type movableClock struct{ t time.Time }
 func (c *movableClock) now() time.Time { return c.t }
 
 func TestSessionService(t *testing.T) {
+	t.Parallel()
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
@@ -63,6 +64,7 @@ func TestSessionService(t *testing.T) {
 }
 
 func TestSessionService_SessionSecretIsKept(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -80,6 +82,7 @@ func TestSessionService_SessionSecretIsKept(t *testing.T) {
 }
 
 func TestLoginTokenService(t *testing.T) {
+	t.Parallel()
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
 		token, err := d.CreateLoginToken(ctx, "Someone@Example.com")
@@ -116,6 +119,7 @@ func TestLoginTokenService(t *testing.T) {
 }
 
 func TestIdentityService_SignInWithIdentity(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		gh, err := d.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInGitHub, Subject: "42", Email: "Ann@Example.com", EmailVerified: true})
 		if err != nil || gh.Email != "ann@example.com" {
@@ -156,6 +160,7 @@ func personOf(t *testing.T, d *db.DB, email string) *arbiter.Person {
 }
 
 func TestAuditService(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
 		b := newAccount(t, d, "b@example.com")
@@ -187,6 +192,7 @@ func TestAuditService(t *testing.T) {
 }
 
 func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		// An identity provider vouching for the demo account's address, by
 		// any provider and in any case, links nothing and signs in nowhere.
@@ -239,6 +245,7 @@ func TestSignIn_DemoAccountIsNeverATarget(t *testing.T) {
 // the store allows them (for development); nothing is stored for a refused
 // address.
 func TestSignIn_RefusesAddressesAtNoDomainName(t *testing.T) {
+	t.Parallel()
 	for _, allow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("allow dotless %v", allow), func(t *testing.T) {
 			dbtest.Each(t, db.Options{AllowDotlessEmail: allow}, func(t *testing.T, d *db.DB) {
@@ -282,6 +289,7 @@ func TestSignIn_RefusesAddressesAtNoDomainName(t *testing.T) {
 // is refused and deleted; one in use lives on, its last use written at
 // most once an hour rather than on every request.
 func TestSessionService_IdleSessionsEnd(t *testing.T) {
+	t.Parallel()
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now}, func(t *testing.T, d *db.DB) {
 		newAccount(t, d, "a@example.com")
@@ -349,6 +357,7 @@ func TestSessionService_IdleSessionsEnd(t *testing.T) {
 // sessions sooner, and notes their use often enough that one in use does
 // not end.
 func TestSessionService_IdleLimitIsASetting(t *testing.T) {
+	t.Parallel()
 	clock := &movableClock{t: time.Now()}
 	dbtest.Each(t, db.Options{Now: clock.now, SessionIdle: 20 * time.Minute}, func(t *testing.T, d *db.DB) {
 		newAccount(t, d, "a@example.com")
@@ -372,6 +381,7 @@ func TestSessionService_IdleLimitIsASetting(t *testing.T) {
 // TestSessionService_DeletePersonSessions: signing out everywhere ends
 // every session of the person, and nobody else's.
 func TestSessionService_DeletePersonSessions(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		newAccount(t, d, "a@example.com")
 		newAccount(t, d, "b@example.com")

@@ -41,7 +41,7 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 
 // CreateTasks stores the creates and answers each in order (see
 // arbiter.TaskService). One create on Postgres shares a statement with
-// concurrent ones (group.go); several are one transaction (task_batch.go),
+// concurrent ones (db/internal/group); several are one transaction (task_batch.go),
 // as is every call on SQLite.
 func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) (_ []arbiter.TaskCreated, err error) {
 	ctx, end := d.beginWrite(ctx)
@@ -59,7 +59,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	}
 	// A create asking for reviews goes the batch's way, whose transaction
 	// stores the requirement with the task (storeReviews).
-	if d.dialect == SQLite || len(creates) > 1 || creates[0].task.Review != nil {
+	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -75,7 +75,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	var out stored
 	var createErr error
 	if d.grouping() {
-		out, createErr = d.creates.do(ctx, creates[0])
+		out, createErr = d.creates.Do(ctx, creates[0])
 	} else {
 		out, createErr = d.createOne(ctx, creates[0])
 	}
@@ -227,7 +227,7 @@ func capUsedUp(now arbiter.Timestamp) error {
 
 // FindTaskByID returns the account's task with its attempts. Returns
 // ENOTFOUND for an unknown or malformed id and for another account's task.
-// On Postgres, concurrent reads are answered in groups (group.go).
+// On Postgres, concurrent reads are answered in groups (db/internal/group).
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -235,13 +235,13 @@ func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter
 		return nil, errTaskNotFound
 	}
 	if d.grouping() {
-		return d.reads.do(ctx, taskRef{accountID, id})
+		return d.reads.Do(ctx, taskRef{accountID, id})
 	}
 	return d.findTask(ctx, nil, accountID, id)
 }
 
 // grouping reports whether concurrent creates and reads share statements.
-func (d *DB) grouping() bool { return d.dialect == Postgres && !d.ungrouped }
+func (d *DB) grouping() bool { return d.takesArrays() && !d.ungrouped }
 
 // tasksWithAttemptsSQL selects the rows scanTasksWithAttempts reads: one
 // per attempt, or one with NULL attempt columns for a task without any.

@@ -32,19 +32,6 @@ func (d *DB) createBatch(ctx context.Context, accountID string, creates []newCre
 // earlierKey is an idempotency key the account used before.
 type earlierKey struct{ fingerprint, taskID string }
 
-// usageSQL reads the account's usage of a day and its cap. On Postgres it
-// locks the usage row first, making it if need be, so that the account's
-// other creates wait for the batch; on SQLite the transaction holds the
-// store's write lock already. Arguments: account, day, account, default
-// cap.
-var usageSQL = map[string]string{
-	Postgres: `INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, 0)
-		ON CONFLICT (account_id, day) DO UPDATE SET count = daily_usage.count
-		RETURNING count, COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`,
-	SQLite: `SELECT COALESCE((SELECT count FROM daily_usage WHERE account_id = ? AND day = ?), 0),
-		COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)`,
-}
-
 // addUsageSQL counts tasks against the account's usage of a day.
 // Arguments: account, day, the number of tasks.
 const addUsageSQL = `INSERT INTO daily_usage (account_id, day, count) VALUES (?, ?, ?)
@@ -56,9 +43,9 @@ type batchStmts map[string]*sql.Stmt
 // batchStmts prepares (or finds prepared) the batch's statements before
 // its transaction begins, as stmt asks.
 func (d *DB) batchStmts(ctx context.Context) (batchStmts, error) {
-	queries := []string{usageSQL[d.dialect], addUsageSQL, insertTaskSQL, insertKeySQL}
-	if d.dialect == Postgres {
-		queries = []string{usageSQL[d.dialect], addUsageSQL, insertBatchSQL}
+	queries := []string{d.sqlUsage(), addUsageSQL, insertTaskSQL, insertKeySQL}
+	if d.takesArrays() {
+		queries = []string{d.sqlUsage(), addUsageSQL, insertBatchSQL}
 	}
 	stmts := make(batchStmts, len(queries))
 	for _, q := range queries {
@@ -89,7 +76,7 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 		// The account's usage of the day first: its other creates wait
 		// here, so the keys read next include all they stored.
 		var used, capacity int
-		if err := stmts.in(ctx, tx, usageSQL[d.dialect]).QueryRowContext(ctx, accountID, day, accountID, d.cap).
+		if err := stmts.in(ctx, tx, d.sqlUsage()).QueryRowContext(ctx, accountID, day, accountID, d.cap).
 			Scan(&used, &capacity); err != nil {
 			return fmt.Errorf("read usage: %w", err)
 		}
@@ -189,20 +176,8 @@ func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, cre
 // insertBatchSQL inserts a batch's tasks and stores their idempotency
 // keys, one statement on Postgres. Arguments: the arrays of createArrays,
 // then the pending status.
-const insertBatchSQL = `WITH input AS (
-		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
-		AS i (id, account_id, day, task_type, source, touchpoint,
-			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
-	), created AS (
-		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
-		FROM input i
+const insertBatchSQL = `WITH ` + createInputSQL + `, created AS (
+		` + insertInputTasksSQL + `input i
 		RETURNING id
 	)
 	INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -222,7 +197,7 @@ const (
 // keys, inside tx: one statement on Postgres, one insert per row on
 // SQLite, where a statement costs no round trip.
 func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, creates []newCreate) error {
-	if d.dialect == Postgres {
+	if d.takesArrays() {
 		args := append(createArrays(creates), arbiter.StatusPending)
 		if _, err := stmts.in(ctx, tx, insertBatchSQL).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert tasks: %w", err)

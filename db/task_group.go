@@ -8,10 +8,11 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/group"
 )
 
-// createGroup stores creates in groups (group.go).
-type createGroup = grouper[newCreate, stored]
+// createGroup stores creates in groups (db/internal/group).
+type createGroup = group.Grouper[newCreate, stored]
 
 // storeGroup stores a group and tells each create its outcome. A group of
 // one, the creates of an account whose cap the whole group would pass, the
@@ -20,21 +21,21 @@ type createGroup = grouper[newCreate, stored]
 // one by one, so each gets its own answer: the cap admits exactly as many
 // as it has room for, a used key is replayed, and one bad create fails
 // alone.
-func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
+func (d *DB) storeGroup(ctx context.Context, calls []*group.Call[newCreate, stored]) {
 	var inserted map[string]bool
-	if len(group) > 1 {
+	if len(calls) > 1 {
 		var err error
-		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(group)); err != nil {
-			d.log.Warn("a grouped create failed; storing its creates one by one", "creates", len(group), "error", err.Error())
+		if inserted, err = d.insertGroup(ctx, firstUseOfEachKey(calls)); err != nil {
+			d.log.Warn("a grouped create failed; storing its creates one by one", "creates", len(calls), "error", err.Error())
 			inserted = nil
 		}
 	}
-	d.creates.addGrouped(len(inserted))
-	for _, c := range group {
-		if inserted[c.in.task.ID] {
-			c.out = stored{task: c.in.task}
+	d.creates.AddGrouped(len(inserted))
+	for _, c := range calls {
+		if inserted[c.In.task.ID] {
+			c.Out = stored{task: c.In.task}
 		} else {
-			c.out, c.err = d.createOne(ctx, c.in)
+			c.Out, c.Err = d.createOne(ctx, c.In)
 		}
 	}
 }
@@ -42,12 +43,12 @@ func (d *DB) storeGroup(ctx context.Context, group []*call[newCreate, stored]) {
 // firstUseOfEachKey returns the creates of group, leaving out those whose
 // idempotency key an earlier create of the group carries: one statement
 // cannot store a key twice, and the later ones are replays of the first.
-func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
-	creates := make([]newCreate, 0, len(group))
+func firstUseOfEachKey(calls []*group.Call[newCreate, stored]) []newCreate {
+	creates := make([]newCreate, 0, len(calls))
 	var keys map[[2]string]bool
-	for _, c := range group {
-		if c.in.key != "" {
-			k := [2]string{c.in.task.AccountID, c.in.key}
+	for _, c := range calls {
+		if c.In.key != "" {
+			k := [2]string{c.In.task.AccountID, c.In.key}
 			if keys[k] {
 				continue
 			}
@@ -56,7 +57,7 @@ func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
 			}
 			keys[k] = true
 		}
-		creates = append(creates, c.in)
+		creates = append(creates, c.In)
 	}
 	return creates
 }
@@ -69,14 +70,7 @@ func firstUseOfEachKey(group []*call[newCreate, stored]) []newCreate {
 // account order, so two groups never deadlock. Arguments are arrays, one
 // element per create (the columns of createArrays), then the default cap
 // twice and the pending status. It returns the ids stored.
-const createGroupSQL = `WITH input AS (
-		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[])
-		AS i (id, account_id, day, task_type, source, touchpoint,
-			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
-	), fresh AS (
+const createGroupSQL = `WITH ` + createInputSQL + `, fresh AS (
 		SELECT * FROM input i WHERE i.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k
 			WHERE k.account_id = i.account_id AND k.idempotency_key = i.idempotency_key)
 	), counted AS (
@@ -90,12 +84,7 @@ const createGroupSQL = `WITH input AS (
 			COALESCE((SELECT daily_cap FROM accounts WHERE id = daily_usage.account_id), ?::integer)
 		RETURNING account_id, day
 	), created AS (
-		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
-		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
-		FROM fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
+		` + insertInputTasksSQL + `fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
 		RETURNING id
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
@@ -128,6 +117,29 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 	}
 	return inserted, nil
 }
+
+// createInputSQL is the input of the statements that store creates over
+// arrays (createGroupSQL, insertBatchSQL): a common table expression
+// input, aliased i, one row per create and one column per array of
+// createArrays, in its order. Seventeen arguments.
+const createInputSQL = `input AS (
+		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
+			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
+			?::text[], ?::float8[])
+		AS i (id, account_id, day, task_type, source, touchpoint,
+			prompt, allowed_verdicts, confidence_threshold, context, created_at,
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate)
+	)`
+
+// insertInputTasksSQL begins the insert of the pending tasks of input's
+// rows: the rows follow its FROM (aliased i), and the caller ends the
+// statement. Its one argument is the pending status.
+const insertInputTasksSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
+			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate)
+		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
+			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1)
+		FROM `
 
 // createArrays returns creates as Postgres arrays, one per column: id,
 // account, day, task type, source, touchpoint, prompt, allowed verdicts,
@@ -163,8 +175,8 @@ func createArrays(creates []newCreate) []any {
 		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates)}
 }
 
-// readGroup reads tasks in groups (group.go).
-type readGroup = grouper[taskRef, *arbiter.Task]
+// readGroup reads tasks in groups (db/internal/group).
+type readGroup = group.Grouper[taskRef, *arbiter.Task]
 
 // taskRef names a task and the account asking for it.
 type taskRef struct{ accountID, id string }
@@ -177,42 +189,42 @@ const findGroupSQL = tasksWithAttemptsSQL + `
 // readGroupOf answers a group of reads with one query, or one by one when
 // it is a group of one or the query fails. A task of another account is
 // not found, as it is for a single read.
-func (d *DB) readGroupOf(ctx context.Context, group []*call[taskRef, *arbiter.Task]) {
+func (d *DB) readGroupOf(ctx context.Context, calls []*group.Call[taskRef, *arbiter.Task]) {
 	var found map[string]*arbiter.Task
-	if len(group) > 1 {
+	if len(calls) > 1 {
 		var err error
-		if found, err = d.selectGroup(ctx, group); err != nil {
-			d.log.Warn("a grouped read failed; reading its tasks one by one", "reads", len(group), "error", err.Error())
+		if found, err = d.selectGroup(ctx, calls); err != nil {
+			d.log.Warn("a grouped read failed; reading its tasks one by one", "reads", len(calls), "error", err.Error())
 			found = nil
 		}
 	}
 	if found != nil {
-		d.reads.addGrouped(len(group))
+		d.reads.AddGrouped(len(calls))
 	}
-	given := make(map[string]bool, len(group))
-	for _, c := range group {
-		switch t, ok := found[c.in.id]; {
+	given := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		switch t, ok := found[c.In.id]; {
 		case found == nil:
-			c.out, c.err = d.findTask(ctx, nil, c.in.accountID, c.in.id)
-		case !ok || t.AccountID != c.in.accountID:
-			c.err = errTaskNotFound
+			c.Out, c.Err = d.findTask(ctx, nil, c.In.accountID, c.In.id)
+		case !ok || t.AccountID != c.In.accountID:
+			c.Err = errTaskNotFound
 		case given[t.ID]:
 			// Two callers asked for one task; each gets its own.
 			cp := *t
 			cp.AllowedVerdicts, cp.Attempts = slices.Clone(t.AllowedVerdicts), slices.Clone(t.Attempts)
-			c.out = &cp
+			c.Out = &cp
 		default:
 			given[t.ID] = true
-			c.out = t
+			c.Out = t
 		}
 	}
 }
 
 // selectGroup runs findGroupSQL for the group's ids.
-func (d *DB) selectGroup(ctx context.Context, group []*call[taskRef, *arbiter.Task]) (map[string]*arbiter.Task, error) {
-	ids := make([]string, len(group))
-	for i, c := range group {
-		ids[i] = c.in.id
+func (d *DB) selectGroup(ctx context.Context, calls []*group.Call[taskRef, *arbiter.Task]) (map[string]*arbiter.Task, error) {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.In.id
 	}
 	stmt, err := d.stmt(ctx, findGroupSQL)
 	if err != nil {

@@ -22,6 +22,7 @@ func wantUsage(t *testing.T, d *db.DB, accountID string, want int) {
 }
 
 func TestCreateGroup_StoresEveryCreateOnce(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	a := newAccount(t, d, "a@example.com")
 	b := newAccount(t, d, "b@example.com")
@@ -63,6 +64,7 @@ func TestCreateGroup_StoresEveryCreateOnce(t *testing.T) {
 }
 
 func TestCreateGroup_CapAdmitsExactlyWhatFits(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{DailyTaskCap: 3})
 	full := newAccount(t, d, "full@example.com")
 	free := newAccount(t, d, "free@example.com")
@@ -96,6 +98,7 @@ func TestCreateGroup_CapAdmitsExactlyWhatFits(t *testing.T) {
 }
 
 func TestCreateGroup_BadCreateFailsAlone(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	a := newAccount(t, d, "a@example.com")
 	// An account that does not exist fails the group statement's foreign
@@ -111,6 +114,7 @@ func TestCreateGroup_BadCreateFailsAlone(t *testing.T) {
 }
 
 func TestCreateTask_ConcurrentCreatesAreGrouped(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	accounts := make([]*arbiter.Account, 10)
 	for i := range accounts {
@@ -166,6 +170,7 @@ func waitQueued(t *testing.T, d *db.DB, n int) {
 }
 
 func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	a := newAccount(t, d, "a@example.com")
 	release := d.HoldGroups()
@@ -198,6 +203,7 @@ func TestCreateTask_CanceledWhileQueuedStoresNothing(t *testing.T) {
 }
 
 func TestReadGroup_AnswersEachReadAsASingleReadWould(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	owner := newAccount(t, d, "owner@example.com")
 	other := newAccount(t, d, "other@example.com")
@@ -253,6 +259,7 @@ func TestReadGroup_AnswersEachReadAsASingleReadWould(t *testing.T) {
 }
 
 func TestFindTaskByID_ConcurrentReadsAreGrouped(t *testing.T) {
+	t.Parallel()
 	d := dbtest.Open(t, db.Postgres, db.Options{})
 	owner := newAccount(t, d, "owner@example.com")
 	other := newAccount(t, d, "other@example.com")

@@ -47,6 +47,7 @@ func listAll(t *testing.T, d *db.DB, accountID string, f arbiter.TaskFilter) ([]
 }
 
 func TestTaskService_ListTasks(t *testing.T) {
+	t.Parallel()
 	t.Run("CursorWalkVisitsEachTaskOnceNewestFirst", func(t *testing.T) {
 		c := newClock()
 		dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
@@ -279,6 +280,7 @@ func TestTaskService_ListTasks(t *testing.T) {
 // tasks_account_created in order, with the cursor in the index condition,
 // and stops at the page's end; it neither scans nor sorts the tasks.
 func TestTaskService_ListTasksUsesTheIndex(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		other := newAccount(t, d, "b@example.com")

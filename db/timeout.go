@@ -32,7 +32,7 @@ const DefaultTimeout = 5 * time.Second
 //   - a Postgres connection whose answer does not come at all, because the
 //     server or the network froze, fails its reads shortly after the
 //     timeout and is dropped (answerConn);
-//   - a SQLite write gives up waiting for its turn (sqlite_gate.go), and
+//   - a SQLite write gives up waiting for its turn (db/internal/sqlitegate), and
 //     for the write lock held by another process (busy_timeout).
 //
 // A call that ran out is EUNAVAILABLE, which the API answers as 503 with

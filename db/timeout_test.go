@@ -50,6 +50,8 @@ func within(t *testing.T, call func() error) error {
 // timeout and fails as unavailable, with a Retry-After; once the lock is
 // gone, creates work again.
 func TestStore_LockWaitRunsOut(t *testing.T) {
+	// Not parallel: its stores time out after a second, and a machine busy
+	// with other tests would time out the steps meant to pass.
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -96,6 +98,8 @@ func TestStore_LockWaitRunsOut(t *testing.T) {
 // instead of waiting for the database to come back, and work again once it
 // has.
 func TestStore_FrozenPostgres(t *testing.T) {
+	// Not parallel: its store times out after a second, and a machine busy
+	// with other tests would time out the steps meant to pass.
 	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
 	d := dbtest.OpenURL(t, url, db.Options{Timeout: time.Second})
 	acct := newAccount(t, d, "a@example.com")
@@ -134,6 +138,7 @@ func TestStore_FrozenPostgres(t *testing.T) {
 // store reports itself unhealthy, with the last failure; a write that
 // works, or thirty seconds without writes, makes it healthy again.
 func TestHealthService_RefusedWrites(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -206,6 +211,8 @@ func TestHealthService_RefusedWrites(t *testing.T) {
 // margin for the machine, never after a timeout of its own group on top
 // of the time it waited (issue 26: 6 and 11 s with a 5 s timeout).
 func TestCreateTask_FrozenStoreAnswersWithinTheTimeout(t *testing.T) {
+	// Not parallel: its stores time out in a second or less, and a machine
+	// busy with other tests would time out the steps meant to pass.
 	const timeout = 500 * time.Millisecond
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {

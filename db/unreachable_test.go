@@ -40,6 +40,8 @@ func refusedDial(t *testing.T) error {
 // connection to Postgres as unavailable, with a Retry-After, like a
 // timeout, and leaves the store's other errors as they are.
 func TestStore_ConnectionErrorsAreUnavailable(t *testing.T) {
+	// Not parallel: its store times out after 3 s, which a machine busy with
+	// other tests could spend on the steps meant to pass.
 	d := dbtest.Open(t, db.SQLite, db.Options{Timeout: 3 * time.Second})
 	for _, tc := range []struct {
 		name string
@@ -79,6 +81,8 @@ func TestStore_ConnectionErrorsAreUnavailable(t *testing.T) {
 // new ones, as a stopped or restarting server does: creates and reads fail
 // as unavailable, with a Retry-After, and work again once it is back.
 func TestStore_PostgresGone(t *testing.T) {
+	// Not parallel: its store times out after 5 s, which a machine busy with
+	// other tests could spend on the steps meant to pass.
 	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
 	d := dbtest.OpenURL(t, url, db.Options{Timeout: 5 * time.Second})
 	acct := newAccount(t, d, "a@example.com")

@@ -1,14 +1,8 @@
 package db
 
 import (
-	"context"
 	"database/sql"
-	"errors"
-	"net"
 	"sync"
-	"time"
-
-	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -20,22 +14,17 @@ var _ arbiter.TaskWatcher = (*DB)(nil)
 // A transition to a final state publishes the task's id: in this process
 // right after its commit, and on Postgres also with pg_notify in the
 // transaction itself, so every process hears of it once it commits. Each
-// process keeps one LISTEN connection, opened at its first watch, and fans
-// what it hears out to its watchers; a watcher is a channel in a map, so
-// thousands of waiting requests cost memory and no connection. After the
-// listener connects, and whenever it reconnects after losing its
-// connection, every watcher is woken to read its task again, since
-// notifications sent meanwhile are lost. The shape follows River's notifier
-// (riverqueue/river internal/notifier).
+// process keeps one LISTEN connection (db/internal/pglisten), opened at its
+// first watch, and fans what it hears out to its watchers; a watcher is a
+// channel in a map, so thousands of waiting requests cost memory and no
+// connection. After the listener connects, and whenever it reconnects
+// after losing its connection, every watcher is woken to read its task
+// again, since notifications sent meanwhile are lost.
 
 // taskChannel is the Postgres notification channel of final transitions,
 // whose payload is the task's id, and of creates (createdPayload,
 // announce.go).
 const taskChannel = "arbiter_tasks"
-
-// listenerPing is how often the listener checks its idle connection, so a
-// connection that died silently is noticed and replaced.
-const listenerPing = 30 * time.Second
 
 // watchers fans wake-ups out to the watchers of each task.
 type watchers struct {
@@ -45,10 +34,6 @@ type watchers struct {
 	// created receives when the listener hears that tasks were created
 	// (TasksCreated), and when it (re)connects.
 	created chan struct{}
-
-	listenOnce sync.Once
-	stopListen context.CancelFunc // nil until the listener starts
-	listenDone chan struct{}
 }
 
 // WatchTask starts watching a task for a final transition (see
@@ -64,8 +49,8 @@ func (d *DB) WatchTask(taskID string) (<-chan struct{}, func()) {
 	w.byTask[taskID] = append(w.byTask[taskID], c)
 	w.count++
 	w.mu.Unlock()
-	if d.dialect == Postgres {
-		w.listenOnce.Do(d.startListener)
+	if d.notifies() {
+		d.listener.Start()
 	}
 	var once sync.Once
 	return c, func() { once.Do(func() { w.remove(taskID, c) }) }
@@ -142,108 +127,27 @@ func (d *DB) published(taskIDs ...string) {
 	}
 }
 
-// startListener opens the Postgres listener and fans its notifications out
-// until the store closes.
-func (d *DB) startListener() {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &d.watchers
-	w.mu.Lock()
-	w.stopListen, w.listenDone = cancel, make(chan struct{})
-	w.mu.Unlock()
-	log := d.log
-	l := pq.NewListener(d.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
-		switch ev {
-		case pq.ListenerEventDisconnected:
-			log.Warn("task listener lost its connection; reconnecting", "error", errString(err))
-		case pq.ListenerEventConnectionAttemptFailed:
-			log.Warn("task listener could not connect", "error", errString(err))
-		case pq.ListenerEventReconnected:
-			log.Info("task listener reconnected")
-		}
-	})
-	go func() {
-		// Listen returns once LISTEN is in force; watches opened before
-		// then may have missed a notification.
-		if err := l.Listen(taskChannel); err != nil && !errors.Is(err, net.ErrClosed) {
-			log.Error("task listener", "error", err.Error())
-			return
-		}
-		w.wakeAll()
-	}()
-	go func() {
-		defer close(w.listenDone)
-		ping := time.NewTicker(listenerPing)
-		defer ping.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				_ = l.Close()
-				return
-			case n, ok := <-l.Notify:
-				switch {
-				case !ok:
-					return
-				case n == nil:
-					// Reconnected: whatever was sent meanwhile is lost.
-					w.wakeAll()
-				case n.Extra == createdPayload:
-					w.wakeCreated()
-				default:
-					w.wake(n.Extra)
-				}
-			case <-ping.C:
-				go func() { _ = l.Ping() }()
-			}
-		}
-	}()
-}
-
-// stopListener closes the listener, if it started, and waits for it.
-func (w *watchers) stopListener() {
-	w.listenOnce.Do(func() {}) // no listener starts after this
-	w.mu.Lock()
-	stop, done := w.stopListen, w.listenDone
-	w.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
+// heard wakes the watchers of what the listener heard: a task's id, or
+// createdPayload.
+func (w *watchers) heard(payload string) {
+	if payload == createdPayload {
+		w.wakeCreated()
+		return
 	}
+	w.wake(payload)
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// publishingSQL returns update, an UPDATE of tasks ending in RETURNING
-// id, status, account_id, callback_url (updatedColumns), as the dialect
-// runs it: on Postgres, wrapped so that the same statement notifies
-// taskChannel of every task it left in a final status; the notifications
-// go out when the transaction commits. scanUpdated reads its rows.
-func (d *DB) publishingSQL(update string) string {
-	if d.dialect != Postgres {
-		return update
-	}
-	// A volatile call in the select list runs once per row returned.
-	return `WITH u AS (` + update + `)
-		SELECT u.id, u.status, u.account_id, u.callback_url,
-			CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
-			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
-}
-
-// updatedColumns is what a publishingSQL update returns of each task.
+// updatedColumns is what a sqlPublishing update returns of each task.
 const updatedColumns = `id, status, account_id, callback_url`
 
-// updatedTask is a task a publishingSQL statement changed.
+// updatedTask is a task a sqlPublishing statement changed.
 type updatedTask struct {
 	id, status, accountID string
 	// callbackURL is the task's callback_url, "" without one.
 	callbackURL string
 }
 
-// scanUpdated reads the rows of a publishingSQL statement and closes them:
+// scanUpdated reads the rows of a sqlPublishing statement and closes them:
 // the tasks it updated.
 func scanUpdated(rows *sql.Rows) ([]updatedTask, error) {
 	defer rows.Close()

@@ -60,6 +60,7 @@ func listening(t *testing.T, d *db.DB, wake <-chan struct{}) {
 }
 
 func TestWatchTask_FinalTransitionsInThisProcessWake(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		byAgent, _ := d.CreateTask(ctx, acct.ID, taskCreate("agent"))
@@ -108,6 +109,7 @@ func TestWatchTask_FinalTransitionsInThisProcessWake(t *testing.T) {
 // second store on the same Postgres database, as another server process
 // would; only the first store's listener can carry them to its watchers.
 func TestWatchTask_DecisionInAnotherProcessWakes(t *testing.T) {
+	t.Parallel()
 	url := dbtest.URL(t, db.Postgres)
 	here := dbtest.OpenURL(t, url, db.Options{})
 	there := dbtest.OpenURL(t, url, db.Options{})
@@ -145,6 +147,7 @@ func TestWatchTask_DecisionInAnotherProcessWakes(t *testing.T) {
 // watcher is woken to read its task again, since notifications sent while
 // it was down are lost, and once it is back decisions wake watchers again.
 func TestWatchTask_ListenerReconnects(t *testing.T) {
+	t.Parallel()
 	app := arbiter.NewID("arbiter_test_", 6)
 	url := dbtest.URL(t, db.Postgres) + "&application_name=" + app
 	here := dbtest.OpenURL(t, url, db.Options{})
@@ -182,6 +185,7 @@ func TestWatchTask_ListenerReconnects(t *testing.T) {
 // requests do: they take no connection of the pool, and each costs a few
 // hundred bytes of memory.
 func TestWatchTask_CostsMemoryOnly(t *testing.T) {
+	// Not parallel: it measures the whole process's allocations.
 	dbtest.Each(t, db.Options{MaxOpenConns: 8}, func(t *testing.T, d *db.DB) {
 		const n = 10000
 		ids := make([]string, n)
@@ -225,6 +229,7 @@ func TestWatchTask_CostsMemoryOnly(t *testing.T) {
 // one and a batch through a second store each reach the first store's
 // TasksCreated, on the task channel; SQLite has none.
 func TestTasksCreated_CreatesInAnotherProcessWake(t *testing.T) {
+	t.Parallel()
 	if dbtest.Open(t, db.SQLite, db.Options{}).TasksCreated() != nil {
 		t.Error("SQLite has a created channel")
 	}

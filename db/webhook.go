@@ -208,7 +208,7 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 func (d *DB) holdMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'held'
 		WHERE endpoint_id = ? AND status = 'pending' AND event_type <> 'ping'
-		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`), endpointID); err != nil {
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`), endpointID); err != nil {
 		return fmt.Errorf("hold webhook messages: %w", err)
 	}
 	return nil
@@ -221,7 +221,7 @@ func (d *DB) holdMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) e
 func (d *DB) releaseHeldMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', next_attempt_at = created_at
 		WHERE endpoint_id = ? AND status IN ('held', 'pending')
-		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`), endpointID); err != nil {
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`), endpointID); err != nil {
 		return fmt.Errorf("release held webhook messages: %w", err)
 	}
 	return nil
@@ -476,7 +476,7 @@ func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, me
 	}
 	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = `+heldIfDisabled+`, attempts = 0,
 		next_attempt_at = ? WHERE id = ? AND endpoint_id = ? AND account_id = ?
-		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.dbNowMS()+`)`),
+		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`),
 		endpointID, int64(d.nowMS()), messageID, endpointID, accountID)
 	if err != nil {
 		return fmt.Errorf("resend message: %w", err)
@@ -738,45 +738,38 @@ func (d *DB) ClaimWebhookMessages(ctx context.Context, owner string, max int, le
 	if max <= 0 {
 		return nil, nil
 	}
-	lock := ""
-	if d.dialect == Postgres {
-		lock = "FOR UPDATE SKIP LOCKED"
-	}
-	stmt, err := d.stmt(ctx, `UPDATE webhook_messages SET lease_owner = ?, lease_expires_at = `+d.dbNowMS()+` + ?
-		WHERE id IN (SELECT m.id FROM webhook_messages m
-			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
-			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.dbNowMS()+`)
-			AND (m.endpoint_id IS NULL OR m.event_type = 'ping' OR EXISTS (SELECT 1 FROM webhook_endpoints e
-				WHERE e.id = m.endpoint_id AND e.disabled = ''))
-			ORDER BY m.next_attempt_at LIMIT ? `+lock+`)
-		RETURNING `+strings.ReplaceAll(messageColumns, "m.", ""))
+	msgs, err := claimRows(ctx, d, "claim webhook messages", d.claims.webhooks, scanClaimedMessage,
+		owner, lease.Milliseconds(), int64(d.nowMS()), max)
 	if err != nil {
 		return nil, err
-	}
-	rows, err := stmt.QueryContext(ctx, owner, lease.Milliseconds(), int64(d.nowMS()), max)
-	if err != nil {
-		return nil, fmt.Errorf("claim webhook messages: %w", err)
-	}
-	var msgs []*arbiter.WebhookMessage
-	err = func() error {
-		defer rows.Close()
-		for rows.Next() {
-			var r messageRow
-			if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
-				&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
-				return err
-			}
-			msgs = append(msgs, r.message())
-		}
-		return rows.Err()
-	}()
-	if err != nil {
-		return nil, fmt.Errorf("claim webhook messages: %w", err)
 	}
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	return d.signingSecrets(ctx, msgs)
+}
+
+// claimWebhooksSQL is ClaimWebhookMessages's statement, assembled once when
+// the store opens (DB.claims). Arguments: owner, lease (ms), now, max.
+func (d *DB) claimWebhooksSQL() string {
+	return `UPDATE webhook_messages SET lease_owner = ?, lease_expires_at = ` + d.sqlNowMS() + ` + ?
+		WHERE id IN (SELECT m.id FROM webhook_messages m
+			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < ` + d.sqlNowMS() + `)
+			AND (m.endpoint_id IS NULL OR m.event_type = 'ping' OR EXISTS (SELECT 1 FROM webhook_endpoints e
+				WHERE e.id = m.endpoint_id AND e.disabled = ''))
+			ORDER BY m.next_attempt_at LIMIT ? ` + d.sqlSkipLocked() + `)
+		RETURNING ` + strings.ReplaceAll(messageColumns, "m.", "")
+}
+
+// scanClaimedMessage reads a message a claim leased.
+func scanClaimedMessage(rows *sql.Rows) (*arbiter.WebhookMessage, error) {
+	var r messageRow
+	if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
+		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
+		return nil, fmt.Errorf("claim webhook messages: %w", err)
+	}
+	return r.message(), nil
 }
 
 // signingSecrets pairs claimed messages with their destination's URL and
@@ -900,7 +893,7 @@ func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []
 func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter.WebhookRecord) (_ []arbiter.WebhookRecorded, err error) {
 	var stmts [4]*sql.Stmt
 	for i, q := range []string{recordMessageSQL, insertWebhookAttemptSQL, endpointDeliveredSQL, recordManySQL} {
-		if q == recordManySQL && d.dialect != Postgres {
+		if q == recordManySQL && !d.takesArrays() {
 			continue
 		}
 		if stmts[i], err = d.stmt(ctx, q); err != nil {
@@ -915,7 +908,7 @@ func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter
 		// endpoints[i] is the endpoint of records[i]'s message, "" for a
 		// callback; recorded[i] says whether the message was recorded.
 		endpoints, recorded := make([]string, len(records)), make([]bool, len(records))
-		if d.dialect == Postgres {
+		if d.takesArrays() {
 			if err := d.recordMany(ctx, tx.StmtContext(ctx, stmts[3]), owner, records, endpoints, recorded); err != nil {
 				return err
 			}

@@ -26,6 +26,7 @@ func newWebhookEndpoint(t *testing.T, d *db.DB, accountID string) *arbiter.Webho
 // TestWebhookService_Endpoints: create, list, find, disable and enable,
 // delete; bad input and another account's id change nothing.
 func TestWebhookService_Endpoints(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
 		e := newWebhookEndpoint(t, d, a.ID)
@@ -95,6 +96,7 @@ func TestWebhookService_Endpoints(t *testing.T) {
 }
 
 func TestWebhookService_AtMostTwentyEndpoints(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
 		for range arbiter.MaxWebhookEndpoints {
@@ -110,6 +112,7 @@ func TestWebhookService_AtMostTwentyEndpoints(t *testing.T) {
 // TestWebhookService_CallbackSecret is made on first use, stays, and
 // rotates with the old secret kept for the overlap.
 func TestWebhookService_CallbackSecret(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -135,6 +138,7 @@ func TestWebhookService_CallbackSecret(t *testing.T) {
 // TestWebhookService_DeliveryLog lists an endpoint's messages by status,
 // resends one and all failed ones since a time.
 func TestWebhookService_DeliveryLog(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -218,6 +222,7 @@ func TestWebhookService_DeliveryLog(t *testing.T) {
 // store refuses (already decided) queues nothing; one endpoint per account
 // gets its own account's events only.
 func TestWebhookService_OutboxFollowsTheChange(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
 		ea, eb := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, b.ID)
@@ -265,6 +270,7 @@ func TestWebhookService_OutboxFollowsTheChange(t *testing.T) {
 // created before the cut-off, with their attempts, and keeps pending ones
 // and newer ones.
 func TestWebhookService_PruneOldMessages(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -305,6 +311,7 @@ func TestWebhookService_PruneOldMessages(t *testing.T) {
 // make it storable would pass it: every message in the batch moves on,
 // the others with their bodies, and the bad one with its status.
 func TestWebhookDelivery_OneBadRecordFailsNoOther(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		a, b := newAccount(t, d, "a@example.com"), newAccount(t, d, "b@example.com")
 		ea, eb := newWebhookEndpoint(t, d, a.ID), newWebhookEndpoint(t, d, b.ID)
@@ -381,6 +388,7 @@ func completeTask(t *testing.T, d *db.DB, accountID string) string {
 // it as held; none is claimed (a ping still is); enabling makes them due,
 // claimed oldest first; held messages past the retention are pruned.
 func TestWebhookService_DisabledEndpointHoldsMessages(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -458,6 +466,7 @@ func TestWebhookService_DisabledEndpointHoldsMessages(t *testing.T) {
 // first; another endpoint's waiting message, and one answered 429, stay
 // where they were.
 func TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")
@@ -557,6 +566,7 @@ func TestWebhookDelivery_ADeliveryBringsWaitingRetriesForward(t *testing.T) {
 // completion and of an expiry carries, as its timestamp, the very instant
 // its task records (completed_at, expired_at), to the millisecond.
 func TestWebhookService_EventTimestampIsWhenItHappened(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
 		a := newAccount(t, d, "a@example.com")

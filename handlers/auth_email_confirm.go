@@ -19,7 +19,7 @@ func AuthEmailConfirm(logins arbiter.LoginTokenService) http.Handler {
 		// from the page name its origin only.
 		w.Header().Set("Referrer-Policy", layouts.SecretAddressReferrer)
 		token := r.URL.Query().Get("token")
-		next := SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next"))
+		next := SiteFromContext(r.Context()).SafeNext(r.URL.Query().Get("next"))
 		email, err := logins.CheckLoginToken(r.Context(), token)
 		if err != nil {
 			linkUnusable(w, r, err)

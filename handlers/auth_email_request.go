@@ -51,7 +51,7 @@ var (
 // nobody who has one.
 func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMailer, limits SignInLimits, providers []OAuthProvider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		site := SiteFrom(r.Context())
+		site := SiteFromContext(r.Context())
 		next := site.SafeNext(r.PostFormValue("next"))
 		typed := r.PostFormValue("email")
 		refuse := func(err error) {
@@ -84,7 +84,7 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			link += "&next=" + url.QueryEscape(next)
 		}
 		if err := mailer.SendLoginLink(r.Context(), email, link); err != nil {
-			Logger(r.Context()).ErrorContext(r.Context(), "send sign-in link", "error", err.Error())
+			LoggerFromContext(r.Context()).ErrorContext(r.Context(), "send sign-in link", "error", err.Error())
 			Error(w, r, errMailNotSent)
 			return
 		}

@@ -11,7 +11,7 @@ import (
 // goes on. A used or expired token signs nobody in.
 func AuthEmailSignIn(logins arbiter.LoginTokenService, identities arbiter.IdentityService, sessions SessionKeeper) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next := SiteFrom(r.Context()).SafeNext(r.PostFormValue("next"))
+		next := SiteFromContext(r.Context()).SafeNext(r.PostFormValue("next"))
 		email, err := logins.RedeemLoginToken(r.Context(), r.PostFormValue("token"))
 		if err != nil {
 			linkUnusable(w, r, err)

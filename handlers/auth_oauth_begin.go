@@ -32,14 +32,14 @@ func AuthOAuthBegin(providers []OAuthProvider, sessions SessionKeeper) http.Hand
 		}
 		provider, err := p.Load()
 		if err != nil {
-			Logger(r.Context()).WarnContext(r.Context(), "load identity provider", "provider", p.Name, "error", err.Error())
+			LoggerFromContext(r.Context()).WarnContext(r.Context(), "load identity provider", "provider", p.Name, "error", err.Error())
 			Error(w, r, errProviderUnavailable)
 			return
 		}
 		state := arbiter.NewSecretToken()
 		sess, err := provider.BeginAuth(state)
 		if err != nil {
-			Logger(r.Context()).WarnContext(r.Context(), "begin sign-in", "provider", p.Name, "error", err.Error())
+			LoggerFromContext(r.Context()).WarnContext(r.Context(), "begin sign-in", "provider", p.Name, "error", err.Error())
 			Error(w, r, errProviderUnavailable)
 			return
 		}
@@ -50,7 +50,7 @@ func AuthOAuthBegin(providers []OAuthProvider, sessions SessionKeeper) http.Hand
 		}
 		err = sessions.SaveOAuthState(w, r, OAuthState{
 			Provider: p.Name, State: state, Session: sess.Marshal(),
-			Next: SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next")),
+			Next: SiteFromContext(r.Context()).SafeNext(r.URL.Query().Get("next")),
 		})
 		if err != nil {
 			Error(w, r, err)

@@ -43,7 +43,7 @@ func AuthOAuthCallback(providers []OAuthProvider, identities arbiter.IdentitySer
 			return
 		}
 		fail := func(step string, err error) {
-			Logger(r.Context()).WarnContext(r.Context(), "sign-in failed", "provider", p.Name, "step", step, "error", err.Error())
+			LoggerFromContext(r.Context()).WarnContext(r.Context(), "sign-in failed", "provider", p.Name, "step", step, "error", err.Error())
 			Error(w, r, arbiter.Errorf(arbiter.EUNAUTHORIZED, "%s did not confirm who you are. Try again, or sign in another way.", p.Label))
 		}
 		provider, err := p.Load()

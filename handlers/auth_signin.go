@@ -71,7 +71,7 @@ func providerButtons(providers []OAuthProvider, next string) []dashboard.Provide
 // e-mail link form. A signed-in person goes straight on.
 func AuthSignIn(providers []OAuthProvider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next := SiteFrom(r.Context()).SafeNext(r.URL.Query().Get("next"))
+		next := SiteFromContext(r.Context()).SafeNext(r.URL.Query().Get("next"))
 		if arbiter.SessionFromContext(r.Context()) != nil {
 			redirect(w, r, next)
 			return
@@ -79,7 +79,7 @@ func AuthSignIn(providers []OAuthProvider) http.Handler {
 		Render(w, r, http.StatusOK, dashboard.SignIn(PageOf(r, "Sign in", ""), dashboard.SignInView{
 			Providers: providerButtons(providers, next), Next: next, Email: prefilledEmail(r),
 			SignedOut: r.URL.Query().Has(SignedOutParam),
-			DemoURL:   SiteFrom(r.Context()).ReviewLink("/review/demo"),
+			DemoURL:   SiteFromContext(r.Context()).ReviewLink("/review/demo"),
 		}))
 	})
 }

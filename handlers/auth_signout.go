@@ -26,9 +26,9 @@ func AuthSignOut(sessions SessionKeeper, audit arbiter.AuditService) http.Handle
 			if err := audit.RecordAuditEvent(r.Context(), arbiter.NewSignOutAuditEvent(s, ClientOf(r))); err != nil {
 				// The person is signed out either way; the log says why
 				// the audit line is missing.
-				Logger(r.Context()).ErrorContext(r.Context(), "record sign-out", "error", err.Error())
+				LoggerFromContext(r.Context()).ErrorContext(r.Context(), "record sign-out", "error", err.Error())
 			}
 		}
-		redirect(w, r, SiteFrom(r.Context()).AppLink("/signin?"+SignedOutParam))
+		redirect(w, r, SiteFromContext(r.Context()).AppLink("/signin?"+SignedOutParam))
 	})
 }

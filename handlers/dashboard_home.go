@@ -34,7 +34,7 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService, 
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFrom(r.Context()).BaseURL, Drift: drift}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drift: drift}
 		for _, k := range list {
 			if k.Active() {
 				v.ActiveKeys++

@@ -40,62 +40,6 @@ func DashboardMembers(members arbiter.MemberService, now arbiter.Clock) http.Han
 	})
 }
 
-// DashboardMemberInvite handles POST /members/invite: it invites the
-// address with the role and mails the link, by the path sign-in links take.
-// A refused address or role answers the page with the form as typed and
-// why; an invitation made leads (303) to the members page, which confirms
-// it, so a reload sends nothing again.
-func DashboardMemberInvite(members arbiter.MemberService, mailer arbiter.LoginMailer, now arbiter.Clock) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := arbiter.SessionFromContext(r.Context())
-		email, role := r.PostFormValue("email"), r.PostFormValue("role")
-		inv, token, err := members.CreateInvitation(r.Context(), s.AccountID, email, role, ActorOf(r))
-		if code := arbiter.ErrorCode(err); code == arbiter.EINVALID || code == arbiter.ECONFLICT {
-			membersPage(w, r, members, now, StatusOf(err), dashboard.MembersView{Email: email, Role: role, Error: arbiter.ErrorMessage(err)})
-			return
-		} else if err != nil {
-			Error(w, r, err)
-			return
-		}
-		link := SiteFrom(r.Context()).AppURL + "/invitations/accept?token=" + token
-		if err := arbiter.InvitationMailerOf(mailer).SendInvitation(r.Context(), inv.Email, inv.AccountName, inv.Role, link); err != nil {
-			Error(w, r, err)
-			return
-		}
-		notice := "Invitation sent to " + inv.Email + " as " + arbiter.RoleLabel(inv.Role) + "."
-		if arbiter.LoginLinksGoToLog(mailer) {
-			notice = "Invitation made for " + inv.Email + ". No mail server is set up, so its link is in the server's log."
-		}
-		setPageNotice(w, r, "/members", notice)
-		redirect(w, r, "/members")
-	})
-}
-
-// DashboardMemberRole handles POST /members/{id}/role: it gives the member
-// the role chosen.
-func DashboardMemberRole(members arbiter.MemberService, now arbiter.Clock) http.Handler {
-	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
-		role := r.PostFormValue("role")
-		revoked, err := members.ChangeRole(r.Context(), accountID, personID, role, ActorOf(r))
-		if err != nil {
-			return "", err
-		}
-		return "The role was changed to " + arbiter.RoleLabel(role) + "." + revokedNotice(revoked), nil
-	})
-}
-
-// DashboardMemberRemove handles POST /members/{id}/remove: the member
-// loses the account at once, in every session.
-func DashboardMemberRemove(members arbiter.MemberService, now arbiter.Clock) http.Handler {
-	return memberChange(members, now, func(r *http.Request, accountID, personID string) (string, error) {
-		revoked, err := members.RemoveMember(r.Context(), accountID, personID, ActorOf(r))
-		if err != nil {
-			return "", err
-		}
-		return "The member was removed." + revokedNotice(revoked), nil
-	})
-}
-
 // revokedNotice says how many pending invitations a member's removal or
 // new role revoked, since they may no longer send them; "" for none.
 func revokedNotice(revoked int) string {
@@ -106,17 +50,6 @@ func revokedNotice(revoked int) string {
 		return " The pending invitation they sent was revoked."
 	}
 	return fmt.Sprintf(" The %d pending invitations they sent were revoked.", revoked)
-}
-
-// DashboardInvitationRevoke handles POST /invitations/{id}/revoke: the
-// invitation's link no longer works.
-func DashboardInvitationRevoke(members arbiter.MemberService, now arbiter.Clock) http.Handler {
-	return memberChange(members, now, func(r *http.Request, accountID, id string) (string, error) {
-		if err := members.RevokeInvitation(r.Context(), accountID, id, ActorOf(r)); err != nil {
-			return "", err
-		}
-		return "The invitation was revoked.", nil
-	})
 }
 
 // memberChange runs a change to the member or invitation of the path's id

@@ -21,32 +21,38 @@ func DashboardTasks(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
 		q := r.URL.Query()
 		v := dashboard.TasksView{Status: q.Get("status"), Source: strings.TrimSpace(q.Get("source")), Now: now()}
 		f := arbiter.TaskFilter{Status: v.Status, Source: v.Source, Limit: TasksPageSize}
-		var err error
 		if after := q.Get("after"); after != "" {
-			var c arbiter.TaskCursor
-			if c, err = arbiter.ParseTaskCursor(after); err == nil {
-				f.After = &c
-				v.Newest = tasksURL(v.Status, v.Source, nil)
-			}
-		}
-		var page arbiter.TaskPage
-		if err == nil {
-			page, err = tasks.ListTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), f)
-		}
-		status := http.StatusOK
-		if err != nil {
-			if StatusOf(err) != http.StatusBadRequest {
-				Error(w, r, err)
+			c, err := arbiter.ParseTaskCursor(after)
+			if err != nil {
+				tasksRefused(w, r, v, err)
 				return
 			}
-			status, v.Error, v.Newest = http.StatusBadRequest, arbiter.ErrorMessage(err), ""
+			f.After = &c
+			v.Newest = tasksURL(v.Status, v.Source, nil)
+		}
+		page, err := tasks.ListTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), f)
+		if err != nil {
+			tasksRefused(w, r, v, err)
+			return
 		}
 		v.Tasks = page.Tasks
 		if next := page.Next(); next != nil {
 			v.Older = tasksURL(v.Status, v.Source, next)
 		}
-		Render(w, r, status, dashboard.Tasks(PageOf(r, "Tasks", "tasks"), v))
+		Render(w, r, http.StatusOK, dashboard.Tasks(PageOf(r, "Tasks", "tasks"), v))
 	})
+}
+
+// tasksRefused answers the task list when its filters or cursor are not
+// valid: the page with the reason and 400. Any other error gets the error
+// page.
+func tasksRefused(w http.ResponseWriter, r *http.Request, v dashboard.TasksView, err error) {
+	if StatusOf(err) != http.StatusBadRequest {
+		Error(w, r, err)
+		return
+	}
+	v.Error, v.Newest = arbiter.ErrorMessage(err), ""
+	Render(w, r, http.StatusBadRequest, dashboard.Tasks(PageOf(r, "Tasks", "tasks"), v))
 }
 
 // tasksURL is the address of a page of the task list.
@@ -65,21 +71,4 @@ func tasksURL(status, source string, after *arbiter.TaskCursor) string {
 		return "/tasks"
 	}
 	return "/tasks?" + q.Encode()
-}
-
-// DashboardTask handles GET /tasks/{id}: one task of the account with its
-// attempts and context. Another account's task is 404, as in the API.
-func DashboardTask(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		task, err := tasks.FindTaskByID(r.Context(), arbiter.AccountIDFromContext(r.Context()), r.PathValue("id"))
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		v := dashboard.TaskView{Task: task, Now: now()}
-		if task.Status == arbiter.StatusHumanNeeded {
-			v.DeskURL = SiteFrom(r.Context()).ReviewHome() + "/tasks/" + task.ID
-		}
-		Render(w, r, http.StatusOK, dashboard.TaskDetail(PageOf(r, "Task "+task.ID, "tasks"), v))
-	})
 }

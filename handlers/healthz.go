@@ -42,7 +42,7 @@ func Healthz(health arbiter.HealthService) http.Handler {
 			}
 		}
 		if err != nil {
-			Logger(r.Context()).WarnContext(r.Context(), "unhealthy", "error", err.Error())
+			LoggerFromContext(r.Context()).WarnContext(r.Context(), "unhealthy", "error", err.Error())
 			JSON(w, http.StatusServiceUnavailable, response{OK: false, Error: arbiter.ErrorMessage(err)})
 			return
 		}

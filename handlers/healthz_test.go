@@ -27,7 +27,7 @@ func getHealthz(health arbiter.HealthService) (*httptest.ResponseRecorder, strin
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
-	r = r.WithContext(handlers.WithLogger(r.Context(), logger))
+	r = r.WithContext(handlers.NewContextWithLogger(r.Context(), logger))
 	w := httptest.NewRecorder()
 	handlers.Healthz(health).ServeHTTP(w, r)
 	return w, logs.String()
@@ -36,6 +36,7 @@ func getHealthz(health arbiter.HealthService) (*httptest.ResponseRecorder, strin
 // TestHealthz_LogsTheCause answers an unhealthy store with its sentence and
 // logs the driver's error, which the answer does not show.
 func TestHealthz_LogsTheCause(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
 	w, logs := getHealthz(healthFunc(func(context.Context) error {
 		return fmt.Errorf("%w: %w", arbiter.Errorf(arbiter.EUNAVAILABLE, "The database does not answer."), cause)
@@ -55,6 +56,7 @@ func TestHealthz_LogsTheCause(t *testing.T) {
 // health check does not return, whether it waits for its context to end or
 // ignores it, as a frozen database's driver may.
 func TestHealthz_AnswersWhateverTheStoreDoes(t *testing.T) {
+	t.Parallel()
 	stuck := make(chan struct{})
 	defer close(stuck)
 	for name, health := range map[string]healthFunc{

@@ -70,7 +70,7 @@ func OnReviewSite(r *http.Request) bool {
 // SignInAndBack returns the sign-in page for a person who asked for r's page
 // without a session: it comes back to that page, on whichever surface it is.
 func SignInAndBack(r *http.Request) string {
-	site := SiteFrom(r.Context())
+	site := SiteFromContext(r.Context())
 	next := r.URL.RequestURI()
 	if OnReviewSite(r) {
 		next = site.ReviewLink(next)
@@ -137,13 +137,13 @@ func cleanPath(p string) bool {
 
 type siteKey struct{}
 
-// WithSite returns a context carrying the site's origins, for the pages.
-func WithSite(ctx context.Context, s Site) context.Context {
+// NewContextWithSite returns a context carrying the site's origins, for the pages.
+func NewContextWithSite(ctx context.Context, s Site) context.Context {
 	return context.WithValue(ctx, siteKey{}, s)
 }
 
-// SiteFrom returns the site of the request's context.
-func SiteFrom(ctx context.Context) Site {
+// SiteFromContext returns the site of the request's context.
+func SiteFromContext(ctx context.Context) Site {
 	s, _ := ctx.Value(siteKey{}).(Site)
 	return s
 }
@@ -151,7 +151,7 @@ func SiteFrom(ctx context.Context) Site {
 // PageOf returns the layout's view of a request: the title, the navigation
 // entry to highlight, who is signed in, and where the other surface is.
 func PageOf(r *http.Request, title, active string) layouts.Page {
-	site := SiteFrom(r.Context())
+	site := SiteFromContext(r.Context())
 	p := layouts.Page{Title: title, Active: active, ReviewURL: site.ReviewHome(), SignInURL: site.SignInURL("")}
 	if site.Split() {
 		p.AppURL = site.AppURL
@@ -256,7 +256,7 @@ func errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
 	if err := dashboard.Error(PageOf(r, title, ""), dashboard.ErrorView{
 		Status: status, Title: title, Message: msg,
 	}).Render(r.Context(), &buf); err != nil {
-		Logger(r.Context()).ErrorContext(r.Context(), "render error page", "path", r.URL.Path, "error", err.Error())
+		LoggerFromContext(r.Context()).ErrorContext(r.Context(), "render error page", "path", r.URL.Path, "error", err.Error())
 		http.Error(w, msg, status)
 		return
 	}
@@ -268,14 +268,16 @@ var ErrNoPage = arbiter.Errorf(arbiter.ENOTFOUND, "There is nothing at this addr
 
 type clientIPKey struct{}
 
-// WithClientIP returns a context carrying the client's address as the
-// server decided it (the peer, or the client behind a trusted proxy).
-func WithClientIP(ctx context.Context, ip string) context.Context {
+// NewContextWithClientIP returns a context carrying the client's address
+// as the server decided it (the peer, or the client behind a trusted
+// proxy).
+func NewContextWithClientIP(ctx context.Context, ip string) context.Context {
 	return context.WithValue(ctx, clientIPKey{}, ip)
 }
 
 // ClientOf returns who sent the request, for the audit log and rate limits:
-// the address WithClientIP put in its context, else the connection's peer.
+// the address NewContextWithClientIP put in its context, else the
+// connection's peer.
 func ClientOf(r *http.Request) arbiter.Client {
 	ip, ok := r.Context().Value(clientIPKey{}).(string)
 	if !ok {

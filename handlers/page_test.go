@@ -11,6 +11,7 @@ import (
 var splitSite = Site{BaseURL: "https://api.example.com", AppURL: "https://app.example.com", ReviewURL: "https://review.example.com"}
 
 func TestSite_SafeNext(t *testing.T) {
+	t.Parallel()
 	for next, want := range map[string]string{
 		"":                                      "/",
 		"/":                                     "/",
@@ -95,6 +96,7 @@ func FuzzSite_SafeNext(f *testing.F) {
 }
 
 func TestSite_ReviewHome(t *testing.T) {
+	t.Parallel()
 	if got := (Site{AppURL: "http://localhost:8080", ReviewURL: "http://localhost:8080"}).ReviewHome(); got != "/review" {
 		t.Errorf("one host: %q", got)
 	}

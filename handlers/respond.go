@@ -125,9 +125,9 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 func logFailure(ctx context.Context, status int, err error, attrs ...any) {
 	switch status {
 	case http.StatusInternalServerError:
-		Logger(ctx).ErrorContext(ctx, "internal error", append(attrs, "error", err.Error())...)
+		LoggerFromContext(ctx).ErrorContext(ctx, "internal error", append(attrs, "error", err.Error())...)
 	case http.StatusServiceUnavailable:
-		Logger(ctx).WarnContext(ctx, "unavailable", append(attrs, "error", err.Error())...)
+		LoggerFromContext(ctx).WarnContext(ctx, "unavailable", append(attrs, "error", err.Error())...)
 	}
 }
 
@@ -247,13 +247,13 @@ func CheckJSONContentType(r *http.Request) error {
 
 type loggerKey struct{}
 
-// WithLogger returns a context carrying the request's logger.
-func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+// NewContextWithLogger returns a context carrying the request's logger.
+func NewContextWithLogger(ctx context.Context, l *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey{}, l)
 }
 
-// Logger returns the request's logger, or slog's default.
-func Logger(ctx context.Context) *slog.Logger {
+// LoggerFromContext returns the request's logger, or slog's default.
+func LoggerFromContext(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
 		return l
 	}

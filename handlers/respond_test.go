@@ -16,6 +16,7 @@ import (
 // HTML whatever the client accepts, the API's answer JSON whatever the client
 // accepts, and a request no route claimed goes by its Accept header.
 func TestError_AnswersByRoute(t *testing.T) {
+	t.Parallel()
 	fail := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, arbiter.Errorf(arbiter.ENOTFOUND, "No such <task>."))
 	})
@@ -59,6 +60,7 @@ func TestError_AnswersByRoute(t *testing.T) {
 // TestError_RecovererSeesTheRoutesFormat checks that middleware outside the
 // routes (a recoverer) answers as the route it wraps said to.
 func TestError_RecovererSeesTheRoutesFormat(t *testing.T) {
+	t.Parallel()
 	var inner *http.Request
 	route := Pages(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner = r }))
 	req := WithAnswerFormat(httptest.NewRequest("POST", "/review/tasks/x", nil))
@@ -69,6 +71,7 @@ func TestError_RecovererSeesTheRoutesFormat(t *testing.T) {
 }
 
 func TestError_StatusErrorsAndRetryAfter(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	Error(rec, httptest.NewRequest("DELETE", "/v1/tasks", nil), StatusError(http.StatusMethodNotAllowed, "This address does not accept the method %s.", "DELETE"))
 	if rec.Code != http.StatusMethodNotAllowed || !strings.Contains(rec.Body.String(), "method DELETE") {
@@ -85,6 +88,7 @@ func TestError_StatusErrorsAndRetryAfter(t *testing.T) {
 }
 
 func TestError_InternalErrorsAreNotShown(t *testing.T) {
+	t.Parallel()
 	for _, accept := range []string{"text/html", "*/*"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/", nil)

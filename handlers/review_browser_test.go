@@ -3,7 +3,6 @@ package handlers_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -52,6 +52,9 @@ func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handl
 }
 
 // newBrowser starts headless Chromium for the test.
+//
+// The browser tests are not parallel: each drives a Chromium of its own,
+// and two at once on a small machine stretch the page waits of both.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	return newBrowserFor(t, 60*time.Second)
@@ -175,14 +178,14 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 	wctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go w.Run(wctx)
-	status, created := apiTask(t, "POST", base+"/v1/tasks", key,
+	status, created := testutil.APICall(t, "POST", base+"/v1/tasks", key,
 		`{"prompt":"Refund order ord_7 for a broken mug?","allowed_verdicts":["approve","reject"],"context":{"amount":12}}`)
 	if status != http.StatusOK {
 		t.Fatalf("create = %d", status)
 	}
 	id := created["id"].(string)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, task := apiTask(t, "GET", base+"/v1/tasks/"+id, key, ""); task["status"] == arbiter.StatusHumanNeeded {
+		if _, task := testutil.APICall(t, "GET", base+"/v1/tasks/"+id, key, ""); task["status"] == arbiter.StatusHumanNeeded {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the task never reached a human: %v", task["status"])
@@ -213,7 +216,7 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=empty-state]`)),
 	)
 
-	_, task := apiTask(t, "GET", base+"/v1/tasks/"+id, key, "")
+	_, task := testutil.APICall(t, "GET", base+"/v1/tasks/"+id, key, "")
 	if task["status"] != "completed" || task["final_tier"] != "human" || task["final_verdict"] != "reject" || task["final_confidence"] != 1.0 {
 		t.Fatalf("the API shows %v", task)
 	}
@@ -221,19 +224,4 @@ func TestReview_DecideAnAPITaskInABrowser(t *testing.T) {
 	if last := attempts[len(attempts)-1].(map[string]any); last["reviewer"] != "reviewer@example.com" {
 		t.Errorf("the human attempt = %v", last)
 	}
-}
-
-// apiTask sends an API request with the key and decodes the JSON answer.
-func apiTask(t *testing.T, method, url, key, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var v map[string]any
-	json.NewDecoder(res.Body).Decode(&v)
-	return res.StatusCode, v
 }

@@ -30,7 +30,7 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 				return
 			}
 			Render(w, r, http.StatusOK, review.Welcome(PageOf(r, "Review queue", "review"), review.WelcomeView{
-				SignInURL: SiteFrom(r.Context()).SignInURL(SiteFrom(r.Context()).ReviewHome()), DemoTasks: len(tasks),
+				SignInURL: SiteFromContext(r.Context()).SignInURL(SiteFromContext(r.Context()).ReviewHome()), DemoTasks: len(tasks),
 			}))
 			return
 		}
@@ -51,25 +51,6 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 	})
 }
 
-// ReviewQueue handles GET /review/queue: the queue list alone, which the
-// queue page polls. A visitor who is not signed in gets 204, which changes
-// nothing on the page.
-func ReviewQueue(queue arbiter.QueueService, now arbiter.Clock) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := arbiter.SessionFromContext(r.Context())
-		if s == nil || s.AccountID == "" || !arbiter.Can(s.Role, arbiter.ActionReview) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		v, err := queueView(r, queue, s.AccountID, now())
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		Render(w, r, http.StatusOK, review.QueueList(v))
-	})
-}
-
 // queueView reads the account's queue as the address's view (task_type,
 // source, touchpoint, order) shows it.
 func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
@@ -80,23 +61,4 @@ func queueView(r *http.Request, queue arbiter.QueueService, accountID string, no
 		v.Self = s.PersonID
 	}
 	return v, err
-}
-
-// ReviewCount handles GET /review/count: how many of the account's tasks
-// wait for a human, as text for the navigation's badge ("" when none). A
-// visitor who is not signed in gets 204.
-func ReviewCount(queue arbiter.QueueService) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := arbiter.SessionFromContext(r.Context())
-		if s == nil || s.AccountID == "" || !arbiter.Can(s.Role, arbiter.ActionReview) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		total, err := queue.CountHumanQueue(r.Context(), s.AccountID)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		Render(w, r, http.StatusOK, review.QueueCount(total))
-	})
 }

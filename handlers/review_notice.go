@@ -23,24 +23,24 @@ const maxNoticeBytes = 1024
 
 // setNotice keeps msg for the next reviewer page the browser loads.
 func setNotice(w http.ResponseWriter, r *http.Request, msg string) {
-	keepNotice(w, noticeCookie, "/review", SiteFrom(r.Context()).ReviewURL, msg)
+	keepNotice(w, noticeCookie, "/review", SiteFromContext(r.Context()).ReviewURL, msg)
 }
 
 // takeNotice returns the notice kept for this page, if any, and clears it.
 func takeNotice(w http.ResponseWriter, r *http.Request) string {
-	return readNotice(w, r, noticeCookie, "/review", SiteFrom(r.Context()).ReviewURL)
+	return readNotice(w, r, noticeCookie, "/review", SiteFromContext(r.Context()).ReviewURL)
 }
 
 // setPageNotice keeps msg for the dashboard page at path, which the
 // browser is sent to next.
 func setPageNotice(w http.ResponseWriter, r *http.Request, path, msg string) {
-	keepNotice(w, pageNoticeCookie, path, SiteFrom(r.Context()).AppURL, msg)
+	keepNotice(w, pageNoticeCookie, path, SiteFromContext(r.Context()).AppURL, msg)
 }
 
 // takePageNotice returns the notice kept for the dashboard page at path,
 // if any, and clears it.
 func takePageNotice(w http.ResponseWriter, r *http.Request, path string) string {
-	return readNotice(w, r, pageNoticeCookie, path, SiteFrom(r.Context()).AppURL)
+	return readNotice(w, r, pageNoticeCookie, path, SiteFromContext(r.Context()).AppURL)
 }
 
 // keepNotice sets the notice cookie name for path on the site at origin.

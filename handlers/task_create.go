@@ -55,10 +55,10 @@ func TaskCreate(tasks arbiter.TaskService, created func(n int), allowPrivateCall
 // stored.
 func createTask(ctx context.Context, tasks arbiter.TaskService, created func(n int), body []byte, key string, allowPrivateCallbacks bool) (arbiter.TaskCreated, error) {
 	in, err := arbiter.ParseTaskCreate(body)
-	if err == nil {
-		err = in.CheckCallbackURL(allowPrivateCallbacks)
-	}
 	if err != nil {
+		return arbiter.TaskCreated{}, err
+	}
+	if err := in.CheckCallbackURL(allowPrivateCallbacks); err != nil {
 		return arbiter.TaskCreated{}, err
 	}
 	in.IdempotencyKey = key

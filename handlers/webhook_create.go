@@ -15,10 +15,12 @@ func DashboardWebhookCreate(hooks arbiter.WebhookService, allowPrivate bool, now
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		in, err := endpointForm(r)
-		var e *arbiter.WebhookEndpoint
-		if err == nil {
-			e, err = hooks.CreateWebhookEndpoint(ctx, arbiter.AccountIDFromContext(ctx), in, allowPrivate, ActorOf(r))
+		if err != nil {
+			renderWebhooks(w, r, hooks, StatusOf(err), dashboard.WebhooksView{Form: in, AllowHTTP: allowPrivate, Now: now(),
+				Error: arbiter.ErrorMessage(err)})
+			return
 		}
+		e, err := hooks.CreateWebhookEndpoint(ctx, arbiter.AccountIDFromContext(ctx), in, allowPrivate, ActorOf(r))
 		switch arbiter.ErrorCode(err) {
 		case "":
 		case arbiter.EINVALID, arbiter.ECONFLICT:

@@ -37,15 +37,6 @@ func DashboardWebhook(hooks arbiter.WebhookService, allowPrivate bool, now arbit
 	})
 }
 
-// DashboardWebhookReveal handles POST /webhooks/{id}/reveal: the endpoint's
-// page with its signing secrets shown, by a POST so they never sit in an
-// address.
-func DashboardWebhookReveal(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		renderWebhook(w, r, hooks, http.StatusOK, dashboard.WebhookView{Reveal: true, AllowHTTP: allowPrivate, Now: now()})
-	})
-}
-
 // renderWebhook answers the page of the endpoint named by the path, as v
 // describes it, with the endpoint and its log read afresh.
 func renderWebhook(w http.ResponseWriter, r *http.Request, hooks arbiter.WebhookService, status int, v dashboard.WebhookView) {

@@ -9,7 +9,8 @@ import (
 )
 
 // TestDocument_CallbackURLListsEveryEvent: wherever the document
-// describes callback_url, it names every event type a callback receives.
+// describes callback_url, it names every event type a callback receives
+// (arbiter.CallbackEventTypes).
 func TestDocument_CallbackURLListsEveryEvent(t *testing.T) {
 	doc, err := openapitest.Load()
 	if err != nil {
@@ -22,7 +23,7 @@ func TestDocument_CallbackURLListsEveryEvent(t *testing.T) {
 			continue
 		}
 		found++
-		for _, event := range arbiter.WebhookEventTypes {
+		for _, event := range arbiter.CallbackEventTypes {
 			if !strings.Contains(prop.Value.Description, event) {
 				t.Errorf("%s.callback_url's description does not name %s: %q", name, event, prop.Value.Description)
 			}

@@ -15,6 +15,7 @@ import (
 // key is refused at once, its members fall back to their other accounts,
 // and its owner's next sign-in starts a new account.
 func TestAccountDeletion_OverHTTP(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, admin, reviewer := d.team()
 		acctID := mustAccount(t, d, "owner@example.com")

@@ -60,6 +60,7 @@ const demoVerdict = `{"task_id":"tsk_demo_refund_late_delivery","verdict":"appro
 // says nothing; any other media type (curl -d's form type, text, multipart)
 // is a 415 with unsupported_media_type, and nothing is stored.
 func TestAPI_NonJSONBodyIs415(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("ct@example.com")
 		account, _ := a.store.FindAccountByEmail(ctx, "ct@example.com")
@@ -97,6 +98,7 @@ func TestAPI_NonJSONBodyIs415(t *testing.T) {
 // A 405 lists what the address takes in Allow (RFC 9110, 15.5.6), and HEAD
 // is answered wherever GET is, with GET's status and headers and no body.
 func TestAPI_MethodsAllowAndHead(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("head@example.com")
 		task := createTask(t, a, key, goodTask)
@@ -129,6 +131,7 @@ func TestAPI_MethodsAllowAndHead(t *testing.T) {
 // A header over web.MaxHeaderBytes is a 431 answered as the API answers
 // failures, with headers_too_large.
 func TestAPI_HugeHeaderIs431JSON(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("big@example.com")
 		big := http.Header{"X-Big": {strings.Repeat("a", web.MaxHeaderBytes)}}
@@ -149,6 +152,7 @@ func TestAPI_HugeHeaderIs431JSON(t *testing.T) {
 // Every error answer carries a stable code, and a field error the field,
 // derived from the error in one place.
 func TestAPI_ErrorCodes(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{DailyTaskCap: 1}, func(t *testing.T, a *api) {
 		key := a.newKey("codes@example.com")
 		idem := http.Header{"Idempotency-Key": {"k1"}}
@@ -200,6 +204,7 @@ func TestAPI_ErrorCodes(t *testing.T) {
 // trusted proxy sent when it is well formed, else a new one; a client's own
 // is not taken.
 func TestAPI_RequestID(t *testing.T) {
+	t.Parallel()
 	generated := regexp.MustCompile(`^req_[0-9a-f]{24}$`)
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {

@@ -77,6 +77,7 @@ func (a *api) usage(email string) int {
 }
 
 func TestTaskCreate_IdempotencyKey(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		first, replayed := createKeyed(t, a, key, goodTask, "order-1/refund")
@@ -156,6 +157,7 @@ func TestTaskCreate_IdempotencyKey(t *testing.T) {
 }
 
 func TestTaskCreate_IdempotencyKey_ReplaysDoNotSpendTheCap(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{DailyTaskCap: 1}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		first, _ := createKeyed(t, a, key, goodTask, "k1")
@@ -183,6 +185,7 @@ func TestTaskCreate_IdempotencyKey_ReplaysDoNotSpendTheCap(t *testing.T) {
 }
 
 func TestTaskCreate_IdempotencyKey_ConcurrentCreatesMakeOneTask(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		var mu sync.Mutex
@@ -268,6 +271,7 @@ func withKey(prompt, key string) string {
 }
 
 func TestTaskBatchCreate(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		single, _ := createKeyed(t, a, key, `{"prompt":"Single","allowed_verdicts":["approve","reject"]}`, "s1")
@@ -319,6 +323,7 @@ func TestTaskBatchCreate(t *testing.T) {
 }
 
 func TestTaskBatchCreate_CapAdmitsExactlyWhatFits(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{DailyTaskCap: 4}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		createTask(t, a, key, goodTask)
@@ -341,6 +346,7 @@ func TestTaskBatchCreate_CapAdmitsExactlyWhatFits(t *testing.T) {
 }
 
 func TestTaskBatchCreate_InvalidEnvelopeStoresNothing(t *testing.T) {
+	t.Parallel()
 	items := func(n int) string {
 		return `{"tasks":[` + strings.TrimSuffix(strings.Repeat(goodTask+",", n), ",") + `]}`
 	}
@@ -388,6 +394,7 @@ func TestTaskBatchCreate_InvalidEnvelopeStoresNothing(t *testing.T) {
 }
 
 func TestTaskCreate_FieldNamesAreExact(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		for body, mention := range map[string]string{

@@ -145,6 +145,7 @@ func createTask(t *testing.T, a *api, key, body string) map[string]any {
 }
 
 func TestTaskCreate(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		task := createTask(t, a, key, goodTask)
@@ -184,6 +185,7 @@ func TestTaskCreate(t *testing.T) {
 }
 
 func TestTaskCreate_Errors(t *testing.T) {
+	t.Parallel()
 	big := `{"prompt":"` + strings.Repeat("a", arbiter.MaxBodyBytes) + `","allowed_verdicts":["a"]}`
 	cases := []struct {
 		name, body string
@@ -232,6 +234,7 @@ func TestTaskCreate_Errors(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		unknown := arbiter.NewAPIKeyPlaintext()
@@ -266,6 +269,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestTaskGet_NotFound(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		alice := a.newKey("alice@example.com")
 		bob := a.newKey("bob@example.com")
@@ -293,6 +297,7 @@ func TestTaskGet_NotFound(t *testing.T) {
 }
 
 func TestOpenAPIDocument_ServedWithoutKey(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, h, b := a.do("GET", "/v1/openapi.json", "", "")
 		var doc struct {
@@ -307,6 +312,7 @@ func TestOpenAPIDocument_ServedWithoutKey(t *testing.T) {
 }
 
 func TestRouting_JSONErrors(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, h, b := a.do("GET", "/v2/nothing", "", "")
 		wantError(t, status, h, b, http.StatusNotFound)
@@ -316,6 +322,7 @@ func TestRouting_JSONErrors(t *testing.T) {
 }
 
 func TestDailyCap_Concurrent(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{DailyTaskCap: 10}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		var wg sync.WaitGroup
@@ -368,6 +375,7 @@ func TestDailyCap_Concurrent(t *testing.T) {
 }
 
 func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		if status, _, b := a.do("POST", "/v1/tasks", key, goodTask); status != http.StatusOK {
@@ -375,7 +383,7 @@ func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
 		}
 		// Another process (the CLI, a second server) revokes the key.
 		other := dbtest.OpenURL(t, a.url, db.Options{})
-		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key))
+		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashToken(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,9 +411,10 @@ func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
 }
 
 func TestLastUsed_Flushed(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
-		hash := arbiter.HashAPIKey(key)
+		hash := arbiter.HashToken(key)
 		k, _ := a.store.FindAPIKeyByHash(ctx, hash)
 		if k.LastUsedAt != nil {
 			t.Fatal("a new key has a last_used_at")
@@ -430,6 +439,7 @@ func TestLastUsed_Flushed(t *testing.T) {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, _, before := a.do("GET", "/demo/tasks", "", "")
 		var list struct {
@@ -491,6 +501,7 @@ func TestDemo(t *testing.T) {
 // TestTaskBatchCreate): a field in another case or given twice is 400 and
 // stores nothing.
 func TestDemoVerdictCreate_FieldNamesAreExact(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		const task, session = `"task_id":"tsk_demo_refund_late_delivery"`, `"anon_session_id":"anon_exact"`
 		for body, mention := range map[string]string{
@@ -512,6 +523,7 @@ func TestDemoVerdictCreate_FieldNamesAreExact(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		status, _, b := a.do("GET", "/healthz", "", "")
 		if status != http.StatusServiceUnavailable || !strings.Contains(string(b), `"ok":false`) {
@@ -530,6 +542,7 @@ func TestHealthz(t *testing.T) {
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestAPI_NoServerErrorForAnythingACallerSends(t *testing.T) {
+	t.Parallel()
 	bodies := []string{"", "null", "[]", "{}", "\x00\xff\xfe", `{"prompt":`, strings.Repeat("[", 10000),
 		`{"prompt":"p","allowed_verdicts":["a"],"context":` + strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000) + `}`,
 		`{"task_id":"tsk_demo_refund_late_delivery","verdict":"approve","anon_session_id":"` + strings.Repeat("x", 200) + `"}`,
@@ -558,6 +571,8 @@ func TestAPI_NoServerErrorForAnythingACallerSends(t *testing.T) {
 // within the store's timeout instead of waiting for the lock, on both
 // stores.
 func TestAPI_StalledStoreIs503(t *testing.T) {
+	// Not parallel: a short store timeout is its subject; a machine busy with
+	// other tests would time out the steps meant to pass.
 	eachAPI(t, db.Options{Timeout: time.Second}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		body := `{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`
@@ -597,6 +612,8 @@ func TestAPI_StalledStoreIs503(t *testing.T) {
 // 503 with its idempotency key is safe, and a create works again once the
 // server is back. (SQLite has no connection to lose.)
 func TestAPI_StoreGoneIs503(t *testing.T) {
+	// Not parallel: a short store timeout is its subject; a machine busy with
+	// other tests would time out the steps meant to pass.
 	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
 	a := serveAPI(t, url, db.Options{Timeout: 5 * time.Second})
 	key := a.newKey("a@example.com")
@@ -627,6 +644,7 @@ func TestAPI_StoreGoneIs503(t *testing.T) {
 // nullable): a null is a 400 naming the field, on a create and on a batch
 // item, and nothing is stored; an empty callback_url too.
 func TestTaskCreate_RefusesNull(t *testing.T) {
+	t.Parallel()
 	fields := []string{"confidence_threshold", "task_type", "touchpoint", "source", "deadline_seconds", "callback_url", "audit_rate"}
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("null@example.com")

@@ -14,6 +14,7 @@ import (
 	"github.com/markbates/goth/providers/openidConnect"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/mail"
 )
@@ -23,7 +24,7 @@ import (
 // store's generated secret, the identity providers configured, and the
 // mailer (SMTP, or the log: logger, with each link on a line of its own in
 // logOut, the stream logger writes to).
-func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter.SessionService, logger *slog.Logger, logOut io.Writer) error {
+func (rt *Router) ConfigureSignIn(ctx context.Context, cfg config.Config, store arbiter.SessionService, logger *slog.Logger, logOut io.Writer) error {
 	secret := cfg.SessionSecret
 	if secret == "" {
 		var err error
@@ -46,7 +47,7 @@ func (rt *Router) ConfigureSignIn(ctx context.Context, cfg Config, store arbiter
 // Providers returns the identity providers the configuration enables, in
 // the order of their buttons. Each is built for this server alone: goth's
 // global registry and gothic's global cookie store are not used.
-func Providers(cfg Config) []handlers.OAuthProvider {
+func Providers(cfg config.Config) []handlers.OAuthProvider {
 	callback := func(name string) string { return cfg.AppURL + "/auth/" + name + "/callback" }
 	var ps []handlers.OAuthProvider
 	if cfg.GitHub.Configured() {

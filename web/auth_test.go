@@ -17,6 +17,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/mail"
@@ -117,6 +118,7 @@ func (b *browser) startOAuth(provider string) response {
 }
 
 func TestGitHubSignIn(t *testing.T) {
+	t.Parallel()
 	g := newFakeGitHub(t)
 	eachDash(t, withGitHub(g), func(t *testing.T, d *dash) {
 		b := d.browser()
@@ -166,6 +168,7 @@ func TestGitHubSignIn(t *testing.T) {
 }
 
 func TestGitHubSignIn_Refused(t *testing.T) {
+	t.Parallel()
 	g := newFakeGitHub(t)
 	eachDash(t, withGitHub(g), func(t *testing.T, d *dash) {
 		t.Run("StateMismatch", func(t *testing.T) {
@@ -282,6 +285,7 @@ func startMockOIDC(t *testing.T) *mockoidc.MockOIDC {
 }
 
 func TestOIDCSignIn(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	withOIDC := func(d *dash) {
 		cfg := m.Config()
@@ -330,6 +334,7 @@ func TestOIDCSignIn(t *testing.T) {
 }
 
 func TestOIDCProvider_IssuerDown(t *testing.T) {
+	t.Parallel()
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	eachDash(t, func(d *dash) {
@@ -345,9 +350,10 @@ func TestOIDCProvider_IssuerDown(t *testing.T) {
 }
 
 func TestConfigFromEnv_DashboardSettings(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	c, err := web.ConfigFromEnv(getenv)
+	c, err := config.FromEnv(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +373,7 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 		"ARBITER_OIDC_CLIENT_ID":       "id",
 		"ARBITER_OIDC_CLIENT_SECRET":   "secret",
 	}
-	c, err = web.ConfigFromEnv(getenv)
+	c, err = config.FromEnv(getenv)
 	if err != nil || c.AppURL != "https://app.example.com" || c.OIDC.Issuer != "https://sso.example.com" {
 		t.Fatalf("config = %+v, %v", c, err)
 	}
@@ -390,7 +396,7 @@ func TestConfigFromEnv_DashboardSettings(t *testing.T) {
 		if k == "ARBITER_OIDC_CLIENT_ID" {
 			env["ARBITER_OIDC_CLIENT_SECRET"] = "secret" // but no issuer
 		}
-		if _, err := web.ConfigFromEnv(getenv); err == nil || !strings.Contains(err.Error(), "ARBITER_") {
+		if _, err := config.FromEnv(getenv); err == nil || !strings.Contains(err.Error(), "ARBITER_") {
 			t.Errorf("%s=%s: error %v", k, v, err)
 		}
 	}
@@ -421,6 +427,7 @@ func wantOnSite(t *testing.T, d *dash, r response, what string) {
 }
 
 func TestSignIn_NextIsNeverOffSite(t *testing.T) {
+	t.Parallel()
 	g := newFakeGitHub(t)
 	eachDash(t, withGitHub(g), func(t *testing.T, d *dash) {
 		b := d.browser()
@@ -462,6 +469,7 @@ func TestSignIn_NextIsNeverOffSite(t *testing.T) {
 }
 
 func TestSignIn_DemoAccountIsRefused(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	withOIDC := func(d *dash) {
 		cfg := m.Config()
@@ -495,6 +503,7 @@ func TestSignIn_DemoAccountIsRefused(t *testing.T) {
 }
 
 func TestMagicLink_WithoutSMTP(t *testing.T) {
+	t.Parallel()
 	var log strings.Builder
 	var mu sync.Mutex
 	logOut := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(p) })
@@ -539,6 +548,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestLayout_LinksTheFavicon(t *testing.T) {
+	t.Parallel()
 	d := newDash(t, dbtest.Dialects[0], nil)
 	r := d.browser().get("/signin")
 	icon := regexp.MustCompile(`<link rel="icon" href="(/static/favicon\.svg\?v=[0-9a-f]+)" type="image/svg\+xml">`).FindStringSubmatch(r.body)

@@ -90,6 +90,7 @@ func wantBlind(t *testing.T, page string) {
 }
 
 func TestReview_AuditIsBlindAndLeavesTheTask(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := auditedTask(t, d.store, "alice@example.com")
 		first := humanTask(t, d.store, "alice@example.com", "Refund order ord_1 first?", `{"n":1}`)
@@ -235,6 +236,7 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 }
 
 func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
 		other, _ := d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
@@ -247,20 +249,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 
 		getAPI := func(key, query string) (int, map[string]any) {
 			t.Helper()
-			req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			b, _ := io.ReadAll(res.Body)
-			openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
-			var out map[string]any
-			if err := json.Unmarshal(b, &out); err != nil {
-				t.Fatalf("%s: %v", b, err)
-			}
-			return res.StatusCode, out
+			return getCalibration(t, d, key, query)
 		}
 		status, report := getAPI(key, "task_type=refund&target_error_rate=0.05")
 		if status != http.StatusOK || report["n"] != 400.0 {
@@ -304,6 +293,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 }
 
 func TestSettings_AuditRate(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")
@@ -344,6 +334,7 @@ func TestSettings_AuditRate(t *testing.T) {
 }
 
 func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		r := visitor.follow(visitor.get("/review/demo"))
@@ -363,6 +354,7 @@ func TestReview_DemoLinksToItsCalibrationReport(t *testing.T) {
 }
 
 func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("owner@example.com")
 		status, _, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a","b"],"audit_rate":0.5}`)
@@ -392,6 +384,7 @@ func TestAPI_TaskCreateTakesAnAuditRate(t *testing.T) {
 }
 
 func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
 		labelledHistory(t, d.store, acct.ID, 400)
@@ -401,20 +394,7 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		}
 		get := func(query string) (int, map[string]any) {
 			t.Helper()
-			req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			b, _ := io.ReadAll(res.Body)
-			openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
-			var out map[string]any
-			if err := json.Unmarshal(b, &out); err != nil {
-				t.Fatalf("%s: %v", b, err)
-			}
-			return res.StatusCode, out
+			return getCalibration(t, d, key, query)
 		}
 		status, report := get("target_error_rate=0.1&confidence=0.9")
 		if status != http.StatusOK {
@@ -461,6 +441,7 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 // the overview and the report show the banner, the API's report carries
 // the drift, and another account sees none of it.
 func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
 		d.store.FindOrCreateAccountByEmail(ctx, "bob@example.com")
@@ -508,23 +489,10 @@ func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
 				t.Errorf("%s shows no drift banner", path)
 			}
 		}
-		req, _ := http.NewRequest("GET", d.url+"/v1/calibration", nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
-		var report struct {
-			Drift *struct {
-				Audits, Errors int
-				ErrorLower     float64 `json:"error_lower"`
-			} `json:"drift"`
-		}
-		if err := json.Unmarshal(b, &report); err != nil || report.Drift == nil || report.Drift.Errors == 0 || report.Drift.ErrorLower <= arbiter.DefaultTargetErrorRate {
-			t.Errorf("the API's report: %s", b)
+		_, report := getCalibration(t, d, key, "")
+		drift, _ := report["drift"].(map[string]any)
+		if drift == nil || drift["errors"] == 0.0 || drift["error_lower"].(float64) <= arbiter.DefaultTargetErrorRate {
+			t.Errorf("the API's report's drift: %v", report["drift"])
 		}
 		bob := d.browser()
 		bob.signIn("bob@example.com")
@@ -532,4 +500,24 @@ func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
 			t.Error("another account shows the banner")
 		}
 	})
+}
+
+// getCalibration reads GET /v1/calibration?query with the key, checks the
+// answer against the OpenAPI document and returns its status and JSON.
+func getCalibration(t *testing.T, d *dash, key, query string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.url+"/v1/calibration?"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return res.StatusCode, out
 }

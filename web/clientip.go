@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,31 +8,6 @@ import (
 
 	"github.com/arbiterhq/arbiter/handlers"
 )
-
-// parseTrustedProxies reads a comma-separated list of networks such as
-// "10.0.0.0/8, 192.168.1.5": CIDRs, or single addresses meaning themselves.
-func parseTrustedProxies(s string) ([]netip.Prefix, error) {
-	var nets []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			ip, ipErr := netip.ParseAddr(f)
-			if ipErr != nil || ip.Zone() != "" {
-				return nil, fmt.Errorf("%q is not one", f)
-			}
-			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
-		}
-		if p.Addr().Is4In6() {
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
-		}
-		nets = append(nets, p.Masked())
-	}
-	return nets, nil
-}
 
 // clientIP is middleware that decides who sent each request, for the audit
 // log and every per-client limit: the connection's peer, or, when the peer
@@ -44,7 +18,7 @@ func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ip := clientIPOf(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
-			next.ServeHTTP(w, r.WithContext(handlers.WithClientIP(r.Context(), ip)))
+			next.ServeHTTP(w, r.WithContext(handlers.NewContextWithClientIP(r.Context(), ip)))
 		})
 	}
 }

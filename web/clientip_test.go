@@ -2,12 +2,14 @@ package web
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter/config"
 )
 
 func TestClientIPOf(t *testing.T) {
-	trusted, err := parseTrustedProxies("10.0.0.0/8, 192.168.1.5, fd00::/8")
+	t.Parallel()
+	trusted, err := config.ParseTrustedProxies("10.0.0.0/8, 192.168.1.5, fd00::/8")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,38 +40,5 @@ func TestClientIPOf(t *testing.T) {
 				t.Errorf("clientIPOf(%q, %q) = %q, want %q", tc.peer, tc.forwarded, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestConfigFromEnv_TrustedProxies(t *testing.T) {
-	c, err := ConfigFromEnv(func(k string) string {
-		if k == "ARBITER_TRUSTED_PROXIES" {
-			return " 10.0.0.0/8 ,127.0.0.1, ::1/128,"
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, p := range c.TrustedProxies {
-		got = append(got, p.String())
-	}
-	if strings.Join(got, " ") != "10.0.0.0/8 127.0.0.1/32 ::1/128" {
-		t.Errorf("TrustedProxies = %v", got)
-	}
-	if c, _ := ConfigFromEnv(func(string) string { return "" }); len(c.TrustedProxies) != 0 {
-		t.Errorf("TrustedProxies without the variable = %v, want none", c.TrustedProxies)
-	}
-	for _, bad := range []string{"10.0.0.0/33", "proxy.internal", "10.0.0.0/8;192.168.0.0/16", "fe80::1%eth0"} {
-		_, err := ConfigFromEnv(func(k string) string {
-			if k == "ARBITER_TRUSTED_PROXIES" {
-				return bad
-			}
-			return ""
-		})
-		if err == nil || !strings.Contains(err.Error(), "ARBITER_TRUSTED_PROXIES") {
-			t.Errorf("ARBITER_TRUSTED_PROXIES=%q: error %v does not name the variable", bad, err)
-		}
 	}
 }

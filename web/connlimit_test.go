@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter/config"
 )
 
 // limiterUnderTest is a ConnLimiter on a loopback port whose accepted
@@ -105,6 +107,7 @@ func waitClosed(t *testing.T, client net.Conn) {
 }
 
 func TestConnLimiter_AClientPastItsShareIsAnswered429AtOnce(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	l.admit(t, "127.0.0.2")
 	l.admit(t, "127.0.0.2")
@@ -132,6 +135,7 @@ func TestConnLimiter_AClientPastItsShareIsAnswered429AtOnce(t *testing.T) {
 }
 
 func TestConnLimiter_AClientPastItsShareReplacesItsLongestIdleConnection(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	_, other := l.admit(t, "127.0.0.3")
 	firstClient, first := l.admit(t, "127.0.0.2")
@@ -154,6 +158,7 @@ func TestConnLimiter_AClientPastItsShareReplacesItsLongestIdleConnection(t *test
 }
 
 func TestConnLimiter_AtTheCapTheLongestIdleConnectionClosesFirst(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 3, 2, nil)
 	_, busy := l.admit(t, "127.0.0.2")
 	idleClient, idle := l.admit(t, "127.0.0.3")
@@ -176,6 +181,7 @@ func TestConnLimiter_AtTheCapTheLongestIdleConnectionClosesFirst(t *testing.T) {
 }
 
 func TestConnLimiter_AtTheCapWithEveryConnectionBusyANewOneWaits(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 2, 2, nil)
 	_, first := l.admit(t, "127.0.0.2")
 	_, second := l.admit(t, "127.0.0.3")
@@ -223,6 +229,7 @@ func (l *limiterUnderTest) waitForOneWaiting(t *testing.T) {
 }
 
 func TestConnLimiter_ClosedConnectionsAreNoLongerCounted(t *testing.T) {
+	t.Parallel()
 	l := startLimiter(t, 4, 2, nil)
 	var servers []net.Conn
 	for _, from := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3"} {
@@ -244,7 +251,8 @@ func TestConnLimiter_ClosedConnectionsAreNoLongerCounted(t *testing.T) {
 }
 
 func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
-	trusted, err := parseTrustedProxies("127.0.0.2")
+	t.Parallel()
+	trusted, err := config.ParseTrustedProxies("127.0.0.2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +266,8 @@ func TestConnLimiter_ATrustedProxyHasNoShareOfItsOwn(t *testing.T) {
 }
 
 func TestConnLimiter_clientKey(t *testing.T) {
-	trusted, err := parseTrustedProxies("10.0.0.0/8")
+	t.Parallel()
+	trusted, err := config.ParseTrustedProxies("10.0.0.0/8")
 	if err != nil {
 		t.Fatal(err)
 	}

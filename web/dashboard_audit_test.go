@@ -12,6 +12,7 @@ import (
 const chromeOnLinux = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.7390.54 Safari/537.36"
 
 func TestDashboardAudit_SignOutsAndDecisions(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Refund?", "")
 		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")

@@ -47,6 +47,7 @@ func listedIDs(body string) []string {
 var olderPattern = regexp.MustCompile(`href="(/tasks\?[^"]*)" class="btn-secondary" data-testid="older-page"`)
 
 func TestDashboardTasks_List(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		// The oldest waits for a human; the 30 newer ones are pending.
 		waiting := humanTask(t, d.store, "alice@example.com", "Waiting one", "")
@@ -124,6 +125,7 @@ func TestDashboardTasks_List(t *testing.T) {
 }
 
 func TestDashboardTasks_ErrBadFilter(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		taskFor(t, d.store, "alice@example.com", "Refund?", "", "")
 		alice := d.browser()
@@ -145,6 +147,7 @@ func TestDashboardTasks_ErrBadFilter(t *testing.T) {
 }
 
 func TestDashboardTask_Detail(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Refund <b>order</b> 7?", `{"order":7,"note":"line one\nline two"}`)
 		bobs := taskFor(t, d.store, "bob@example.com", "Bob's refund", "", `{"secret":"bob"}`)
@@ -180,6 +183,7 @@ func TestDashboardTask_Detail(t *testing.T) {
 }
 
 func TestDashboardTask_ContextIsTheDesksTree(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		items := make([]string, 300)
 		for i := range items {

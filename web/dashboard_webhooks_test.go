@@ -39,6 +39,7 @@ func (b *browser) createEndpoint(rawURL string) (id, secret string) {
 // "Reveal secret" is pressed. The audit log records the creation; a bad URL
 // is refused with the form kept, and stores nothing.
 func TestDashboardWebhooks_CreateShowsTheSecretOnce(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("alice@example.com")
@@ -99,6 +100,7 @@ func TestDashboardWebhooks_CreateShowsTheSecretOnce(t *testing.T) {
 // TestDashboardWebhooks_RotateAndCallbackRotate: rotating shows both
 // secrets and keeps the old one signing; so does the callback secret's.
 func TestDashboardWebhooks_Rotate(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("alice@example.com")
@@ -142,6 +144,7 @@ func TestDashboardWebhooks_Rotate(t *testing.T) {
 // since" queue it again with the same id; the status filter and the
 // message's page work.
 func TestDashboardWebhooks_TestEventAndResend(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("alice@example.com")
@@ -253,6 +256,7 @@ func webhookForms(id, msgID string) map[string]url.Values {
 // is refused with 403, and nothing changes: no endpoint, no rotation, no
 // message, no secret in the answer.
 func TestDashboardWebhooks_CSRFOnEveryForm(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("alice@example.com")
@@ -286,6 +290,7 @@ func TestDashboardWebhooks_CSRFOnEveryForm(t *testing.T) {
 // of an endpoint answers 404 to another account, shows nothing of it, and
 // changes nothing.
 func TestDashboardWebhooks_AnotherAccountsEndpointIs404(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")
@@ -326,6 +331,7 @@ func TestDashboardWebhooks_AnotherAccountsEndpointIs404(t *testing.T) {
 // webhooks, so an admin may reveal a secret; a reviewer gets 404 from every
 // webhook page and form, and no Webhooks entry in the navigation.
 func TestDashboardWebhooks_OnlyManagersSeeThem(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, admin, reviewer := d.team()
 		id, secret := owner.createEndpoint("https://example.com/hooks")
@@ -362,6 +368,7 @@ func TestDashboardWebhooks_OnlyManagersSeeThem(t *testing.T) {
 // nothing, a change keeps the secret and the log, sends what waits to the
 // new URL, and is in the audit log.
 func TestDashboardWebhooks_Edit(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("alice@example.com")

@@ -10,6 +10,7 @@ import (
 // calibration report, which visitors reach without an account, say what
 // Arbiter is and link back to the start.
 func TestDemo_SaysWhatArbiterIsAndLeadsBack(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		for _, path := range []string{"/review/demo", "/review/demo/calibration"} {

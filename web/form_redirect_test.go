@@ -14,6 +14,7 @@ import (
 // address, like every other a dashboard form posts to, leads to its form
 // when opened instead of answering 405.
 func TestDashboard_AReloadAfterAFormRepeatsNothing(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner := d.browser()
 		owner.signIn("owner@example.com")

@@ -15,6 +15,7 @@ import (
 )
 
 func TestHealthz_HEADAnswersAsGETDoes(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		for _, beat := range []bool{false, true} {
 			if beat {
@@ -38,6 +39,7 @@ func TestHealthz_HEADAnswersAsGETDoes(t *testing.T) {
 }
 
 func TestSecurityHeaders_HSTSWhenTheAppIsHTTPS(t *testing.T) {
+	t.Parallel()
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	for _, tc := range []struct {
 		origin string
@@ -63,6 +65,7 @@ func TestSecurityHeaders_HSTSWhenTheAppIsHTTPS(t *testing.T) {
 }
 
 func TestForms_InvalidUTF8Is400AndChangesNothing(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Refund?", "")
 		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")

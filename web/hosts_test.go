@@ -178,6 +178,7 @@ func (b *hostBrowser) wantLinksWork(page string, r response) {
 }
 
 func TestThreeHosts_SignInLinksAndSignOut(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			h := newThreeHosts(t, dbtest.Open(t, dialect, db.Options{}))

@@ -83,7 +83,7 @@ func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accou
 	} else if !arbiter.ValidAPIKey(plaintext) {
 		return "", errKeyMalformed
 	}
-	hash := arbiter.HashAPIKey(plaintext)
+	hash := arbiter.HashToken(plaintext)
 	now := c.now()
 
 	c.mu.Lock()

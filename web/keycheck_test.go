@@ -22,7 +22,7 @@ type memKeys struct {
 func newMemKeys(plaintext ...string) *memKeys {
 	m := &memKeys{keys: map[string]*arbiter.APIKey{}, touched: map[string]arbiter.Timestamp{}}
 	for i, p := range plaintext {
-		m.keys[arbiter.HashAPIKey(p)] = &arbiter.APIKey{ID: "key_" + string(rune('a'+i)), AccountID: "acct_1"}
+		m.keys[arbiter.HashToken(p)] = &arbiter.APIKey{ID: "key_" + string(rune('a'+i)), AccountID: "acct_1"}
 	}
 	return m
 }
@@ -57,6 +57,7 @@ func (m *memKeys) TouchAPIKeys(_ context.Context, used map[string]arbiter.Timest
 }
 
 func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
+	t.Parallel()
 	key := arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(key)
 	now := time.Unix(1763805600, 0)
@@ -73,7 +74,7 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 
 	// Revoked in the store: still cached within the second, refused after it.
 	revoked := arbiter.Timestamp(1)
-	store.keys[arbiter.HashAPIKey(key)].RevokedAt = &revoked
+	store.keys[arbiter.HashToken(key)].RevokedAt = &revoked
 	now = now.Add(web.KeyCacheTTL)
 	if _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
 		t.Fatalf("refused within the cache lifetime: %v", err)
@@ -100,6 +101,7 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 }
 
 func TestKeyChecker_FlushCoalesces(t *testing.T) {
+	t.Parallel()
 	key := arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(key)
 	now := time.UnixMilli(1763805600000)
@@ -133,10 +135,11 @@ func BenchmarkKeyChecker_Check(b *testing.B) {
 }
 
 func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
+	t.Parallel()
 	valid, revoked := arbiter.NewAPIKeyPlaintext(), arbiter.NewAPIKeyPlaintext()
 	store := newMemKeys(valid, revoked)
 	at := arbiter.Timestamp(1)
-	store.keys[arbiter.HashAPIKey(revoked)].RevokedAt = &at
+	store.keys[arbiter.HashToken(revoked)].RevokedAt = &at
 	now := time.Unix(1763805600, 0)
 	kc := web.NewKeyChecker(store, func() time.Time { return now })
 	const guesser, other = "198.51.100.1", "203.0.113.9"
@@ -224,6 +227,7 @@ func (g *gatedKeys) FindAPIKeyByHash(ctx context.Context, hash string) (*arbiter
 // one valid key than a client has failed checks, all before the first
 // lookup answers: none of them may be refused, since none of them failed.
 func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
+	t.Parallel()
 	valid := arbiter.NewAPIKeyPlaintext()
 	const n = 3 * web.FailedKeyChecksBurst
 	store := &gatedKeys{memKeys: newMemKeys(valid), arrived: make(chan struct{}, n), release: make(chan struct{})}

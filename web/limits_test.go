@@ -52,6 +52,7 @@ func (b *browser) postFrom(ip, target string, form url.Values) response {
 }
 
 func TestClientIP_BehindATrustedProxyIsTheForwardedClient(t *testing.T) {
+	t.Parallel()
 	eachDash(t, behindProxy, func(t *testing.T, d *dash) {
 		b := d.browser()
 		wantStatus(t, b.postFrom("6.6.6.6, 198.51.100.7", "/signin/email", url.Values{"email": {"a@example.com"}}), http.StatusOK)
@@ -72,6 +73,7 @@ func TestClientIP_BehindATrustedProxyIsTheForwardedClient(t *testing.T) {
 }
 
 func TestClientIP_ForwardedForFromAnUntrustedPeerIsIgnored(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		wantStatus(t, b.postFrom("198.51.100.7", "/signin/email", url.Values{"email": {"a@example.com"}}), http.StatusOK)
@@ -86,6 +88,7 @@ func TestClientIP_ForwardedForFromAnUntrustedPeerIsIgnored(t *testing.T) {
 }
 
 func TestMagicLink_OneClientCannotLockAnAddressOut(t *testing.T) {
+	t.Parallel()
 	limits := newStillClock()
 	setup := func(d *dash) {
 		behindProxy(d)
@@ -137,6 +140,7 @@ func TestMagicLink_OneClientCannotLockAnAddressOut(t *testing.T) {
 }
 
 func TestDemoLimit_FormAndAPIShareOnePerClientBudget(t *testing.T) {
+	t.Parallel()
 	limit := newStillClock()
 	setup := func(d *dash) {
 		behindProxy(d)
@@ -209,6 +213,7 @@ func TestDemoLimit_FormAndAPIShareOnePerClientBudget(t *testing.T) {
 }
 
 func TestDemoVerdict_TextLimitsInBytes(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		tasks, err := a.store.ListDemoTasks(ctx)
 		if err != nil {
@@ -233,6 +238,7 @@ func TestDemoVerdict_TextLimitsInBytes(t *testing.T) {
 }
 
 func TestRationale_NULOnTheFormsIs400(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Refund?", "")
 		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
@@ -255,6 +261,7 @@ func TestRationale_NULOnTheFormsIs400(t *testing.T) {
 }
 
 func TestAuth_FailedKeysAre429AfterABurstAndValidKeysStillWork(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		// The key checker's clock stands still, so no check is earned back
 		// while the test runs, however slowly.

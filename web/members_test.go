@@ -71,6 +71,7 @@ func (d *dash) team() (owner, admin, reviewer *browser) {
 // HTTP: a page a role may not see answers 404, as a page of another
 // account would.
 func TestRoles_EveryPageChecksTheRole(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, admin, reviewer := d.team()
 		task := humanTask(t, d.store, "owner@example.com", "Refund?", "")
@@ -135,6 +136,7 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 }
 
 func TestInvitations_OverHTTP(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner := d.browser()
 		owner.signIn("owner@example.com")
@@ -232,6 +234,7 @@ func TestInvitations_OverHTTP(t *testing.T) {
 // invitation is revoked when the admin is removed; the members page and
 // the audit log say so, and the link no longer lets anyone in.
 func TestInvitations_RemovedAdminLeavesNoWayBack(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, admin, _ := d.team()
 		backdoor := admin.invite("back@example.com", arbiter.RoleAdmin)
@@ -267,6 +270,7 @@ func TestInvitations_RemovedAdminLeavesNoWayBack(t *testing.T) {
 }
 
 func TestAccountSwitcher(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")
@@ -313,6 +317,7 @@ func TestAccountSwitcher(t *testing.T) {
 // member already and leads to the queue, instead of a failed sign-in; to
 // anyone else the used link still says nothing.
 func TestInvitations_ALinkOpenedAgainAfterJoining(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner := d.browser()
 		owner.signIn("owner@example.com")

@@ -40,7 +40,7 @@ func requestLogger(logger *slog.Logger, trusted []netip.Prefix) func(http.Handle
 			w.Header().Set(RequestIDHeader, id)
 			logger := logger.With(slog.String("request_id", id))
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r.WithContext(handlers.WithLogger(r.Context(), logger)))
+			next.ServeHTTP(ww, r.WithContext(handlers.NewContextWithLogger(r.Context(), logger)))
 			status := ww.Status()
 			if status == 0 {
 				status = http.StatusOK

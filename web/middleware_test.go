@@ -11,6 +11,7 @@ import (
 )
 
 func TestRecoverer_PanicIsA500JSON(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := requestLogger(logger, nil)(recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
@@ -34,29 +35,6 @@ func TestRecoverer_PanicIsA500JSON(t *testing.T) {
 	for _, secret := range []string{"svc_live_", "sekrit"} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs.String())
-		}
-	}
-}
-
-func TestConfigFromEnv(t *testing.T) {
-	env := map[string]string{"DATABASE_URL": "postgres://x", "ARBITER_WORKERS": "3"}
-	c, err := ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil || c.DatabaseURL != "postgres://x" || c.Workers != 3 || c.Addr != ":8080" || c.DailyTaskCap != 1000 {
-		t.Fatalf("config = %+v, %v", c, err)
-	}
-	env["ARBITER_DATABASE_URL"] = "sqlite:a.db"
-	if c, _ = ConfigFromEnv(func(k string) string { return env[k] }); c.DatabaseURL != "sqlite:a.db" {
-		t.Errorf("ARBITER_DATABASE_URL does not win over DATABASE_URL: %q", c.DatabaseURL)
-	}
-	for k, v := range map[string]string{"ARBITER_WORKERS": "0", "ARBITER_DAILY_TASK_CAP": "many", "ARBITER_SHUTDOWN_GRACE": "10"} {
-		_, err := ConfigFromEnv(func(name string) string {
-			if name == k {
-				return v
-			}
-			return ""
-		})
-		if err == nil || !strings.Contains(err.Error(), k) {
-			t.Errorf("%s=%s: error %v does not name the variable", k, v, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 // on every browser, with a form protected like every other; another
 // person's session goes on.
 func TestSignOutEverywhere(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		laptop, phone, other := d.browser(), d.browser(), d.browser()
 		laptop.signIn("ann@example.com")
@@ -69,6 +70,7 @@ func TestSignOutEverywhere(t *testing.T) {
 // (14 days by default) is refused at its next request; one used in time
 // lives on.
 func TestSessions_IdleSessionIsRefused(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		used, idle := d.browser(), d.browser()
 		used.signIn("ann@example.com")
@@ -89,6 +91,7 @@ func TestSessions_IdleSessionIsRefused(t *testing.T) {
 // refuse a domain literal and a dotless domain with a sentence that says
 // why, and send nothing.
 func TestEmailAddresses_AtNoDomainNameAreRefused(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		for _, c := range []struct{ email, says string }{

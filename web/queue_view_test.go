@@ -63,6 +63,7 @@ func order(body string, prompts ...string) []string {
 }
 
 func TestReviewQueue_Views(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("team@example.com")
@@ -114,6 +115,7 @@ func TestReviewQueue_Views(t *testing.T) {
 // view, and when the view is empty the reviewer returns to it, although
 // tasks outside it wait.
 func TestReviewDesk_KeepsTheView(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("team@example.com")

@@ -15,6 +15,7 @@ import (
 // it; skipping hands the first the next task and leaves the skipped one to
 // the second.
 func TestReservations_OverHTTP(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		_, admin, reviewer := d.team()
 		first := humanTask(t, d.store, "owner@example.com", "First refund?", "")
@@ -72,6 +73,7 @@ func TestReservations_OverHTTP(t *testing.T) {
 }
 
 func TestSettings_ReservationLength(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner := d.browser()
 		owner.signIn("owner@example.com")

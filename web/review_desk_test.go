@@ -20,6 +20,7 @@ func deepContext() string {
 }
 
 func TestReview_DeskForAMaximalContextIsBounded(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		// Written straight to the store, past the API's validation.
 		task := humanTask(t, d.store, "alice@example.com", "Decide.", deepContext())
@@ -40,6 +41,7 @@ func TestReview_DeskForAMaximalContextIsBounded(t *testing.T) {
 }
 
 func TestReview_DeskBeyondTheFirstHundredTasks(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		for i := range 103 {
 			humanTask(t, d.store, "alice@example.com", fmt.Sprintf("Refund %d?", i), `{"n":1}`)
@@ -83,6 +85,7 @@ func TestReview_DeskBeyondTheFirstHundredTasks(t *testing.T) {
 var timeElement = regexp.MustCompile(`<time datetime="[^"]+" title="[^"]+ UTC">[^<]+</time>`)
 
 func TestReview_TimesAreRenderedNotPrinted(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Refund?", "")
 		alice := d.browser()
@@ -108,6 +111,7 @@ func notice(body string) string {
 }
 
 func TestReview_DecisionWithoutJavaScriptIsConfirmed(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		first := humanTask(t, d.store, "alice@example.com", "First", "")
 		humanTask(t, d.store, "alice@example.com", "Second", "")
@@ -152,6 +156,7 @@ func mustAccount(t *testing.T, d *dash, email string) string {
 }
 
 func TestReview_DemoEndsOnAPageOfItsOwn(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		tasks, _ := d.store.ListDemoTasks(ctx)
 		last := tasks[len(tasks)-1]
@@ -185,6 +190,7 @@ func TestReview_DemoEndsOnAPageOfItsOwn(t *testing.T) {
 }
 
 func TestReview_DemoCountsVerdictsInWords(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		first := visitor.get("/review/demo").header.Get("Location")
@@ -200,6 +206,7 @@ func TestReview_DemoCountsVerdictsInWords(t *testing.T) {
 }
 
 func TestReview_DemoShowsWhatTheVerifierSaid(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		tasks, _ := d.store.ListDemoTasks(ctx)
 		visitor := d.browser()

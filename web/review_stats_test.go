@@ -9,6 +9,7 @@ import (
 )
 
 func TestReviewStats_TeamAndOwnLines(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, admin, reviewer := d.team()
 		var ids []string

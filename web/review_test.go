@@ -43,6 +43,7 @@ func humanTask(t *testing.T, store *db.DB, email, prompt, context string) *arbit
 }
 
 func TestReview_QueueIsTheAccounts(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		humanTask(t, d.store, "alice@example.com", "Alice's first refund", "")
 		humanTask(t, d.store, "alice@example.com", "Alice's second refund", "")
@@ -82,6 +83,7 @@ func TestReview_QueueIsTheAccounts(t *testing.T) {
 }
 
 func TestReview_Decide(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		first := humanTask(t, d.store, "alice@example.com", "First", "")
 		second := humanTask(t, d.store, "alice@example.com", "Second", "")
@@ -152,6 +154,7 @@ func TestReview_Decide(t *testing.T) {
 }
 
 func TestReview_OtherAccountsTaskIs404(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "Alice's secret", "")
 		bob := d.browser()
@@ -175,6 +178,7 @@ func TestReview_OtherAccountsTaskIs404(t *testing.T) {
 }
 
 func TestReview_HostileContentIsText(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		hostile := `<script>alert(1)</script><img src=x onerror=alert(2)>`
 		task := humanTask(t, d.store, "alice@example.com", hostile, `{"note":"<script>alert(3)</script>","html":"<img src=x onerror=alert(4)>"}`)
@@ -196,6 +200,7 @@ func TestReview_HostileContentIsText(t *testing.T) {
 }
 
 func TestReview_NotSignedIn(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "p", "")
 		visitor := d.browser()
@@ -214,6 +219,7 @@ func TestReview_NotSignedIn(t *testing.T) {
 }
 
 func TestReview_CrossOriginPostRefused(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		task := humanTask(t, d.store, "alice@example.com", "p", "")
 		alice := d.browser()
@@ -232,6 +238,7 @@ func TestReview_CrossOriginPostRefused(t *testing.T) {
 }
 
 func TestReview_Demo(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		visitor := d.browser()
 		r := visitor.get("/review/demo")

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/static"
 )
@@ -71,7 +72,7 @@ type Router struct {
 	// Site holds the origins of the API, the dashboard and the reviewer
 	// site. When they name different hosts, requests are dispatched by
 	// host, and a host that is none of them gets the API. Empty origins
-	// mean DefaultOrigin.
+	// mean config.DefaultOrigin.
 	Site handlers.Site
 	// Sessions signs people in to the dashboard and the reviewer site; nil
 	// serves the API alone.
@@ -209,7 +210,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 	csrf, err := crossOriginProtection(site.AppURL, site.ReviewURL)
 	if err != nil {
-		panic(err) // the origins were validated by ConfigFromEnv
+		panic(err) // the origins were validated by config.FromEnv
 	}
 	r.Use(handlers.Pages, limitHeader, withSite(site), csrf, readForms, rt.Sessions.Load)
 }
@@ -354,7 +355,7 @@ func (rt *Router) site() handlers.Site {
 	s := rt.Site
 	for _, o := range []*string{&s.BaseURL, &s.AppURL, &s.ReviewURL} {
 		if *o == "" {
-			*o = DefaultOrigin
+			*o = config.DefaultOrigin
 		}
 	}
 	return s

@@ -75,7 +75,7 @@ func crossOriginProtection(trusted ...string) (func(http.Handler) http.Handler, 
 func withSite(site handlers.Site) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(handlers.WithSite(r.Context(), site)))
+			next.ServeHTTP(w, r.WithContext(handlers.NewContextWithSite(r.Context(), site)))
 		})
 	}
 }

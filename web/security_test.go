@@ -38,6 +38,7 @@ func (d *dash) apiStatus(key string) int {
 }
 
 func TestKeyLifecycle(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("owner@example.com")
@@ -88,7 +89,7 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 
 		// Revoke: a confirmation step, then 401 from the API within 2 s.
-		k, err := d.store.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key))
+		k, err := d.store.FindAPIKeyByHash(ctx, arbiter.HashToken(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if !strings.Contains(confirm.body, `action="/keys/`+k.ID+`/revoke"`) || !strings.Contains(confirm.body, "cannot be undone") {
 			t.Fatalf("no confirmation form:\n%s", confirm.body)
 		}
-		if k, _ := d.store.FindAPIKeyByHash(ctx, arbiter.HashAPIKey(key)); !k.Active() {
+		if k, _ := d.store.FindAPIKeyByHash(ctx, arbiter.HashToken(key)); !k.Active() {
 			t.Fatal("asking for confirmation revoked the key")
 		}
 		// Another account cannot revoke it: 404, as for an unknown key.
@@ -136,6 +137,7 @@ func TestKeyLifecycle(t *testing.T) {
 }
 
 func TestKeyCreate_Refused(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("owner@example.com")
@@ -160,6 +162,7 @@ func TestKeyCreate_Refused(t *testing.T) {
 }
 
 func TestCSRF_CrossOriginPostRefused(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("owner@example.com")
@@ -192,6 +195,7 @@ func TestCSRF_CrossOriginPostRefused(t *testing.T) {
 }
 
 func TestPages_SecurityHeaders(t *testing.T) {
+	t.Parallel()
 	d := newDash(t, db.SQLite, nil)
 	b := d.browser()
 	b.signIn("owner@example.com")
@@ -226,6 +230,7 @@ func TestPages_SecurityHeaders(t *testing.T) {
 }
 
 func TestErrorPages(t *testing.T) {
+	t.Parallel()
 	d := newDash(t, db.SQLite, nil)
 	b := d.browser()
 	r := b.get("/no/such/page")
@@ -265,6 +270,7 @@ func TestErrorPages(t *testing.T) {
 }
 
 func TestStatic_CacheHeaders(t *testing.T) {
+	t.Parallel()
 	d := newDash(t, db.SQLite, nil)
 	for _, tc := range []struct {
 		path, cache, ctype string
@@ -302,6 +308,7 @@ func TestStatic_CacheHeaders(t *testing.T) {
 }
 
 func TestRoutes_DispatchByHost(t *testing.T) {
+	t.Parallel()
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	router := &web.Router{
 		Services: web.Services{
@@ -364,6 +371,7 @@ func (refusingAudit) RecordAuditEvent(context.Context, *arbiter.AuditEvent) erro
 // so the plaintext is shown and the event is on record; no key exists that
 // nobody saw.
 func TestKeyCreate_AuditWrittenWithTheKey(t *testing.T) {
+	t.Parallel()
 	eachDash(t, func(d *dash) { d.router.Services.Audit = refusingAudit{d.store} }, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("owner@example.com")

@@ -324,6 +324,7 @@ func wantStatus(t *testing.T, r response, status int) {
 }
 
 func TestMagicLink(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		if b.signedIn() {
@@ -430,6 +431,7 @@ func TestMagicLink(t *testing.T) {
 }
 
 func TestMagicLink_NoEnumeration(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		if _, err := d.store.FindOrCreateAccountByEmail(ctx, "known@example.com"); err != nil {
 			t.Fatal(err)
@@ -452,6 +454,7 @@ func TestMagicLink_NoEnumeration(t *testing.T) {
 }
 
 func TestMagicLink_Refused(t *testing.T) {
+	t.Parallel()
 	limits := func(d *dash) {
 		d.router.SignInLimits = handlers.SignInLimits{
 			ByIP:           arbiter.NewRateLimiter(3, time.Hour, nil),
@@ -488,6 +491,7 @@ func TestMagicLink_Refused(t *testing.T) {
 }
 
 func TestSignOut_EndsTheSessionEverywhere(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("a@example.com")
@@ -525,6 +529,7 @@ func TestSignOut_EndsTheSessionEverywhere(t *testing.T) {
 }
 
 func TestSessionCookie_Attributes(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.post("/signin/email", url.Values{"email": {"a@example.com"}})
@@ -560,6 +565,7 @@ func TestSessionCookie_Attributes(t *testing.T) {
 }
 
 func TestSignedOutHome_OffersTheDemo(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		r := b.follow(b.get("/"))

@@ -10,6 +10,7 @@ import (
 // reservation length under "Reservations" and the reviewers' e-mail
 // digest under a heading of its own, not under "Reservations".
 func TestSettings_TheDigestIsNotAReservation(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		b := d.browser()
 		b.signIn("owner@example.com")

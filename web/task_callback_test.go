@@ -14,6 +14,7 @@ import (
 // is not is a 400 naming it, and stores nothing; in a batch, only its item
 // is refused.
 func TestTaskCreate_CallbackURL(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		task := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["a"],"callback_url":"https://example.com/resume/1"}`)

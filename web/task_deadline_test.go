@@ -13,6 +13,7 @@ import (
 )
 
 func TestTaskCreate_Deadline(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		task := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["a"],"deadline_seconds":3600}`)
@@ -47,6 +48,7 @@ func TestTaskCreate_Deadline(t *testing.T) {
 // passed (its creation is two minutes back by the store's clock) until a
 // sweep, in another process on Postgres, expires it.
 func TestTaskGet_WaitReturnsOnExpiry(t *testing.T) {
+	t.Parallel()
 	opts := db.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Minute) }}
 	eachAPI(t, opts, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
@@ -76,6 +78,7 @@ func TestTaskGet_WaitReturnsOnExpiry(t *testing.T) {
 // TestReview_ExpiredTask shows a reviewer a task that expired, and refuses
 // the verdict the reviewer sends on it anyway.
 func TestReview_ExpiredTask(t *testing.T) {
+	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		alice := d.browser()
 		alice.signIn("alice@example.com")

@@ -45,6 +45,7 @@ func (l taskList) ids() []string {
 }
 
 func TestTaskList_CursorWalkVisitsEachTaskOnce(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		owner, other := a.newKey("owner@example.com"), a.newKey("other@example.com")
 		var created []string
@@ -102,6 +103,7 @@ func TestTaskList_CursorWalkVisitsEachTaskOnce(t *testing.T) {
 }
 
 func TestTaskList_Filters(t *testing.T) {
+	t.Parallel()
 	// Every reading of the store's clock is a second after the last, so
 	// the tasks' creation times differ and the time filters have edges.
 	var tick atomic.Int64
@@ -176,6 +178,7 @@ func TestTaskList_Filters(t *testing.T) {
 }
 
 func TestTaskList_Errors(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key, other := a.newKey("owner@example.com"), a.newKey("other@example.com")
 		theirs := createTask(t, a, other, goodTask)["id"].(string)

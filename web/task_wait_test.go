@@ -100,6 +100,7 @@ func sendToHuman(t *testing.T, store *db.DB) {
 }
 
 func TestTaskGet_WaitErrors(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		id := createTask(t, a, key, goodTask)["id"].(string)
@@ -146,6 +147,7 @@ func decideNow(t *testing.T, a *api, id string) {
 }
 
 func TestTaskGet_WaitAnswersAfterNSecondsWhenNothingHappens(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		id := createTask(t, a, key, goodTask)["id"].(string)
@@ -163,6 +165,7 @@ func TestTaskGet_WaitAnswersAfterNSecondsWhenNothingHappens(t *testing.T) {
 }
 
 func TestTaskGet_WaitAnswersAFinalTaskAtOnce(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		id := createTask(t, a, key, goodTask)["id"].(string)
@@ -179,6 +182,7 @@ func TestTaskGet_WaitAnswersAFinalTaskAtOnce(t *testing.T) {
 // it can only have heard of through the store's wake-up (on Postgres, from
 // another process's NOTIFY).
 func TestTaskGet_WaitReturnsOnADecision(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		account, _ := a.store.FindAccountByEmail(ctx, "a@example.com")
@@ -228,6 +232,8 @@ func maxOf(ds []time.Duration) time.Duration {
 // once on a store of 8 connections: waiting holds none, and when the tasks
 // complete every request is answered with its completed task.
 func TestTaskGet_ThousandWaitersOnEightConnections(t *testing.T) {
+	// Not parallel: it measures the process's heap and the store's open
+	// connections.
 	const n = 1000
 	// A thousand first reads queue for eight connections; on a busy
 	// machine that queue may take longer than the store's usual bound,
@@ -318,6 +324,7 @@ func TestTaskGet_ThousandWaitersOnEightConnections(t *testing.T) {
 // in arbiter serve, while a request waits: it is answered at once with the
 // task as it is, and the shutdown does not wait out the request's minute.
 func TestTaskGet_WaitAnsweredAtShutdown(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		id := createTask(t, a, key, goodTask)["id"].(string)
@@ -342,6 +349,7 @@ func TestTaskGet_WaitAnsweredAtShutdown(t *testing.T) {
 // a minute's wait: the request waits its whole time and its answer arrives
 // whole.
 func TestTaskGet_WaitOutlastsTheServerTimeouts(t *testing.T) {
+	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		id := createTask(t, a, key, goodTask)["id"].(string)

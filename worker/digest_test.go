@@ -30,6 +30,7 @@ func (c *movable) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unl
 // each member who reviews, never a second within the hour, not even with
 // two workers at once, and one again the next hour.
 func TestDigests_OnePerReviewerPerHour(t *testing.T) {
+	t.Parallel()
 	clock := &movable{t: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 	dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
 		ctx := t.Context()

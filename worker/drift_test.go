@@ -21,6 +21,7 @@ import (
 // mailed once, with the report's link; the reviewer is not; a later round
 // sends nothing.
 func TestDriftMails_OncePerCrossingToOwnersAndAdmins(t *testing.T) {
+	t.Parallel()
 	clock := &movable{t: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 	settings := arbiter.DriftSettings{Audits: 20, Age: 24 * time.Hour, Target: 0.05, Confidence: 0.95}
 	dbtest.Each(t, db.Options{Now: clock.Now, Drift: settings}, func(t *testing.T, store *db.DB) {

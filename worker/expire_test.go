@@ -42,6 +42,7 @@ func (h expiryCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
 // them, every task expires, and the expiries they report add up to one per
 // task. Tasks that come due while the workers run expire within 5 s.
 func TestWorker_ExpiresTasksPastTheirDeadline(t *testing.T) {
+	// Not parallel: tasks must expire within 5 s of coming due.
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)

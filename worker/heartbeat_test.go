@@ -12,6 +12,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -41,13 +42,15 @@ func (h *refusingHeartbeats) RemoveWorker(ctx context.Context, workerID string) 
 // after its interval, so the store is healthy again as soon as it takes
 // writes (issue 26: /healthz healthy 4 s after a full disk was freed).
 func TestWorker_HeartbeatRecoversWithTheStore(t *testing.T) {
+	// Not parallel: the store must be healthy within half a heartbeat
+	// interval.
 	const interval = 4 * time.Second
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	dbtest.Each(t, db.Options{Now: now}, func(t *testing.T, store *db.DB) {
 		beats := &refusingHeartbeats{store: store}
 		beats.refuse.Store(true)
-		var logs syncBuffer
+		var logs testutil.SyncBuffer
 		start(t, store, answer("approve", 1), func(c *worker.Config) {
 			c.Health, c.Heartbeat = beats, interval
 			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -27,6 +27,7 @@ import (
 // against a fake Chat Completions server: each answer the server gives ends
 // the task where the routing rule says.
 func TestWorker_OpenAIBackend(t *testing.T) {
+	t.Parallel()
 	content := func(verdict string, confidence float64) string {
 		b, _ := json.Marshal(map[string]any{"verdict": verdict, "confidence": confidence, "rationale": "checked"})
 		return string(b)
@@ -121,6 +122,7 @@ func TestWorker_OpenAIBackend(t *testing.T) {
 // port: the attempts say the verifier could not be reached, and name no
 // address; the log has the full error.
 func TestWorker_UnreachableVerifier(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,7 @@ func TestWorker_UnreachableVerifier(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs syncBuffer
+		var logs testutil.SyncBuffer
 		start(t, store, v, func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 		acct, id := createTask(t, store, "a@example.com")
 		task := waitFor(t, store, acct, id, settled)
@@ -163,24 +165,6 @@ func wantAttemptErrors(t *testing.T, task *arbiter.Task, reason, verifierURL str
 	}
 }
 
-// syncBuffer is an io.Writer safe for the worker's goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestWorker_ThrottlingProvider is the 20 s storm of 429s with
 // Retry-After: 5, compressed to 3 s of 429s with Retry-After: 1 for 24
 // tasks on 8 slots: no task goes to a human, each task's call after a 429
@@ -189,6 +173,7 @@ func (b *syncBuffer) String() string {
 // after its Retry-After would make about 70), and every task is then
 // decided by the agent with one attempt, a throttled call recording none.
 func TestWorker_ThrottlingProvider(t *testing.T) {
+	t.Parallel()
 	const tasks, slots, storm, retryAfter = 24, 8, 3 * time.Second, time.Second
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		type call struct {
@@ -321,6 +306,7 @@ func (h *heldBack) Pace(ctx context.Context, maxWait time.Duration) error {
 // call held back more often than a task may fail is no failure, and the
 // task is decided by its one call.
 func TestWorker_PacesCallsWithinTheLease(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		var calls atomic.Int32
 		v := &heldBack{verifierFunc: func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {

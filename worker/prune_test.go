@@ -30,6 +30,7 @@ func (c *movableClock) Set(t time.Time) {
 }
 
 func TestWorker_PrunesOldDemoVerdicts(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clk := &movableClock{now: time.Now().Add(-arbiter.DemoVerdictMaxAge - time.Hour)}

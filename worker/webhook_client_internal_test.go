@@ -12,6 +12,7 @@ import (
 // loopback or metadata address are refused, those that carry a public one
 // pass.
 func TestRefusePrivate_IPv4InsideIPv6(t *testing.T) {
+	t.Parallel()
 	for addr, refused := range map[string]bool{
 		"::127.0.0.1":                          true,  // IPv4-compatible
 		"::ffff:127.0.0.1":                     true,  // IPv4-mapped

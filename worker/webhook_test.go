@@ -225,6 +225,7 @@ func agentStep(t *testing.T, store *db.DB, taskID, next string) {
 // verified by the Standard Webhooks library. An endpoint that wants only
 // task.completed gets only that.
 func TestDeliverer_EventsAreSignedAndCarryTheTask(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) { eventsAreSigned(t, dialect) })
 	}
@@ -317,6 +318,7 @@ func eventsAreSigned(t *testing.T, dialect string) {
 // for 24 hours every delivery verifies with the old secret and the new one,
 // and after that with the new one only.
 func TestDeliverer_RotationSignsWithBothSecrets(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		r := newReceiver(t, nil)
 		accountID, _ := createTask(t, store, "a@example.com")
@@ -366,6 +368,7 @@ func TestDeliverer_RotationSignsWithBothSecrets(t *testing.T) {
 // webhook-id, and the attempt log holds each one's time, status and the
 // body's first KiB.
 func TestDeliverer_RetriesOnTheScheduleWithOneWebhookID(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -468,6 +471,7 @@ func (l *attemptLog) list() []string {
 // disables the endpoint and tells its owner; later events wait. The
 // observer hears of one attempt that failed the message for good.
 func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 		accountID, _ := createTask(t, store, "a@example.com")
@@ -515,6 +519,7 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 // disabled; enabling it sends them, once each, in the order they were
 // written (one delivery at a time, to observe the order).
 func TestDeliverer_HeldMessagesGoOutInOrderWhenEnabled(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -599,6 +604,7 @@ func mustList(t *testing.T, store *db.DB, accountID, endpointID string) []*arbit
 // retried after two minutes, not the schedule's 5 s; one asking for less
 // than the schedule waits the schedule.
 func TestDeliverer_HonoursALongerRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -640,6 +646,7 @@ func TestDeliverer_HonoursALongerRetryAfter(t *testing.T) {
 // all failed for five days is disabled at its next failure, and its owner
 // is mailed once.
 func TestDeliverer_FiveDaysOfFailuresDisable(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -683,6 +690,7 @@ func TestDeliverer_FiveDaysOfFailuresDisable(t *testing.T) {
 // database delivers its message, exactly once. A message claimed by a
 // deliverer that then vanished is delivered once its lease runs out.
 func TestDeliverer_CrashSafety(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -735,6 +743,7 @@ func TestDeliverer_CrashSafety(t *testing.T) {
 // with its own store handle as separate processes would, over 500
 // messages: each reaches the receiver exactly once.
 func TestDeliverer_TwoDeliverersSendEachMessageOnce(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			const n = 500
@@ -787,6 +796,7 @@ func TestDeliverer_TwoDeliverersSendEachMessageOnce(t *testing.T) {
 // or a name that resolves to loopback; the listener behind 127.0.0.1 gets
 // nothing. With it off, the same loopback URL is reached.
 func TestWebhookClient_RefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
 	var hits sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Store(r.Host, true) }))
 	defer srv.Close()
@@ -829,6 +839,7 @@ func TestWebhookClient_RefusesPrivateAddresses(t *testing.T) {
 // TestDeliverer_GuardRecordsARefusal: a deliverer with the guard on records
 // a refused connection as a failed attempt whose error names no address.
 func TestDeliverer_GuardRecordsARefusal(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		r := newReceiver(t, nil)
 		accountID, _ := createTask(t, store, "a@example.com")
@@ -853,6 +864,7 @@ func TestDeliverer_GuardRecordsARefusal(t *testing.T) {
 // posted there too, signed with the account's callback secret, beside the
 // account's endpoint; tasks without one send nothing there.
 func TestDeliverer_CallbackURL(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -928,6 +940,7 @@ func TestDeliverer_CallbackURL(t *testing.T) {
 // schedule to failed, and its endpoint is disabled once it has failed for
 // five days.
 func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -1026,6 +1039,7 @@ func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
 // inside the deliverer's network. No lookup leaves the process: the
 // resolver's DNS is a dial that fails.
 func TestDeliverer_RefusedAddressesReadAlike(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		r := newReceiver(t, nil)
 		_, port, _ := net.SplitHostPort(r.srv.Listener.Addr().String())
@@ -1071,6 +1085,7 @@ func TestDeliverer_RefusedAddressesReadAlike(t *testing.T) {
 // while the clock stands still (one delivery at a time, to observe the
 // order).
 func TestDeliverer_RecoveryBringsRetriesForward(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			clock := &manualClock{now: time.Now().Truncate(time.Second)}
@@ -1128,6 +1143,7 @@ func TestDeliverer_RecoveryBringsRetriesForward(t *testing.T) {
 // than the schedule, so that only the deliverer's wake for the retry it
 // scheduled can send it in time (a poll would land it up to 1 s late).
 func TestDeliverer_FirstRetryLandsWithinTheJitter(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		var mu sync.Mutex
 		var arrived []time.Time

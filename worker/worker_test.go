@@ -87,6 +87,7 @@ func settled(t *arbiter.Task) bool {
 }
 
 func TestWorker_Routing(t *testing.T) {
+	t.Parallel()
 	fail := func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
 		return arbiter.Verification{}, errors.New("HTTP 500 from the model server")
 	}
@@ -146,6 +147,7 @@ func TestWorker_Routing(t *testing.T) {
 // vanished mid-call MaxAgentFailures times goes to a human without a call,
 // its attempt saying why; a task lost once less still gets its call.
 func TestWorker_ATaskLostTooOftenGetsNoCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		// Vanished workers claim the tasks with leases that ran out a
 		// minute ago: the doomed task MaxAgentFailures times, so that the
@@ -214,6 +216,7 @@ func (q *unheardClaims) ClaimTasks(ctx context.Context, owner string, max int, l
 // made; taking the task again counts nothing, so the task gets its call
 // and is decided, where counting them lost sent it to a human uncalled.
 func TestWorker_AClaimItNeverHeardOfCountsNoLostCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		acct, id := createTask(t, store, "stall@example.com")
 		var calls atomic.Int32
@@ -230,6 +233,7 @@ func TestWorker_AClaimItNeverHeardOfCountsNoLostCall(t *testing.T) {
 }
 
 func TestWorker_TwoWorkersDecideEachTaskOnce(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -277,6 +281,7 @@ func TestWorker_TwoWorkersDecideEachTaskOnce(t *testing.T) {
 }
 
 func TestWorker_ShutdownReleasesUnfinishedCalls(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		started := make(chan struct{}, 1)
 		blocking := verifierFunc(func(ctx context.Context, _ *arbiter.Task) (arbiter.Verification, error) {
@@ -305,6 +310,7 @@ func TestWorker_ShutdownReleasesUnfinishedCalls(t *testing.T) {
 }
 
 func TestWorker_ShutdownLetsCallsFinish(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		started := make(chan struct{}, 1)
 		slow := verifierFunc(func(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
@@ -323,6 +329,7 @@ func TestWorker_ShutdownLetsCallsFinish(t *testing.T) {
 }
 
 func TestWorker_Heartbeat(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		if err := store.Health(ctx); err == nil {
 			t.Fatal("healthy before any worker ran")
@@ -343,6 +350,7 @@ func TestWorker_Heartbeat(t *testing.T) {
 }
 
 func TestWorker_LeaseOutlivesTheCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
 		started, release := make(chan struct{}, 1), make(chan struct{})
 		held := verifierFunc(func(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
@@ -377,6 +385,7 @@ func TestWorker_LeaseOutlivesTheCall(t *testing.T) {
 }
 
 func TestWorker_PrunesExpiredIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.UnixMilli(1763805600000)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -419,6 +428,7 @@ func TestWorker_PrunesExpiredIdempotencyKeys(t *testing.T) {
 }
 
 func TestWorker_RunPrunesIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.UnixMilli(1763805600000)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -474,6 +484,7 @@ func (s *slowBeats) Heartbeat(ctx context.Context, id string) error {
 // written before its first claim, so /healthz never sees a task decided by a
 // worker it does not know is there.
 func TestWorker_BeatsBeforeItClaims(t *testing.T) {
+	t.Parallel()
 	store := dbtest.Open(t, db.SQLite, db.Options{})
 	accountID, taskID := createTask(t, store, "a@example.com")
 	health := &slowBeats{DB: store, release: make(chan struct{})}
@@ -517,6 +528,7 @@ func (c *claimCounter) Verified(time.Duration, error) {}
 // whose poll is an hour claims a new task at once, woken by the create's
 // notification on Postgres.
 func TestWorker_CreateInAnotherProcessWakesIt(t *testing.T) {
+	t.Parallel()
 	url := dbtest.URL(t, db.Postgres)
 	here := dbtest.OpenURL(t, url, db.Options{})
 	there := dbtest.OpenURL(t, url, db.Options{})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
-	"github.com/arbiterhq/arbiter/web"
 )
 
 // The admin commands' output is a contract scripts depend on: see
@@ -89,12 +88,12 @@ func adminRun(ctx context.Context, c *command, p *process, fs *flag.FlagSet, arg
 	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, p.getenv)
+	s, err := newStoreServer(ctx, p.getenv)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	if err := do(store); err != nil {
+	defer s.Close()
+	if err := do(s.store); err != nil {
 		return adminError(c.name, err)
 	}
 	return nil
@@ -141,22 +140,4 @@ func parseCap(s string) (*int, error) {
 		return nil, fmt.Errorf("--cap must be a whole number from 0 to %d or \"default\", not %q", arbiter.MaxDailyTaskCap, s)
 	}
 	return &n, nil
-}
-
-// openStore opens and migrates the store the environment names; it reads
-// the settings of web.ScopeStore only.
-func openStore(ctx context.Context, getenv func(string) string) (*db.DB, error) {
-	cfg, err := web.ConfigFromEnv(getenv, web.ScopeStore)
-	if err != nil {
-		return nil, err
-	}
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, Timeout: cfg.DatabaseTimeout})
-	if err != nil {
-		return nil, err
-	}
-	if err := store.Migrate(ctx); err != nil {
-		store.Close()
-		return nil, err
-	}
-	return store, nil
 }

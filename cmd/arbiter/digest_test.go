@@ -10,6 +10,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/mail/mailtest"
 )
 
@@ -52,7 +53,7 @@ func waitingForAnHour(t *testing.T, dbURL, owner string) {
 
 // digestTo waits for the sink's first mail and checks that it is a digest
 // to the address, linking to the queue at queueURL.
-func digestTo(t *testing.T, sink *mailtest.Sink, to, queueURL string, logs *syncBuffer) {
+func digestTo(t *testing.T, sink *mailtest.Sink, to, queueURL string, logs *testutil.SyncBuffer) {
 	t.Helper()
 	select {
 	case <-sink.Received():
@@ -70,6 +71,7 @@ func digestTo(t *testing.T, sink *mailtest.Sink, to, queueURL string, logs *sync
 // mails the reviewers' digests when it knows the reviewer site's address,
 // and says at start that it sends none when it does not.
 func TestRun_WorkerMailsDigests(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			dbURL := dbtest.URL(t, dialect)
@@ -81,7 +83,7 @@ func TestRun_WorkerMailsDigests(t *testing.T) {
 
 			sink := mailtest.NewSink(t)
 			ctx, cancel := context.WithCancel(context.Background())
-			logs := &syncBuffer{}
+			logs := &testutil.SyncBuffer{}
 			done := make(chan error, 1)
 			go func() {
 				done <- run(ctx, []string{"worker"}, env(map[string]string{
@@ -104,6 +106,7 @@ func TestRun_WorkerMailsDigests(t *testing.T) {
 // ARBITER_REVIEW_URL, serve's digests link to the reviewer site at the
 // address it listens on, not to a bare path.
 func TestRun_ServeDigestsLinkToTheAddressItListensOn(t *testing.T) {
+	t.Parallel()
 	dbURL := dbtest.URL(t, db.SQLite)
 	waitingForAnHour(t, dbURL, "owner@example.com")
 	sink := mailtest.NewSink(t)

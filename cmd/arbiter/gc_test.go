@@ -5,6 +5,7 @@ import "testing"
 // TestGCPercentFor: a small live heap keeps gcPercent; a large one lets the
 // heap grow by at most gcHeadroom, never below minGCPercent.
 func TestGCPercentFor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		live uint64
 		want int

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"unicode"
 
-	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/config"
 )
 
 // A command is one `arbiter` command, or a group of subcommands when run is
@@ -28,10 +28,10 @@ type command struct {
 	positional string
 	// summary says in one line what the command does.
 	summary string
-	// scopes are the scopes of the web.Settings the command reads.
-	scopes []web.Scope
+	// scopes are the scopes of the config.Settings the command reads.
+	scopes []config.Scope
 	// env are environment variables the command reads that are not
-	// web.Settings.
+	// config.Settings.
 	env []envVar
 	// run runs the command with the arguments after its name.
 	run func(ctx context.Context, c *command, p *process, args []string) error
@@ -55,7 +55,7 @@ Exit status:
 `
 
 // An envVar is an environment variable a command reads that is not a
-// web.Setting: the task commands' client settings.
+// config.Setting: the task commands' client settings.
 type envVar struct {
 	name, help, def string
 }
@@ -71,9 +71,9 @@ type process struct {
 var errHelp = errors.New("help")
 
 var (
-	storeScopes  = []web.Scope{web.ScopeStore}
-	workerScopes = []web.Scope{web.ScopeStore, web.ScopeWorker}
-	serveScopes  = []web.Scope{web.ScopeStore, web.ScopeWorker, web.ScopeHTTP}
+	storeScopes  = []config.Scope{config.ScopeStore}
+	workerScopes = []config.Scope{config.ScopeStore, config.ScopeWorker}
+	serveScopes  = []config.Scope{config.ScopeStore, config.ScopeWorker, config.ScopeHTTP}
 )
 
 // commands are every command, in the order help lists them.
@@ -191,13 +191,13 @@ func (c *command) flagSet(p *process) *flag.FlagSet {
 // and returns getenv with the flags given overriding the environment.
 func (c *command) settingFlags(fs *flag.FlagSet, getenv func(string) string) func(string) string {
 	given := map[string]string{}
-	for _, s := range web.Settings {
+	for _, s := range config.Settings {
 		if s.Flag == "" || !slices.Contains(c.scopes, s.Scope) {
 			continue
 		}
 		fs.Func(s.Flag, strings.TrimSpace(s.Help+" "+settingNote(s, false)), func(v string) error {
 			if v != "" {
-				if err := s.Set(&web.Config{}, v); err != nil {
+				if err := s.Set(&config.Config{}, v); err != nil {
 					return err
 				}
 			}
@@ -287,7 +287,7 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 	for _, scope := range c.scopes {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		title := false
-		for _, s := range web.Settings {
+		for _, s := range config.Settings {
 			if s.Scope != scope || s.Flag != "" {
 				continue
 			}
@@ -303,7 +303,7 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 
 // settingNote is the parenthesis help puts after a setting's help: its
 // variable (unless listed under it) and its default.
-func settingNote(s web.Setting, listed bool) string {
+func settingNote(s config.Setting, listed bool) string {
 	var parts []string
 	if !listed {
 		parts = append(parts, "env "+s.Env)

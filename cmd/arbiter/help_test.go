@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/config"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // brokenEnv has a value no command accepts for every kind of setting, so a
@@ -43,6 +44,7 @@ func runHelp(t *testing.T, args ...string) string {
 }
 
 func TestRun_Help(t *testing.T) {
+	t.Parallel()
 	everyCommand := []string{"serve", "worker", "migrate", "admin create-key", "admin list-keys",
 		"admin revoke-key", "admin set-cap", "task create", "task get", "task list", "task calibration", "version", "--version"}
 	for _, tc := range []struct {
@@ -117,6 +119,7 @@ func TestRun_Help(t *testing.T) {
 // TestRun_HelpListsTheSettingsOfEveryCommand walks the command table, so a
 // command or a setting added later is covered too.
 func TestRun_HelpListsTheSettingsOfEveryCommand(t *testing.T) {
+	t.Parallel()
 	top := runHelp(t, "--help")
 	for _, c := range commands {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,7 +138,7 @@ func TestRun_HelpListsTheSettingsOfEveryCommand(t *testing.T) {
 			if !strings.HasPrefix(out, "Usage: arbiter "+c.name+" ") || !strings.Contains(out, sentence(c.summary)) {
 				t.Errorf("the help does not start with the usage and the summary:\n%s", out)
 			}
-			for _, s := range web.Settings {
+			for _, s := range config.Settings {
 				listed := strings.Contains(out, s.Env+" ") || strings.Contains(out, "env "+s.Env)
 				if mine := slices.Contains(c.scopes, s.Scope); listed != mine {
 					t.Errorf("%s listed = %v, want %v:\n%s", s.Env, listed, mine, out)
@@ -191,7 +194,7 @@ func runUntilLogged(t *testing.T, getenv func(string) string, line string, args 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, getenv, nil, &bytes.Buffer{}, logs) }()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {
@@ -212,8 +215,9 @@ func runUntilLogged(t *testing.T, getenv func(string) string, line string, args 
 
 // TestRun_HelpListsEveryVariableRead runs each command and checks that every
 // environment variable it read is in its help, so a setting read anywhere
-// but through web.Settings or the command's env shows up here.
+// but through config.Settings or the command's env shows up here.
 func TestRun_HelpListsEveryVariableRead(t *testing.T) {
+	t.Parallel()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -279,13 +283,14 @@ func TestRun_HelpListsEveryVariableRead(t *testing.T) {
 }
 
 // TestREADME_ListsEverySetting keeps the configuration table in step with
-// web.Settings and the task commands' environment.
+// config.Settings and the task commands' environment.
 func TestREADME_ListsEverySetting(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range web.Settings {
+	for _, s := range config.Settings {
 		for _, name := range []string{s.Env, s.Fallback} {
 			if name != "" && !bytes.Contains(readme, []byte("`"+name+"`")) {
 				t.Errorf("README.md does not document %s", name)
@@ -303,6 +308,7 @@ func TestREADME_ListsEverySetting(t *testing.T) {
 }
 
 func TestRun_BadUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{},
 		{"nonsense"},
@@ -343,6 +349,7 @@ func TestRun_BadUsage(t *testing.T) {
 }
 
 func TestRun_Version(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out := runHelp(t, args...)
 		if !strings.HasPrefix(out, "arbiter ") || strings.Count(out, "\n") != 1 ||
@@ -353,6 +360,7 @@ func TestRun_Version(t *testing.T) {
 }
 
 func TestVersionLine(t *testing.T) {
+	t.Parallel()
 	platform := " " + runtime.GOOS + "/" + runtime.GOARCH
 	for _, tc := range []struct {
 		info *debug.BuildInfo

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,25 +16,8 @@ import (
 
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
-
-// syncBuffer is an io.Writer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // env returns a getenv over the given variables only.
 func env(vars map[string]string) func(string) string {
@@ -61,10 +43,10 @@ func serve(t *testing.T, getenv func(string) string, args ...string) string {
 
 // serveWithLogs boots `arbiter serve` on :0 and returns its base URL and
 // its log.
-func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (string, *syncBuffer) {
+func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (string, *testutil.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), getenv, nil, &bytes.Buffer{}, logs)
@@ -76,12 +58,12 @@ func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (st
 			if err != nil {
 				t.Errorf("serve returned %v", err)
 			}
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop within 15s")
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30s")
 		}
 	})
 	listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := listening.FindStringSubmatch(logs.String()); m != nil {
 			return "http://" + m[1], logs
 		}
@@ -95,27 +77,12 @@ func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (st
 	return "", nil
 }
 
-// apiCall sends a request with the key and decodes the JSON answer.
-func apiCall(t *testing.T, method, url, key, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var v map[string]any
-	json.NewDecoder(res.Body).Decode(&v)
-	return res.StatusCode, v
-}
-
 // waitStatus polls the task until its status is want.
 func waitStatus(t *testing.T, base, key, id, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		status, task := apiCall(t, "GET", base+"/v1/tasks/"+id, key, "")
+		status, task := testutil.APICall(t, "GET", base+"/v1/tasks/"+id, key, "")
 		if status != 200 {
 			t.Fatalf("get = %d %v", status, task)
 		}
@@ -130,13 +97,14 @@ func waitStatus(t *testing.T, base, key, id, want string) map[string]any {
 }
 
 func TestRun_ServeCreateGet(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
 			base := serve(t, getenv)
 			key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 
-			status, created := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`)
+			status, created := testutil.APICall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"]}`)
 			id, _ := created["id"].(string)
 			if status != 200 || id == "" {
 				t.Fatalf("create = %d %v", status, created)
@@ -161,6 +129,7 @@ func TestRun_ServeCreateGet(t *testing.T) {
 }
 
 func TestRun_RulesAgent(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
 	getenv := env(map[string]string{
@@ -171,8 +140,8 @@ func TestRun_RulesAgent(t *testing.T) {
 	base := serve(t, getenv)
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 
-	_, small := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20}}`)
-	_, large := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500}}`)
+	_, small := testutil.APICall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20}}`)
+	_, large := testutil.APICall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500}}`)
 	task := waitStatus(t, base, key, small["id"].(string), "completed")
 	if task["final_tier"] != "agent" || task["final_verdict"] != "approve" || task["final_confidence"] != 0.97 {
 		t.Errorf("decided task = %v", task)
@@ -181,6 +150,7 @@ func TestRun_RulesAgent(t *testing.T) {
 }
 
 func TestRun_BadRulesFailAtStart(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.9 true\nreject 0.9 context.amount >\n"), 0o600)
 	getenv := env(map[string]string{
@@ -195,6 +165,7 @@ func TestRun_BadRulesFailAtStart(t *testing.T) {
 }
 
 func TestRun_BadTrustedProxiesFailAtStart(t *testing.T) {
+	t.Parallel()
 	getenv := env(map[string]string{
 		"ARBITER_DATABASE_URL":    "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
 		"ARBITER_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.300/32",
@@ -206,6 +177,7 @@ func TestRun_BadTrustedProxiesFailAtStart(t *testing.T) {
 }
 
 func TestRun_Admin(t *testing.T) {
+	t.Parallel()
 	getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
 
 	key := runOK(t, getenv, "admin", "create-key", "--email", "Ops@Example.com", "--name", "ci")
@@ -276,6 +248,7 @@ func TestRun_Admin(t *testing.T) {
 // database of each store, as four processes starting together do: all of
 // them succeed.
 func TestRun_ConcurrentMigrate(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbtest.URL(t, dialect)})
@@ -303,6 +276,7 @@ func TestRun_ConcurrentMigrate(t *testing.T) {
 // the store's own error for a failure the operator has to look into,
 // instead of "Internal error.", on both stores.
 func TestRun_AdminSaysWhy(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
 )
 
@@ -57,6 +58,7 @@ func wantJSONRPCError(t *testing.T, b []byte, code int) string {
 }
 
 func TestMCP_HTTPRefusesABatch(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newMCPServer(t, dialect)
@@ -83,6 +85,7 @@ func TestMCP_HTTPRefusesABatch(t *testing.T) {
 }
 
 func TestMCP_StdioRefusesABatchAndKeepsServing(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newMCPServer(t, dialect)
@@ -120,7 +123,7 @@ func TestMCP_StdioRefusesABatchAndKeepsServing(t *testing.T) {
 func runStdioMCP(t *testing.T, s *mcpServer, key, input string) []string {
 	t.Helper()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"mcp"},
@@ -145,6 +148,7 @@ func runStdioMCP(t *testing.T, s *mcpServer, key, input string) []string {
 }
 
 func TestMCP_OneKeysFloodLeavesOtherAccountsReadsFast(t *testing.T) {
+	// Not parallel: a load test; it bounds the other accounts' latency.
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newMCPServer(t, dialect)
@@ -259,6 +263,7 @@ func createTask(t *testing.T, s *mcpServer, key string) string {
 }
 
 func TestMCP_StdioAnswersEveryRequestReadBeforeItsInputEnds(t *testing.T) {
+	t.Parallel()
 	s := newMCPServer(t, dbtest.Dialects[0])
 	_, key := s.newAccount(t, "a@example.com")
 	// The input ends while both calls are running: one waits 2 seconds for
@@ -298,6 +303,7 @@ func waitGroupWithin(t *testing.T, wg *sync.WaitGroup, limit time.Duration, what
 }
 
 func TestMCP_HTTPCapsTheCallsOfAnAccountAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newMCPServer(t, dialect)
@@ -352,6 +358,7 @@ func TestMCP_HTTPCapsTheCallsOfAnAccountAtOnce(t *testing.T) {
 }
 
 func TestMCP_UnknownMethodIsTheSameErrorOnBothTransports(t *testing.T) {
+	t.Parallel()
 	s := newMCPServer(t, dbtest.Dialects[0])
 	_, key := s.newAccount(t, "a@example.com")
 	const call = `{"jsonrpc":"2.0","id":5,"method":"tasks/frobnicate","params":{}}`
@@ -373,6 +380,7 @@ func TestMCP_UnknownMethodIsTheSameErrorOnBothTransports(t *testing.T) {
 }
 
 func TestMCP_A401LeadsToNoOAuth(t *testing.T) {
+	t.Parallel()
 	s := newMCPServer(t, dbtest.Dialects[0])
 	status, h, b := postMCP(t, s.base, "POST", nil, mcpInitialize)
 	apiErrorSentence(t, status, h, b, http.StatusUnauthorized)

@@ -212,6 +212,7 @@ func waitForStatus(t *testing.T, s *mcpServer, accountID, id string, status stri
 }
 
 func TestMCPTasks_AdvertisedOnBothTransports(t *testing.T) {
+	t.Parallel()
 	eachRawMCP(t, func(t *testing.T, s *mcpServer, c rawMCP, _ string) {
 		init := decode[struct {
 			Capabilities struct {
@@ -252,6 +253,7 @@ func TestMCPTasks_AdvertisedOnBothTransports(t *testing.T) {
 }
 
 func TestMCPTasks_AHandleFollowsTheTaskToAPersonsVerdict(t *testing.T) {
+	t.Parallel()
 	eachRawMCP(t, func(t *testing.T, s *mcpServer, c rawMCP, accountID string) {
 		h := askAsTask(t, c, refund("Refund order ord_7 as a task?", 500, nil))
 		if !strings.HasPrefix(h.TaskID, "tsk_") || h.Status != "working" || h.TTL != nil || h.PollInterval != 2000 || h.CreatedAt == "" {
@@ -300,6 +302,7 @@ func TestMCPTasks_AHandleFollowsTheTaskToAPersonsVerdict(t *testing.T) {
 }
 
 func TestMCPTasks_AnExpiredTaskFails(t *testing.T) {
+	t.Parallel()
 	eachRawMCP(t, func(t *testing.T, s *mcpServer, c rawMCP, accountID string) {
 		h := askAsTask(t, c, refund("Refund order ord_8 before the deadline?", 500, map[string]any{"deadline_seconds": 3600}))
 		waitForStatus(t, s, accountID, h.TaskID, arbiter.StatusHumanNeeded)
@@ -326,6 +329,7 @@ func TestMCPTasks_AnExpiredTaskFails(t *testing.T) {
 }
 
 func TestMCPTasks_ListsAndRefusesWhatItDoesNotKnow(t *testing.T) {
+	t.Parallel()
 	eachRawMCP(t, func(t *testing.T, s *mcpServer, c rawMCP, accountID string) {
 		h := askAsTask(t, c, refund("Refund order ord_9, small?", 20, nil))
 		pollTask(t, c, h.TaskID, "completed") // the rules approve under 50

@@ -21,6 +21,7 @@ import (
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
@@ -158,7 +159,7 @@ func startStdioMCP(t *testing.T, s *mcpServer, key string) (*io.PipeReader, *io.
 	t.Helper()
 	serverIn, clientOut := io.Pipe()
 	clientIn, serverOut := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"mcp"},
@@ -291,6 +292,7 @@ func countTasks(t *testing.T, s *mcpServer, accountID string) int {
 }
 
 func TestMCP_ListsTheTools(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, _ string) {
 		res, err := session.ListTools(context.Background(), nil)
 		if err != nil {
@@ -322,6 +324,7 @@ func TestMCP_ListsTheTools(t *testing.T) {
 }
 
 func TestMCP_AskVerdictDecidedByTheAgent(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		started := time.Now()
 		var got toolAnswer
@@ -349,6 +352,7 @@ func TestMCP_AskVerdictDecidedByTheAgent(t *testing.T) {
 // the call sent it, integers past 2^53 (a 19-digit order id) included,
 // on both transports; the SDK reads a tool's arguments through float64.
 func TestMCP_AskVerdictKeepsTheContextAsSent(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		sent := `{"order_id":1234567890123456789,"items":[{"sku":9007199254740993,"price":24.9}],"note":null}`
 		var got toolAnswer
@@ -365,6 +369,7 @@ func TestMCP_AskVerdictKeepsTheContextAsSent(t *testing.T) {
 }
 
 func TestMCP_AskVerdictWaitsForAReviewer(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		const prompt = "Refund order ord_2, above the agent's limit?"
 		answered := make(chan *mcp.CallToolResult, 1)
@@ -417,6 +422,7 @@ func TestMCP_AskVerdictWaitsForAReviewer(t *testing.T) {
 }
 
 func TestMCP_AskVerdictShortWaitAnswersThePendingTask(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		// Longer than the server's write timeout, which the call outlives.
 		started := time.Now()
@@ -449,6 +455,7 @@ func TestMCP_AskVerdictShortWaitAnswersThePendingTask(t *testing.T) {
 }
 
 func TestMCP_BadRequestsAreToolErrorsWithTheAPISentence(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		before := countTasks(t, s, accountID)
 		cases := []struct {
@@ -515,6 +522,7 @@ func TestMCP_BadRequestsAreToolErrorsWithTheAPISentence(t *testing.T) {
 }
 
 func TestMCP_SameIdempotencyKeyMakesOneTask(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		before := countTasks(t, s, accountID)
 		args := refund("Refund order ord_5?", 30, map[string]any{"idempotency_key": "refund-ord_5"})
@@ -539,6 +547,7 @@ func TestMCP_SameIdempotencyKeyMakesOneTask(t *testing.T) {
 }
 
 func TestMCP_DailyCapIsAToolErrorSayingWhenItResets(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		none := 0
 		if err := s.store.SetDailyCap(context.Background(), accountID, &none); err != nil {
@@ -570,6 +579,7 @@ type listPage struct {
 }
 
 func TestMCP_ListTasks(t *testing.T) {
+	t.Parallel()
 	eachMCP(t, func(t *testing.T, s *mcpServer, session *mcp.ClientSession, accountID string) {
 		var ids []string
 		for i := range 3 {
@@ -644,6 +654,7 @@ func apiErrorSentence(t *testing.T, status int, header http.Header, body []byte,
 }
 
 func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newMCPServer(t, dialect)
@@ -662,7 +673,7 @@ func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
 			if status, _, b := postMCP(t, s.base, "POST", map[string]string{"Authorization": "Bearer " + key}, mcpInitialize); status != http.StatusOK {
 				t.Fatalf("initialize with the key = %d %s", status, b)
 			}
-			k, err := s.decider.FindAPIKeyByHash(context.Background(), arbiter.HashAPIKey(key))
+			k, err := s.decider.FindAPIKeyByHash(context.Background(), arbiter.HashToken(key))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -687,7 +698,7 @@ func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
 
 			// The SDK's client is refused too, with no session.
 			_, revokedKey := s.newAccount(t, "b@example.com")
-			rk, _ := s.store.FindAPIKeyByHash(context.Background(), arbiter.HashAPIKey(revokedKey))
+			rk, _ := s.store.FindAPIKeyByHash(context.Background(), arbiter.HashToken(revokedKey))
 			if _, err := s.store.RevokeAPIKey(context.Background(), "", rk.ID, arbiter.Actor{Email: "b@example.com"}); err != nil {
 				t.Fatal(err)
 			}
@@ -706,6 +717,7 @@ func TestMCP_HTTPNeedsAnActiveKey(t *testing.T) {
 }
 
 func TestMCP_HTTPRefusalsAreTheAPIsJSON(t *testing.T) {
+	t.Parallel()
 	s := newMCPServer(t, db.SQLite)
 	_, key := s.newAccount(t, "a@example.com")
 	auth := map[string]string{"Authorization": "Bearer " + key}
@@ -745,6 +757,7 @@ func TestMCP_HTTPRefusalsAreTheAPIsJSON(t *testing.T) {
 }
 
 func TestRun_MCPNeedsAKey(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"mcp"}, env(nil), strings.NewReader(""), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "SVC_API_KEY is not set") {
@@ -771,6 +784,7 @@ const askForAPerson = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"
 	`{"prompt":"Refund order ord_9?","allowed_verdicts":["approve","reject"],"context":{"amount":700},"wait_seconds":60}}}`
 
 func TestMCP_HTTPWaitEndsWhenTheCallerLeaves(t *testing.T) {
+	t.Parallel()
 	s := newMCPServer(t, db.SQLite)
 	_, key := s.newAccount(t, "a@example.com")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -794,6 +808,8 @@ func TestMCP_HTTPWaitEndsWhenTheCallerLeaves(t *testing.T) {
 }
 
 func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
+	// Not parallel: the waiting call must be answered within 10 s of the
+	// shutdown.
 	s := newMCPServer(t, db.SQLite)
 	_, key := s.newAccount(t, "a@example.com")
 	type answer struct {
@@ -836,6 +852,7 @@ func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
 // newcomer: how the binary gets where a client launches it from, and the
 // quick start's own origin in both examples.
 func TestREADME_MCPQuickStart(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // scrape reads the metrics at url and parses the exposition format.
@@ -70,6 +72,7 @@ func sample(families map[string]*dto.MetricFamily, name string, labels map[strin
 // verifier calls, key checks by cache outcome, webhook deliveries and
 // failed deliveries, and the open tasks' gauge.
 func TestRun_Metrics(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "rules.txt")
 	os.WriteFile(rules, []byte("approve 0.97 context.amount < 50\n"), 0o600)
 	// The tasks' callbacks: /ok takes its message, /fail answers 500 (the
@@ -99,11 +102,11 @@ func TestRun_Metrics(t *testing.T) {
 
 	// The small one is completed and its callback delivered; the large one
 	// goes to a person and its callback fails.
-	_, small := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20},
+	_, small := testutil.APICall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":20},
 		"callback_url":"`+receiver.URL+`/ok"}`)
-	_, large := apiCall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500},
+	_, large := testutil.APICall(t, "POST", base+"/v1/tasks", key, `{"prompt":"Refund?","allowed_verdicts":["approve","reject"],"context":{"amount":500},
 		"callback_url":"`+receiver.URL+`/fail"}`)
-	status, _ := apiCall(t, "POST", base+"/v1/tasks/batch", key, `{"tasks":[
+	status, _ := testutil.APICall(t, "POST", base+"/v1/tasks/batch", key, `{"tasks":[
 		{"prompt":"a","allowed_verdicts":["approve"],"context":{"amount":1}},
 		{"prompt":"b","allowed_verdicts":["approve"],"context":{"amount":2}}]}`)
 	if status != http.StatusOK {
@@ -111,7 +114,7 @@ func TestRun_Metrics(t *testing.T) {
 	}
 	waitStatus(t, base, key, small["id"].(string), "completed")
 	waitStatus(t, base, key, large["id"].(string), "human_needed")
-	if status, _ := apiCall(t, "GET", base+"/v1/tasks/tsk_0123456789abcdef", key, ""); status != http.StatusNotFound {
+	if status, _ := testutil.APICall(t, "GET", base+"/v1/tasks/tsk_0123456789abcdef", key, ""); status != http.StatusNotFound {
 		t.Fatalf("unknown task = %d", status)
 	}
 

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // loggedLink waits for the sign-in link the server logs (no SMTP set).
-func loggedLink(t *testing.T, logs *syncBuffer) string {
+func loggedLink(t *testing.T, logs *testutil.SyncBuffer) string {
 	t.Helper()
 	link := regexp.MustCompile(`url="?(http://[^"\s]+/signin/email/confirm\?token=[0-9a-f]{64})`)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -26,6 +28,7 @@ func loggedLink(t *testing.T, logs *syncBuffer) string {
 }
 
 func TestServe_OriginsFollowTheListenAddress(t *testing.T) {
+	t.Parallel()
 	// Nothing but the listen address is set (--addr 127.0.0.1:0).
 	base, logs := serveWithLogs(t, env(map[string]string{
 		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
@@ -63,6 +66,7 @@ func TestServe_OriginsFollowTheListenAddress(t *testing.T) {
 }
 
 func TestServe_WarnsOnceAboutAnOriginOnAnotherPort(t *testing.T) {
+	t.Parallel()
 	_, logs := serveWithLogs(t, env(map[string]string{
 		"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
 		"ARBITER_APP_URL":      "http://localhost:8080",

@@ -10,228 +10,34 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"sync"
 	"time"
 
-	"github.com/arbiterhq/arbiter"
-	"github.com/arbiterhq/arbiter/agent"
-	"github.com/arbiterhq/arbiter/db"
-	"github.com/arbiterhq/arbiter/mail"
+	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/web"
-	"github.com/arbiterhq/arbiter/worker"
 )
 
 // runServe runs `arbiter serve` or, without the HTTP server, `arbiter
 // worker` until ctx ends, then shuts down gracefully.
 func runServe(ctx context.Context, c *command, p *process, args []string) error {
-	api, stderr := c.name == "serve", p.stderr
+	s := &server{api: c.name == "serve", worker: true, stderr: p.stderr}
 	fs := c.flagSet(p)
 	getenv := c.settingFlags(fs, p.getenv)
-	runWorker := true
-	if api {
-		fs.BoolVar(&runWorker, "worker", true, "also run the worker in this process")
+	if s.api {
+		fs.BoolVar(&s.worker, "worker", true, "also run the worker in this process")
 	}
 	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}
-	cfg, err := web.ConfigFromEnv(getenv, c.scopes...)
-	if err != nil {
+	var err error
+	if s.cfg, err = config.FromEnv(getenv, c.scopes...); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, cfg.LogLevel)
-	if err != nil {
+	if s.logger, err = newLogger(p.stderr, s.cfg.LogLevel); err != nil {
 		return err
 	}
-
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{
-		DailyTaskCap: cfg.DailyTaskCap, MaxOpenConns: cfg.DatabaseMaxConns, Timeout: cfg.DatabaseTimeout,
-		IdempotencyTTL:    cfg.IdempotencyTTL,
-		Logger:            logger,
-		AllowDotlessEmail: cfg.EmailAllowDotless, SessionIdle: cfg.SessionIdleTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return err
-	}
-	if err := store.SeedDemo(ctx); err != nil {
-		return err
-	}
-
-	// The key-use flusher stops when stop is called, after the HTTP server
-	// has drained, so no request's last use is lost.
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() { tuneGC(bg) })
-	// Metrics, when asked for, on their own listener; the open tasks are
-	// counted by one process of each kind that serves them.
-	var m *metrics.Metrics
-	var observer worker.Observer
-	var webhookObserver worker.WebhookObserver
-	if cfg.MetricsAddr != "" {
-		m = metrics.New()
-		observer, webhookObserver = m, m
-		metricsLn, err := listenAside("metrics", cfg.MetricsAddr, logger)
-		if err != nil {
-			return err
-		}
-		metricsSrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("metrics", "error", err.Error())
-			}
-		}()
-		defer metricsSrv.Close()
-		wg.Go(func() { m.CountOpenTasksEvery(bg, store, metricsCountEvery, logger) })
-	}
-	// serve listens before its worker starts, so that the origins left
-	// unset follow the address listened on before the worker's digests
-	// link to the reviewer site.
-	var ln *web.ConnLimiter
-	var fileLimit uint64
-	if api {
-		if fileLimit, err = raiseOpenFileLimit(); err != nil {
-			logger.Warn("could not raise the open file limit", "error", err.Error())
-		}
-		if ln, err = listen(cfg.Addr, cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.TrustedProxies); err != nil {
-			return err
-		}
-		defer ln.Close()
-		for _, warning := range cfg.DeriveOrigins(ln.Addr().String()) {
-			logger.Warn(warning)
-		}
-	}
-	notify := func(int) {}
-	if runWorker {
-		verifier, err := agent.New(cfg.Agent)
-		if err != nil {
-			return err
-		}
-		wcfg := worker.Config{
-			Queue: store, Verifier: verifier, Health: store, Demo: store, Keys: store, Logger: logger, Observer: observer,
-			Created:     store.TasksCreated(),
-			Concurrency: cfg.Workers, AttemptTimeout: cfg.AgentTimeout, Grace: cfg.ShutdownGrace,
-		}
-		mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, stderr)
-		if err != nil {
-			return err
-		}
-		// Reviewers' digests go out by the sign-in links' mail path and
-		// link to the reviewer site: serve knows its address, a worker
-		// alone only when ARBITER_REVIEW_URL is set, and without it claims
-		// no digest it could not link.
-		sender, ok := mailer.(arbiter.MailSender)
-		switch {
-		case ok && cfg.ReviewURL != "":
-			wcfg.Digests, wcfg.Mail, wcfg.QueueURL = store, sender, cfg.ReviewURL+"/review"
-			if cfg.AppURL != "" {
-				wcfg.ReportURL = cfg.AppURL + "/calibration"
-			}
-		case !api:
-			logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
-		}
-		w := worker.New(wcfg)
-		notify = func(int) { w.Notify() }
-		// The worker stops claiming at the signal, while the HTTP server
-		// drains; both have the grace period.
-		wg.Go(func() {
-			w.Run(ctx)
-		})
-		deliverer := worker.NewDeliverer(worker.WebhookConfig{
-			Store: store, Queued: store.WebhooksQueued(), AllowPrivate: cfg.WebhookAllowPrivate,
-			Mailer: mailer, Logger: logger, Observer: webhookObserver,
-		})
-		wg.Go(func() {
-			deliverer.Run(ctx)
-		})
-	}
-	if !api {
-		logger.Info("worker started", "store", store.Dialect(), "agent", cfg.Agent.Backend, "concurrency", cfg.Workers)
-		<-ctx.Done()
-		stop()
-		wg.Wait()
-		return nil
-	}
-
-	keys := web.NewKeyChecker(store, nil)
-	created := notify
-	if m != nil {
-		keys.Observe = m.KeyChecked
-		created = func(n int) {
-			m.TasksCreated(n)
-			notify(n)
-		}
-	}
-	wg.Go(func() {
-		keys.Run(bg, func(err error) { logger.Error("flush key use", "error", err.Error()) })
-	})
-	// Requests waiting for a task are answered when shutdown begins.
-	shuttingDown := make(chan struct{})
-	router := &web.Router{
-		Services: web.Services{
-			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
-			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store, Agreement: store,
-		},
-		KeyChecker:     keys,
-		Logger:         logger,
-		TaskCreated:    created,
-		ShuttingDown:   shuttingDown,
-		TrustedProxies: cfg.TrustedProxies,
-
-		WebhookAllowPrivate: cfg.WebhookAllowPrivate,
-	}
-	if m != nil {
-		router.Metrics = m
-	}
-	if err := router.ConfigureSignIn(ctx, cfg, store, logger, stderr); err != nil {
-		return err
-	}
-	srv := newHTTPServer(router.Routes(), ln, logger)
-	srv.RegisterOnShutdown(func() { close(shuttingDown) })
-	if cfg.PprofAddr != "" {
-		pprofLn, err := listenAside("profiler", cfg.PprofAddr, logger)
-		if err != nil {
-			return err
-		}
-		pprofSrv := servePprof(pprofLn, logger)
-		defer pprofSrv.Close()
-	}
-	if fileLimit > 0 && uint64(cfg.MaxConnections) > fileLimit {
-		logger.Warn("ARBITER_MAX_CONNECTIONS is above the open file limit; connections past the limit will fail to be accepted",
-			"max_connections", cfg.MaxConnections, "open_file_limit", fileLimit)
-	}
-	logger.Info("listening", "addr", ln.Addr().String(), "store", store.Dialect(), "worker", runWorker,
-		"max_connections", cfg.MaxConnections, "max_connections_per_ip", min(cfg.MaxConnectionsPerIP, cfg.MaxConnections),
-		"open_file_limit", fileLimit)
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		cancel()
-		stop()
-		wg.Wait()
-		return err
-	case <-ctx.Done():
-	}
-
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
-	defer cancel()
-	err = srv.Shutdown(shutdownCtx)
-	stop()
-	wg.Wait()
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	defer s.Close()
+	return s.Run(ctx)
 }
 
 // MaxHeaderBytes bounds a request's header; a larger one is answered 431,
@@ -346,11 +152,27 @@ func runMigrate(ctx context.Context, c *command, p *process, args []string) erro
 	if err := c.parse(c.flagSet(p), p, args); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, p.getenv)
+	s, err := newStoreServer(ctx, p.getenv)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	fmt.Fprintf(p.stderr, "arbiter: %s store migrated\n", store.Dialect())
+	defer s.Close()
+	fmt.Fprintf(p.stderr, "arbiter: %s store migrated\n", s.store.Dialect())
 	return nil
+}
+
+// newStoreServer opens and migrates the store for a command that does no
+// more with it than its own work (migrate, admin): it reads the settings of
+// config.ScopeStore only, and seeds nothing.
+func newStoreServer(ctx context.Context, getenv func(string) string) (*server, error) {
+	cfg, err := config.FromEnv(getenv, config.ScopeStore)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg}
+	if err := s.openStore(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }

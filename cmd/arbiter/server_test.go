@@ -38,6 +38,7 @@ func readStatus(t *testing.T, conn net.Conn, r *bufio.Reader) int {
 }
 
 func TestRun_AHugeHeaderIs431(t *testing.T) {
+	t.Parallel()
 	getenv := env(map[string]string{"ARBITER_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "a.db")})
 	base := serve(t, getenv)
 	for _, tc := range []struct {
@@ -120,6 +121,7 @@ func answeredWithinASecond(t *testing.T, base, from string) {
 // slot, or two that fill the server with connections idle in keep-alive,
 // cannot keep a third address from being answered within a second.
 func TestRun_OneAddressCannotHoldEveryConnection(t *testing.T) {
+	// Not parallel: the third address must be answered within a second.
 	const max, perIP = 4, 2
 	getenv := func(dir string) func(string) string {
 		return env(map[string]string{
@@ -198,6 +200,7 @@ func TestRun_OneAddressCannotHoldEveryConnection(t *testing.T) {
 }
 
 func TestRaiseOpenFileLimit(t *testing.T) {
+	// Not parallel: it lowers the process's open file limit.
 	var before syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &before); err != nil {
 		t.Skipf("no RLIMIT_NOFILE here: %v", err)
@@ -228,6 +231,7 @@ func TestRaiseOpenFileLimit(t *testing.T) {
 // profiler answer anyone who reaches them, so listening on every interface
 // draws a warning at start, and listening on loopback does not.
 func TestRun_SideListenersBeyondLoopbackAreWarnedOf(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		addr   string
 		warned bool
@@ -252,6 +256,7 @@ func TestRun_SideListenersBeyondLoopbackAreWarnedOf(t *testing.T) {
 }
 
 func TestBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]bool{
 		"0.0.0.0:9464":           true,
 		"[::]:9464":              true,

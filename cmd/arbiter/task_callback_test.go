@@ -15,6 +15,7 @@ import (
 // server keeps it (the task's events are queued for it once it is decided
 // by a person), and refuses one that is not https.
 func TestRun_TaskCreateCallbackURL(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)

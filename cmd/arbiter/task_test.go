@@ -42,6 +42,7 @@ func decodeTask(t *testing.T, out string) map[string]any {
 }
 
 func TestRun_TaskCreateWaitGet(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -131,6 +132,7 @@ func TestRun_TaskCreateWaitGet(t *testing.T) {
 }
 
 func TestRun_TaskErrors(t *testing.T) {
+	t.Parallel()
 	getenv := taskServer(t, "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
 	withEnv := func(k, v string) func(string) string {
 		return func(name string) string {
@@ -220,6 +222,7 @@ func TestRun_TaskErrors(t *testing.T) {
 }
 
 func TestRun_TaskCreateIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := taskServer(t, dbtest.URL(t, dialect))
@@ -245,6 +248,7 @@ func TestRun_TaskCreateIdempotencyKey(t *testing.T) {
 // it with --wait: when the deadline passes (moved into the past here) the
 // server's worker expires the task, and the command prints it and fails.
 func TestRun_TaskCreateDeadline(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)
@@ -349,6 +353,7 @@ func runCmd(getenv func(string) string, args ...string) (stdout, stderr string, 
 // page as the API answers it, every task with --all, and the server's
 // refusals.
 func TestRun_TaskList(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			getenv := taskServer(t, dbtest.URL(t, dialect))
@@ -402,6 +407,7 @@ func TestRun_TaskList(t *testing.T) {
 // TestRun_TaskCalibration creates a task with its own audit rate, has it
 // audited against the verifier, and reads the report through the CLI.
 func TestRun_TaskCalibration(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			url := dbtest.URL(t, dialect)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/useragent"
 	"github.com/arbiterhq/arbiter/views/components"
 	"github.com/arbiterhq/arbiter/views/layouts"
 )
@@ -77,7 +78,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var3 string
 					templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs("audit-" + e.Kind)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 33, Col: 42}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 34, Col: 42}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 					if templ_7745c5c3_Err != nil {
@@ -106,7 +107,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var4 string
 					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(eventDetail(e))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 40, Col: 82}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 41, Col: 82}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 					if templ_7745c5c3_Err != nil {
@@ -119,7 +120,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var5 string
 					templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(eventDetail(e))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 40, Col: 101}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 41, Col: 101}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 					if templ_7745c5c3_Err != nil {
@@ -132,7 +133,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var6 string
 					templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(e.Actor)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 41, Col: 70}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 42, Col: 70}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 					if templ_7745c5c3_Err != nil {
@@ -145,7 +146,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var7 string
 					templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(e.Actor)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 41, Col: 82}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 42, Col: 82}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 					if templ_7745c5c3_Err != nil {
@@ -158,7 +159,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var8 string
 					templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(e.ClientIP)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 42, Col: 99}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 43, Col: 99}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 					if templ_7745c5c3_Err != nil {
@@ -171,7 +172,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var9 string
 					templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(e.ClientIP)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 42, Col: 114}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 43, Col: 114}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 					if templ_7745c5c3_Err != nil {
@@ -184,7 +185,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var10 string
 					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(e.UserAgent)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 43, Col: 102}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 44, Col: 102}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 					if templ_7745c5c3_Err != nil {
@@ -197,7 +198,7 @@ func Audit(p layouts.Page, events []*arbiter.AuditEvent, now time.Time) templ.Co
 					var templ_7745c5c3_Var11 string
 					templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(browserLabel(e.UserAgent))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 43, Col: 160}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/audit.templ`, Line: 44, Col: 160}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 					if templ_7745c5c3_Err != nil {
@@ -293,7 +294,7 @@ func browserLabel(ua string) string {
 	if ua == "" {
 		return "–"
 	}
-	if d := arbiter.DescribeUserAgent(ua); d != "" {
+	if d := useragent.Describe(ua); d != "" {
 		return d
 	}
 	return ua

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -159,10 +158,7 @@ func (c confusion) cell(agent, human string) string {
 	return strconv.Itoa(c.Cells[[2]string{agent, human}])
 }
 
-// The charts: SVG drawn on the server, so the report needs no script and
-// the page's Content-Security-Policy (no inline style or script) holds.
-// They use presentation attributes only, and every text in them is a
-// number or a fixed label.
+// The charts' geometry; calibration_chart.templ draws them.
 
 const (
 	chartW, chartH           = 420, 320
@@ -181,79 +177,24 @@ func px(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f',
 func sx(x float64) float64       { return plotL + x*(plotR-plotL) }
 func sy(y, ymax float64) float64 { return plotB - min(y/ymax, 1)*(plotB-plotT) }
 func clamp01(x float64) float64  { return min(max(x, 0), 1) }
-func line(b *strings.Builder, x1, y1, x2, y2 float64, stroke, width, dash string) {
-	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"`, px(x1), px(y1), px(x2), px(y2), stroke, width)
-	if dash != "" {
-		fmt.Fprintf(b, ` stroke-dasharray="%s"`, dash)
+
+// tickLabel writes a y tick: a number, or a percentage.
+func tickLabel(y float64, percent bool) string {
+	if percent {
+		return percentText(y)
 	}
-	b.WriteString("/>")
+	return strconv.FormatFloat(y, 'f', -1, 64)
 }
 
-// text writes a label, a number or a fixed word: nothing a user typed.
-func text(b *strings.Builder, x, y float64, anchor, s, color string) {
-	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="%s" font-size="%s" fill="%s">%s</text>`, px(x), px(y), anchor, fontSz, color, s)
-}
-
-// axes draws the grid, the ticks and the axis titles; y ticks run to ymax.
-func axes(b *strings.Builder, xTitle, yTitle string, ymax float64, yPercent bool) {
-	for i := 0; i <= 5; i++ {
-		f := float64(i) / 5
-		line(b, sx(f), plotT, sx(f), plotB, colorGrid, "1", "")
-		line(b, plotL, sy(f*ymax, ymax), plotR, sy(f*ymax, ymax), colorGrid, "1", "")
-		text(b, sx(f), plotB+16, "middle", strconv.FormatFloat(f, 'f', -1, 64), colorAxis)
-		label := strconv.FormatFloat(f*ymax, 'f', -1, 64)
-		if yPercent {
-			label = percentText(f * ymax)
-		}
-		text(b, plotL-6, sy(f*ymax, ymax)+4, "end", label, colorAxis)
-	}
-	line(b, plotL, plotB, plotR, plotB, colorAxis, "1", "")
-	line(b, plotL, plotT, plotL, plotB, colorAxis, "1", "")
-	text(b, (plotL+plotR)/2, chartH-8, "middle", xTitle, colorAxis)
-	fmt.Fprintf(b, `<text x="14" y="%s" text-anchor="middle" font-size="%s" fill="%s" transform="rotate(-90 14 %s)">%s</text>`,
-		px((plotT+plotB)/2), fontSz, colorAxis, px((plotT+plotB)/2), yTitle)
-}
-
-// svgOpen starts a chart with its accessible title and description.
-func svgOpen(b *strings.Builder, id, title, desc string) {
-	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="100%%" role="img" aria-labelledby="%s-title %s-desc" class="h-auto w-full max-w-xl" data-testid="%s">`,
-		chartW, chartH, id, id, id)
-	fmt.Fprintf(b, `<title id="%s-title">%s</title><desc id="%s-desc">%s</desc>`, id, title, id, desc)
-}
-
-// ReliabilitySVG draws the reliability diagram: for each bin with pairs, a
-// bar up to its observed accuracy, its mean confidence and accuracy as a
-// point, and the Wilson 95% interval as a whisker, against the diagonal of
-// perfect calibration.
-func ReliabilitySVG(c arbiter.Calibration) string {
-	var b strings.Builder
-	svgOpen(&b, "reliability", "Reliability diagram",
-		"Observed accuracy against the agent's confidence, in ten bins, with 95% intervals. Points on the dashed diagonal are perfectly calibrated; points below it are overconfident.")
-	axes(&b, "Agent's confidence", "Observed accuracy", 1, false)
+// drawnBins are the reliability bins with pairs, which the diagram draws.
+func drawnBins(c arbiter.Calibration) []arbiter.ReliabilityBin {
+	var out []arbiter.ReliabilityBin
 	for _, bin := range c.Bins {
-		if bin.N == 0 || bin.Accuracy == nil {
-			continue
+		if bin.N > 0 && bin.Accuracy != nil {
+			out = append(out, bin)
 		}
-		x0, x1 := sx(bin.Lower)+2, sx(bin.Upper)-2
-		y := sy(*bin.Accuracy, 1)
-		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s–%s: accuracy %s of %d</title></rect>`,
-			px(x0), px(y), px(x1-x0), px(plotB-y), colorBar, threshold(bin.Lower), threshold(bin.Upper), percentText(*bin.Accuracy), bin.N)
 	}
-	// The diagonal over the bars, the points and intervals over both.
-	line(&b, sx(0), sy(0, 1), sx(1), sy(1, 1), colorIdeal, "1.5", "4 4")
-	for _, bin := range c.Bins {
-		if bin.N == 0 || bin.Accuracy == nil {
-			continue
-		}
-		y := sy(*bin.Accuracy, 1)
-		cx := sx(clamp01(*bin.MeanConfidence))
-		line(&b, cx, sy(*bin.WilsonLower, 1), cx, sy(*bin.WilsonUpper, 1), colorPoint, "1.5", "")
-		line(&b, cx-4, sy(*bin.WilsonLower, 1), cx+4, sy(*bin.WilsonLower, 1), colorPoint, "1.5", "")
-		line(&b, cx-4, sy(*bin.WilsonUpper, 1), cx+4, sy(*bin.WilsonUpper, 1), colorPoint, "1.5", "")
-		fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`, px(cx), px(y), colorPoint)
-	}
-	b.WriteString("</svg>")
-	return b.String()
+	return out
 }
 
 // riskScale is the top of the risk axis: the least of 5%, 10%, 20%, 50% and
@@ -273,38 +214,19 @@ func riskScale(c arbiter.Calibration, target float64) float64 {
 	return 1
 }
 
-// RiskCoverageSVG draws the risk–coverage curve: for each threshold with
-// data, the share of tasks the agent would decide (x) against the estimated
-// error among them (solid) and its upper 95% bound (dashed, clipped at the
-// top of the axis), with the target as a red line and the recommended
-// threshold as a green point.
-func RiskCoverageSVG(c arbiter.Calibration, target float64) string {
-	var b strings.Builder
-	ymax := riskScale(c, target)
-	svgOpen(&b, "risk-coverage", "Risk–coverage curve",
-		"For each threshold, the share of tasks the agent would decide alone against the estimated error rate among them (solid) and its upper 95% bound (dashed); the red line is the target error rate.")
-	axes(&b, "Share the agent decides (coverage)", "Error rate", ymax, true)
-	line(&b, plotL, sy(target, ymax), plotR, sy(target, ymax), colorTarget, "1.5", "6 3")
-	text(&b, plotR, sy(target, ymax)-4, "end", "target "+percentText(target), colorTarget)
-	var est, upper []string
+// riskCurves are the points of the risk–coverage curve, from the highest
+// threshold (least coverage) down: the estimated error and its upper
+// bound, as a polyline's points; both "" without data.
+func riskCurves(c arbiter.Calibration, ymax float64) (est, upper string) {
+	var e, u []string
 	for k := len(c.RiskCoverage) - 1; k >= 0; k-- {
 		p := c.RiskCoverage[k]
 		if p.ErrorRate == nil {
 			continue
 		}
 		x := px(sx(clamp01(p.Coverage)))
-		est = append(est, x+","+px(sy(*p.ErrorRate, ymax)))
-		upper = append(upper, x+","+px(sy(*p.ErrorUpper, ymax)))
+		e = append(e, x+","+px(sy(*p.ErrorRate, ymax)))
+		u = append(u, x+","+px(sy(*p.ErrorUpper, ymax)))
 	}
-	if len(upper) > 0 {
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="4 3"/>`, strings.Join(upper, " "), colorUpper)
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(est, " "), colorEstim)
-	}
-	if r := c.Recommendation; r.Threshold != nil {
-		x, y := sx(clamp01(*r.AutomationRate)), sy(*r.ErrorUpper, ymax)
-		fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="5" fill="%s"><title>threshold %s</title></circle>`, px(x), px(y), colorRecommended, threshold(*r.Threshold))
-		text(&b, min(x+8, plotR-40), y-8, "start", "≥ "+threshold(*r.Threshold), colorRecommended)
-	}
-	b.WriteString("</svg>")
-	return b.String()
+	return strings.Join(e, " "), strings.Join(u, " ")
 }

@@ -109,7 +109,7 @@ func Calibration(p layouts.Page, v CalibrationView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templ.Raw(ReliabilitySVG(v.Report.Calibration)).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = reliabilityChart(v.Report.Calibration).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -117,7 +117,7 @@ func Calibration(p layouts.Page, v CalibrationView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templ.Raw(RiskCoverageSVG(v.Report.Calibration, v.Filter.TargetErrorRate)).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = riskCoverageChart(v.Report.Calibration, v.Filter.TargetErrorRate).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

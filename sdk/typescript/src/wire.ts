@@ -1139,9 +1139,15 @@ export interface components {
              * @description The estimated share of the agent's answers at or above the threshold (from the weighted pairs).
              */
             coverage: number | null;
-            /** @description Blind audits at or above the threshold. */
+            /**
+             * Format: int64
+             * @description Blind audits at or above the threshold.
+             */
             n: number;
-            /** @description Of them, how many a person disagreed with. */
+            /**
+             * Format: int64
+             * @description Of them, how many a person disagreed with.
+             */
             errors: number;
             /**
              * Format: double
@@ -1153,7 +1159,10 @@ export interface components {
              * @description The lowest threshold the audits sample uniformly: below it, the buckets hold routed pairs. Null when the highest bucket does.
              */
             floor: number | null;
-            /** @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already. */
+            /**
+             * Format: int64
+             * @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already.
+             */
             audits_needed: number | null;
             /**
              * Format: double
@@ -1162,6 +1171,11 @@ export interface components {
             at_threshold: number | null;
             /** @description The certificate in one sentence: "At or above 0.91 the agent is wrong at most 2% of the time, with 95% confidence", or why not yet. */
             message: string;
+            /**
+             * Format: int64
+             * @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits.
+             */
+            audit_days: number | null;
         };
         /** @description Whether the target can be met at all: when the agent's estimated error rate μ is above the target α, at least (μ−α)/(1−α) of tasks must go to people whatever the threshold. */
         CalibrationFeasibility: {
@@ -1181,7 +1195,7 @@ export interface components {
         };
         /** @description Agreement between the agent and people over the confusion table (in pairs): raw agreement, Cohen's κ, and Gwet's AC1, which stays stable when most answers are one verdict, where κ collapses. A figure is null where it is undefined. */
         AgreementStats: {
-            /** Format: int32 */
+            /** Format: int64 */
             n: number;
             /**
              * Format: double
@@ -1205,9 +1219,15 @@ export interface components {
             dimension: "task_type" | "model";
             /** @description The task_type or the model ("" for none). */
             value: string;
-            /** @description Labelled pairs in the stratum. */
+            /**
+             * Format: int64
+             * @description Labelled pairs in the stratum.
+             */
             n: number;
-            /** @description Of them, blind audits. */
+            /**
+             * Format: int64
+             * @description Of them, blind audits.
+             */
             audits: number;
             certification: components["schemas"]["CalibrationCertification"];
         };
@@ -1228,9 +1248,15 @@ export interface components {
         CalibrationDrift: {
             /** @description The blind audit whose answer crossed. */
             task_id: string;
-            /** @description Blind audits in the window. */
+            /**
+             * Format: int64
+             * @description Blind audits in the window.
+             */
             audits: number;
-            /** @description Of them, answers a person disagreed with. */
+            /**
+             * Format: int64
+             * @description Of them, answers a person disagreed with.
+             */
             errors: number;
             /**
              * Format: double
@@ -1252,21 +1278,16 @@ export interface components {
              * @description The confidence of the bound.
              */
             confidence: number;
-            /** @description When it crossed (epoch seconds). */
-            drifted_at: number;
-            /** @description When the window came back under the target (epoch seconds); null while drifted. */
-            cleared_at: number | null;
-        };
-        /** @description The body of calibration.drifted. */
-        WebhookDriftEvent: {
-            /** @enum {string} */
-            type: "calibration.drifted";
             /**
-             * Format: date-time
-             * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+             * Format: double
+             * @description When it crossed (epoch seconds).
              */
-            timestamp: string;
-            data: components["schemas"]["CalibrationDrift"];
+            drifted_at: number;
+            /**
+             * Format: double
+             * @description When the window came back under the target (epoch seconds); null while drifted.
+             */
+            cleared_at: number | null;
         };
         /** @description The task's review requirement, as its create asked (absent for today's single review). */
         ReviewRequirement: {
@@ -3345,6 +3366,7 @@ export interface operations {
                      *         "floor": 0.8,
                      *         "audits_needed": 10,
                      *         "at_threshold": 0.85,
+                     *         "audit_days": null,
                      *         "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%. About 10 more blind audits at or above 0.85 would certify it there, if the error rate seen (0%) holds."
                      *       },
                      *       "feasibility": {
@@ -3392,6 +3414,7 @@ export interface operations {
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
+                     *             "audit_days": null,
                      *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
                      *           }
                      *         },
@@ -3412,6 +3435,7 @@ export interface operations {
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
+                     *             "audit_days": null,
                      *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
                      *           }
                      *         }
@@ -3879,7 +3903,16 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["WebhookDriftEvent"];
+                "application/json": {
+                    /** @enum {string} */
+                    type: "calibration.drifted";
+                    /**
+                     * Format: date-time
+                     * @description When the account crossed (RFC 3339, UTC, to the millisecond).
+                     */
+                    timestamp: string;
+                    data: components["schemas"]["CalibrationDrift"];
+                };
             };
         };
         responses: {

@@ -1,11 +1,13 @@
-package arbiter
+// Package useragent names the browser and operating system of a User-Agent
+// header for people, for the audit log.
+package useragent
 
 import "strings"
 
-// userAgentBrowsers are the products a user agent names, most specific
+// browsers are the products a user agent names, most specific
 // first: Edge and Opera also say Chrome, Chrome also says Safari. Tools
 // are shown with their full version, browsers with the major one.
-var userAgentBrowsers = []struct {
+var browsers = []struct {
 	token, name string
 	tool        bool
 }{
@@ -18,21 +20,21 @@ var userAgentBrowsers = []struct {
 	{"python-requests/", "Python requests", true}, {"PostmanRuntime/", "Postman", true},
 }
 
-// userAgentSystems are the operating systems a user agent names, most
+// systems are the operating systems a user agent names, most
 // specific first: Android also says Linux, iOS also says Mac OS X.
-var userAgentSystems = []struct{ token, name string }{
+var systems = []struct{ token, name string }{
 	{"Windows", "Windows"}, {"iPhone", "iOS"}, {"iPad", "iPadOS"}, {"iPod", "iOS"},
 	{"Android", "Android"}, {"CrOS", "ChromeOS"}, {"Macintosh", "macOS"}, {"Mac OS X", "macOS"},
 	{"Ubuntu", "Linux"}, {"Fedora", "Linux"}, {"Linux", "Linux"}, {"FreeBSD", "FreeBSD"}, {"OpenBSD", "OpenBSD"},
 }
 
-// DescribeUserAgent names the browser and operating system of a User-Agent
+// Describe names the browser and operating system of a User-Agent
 // header for people, as "Chrome 156 on Linux", "Safari 17 on iOS" or
 // "curl 8.5.0". It returns "" when it recognises neither; callers then show
 // the header itself. Browsers get their major version, tools their full one.
-func DescribeUserAgent(ua string) string {
+func Describe(ua string) string {
 	browser := ""
-	for _, b := range userAgentBrowsers {
+	for _, b := range browsers {
 		if i := strings.Index(ua, b.token); i >= 0 {
 			version := productVersion(ua[i+len(b.token):])
 			if !b.tool {
@@ -53,7 +55,7 @@ func DescribeUserAgent(ua string) string {
 	}
 	system := ""
 	if strings.Contains(ua, "(") {
-		for _, s := range userAgentSystems {
+		for _, s := range systems {
 			if strings.Contains(ua, s.token) {
 				system = s.name
 				break

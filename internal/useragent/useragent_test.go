@@ -1,13 +1,13 @@
-package arbiter_test
+package useragent_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/useragent"
 )
 
-func TestDescribeUserAgent(t *testing.T) {
+func TestDescribe(t *testing.T) {
 	for _, tc := range []struct{ ua, want string }{
 		{"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.7390.54 Safari/537.36", "Chrome 156 on Linux"},
 		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91", "Edge 120 on Windows"},
@@ -29,8 +29,8 @@ func TestDescribeUserAgent(t *testing.T) {
 		{"Mozilla/5.0 (Windows NT 10.0)", "Windows"},
 		{"Chrome/" + strings.Repeat("9", 1000), "Chrome 9999999999999999"},
 	} {
-		if got := arbiter.DescribeUserAgent(tc.ua); got != tc.want {
-			t.Errorf("DescribeUserAgent(%.80q) = %q, want %q", tc.ua, got, tc.want)
+		if got := useragent.Describe(tc.ua); got != tc.want {
+			t.Errorf("Describe(%.80q) = %q, want %q", tc.ua, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package db
+// Package sqlitegate makes a SQLite store's writers take turns: a
+// database/sql driver connector whose connections wait for a turn, first
+// come first served, before they write.
+package sqlitegate
 
 import (
 	"context"
@@ -18,17 +21,17 @@ import (
 // the lock ahead of one that has waited a second, and a write's wait had
 // no bound but the store's timeout: with 64 goroutines creating tasks, the
 // slowest waited 1.6 s. The store's own connections therefore take turns
-// in Go, first come first served (writeGate), and meet busy_timeout only
-// when another process writes to the same file.
+// in Go, first come first served (Gate), and meet busy_timeout only when
+// another process writes to the same file.
 //
 // A turn is taken by every transaction but a read-only one (they begin
 // IMMEDIATE, taking the write lock at once) and by every statement outside
-// a transaction that may write (writes). A statement inside a transaction
+// a transaction that may write (Writes). A statement inside a transaction
 // runs in its transaction's turn; a query that writes keeps the turn until
 // its rows are closed, as SQLite keeps the lock.
 
-// writeGate hands out turns to write, in the order they were asked for.
-type writeGate struct {
+// Gate hands out turns to write, in the order they were asked for.
+type Gate struct {
 	// turn holds a token while a connection writes. Senders blocked on a
 	// channel are woken in the order they came, and a newcomer finds the
 	// buffer full while anyone waits, so turns go first come first served.
@@ -37,13 +40,24 @@ type writeGate struct {
 	waiting atomic.Int64
 }
 
-func newWriteGate(timeout time.Duration) *writeGate {
-	return &writeGate{turn: make(chan struct{}, 1), timeout: timeout}
+// New returns a gate whose writers wait at most timeout for a turn.
+func New(timeout time.Duration) *Gate {
+	return &Gate{turn: make(chan struct{}, 1), timeout: timeout}
 }
 
+// Connector returns c with connections that take a turn of g for every
+// write.
+func (g *Gate) Connector(c driver.Connector) driver.Connector {
+	return gatedConnector{Connector: c, gate: g}
+}
+
+// Waiting returns how many calls wait for a turn.
+func (g *Gate) Waiting() int64 { return g.waiting.Load() }
+
 // enter waits for a turn, at most until ctx ends or the store's timeout
-// passes, which is then an error that timedOut recognises (EUNAVAILABLE).
-func (g *writeGate) enter(ctx context.Context) error {
+// passes, which is then an error that wraps context.DeadlineExceeded (the
+// store's EUNAVAILABLE).
+func (g *Gate) enter(ctx context.Context) error {
 	select {
 	case g.turn <- struct{}{}:
 		return nil
@@ -63,15 +77,15 @@ func (g *writeGate) enter(ctx context.Context) error {
 	}
 }
 
-func (g *writeGate) leave() { <-g.turn }
+func (g *Gate) leave() { <-g.turn }
 
 // writeWords finds a statement that writes inside a WITH.
 var writeWords = regexp.MustCompile(`(?i)\b(INSERT|UPDATE|DELETE|REPLACE)\b`)
 
-// writes reports whether query may write: anything but a SELECT, an
+// Writes reports whether query may write: anything but a SELECT, an
 // EXPLAIN, or a WITH that neither inserts, updates nor deletes. A query
 // that starts otherwise, even with a comment, counts as a write.
-func writes(query string) bool {
+func Writes(query string) bool {
 	q := strings.TrimLeft(query, " \t\r\n")
 	word := q
 	if end := strings.IndexFunc(q, func(r rune) bool { return !unicode.IsLetter(r) }); end >= 0 {
@@ -89,7 +103,7 @@ func writes(query string) bool {
 // gatedConnector opens SQLite connections that take turns to write.
 type gatedConnector struct {
 	driver.Connector
-	gate *writeGate
+	gate *Gate
 }
 
 // sqliteConn is what the store needs of a modernc.org/sqlite connection:
@@ -129,7 +143,7 @@ func (c gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // uses a connection from one goroutine at a time, so inTx needs no lock.
 type gatedConn struct {
 	sqliteConn
-	gate *writeGate
+	gate *Gate
 	inTx bool // the connection's transaction holds a turn
 }
 
@@ -207,11 +221,11 @@ func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.St
 		stmt.Close()
 		return nil, fmt.Errorf("the SQLite driver's statement (%T) lacks a method the store needs", stmt)
 	}
-	return &gatedStmt{sqliteStmt: ss, conn: c, write: writes(query)}, nil
+	return &gatedStmt{sqliteStmt: ss, conn: c, write: Writes(query)}, nil
 }
 
 func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	taken, err := c.turn(ctx, writes(query))
+	taken, err := c.turn(ctx, Writes(query))
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +236,7 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 }
 
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	taken, err := c.turn(ctx, writes(query))
+	taken, err := c.turn(ctx, Writes(query))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +291,7 @@ func (s *gatedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 // gatedRows gives back its query's turn when closed.
 type gatedRows struct {
 	driver.Rows
-	gate *writeGate
+	gate *Gate
 	once sync.Once
 }
 

@@ -1,16 +1,16 @@
-package web_test
+package config_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/config"
 )
 
-func TestConfigFromEnv_IdempotencyTTL(t *testing.T) {
+func TestFromEnv_IdempotencyTTL(t *testing.T) {
 	for value, want := range map[string]time.Duration{"": 24 * time.Hour, "1h": time.Hour, "1s": time.Second, "168h": 7 * 24 * time.Hour} {
-		c, err := web.ConfigFromEnv(func(k string) string {
+		c, err := config.FromEnv(func(k string) string {
 			if k == "ARBITER_IDEMPOTENCY_TTL" {
 				return value
 			}
@@ -21,7 +21,7 @@ func TestConfigFromEnv_IdempotencyTTL(t *testing.T) {
 		}
 	}
 	for _, value := range []string{"0", "0s", "500ms", "-1h", "a day", "24"} {
-		_, err := web.ConfigFromEnv(func(k string) string {
+		_, err := config.FromEnv(func(k string) string {
 			if k == "ARBITER_IDEMPOTENCY_TTL" {
 				return value
 			}

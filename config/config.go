@@ -1,4 +1,10 @@
-package web
+// Package config is the configuration of a server process: every setting
+// declared once in Settings, with its environment variable, default, scope
+// and help, read by FromEnv and listed by `arbiter COMMAND --help`. It
+// imports none of the packages it configures (the store, the worker, the
+// verifier backends, the HTTP server): cmd/arbiter reads a Config and hands
+// each its part, so a command that only opens the store links no more.
+package config
 
 import (
 	"errors"
@@ -13,9 +19,6 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
-	"github.com/arbiterhq/arbiter/agent"
-	"github.com/arbiterhq/arbiter/db"
-	"github.com/arbiterhq/arbiter/worker"
 )
 
 // Config is the whole configuration of a server process, built once from the
@@ -69,7 +72,7 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// Agent selects the verifier backend (ARBITER_AGENT and
 	// ARBITER_AGENT_*).
-	Agent agent.Config
+	Agent Agent
 	// AgentTimeout bounds one verifier call (ARBITER_AGENT_TIMEOUT); the
 	// worker applies it, the call's one time limit.
 	AgentTimeout time.Duration
@@ -111,6 +114,19 @@ type Config struct {
 	GitHub, Google, OIDC OAuthClient
 }
 
+// Agent selects and configures the verifier backend; cmd/arbiter hands it
+// to agent.New as an agent.Config, whose fields it mirrors.
+type Agent struct {
+	Backend   string // ARBITER_AGENT: none (default), openai or rules
+	BaseURL   string // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1
+	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token when set
+	Model     string // ARBITER_AGENT_MODEL
+	RulesFile string // ARBITER_AGENT_RULES
+	// MaxRPS, when above zero, is the most calls a second the openai
+	// backend makes from this process (ARBITER_AGENT_MAX_RPS).
+	MaxRPS float64
+}
+
 // OAuthClient is the registration of Arbiter with one identity provider.
 type OAuthClient struct {
 	ClientID, ClientSecret string
@@ -122,8 +138,20 @@ type OAuthClient struct {
 // Configured reports whether the client id and secret are both set.
 func (c OAuthClient) Configured() bool { return c.ClientID != "" && c.ClientSecret != "" }
 
-// Default configuration values.
+// Default configuration values. Those of the store, the worker and the
+// verifier are the defaults those packages apply themselves to a zero
+// value (db.DefaultURL, db.DefaultTimeout, worker.DefaultConcurrency,
+// worker.DefaultAttemptTimeout, worker.DefaultGrace, agent.BackendNone),
+// repeated here so that reading the settings links none of them; a test
+// keeps the two equal.
 const (
+	DefaultDatabaseURL     = "sqlite:arbiter.db"
+	DefaultDatabaseTimeout = 5 * time.Second
+	DefaultWorkers         = 8
+	DefaultAgentTimeout    = 30 * time.Second
+	DefaultShutdownGrace   = 10 * time.Second
+	DefaultAgentBackend    = "none"
+
 	DefaultAddr           = ":8080"
 	DefaultOrigin         = "http://localhost:8080"
 	DefaultMaxConnections = 4096
@@ -165,7 +193,7 @@ func (s Scope) Title() string {
 
 // A Setting is one value of Config read from the environment. Each is
 // declared once, in Settings, with its variable, default and help:
-// ConfigFromEnv reads it from there and `arbiter COMMAND --help` prints it
+// FromEnv reads it from there and `arbiter COMMAND --help` prints it
 // from there, so the two cannot drift apart.
 type Setting struct {
 	// Env is the environment variable, e.g. ARBITER_ADDR.
@@ -197,13 +225,13 @@ type Setting struct {
 // helpers cover most), and a row in README.md's configuration table; a test
 // checks that every variable read is listed here and in README.md.
 var Settings = []Setting{
-	{Env: "ARBITER_DATABASE_URL", Fallback: "DATABASE_URL", Default: db.DefaultURL, Scope: ScopeStore,
+	{Env: "ARBITER_DATABASE_URL", Fallback: "DATABASE_URL", Default: DefaultDatabaseURL, Scope: ScopeStore,
 		Help: "the store: postgres://… for Postgres, sqlite:PATH for SQLite",
 		Set:  stringSetting(func(c *Config) *string { return &c.DatabaseURL })},
 	{Env: "ARBITER_DATABASE_MAX_CONNS", Scope: ScopeStore,
 		Help: "the store's connection pool (unset: the store's default, 8)",
 		Set:  intSetting(func(c *Config) *int { return &c.DatabaseMaxConns }, 0)},
-	{Env: "ARBITER_DB_TIMEOUT", Default: db.DefaultTimeout.String(), Scope: ScopeStore,
+	{Env: "ARBITER_DB_TIMEOUT", Default: DefaultDatabaseTimeout.String(), Scope: ScopeStore,
 		Help: "the limit on one call to the store, lock and pool waits included; past it, 503",
 		Set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
@@ -226,10 +254,10 @@ var Settings = []Setting{
 			return nil
 		}},
 
-	{Env: "ARBITER_WORKERS", Default: strconv.Itoa(worker.DefaultConcurrency), Scope: ScopeWorker,
+	{Env: "ARBITER_WORKERS", Default: strconv.Itoa(DefaultWorkers), Scope: ScopeWorker,
 		Help: "concurrent verifier calls per worker process",
 		Set:  intSetting(func(c *Config) *int { return &c.Workers }, 1)},
-	{Env: "ARBITER_AGENT", Default: agent.BackendNone, Scope: ScopeWorker,
+	{Env: "ARBITER_AGENT", Default: DefaultAgentBackend, Scope: ScopeWorker,
 		Help: "the verifier backend: none, openai or rules",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Backend })},
 	{Env: "ARBITER_AGENT_BASE_URL", Scope: ScopeWorker,
@@ -241,7 +269,7 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT_MODEL", Scope: ScopeWorker,
 		Help: "openai: the model name",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Model })},
-	{Env: "ARBITER_AGENT_TIMEOUT", Default: worker.DefaultAttemptTimeout.String(), Scope: ScopeWorker,
+	{Env: "ARBITER_AGENT_TIMEOUT", Default: DefaultAgentTimeout.String(), Scope: ScopeWorker,
 		Help: "the limit on one verifier call",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.AgentTimeout })},
 	{Env: "ARBITER_AGENT_MAX_RPS", Scope: ScopeWorker,
@@ -257,7 +285,7 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT_RULES", Scope: ScopeWorker,
 		Help: "rules: the rules file",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.RulesFile })},
-	{Env: "ARBITER_SHUTDOWN_GRACE", Default: worker.DefaultGrace.String(), Scope: ScopeWorker,
+	{Env: "ARBITER_SHUTDOWN_GRACE", Default: DefaultShutdownGrace.String(), Scope: ScopeWorker,
 		Help: "how long requests and verifier calls in flight may finish after SIGTERM",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Env: "ARBITER_WEBHOOK_ALLOW_PRIVATE", Default: "0", Scope: ScopeWorker,
@@ -321,7 +349,7 @@ var Settings = []Setting{
 	{Env: "ARBITER_TRUSTED_PROXIES", Scope: ScopeHTTP,
 		Help: "comma-separated networks of reverse proxies whose X-Forwarded-For names the client",
 		Set: func(c *Config, v string) error {
-			nets, err := parseTrustedProxies(v)
+			nets, err := ParseTrustedProxies(v)
 			if err != nil {
 				return fmt.Errorf("must be comma-separated networks such as 10.0.0.0/8 or addresses such as 192.168.1.5; %w", err)
 			}
@@ -385,10 +413,10 @@ var Settings = []Setting{
 		Set:  stringSetting(func(c *Config) *string { return &c.OIDC.ClientSecret })},
 }
 
-// ConfigFromEnv reads the settings of the given scopes (all of them when
+// FromEnv reads the settings of the given scopes (all of them when
 // none is given) from getenv, applying defaults. A value that cannot be
 // parsed is an error naming the variable.
-func ConfigFromEnv(getenv func(string) string, scopes ...Scope) (Config, error) {
+func FromEnv(getenv func(string) string, scopes ...Scope) (Config, error) {
 	var c Config
 	for _, s := range Settings {
 		if len(scopes) > 0 && !slices.Contains(scopes, s.Scope) {

@@ -1,4 +1,8 @@
-package arbiter
+// Package jsonfields reads what Go's JSON decoder does not tell: a struct
+// type's exact member names, and the member names of a JSON object as they
+// are written, in order, repeats included. A strict decoder holds a body to
+// exact field names with them.
+package jsonfields
 
 import (
 	"encoding/json"
@@ -8,38 +12,37 @@ import (
 	"unicode/utf8"
 )
 
-// The helpers of DecodeJSONStrict that hold it to exact field names: Go's
-// decoder matches member names without regard to case and keeps the last
-// of a repeated member, so the names are read once more, without decoding
-// the values.
+// Go's decoder matches member names without regard to case and keeps the
+// last of a repeated member, so a strict decoder reads the names once more,
+// without decoding the values.
 
-// jsonFields are the JSON member names of a struct type, numbered.
-type jsonFields struct {
-	names []string
-	index map[string]int // name → its position in names
-	// notNull[i] is set when names[i] may not be null: its field is
+// Fields are the JSON member names of a struct type, numbered.
+type Fields struct {
+	Names []string
+	Index map[string]int // name → its position in Names
+	// NotNull[i] is set when Names[i] may not be null: its field is
 	// tagged null:"refuse". Go's decoder takes null for a pointer as
 	// leaving it out, which hides a null the schema forbids.
-	notNull []bool
+	NotNull []bool
 }
 
-// fieldsByType caches jsonFieldsOf.
-var fieldsByType sync.Map // reflect.Type → *jsonFields
+// fieldsByType caches Of.
+var fieldsByType sync.Map // reflect.Type → *Fields
 
-// jsonFieldsOf returns the JSON member names of struct type t, as its json
+// Of returns the JSON member names of struct type t, as its json
 // tags (or field names) spell them, including those of embedded structs. A
 // type that is not a struct has none.
-func jsonFieldsOf(t reflect.Type) *jsonFields {
+func Of(t reflect.Type) *Fields {
 	if f, ok := fieldsByType.Load(t); ok {
-		return f.(*jsonFields)
+		return f.(*Fields)
 	}
-	f := &jsonFields{index: map[string]int{}}
+	f := &Fields{Index: map[string]int{}}
 	f.add(t)
 	fieldsByType.Store(t, f)
 	return f
 }
 
-func (f *jsonFields) add(t reflect.Type) {
+func (f *Fields) add(t reflect.Type) {
 	if t.Kind() != reflect.Struct {
 		return
 	}
@@ -57,24 +60,24 @@ func (f *jsonFields) add(t reflect.Type) {
 		case name == "":
 			name = field.Name
 		}
-		f.index[name] = len(f.names)
-		f.names = append(f.names, name)
-		f.notNull = append(f.notNull, field.Tag.Get("null") == "refuse")
+		f.Index[name] = len(f.Names)
+		f.Names = append(f.Names, name)
+		f.NotNull = append(f.NotNull, field.Tag.Get("null") == "refuse")
 	}
 }
 
-// eachObjectKey calls fn with each member name of the JSON object b holds,
+// EachObjectKey calls fn with each member name of the JSON object b holds,
 // unescaped and in order, and its value's JSON text, and stops at fn's
 // first error, which it returns. Values are skipped, not decoded; b
 // holding no object has no names. b must be valid JSON (the decoder has
 // checked it); should it not be, the names read before the fault are all
 // fn sees.
-func eachObjectKey(b []byte, fn func(key, value []byte) error) error {
-	i := skipSpace(b, 0)
+func EachObjectKey(b []byte, fn func(key, value []byte) error) error {
+	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil
 	}
-	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+	for i = SkipSpace(b, i+1); i < len(b) && b[i] == '"'; {
 		end := stringEnd(b, i)
 		if end < 0 {
 			return nil
@@ -87,19 +90,19 @@ func eachObjectKey(b []byte, fn func(key, value []byte) error) error {
 			}
 			key = []byte(s)
 		}
-		i = skipSpace(b, end)
+		i = SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return nil
 		}
-		start := skipSpace(b, i+1)
-		if i = valueEnd(b, start); i < 0 {
+		start := SkipSpace(b, i+1)
+		if i = ValueEnd(b, start); i < 0 {
 			return nil
 		}
 		if err := fn(key, b[start:i]); err != nil {
 			return err
 		}
-		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
+		if i = SkipSpace(b, i); i < len(b) && b[i] == ',' {
+			i = SkipSpace(b, i+1)
 		}
 	}
 	return nil
@@ -116,9 +119,9 @@ func plainASCII(s []byte) bool {
 	return true
 }
 
-// skipSpace returns the index of the first byte at or after i that is not
+// SkipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace.
-func skipSpace(b []byte, i int) int {
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -141,9 +144,9 @@ func stringEnd(b []byte, i int) int {
 	return -1
 }
 
-// valueEnd returns the index just past the JSON value starting at b[i], or
+// ValueEnd returns the index just past the JSON value starting at b[i], or
 // -1 when it does not end.
-func valueEnd(b []byte, i int) int {
+func ValueEnd(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}

@@ -1,4 +1,4 @@
-package web
+package config
 
 import (
 	"strings"
@@ -93,8 +93,8 @@ func TestConfig_DeriveOrigins(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv_LeavesUnsetOriginsToTheListenAddress(t *testing.T) {
-	c, err := ConfigFromEnv(func(k string) string { return map[string]string{"ARBITER_ADDR": ":9090"}[k] })
+func TestFromEnv_LeavesUnsetOriginsToTheListenAddress(t *testing.T) {
+	c, err := FromEnv(func(k string) string { return map[string]string{"ARBITER_ADDR": ":9090"}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

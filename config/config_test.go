@@ -1,4 +1,4 @@
-package web
+package config
 
 import (
 	"strings"
@@ -7,12 +7,12 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-// TestConfigFromEnv_DailyTaskCap refuses a default cap the store cannot
+// TestFromEnv_DailyTaskCap refuses a default cap the store cannot
 // hold, which would fail every create on Postgres, and 0, which the store
 // reads as "the default".
-func TestConfigFromEnv_DailyTaskCap(t *testing.T) {
+func TestFromEnv_DailyTaskCap(t *testing.T) {
 	read := func(v string) (Config, error) {
-		return ConfigFromEnv(func(k string) string {
+		return FromEnv(func(k string) string {
 			if k == "ARBITER_DAILY_TASK_CAP" {
 				return v
 			}
@@ -32,12 +32,12 @@ func TestConfigFromEnv_DailyTaskCap(t *testing.T) {
 	}
 }
 
-// TestConfigFromEnv_AgentMaxRPS reads the openai backend's fixed limit:
+// TestFromEnv_AgentMaxRPS reads the openai backend's fixed limit:
 // unset is no limit; a positive number of calls a second, fractions too,
 // is the limit; anything else stops the start with the setting's name.
-func TestConfigFromEnv_AgentMaxRPS(t *testing.T) {
+func TestFromEnv_AgentMaxRPS(t *testing.T) {
 	read := func(v string) (Config, error) {
-		return ConfigFromEnv(func(k string) string {
+		return FromEnv(func(k string) string {
 			if k == "ARBITER_AGENT_MAX_RPS" {
 				return v
 			}
@@ -52,6 +52,29 @@ func TestConfigFromEnv_AgentMaxRPS(t *testing.T) {
 	for _, v := range []string{"0", "-1", "NaN", "Inf", "fast"} {
 		if _, err := read(v); err == nil || !strings.Contains(err.Error(), "ARBITER_AGENT_MAX_RPS must be a number of calls a second above 0") {
 			t.Errorf("ARBITER_AGENT_MAX_RPS=%s: %v", v, err)
+		}
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://x", "ARBITER_WORKERS": "3"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.DatabaseURL != "postgres://x" || c.Workers != 3 || c.Addr != ":8080" || c.DailyTaskCap != 1000 {
+		t.Fatalf("config = %+v, %v", c, err)
+	}
+	env["ARBITER_DATABASE_URL"] = "sqlite:a.db"
+	if c, _ = FromEnv(func(k string) string { return env[k] }); c.DatabaseURL != "sqlite:a.db" {
+		t.Errorf("ARBITER_DATABASE_URL does not win over DATABASE_URL: %q", c.DatabaseURL)
+	}
+	for k, v := range map[string]string{"ARBITER_WORKERS": "0", "ARBITER_DAILY_TASK_CAP": "many", "ARBITER_SHUTDOWN_GRACE": "10"} {
+		_, err := FromEnv(func(name string) string {
+			if name == k {
+				return v
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: error %v does not name the variable", k, v, err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func TestOpen_SQLiteFilesArePrivate(t *testing.T) {
+	t.Parallel()
 	// A permissive umask, so the modes seen are the ones the store asked for.
 	defer syscall.Umask(syscall.Umask(0o022))
 	path := filepath.Join(t.TempDir(), "arbiter.db")
@@ -32,6 +33,7 @@ func TestOpen_SQLiteFilesArePrivate(t *testing.T) {
 }
 
 func TestOpen_SQLiteKeepsAnExistingFilesMode(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	if err := os.WriteFile(path, nil, 0o640); err != nil {
 		t.Fatal(err)

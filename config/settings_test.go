@@ -1,4 +1,4 @@
-package web
+package config
 
 import (
 	"regexp"
@@ -41,10 +41,10 @@ func TestSettings_AreWellFormed(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv_ReadsOnlyTheScopesAsked(t *testing.T) {
+func TestFromEnv_ReadsOnlyTheScopesAsked(t *testing.T) {
 	read := map[string]bool{}
 	bad := map[string]string{"ARBITER_WORKERS": "many", "ARBITER_SESSION_SECRET": "short"}
-	c, err := ConfigFromEnv(func(k string) string { read[k] = true; return bad[k] }, ScopeStore)
+	c, err := FromEnv(func(k string) string { read[k] = true; return bad[k] }, ScopeStore)
 	if err != nil {
 		t.Fatalf("the store's settings failed on other scopes' values: %v", err)
 	}
@@ -56,13 +56,13 @@ func TestConfigFromEnv_ReadsOnlyTheScopesAsked(t *testing.T) {
 			t.Errorf("%s read = %v", s.Env, read[s.Env])
 		}
 	}
-	if _, err := ConfigFromEnv(func(k string) string { return bad[k] }, ScopeStore, ScopeWorker); err == nil {
+	if _, err := FromEnv(func(k string) string { return bad[k] }, ScopeStore, ScopeWorker); err == nil {
 		t.Error("ARBITER_WORKERS=many passed with the worker's scope")
 	}
 }
 
-func TestConfigFromEnv_HidesSecretValues(t *testing.T) {
-	_, err := ConfigFromEnv(func(k string) string {
+func TestFromEnv_HidesSecretValues(t *testing.T) {
+	_, err := FromEnv(func(k string) string {
 		if k == "ARBITER_SESSION_SECRET" {
 			return "hunter2-too-short"
 		}

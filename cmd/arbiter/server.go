@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/agent"
+	"github.com/arbiterhq/arbiter/config"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/mail"
+	"github.com/arbiterhq/arbiter/metrics"
+	"github.com/arbiterhq/arbiter/web"
+	"github.com/arbiterhq/arbiter/worker"
+)
+
+// server is one process of Arbiter: `arbiter serve` (the HTTP server and,
+// unless --worker=false, the worker), `arbiter worker` (the worker alone),
+// or an admin command (the store alone). Run opens it step by step and
+// runs it until its context ends; Close closes what the steps opened, in
+// the reverse order.
+type server struct {
+	cfg    config.Config
+	logger *slog.Logger // nil for the commands that only open the store
+	stderr io.Writer    // where the mailer writes sign-in links without SMTP
+	// api serves HTTP (serve); worker runs the worker tier in this process.
+	api, worker bool
+
+	store   *db.DB
+	metrics *metrics.Metrics // nil unless ARBITER_METRICS_ADDR is set
+	// ln is the HTTP listener (serve), fileLimit the open file limit in
+	// force once raised for it.
+	ln        *web.ConnLimiter
+	fileLimit uint64
+	// notify tells the worker of n tasks created, so it claims them at
+	// once; it does nothing without a worker in this process.
+	notify func(n int)
+
+	// background is the context of the loops that must outlive the stop
+	// signal (the key-use flusher, the collector's tuning, the metrics'
+	// count): Close ends it after the HTTP server has drained, so no
+	// request's last key use is lost.
+	background     context.Context
+	stopBackground context.CancelFunc
+	// loops are the goroutines Close waits for: the background loops, and
+	// the worker and the deliverer, which stop claiming at the signal and
+	// finish within the grace period.
+	loops sync.WaitGroup
+	// closers close the listeners and side servers, in the reverse order
+	// of their opening, once the loops are done.
+	closers []func() error
+}
+
+// Run runs the process until ctx ends, then shuts down gracefully: the
+// HTTP server drains its requests and the worker its verifier calls,
+// within ARBITER_SHUTDOWN_GRACE. Call Close after it, whatever it returns.
+func (s *server) Run(ctx context.Context) error {
+	if err := s.openStore(ctx); err != nil {
+		return err
+	}
+	if err := s.store.SeedDemo(ctx); err != nil {
+		return err
+	}
+	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.loops.Go(func() { tuneGC(s.background) })
+	if err := s.startMetrics(); err != nil {
+		return err
+	}
+	if s.api {
+		// serve listens before its worker starts, so that the origins left
+		// unset follow the address listened on before the worker's digests
+		// link to the reviewer site.
+		if err := s.listenHTTP(); err != nil {
+			return err
+		}
+	}
+	s.notify = func(int) {}
+	if s.worker {
+		if err := s.startWorkers(ctx); err != nil {
+			return err
+		}
+	}
+	if !s.api {
+		s.logger.Info("worker started", "store", s.store.Dialect(), "agent", s.cfg.Agent.Backend, "concurrency", s.cfg.Workers)
+		<-ctx.Done()
+		return nil
+	}
+	return s.serveHTTP(ctx)
+}
+
+// Close ends the background loops and waits for them, the worker and the
+// deliverer, then closes the listeners, the side servers and the store.
+// The process is ending: what fails to close is not reported.
+func (s *server) Close() {
+	if s.stopBackground != nil {
+		s.stopBackground()
+	}
+	s.loops.Wait()
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+// openStore opens and migrates the store ARBITER_DATABASE_URL names.
+func (s *server) openStore(ctx context.Context) error {
+	store, err := db.Open(ctx, s.cfg.DatabaseURL, db.Options{
+		DailyTaskCap: s.cfg.DailyTaskCap, MaxOpenConns: s.cfg.DatabaseMaxConns, Timeout: s.cfg.DatabaseTimeout,
+		IdempotencyTTL:    s.cfg.IdempotencyTTL,
+		Logger:            s.logger,
+		AllowDotlessEmail: s.cfg.EmailAllowDotless, SessionIdle: s.cfg.SessionIdleTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	s.store = store
+	return store.Migrate(ctx)
+}
+
+// startMetrics, when ARBITER_METRICS_ADDR is set, serves the metrics on
+// their own listener and counts the open tasks for them (one process of
+// each kind that serves them counts).
+func (s *server) startMetrics() error {
+	if s.cfg.MetricsAddr == "" {
+		return nil
+	}
+	s.metrics = metrics.New()
+	ln, err := listenAside("metrics", s.cfg.MetricsAddr, s.logger)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: metricsMux(s.metrics), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("metrics", "error", err.Error())
+		}
+	}()
+	s.closers = append(s.closers, srv.Close)
+	s.loops.Go(func() { s.metrics.CountOpenTasksEvery(s.background, s.store, metricsCountEvery, s.logger) })
+	return nil
+}
+
+// listenHTTP raises the open file limit, opens the HTTP listener at
+// ARBITER_ADDR and fills the origins left unset from the address it
+// listens on.
+func (s *server) listenHTTP() error {
+	var err error
+	if s.fileLimit, err = raiseOpenFileLimit(); err != nil {
+		s.logger.Warn("could not raise the open file limit", "error", err.Error())
+	}
+	if s.ln, err = listen(s.cfg.Addr, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, s.cfg.TrustedProxies); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, s.ln.Close)
+	for _, warning := range s.cfg.DeriveOrigins(s.ln.Addr().String()) {
+		s.logger.Warn(warning)
+	}
+	return nil
+}
+
+// startWorkers starts the worker, which claims pending tasks and asks the
+// verifier (and mails reviewers' digests), and the deliverer of webhooks.
+// Both stop claiming when ctx ends, while the HTTP server drains; both
+// have the grace period.
+func (s *server) startWorkers(ctx context.Context) error {
+	verifier, err := agent.New(agentConfig(s.cfg.Agent))
+	if err != nil {
+		return err
+	}
+	var observer worker.Observer
+	var webhookObserver worker.WebhookObserver
+	if s.metrics != nil {
+		observer, webhookObserver = s.metrics, s.metrics
+	}
+	wcfg := worker.Config{
+		Queue: s.store, Verifier: verifier, Health: s.store, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
+		Created:     s.store.TasksCreated(),
+		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
+	}
+	mailer, err := mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr)
+	if err != nil {
+		return err
+	}
+	// Reviewers' digests go out by the sign-in links' mail path and link
+	// to the reviewer site: serve knows its address, a worker alone only
+	// when ARBITER_REVIEW_URL is set, and without it claims no digest it
+	// could not link.
+	sender, ok := mailer.(arbiter.MailSender)
+	switch {
+	case ok && s.cfg.ReviewURL != "":
+		wcfg.Digests, wcfg.Mail, wcfg.QueueURL = s.store, sender, s.cfg.ReviewURL+"/review"
+		if s.cfg.AppURL != "" {
+			wcfg.ReportURL = s.cfg.AppURL + "/calibration"
+		}
+	case !s.api:
+		s.logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
+	}
+	w := worker.New(wcfg)
+	s.notify = func(int) { w.Notify() }
+	s.loops.Go(func() { w.Run(ctx) })
+	deliverer := worker.NewDeliverer(worker.WebhookConfig{
+		Store: s.store, Queued: s.store.WebhooksQueued(), AllowPrivate: s.cfg.WebhookAllowPrivate,
+		Mailer: mailer, Logger: s.logger, Observer: webhookObserver,
+	})
+	s.loops.Go(func() { deliverer.Run(ctx) })
+	return nil
+}
+
+// agentConfig is the verifier's part of the configuration, as agent.New
+// takes it.
+func agentConfig(a config.Agent) agent.Config {
+	return agent.Config{Backend: a.Backend, BaseURL: a.BaseURL, APIKey: a.APIKey, Model: a.Model, RulesFile: a.RulesFile, MaxRPS: a.MaxRPS}
+}
+
+// serveHTTP serves the API, the dashboard and the reviewer site on the
+// listener until ctx ends or the server fails, then shuts the server down:
+// the requests waiting for a task are answered at once, the others have
+// the grace period.
+func (s *server) serveHTTP(ctx context.Context) error {
+	// Requests waiting for a task are answered when shutdown begins.
+	shuttingDown := make(chan struct{})
+	router, err := s.router(ctx, shuttingDown)
+	if err != nil {
+		return err
+	}
+	srv := newHTTPServer(router.Routes(), s.ln, s.logger)
+	srv.RegisterOnShutdown(func() { close(shuttingDown) })
+	if err := s.startPprof(); err != nil {
+		return err
+	}
+	if s.fileLimit > 0 && uint64(s.cfg.MaxConnections) > s.fileLimit {
+		s.logger.Warn("ARBITER_MAX_CONNECTIONS is above the open file limit; connections past the limit will fail to be accepted",
+			"max_connections", s.cfg.MaxConnections, "open_file_limit", s.fileLimit)
+	}
+	s.logger.Info("listening", "addr", s.ln.Addr().String(), "store", s.store.Dialect(), "worker", s.worker,
+		"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", min(s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnections),
+		"open_file_limit", s.fileLimit)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(s.ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+
+	s.logger.Info("shutting down", "grace", s.cfg.ShutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// router returns the routes' configuration: the store's services, the
+// key checker (whose flusher runs in the background), the metrics, and
+// what signing in needs.
+func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web.Router, error) {
+	keys := web.NewKeyChecker(s.store, nil)
+	created := s.notify
+	if s.metrics != nil {
+		keys.Observe = s.metrics.KeyChecked
+		created = func(n int) {
+			s.metrics.TasksCreated(n)
+			s.notify(n)
+		}
+	}
+	s.loops.Go(func() {
+		keys.Run(s.background, func(err error) { s.logger.Error("flush key use", "error", err.Error()) })
+	})
+	store := s.store
+	router := &web.Router{
+		Services: web.Services{
+			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
+			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
+			Calibration: store, Agreement: store,
+		},
+		KeyChecker:     keys,
+		Logger:         s.logger,
+		TaskCreated:    created,
+		ShuttingDown:   shuttingDown,
+		TrustedProxies: s.cfg.TrustedProxies,
+
+		WebhookAllowPrivate: s.cfg.WebhookAllowPrivate,
+	}
+	if s.metrics != nil {
+		router.Metrics = s.metrics
+	}
+	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.logger, s.stderr); err != nil {
+		return nil, err
+	}
+	return router, nil
+}
+
+// startPprof, when ARBITER_PPROF_ADDR is set, serves the profiler on its
+// own listener, apart from the public router.
+func (s *server) startPprof() error {
+	if s.cfg.PprofAddr == "" {
+		return nil
+	}
+	ln, err := listenAside("profiler", s.cfg.PprofAddr, s.logger)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, servePprof(ln, s.logger).Close)
+	return nil
+}

@@ -1,0 +1,63 @@
+package db_test
+
+import (
+	"testing"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+func TestAPIKeyService(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "keys@example.com")
+		other := newAccount(t, d, "other@example.com")
+		k, plaintext, err := d.CreateAPIKey(ctx, acct.ID, "  ci  ", arbiter.Actor{Email: "test@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !arbiter.ValidAPIKey(plaintext) || k.Name != "ci" || k.Hash != arbiter.HashToken(plaintext) || k.Prefix != plaintext[:13] {
+			t.Fatalf("key = %+v, plaintext %q", k, plaintext)
+		}
+		found, err := d.FindAPIKeyByHash(ctx, arbiter.HashToken(plaintext))
+		if err != nil || found.ID != k.ID || found.AccountID != acct.ID {
+			t.Fatalf("found = %+v, %v", found, err)
+		}
+		_, err = d.FindAPIKeyByHash(ctx, arbiter.HashToken(arbiter.NewAPIKeyPlaintext()))
+		wantCode(t, err, arbiter.ENOTFOUND)
+
+		t.Run("ErrInvalidName", func(t *testing.T) {
+			_, _, err := d.CreateAPIKey(ctx, acct.ID, " ", arbiter.Actor{Email: "test@example.com"})
+			wantCode(t, err, arbiter.EINVALID)
+			_, _, err = d.CreateAPIKey(ctx, "acct_missing", "x", arbiter.Actor{Email: "test@example.com"})
+			wantCode(t, err, arbiter.ENOTFOUND)
+		})
+		t.Run("TouchNeverGoesBack", func(t *testing.T) {
+			if err := d.TouchAPIKeys(ctx, map[string]arbiter.Timestamp{k.ID: 2000}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.TouchAPIKeys(ctx, map[string]arbiter.Timestamp{k.ID: 1000}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := d.FindAPIKeyByID(ctx, k.ID)
+			if got.LastUsedAt == nil || *got.LastUsedAt != 2000 {
+				t.Fatalf("last_used_at = %v, want 2000", got.LastUsedAt)
+			}
+		})
+		t.Run("Revoke", func(t *testing.T) {
+			_, err := d.RevokeAPIKey(ctx, other.ID, k.ID, arbiter.Actor{Email: "test@example.com"})
+			wantCode(t, err, arbiter.ENOTFOUND)
+			revoked, err := d.RevokeAPIKey(ctx, acct.ID, k.ID, arbiter.Actor{Email: "test@example.com"})
+			if err != nil || revoked.RevokedAt == nil {
+				t.Fatalf("revoke = %+v, %v", revoked, err)
+			}
+			_, err = d.RevokeAPIKey(ctx, "", k.ID, arbiter.Actor{Email: "test@example.com"})
+			wantCode(t, err, arbiter.ECONFLICT)
+			keys, err := d.ListAPIKeys(ctx, acct.ID)
+			if err != nil || len(keys) != 1 || keys[0].RevokedAt == nil {
+				t.Fatalf("revoked keys stay listed: %+v, %v", keys, err)
+			}
+		})
+	})
+}

@@ -1,0 +1,116 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/dashboard"
+)
+
+// The form readers: each reads one posted form from r.PostForm (which the
+// pages' middleware has parsed and held to valid UTF-8) into what its
+// handler needs, and refuses what no handler may take with the sentence
+// the page shows, an EINVALID error. Query strings are read where they are
+// used. verdictForm, the desk's, lives with the decision in review_decide.go.
+
+// errNoEventTypes refuses an endpoint form with no event type ticked.
+var errNoEventTypes = arbiter.Errorf(arbiter.EINVALID, "Choose at least one event type.")
+
+// endpointForm reads an endpoint's form: its URL, description and event
+// types, or errNoEventTypes when none is ticked.
+func endpointForm(r *http.Request) (arbiter.WebhookEndpointInput, error) {
+	in := arbiter.WebhookEndpointInput{
+		URL: r.PostFormValue("url"), Description: r.PostFormValue("description"), EventTypes: r.PostForm["event_types"],
+	}
+	if len(in.EventTypes) == 0 {
+		return in, errNoEventTypes
+	}
+	return in, nil
+}
+
+// minutesOf reads a whole number of minutes, from 1 to a day's; refused
+// is the answer for anything else.
+func minutesOf(typed string, refused error) (time.Duration, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(typed))
+	if err != nil || n < 1 || n > 24*60 {
+		return 0, refused
+	}
+	return time.Duration(n) * time.Minute, nil
+}
+
+// errNotifyMinutes refuses a wait before mailing reviewers that is not a
+// number of minutes.
+var errNotifyMinutes = arbiter.CheckNotifyAfter(0)
+
+// errReservationMinutes refuses a reservation length that is not a number
+// of minutes the store may hold.
+var errReservationMinutes = arbiter.Errorf(arbiter.EINVALID, "A reservation lasts from %d to %d whole minutes.",
+	int(arbiter.MinReservation.Minutes()), int(arbiter.MaxReservation.Minutes()))
+
+// settingsForm is the settings page's form, as typed: the reservation
+// length and the wait before mailing reviewers ("" for never), in minutes.
+type settingsForm struct {
+	ReservationMinutes, NotifyMinutes string
+}
+
+// readSettingsForm reads the settings page's form.
+func readSettingsForm(r *http.Request) settingsForm {
+	return settingsForm{ReservationMinutes: r.PostFormValue("reservation_minutes"), NotifyMinutes: r.PostFormValue("notify_minutes")}
+}
+
+// durations returns the reservation length and the wait before mailing
+// reviewers (nil: never) the form asks for, both checked, so that neither
+// is saved when the other is refused. Returns EINVALID.
+func (f settingsForm) durations() (reserve time.Duration, notify *time.Duration, err error) {
+	if reserve, err = minutesOf(f.ReservationMinutes, errReservationMinutes); err != nil {
+		return 0, nil, err
+	}
+	if strings.TrimSpace(f.NotifyMinutes) != "" {
+		n, err := minutesOf(f.NotifyMinutes, errNotifyMinutes)
+		if err != nil {
+			return 0, nil, err
+		}
+		notify = &n
+	}
+	if err := arbiter.CheckReservation(reserve); err != nil {
+		return 0, nil, err
+	}
+	if notify != nil {
+		if err := arbiter.CheckNotifyAfter(*notify); err != nil {
+			return 0, nil, err
+		}
+	}
+	return reserve, notify, nil
+}
+
+// auditRateForm reads the audit rate page's form: the rate as typed, a
+// percentage with or without its sign, and the share it is.
+func auditRateForm(r *http.Request) (typed string, rate float64, err error) {
+	typed = r.PostForm.Get("audit_rate")
+	if strings.HasSuffix(typed, "%") {
+		rate, err = arbiter.ParseAuditRate(typed)
+	} else {
+		rate, err = arbiter.ParseAuditRate(typed + "%")
+	}
+	return typed, rate, err
+}
+
+// errResendSince refuses a resend-failed form whose time cannot be read.
+var errResendSince = arbiter.Errorf(arbiter.EINVALID, "Give the time to resend from as a date and time, such as 2026-01-31T09:00 (UTC).")
+
+// resendSinceForm reads the time a resend-failed form gives, in UTC, as a
+// datetime-local input sends it (with or without seconds), or
+// errResendSince.
+func resendSinceForm(r *http.Request) (time.Time, error) {
+	raw := strings.TrimSpace(r.PostFormValue("since"))
+	if since, err := time.Parse(dashboard.SinceLayout, raw); err == nil {
+		return since, nil
+	}
+	if since, err := time.Parse(dashboard.SinceLayout+":05", raw); err == nil {
+		return since, nil
+	}
+	return time.Time{}, errResendSince
+}
