@@ -1321,31 +1321,6 @@ export interface components {
              */
             tiebreak?: "role:admin";
         };
-        /** @description How many people voted on a task that asks several votes, of how many it asks; never what they voted. */
-        VoteCount: {
-            task_id: string;
-            /**
-             * Format: int32
-             * @description Votes cast so far.
-             */
-            votes: number;
-            /**
-             * Format: int32
-             * @description Votes the task asks.
-             */
-            reviews_required: number;
-        };
-        /** @description The body of task.vote_recorded. */
-        WebhookVoteEvent: {
-            /** @enum {string} */
-            type: "task.vote_recorded";
-            /**
-             * Format: date-time
-             * @description When the vote was recorded (RFC 3339, UTC, to the millisecond).
-             */
-            timestamp: string;
-            data: components["schemas"]["VoteCount"];
-        };
         /** @description One reviewer's line of the agreement report. */
         ReviewerAgreement: {
             /** @description The reviewer's e-mail address. */
@@ -3957,7 +3932,29 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["WebhookVoteEvent"];
+                "application/json": {
+                    /** @enum {string} */
+                    type: "task.vote_recorded";
+                    /**
+                     * Format: date-time
+                     * @description When the vote was recorded (RFC 3339, UTC, to the millisecond).
+                     */
+                    timestamp: string;
+                    /** @description How many people voted on a task that asks several votes, of how many it asks; never what they voted. */
+                    data: {
+                        task_id: string;
+                        /**
+                         * Format: int32
+                         * @description Votes cast so far.
+                         */
+                        votes: number;
+                        /**
+                         * Format: int32
+                         * @description Votes the task asks.
+                         */
+                        reviews_required: number;
+                    };
+                };
             };
         };
         responses: {
