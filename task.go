@@ -102,6 +102,9 @@ type Task struct {
 	// OnExpiry is what happens at the deadline if nobody decides the task
 	// first, as it was when the task was created.
 	OnExpiry OnExpiry `json:"-"`
+	// Review is the task's review requirement (consensus.go), nil for
+	// today's single review.
+	Review *ReviewRequirement `json:"review,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -144,6 +147,9 @@ type Attempt struct {
 	// Audit is true on a reviewer's answer to a blind audit of a task
 	// the agent completed: it leaves the task's final fields as they are.
 	Audit bool `json:"audit"`
+	// PersonID is the voter of a vote on a task that asks several
+	// (ReviewRequirement.Multi); "" on every other attempt.
+	PersonID string `json:"-"`
 }
 
 // AuditWaiting reports whether the task waits in the reviewers' queue as a
@@ -201,6 +207,10 @@ type TaskCreate struct {
 	// Display, when not nil, is the hint of how reviewers see the
 	// context (see ParseDisplay). Left out of the Fingerprint when nil.
 	Display *Display `json:",omitempty"`
+	// Review, when not nil, asks several people to vote on the task, or
+	// records who asked (consensus.go); nil is today's single review. Left
+	// out of the Fingerprint when nil.
+	Review *ReviewRequirement `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -227,6 +237,7 @@ type taskCreateRequest struct {
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
+	reviewRequirementRequest
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -420,6 +431,12 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		in.Notify = targets
 	}
+	review, err := req.reviewRequirementRequest.validate(in.AllowedVerdicts)
+	if err != nil {
+		return TaskCreate{}, err
+	} else if !review.IsDefault() {
+		in.Review = &review
+	}
 	return in, nil
 }
 
@@ -608,7 +625,14 @@ func decodeError(err error, typeErrors map[string]string, what string) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return Errorf(EINVALID, "%s is not valid JSON: it ends too early.", what)
 	case errors.As(err, &typeErr):
-		field, _, _ := strings.Cut(typeErr.Field, ".")
+		field, rest, _ := strings.Cut(typeErr.Field, ".")
+		if _, known := typeErrors[field]; !known && rest != "" {
+			// A field of an embedded struct is named after the struct
+			// first: "reviewRequirementRequest.quorum".
+			if inner, _, _ := strings.Cut(rest, "."); typeErrors[inner] != "" {
+				field = inner
+			}
+		}
 		if field == "" {
 			return Errorf(EINVALID, "%s must be a JSON object.", what)
 		} else if msg, ok := typeErrors[field]; ok {

@@ -33,6 +33,10 @@ const (
 	// completed disagrees with the agent's verdict (the task keeps it).
 	EventTaskAuditDisagreed = "task.audit_disagreed"
 	EventPing               = "ping" // "Send test event" on the dashboard
+	// EventTaskVoteRecorded: a person voted on a task that asks several
+	// votes and the task is not decided yet; the payload's data is a
+	// VoteCount, never the verdict.
+	EventTaskVoteRecorded = "task.vote_recorded"
 	// EventCalibrationDrifted: the account's audited error rate crossed
 	// above its target (NextDrift); the payload's data is the Drift.
 	EventCalibrationDrifted = "calibration.drifted"
@@ -42,7 +46,7 @@ const (
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
 var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed,
-	EventCalibrationDrifted}
+	EventCalibrationDrifted, EventTaskVoteRecorded}
 
 // CallbackEventTypes are the event types a task's callback_url receives:
 // those about the task. An account's events (calibration.drifted) go to

@@ -44,7 +44,7 @@ func eachServer(t *testing.T, opts db.Options, fn func(t *testing.T, s *server))
 		t.Run(dialect, func(t *testing.T) {
 			store := dbtest.Open(t, dialect, opts)
 			router := &web.Router{
-				Services:   web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store},
+				Services:   web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store},
 				KeyChecker: web.NewKeyChecker(store, nil),
 				Logger:     slog.New(slog.DiscardHandler),
 			}

@@ -52,7 +52,7 @@ type TaskCreate struct {
 	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
 	// CallbackURL, when set, also receives the task's webhook events
 	// (task.human_needed, task.completed, task.expired,
-	// task.audit_disagreed), signed with the account's callback secret as
+	// task.audit_disagreed, task.vote_recorded), signed with the account's callback secret as
 	// Standard Webhooks describes: an https:// URL on a public address,
 	// such as the resume endpoint of a durable workflow waiting on the
 	// decision.
@@ -71,6 +71,24 @@ type TaskCreate struct {
 	OnExpiry         string   `json:"on_expiry,omitempty"`
 	AgentFloor       *float64 `json:"agent_floor,omitempty"`
 	OnExpiryFallback string   `json:"on_expiry_fallback,omitempty"`
+	// ReviewsRequired, 1 to 5, is how many distinct people vote when the
+	// task goes to a person; zero means one (today's single review).
+	ReviewsRequired int `json:"reviews_required,omitempty"`
+	// Consensus is how the votes decide: "unanimous" (the default for
+	// several votes), "quorum" (Quorum votes agree) or "any" (one vote).
+	Consensus string `json:"consensus,omitempty"`
+	// Quorum is, with Consensus "quorum", how many votes must agree: more
+	// than half of ReviewsRequired.
+	Quorum int `json:"quorum,omitempty"`
+	// Veto lists verdicts any one vote of which decides the task at once.
+	Veto []string `json:"veto,omitempty"`
+	// RequestedBy is the e-mail of the person who asked for the decision;
+	// with ExcludeRequester they cannot vote on it.
+	RequestedBy      string `json:"requested_by,omitempty"`
+	ExcludeRequester bool   `json:"exclude_requester,omitempty"`
+	// Tiebreak "role:admin" lets an owner or admin cast the deciding vote
+	// of a split; without it a split task waits for its deadline.
+	Tiebreak string `json:"tiebreak,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task
@@ -113,26 +131,42 @@ type Task struct {
 	// ExpiredAt is when the task expired; nil unless it is expired.
 	ExpiredAt *time.Time `json:"expired_at"`
 	Attempts  []Attempt  `json:"attempts"`
+	// Review is the task's review requirement when its create asked
+	// several votes or named a requester; nil otherwise.
+	Review *ReviewRequirement `json:"review,omitempty"`
+}
+
+// ReviewRequirement is how many people decide a task and how their votes
+// combine, as its create asked.
+type ReviewRequirement struct {
+	ReviewsRequired  int      `json:"reviews_required"`
+	Consensus        string   `json:"consensus"`
+	Quorum           int      `json:"quorum,omitempty"`
+	Veto             []string `json:"veto,omitempty"`
+	RequestedBy      string   `json:"requested_by,omitempty"`
+	ExcludeRequester bool     `json:"exclude_requester,omitempty"`
+	Tiebreak         string   `json:"tiebreak,omitempty"`
 }
 
 // taskWire is Task as the API spells it.
 type taskWire struct {
-	ID                  string    `json:"id"`
-	Status              string    `json:"status"`
-	TaskType            string    `json:"task_type"`
-	Source              string    `json:"source"`
-	Touchpoint          string    `json:"touchpoint"`
-	Prompt              string    `json:"prompt"`
-	AllowedVerdicts     []string  `json:"allowed_verdicts"`
-	ConfidenceThreshold float64   `json:"confidence_threshold"`
-	FinalVerdict        *string   `json:"final_verdict"`
-	FinalTier           *string   `json:"final_tier"`
-	FinalConfidence     *float64  `json:"final_confidence"`
-	CreatedAt           epoch     `json:"created_at"`
-	CompletedAt         *epoch    `json:"completed_at"`
-	DeadlineAt          *epoch    `json:"deadline_at"`
-	ExpiredAt           *epoch    `json:"expired_at"`
-	Attempts            []Attempt `json:"attempts"`
+	ID                  string             `json:"id"`
+	Status              string             `json:"status"`
+	TaskType            string             `json:"task_type"`
+	Source              string             `json:"source"`
+	Touchpoint          string             `json:"touchpoint"`
+	Prompt              string             `json:"prompt"`
+	AllowedVerdicts     []string           `json:"allowed_verdicts"`
+	ConfidenceThreshold float64            `json:"confidence_threshold"`
+	FinalVerdict        *string            `json:"final_verdict"`
+	FinalTier           *string            `json:"final_tier"`
+	FinalConfidence     *float64           `json:"final_confidence"`
+	CreatedAt           epoch              `json:"created_at"`
+	CompletedAt         *epoch             `json:"completed_at"`
+	DeadlineAt          *epoch             `json:"deadline_at"`
+	ExpiredAt           *epoch             `json:"expired_at"`
+	Attempts            []Attempt          `json:"attempts"`
+	Review              *ReviewRequirement `json:"review,omitempty"`
 }
 
 // UnmarshalJSON reads the API's Task object.
@@ -143,7 +177,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review}
 	return nil
 }
 
@@ -151,7 +185,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields

@@ -256,7 +256,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = tasks.account_id))`
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
-	rationale, model, reviewer, error, started_at, finished_at, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rationale, model, reviewer, error, started_at, finished_at, audit, person_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertAttempt records a through insert, insertAttemptSQL's statement.
 func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
@@ -265,7 +265,7 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 		finished = int64(*a.FinishedAt)
 	}
 	_, err := insert.ExecContext(ctx,
-		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit)
+		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID))
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}
@@ -318,6 +318,10 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			}
 			decided = t
 			return nil
+		}
+		if t.Review != nil && t.Review.Multi() {
+			decided, queued, err = d.castVote(ctx, tx, insert, accountID, taskID, dec, a)
+			return err
 		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.

@@ -33,6 +33,10 @@ func (d *DB) releaseOthers(ctx context.Context, tx *sqlx.Tx, accountID, personID
 		WHERE reserved_by = ? AND account_id = ? AND id <> ?`), personID, accountID, taskID); err != nil {
 		return fmt.Errorf("release reservations: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE person_id = ? AND task_id <> ?
+		AND task_id IN (SELECT id FROM tasks WHERE account_id = ?)`), personID, taskID, accountID); err != nil {
+		return fmt.Errorf("release slots: %w", err)
+	}
 	return nil
 }
 
@@ -71,6 +75,12 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 	var r *arbiter.Reservation
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
+			return err
+		}
+		if multi, err := d.asksVotes(ctx, tx, accountID, taskID); err != nil {
+			return err
+		} else if multi {
+			r, err = d.reserveSlot(ctx, tx, accountID, taskID, personID)
 			return err
 		}
 		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
@@ -138,6 +148,9 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 			WHERE id = ? AND account_id = ? AND reserved_by = ?`), taskID, accountID, personID); err != nil {
 			return fmt.Errorf("release task: %w", err)
 		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE task_id = ? AND person_id = ?`), taskID, personID); err != nil {
+			return fmt.Errorf("release slot: %w", err)
+		}
 		if !skip || sessionID == "" {
 			return nil
 		}
@@ -164,6 +177,7 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 	}
 	filter, filterArgs := viewFilter(view)
 	var id string
+	var required int
 	var r *arbiter.Reservation
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
@@ -174,18 +188,21 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		// whole queue oldest first, one step of the human queue's index at
 		// a time); then the skipped ones, in the order they were skipped (a
 		// session skips few).
-		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, sessionID)
+		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, personID, personID, sessionID)
 		for _, pick := range []string{
 			`SELECT t.id FROM tasks t
-				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + `
+				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
 				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
 				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock,
 			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
-				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND k.session_id = ?
+				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
 		} {
-			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
-				WHERE id = (`+pick+`) RETURNING id`), args...).Scan(&id)
+			// A task that asks several votes is held by slots
+			// (reserveSlot), not by the task's own reservation.
+			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
+				reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil()+` END
+				WHERE id = (`+pick+`) RETURNING id, reviews_required`), args...).Scan(&id, &required)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			} else if err != nil {
@@ -195,6 +212,11 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		}
 		if id == "" {
 			return nil
+		}
+		if required > 1 {
+			held, err := d.reserveSlot(ctx, tx, accountID, id, personID)
+			r = held
+			return err
 		}
 		if err := d.releaseOthers(ctx, tx, accountID, personID, id); err != nil {
 			return err

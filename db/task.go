@@ -23,11 +23,11 @@ const msPerDay = 24 * 60 * 60 * 1000
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state, t.on_expiry, t.display`
+	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at, a.audit`
+	a.error, a.started_at, a.finished_at, a.audit, a.person_id`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -77,7 +77,9 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
 	}
-	if !d.takesArrays() || len(creates) > 1 {
+	// A create asking for reviews goes the batch's way, whose transaction
+	// stores the requirement with the task (storeReviews).
+	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -201,6 +203,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			CreatedAt:           now,
 			Attempts:            []arbiter.Attempt{},
 			AuditRate:           in.AuditRate,
+			Review:              in.Review,
 		},
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
@@ -396,13 +399,14 @@ type taskRow struct {
 	auditRate                                                             sql.NullFloat64
 	auditState, display                                                   sql.NullString
 	onExpiry                                                              sql.NullString
+	reviewRule                                                            sql.NullString
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState, &r.onExpiry, &r.display}
+		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -444,6 +448,13 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		return nil, fmt.Errorf("task %s: %w", r.id, err)
 	}
 	t.OnExpiry = o
+	if r.reviewRule.Valid {
+		review, err := arbiter.UnmarshalRequirement([]byte(r.reviewRule.String))
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", r.id, err)
+		}
+		t.Review = &review
+	}
 	return t, nil
 }
 
@@ -455,11 +466,12 @@ type attemptRow struct {
 	rationale, model, reviewer, errs sql.NullString
 	startedAt, finishedAt            sql.NullInt64
 	audit                            sql.NullBool
+	personID                         sql.NullString
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt, &r.audit}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
@@ -474,6 +486,7 @@ func (r *attemptRow) attempt() arbiter.Attempt {
 		StartedAt:  arbiter.Timestamp(r.startedAt.Int64),
 		FinishedAt: nullTimestamp(r.finishedAt),
 		Audit:      r.audit.Bool,
+		PersonID:   r.personID.String,
 	}
 }
 

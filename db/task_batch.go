@@ -127,6 +127,9 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 			if _, err := stmts.in(ctx, tx, addUsageSQL).ExecContext(ctx, accountID, day, len(admitted)); err != nil {
 				return fmt.Errorf("count tasks: %w", err)
 			}
+			if err := d.storeReviews(ctx, tx, admitted); err != nil {
+				return err
+			}
 		}
 		return d.readReplays(ctx, tx, accountID, replays, out)
 	})
@@ -256,6 +259,23 @@ func (d *DB) readReplays(ctx context.Context, tx *sqlx.Tx, accountID string, rep
 	for _, creates := range replays {
 		for _, i := range creates {
 			out[i].Err = errKeyInFlight // a key without its task: never, with the foreign key
+		}
+	}
+	return nil
+}
+
+// storeReviews records, inside tx, the review requirement of each new
+// task that has one: a few creates ask for it, so the inserts stay as
+// they were and these tasks get one more statement each.
+func (d *DB) storeReviews(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
+	for _, c := range creates {
+		r := c.task.Review
+		if r == nil {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET review_rule = ?, reviews_required = ?, votes_open = ?
+			WHERE id = ?`), string(arbiter.MarshalRequirement(*r)), r.ReviewsRequired, r.ReviewsRequired, c.task.ID); err != nil {
+			return fmt.Errorf("store review requirement: %w", err)
 		}
 	}
 	return nil

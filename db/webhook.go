@@ -725,7 +725,11 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		if t == nil || len(dests[i]) == 0 {
 			continue
 		}
-		payload, err := arbiter.NewWebhookPayload(ev.eventType, arbiter.TaskEventTime(ev.eventType, t, now), t)
+		var data any = t
+		if ev.eventType == arbiter.EventTaskVoteRecorded {
+			data = arbiter.VoteCountOf(t) // the count only: votes are blind
+		}
+		payload, err := arbiter.NewWebhookPayload(ev.eventType, arbiter.TaskEventTime(ev.eventType, t, now), data)
 		if err != nil {
 			return false, fmt.Errorf("webhook payload: %w", err)
 		}

@@ -26,11 +26,12 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 		id := r.PathValue("id")
 		view, err := queueViewFrom(r)
 		var verdict, rationale string
+		var decidedTask *arbiter.Task
 		if err == nil {
 			verdict, rationale, err = verdictForm(r)
 		}
 		if err == nil {
-			_, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
+			decidedTask, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
 				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, ReviewerID: s.PersonID, Client: ClientOf(r),
 			})
 		}
@@ -44,6 +45,9 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			w.Header().Set("HX-Trigger", QueueChangedEvent)
 		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
+		if decidedTask != nil && decidedTask.VotesOpen() {
+			decided = fmt.Sprintf("Your vote, %q, is recorded.", verdict)
+		}
 		held, err := reservations.NextTask(r.Context(), s.AccountID, s.PersonID, s.ID, view)
 		if err != nil {
 			Error(w, r, err)

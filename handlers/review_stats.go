@@ -13,7 +13,10 @@ import (
 // percentile time from human_needed to decision, disagreement with the
 // verifier). Reviewers see the team's line and their own; owners and
 // admins see everyone's. Each read is bounded by arbiter.MaxStatsRows.
-func ReviewStats(stats arbiter.StatsService, now arbiter.Clock) http.Handler {
+// With agreement (not nil), the page also shows how much the reviewers
+// agree on the window's tasks that asked several votes, as GET
+// /v1/agreement does, with the same rule on whose lines are shown.
+func ReviewStats(stats arbiter.StatsService, agreement arbiter.AgreementService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
 		window, length, err := arbiter.ParseStatsWindow(r.URL.Query().Get("window"))
@@ -36,6 +39,15 @@ func ReviewStats(stats arbiter.StatsService, now arbiter.Clock) http.Handler {
 		v := review.StatsView{Stats: arbiter.SummarizeDesk(window, decisions, waiting, at), Self: s.Email,
 			Everyone: arbiter.Can(s.Role, arbiter.ActionViewMemberStats)}
 		v.Stats.Truncated = truncated
+		if agreement != nil {
+			tasks, err := agreement.ListAgreementTasks(r.Context(), s.AccountID, arbiter.TimestampOf(now().Add(-length)))
+			if err != nil {
+				Error(w, r, err)
+				return
+			}
+			report := arbiter.TeamAgreement(tasks)
+			v.Agreement = &report
+		}
 		for _, w := range arbiter.StatsWindows {
 			v.Windows = append(v.Windows, w.Name)
 		}

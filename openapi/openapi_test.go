@@ -281,6 +281,8 @@ func TestDocument_DescribesWebhooks(t *testing.T) {
 	for event, payload := range map[string][]byte{
 		arbiter.EventTaskCompleted: must(arbiter.NewWebhookPayload(arbiter.EventTaskCompleted, now, task)),
 		arbiter.EventPing:          must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
+		arbiter.EventTaskVoteRecorded: must(arbiter.NewWebhookPayload(arbiter.EventTaskVoteRecorded, now,
+			arbiter.VoteCount{TaskID: "tsk_0123456789abcdef", Votes: 1, ReviewsRequired: 2})),
 	} {
 		var v any
 		if err := json.Unmarshal(payload, &v); err != nil {

@@ -61,17 +61,21 @@ func DecodeValue(v string) (taskID, verdict string, ok bool) {
 }
 
 // Question is the message asking the channel to decide t: its prompt, its
-// context's top fields, its deadline, the verifier's answer (except on a
-// blind audit, which shows neither verdict nor confidence) and one button
+// context's top fields, its deadline and what happens at it, the
+// verifier's answer (except on a blind audit or vote, arbiter.Task.Blind,
+// which shows neither verdict nor confidence) and one button
 // per verdict (a select menu past MaxButtons), with "Add a reason" and a
 // link to the task on the desk, deskURL. Whatever is cut to fit Slack's
 // limits ends in a link to the desk.
 func Question(t *arbiter.Task, deskURL string) Message {
-	blind := t.AuditWaiting()
+	blind := t.Blind()
 	more := " … <" + deskURL + "|Open in the desk>"
 	title := "*Decision needed*"
-	if blind {
+	switch {
+	case t.AuditWaiting():
 		title = "*Blind audit*: decide without the verifier's answer"
+	case blind:
+		title = "*Blind vote*: decide without the verifier's answer or the other votes"
 	}
 	blocks := []slackgo.Block{
 		section(title + "\n" + fit(escape(t.Prompt), MaxSectionChars-utf8.RuneCountInString(title)-1, more)),
@@ -81,7 +85,11 @@ func Question(t *arbiter.Task, deskURL string) Message {
 	}
 	var facts []string
 	if t.DeadlineAt != nil {
-		facts = append(facts, "Deadline "+slackDate(*t.DeadlineAt)+": the task expires unless decided")
+		if t.OnExpiry.IsExpire() {
+			facts = append(facts, "Deadline "+slackDate(*t.DeadlineAt)+": the task expires unless decided")
+		} else {
+			facts = append(facts, "Deadline "+slackDate(*t.DeadlineAt)+": unless decided, "+escape(t.OnExpiry.Describe()))
+		}
 	}
 	if !blind {
 		if a := lastAgentAnswer(t); a != nil {

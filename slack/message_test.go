@@ -97,3 +97,27 @@ func TestDecodeValue(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestion_BlindVoteAndDeadlineOutcome: a task that asks two people to
+// vote is blind in Slack as on the desk (no verdict, no confidence in the
+// JSON), and a deadline with an on-expiry outcome says what it does.
+func TestQuestion_BlindVoteAndDeadlineOutcome(t *testing.T) {
+	verdict, confidence := "approve_secret_verdict", 0.42
+	deadline := arbiter.Timestamp(1_795_000_000_000)
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: "Refund?",
+		AllowedVerdicts: []string{"approve_secret_verdict", "reject"}, ConfidenceThreshold: 0.9, DeadlineAt: &deadline,
+		Review:   &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: arbiter.ConsensusUnanimous},
+		OnExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"},
+		Attempts: []arbiter.Attempt{{Tier: arbiter.TierAgent, Verdict: &verdict, Confidence: &confidence}}}
+	if !task.Blind() {
+		t.Fatal("a two-vote task waiting for votes is not blind: the test checks nothing")
+	}
+	out, _ := json.Marshal(slack.Question(task, "https://review.example.com/review/tasks/tsk_0123456789abcdef").Blocks)
+	body := string(out)
+	if strings.Contains(body, "0.42") || strings.Contains(body, "Verifier:") {
+		t.Errorf("a blind vote's message shows the verifier's answer: %s", body)
+	}
+	if !strings.Contains(body, "Blind vote") || !strings.Contains(body, "unless decided, reject") {
+		t.Errorf("the message does not say it is a blind vote, or what happens at the deadline: %s", body)
+	}
+}

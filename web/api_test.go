@@ -50,7 +50,7 @@ func serveAPI(t *testing.T, url string, opts db.Options) *api {
 	// the requests waiting for tasks.
 	shuttingDown := make(chan struct{})
 	router := &web.Router{
-		Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store},
+		Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store},
 		KeyChecker:   keys,
 		Logger:       discardLogger(),
 		ShuttingDown: shuttingDown,

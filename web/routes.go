@@ -55,6 +55,8 @@ type Services struct {
 	// DecisionLinks finds and uses digests' decision links; nil serves
 	// none.
 	DecisionLinks arbiter.DecisionLinkService
+	// Agreement reads the votes of the reviewers' agreement report.
+	Agreement arbiter.AgreementService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -221,6 +223,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodGet, "/policies/{task_type}", handlers.PolicyGet(rt.Services.Policies))
 			r.Method(http.MethodPut, "/policies/{task_type}", handlers.PolicyPut(rt.Services.Policies))
 			r.Method(http.MethodDelete, "/policies/{task_type}", handlers.PolicyDelete(rt.Services.Policies))
+			r.Method(http.MethodGet, "/agreement", handlers.AgreementGet(rt.Services.Agreement, rt.now()))
 		})
 	})
 }
@@ -385,7 +388,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Reservations))
 		})
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
-			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, now))
+			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, s.Agreement, now))
 	})
 }
 

@@ -301,7 +301,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store, Policies: store, Slack: store, DecisionLinks: store,
+			Calibration: store, Policies: store, Slack: store, DecisionLinks: store, Agreement: store,
 		},
 		KeyChecker:     keys,
 		Logger:         s.logger,

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/arbiterhq/arbiter"
@@ -65,3 +66,10 @@ func attemptWho(a arbiter.Attempt) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// voteCount says how many people voted on a task that asks several votes,
+// "1 of 2 votes", never what they voted.
+func voteCount(t *arbiter.Task) string {
+	c := arbiter.VoteCountOf(t)
+	return fmt.Sprintf("%d of %d votes", c.Votes, c.ReviewsRequired)
+}

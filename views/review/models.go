@@ -202,6 +202,25 @@ type StatsView struct {
 	Self string
 	// Everyone says every member's line is shown; otherwise only Self's.
 	Everyone bool
+	// Agreement is the reviewers' agreement over the window's tasks that
+	// asked several votes; nil when not read.
+	Agreement *arbiter.AgreementReport
+}
+
+// Share writes a share as a percentage, "—" for none.
+func Share(f *float64) string {
+	if f == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*f*100, 'f', 0, 64) + "%"
+}
+
+// Coefficient writes an agreement coefficient to two places, "—" for none.
+func Coefficient(f *float64) string {
+	if f == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*f, 'f', 2, 64)
 }
 
 // Duration writes a duration for the stats: "—" for none, else the two

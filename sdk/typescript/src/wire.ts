@@ -286,6 +286,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agreement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The reviewers' agreement report
+         * @description How much the account's reviewers agree, over its tasks that asked several votes (reviews_required above 1) and were decided in the window: per reviewer, votes and agreement with the consensus and with the agent; for the team, raw pairwise agreement, Cohen's κ and Gwet's AC1 of each task's first two votes (first_two, the two votes as two raters), and Krippendorff's α (nominal, any number of reviewers per task). At most the latest 10,000 tasks are read.
+         */
+        get: operations["getAgreement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "task.human_needed": {
@@ -408,6 +428,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "task.vote_recorded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person voted on a task that asks several votes
+         * @description A reviewer voted on a task whose create asked reviews_required above 1, and the votes have not decided it yet. The payload carries the count only (votes of reviews_required), never a verdict: votes stay blind until the task completes, when task.completed follows with the consensus verdict. Only endpoints that subscribe to task.vote_recorded get it (and those that chose no event types); a task's callback_url gets it too.
+         */
+        post: operations["taskVoteRecorded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -479,7 +519,7 @@ export interface components {
             deadline_seconds?: number;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -513,6 +553,35 @@ export interface components {
             notify?: string[];
             /** @description Optional: which members of the context reviewers see first, and with which view. Returned in the Task. */
             display?: components["schemas"]["Display"];
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required?: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus?: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -547,7 +616,7 @@ export interface components {
             idempotency_key?: string;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -581,6 +650,35 @@ export interface components {
             notify?: string[];
             /** @description As in TaskCreate. */
             display?: components["schemas"]["Display"];
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required?: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus?: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
         };
         /** @description The outcome of a batch, one result per task, in order. */
         TaskBatchResults: {
@@ -683,6 +781,7 @@ export interface components {
             attempts: components["schemas"]["Attempt"][];
             /** @description The create's display hint; absent when it had none. */
             display?: components["schemas"]["Display"];
+            review?: components["schemas"]["ReviewRequirement"];
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -1404,6 +1503,88 @@ export interface components {
              * @enum {string}
              */
             view?: "conversation" | "tool-call" | "image" | "diff" | "markdown" | "link" | "date" | "money" | "tree" | "text";
+        };
+        /** @description The task's review requirement, as its create asked (absent for today's single review). */
+        ReviewRequirement: {
+            /**
+             * Format: int32
+             * @description How many distinct people vote on the task when it goes to a person: 1 to 5; 1 (today's single review) when left out.
+             */
+            reviews_required: number;
+            /**
+             * @description How the votes decide: any (the first vote; only with reviews_required 1), unanimous (every vote names the same verdict; the default for more than one review) or quorum (quorum votes agree).
+             * @enum {string}
+             */
+            consensus: "any" | "unanimous" | "quorum";
+            /**
+             * Format: int32
+             * @description With consensus quorum, how many votes must name the same verdict: more than half of reviews_required, at most all of it.
+             */
+            quorum?: number;
+            /** @description Allowed verdicts any one vote of which decides the task at once, e.g. ["reject"]. */
+            veto?: string[];
+            /**
+             * Format: email
+             * @description The e-mail address of the person who asked for the decision (kept in lower case).
+             */
+            requested_by?: string;
+            /** @description When true, the person whose e-mail is requested_by cannot vote. Needs requested_by. */
+            exclude_requester?: boolean;
+            /**
+             * @description When the votes can no longer meet the rule, an owner or admin who has not voted casts the deciding vote. Without it a split task waits for its deadline and then expires as any task does. Only with reviews_required above 1.
+             * @enum {string}
+             */
+            tiebreak?: "role:admin";
+        };
+        /** @description One reviewer's line of the agreement report. */
+        ReviewerAgreement: {
+            /** @description The reviewer's e-mail address. */
+            email: string;
+            /**
+             * Format: int32
+             * @description Votes cast on the report's tasks.
+             */
+            votes: number;
+            /**
+             * Format: double
+             * @description The share of the reviewer's votes that named the task's consensus.
+             */
+            with_consensus: number | null;
+            /**
+             * Format: int32
+             * @description Votes on tasks the agent answered with a verdict.
+             */
+            agent_votes: number;
+            /**
+             * Format: double
+             * @description The share of those votes that named the agent's verdict; null without any.
+             */
+            with_agent: number | null;
+        };
+        /** @description How much the account's reviewers agree on the decided tasks that asked several votes. A figure is null where it is undefined. */
+        AgreementReport: {
+            /**
+             * Format: int32
+             * @description Decided tasks with two votes or more.
+             */
+            tasks: number;
+            /**
+             * Format: int32
+             * @description Pairs of votes on one task.
+             */
+            pairs: number;
+            /**
+             * Format: double
+             * @description The share of pairs that agree.
+             */
+            raw: number | null;
+            first_two: components["schemas"]["AgreementStats"];
+            /**
+             * Format: double
+             * @description Krippendorff's α for nominal data over every vote (any number of reviewers per task).
+             */
+            alpha: number | null;
+            reviewers: components["schemas"]["ReviewerAgreement"][];
         };
     };
     responses: {
@@ -3804,6 +3985,82 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getAgreement: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The window: tasks decided in the last days (1 to 365; 30 when left out).
+                 * @example 30
+                 */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tasks": 2,
+                     *       "pairs": 2,
+                     *       "raw": 0.5,
+                     *       "first_two": {
+                     *         "n": 2,
+                     *         "raw": 0.5,
+                     *         "kappa": 0,
+                     *         "ac1": 0.2
+                     *       },
+                     *       "alpha": 0,
+                     *       "reviewers": [
+                     *         {
+                     *           "email": "ann@example.com",
+                     *           "votes": 2,
+                     *           "with_consensus": 0.5,
+                     *           "agent_votes": 0,
+                     *           "with_agent": null
+                     *         },
+                     *         {
+                     *           "email": "bob@example.com",
+                     *           "votes": 2,
+                     *           "with_consensus": 1,
+                     *           "agent_votes": 0,
+                     *           "with_agent": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgreementReport"];
+                };
+            };
+            /** @description days is not a whole number from 1 to 365, or a parameter is unknown. The sentence names the parameter. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "days must be a whole number from 1 to 365.",
+                     *       "code": "invalid_field"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     webhookTaskHumanNeeded: {
         parameters: {
             query?: never;
@@ -4079,6 +4336,73 @@ export interface operations {
                      */
                     timestamp: string;
                     data: components["schemas"]["CalibrationDrift"];
+                };
+            };
+        };
+        responses: {
+            /** @description Delivered: any 2xx. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled, and its owner told by e-mail. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    taskVoteRecorded: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id: msg_ and 24 hex digits, the same on every attempt of one message; keep it to skip a repeat.
+                 * @example msg_3f9c1e0a7b2d4c5e6f708192
+                 */
+                "webhook-id": components["parameters"]["WebhookID"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse a message more than five minutes from your clock.
+                 * @example 1795415600
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description v1, and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}" keyed with the secret's bytes (after whsec_, base64-decoded); two, space-separated, for 24 hours after a rotation. Accept the message when one matches.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "task.vote_recorded";
+                    /**
+                     * Format: date-time
+                     * @description When the vote was recorded (RFC 3339, UTC, to the millisecond).
+                     */
+                    timestamp: string;
+                    /** @description How many people voted on a task that asks several votes, of how many it asks; never what they voted. */
+                    data: {
+                        task_id: string;
+                        /**
+                         * Format: int32
+                         * @description Votes cast so far.
+                         */
+                        votes: number;
+                        /**
+                         * Format: int32
+                         * @description Votes the task asks.
+                         */
+                        reviews_required: number;
+                    };
                 };
             };
         };

@@ -1,0 +1,303 @@
+package db_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// votingTask returns a create asking for the requirement.
+func votingTask(r arbiter.ReviewRequirement) arbiter.TaskCreate {
+	in := taskCreate("refund 900 EUR?")
+	in.Review = &r
+	in.CallbackURL = "https://workflow.example.com/resume" // no deliverer runs here
+	return in
+}
+
+func TestTaskService_CreateTask_KeepsTheReviewRequirement(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		want := arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: arbiter.ConsensusQuorum, Quorum: 2,
+			Veto: []string{"reject"}, ExcludeRequester: true, RequestedBy: "cfo@example.com", Tiebreak: arbiter.TiebreakAdmin}
+		created, err := d.CreateTasks(ctx, acct.ID, []arbiter.TaskCreate{votingTask(want), taskCreate("plain")})
+		if err != nil || created[0].Err != nil || created[1].Err != nil {
+			t.Fatalf("create = %+v, %v", created, err)
+		}
+		single, err := d.CreateTask(ctx, acct.ID, votingTask(want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{created[0].Task.ID, single.ID} {
+			got, err := d.FindTaskByID(ctx, acct.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Review == nil || string(arbiter.MarshalRequirement(*got.Review)) != string(arbiter.MarshalRequirement(want)) {
+				t.Errorf("task %s review = %+v, want %+v", id, got.Review, want)
+			}
+		}
+		if got, err := d.FindTaskByID(ctx, acct.ID, created[1].Task.ID); err != nil || got.Review != nil {
+			t.Errorf("a plain task's review = %+v, %v; want none", got.Review, err)
+		}
+	})
+}
+
+// votingTeam returns an account with its owner and three reviewers (ann,
+// bob, cat), and a task asking r waiting for a human.
+func votingTeam(t *testing.T, d *db.DB, r arbiter.ReviewRequirement) (acct *arbiter.Account, owner *arbiter.Person, reviewers []*arbiter.Person, task *arbiter.Task) {
+	t.Helper()
+	acct = newAccount(t, d, "owner@example.com")
+	owner = personOf(t, d, "owner@example.com")
+	for _, email := range []string{"ann@example.com", "bob@example.com", "cat@example.com"} {
+		token := invite(t, d, acct.ID, email, arbiter.RoleReviewer, owner)
+		p := personOf(t, d, email)
+		if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+			t.Fatal(err)
+		}
+		reviewers = append(reviewers, p)
+	}
+	task, err := d.CreateTask(ctx, acct.ID, votingTask(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := d.ClaimTasks(ctx, "w", 10, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim = %v, %v", claimed, err)
+	}
+	if err := d.FinishAgentAttempt(ctx, "w", task.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+		t.Fatal(err)
+	}
+	return acct, owner, reviewers, task
+}
+
+// voteBy is p's vote with the verdict.
+func voteBy(p *arbiter.Person, verdict string) arbiter.HumanDecision {
+	return arbiter.HumanDecision{Verdict: verdict, Reviewer: p.Email, ReviewerID: p.ID}
+}
+
+// votesCast counts the task's human attempts.
+func votesCast(t *testing.T, d *db.DB, accountID, taskID string) (*arbiter.Task, int) {
+	t.Helper()
+	got, err := d.FindTaskByID(ctx, accountID, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range got.Attempts {
+		if a.Tier == arbiter.TierHuman {
+			n++
+		}
+	}
+	return got, n
+}
+
+var twoVotes = arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: arbiter.ConsensusUnanimous}
+
+func TestConsensus_TwoVotesAtOnceBothCountAndCompleteOnce(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, twoVotes)
+		ann, bob, cat := rs[0], rs[1], rs[2]
+		// Two reviewers hold the task at once; a third cannot take a slot.
+		for _, p := range []*arbiter.Person{ann, bob} {
+			r, err := d.ReserveTask(ctx, acct.ID, task.ID, p.ID)
+			if err != nil || r == nil || r.PersonID != p.ID {
+				t.Fatalf("%s's slot = %+v, %v", p.Email, r, err)
+			}
+		}
+		r, err := d.ReserveTask(ctx, acct.ID, task.ID, cat.ID)
+		if err != nil || r == nil || !r.HeldByOther(cat.ID, arbiter.TimestampOf(time.Now())) {
+			t.Fatalf("cat's slot = %+v, %v; want held by another", r, err)
+		}
+		_, err = d.DecideTask(ctx, acct.ID, task.ID, voteBy(cat, "approve"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if next, err := d.NextTask(ctx, acct.ID, cat.ID, "", arbiter.QueueView{}); err != nil || next != nil {
+			t.Errorf("cat's next task = %+v, %v; want none", next, err)
+		}
+
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, p := range []*arbiter.Person{ann, bob} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = d.DecideTask(ctx, acct.ID, task.ID, voteBy(p, "approve"))
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("votes = %v, %v; want both taken", errs[0], errs[1])
+		}
+		got, n := votesCast(t, d, acct.ID, task.ID)
+		if n != 2 || got.Status != arbiter.StatusCompleted || got.FinalVerdict == nil || *got.FinalVerdict != "approve" ||
+			got.FinalTier == nil || *got.FinalTier != arbiter.TierHuman {
+			t.Fatalf("task = %s %v %v with %d votes; want completed approve by humans with 2", got.Status, got.FinalVerdict, got.FinalTier, n)
+		}
+		_, err = d.DecideTask(ctx, acct.ID, task.ID, voteBy(cat, "reject"))
+		wantCode(t, err, arbiter.ECONFLICT)
+	})
+}
+
+func TestConsensus_OnePersonVotesOnce(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: arbiter.ConsensusUnanimous})
+		ann := rs[0]
+		// Two tabs vote at the same moment: one vote counts.
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = d.DecideTask(ctx, acct.ID, task.ID, voteBy(ann, "approve"))
+			}()
+		}
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("two tabs = %v, %v; want one vote taken, one refused", errs[0], errs[1])
+		}
+		for _, err := range errs {
+			if err != nil {
+				wantCode(t, err, arbiter.ECONFLICT)
+			}
+		}
+		// Later, another session: refused too.
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(ann, "reject"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if got, n := votesCast(t, d, acct.ID, task.ID); n != 1 || got.Status != arbiter.StatusHumanNeeded {
+			t.Errorf("task = %s with %d votes; want waiting with 1", got.Status, n)
+		}
+		// Having voted, Ann gets no slot of it.
+		if r, err := d.ReserveTask(ctx, acct.ID, task.ID, ann.ID); err != nil || r != nil {
+			t.Errorf("ann's slot after voting = %+v, %v; want none", r, err)
+		}
+	})
+}
+
+func TestConsensus_AVetoEndsIt(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: arbiter.ConsensusUnanimous, Veto: []string{"reject"}})
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[0], "approve")); err != nil {
+			t.Fatal(err)
+		}
+		// The vote is announced by its count, never its verdict.
+		types, payloads, err := d.TaskMessages(ctx, task.ID)
+		if err != nil || len(types) != 2 || types[1] != arbiter.EventTaskVoteRecorded {
+			t.Fatalf("messages = %v, %v; want task.human_needed, task.vote_recorded", types, err)
+		}
+		if strings.Contains(payloads[1], "approve") || !strings.Contains(payloads[1], `"votes":1`) || !strings.Contains(payloads[1], `"reviews_required":3`) {
+			t.Errorf("task.vote_recorded = %s; want the count only", payloads[1])
+		}
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[1], "reject")); err != nil {
+			t.Fatal(err)
+		}
+		got, n := votesCast(t, d, acct.ID, task.ID)
+		if n != 2 || got.Status != arbiter.StatusCompleted || *got.FinalVerdict != "reject" {
+			t.Fatalf("task = %s %v with %d votes; want completed reject with 2", got.Status, got.FinalVerdict, n)
+		}
+		if types, _, err := d.TaskMessages(ctx, task.ID); err != nil || len(types) != 3 || types[2] != arbiter.EventTaskCompleted {
+			t.Errorf("messages = %v, %v; want human_needed, vote_recorded, completed", types, err)
+		}
+	})
+}
+
+func TestConsensus_TiebreakByAnAdmin(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, owner, rs, task := votingTeam(t, d, arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: arbiter.ConsensusUnanimous, Tiebreak: arbiter.TiebreakAdmin})
+		for i, v := range []string{"approve", "reject"} {
+			if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[i], v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := votesCast(t, d, acct.ID, task.ID); got.Status != arbiter.StatusHumanNeeded {
+			t.Fatalf("a split task is %s, want waiting for its tiebreak", got.Status)
+		}
+		// A reviewer may not break the tie, nor take its slot.
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[2], "approve"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if r, err := d.ReserveTask(ctx, acct.ID, task.ID, rs[2].ID); err != nil || r != nil {
+			t.Errorf("a reviewer's tiebreak slot = %+v, %v; want none", r, err)
+		}
+		if r, err := d.ReserveTask(ctx, acct.ID, task.ID, owner.ID); err != nil || r == nil || r.PersonID != owner.ID {
+			t.Fatalf("the owner's tiebreak slot = %+v, %v", r, err)
+		}
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(owner, "reject")); err != nil {
+			t.Fatal(err)
+		}
+		got, n := votesCast(t, d, acct.ID, task.ID)
+		if n != 3 || got.Status != arbiter.StatusCompleted || *got.FinalVerdict != "reject" {
+			t.Fatalf("task = %s %v with %d votes; want completed reject with 3", got.Status, got.FinalVerdict, n)
+		}
+	})
+}
+
+func TestConsensus_ASplitWithoutTiebreakWaits(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, owner, rs, task := votingTeam(t, d, twoVotes)
+		for i, v := range []string{"approve", "reject"} {
+			if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[i], v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(owner, "approve"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if got, n := votesCast(t, d, acct.ID, task.ID); got.Status != arbiter.StatusHumanNeeded || n != 2 {
+			t.Errorf("task = %s with %d votes; want waiting for its deadline with 2", got.Status, n)
+		}
+	})
+}
+
+func TestConsensus_ExpiryWithPartialVotes(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, twoVotes)
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[0], "approve")); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.MoveDeadline(ctx, task.ID, arbiter.TimestampOf(time.Now().Add(-time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		// Before the sweep, the late vote is refused as expired.
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[1], "approve"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if ids, err := d.ExpireTasks(ctx, 10); err != nil || len(ids) != 1 {
+			t.Fatalf("expired = %v, %v", ids, err)
+		}
+		got, n := votesCast(t, d, acct.ID, task.ID)
+		if got.Status != arbiter.StatusExpired || got.FinalVerdict != nil || n != 1 {
+			t.Errorf("task = %s %v with %d votes; want expired, no verdict, its vote kept", got.Status, got.FinalVerdict, n)
+		}
+	})
+}
+
+func TestConsensus_NextTaskGivesOneSlotPerVoter(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, twoVotes)
+		for _, p := range rs[:2] {
+			r, err := d.NextTask(ctx, acct.ID, p.ID, "", arbiter.QueueView{})
+			if err != nil || r == nil || r.TaskID != task.ID || r.PersonID != p.ID {
+				t.Fatalf("%s's next = %+v, %v; want a slot of %s", p.Email, r, err, task.ID)
+			}
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[2].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("a third reviewer's next = %+v, %v; want none", r, err)
+		}
+		// Ann votes; her slot closes and the task is not hers to take again,
+		// while Bob keeps his and the last slot stays his.
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(rs[0], "approve")); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[0].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("ann's next after voting = %+v, %v; want none", r, err)
+		}
+		if r, err := d.NextTask(ctx, acct.ID, rs[2].ID, "", arbiter.QueueView{}); err != nil || r != nil {
+			t.Errorf("cat's next while bob holds the last slot = %+v, %v; want none", r, err)
+		}
+		if list, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 10); err != nil || len(list) != 1 || list[0].Reservation != nil {
+			t.Errorf("queue = %+v, %v; the task waits, unheld by the task's own reservation", list, err)
+		}
+	})
+}
