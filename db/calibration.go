@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -203,14 +202,8 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			WHERE `+where+` AND audit = 1 AND labelled_at > ?`), with(since)...); err != nil {
 			return fmt.Errorf("count recent audits: %w", err)
 		}
-		dr, err := scanDrift(tx.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
-			WHERE account_id = ? AND cleared_at IS NULL`), accountID))
-		if err == nil {
-			out.Drift = &dr
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("find drift: %w", err)
-		}
-		return nil
+		out.Drift, err = d.openDrift(ctx, tx, accountID)
+		return err
 	})
 	return out, err
 }

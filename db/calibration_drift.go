@@ -37,12 +37,11 @@ func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID stri
 			ORDER BY labelled_at DESC LIMIT ?) w`), accountID, since, s.Audits).Scan(&w.Audits, &w.Errors); err != nil {
 		return false, fmt.Errorf("drift window: %w", err)
 	}
-	var open int64
-	err = tx.GetContext(ctx, &open, d.rebind(`SELECT drifted_at FROM calibration_drifts WHERE account_id = ? AND cleared_at IS NULL`), accountID)
-	drifted := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("open drift: %w", err)
+	open, err := d.openDrift(ctx, tx, accountID)
+	if err != nil {
+		return false, err
 	}
+	drifted := open != nil
 	after, crossed := arbiter.NextDrift(drifted, w, s)
 	switch {
 	case crossed:
@@ -128,7 +127,15 @@ func scanDrift(row interface{ Scan(...any) error }) (arbiter.Drift, error) {
 func (d *DB) CalibrationDrift(ctx context.Context, accountID string) (_ *arbiter.Drift, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	dr, err := scanDrift(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
+	return d.openDrift(ctx, d.db, accountID)
+}
+
+// openDrift reads, with q (the pool or a transaction), the account's open
+// crossing (calibration_drifts_open holds one at most), or nil.
+func (d *DB) openDrift(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, accountID string) (*arbiter.Drift, error) {
+	dr, err := scanDrift(q.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
 		WHERE account_id = ? AND cleared_at IS NULL`), accountID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
