@@ -74,12 +74,8 @@ func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID stri
 // that caused it. Callback URLs belong to tasks and get none. It reports
 // whether it queued any.
 func (d *DB) enqueueAccountEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskID, eventType string, data any) (bool, error) {
-	var endpoints []struct {
-		ID         string `db:"id"`
-		EventTypes string `db:"event_types"`
-		Disabled   string `db:"disabled"`
-	}
-	if err := tx.SelectContext(ctx, &endpoints, d.rebind(`SELECT id, event_types, disabled FROM webhook_endpoints
+	var endpoints []endpointTarget
+	if err := tx.SelectContext(ctx, &endpoints, d.rebind(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
 		WHERE account_id = ? ORDER BY id`), accountID); err != nil {
 		return false, fmt.Errorf("find endpoints: %w", err)
 	}
@@ -90,12 +86,9 @@ func (d *DB) enqueueAccountEvent(ctx context.Context, tx *sqlx.Tx, accountID, ta
 	}
 	var msgs []*arbiter.WebhookMessage
 	for _, e := range endpoints {
-		if !(&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(eventType) {
+		status, ok := e.statusFor(eventType)
+		if !ok {
 			continue
-		}
-		status := arbiter.WebhookPending
-		if e.Disabled != "" {
-			status = arbiter.WebhookHeld
 		}
 		msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: accountID, EndpointID: e.ID,
 			EventType: eventType, TaskID: taskID, Payload: payload, Status: status,

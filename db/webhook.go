@@ -666,12 +666,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 	if err != nil {
 		return false, err
 	}
-	var endpoints []struct {
-		ID         string `db:"id"`
-		AccountID  string `db:"account_id"`
-		EventTypes string `db:"event_types"`
-		Disabled   string `db:"disabled"`
-	}
+	var endpoints []endpointTarget
 	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
 		return false, fmt.Errorf("find endpoints: %w", err)
 	}
@@ -680,12 +675,7 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 	var taskIDs []any
 	for i, ev := range events {
 		for _, e := range endpoints {
-			wanted := (&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(ev.eventType)
-			if e.AccountID == ev.accountID && wanted {
-				status := arbiter.WebhookPending
-				if e.Disabled != "" {
-					status = arbiter.WebhookHeld
-				}
+			if status, ok := e.statusFor(ev.eventType); ok && e.AccountID == ev.accountID {
 				dests[i] = append(dests[i], destination{endpointID: e.ID, status: status})
 			}
 		}
@@ -743,6 +733,27 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 		return false, err
 	}
 	return slack || len(msgs) > 0, nil
+}
+
+// endpointTarget is what the outbox reads of an endpoint to queue an
+// event's message for it.
+type endpointTarget struct {
+	ID         string `db:"id"`
+	AccountID  string `db:"account_id"`
+	EventTypes string `db:"event_types"`
+	Disabled   string `db:"disabled"`
+}
+
+// statusFor says whether the endpoint wants an event of the type, and the
+// status its message starts in: pending, or held while it is disabled.
+func (e endpointTarget) statusFor(eventType string) (string, bool) {
+	if !(&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(eventType) {
+		return "", false
+	}
+	if e.Disabled != "" {
+		return arbiter.WebhookHeld, true
+	}
+	return arbiter.WebhookPending, true
 }
 
 func splitTypes(s string) []string {
