@@ -24,7 +24,8 @@ import (
 // openai backend against a fake OpenAI-compatible server in this process,
 // on loopback. Their scale is set by flags; the throttled phase's time may
 // be scaled down as a whole (-provider-latency with -throttle-rpm: 60 ms and
-// 8,000 a minute keep the default's ratios):
+// 8,000 a minute keep the default's ratios, though not the limiter's own
+// times, so a scaled run is a smoke test):
 //
 //   - throttle: a provider that answers in -provider-latency and allows
 //     -throttle-rpm requests a minute, answering 429 with Retry-After
@@ -70,7 +71,7 @@ type fakeProvider struct {
 	settled, settled4 int64
 }
 
-// answer is the body of every successful call.
+// providerAnswer is the body of every successful call.
 var providerAnswer = func() []byte {
 	content := `{"verdict":"approve","confidence":0.99,"rationale":"bench"}`
 	b, _ := json.Marshal(map[string]any{
