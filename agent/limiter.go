@@ -20,8 +20,8 @@ import (
 // cuts the rate of calls, once per round, so the calls already sent when
 // the rate was cut do not cut it again. The cut paces the calls from the
 // provider's limit as observed: a little below the rate it answered over
-// the last few seconds, when it answered calls then and fewer than were
-// sent; half the rate of calls otherwise. The rate then grows back as a
+// the last few seconds, or below the rate of calls when that is lower;
+// half the rate of calls when it answered none then. The rate then grows back as a
 // cubic of the time since the cut (as TCP CUBIC grows its window): quickly
 // at first, slowly near the rate where the provider throttled, and faster
 // again beyond it, so that it stays near the provider's limit and still
