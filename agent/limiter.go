@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -16,10 +17,15 @@ import (
 // process, while its provider throttles. A throttled call (HTTP 429, or 503
 // with Retry-After) pauses every call until the provider's Retry-After has
 // passed (or, when it sent none, an exponential backoff with jitter), and
-// halves the rate of calls: once per round, so the calls already sent when
-// the rate was cut do not cut it again. Each successful call then adds back
-// a little (additive increase, multiplicative decrease: AIMD), until the
-// rate is back where the provider first throttled, and the limiter lets
+// cuts the rate of calls, once per round, so the calls already sent when
+// the rate was cut do not cut it again. The cut paces the calls from the
+// provider's limit as observed: a little below the rate it answered over
+// the last few seconds, or below the rate of calls when that is lower;
+// half the rate of calls when it answered none then. The rate then grows back as a
+// cubic of the time since the cut (as TCP CUBIC grows its window): quickly
+// at first, slowly near the rate where the provider throttled, and faster
+// again beyond it, so that it stays near the provider's limit and still
+// finds a limit the provider raised; at twice that rate the limiter lets
 // calls go as fast as the slots allow, or at MaxRPS when that is set. The
 // rate is a token bucket (golang.org/x/time/rate) of one token.
 type Limiter struct {
@@ -29,14 +35,15 @@ type Limiter struct {
 
 	mu          sync.Mutex
 	bucket      *rate.Limiter
-	peak        rate.Limit // the rate when the provider began to throttle; 0 when it does not
 	pausedUntil time.Time
-	lastCut     time.Time
-	throttles   int // throttled calls since the last success, for the backoff
-	// Calls sent in the second that began at window and in the one before,
-	// for the rate of calls when nothing limits it.
-	window            time.Time
-	sentNow, sentPrev int
+	// The rate where the provider last throttled and the rate the cut
+	// set then, at lastCut; ceiling is 0 when it does not throttle.
+	ceiling, start rate.Limit
+	lastCut        time.Time
+	throttles      int // throttled calls since the last success, for the backoff
+	// The calls sent, for the rate of calls when nothing limits it, and
+	// the calls the provider answered, for its limit.
+	sentCalls, answered callCount
 }
 
 // Bounds of the Limiter.
@@ -51,6 +58,17 @@ const (
 	// up to maxBackoff.
 	firstBackoff = time.Second
 	maxBackoff   = time.Minute
+	// cutShare is the share of the provider's observed limit a cut paces
+	// the calls at.
+	cutShare = 0.9
+	// regrowTime is how long the rate takes to grow back from a cut to
+	// cutShare of the provider's limit to the limit itself; it grows past
+	// it as slowly at first, and reaches twice the limit, where the
+	// limiter lets go, about 3.2 times regrowTime after the cut.
+	regrowTime = 30 * time.Second
+	// answeredSpan is how far back the rate the provider answered is
+	// counted.
+	answeredSpan = 3 * time.Second
 )
 
 // NewLimiter returns the limiter of one backend: at most maxRPS calls a
@@ -65,7 +83,8 @@ func newLimiter(maxRPS float64, now func() time.Time, jitter func() float64) *Li
 	if maxRPS > 0 {
 		max = rate.Limit(maxRPS)
 	}
-	return &Limiter{now: now, jitter: jitter, max: max, bucket: rate.NewLimiter(max, 1)}
+	return &Limiter{now: now, jitter: jitter, max: max, bucket: rate.NewLimiter(max, 1),
+		sentCalls: callCount{span: time.Second}, answered: callCount{span: answeredSpan}}
 }
 
 // errHeldBack is the cause of a call the limiter held back.
@@ -157,27 +176,45 @@ func (l *Limiter) sent() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.roll(now)
-	l.sentNow++
+	l.sentCalls.add(now)
 	return now
 }
 
-// roll moves the counting window to the second now is in.
-func (l *Limiter) roll(now time.Time) {
-	switch elapsed := now.Sub(l.window); {
-	case elapsed >= 2*time.Second:
-		l.window, l.sentNow, l.sentPrev = now, 0, 0
-	case elapsed >= time.Second:
-		l.window, l.sentNow, l.sentPrev = l.window.Add(time.Second), 0, l.sentNow
+// callCount counts calls over a sliding window of span, by the counts of
+// the span that began at start and of the one before.
+type callCount struct {
+	span      time.Duration
+	start     time.Time
+	since     time.Time // the first call counted since the counts were last empty
+	cur, prev int
+}
+
+// add counts a call at now.
+func (c *callCount) add(now time.Time) {
+	c.roll(now)
+	if c.cur == 0 && c.prev == 0 {
+		c.since = now
+	}
+	c.cur++
+}
+
+// roll moves the window to the span now is in.
+func (c *callCount) roll(now time.Time) {
+	switch elapsed := now.Sub(c.start); {
+	case elapsed >= 2*c.span:
+		c.start, c.cur, c.prev = now, 0, 0
+	case elapsed >= c.span:
+		c.start, c.cur, c.prev = c.start.Add(c.span), 0, c.cur
 	}
 }
 
-// observed is the rate of calls over the last second, by the sliding
-// window of the two counts.
-func (l *Limiter) observed(now time.Time) rate.Limit {
-	l.roll(now)
-	share := 1 - float64(now.Sub(l.window))/float64(time.Second)
-	return rate.Limit(float64(l.sentPrev)*share + float64(l.sentNow))
+// rate is the rate of calls over the last span, and whether calls were
+// counted over all of it (a rate over less is too low).
+func (c *callCount) rate(now time.Time) (rate.Limit, bool) {
+	c.roll(now)
+	share := 1 - float64(now.Sub(c.start))/float64(c.span)
+	n := float64(c.prev)*share + float64(c.cur)
+	return rate.Limit(n / c.span.Seconds()), n > 0 && now.Sub(c.since) >= c.span
 }
 
 // throttled records a call sent at sent that the provider turned away,
@@ -200,16 +237,50 @@ func (l *Limiter) throttled(sent time.Time, retryAfter time.Duration) time.Durat
 	if sent.Before(l.lastCut) {
 		return wait
 	}
-	base := l.bucket.Limit()
-	if base == rate.Inf {
-		base = l.observed(now)
+	sending := l.bucket.Limit()
+	if sending == rate.Inf {
+		sending, _ = l.sentCalls.rate(now)
 	}
-	if l.peak == 0 {
-		l.peak = base
+	accepted, known := l.answered.rate(now)
+	if !known {
+		accepted = 0
 	}
-	l.setLimit(now, max(minRate, base/2))
+	l.start, l.ceiling = cutRate(sending, accepted)
+	l.setLimit(now, l.start)
 	l.lastCut = now
 	return wait
+}
+
+// cutRate is the rate of calls after a throttled round whose calls went at
+// sending while the provider answered accepted a second (0 when not
+// known), and the rate where the provider throttled: cutShare of the
+// lesser of the two when the provider answered calls, half of sending
+// when it answered none; never below minRate.
+func cutRate(sending, accepted rate.Limit) (limit, ceiling rate.Limit) {
+	if accepted > 0 {
+		ceiling = min(sending, accepted)
+		return max(minRate, ceiling*cutShare), ceiling
+	}
+	return max(minRate, sending/2), sending
+}
+
+// regrownRate is the rate of calls since after a cut to start from
+// ceiling, the rate where the provider throttled, and whether the limiter
+// is to let go: the cubic ceiling + c·(since − k)³, where c grows the rate
+// from cutShare of ceiling back to it in regrowTime, and k is the time it
+// takes from start. It lets go at twice ceiling.
+func regrownRate(start, ceiling rate.Limit, since time.Duration) (rate.Limit, bool) {
+	if ceiling <= 0 {
+		return start, true
+	}
+	t := since.Seconds()
+	c := float64(ceiling) * (1 - cutShare) / math.Pow(regrowTime.Seconds(), 3)
+	k := math.Cbrt(max(0, float64(ceiling-start)) / c)
+	limit := rate.Limit(float64(ceiling) + c*math.Pow(t-k, 3))
+	if limit >= 2*ceiling {
+		return limit, true
+	}
+	return max(minRate, start, limit), false
 }
 
 // backoff is the jittered pause after the throttles-th throttled call in a
@@ -223,23 +294,23 @@ func (l *Limiter) backoff() time.Duration {
 	return d/2 + time.Duration(l.jitter()*float64(d/2))
 }
 
-// succeeded records a call the provider answered: the rate grows by an
-// eighth of the rate where throttling began per second of successful
-// calls (at most doubling at each), and the limit is lifted once it
-// reaches that rate.
+// succeeded records a call the provider answered: the rate grows back
+// from the last cut (regrownRate), and the limit is lifted once it
+// reaches twice the rate where the provider throttled.
 func (l *Limiter) succeeded() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
+	l.answered.add(now)
 	l.throttles = 0
-	if l.peak == 0 {
+	if l.ceiling == 0 {
 		return
 	}
-	limit := l.bucket.Limit()
-	limit = min(2*limit, limit+max(minRate, l.peak/8)/limit)
-	if limit >= l.peak {
-		limit, l.peak = l.max, 0
+	limit, lift := regrownRate(l.start, l.ceiling, now.Sub(l.lastCut))
+	if lift {
+		limit, l.ceiling = l.max, 0
 	}
-	l.setLimit(l.now(), limit)
+	l.setLimit(now, limit)
 }
 
 // setLimit sets the rate of calls, never above the fixed limit. A bucket

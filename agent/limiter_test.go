@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -67,10 +68,12 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	}
 }
 
-// TestLimiter_AIMD: a throttled round halves the rate of calls, once per
-// round; successful calls add it back a step at a time, and the limit is
-// lifted once the rate is back where the provider began to throttle.
-func TestLimiter_AIMD(t *testing.T) {
+// TestLimiter_HalvesWhileNothingIsAnswered: while the provider answers no
+// call, a throttled round halves the rate of calls, once per round, down
+// to minRate; successful calls then grow it back, never faster than
+// doubling a second, and the limit is lifted once the rate is twice where
+// the provider last throttled.
+func TestLimiter_HalvesWhileNothingIsAnswered(t *testing.T) {
 	clock := newFakeClock()
 	l := newLimiter(0, clock.Now, halfJitter)
 	var sent []time.Time
@@ -91,8 +94,6 @@ func TestLimiter_AIMD(t *testing.T) {
 			t.Fatalf("after another throttled round the rate is %v, want %v", got, want)
 		}
 	}
-	// Each success adds a step, at most doubling the rate, until it is
-	// back at 8 a second; then nothing limits the calls.
 	prev, successes := l.currentLimit(), 0
 	for l.currentLimit() != rate.Inf {
 		clock.Advance(time.Second)
@@ -100,7 +101,7 @@ func TestLimiter_AIMD(t *testing.T) {
 		l.succeeded()
 		successes++
 		got := l.currentLimit()
-		if got != rate.Inf && (got <= prev || got > 2*prev) {
+		if got != rate.Inf && (got < prev || got > 2*prev) {
 			t.Fatalf("a success took the rate from %v to %v", prev, got)
 		}
 		if successes > 100 {
@@ -108,7 +109,116 @@ func TestLimiter_AIMD(t *testing.T) {
 		}
 		prev = got
 	}
+	if prev < 2*minRate {
+		t.Errorf("the limit was lifted at %v calls a second, want twice the %v where the provider throttled", prev, minRate)
+	}
 	t.Logf("recovered from %v calls a second to no limit in %d successes", minRate, successes)
+}
+
+// TestLimiter_PacesFromTheObservedLimit: a provider that answers 10 of the
+// 40 calls a second sent to it, and throttles the rest, has the calls
+// paced at cutShare of 10 a second, not at half of 40; the rate then
+// stays near 10 for regrowTime and more, and never passes twice 10.
+func TestLimiter_PacesFromTheObservedLimit(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(0, clock.Now, halfJitter)
+	// Four seconds of 40 calls a second, of which the provider answers 10
+	// a second. The first throttled call of the first second cuts the
+	// rate by half: nothing was answered yet.
+	for second := range 4 {
+		for i := range 40 {
+			at := l.sent()
+			if i%4 == 0 {
+				l.succeeded()
+			} else if second == 3 && i == 39 {
+				l.throttled(at, 0)
+			}
+			clock.Advance(25 * time.Millisecond)
+		}
+	}
+	if got := l.currentLimit(); math.Abs(float64(got)-cutShare*10) > 0.2 {
+		t.Fatalf("after 10 calls a second answered out of 40, the rate is %v, want about %v", got, cutShare*10)
+	}
+	for _, tc := range []struct {
+		after    time.Duration
+		min, max rate.Limit
+	}{
+		{regrowTime / 3, cutShare * 10, 10},
+		{regrowTime, 9.9, 10.1},
+		{2 * regrowTime, 10, 11.1},
+	} {
+		clock.now = l.lastCut.Add(tc.after)
+		l.succeeded()
+		if got := l.currentLimit(); got < tc.min || got > tc.max {
+			t.Errorf("%v after the cut the rate is %v, want %v to %v", tc.after, got, tc.min, tc.max)
+		}
+	}
+}
+
+// TestCutRate: a throttled round paces the calls at cutShare of the rate
+// the provider answered, or of the rate sent when that is lower, and at
+// half the rate sent when it answered nothing; never below minRate.
+func TestCutRate(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		sending, accepted      rate.Limit
+		wantLimit, wantCeiling rate.Limit
+	}{
+		{"the provider answered fewer than were sent", 40, 10, 10 * cutShare, 10},
+		{"nothing answered over a whole window", 40, 0, 20, 40},
+		{"as many answered as sent", 8, 8, 8 * cutShare, 8},
+		{"more answered than sent, from the provider's burst", 8, 12, 8 * cutShare, 8},
+		{"at the floor", 1, 0, minRate, 1},
+		{"answered below the floor", 5, 0.5, minRate, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limit, ceiling := cutRate(tc.sending, tc.accepted)
+			if math.Abs(float64(limit-tc.wantLimit)) > 1e-9 || ceiling != tc.wantCeiling {
+				t.Errorf("cutRate(%v, %v) = %v, %v; want %v, %v", tc.sending, tc.accepted, limit, ceiling, tc.wantLimit, tc.wantCeiling)
+			}
+		})
+	}
+}
+
+// TestRegrownRate: after a cut, the rate grows back as a cubic of the
+// time: quickly from a deep cut, slowly near the rate where the provider
+// throttled, faster again beyond it, and the limiter lets go at twice
+// that rate.
+func TestRegrownRate(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		start, ceil  rate.Limit
+		since        time.Duration
+		min, max     rate.Limit
+		wantLiftedAt bool
+	}{
+		{"at the cut", 9, 10, 0, 9, 9, false},
+		{"a third of the way back", 9, 10, regrowTime / 3, 9.6, 9.75, false},
+		{"back at the ceiling", 9, 10, regrowTime, 10, 10, false},
+		{"as slowly past it", 9, 10, 2 * regrowTime, 10.9, 11.1, false},
+		{"faster beyond", 9, 10, 3 * regrowTime, 17.9, 18.1, false},
+		{"let go at twice the ceiling", 9, 10, 4 * regrowTime, 20, 100, true},
+		{"a deep cut grows back quickly at first", 5, 10, 10 * time.Second, 6.5, 8, false},
+		{"a deep cut is back later", 5, 10, 51 * time.Second, 9.9, 10.1, false},
+		{"never below the floor", minRate, 0.5, 0, minRate, minRate, false},
+		{"no ceiling: let go", 4, 0, 0, 4, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, lifted := regrownRate(tc.start, tc.ceil, tc.since)
+			if got < tc.min || got > tc.max || lifted != tc.wantLiftedAt {
+				t.Errorf("regrownRate(%v, %v, %v) = %v, %v; want %v to %v, %v", tc.start, tc.ceil, tc.since, got, lifted, tc.min, tc.max, tc.wantLiftedAt)
+			}
+		})
+	}
+	// The rate never falls as time passes.
+	prev := rate.Limit(0)
+	for since := time.Duration(0); since < 4*regrowTime; since += time.Second {
+		got, _ := regrownRate(5, 10, since)
+		if got < prev {
+			t.Fatalf("the rate fell from %v to %v at %v", prev, got, since)
+		}
+		prev = got
+	}
 }
 
 // TestLimiter_BackoffWithoutRetryAfter: a 429 that says nothing of when to
@@ -149,7 +259,8 @@ func TestLimiter_MaxRPS(t *testing.T) {
 	if got := l.currentLimit(); got != 1 {
 		t.Fatalf("a throttle halves the fixed limit to %v, want 1", got)
 	}
-	for range 50 {
+	for range 60 {
+		clock.Advance(time.Second)
 		l.succeeded()
 	}
 	if got := l.currentLimit(); got != 2 {

@@ -42,7 +42,8 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 	if watcher == nil {
 		watcher = unwatched{}
 	}
-	over := &mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created}
+	over := &mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created,
+		answering: newAnswerSlots(maxAnswering)}
 	server := mcpserver.New(over)
 	utility := mcpserver.NewTaskUtility(over)
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
@@ -302,6 +303,8 @@ type mcpTasks struct {
 	watcher  arbiter.TaskWatcher
 	shutdown <-chan struct{}
 	created  func(n int)
+	// answering bounds the waits that answer at once (maxAnswering).
+	answering *answerSlots
 }
 
 // errShuttingDown ends a wait when the server begins to shut down.
@@ -349,14 +352,18 @@ func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOption
 	accountID := arbiter.AccountIDFromContext(ctx)
 	var last *client.Task
 	for {
-		task, err := waitForFinal(ctx, m.tasks, m.watcher, accountID, id, arbiter.MaxWait, m.shutdown)
+		task, answered, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown)
 		switch {
 		case err != nil && ctx.Err() == nil:
+			answered()
 			return last, apiError(ctx, err)
 		case err != nil || task == nil: // ctx ended
+			answered()
 			return last, fmt.Errorf("waiting for task %s: %w", id, ctx.Err())
 		}
-		if last, err = apiTask(ctx, task); err != nil || task.Final() {
+		last, err = apiTask(ctx, task)
+		answered()
+		if err != nil || task.Final() {
 			return last, err
 		}
 		if ctx.Err() != nil {

@@ -195,14 +195,25 @@ func wantsPage(r *http.Request) bool {
 
 // JSON writes v as a JSON response with the status.
 func JSON(w http.ResponseWriter, status int, v any) {
+	status, body := encodeJSON(status, v)
+	writeJSON(w, status, body)
+}
+
+// encodeJSON is the status and body of JSON's answer.
+func encodeJSON(status int, v any) (int, []byte) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":"Internal error.","code":"internal_error"}`)
 	}
+	return status, append(b, '\n')
+}
+
+// writeJSON writes an answer encodeJSON made.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(body)
 }
 
 // ReadBody reads a JSON request body of at most arbiter.MaxBodyBytes. A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -12,6 +13,44 @@ import (
 // answerTime is how long a long-polling request has to write its answer
 // once its wait is over; its write deadline is moved past the wait by this.
 const answerTime = 30 * time.Second
+
+// maxAnswering is how many waiting requests read their task and write their
+// answer at once. When thousands of waits end together (their tasks
+// decided in one batch, or shutdown), each would otherwise read, encode
+// and write at once, and their stacks and garbage would all grow
+// together: 10,000 waiters held in 302–343 MB of RSS peaked at 390–427 MB
+// as they were answered (docs/benchmarks.md). The rest wait for a slot, as
+// cheaply as they waited for their task; the store serves fewer reads at
+// once than this anyway.
+const maxAnswering = 32
+
+// answerSlots bounds the waiting requests that answer at once.
+type answerSlots struct {
+	slots   chan struct{}
+	waiting atomic.Int32 // requests waiting for a slot
+}
+
+func newAnswerSlots(n int) *answerSlots { return &answerSlots{slots: make(chan struct{}, n)} }
+
+// take waits for a slot, and reports false when ctx ends first.
+func (a *answerSlots) take(ctx context.Context) bool {
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	default:
+	}
+	a.waiting.Add(1)
+	defer a.waiting.Add(-1)
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give gives a slot back.
+func (a *answerSlots) give() { <-a.slots }
 
 // TaskGet handles GET /v1/tasks/{id}: the account's task, or 404 for an id
 // that is unknown, malformed or another account's.
@@ -22,6 +61,10 @@ const answerTime = 30 * time.Second
 // holds no database connection: watcher wakes it when the task may have
 // changed, and it reads the task again.
 func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}) http.Handler {
+	return taskGet(tasks, watcher, shutdown, newAnswerSlots(maxAnswering))
+}
+
+func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, answering *answerSlots) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
 	}
@@ -44,7 +87,10 @@ func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 			// The server's write timeout counts from the request; the
 			// answer comes after the wait.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + answerTime))
-			task, err = waitForFinal(r.Context(), tasks, watcher, accountID, id, wait, shutdown)
+			var answered func()
+			task, answered, err = waitForFinal(r.Context(), tasks, watcher, answering, accountID, id, wait, shutdown)
+			// The answer is read, encoded and written in its slot.
+			defer answered()
 		}
 		if err != nil {
 			Error(w, r, err)
@@ -53,40 +99,85 @@ func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		if task == nil {
 			return // the caller left while waiting
 		}
+		if wait > 0 {
+			status, body := offStack(func() (int, []byte) { return encodeJSON(http.StatusOK, task) })
+			writeJSON(w, status, body)
+			return
+		}
 		JSON(w, http.StatusOK, task)
 	})
 }
 
 // waitForFinal reads the account's task until it is final, wait has passed
 // or shutdown closes, reading it again each time watcher wakes it, and
-// returns the last read; nil when the caller left.
-func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbiter.TaskWatcher,
-	accountID, id string, wait time.Duration, shutdown <-chan struct{}) (*arbiter.Task, error) {
+// returns the last read; nil when the caller left. Each read after the
+// first is made in one of answering's slots, which is held when the task
+// is returned, until answered is called.
+func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbiter.TaskWatcher, answering *answerSlots,
+	accountID, id string, wait time.Duration, shutdown <-chan struct{}) (task *arbiter.Task, answered func(), err error) {
 	// Watch first: a transition between the read and the watch would
 	// otherwise go unseen.
 	wake, stop := watcher.WatchTask(id)
 	defer stop()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
-		task, err := tasks.FindTaskByID(ctx, accountID, id)
-		if err != nil || task.Final() {
-			return task, err
-		}
+	task, err = tasks.FindTaskByID(ctx, accountID, id)
+	for err == nil && !task.Final() {
 		// The task is not kept while waiting: thousands of waiters would
 		// hold thousands of contexts.
 		task = nil
+		last := true
 		select {
 		case <-wake:
-			continue
+			last = false
 		case <-timer.C:
 		case <-shutdown:
 		case <-ctx.Done():
 			// The caller left: nobody reads an answer.
-			return nil, nil
+			return nil, func() {}, nil
 		}
-		return tasks.FindTaskByID(ctx, accountID, id)
+		if !answering.take(ctx) {
+			return nil, func() {}, nil
+		}
+		// Off the request's goroutine, as the answer is encoded.
+		task, err = offStack(func() (*arbiter.Task, error) { return tasks.FindTaskByID(ctx, accountID, id) })
+		if last || err != nil || task.Final() {
+			return task, answering.give, err
+		}
+		answering.give()
 	}
+	return task, func() {}, err
+}
+
+// offStack returns f(), called on a goroutine of its own. A waiting
+// request's goroutine lives on with its connection, keep-alive, after the
+// answer: what it grows its stack to, it keeps until collections shrink it.
+// A store read and a JSON encoding grow it past the 8 KB it waits with,
+// and 10,000 waiters answered together would keep that at once; a
+// goroutine that ends gives its stack back. A panic in f is raised again
+// in the caller.
+func offStack[T1, T2 any](f func() (T1, T2)) (T1, T2) {
+	type result struct {
+		v1    T1
+		v2    T2
+		panic any
+	}
+	c := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r.panic = p
+			}
+			c <- r
+		}()
+		r.v1, r.v2 = f()
+	}()
+	r := <-c
+	if r.panic != nil {
+		panic(r.panic)
+	}
+	return r.v1, r.v2
 }
 
 // unwatched is the watcher of a server without one: nothing wakes its

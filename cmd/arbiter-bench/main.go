@@ -73,11 +73,15 @@ type config struct {
 	// webhookMessages is how many messages the webhook delivery phase
 	// sends (webhooks.go); 0 skips the webhook phases.
 	webhookMessages int
+	// The provider phases' scale (throttle.go).
+	throttleTasks, throttleWorkers, busyTasks int
+	throttleRPM                               float64
+	providerLatency, busyLatency              time.Duration
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "provider"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -103,6 +107,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
 	fs.IntVar(&c.webhookMessages, "webhook-messages", 10000, "messages the webhook delivery phase sends (0 skips the webhook phases)")
+	fs.IntVar(&c.throttleTasks, "throttle-tasks", 5000, "tasks the throttled provider phase decides (0 skips it)")
+	fs.Float64Var(&c.throttleRPM, "throttle-rpm", 600, "requests a minute the throttled provider allows")
+	fs.IntVar(&c.throttleWorkers, "throttle-workers", 32, "ARBITER_WORKERS for the throttled provider phase")
+	fs.DurationVar(&c.providerLatency, "provider-latency", 800*time.Millisecond,
+		"how long the throttled provider takes to answer; with -throttle-rpm, the throttled phase's time scale")
+	fs.DurationVar(&c.busyLatency, "busy-latency", 2*time.Second, "how long the busy provider takes to answer")
+	fs.IntVar(&c.busyTasks, "busy-tasks", 320, "tasks the busy provider phase decides at -workers slots (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,6 +138,8 @@ type bench struct {
 	wait      *waitResult
 	// slackNotes are the Slack phases' checks (slack.go).
 	slackNotes []string
+	// provider holds the provider phases' figures (throttle.go).
+	provider []providerResult
 }
 
 // idAt is a created task and the account that owns it.
@@ -191,6 +204,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["slack"] {
 		if err := b.measureSlack(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["provider"] {
+		if err := b.measureProvider(ctx); err != nil {
 			return err
 		}
 	}
@@ -765,6 +783,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
 	printWebhookTargets(w, byName)
+	printProvider(w, b.provider)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	}
@@ -784,8 +803,8 @@ func (b *bench) print(w io.Writer) {
 	}
 	if r := b.wait; r != nil {
 		fmt.Fprintf(w, "%-22s %d held, %d errors, open file limit %d\n", "wait", r.waiters, r.errors, r.fileLimit)
-		fmt.Fprintf(w, "%-22s %.0f MB held, %.0f MB peak (target < 300 MB) %s\n", "wait: server RSS",
-			r.heldRSSMB, r.peakRSSMB, verdict(r.errors == 0 && r.peakRSSMB > 0 && r.peakRSSMB < 300))
+		fmt.Fprintf(w, "%-22s %.0f MB held, %.0f MB peak (%.0f MB of it by the time all were held) (target < 300 MB) %s\n", "wait: server RSS",
+			r.heldRSSMB, r.peakRSSMB, r.heldPeakMB, verdict(r.errors == 0 && r.peakRSSMB > 0 && r.peakRSSMB < 300))
 		p50, p99 := float64(r.wake.ValueAtQuantile(50))/1000, float64(r.wake.ValueAtQuantile(99))/1000
 		fmt.Fprintf(w, "%-22s p50 %.1f ms, p99 %.1f ms (target p99 < 250 ms) %s\n", "wait: wake-up",
 			p50, p99, verdict(r.errors == 0 && r.wake.TotalCount() > 0 && p99 < 250))

@@ -29,6 +29,7 @@ import (
 type waitResult struct {
 	waiters    int
 	heldRSSMB  float64 // the server's resident memory with every waiter held
+	heldPeakMB float64 // its peak by then, through the waiters' arrival
 	peakRSSMB  float64 // its peak, through the wake-ups
 	fileLimit  uint64  // this process's open file limit
 	wake       *hdrhistogram.Histogram
@@ -164,6 +165,7 @@ func (b *bench) measureWait(ctx context.Context) error {
 	// stopped spending CPU on them.
 	settle(ctx, server.Process.Pid)
 	res.heldRSSMB = rssMB(server.Process.Pid, "VmRSS:")
+	res.heldPeakMB = rssMB(server.Process.Pid, "VmHWM:")
 	if b.waitHold > 0 {
 		b.logf("holding the waiters for %s", b.waitHold)
 		select {
@@ -172,7 +174,7 @@ func (b *bench) measureWait(ctx context.Context) error {
 		case <-time.After(b.waitHold):
 		}
 	}
-	b.logf("%d waiters held; server RSS %.0f MB; deciding their tasks with `arbiter worker`", sent.Load(), res.heldRSSMB)
+	b.logf("%d waiters held; server RSS %.0f MB (peak so far %.0f MB); deciding their tasks with `arbiter worker`", sent.Load(), res.heldRSSMB, res.heldPeakMB)
 
 	w, err := b.startWorker(ctx, dir)
 	if err != nil {
