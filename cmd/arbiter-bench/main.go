@@ -73,11 +73,16 @@ type config struct {
 	// webhookMessages is how many messages the webhook delivery phase
 	// sends (webhooks.go); 0 skips the webhook phases.
 	webhookMessages int
+	// sweepTasks is how many tasks with deadlines the sweep phase fills
+	// the table with (sweep.go), sweepDue the fraction of them due; 0
+	// tasks skips the phase.
+	sweepTasks int
+	sweepDue   float64
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -103,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
 	fs.IntVar(&c.webhookMessages, "webhook-messages", 10000, "messages the webhook delivery phase sends (0 skips the webhook phases)")
+	fs.IntVar(&c.sweepTasks, "sweep-tasks", 1_000_000, "tasks with deadlines the sweep phase fills the table with (0 skips it)")
+	fs.Float64Var(&c.sweepDue, "sweep-due", 0.01, "the fraction of the sweep phase's tasks that are due")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,6 +134,8 @@ type bench struct {
 	wait      *waitResult
 	// slackNotes are the Slack phases' checks (slack.go).
 	slackNotes []string
+	// sweepNotes are the sweep phase's checks (sweep.go).
+	sweepNotes []string
 }
 
 // idAt is a created task and the account that owns it.
@@ -191,6 +200,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["slack"] {
 		if err := b.measureSlack(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["sweep"] && b.sweepTasks > 0 {
+		if err := b.measureSweep(ctx); err != nil {
 			return err
 		}
 	}
@@ -789,6 +803,9 @@ func (b *bench) print(w io.Writer) {
 		p50, p99 := float64(r.wake.ValueAtQuantile(50))/1000, float64(r.wake.ValueAtQuantile(99))/1000
 		fmt.Fprintf(w, "%-22s p50 %.1f ms, p99 %.1f ms (target p99 < 250 ms) %s\n", "wait: wake-up",
 			p50, p99, verdict(r.errors == 0 && r.wake.TotalCount() > 0 && p99 < 250))
+	}
+	for _, note := range b.sweepNotes {
+		fmt.Fprintln(w, note)
 	}
 }
 
