@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,12 +24,32 @@ import (
 // once: a few people at a desk, not a load test.
 const deskConcurrency = 4
 
-// measureDesk fills one account's human queue with b.deskTasks tasks and
-// times the reviewer site over it with a signed-in reviewer: the queue
-// page (/review), a task's page and the answer to a decision (POST
-// /review/tasks/{id}, not following its redirect), each for b.duration at
-// deskConcurrency.
+// twoVoteBody is taskBody asking two people to vote, both agreeing
+// (issue 34).
+var twoVoteBody = func() []byte {
+	var body map[string]any
+	_ = json.Unmarshal(taskBody, &body)
+	body["reviews_required"], body["consensus"] = 2, arbiter.ConsensusUnanimous
+	out, _ := json.Marshal(body)
+	return out
+}()
+
+// measureDesk measures the reviewer site over b.deskTasks waiting tasks
+// that ask one review ("desk: …"), then over as many that ask two votes
+// ("desk (2 votes): …"), each on a fresh database.
 func (b *bench) measureDesk(ctx context.Context) error {
+	if err := b.measureDeskOf(ctx, "desk", taskBody); err != nil {
+		return err
+	}
+	return b.measureDeskOf(ctx, "desk (2 votes)", twoVoteBody)
+}
+
+// measureDeskOf fills one account's human queue with b.deskTasks tasks of
+// body and times the reviewer site over it with signed-in reviewers: the
+// queue page (/review), a task's page and the answer to a decision or a
+// vote (POST /review/tasks/{id}, not following its redirect), each for
+// b.duration at deskConcurrency. The phases' names begin with name.
+func (b *bench) measureDeskOf(ctx context.Context, name string, body []byte) error {
 	if err := b.resetDatabase(ctx); err != nil {
 		return err
 	}
@@ -48,7 +69,11 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		return err
 	}
 	b.logf("filling the human queue of one account with %d tasks", b.deskTasks)
-	ids, err := createPending(ctx, store, account.ID, b.deskTasks)
+	in, err := arbiter.ParseTaskCreate(body)
+	if err != nil {
+		return err
+	}
+	ids, err := createPendingOf(ctx, store, account.ID, b.deskTasks, in)
 	if err != nil {
 		return err
 	}
@@ -150,8 +175,8 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		b.results = append(b.results, r)
 	}
 	b.logf("the reviewer site over %d waiting tasks, %d at a time, for %s each", b.deskTasks, deskConcurrency, b.duration)
-	phase("desk: /review", func(w, _ int) error { return get(w, "/review") })
-	phase("desk: task page", func(w, i int) error {
+	phase(name+": /review", func(w, _ int) error { return get(w, "/review") })
+	phase(name+": task page", func(w, i int) error {
 		return get(w, "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)])
 	})
 	// Each reviewer starts on a task of their own and then decides the
@@ -161,7 +186,11 @@ func (b *bench) measureDesk(ctx context.Context) error {
 	for w := range current {
 		current[w] = "/review/tasks/" + ids[w]
 	}
-	phase("desk: decide", func(w, _ int) error {
+	decide := name + ": decide"
+	if in.Review != nil && in.Review.Multi() {
+		decide = name + ": vote"
+	}
+	phase(decide, func(w, _ int) error {
 		if !strings.HasPrefix(current[w], "/review/tasks/") {
 			return errStop // the queue is empty
 		}

@@ -785,7 +785,8 @@ func (b *bench) print(w io.Writer) {
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
 	ratio("worker (vs River)", "River (no-op)", 1)
 	ratio("worker (vs River)", "River (task args)", 0)
-	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide"} {
+	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide",
+		"desk (2 votes): /review", "desk (2 votes): task page", "desk (2 votes): vote"} {
 		if r, ok := byName[name]; ok {
 			p99 := float64(r.hist.ValueAtQuantile(99)) / 1000
 			fmt.Fprintf(w, "%-22s p99 %.1f ms (target < 50 ms) %s\n", name, p99, verdict(r.errors == 0 && r.ops > 0 && p99 < 50))
