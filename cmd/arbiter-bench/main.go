@@ -82,7 +82,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -136,6 +136,8 @@ type bench struct {
 	slackNotes []string
 	// sweepNotes are the sweep phase's checks (sweep.go).
 	sweepNotes []string
+	// views are the views phase's renders (views.go).
+	views []viewRender
 }
 
 // idAt is a created task and the account that owns it.
@@ -205,6 +207,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["sweep"] && b.sweepTasks > 0 {
 		if err := b.measureSweep(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["views"] {
+		if err := b.measureViews(ctx); err != nil {
 			return err
 		}
 	}
@@ -808,6 +815,7 @@ func (b *bench) print(w io.Writer) {
 	for _, note := range b.sweepNotes {
 		fmt.Fprintln(w, note)
 	}
+	printViews(w, b.views)
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
