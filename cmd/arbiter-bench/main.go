@@ -774,7 +774,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	ratio("create (HTTP)", "create (ceiling)", 0.6)
 	ratio("create (HTTP)", "create (grouped)", 0)
-	ratio("get (HTTP)", "get (ceiling)", 0.4)
+	ratio("get (HTTP)", "get (ceiling)", 0.5)
 	ratio("get (HTTP)", "get (grouped)", 0)
 	for _, name := range []string{"create (HTTP)", "get (HTTP)"} {
 		if r, ok := byName[name]; ok {
