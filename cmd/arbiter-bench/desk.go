@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/arbiterhq/arbiter"
@@ -179,12 +180,23 @@ func (b *bench) measureDeskOf(ctx context.Context, name string, body []byte) err
 	phase(name+": task page", func(w, i int) error {
 		return get(w, "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)])
 	})
-	// Each reviewer starts on a task of their own and then decides the
-	// task the desk sends them to next, which it reserves for them, as a
-	// reviewer working down the queue does.
+	// Each reviewer opens a task of their own, which holds it (or, for a
+	// task that asks several votes, a slot of it) for them, and then
+	// decides the task the desk sends them to next, which it holds for
+	// them, as a reviewer working down the queue does. The tasks they
+	// start on are the newest, far from the oldest the desk offers; after
+	// a failure a reviewer starts again on another, so that one task
+	// refused does not become an error a request.
 	current := make([]string, deskConcurrency)
+	var started atomic.Int64
+	start := func(w int) error {
+		current[w] = "/review/tasks/" + ids[len(ids)-1-int(started.Add(1))%len(ids)]
+		return get(w, current[w])
+	}
 	for w := range current {
-		current[w] = "/review/tasks/" + ids[w]
+		if err := start(w); err != nil {
+			return err
+		}
 	}
 	decide := name + ": decide"
 	if in.Review != nil && in.Review.Multi() {
@@ -196,6 +208,7 @@ func (b *bench) measureDeskOf(ctx context.Context, name string, body []byte) err
 		}
 		next, err := page(w, "POST", current[w], url.Values{"verdict": {"approve"}}, http.StatusSeeOther)
 		if err != nil {
+			_ = start(w)
 			return err
 		}
 		current[w] = next
