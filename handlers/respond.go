@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -195,25 +197,50 @@ func wantsPage(r *http.Request) bool {
 
 // JSON writes v as a JSON response with the status.
 func JSON(w http.ResponseWriter, status int, v any) {
-	status, body := encodeJSON(status, v)
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	status, body := encodeJSONTo(buf, status, v)
 	writeJSON(w, status, body)
 }
 
-// encodeJSON is the status and body of JSON's answer.
+// encodeJSON is the status and body of JSON's answer, in bytes of its own.
 func encodeJSON(status int, v any) (int, []byte) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":"Internal error.","code":"internal_error"}`)
+	var buf bytes.Buffer
+	return encodeJSONTo(&buf, status, v)
+}
+
+// encodeJSONTo encodes JSON's answer into buf and returns the status and
+// buf's bytes (or the internal error's when v cannot be encoded).
+func encodeJSONTo(buf *bytes.Buffer, status int, v any) (int, []byte) {
+	buf.Reset()
+	// Encode writes what json.Marshal returns and a newline, and nothing
+	// when it fails.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return http.StatusInternalServerError, []byte(`{"error":"Internal error.","code":"internal_error"}` + "\n")
 	}
-	return status, append(b, '\n')
+	return status, buf.Bytes()
 }
 
 // writeJSON writes an answer encodeJSON made.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// jsonContentType is the Content-Type of JSON answers, shared as the
+// value Header.Set would make each time; the slice is full, so adding a
+// value to it makes a new one.
+var jsonContentType = []string{"application/json"}[:1:1]
+
+// jsonBuffers keeps JSON's buffers between answers; putJSONBuffer lets the
+// large ones go.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putJSONBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		jsonBuffers.Put(b)
+	}
 }
 
 // ReadBody reads a JSON request body of at most arbiter.MaxBodyBytes. A
@@ -263,10 +290,29 @@ func NewContextWithLogger(ctx context.Context, l *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey{}, l)
 }
 
+// NewContextWithRequestLogger returns a context carrying the request's
+// logger: base with the request's id, made when first asked for, since
+// most requests log nothing but their request line.
+func NewContextWithRequestLogger(ctx context.Context, base *slog.Logger, requestID string) context.Context {
+	return context.WithValue(ctx, loggerKey{}, &lazyLogger{base: base, requestID: requestID})
+}
+
+// lazyLogger is a request's logger, made once when first asked for.
+type lazyLogger struct {
+	base      *slog.Logger
+	requestID string
+	once      sync.Once
+	logger    *slog.Logger
+}
+
 // LoggerFromContext returns the request's logger, or slog's default.
 func LoggerFromContext(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+	switch l := ctx.Value(loggerKey{}).(type) {
+	case *slog.Logger:
 		return l
+	case *lazyLogger:
+		l.once.Do(func() { l.logger = l.base.With(slog.String("request_id", l.requestID)) })
+		return l.logger
 	}
 	return slog.Default()
 }

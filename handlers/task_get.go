@@ -69,10 +69,13 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		watcher = unwatched{}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		query, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The query string could not be read; escape it as a URL query."))
-			return
+		var query url.Values
+		if r.URL.RawQuery != "" { // most gets ask nothing: no map to make
+			var err error
+			if query, err = url.ParseQuery(r.URL.RawQuery); err != nil {
+				Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The query string could not be read; escape it as a URL query."))
+				return
+			}
 		}
 		wait, err := arbiter.ParseWait(query["wait"])
 		if err != nil {

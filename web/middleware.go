@@ -38,9 +38,8 @@ func requestLogger(logger *slog.Logger, trusted []netip.Prefix) func(http.Handle
 			start := time.Now()
 			id := requestIDOf(r, trusted)
 			w.Header().Set(RequestIDHeader, id)
-			logger := logger.With(slog.String("request_id", id))
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r.WithContext(handlers.NewContextWithLogger(r.Context(), logger)))
+			next.ServeHTTP(ww, r.WithContext(handlers.NewContextWithRequestLogger(r.Context(), logger, id)))
 			status := ww.Status()
 			if status == 0 {
 				status = http.StatusOK
@@ -49,7 +48,9 @@ func requestLogger(logger *slog.Logger, trusted []netip.Prefix) func(http.Handle
 			if status >= 500 {
 				level = slog.LevelError
 			}
+			// The request's id first, where the handlers' logger puts it.
 			logger.LogAttrs(r.Context(), level, "request",
+				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", status),

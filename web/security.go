@@ -34,15 +34,30 @@ func securityHeaders(hsts bool, formOrigins ...string) func(http.Handler) http.H
 		"form-action " + formAction,
 		"frame-ancestors 'none'",
 	}, "; ")
+	// The headers' values are made once and shared by every answer, as
+	// Header.Set would make them each time; the slices are full, so a
+	// handler that adds a value to one makes its own.
+	values := func(v string) []string { return []string{v}[:1:1] }
+	headers := []struct {
+		key    string
+		values []string
+	}{
+		{"Content-Security-Policy", values(csp)},
+		{"X-Content-Type-Options", values("nosniff")},
+		{"Referrer-Policy", values("same-origin")},
+		{"X-Frame-Options", values("DENY")},
+	}
+	if hsts {
+		headers = append(headers, struct {
+			key    string
+			values []string
+		}{"Strict-Transport-Security", values(hstsPolicy)})
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h := w.Header()
-			h.Set("Content-Security-Policy", csp)
-			h.Set("X-Content-Type-Options", "nosniff")
-			h.Set("Referrer-Policy", "same-origin")
-			h.Set("X-Frame-Options", "DENY")
-			if hsts {
-				h.Set("Strict-Transport-Security", hstsPolicy)
+			for _, kv := range headers {
+				h[kv.key] = kv.values
 			}
 			next.ServeHTTP(w, r)
 		})

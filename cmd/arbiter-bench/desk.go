@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/arbiterhq/arbiter"
@@ -23,12 +25,32 @@ import (
 // once: a few people at a desk, not a load test.
 const deskConcurrency = 4
 
-// measureDesk fills one account's human queue with b.deskTasks tasks and
-// times the reviewer site over it with a signed-in reviewer: the queue
-// page (/review), a task's page and the answer to a decision (POST
-// /review/tasks/{id}, not following its redirect), each for b.duration at
-// deskConcurrency.
+// twoVoteBody is taskBody asking two people to vote, both agreeing
+// (issue 34).
+var twoVoteBody = func() []byte {
+	var body map[string]any
+	_ = json.Unmarshal(taskBody, &body)
+	body["reviews_required"], body["consensus"] = 2, arbiter.ConsensusUnanimous
+	out, _ := json.Marshal(body)
+	return out
+}()
+
+// measureDesk measures the reviewer site over b.deskTasks waiting tasks
+// that ask one review ("desk: …"), then over as many that ask two votes
+// ("desk (2 votes): …"), each on a fresh database.
 func (b *bench) measureDesk(ctx context.Context) error {
+	if err := b.measureDeskOf(ctx, "desk", taskBody); err != nil {
+		return err
+	}
+	return b.measureDeskOf(ctx, "desk (2 votes)", twoVoteBody)
+}
+
+// measureDeskOf fills one account's human queue with b.deskTasks tasks of
+// body and times the reviewer site over it with signed-in reviewers: the
+// queue page (/review), a task's page and the answer to a decision or a
+// vote (POST /review/tasks/{id}, not following its redirect), each for
+// b.duration at deskConcurrency. The phases' names begin with name.
+func (b *bench) measureDeskOf(ctx context.Context, name string, body []byte) error {
 	if err := b.resetDatabase(ctx); err != nil {
 		return err
 	}
@@ -48,7 +70,11 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		return err
 	}
 	b.logf("filling the human queue of one account with %d tasks", b.deskTasks)
-	ids, err := createPending(ctx, store, account.ID, b.deskTasks)
+	in, err := arbiter.ParseTaskCreate(body)
+	if err != nil {
+		return err
+	}
+	ids, err := createPendingOf(ctx, store, account.ID, b.deskTasks, in)
 	if err != nil {
 		return err
 	}
@@ -150,23 +176,39 @@ func (b *bench) measureDesk(ctx context.Context) error {
 		b.results = append(b.results, r)
 	}
 	b.logf("the reviewer site over %d waiting tasks, %d at a time, for %s each", b.deskTasks, deskConcurrency, b.duration)
-	phase("desk: /review", func(w, _ int) error { return get(w, "/review") })
-	phase("desk: task page", func(w, i int) error {
+	phase(name+": /review", func(w, _ int) error { return get(w, "/review") })
+	phase(name+": task page", func(w, i int) error {
 		return get(w, "/review/tasks/"+ids[(i*deskConcurrency+w)*7919%len(ids)])
 	})
-	// Each reviewer starts on a task of their own and then decides the
-	// task the desk sends them to next, which it reserves for them, as a
-	// reviewer working down the queue does.
+	// Each reviewer opens a task of their own, which holds it (or, for a
+	// task that asks several votes, a slot of it) for them, and then
+	// decides the task the desk sends them to next, which it holds for
+	// them, as a reviewer working down the queue does. The tasks they
+	// start on are the newest, far from the oldest the desk offers; after
+	// a failure a reviewer starts again on another, so that one task
+	// refused does not become an error a request.
 	current := make([]string, deskConcurrency)
-	for w := range current {
-		current[w] = "/review/tasks/" + ids[w]
+	var started atomic.Int64
+	start := func(w int) error {
+		current[w] = "/review/tasks/" + ids[len(ids)-1-int(started.Add(1))%len(ids)]
+		return get(w, current[w])
 	}
-	phase("desk: decide", func(w, _ int) error {
+	for w := range current {
+		if err := start(w); err != nil {
+			return err
+		}
+	}
+	decide := name + ": decide"
+	if in.Review != nil && in.Review.Multi() {
+		decide = name + ": vote"
+	}
+	phase(decide, func(w, _ int) error {
 		if !strings.HasPrefix(current[w], "/review/tasks/") {
 			return errStop // the queue is empty
 		}
 		next, err := page(w, "POST", current[w], url.Values{"verdict": {"approve"}}, http.StatusSeeOther)
 		if err != nil {
+			_ = start(w)
 			return err
 		}
 		current[w] = next

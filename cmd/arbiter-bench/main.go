@@ -77,11 +77,16 @@ type config struct {
 	throttleTasks, throttleWorkers, busyTasks int
 	throttleRPM                               float64
 	providerLatency, busyLatency              time.Duration
+	// sweepTasks is how many tasks with deadlines the sweep phase fills
+	// the table with (sweep.go), sweepDue the fraction of them due; 0
+	// tasks skips the phase.
+	sweepTasks int
+	sweepDue   float64
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "provider"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -114,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"how long the throttled provider takes to answer; with -throttle-rpm, the throttled phase's time scale")
 	fs.DurationVar(&c.busyLatency, "busy-latency", 2*time.Second, "how long the busy provider takes to answer")
 	fs.IntVar(&c.busyTasks, "busy-tasks", 320, "tasks the busy provider phase decides at -workers slots (0 skips it)")
+	fs.IntVar(&c.sweepTasks, "sweep-tasks", 1_000_000, "tasks with deadlines the sweep phase fills the table with (0 skips it)")
+	fs.Float64Var(&c.sweepDue, "sweep-due", 0.01, "the fraction of the sweep phase's tasks that are due")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -140,6 +147,10 @@ type bench struct {
 	slackNotes []string
 	// provider holds the provider phases' figures (throttle.go).
 	provider []providerResult
+	// sweepNotes are the sweep phase's checks (sweep.go).
+	sweepNotes []string
+	// views are the views phase's renders (views.go).
+	views []viewRender
 }
 
 // idAt is a created task and the account that owns it.
@@ -204,6 +215,16 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["slack"] {
 		if err := b.measureSlack(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["sweep"] && b.sweepTasks > 0 {
+		if err := b.measureSweep(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["views"] {
+		if err := b.measureViews(ctx); err != nil {
 			return err
 		}
 	}
@@ -771,7 +792,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	ratio("create (HTTP)", "create (ceiling)", 0.6)
 	ratio("create (HTTP)", "create (grouped)", 0)
-	ratio("get (HTTP)", "get (ceiling)", 0.4)
+	ratio("get (HTTP)", "get (ceiling)", 0.5)
 	ratio("get (HTTP)", "get (grouped)", 0)
 	for _, name := range []string{"create (HTTP)", "get (HTTP)"} {
 		if r, ok := byName[name]; ok {
@@ -790,7 +811,8 @@ func (b *bench) print(w io.Writer) {
 	ratio("batch create (HTTP)", "create (HTTP)", 3)
 	ratio("worker (vs River)", "River (no-op)", 1)
 	ratio("worker (vs River)", "River (task args)", 0)
-	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide"} {
+	for _, name := range []string{"desk: /review", "desk: task page", "desk: decide",
+		"desk (2 votes): /review", "desk (2 votes): task page", "desk (2 votes): vote"} {
 		if r, ok := byName[name]; ok {
 			p99 := float64(r.hist.ValueAtQuantile(99)) / 1000
 			fmt.Fprintf(w, "%-22s p99 %.1f ms (target < 50 ms) %s\n", name, p99, verdict(r.errors == 0 && r.ops > 0 && p99 < 50))
@@ -809,6 +831,10 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "%-22s p50 %.1f ms, p99 %.1f ms (target p99 < 250 ms) %s\n", "wait: wake-up",
 			p50, p99, verdict(r.errors == 0 && r.wake.TotalCount() > 0 && p99 < 250))
 	}
+	for _, note := range b.sweepNotes {
+		fmt.Fprintln(w, note)
+	}
+	printViews(w, b.views)
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }

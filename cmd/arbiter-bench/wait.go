@@ -197,6 +197,12 @@ func createPending(ctx context.Context, store *db.DB, accountID string, n int) (
 	if err != nil {
 		return nil, err
 	}
+	return createPendingOf(ctx, store, accountID, n, in)
+}
+
+// createPendingOf creates n pending tasks of in for the account, in
+// batches, and returns their ids.
+func createPendingOf(ctx context.Context, store *db.DB, accountID string, n int, in arbiter.TaskCreate) ([]string, error) {
 	ids := make([]string, 0, n)
 	for len(ids) < n {
 		creates := make([]arbiter.TaskCreate, min(batchSize, n-len(ids)))

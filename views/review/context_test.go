@@ -3,9 +3,10 @@ package review
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,85 +14,9 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/internal/taskview"
+	"github.com/arbiterhq/arbiter/internal/taskview/maximal"
 	"github.com/arbiterhq/arbiter/views/layouts"
 )
-
-// fill pads a context made of open and close around a string to exactly
-// arbiter.MaxContextBytes.
-func fill(open, close string) string {
-	return open + `"` + strings.Repeat("x", arbiter.MaxContextBytes-len(open)-len(close)-2) + `"` + close
-}
-
-// repeatTo repeats item, separated by commas, inside open and close, to at
-// most arbiter.MaxContextBytes.
-func repeatTo(open, item, close string) string {
-	n := (arbiter.MaxContextBytes - len(open) - len(close) + 1) / (len(item) + 1)
-	return open + strings.Repeat(item+",", n-1) + item + close
-}
-
-// maximalContexts are contexts of the largest size the API accepts, in the
-// shapes that cost a naive renderer the most. Some are deeper than the API
-// accepts today, as tasks created before the limit can be.
-var maximalContexts = map[string]string{
-	"ArraysNested9999Deep":  fill(strings.Repeat("[", 9999), strings.Repeat("]", 9999)),
-	"ObjectsNested9999Deep": fill(strings.Repeat(`{"a":`, 9999), strings.Repeat("}", 9999)),
-	"ArraysNested64Deep":    fill(strings.Repeat("[", 64), strings.Repeat("]", 64)),
-	"WideArrayOfNumbers":    repeatTo("[", "0", "]"),
-	"WideArrayOfObjects":    repeatTo("[", "{}", "]"),
-	"ManyShortStrings":      repeatTo(`{"k":[`, `"ab"`, `]}`),
-	"ManyMembers":           repeatTo(`{`, `"k":1`, `}`),
-	"OneLongLine":           fill("", ""),
-	"OneStringToEscape":     `"` + strings.Repeat(`<&\"`, (arbiter.MaxContextBytes-2)/4) + `"`,
-	"ManyLines":             `"` + strings.Repeat(`\n`, (arbiter.MaxContextBytes-2)/2) + `"`,
-	"LongKey":               `{"` + strings.Repeat("k", arbiter.MaxContextBytes-8) + `":1}`,
-	"WideAndDeep":           repeatTo("[", strings.Repeat("[", 60)+"1"+strings.Repeat("]", 60), "]"),
-
-	// The views' largest shapes (see rich.templ).
-	"ConversationManyMessages":   repeatTo("[", `{"role":"user","content":"<&\""}`, "]"),
-	"ConversationOneLongMessage": fill(`[{"role":"user","content":`, `}]`),
-	"ConversationEscapedMessage": `[{"role":"user","content":"` + strings.Repeat(`<&\"`, (arbiter.MaxContextBytes-40)/4) + `"}]`,
-	"ConversationManyLines":      `[{"role":"user","content":"` + strings.Repeat(`\n`, (arbiter.MaxContextBytes-40)/2) + `"}]`,
-	"ManyToolCalls":              repeatTo("[", `{"name":"f","arguments":"{\"a\":[1,2,3]}"}`, "]"),
-	"ToolCallWideArguments":      `{"name":"f","arguments":"{\"a\":[` + strings.Repeat(`1,`, (arbiter.MaxContextBytes-60)/2) + `1]}"}`,
-	"ManyImages":                 repeatTo("[", jsonText(tinyPNG), "]"),
-	"TwoLargestImages":           "[" + largestPNG + "," + largestPNG + "]",
-	"ManyImageLinks":             repeatTo("[", `{"type":"image","url":"https://cdn.example.com/p.png"}`, "]"),
-	"OneLongDiff":                jsonText(longDiff((arbiter.MaxContextBytes - 40) / 4)),
-	"ManyDiffs":                  repeatTo("[", jsonText("--- a\n+++ b\n@@ -1 +1 @@\n-<\n+&\n"), "]"),
-	"LongestMarkdown":            `{"type":"markdown","text":` + jsonText(strings.Repeat("word ", taskview.MaxMarkdownBytes/5)) + `}`,
-	"BusiestMarkdown":            `{"type":"markdown","text":` + jsonText(strings.Repeat("<http://a.com>", taskview.MaxMarkdownMarks)) + `}`,
-	"MarkdownHeadings":           `{"type":"markdown","text":` + jsonText(strings.Repeat("a\n-\n", taskview.MaxMarkdownMarks/2-1)) + `}`,
-	"MarkdownNesting":            `{"type":"markdown","text":` + jsonText(strings.Repeat("> - > - > - > - x\n", taskview.MaxMarkdownMarks/9)) + `}`,
-	"ManyMarkdowns":              repeatTo("[", `{"type":"markdown","text":"**<b>** [x](https://e.com)"}`, "]"),
-	"ManyLinks":                  repeatTo("[", `"https://e.com/?a=1&b=2"`, "]"),
-	"ManyDates":                  repeatTo("[", `"2026-11-26T19:10:52Z"`, "]"),
-	"ManyAmounts":                repeatTo("[", `{"amount":1,"currency":"EUR"}`, "]"),
-}
-
-// maximalViews are the views the maximal contexts of the views' shapes
-// must show: each is rendered with its view, not left to the tree.
-var maximalViews = map[string]string{
-	"ConversationManyMessages": "conversation", "ConversationOneLongMessage": "conversation",
-	"ConversationEscapedMessage": "conversation", "ConversationManyLines": "conversation",
-	"ManyToolCalls": "tool-call", "ToolCallWideArguments": "tool-call", "ManyImages": "image",
-	"TwoLargestImages": "image", "ManyImageLinks": "image", "OneLongDiff": "diff", "ManyDiffs": "diff",
-	"LongestMarkdown": "markdown", "BusiestMarkdown": "markdown", "MarkdownHeadings": "markdown",
-	"MarkdownNesting": "markdown", "ManyMarkdowns": "markdown", "ManyLinks": "link", "ManyDates": "date",
-	"ManyAmounts": "money",
-}
-
-// largestPNG is a data URL of a PNG within taskview.MaxDataURLBytes, as a
-// JSON string.
-var largestPNG = func() string {
-	raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(tinyPNG, "data:image/png;base64,"))
-	raw = append(raw, make([]byte, (taskview.MaxDataURLBytes-64)/4*3-len(raw))...)
-	return jsonText("data:image/png;base64," + base64.StdEncoding.EncodeToString(raw))
-}()
-
-// longDiff is a unified diff of n added lines.
-func longDiff(n int) string {
-	return "--- a\n+++ b\n@@ -0,0 +1," + strconv.Itoa(n) + " @@\n" + strings.Repeat("+x\n", n)
-}
 
 // TestTaskPage_BoundedForAnyContext renders the desk for maximal contexts of
 // every costly shape, the views' shapes too, and checks the page's size and
@@ -99,8 +24,8 @@ func longDiff(n int) string {
 // render allocates under 16 MiB, where json.Indent made a 200 MB page with
 // 1.4 GB.
 func TestTaskPage_BoundedForAnyContext(t *testing.T) {
-	const maxPage, maxAlloc = 2 << 20, 16 << 20
-	for name, ctx := range maximalContexts {
+	const maxPage, maxAlloc = maximal.MaxPageBytes, maximal.MaxAllocBytes
+	for name, ctx := range maximal.Contexts {
 		t.Run(name, func(t *testing.T) {
 			if len(ctx) > arbiter.MaxContextBytes || !json.Valid([]byte(ctx)) {
 				t.Fatalf("the context is %d bytes, valid %v", len(ctx), json.Valid([]byte(ctx)))
@@ -125,7 +50,7 @@ func TestTaskPage_BoundedForAnyContext(t *testing.T) {
 			if allocated > maxAlloc {
 				t.Errorf("rendering allocated %d bytes, over %d", allocated, maxAlloc)
 			}
-			if view, ok := maximalViews[name]; ok && !strings.Contains(buf.String(), `data-view="`+view+`"`) {
+			if view, ok := maximal.Views[name]; ok && !strings.Contains(buf.String(), `data-view="`+view+`"`) {
 				t.Errorf("the page lacks the %s view", view)
 			}
 			if !strings.Contains(buf.String(), `data-testid="verdict-form"`) {
@@ -183,7 +108,7 @@ func TestContextTree(t *testing.T) {
 			want: []string{strings.Repeat("line\n", 12) + "</span>", "show 40 more characters"}},
 		{name: "TooDeepIsElided", context: strings.Repeat(`{"a":`, 70) + `"bottom"` + strings.Repeat("}", 70),
 			want: []string{">…<", `data-testid="context-raw"`, "nested too deep", "bottom"}},
-		{name: "PastTheBudgetIsInTheRawJSON", context: repeatTo("[", "7", "]"),
+		{name: "PastTheBudgetIsInTheRawJSON", context: maximal.RepeatTo("[", "7", "]"),
 			want: []string{`data-testid="context-raw"`, "too big to show as a tree"}},
 		{name: "NotJSONIsShownRaw", context: `{"broken":`, want: []string{`data-testid="context-raw"`, "Raw context", "{&#34;broken&#34;:"}},
 		{name: "MarkupIsText", context: `{"<b>":"<script>alert(1)</script>"}`,
@@ -215,7 +140,7 @@ func TestPlural(t *testing.T) {
 }
 
 func TestContextTree_NodeBudget(t *testing.T) {
-	c := contextOf(&arbiter.Task{Context: json.RawMessage(repeatTo("[", "[1,2]", "]"))})
+	c := contextOf(&arbiter.Task{Context: json.RawMessage(maximal.RepeatTo("[", "[1,2]", "]"))})
 	nodes := 0
 	var count func(n *taskview.Node)
 	count = func(n *taskview.Node) {
@@ -278,5 +203,29 @@ func TestContext_CountsAreTrue(t *testing.T) {
 	want := plural(orders.Omitted(), "more item") + ", too many to show here: see the raw JSON"
 	if !strings.Contains(html, "[300 items]") || !strings.Contains(html, want) {
 		t.Errorf("the page lacks [300 items] or %q", want)
+	}
+}
+
+// BenchmarkTaskPage_MaximalContexts renders the desk's task page for each
+// maximal context, reporting the time, bytes and allocations of a render
+// and the page's size (page-B); the bounds are maximal.MaxPageBytes and
+// maximal.MaxAllocBytes (make bench prints them beside the figures).
+func BenchmarkTaskPage_MaximalContexts(b *testing.B) {
+	names := slices.Sorted(maps.Keys(maximal.Contexts))
+	for _, name := range names {
+		b.Run(name, func(b *testing.B) {
+			task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: "Decide.",
+				AllowedVerdicts: []string{"approve", "reject"}, Context: json.RawMessage(maximal.Contexts[name])}
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				page := TaskPage(layouts.Page{Title: "Review"}, TaskView{Task: task, Action: "/review/tasks/" + task.ID, Now: time.Now()})
+				if err := page.Render(context.Background(), &buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(buf.Len()), "page-B")
+		})
 	}
 }

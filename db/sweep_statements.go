@@ -1,0 +1,18 @@
+package db
+
+// SweepStatement is a statement a periodic sweep runs to find its due
+// tasks: its name and its SQL in the store's dialect, whose one argument
+// is the most tasks it takes. The bench (cmd/arbiter-bench) explains each
+// on a large table to show that a sweep reads what it takes, not the
+// table.
+type SweepStatement struct{ Name, SQL string }
+
+// SweepStatements returns the statements of the deadline sweep
+// (ExpireTasks) that find its due tasks, in the order it runs them. A new
+// sweep adds its own here.
+func (d *DB) SweepStatements() []SweepStatement {
+	return []SweepStatement{
+		{Name: "due outcomes", SQL: d.dueOutcomesSQL()},
+		{Name: "expire", SQL: d.rebind(d.expireTasksSQL())},
+	}
+}
