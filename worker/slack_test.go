@@ -342,3 +342,39 @@ func TestSlackDeliverer_TaskNotifyOverridesTheChannel(t *testing.T) {
 		})
 	}
 }
+
+// TestSlackDeliverer_PolicyNotifyRoutesTheTask: a task whose policy names
+// a Slack channel is posted to that channel, not the account's; a create
+// that names its own channel is posted there instead.
+func TestSlackDeliverer_PolicyNotifyRoutesTheTask(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			if _, err := store.PutPolicy(ctx, accountID, arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#refunds-eu"}},
+				arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+				t.Fatal(err)
+			}
+			fake := slackfake.New(t)
+			startSlack(t, store, fake, 0)
+			create := func(body string) string {
+				in, err := arbiter.ParseTaskCreate([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return newSlackTask(t, store, accountID, in)
+			}
+			routed := create(`{"prompt":"EU refund?","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+			agentStep(t, store, routed, arbiter.StatusHumanNeeded)
+			post := fake.WaitCalls(t, "chat.postMessage", 1)[0]
+			if got := post.Form.Get("channel"); got != "#refunds-eu" || !strings.Contains(blocksOf(t, post), routed) {
+				t.Fatalf("the policy's task went to %q, want #refunds-eu", got)
+			}
+			own := create(`{"prompt":"VIP refund?","allowed_verdicts":["approve","reject"],"task_type":"refund","notify":["slack:C0VIP0001"]}`)
+			agentStep(t, store, own, arbiter.StatusHumanNeeded)
+			post = fake.WaitCalls(t, "chat.postMessage", 2)[1]
+			if got := post.Form.Get("channel"); got != "C0VIP0001" || !strings.Contains(blocksOf(t, post), own) {
+				t.Errorf("the create's own notify went to %q, want C0VIP0001", got)
+			}
+		})
+	}
+}
