@@ -174,13 +174,14 @@ func (req *reviewRequirementRequest) validate(allowed []string, forPolicy bool) 
 	return r, nil
 }
 
-// validatePolicy returns an EINVALID error naming the field at fault
-// unless r is a requirement a policy may hold: one the create's rule
-// accepts (without verdicts to check the veto against), with no requester,
-// which is each create's own.
-func (r ReviewRequirement) validatePolicy() error {
+// ForPolicy returns r with the create's defaults applied (consensus any
+// for one review, unanimous for more), or an EINVALID error naming the
+// field at fault unless r is a requirement a policy may hold: one the
+// create's rule accepts (without verdicts to check the veto against), with
+// no requester, which is each create's own.
+func (r ReviewRequirement) ForPolicy() (ReviewRequirement, error) {
 	if r.RequestedBy != "" {
-		return FieldErrorf("requested_by", "requested_by is each create's own; a policy cannot name it.")
+		return ReviewRequirement{}, FieldErrorf("requested_by", "requested_by is each create's own; a policy cannot name it.")
 	}
 	req := reviewRequirementRequest{ExcludeRequester: &r.ExcludeRequester}
 	if r.ReviewsRequired != 0 {
@@ -200,8 +201,7 @@ func (r ReviewRequirement) validatePolicy() error {
 	if r.Tiebreak != "" {
 		req.Tiebreak = &r.Tiebreak
 	}
-	_, err := req.validate(nil, true)
-	return err
+	return req.validate(nil, true)
 }
 
 // Describe says in a few words what r asks: "2 reviews, unanimous, veto

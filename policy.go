@@ -229,7 +229,7 @@ func (p *Policy) Validate() error {
 		}
 	}
 	if p.Review != nil {
-		if err := p.Review.validatePolicy(); err != nil {
+		if _, err := p.Review.ForPolicy(); err != nil {
 			return err
 		}
 	}

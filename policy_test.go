@@ -414,3 +414,29 @@ func TestDeadlinePassedError(t *testing.T) {
 		t.Errorf("DecidedBy = %q", decided.DecidedBy())
 	}
 }
+
+// TestReviewRequirement_ForPolicy: a policy's requirement takes the
+// create's defaults (unanimous for several reviews) and refuses what a
+// create would, and a requester, which is each create's own.
+func TestReviewRequirement_ForPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in    arbiter.ReviewRequirement
+		want  string // Describe
+		field string
+	}{
+		{arbiter.ReviewRequirement{ReviewsRequired: 2}, "2 reviews, unanimous", ""},
+		{arbiter.ReviewRequirement{}, "1 review, any", ""},
+		{arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: "quorum", Quorum: 2, ExcludeRequester: true},
+			"3 reviews, quorum 2, requester excluded", ""},
+		{arbiter.ReviewRequirement{ReviewsRequired: 2, RequestedBy: "a@example.com"}, "", "requested_by"},
+		{arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: "quorum"}, "", "quorum"},
+		{arbiter.ReviewRequirement{ReviewsRequired: 2, Veto: []string{"no", "no"}}, "", "veto"},
+	} {
+		got, err := tc.in.ForPolicy()
+		if tc.field != "" && arbiter.ErrorField(err) != tc.field {
+			t.Errorf("%+v: %v, want EINVALID naming %s", tc.in, err, tc.field)
+		} else if tc.field == "" && (err != nil || got.Describe() != tc.want) {
+			t.Errorf("%+v: %q, %v; want %q", tc.in, got.Describe(), err, tc.want)
+		}
+	}
+}

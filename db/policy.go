@@ -130,7 +130,9 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 		deadline = *p.DeadlineSeconds
 	}
 	if p.Review != nil {
-		if b := arbiter.MarshalRequirement(*p.Review); b != nil {
+		r, _ := p.Review.ForPolicy() // valid: its defaults applied
+		if b := arbiter.MarshalRequirement(r); b != nil {
+			p.Review = &r
 			review = string(b)
 		} else {
 			p.Review = nil // today's single review: none to keep

@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -81,6 +82,63 @@ func TestPolicies_API_NotifyAndReview(t *testing.T) {
 		}
 		if later := createTask(t, a, key, refund+`}`); review(later) != `{"c":"unanimous","n":2,"veto":null}` {
 			t.Errorf("a create after the change took %s", review(later))
+		}
+	})
+}
+
+// TestDashboard_PolicyNotifyAndReview: the policy page sets a policy's
+// Slack channels and review requirement, shows them again, lists them, and
+// refuses a bad channel or requirement without changing the policy.
+func TestDashboard_PolicyNotifyAndReview(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		form := url.Values{"task_type": {"refund"}, "notify": {"slack:#refunds slack:C0VIP0001"}, "reviews_required": {"3"},
+			"consensus": {"quorum"}, "quorum": {"2"}, "veto": {"reject"}, "exclude_requester": {"true"}, "tiebreak": {"role:admin"}}
+		r := owner.post("/settings/policy", form)
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.2000s", r.status, r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || strings.Join(p.Notify, ",") != "slack:#refunds,slack:C0VIP0001" || p.Review == nil ||
+			p.Review.Describe() != "3 reviews, quorum 2, veto reject, requester excluded, tiebreak role:admin" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r = owner.follow(r)
+		for _, want := range []string{`value="slack:#refunds slack:C0VIP0001"`, `value="3"`, `value="quorum"`, `value="2"`,
+			`value="reject"`, `value="role:admin"`, `name="exclude_requester" type="checkbox" value="true" checked`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("after saving, the form lacks %s:\n%.4000s", want, r.body)
+			}
+		}
+		if r := owner.get("/settings/policies"); !strings.Contains(r.body, "slack:#refunds slack:C0VIP0001") ||
+			!strings.Contains(r.body, "3 reviews, quorum 2") {
+			t.Errorf("the list does not show the channels and the requirement:\n%.4000s", r.body)
+		}
+		two := url.Values{"task_type": {"refund"}, "reviews_required": {"2"}}
+		if r := owner.post("/settings/policy", two); r.status != http.StatusSeeOther {
+			t.Fatalf("saving two reviews: %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); p.Review == nil || p.Review.Consensus != "unanimous" || p.Notify != nil {
+			t.Errorf("two reviews stored %+v", p)
+		}
+
+		for _, bad := range []struct {
+			form  url.Values
+			field string
+		}{
+			{url.Values{"task_type": {"refund"}, "notify": {"#refunds"}}, "notify"},
+			{url.Values{"task_type": {"refund"}, "reviews_required": {"many"}}, "reviews_required"},
+			{url.Values{"task_type": {"refund"}, "reviews_required": {"2"}, "consensus": {"quorum"}}, "quorum"},
+			{url.Values{"task_type": {"refund"}, "tiebreak": {"role:admin"}}, "tiebreak"},
+		} {
+			r := owner.post("/settings/policy", bad.form)
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="policy-error"`) || !strings.Contains(r.body, bad.field) {
+				t.Errorf("%v: %d, want 400 naming %s", bad.form, r.status, bad.field)
+			}
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); p.Review == nil || p.Review.ReviewsRequired != 2 {
+			t.Errorf("a refused form changed the policy: %+v", p)
 		}
 	})
 }
