@@ -39,11 +39,19 @@ func slackStore(t *testing.T, dialect string) (*db.DB, string) {
 
 func startSlack(t *testing.T, store *db.DB, fake *slackfake.Fake, pace time.Duration) {
 	t.Helper()
-	d := worker.NewSlackDeliverer(worker.SlackConfig{Store: store, Slack: slack.NewClient(fake.URL, nil),
-		DeskURL: func(id string) string { return "http://review.test/review/tasks/" + id }, Pace: pace, Poll: 20 * time.Millisecond})
+	startSlackWith(t, store, fake, worker.SlackConfig{Pace: pace})
+}
+
+// startSlackWith runs a deliverer of cfg (its store, client, desk and poll
+// set here) until the test ends.
+func startSlackWith(t *testing.T, store *db.DB, fake *slackfake.Fake, cfg worker.SlackConfig) {
+	t.Helper()
+	cfg.Store, cfg.Slack, cfg.Poll = store, slack.NewClient(fake.URL, nil), 20*time.Millisecond
+	cfg.DeskURL = func(id string) string { return "http://review.test/review/tasks/" + id }
+	d := worker.NewSlackDeliverer(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx, store.SlackMessagesQueued()) }()
+	go func() { defer close(done); d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -260,6 +268,61 @@ func TestSlackDeliverer_PacesEachChannel(t *testing.T) {
 			}
 			if len(seen) != n {
 				t.Errorf("%d of %d tasks posted", len(seen), n)
+			}
+		})
+	}
+}
+
+// TestSlackDeliverer_PacesAChannelUnderConcurrency: with eight messages in
+// flight at once, eight tasks sent to a person at once, all to one
+// channel, are each posted once, and no two posts are closer than the
+// pace: a channel's turn is taken before its call, not after.
+func TestSlackDeliverer_PacesAChannelUnderConcurrency(t *testing.T) {
+	const pace, n = 100 * time.Millisecond, 8
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			fake := slackfake.New(t)
+			var ids []string
+			for range n {
+				ids = append(ids, newSlackTask(t, store, accountID, arbiter.TaskCreate{}))
+			}
+			claimed, err := store.ClaimTasks(ctx, "wrk_test", n, time.Minute)
+			if err != nil || len(claimed) != n {
+				t.Fatalf("claim: %v, %d", err, len(claimed))
+			}
+			for _, task := range claimed {
+				v, c := "approve", 0.1
+				now := arbiter.TimestampOf(time.Now())
+				if err := store.FinishAgentAttempt(ctx, "wrk_test", task.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
+					Verdict: &v, Confidence: &c, StartedAt: now, FinishedAt: &now}, Next: arbiter.StatusHumanNeeded}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			startSlackWith(t, store, fake, worker.SlackConfig{Pace: pace, Concurrency: n})
+			posts := fake.WaitCalls(t, "chat.postMessage", n)
+			least := time.Hour
+			for i := 1; i < len(posts); i++ {
+				gap := posts[i].At.Sub(posts[i-1].At)
+				if gap < pace {
+					t.Errorf("posts %d and %d to one channel %v apart, want at least %v", i-1, i, gap, pace)
+				}
+				least = min(least, gap)
+			}
+			t.Logf("%d posts in %v, the closest two %v apart (pace %v)", n, posts[n-1].At.Sub(posts[0].At), least, pace)
+			seen := map[string]int{}
+			for _, p := range posts {
+				raw := blocksOf(t, p)
+				for _, id := range ids {
+					if strings.Contains(raw, `"value":"`+id+`|approve"`) {
+						seen[id]++
+					}
+				}
+			}
+			for _, id := range ids {
+				if seen[id] != 1 {
+					t.Errorf("task %s posted %d times, want once", id, seen[id])
+				}
 			}
 		})
 	}
