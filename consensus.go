@@ -93,10 +93,19 @@ func init() {
 	maps.Copy(fieldTypeErrors, reviewRequirementTypeErrors)
 }
 
+// given reports whether the request gives any of the requirement's fields
+// but requested_by: a create that gives none takes its policy's.
+func (req *reviewRequirementRequest) given() bool {
+	return req.ReviewsRequired != nil || req.Consensus != nil || req.Quorum != nil || req.Veto != nil ||
+		req.ExcludeRequester != nil || req.Tiebreak != nil
+}
+
 // validate checks the requirement's fields against the task's allowed
 // verdicts and applies their defaults: consensus any for one review,
-// unanimous for more. Every failure is an EINVALID *Error naming the field.
-func (req *reviewRequirementRequest) validate(allowed []string) (ReviewRequirement, error) {
+// unanimous for more. A policy's requirement (forPolicy) is checked
+// without verdicts or a requester, which each create names (Policy.Apply
+// checks them there). Every failure is an EINVALID *Error naming the field.
+func (req *reviewRequirementRequest) validate(allowed []string, forPolicy bool) (ReviewRequirement, error) {
 	r := ReviewRequirement{ReviewsRequired: 1}
 	if n := req.ReviewsRequired; n != nil {
 		if *n != float64(int(*n)) || *n < 1 || *n > MaxReviewsRequired {
@@ -132,7 +141,7 @@ func (req *reviewRequirementRequest) validate(allowed []string) (ReviewRequireme
 		r.Quorum = int(*q)
 	}
 	for i, v := range req.Veto {
-		if v == nil || !contains(allowed, *v) {
+		if v == nil || !forPolicy && !contains(allowed, *v) {
 			return ReviewRequirement{}, FieldErrorf("veto", "veto must hold allowed verdicts only; entry %d is not one.", i)
 		}
 		if contains(r.Veto, *v) {
@@ -148,7 +157,7 @@ func (req *reviewRequirementRequest) validate(allowed []string) (ReviewRequireme
 		r.RequestedBy = strings.ToLower(*e)
 	}
 	if x := req.ExcludeRequester; x != nil && *x {
-		if r.RequestedBy == "" {
+		if r.RequestedBy == "" && !forPolicy {
 			return ReviewRequirement{}, FieldErrorf("exclude_requester", "exclude_requester needs requested_by: the e-mail of the person who asked.")
 		}
 		r.ExcludeRequester = true
@@ -163,6 +172,60 @@ func (req *reviewRequirementRequest) validate(allowed []string) (ReviewRequireme
 		r.Tiebreak = *t
 	}
 	return r, nil
+}
+
+// ForPolicy returns r with the create's defaults applied (consensus any
+// for one review, unanimous for more), or an EINVALID error naming the
+// field at fault unless r is a requirement a policy may hold: one the
+// create's rule accepts (without verdicts to check the veto against), with
+// no requester, which is each create's own.
+func (r ReviewRequirement) ForPolicy() (ReviewRequirement, error) {
+	if r.RequestedBy != "" {
+		return ReviewRequirement{}, FieldErrorf("requested_by", "requested_by is each create's own; a policy cannot name it.")
+	}
+	req := reviewRequirementRequest{ExcludeRequester: &r.ExcludeRequester}
+	if r.ReviewsRequired != 0 {
+		n := float64(r.ReviewsRequired)
+		req.ReviewsRequired = &n
+	}
+	if r.Consensus != "" {
+		req.Consensus = &r.Consensus
+	}
+	if r.Quorum != 0 {
+		q := float64(r.Quorum)
+		req.Quorum = &q
+	}
+	for i := range r.Veto {
+		req.Veto = append(req.Veto, &r.Veto[i])
+	}
+	if r.Tiebreak != "" {
+		req.Tiebreak = &r.Tiebreak
+	}
+	return req.validate(nil, true)
+}
+
+// Describe says in a few words what r asks: "2 reviews, unanimous, veto
+// reject, requester excluded, tiebreak role:admin".
+func (r ReviewRequirement) Describe() string {
+	parts := []string{"1 review"}
+	if r.ReviewsRequired > 1 {
+		parts[0] = fmt.Sprintf("%d reviews", r.ReviewsRequired)
+	}
+	if r.Consensus == ConsensusQuorum {
+		parts = append(parts, fmt.Sprintf("quorum %d", r.Quorum))
+	} else if r.Consensus != "" {
+		parts = append(parts, r.Consensus)
+	}
+	if len(r.Veto) > 0 {
+		parts = append(parts, "veto "+strings.Join(r.Veto, " "))
+	}
+	if r.ExcludeRequester {
+		parts = append(parts, "requester excluded")
+	}
+	if r.Tiebreak != "" {
+		parts = append(parts, "tiebreak "+r.Tiebreak)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // contains reports whether list holds s.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -183,6 +184,15 @@ type Policy struct {
 	AuditRate           *float64  `json:"audit_rate"`
 	OnExpiry            OnExpiry  `json:"-"`
 	UpdatedAt           Timestamp `json:"updated_at"`
+	// Notify, when not empty, is where the question of a task of the type
+	// goes (see ParseNotify) when its create names no notify targets; the
+	// default policy's is the account's default for every type without
+	// its own.
+	Notify []string `json:"notify"`
+	// Review, when not nil, is the review requirement of a task of the
+	// type whose create gives none of the requirement's fields; the
+	// create's requested_by stays its own.
+	Review *ReviewRequirement `json:"-"`
 }
 
 // Validate returns an EINVALID error naming the field at fault unless p's
@@ -213,7 +223,27 @@ func (p *Policy) Validate() error {
 		// be refused.
 		return FieldErrorf("deadline_seconds", "A policy whose on_expiry is not expire needs deadline_seconds.")
 	}
+	if len(p.Notify) > 0 {
+		if _, err := ParseNotify(stringPointers(p.Notify)); err != nil {
+			return err
+		}
+	}
+	if p.Review != nil {
+		if _, err := p.Review.ForPolicy(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// stringPointers returns pointers to list's strings, the form ParseNotify
+// reads.
+func stringPointers(list []string) []*string {
+	out := make([]*string, len(list))
+	for i := range list {
+		out[i] = &list[i]
+	}
+	return out
 }
 
 // PolicyFields is a set of the create fields a policy can fill.
@@ -225,17 +255,24 @@ const (
 	FieldDeadline
 	FieldAuditRate
 	FieldOnExpiry
+	// FieldNotify is the create's notify targets.
+	FieldNotify
+	// FieldReview is the create's review requirement: reviews_required,
+	// consensus, quorum, veto, exclude_requester and tiebreak, all left
+	// out (requested_by is the create's own).
+	FieldReview
 
 	// AllPolicyFields is every field a policy can fill.
-	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry
+	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry | FieldNotify | FieldReview
 )
 
 // Apply returns in with the policy's values in the fields in.Omitted (the
 // fields the request left out); a field given on the create keeps its
 // value. It returns EINVALID when the result does not hold together: an
 // outcome deciding a verdict the create does not allow, or one other than
-// expire without a deadline. p may be nil (no policy): the checks still
-// apply.
+// expire without a deadline, or a review requirement of the policy's that
+// vetoes a verdict the create does not allow or excludes a requester it
+// does not name. p may be nil (no policy): the checks still apply.
 func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 	if p != nil {
 		if in.Omitted&FieldThreshold != 0 && p.ConfidenceThreshold != nil {
@@ -251,6 +288,16 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 		if in.Omitted&FieldOnExpiry != 0 && !p.OnExpiry.IsExpire() {
 			in.OnExpiry = p.OnExpiry
 		}
+		if in.Omitted&FieldNotify != 0 && len(p.Notify) > 0 {
+			in.Notify = slices.Clone(p.Notify)
+		}
+		if in.Omitted&FieldReview != 0 && p.Review != nil {
+			review, err := p.reviewFor(in)
+			if err != nil {
+				return TaskCreate{}, err
+			}
+			in.Review = review
+		}
 	}
 	if err := in.OnExpiry.CheckVerdicts(in.AllowedVerdicts); err != nil {
 		if p != nil && in.Omitted&FieldOnExpiry != 0 {
@@ -263,6 +310,32 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 		return TaskCreate{}, FieldErrorf("on_expiry", "on_expiry other than expire needs a deadline: give deadline_seconds.")
 	}
 	return in, nil
+}
+
+// reviewFor returns the policy's review requirement for the create in,
+// which gave none of its own: the create's requested_by stays. It returns
+// EINVALID when the create cannot take it: a veto the create does not
+// allow, or a requester to exclude that the create does not name.
+func (p *Policy) reviewFor(in TaskCreate) (*ReviewRequirement, error) {
+	r := *p.Review
+	r.Veto, r.RequestedBy = slices.Clone(r.Veto), ""
+	if in.Review != nil {
+		r.RequestedBy = in.Review.RequestedBy
+	}
+	for _, v := range r.Veto {
+		if !slices.Contains(in.AllowedVerdicts, v) {
+			return nil, FieldErrorf("veto", "The policy of task_type %q vetoes %q, which is not one of allowed_verdicts; give the review fields on the create, or change the policy.",
+				p.TaskType, v)
+		}
+	}
+	if r.ExcludeRequester && r.RequestedBy == "" {
+		return nil, FieldErrorf("requested_by", "The policy of task_type %q keeps the requester from voting; give requested_by, the e-mail of the person who asked.",
+			p.TaskType)
+	}
+	if r.IsDefault() {
+		return nil, nil
+	}
+	return &r, nil
 }
 
 // PolicyService keeps an account's policies.
@@ -282,8 +355,8 @@ type PolicyService interface {
 	DeletePolicy(ctx context.Context, accountID, taskType string, by Actor) error
 }
 
-// MarshalJSON writes the policy with its on-expiry fields flat beside the
-// others, as the API has them.
+// MarshalJSON writes the policy with its on-expiry and review fields flat
+// beside the others, as the API has them.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	type plain Policy
 	out := struct {
@@ -291,7 +364,8 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		OnExpiry   string   `json:"on_expiry"`
 		AgentFloor *float64 `json:"agent_floor"`
 		Fallback   *string  `json:"on_expiry_fallback"`
-	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor}
+		policyReviewJSON
+	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, policyReviewJSON: reviewJSON(p.Review)}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
 	}
@@ -299,6 +373,32 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		out.Fallback = &p.OnExpiry.Fallback
 	}
 	return json.Marshal(out)
+}
+
+// policyReviewJSON is a policy's review requirement as the API has it:
+// every field null (exclude_requester false) when the policy has none.
+type policyReviewJSON struct {
+	ReviewsRequired  *int     `json:"reviews_required"`
+	Consensus        *string  `json:"consensus"`
+	Quorum           *int     `json:"quorum"`
+	Veto             []string `json:"veto"`
+	ExcludeRequester bool     `json:"exclude_requester"`
+	Tiebreak         *string  `json:"tiebreak"`
+}
+
+// reviewJSON returns r's fields for a policy's answer.
+func reviewJSON(r *ReviewRequirement) policyReviewJSON {
+	if r == nil {
+		return policyReviewJSON{}
+	}
+	out := policyReviewJSON{ReviewsRequired: &r.ReviewsRequired, Consensus: &r.Consensus, Veto: r.Veto, ExcludeRequester: r.ExcludeRequester}
+	if r.Quorum != 0 {
+		out.Quorum = &r.Quorum
+	}
+	if r.Tiebreak != "" {
+		out.Tiebreak = &r.Tiebreak
+	}
+	return out
 }
 
 // DeadlinePassedError is the ECONFLICT error of a change refused because
@@ -353,6 +453,12 @@ func (p *Policy) Summary() string {
 	if p.AuditRate != nil {
 		parts = append(parts, "audit rate "+strconv.FormatFloat(*p.AuditRate, 'f', -1, 64))
 	}
+	if len(p.Notify) > 0 {
+		parts = append(parts, "notify "+strings.Join(p.Notify, " "))
+	}
+	if r := p.Review; r != nil {
+		parts = append(parts, r.Describe())
+	}
 	parts = append(parts, "on expiry: "+p.OnExpiry.Describe())
 	return "(" + strings.Join(parts, ", ") + ")"
 }
@@ -360,12 +466,21 @@ func (p *Policy) Summary() string {
 // policyRequest is the wire form of a policy: every field may be left out
 // or null, which leaves it unset.
 type policyRequest struct {
-	ConfidenceThreshold *float64 `json:"confidence_threshold"`
-	DeadlineSeconds     *float64 `json:"deadline_seconds"`
-	AuditRate           *float64 `json:"audit_rate"`
-	OnExpiry            *string  `json:"on_expiry"`
-	AgentFloor          *float64 `json:"agent_floor"`
-	OnExpiryFallback    *string  `json:"on_expiry_fallback"`
+	ConfidenceThreshold *float64  `json:"confidence_threshold"`
+	DeadlineSeconds     *float64  `json:"deadline_seconds"`
+	AuditRate           *float64  `json:"audit_rate"`
+	OnExpiry            *string   `json:"on_expiry"`
+	AgentFloor          *float64  `json:"agent_floor"`
+	OnExpiryFallback    *string   `json:"on_expiry_fallback"`
+	Notify              []*string `json:"notify"`
+	// The review requirement's fields, as on the create (but nullable,
+	// and without requested_by, which is each create's own).
+	ReviewsRequired  *float64  `json:"reviews_required"`
+	Consensus        *string   `json:"consensus"`
+	Quorum           *float64  `json:"quorum"`
+	Veto             []*string `json:"veto"`
+	ExcludeRequester *bool     `json:"exclude_requester"`
+	Tiebreak         *string   `json:"tiebreak"`
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets
@@ -377,6 +492,13 @@ var policyTypeErrors = map[string]string{
 	"on_expiry":            fieldTypeErrors["on_expiry"],
 	"agent_floor":          fieldTypeErrors["agent_floor"],
 	"on_expiry_fallback":   fieldTypeErrors["on_expiry_fallback"],
+	"notify":               fieldTypeErrors["notify"],
+	"reviews_required":     reviewRequirementTypeErrors["reviews_required"],
+	"consensus":            reviewRequirementTypeErrors["consensus"],
+	"quorum":               reviewRequirementTypeErrors["quorum"],
+	"veto":                 reviewRequirementTypeErrors["veto"],
+	"exclude_requester":    reviewRequirementTypeErrors["exclude_requester"],
+	"tiebreak":             reviewRequirementTypeErrors["tiebreak"],
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -403,6 +525,23 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 		}
 	} else if req.AgentFloor != nil || req.OnExpiryFallback != nil {
 		p.OnExpiry = OnExpiry{Outcome: OnExpiryExpire, AgentFloor: req.AgentFloor} // refused by Validate
+	}
+	if req.Notify != nil {
+		targets, err := ParseNotify(req.Notify)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Notify = targets
+	}
+	review := reviewRequirementRequest{ReviewsRequired: req.ReviewsRequired, Consensus: req.Consensus, Quorum: req.Quorum,
+		Veto: req.Veto, ExcludeRequester: req.ExcludeRequester, Tiebreak: req.Tiebreak}
+	if review.given() {
+		r, err := review.validate(nil, true)
+		if err != nil {
+			return Policy{}, err
+		} else if !r.IsDefault() {
+			p.Review = &r
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

@@ -139,6 +139,26 @@ func TestPolicy_Validate(t *testing.T) {
 		{"a bad outcome", func(p *arbiter.Policy) { p.OnExpiry = arbiter.OnExpiry{Outcome: "agent_verdict"} }, "agent_floor"},
 		{"an outcome without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds = nil }, "deadline_seconds"},
 		{"expire without a deadline", func(p *arbiter.Policy) { p.DeadlineSeconds, p.OnExpiry = nil, arbiter.OnExpiry{} }, ""},
+		{"a Slack channel", func(p *arbiter.Policy) { p.Notify = []string{"slack:#refunds", "slack:C0123456"} }, ""},
+		{"a target not Slack's", func(p *arbiter.Policy) { p.Notify = []string{"mail:a@example.com"} }, "notify"},
+		{"a channel not in lower case", func(p *arbiter.Policy) { p.Notify = []string{"slack:#Refunds"} }, "notify"},
+		{"too many targets", func(p *arbiter.Policy) {
+			p.Notify = []string{"slack:#a", "slack:#b", "slack:#c", "slack:#d", "slack:#e", "slack:#f"}
+		}, "notify"},
+		{"two reviews, unanimous, a veto and the requester excluded", func(p *arbiter.Policy) {
+			p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: "unanimous", Veto: []string{"reject"}, ExcludeRequester: true, Tiebreak: arbiter.TiebreakAdmin}
+		}, ""},
+		{"too many reviews", func(p *arbiter.Policy) { p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 6} }, "reviews_required"},
+		{"a quorum of half", func(p *arbiter.Policy) {
+			p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 4, Consensus: "quorum", Quorum: 2}
+		}, "quorum"},
+		{"any with several reviews", func(p *arbiter.Policy) { p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: "any"} }, "consensus"},
+		{"a tiebreak for one review", func(p *arbiter.Policy) {
+			p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 1, Tiebreak: "role:admin"}
+		}, "tiebreak"},
+		{"a requester named", func(p *arbiter.Policy) {
+			p.Review = &arbiter.ReviewRequirement{ReviewsRequired: 2, RequestedBy: "a@example.com"}
+		}, "requested_by"},
 	} {
 		p := valid()
 		tc.change(&p)
@@ -149,6 +169,119 @@ func TestPolicy_Validate(t *testing.T) {
 			t.Errorf("%s: %v, want EINVALID naming %s", tc.name, err, tc.field)
 		}
 	}
+}
+
+func TestParsePolicy_NotifyAndReview(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		notify string // the targets, joined by ","
+		review string // ReviewRequirement.Describe, "" for none
+		field  string
+	}{
+		{`{}`, "", "", ""},
+		{`{"notify":null,"reviews_required":null,"veto":null}`, "", "", ""},
+		{`{"notify":["slack:#refunds","slack:#refunds"]}`, "slack:#refunds", "", ""},
+		{`{"notify":[]}`, "", "", "notify"},
+		{`{"notify":"slack:#refunds"}`, "", "", "notify"},
+		{`{"notify":["#refunds"]}`, "", "", "notify"},
+		{`{"reviews_required":2}`, "", "2 reviews, unanimous", ""},
+		{`{"reviews_required":3,"consensus":"quorum","quorum":2,"veto":["reject"],"exclude_requester":true,"tiebreak":"role:admin"}`,
+			"", "3 reviews, quorum 2, veto reject, requester excluded, tiebreak role:admin", ""},
+		{`{"reviews_required":1}`, "", "", ""},
+		{`{"reviews_required":1.5}`, "", "", "reviews_required"},
+		{`{"consensus":"quorum"}`, "", "", "quorum"},
+		{`{"reviews_required":2,"veto":["reject","reject"]}`, "", "", "veto"},
+		{`{"tiebreak":"role:admin"}`, "", "", "tiebreak"},
+		{`{"requested_by":"a@example.com"}`, "", "", ""}, // unknown: refused by the decoder
+	} {
+		p, err := arbiter.ParsePolicy("refund", []byte(tc.body))
+		review := ""
+		if p.Review != nil {
+			review = p.Review.Describe()
+		}
+		switch {
+		case strings.Contains(tc.body, "requested_by"):
+			if arbiter.ErrorCode(err) != arbiter.EINVALID || !strings.Contains(arbiter.ErrorMessage(err), "requested_by") {
+				t.Errorf("%s: %v, want EINVALID naming requested_by", tc.body, err)
+			}
+		case tc.field != "" && (arbiter.ErrorCode(err) != arbiter.EINVALID || arbiter.ErrorField(err) != tc.field):
+			t.Errorf("%s: %v, want EINVALID naming %s", tc.body, err, tc.field)
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.body, err)
+		case tc.field == "" && (strings.Join(p.Notify, ",") != tc.notify || review != tc.review):
+			t.Errorf("%s: notify %q, review %q; want %q, %q", tc.body, p.Notify, review, tc.notify, tc.review)
+		}
+	}
+}
+
+// TestPolicy_Apply_NotifyAndReview: a create that names no notify targets
+// or review fields takes the policy's; one that names them keeps its own;
+// requested_by stays the create's; a requirement the create cannot take is
+// refused, naming the policy.
+func TestPolicy_Apply_NotifyAndReview(t *testing.T) {
+	policy := &arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#refunds"},
+		Review: &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: "unanimous", Veto: []string{"reject"}}}
+	const base = `{"prompt":"p","allowed_verdicts":["approve","reject"]`
+	for _, tc := range []struct {
+		name   string
+		body   string
+		notify string
+		review string // Describe plus " by <requested_by>", "" for none
+		field  string
+	}{
+		{"a create without them takes the policy's", base + `}`, "slack:#refunds", "2 reviews, unanimous, veto reject", ""},
+		{"its own notify wins", base + `,"notify":["slack:#vip"]}`, "slack:#vip", "2 reviews, unanimous, veto reject", ""},
+		{"its own requirement wins", base + `,"reviews_required":3,"consensus":"quorum","quorum":2}`, "slack:#refunds", "3 reviews, quorum 2", ""},
+		{"one review asked on the create wins", base + `,"reviews_required":1}`, "slack:#refunds", "", ""},
+		{"requested_by alone keeps the policy's requirement", base + `,"requested_by":"Ann@example.com"}`,
+			"slack:#refunds", "2 reviews, unanimous, veto reject by ann@example.com", ""},
+		{"a veto the create does not allow", `{"prompt":"p","allowed_verdicts":["yes","no"]}`, "", "", "veto"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := arbiter.ParseTaskCreate([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := policy.Apply(in)
+			if tc.field != "" {
+				if arbiter.ErrorField(err) != tc.field || !strings.Contains(arbiter.ErrorMessage(err), `"refund"`) {
+					t.Errorf("got %v, want EINVALID naming %s and the policy", err, tc.field)
+				}
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			review := ""
+			if out.Review != nil {
+				review = out.Review.Describe()
+				if out.Review.RequestedBy != "" {
+					review += " by " + out.Review.RequestedBy
+				}
+			}
+			if got := strings.Join(out.Notify, ","); got != tc.notify || review != tc.review {
+				t.Errorf("notify %q, review %q; want %q, %q", got, review, tc.notify, tc.review)
+			}
+		})
+	}
+	t.Run("a policy that excludes the requester needs one named", func(t *testing.T) {
+		excluding := &arbiter.Policy{TaskType: "refund", Review: &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: "unanimous", ExcludeRequester: true}}
+		in, _ := arbiter.ParseTaskCreate([]byte(base + `}`))
+		if _, err := excluding.Apply(in); arbiter.ErrorField(err) != "requested_by" {
+			t.Errorf("got %v, want EINVALID naming requested_by", err)
+		}
+		in, _ = arbiter.ParseTaskCreate([]byte(base + `,"requested_by":"ann@example.com"}`))
+		if out, err := excluding.Apply(in); err != nil || out.Review == nil || !out.Review.ExcludeRequester || out.Review.RequestedBy != "ann@example.com" {
+			t.Errorf("with requested_by: %+v, %v", out.Review, err)
+		}
+	})
+	t.Run("the policy's requirement is not shared", func(t *testing.T) {
+		in, _ := arbiter.ParseTaskCreate([]byte(base + `}`))
+		out, _ := policy.Apply(in)
+		out.Review.Veto[0], out.Notify[0] = "approve", "slack:#x"
+		if policy.Review.Veto[0] != "reject" || policy.Notify[0] != "slack:#refunds" {
+			t.Error("a create's changes reached the policy")
+		}
+	})
 }
 
 func TestPolicy_Apply(t *testing.T) {
@@ -279,5 +412,31 @@ func TestDeadlinePassedError(t *testing.T) {
 	decided := &arbiter.Task{FinalTier: ref(arbiter.TierFallback), FinalVerdict: ref("approve")}
 	if !strings.Contains(decided.DecidedBy(), "on-expiry outcome (approve)") {
 		t.Errorf("DecidedBy = %q", decided.DecidedBy())
+	}
+}
+
+// TestReviewRequirement_ForPolicy: a policy's requirement takes the
+// create's defaults (unanimous for several reviews) and refuses what a
+// create would, and a requester, which is each create's own.
+func TestReviewRequirement_ForPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in    arbiter.ReviewRequirement
+		want  string // Describe
+		field string
+	}{
+		{arbiter.ReviewRequirement{ReviewsRequired: 2}, "2 reviews, unanimous", ""},
+		{arbiter.ReviewRequirement{}, "1 review, any", ""},
+		{arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: "quorum", Quorum: 2, ExcludeRequester: true},
+			"3 reviews, quorum 2, requester excluded", ""},
+		{arbiter.ReviewRequirement{ReviewsRequired: 2, RequestedBy: "a@example.com"}, "", "requested_by"},
+		{arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: "quorum"}, "", "quorum"},
+		{arbiter.ReviewRequirement{ReviewsRequired: 2, Veto: []string{"no", "no"}}, "", "veto"},
+	} {
+		got, err := tc.in.ForPolicy()
+		if tc.field != "" && arbiter.ErrorField(err) != tc.field {
+			t.Errorf("%+v: %v, want EINVALID naming %s", tc.in, err, tc.field)
+		} else if tc.field == "" && (err != nil || got.Describe() != tc.want) {
+			t.Errorf("%+v: %q, %v; want %q", tc.in, got.Describe(), err, tc.want)
+		}
 	}
 }

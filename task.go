@@ -419,6 +419,8 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		{req.DeadlineSeconds != nil, FieldDeadline},
 		{req.AuditRate != nil, FieldAuditRate},
 		{req.OnExpiry != nil, FieldOnExpiry},
+		{req.Notify != nil, FieldNotify},
+		{req.reviewRequirementRequest.given(), FieldReview},
 	} {
 		if !f.given {
 			in.Omitted |= f.field
@@ -431,7 +433,7 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		}
 		in.Notify = targets
 	}
-	review, err := req.reviewRequirementRequest.validate(in.AllowedVerdicts)
+	review, err := req.reviewRequirementRequest.validate(in.AllowedVerdicts, false)
 	if err != nil {
 		return TaskCreate{}, err
 	} else if !review.IsDefault() {

@@ -24,6 +24,20 @@ type Policy struct {
 	OnExpiry         string   `json:"on_expiry,omitempty"`
 	AgentFloor       *float64 `json:"agent_floor"`
 	OnExpiryFallback *string  `json:"on_expiry_fallback"`
+	// Notify is as TaskCreate's: where the question of a task of the type
+	// goes when its create names no channel; the default policy's is the
+	// account's default.
+	Notify []string `json:"notify,omitempty"`
+	// ReviewsRequired, Consensus, Quorum, Veto, ExcludeRequester and
+	// Tiebreak are as TaskCreate's: the review requirement a create of the
+	// type takes when it gives none of them (its RequestedBy stays its
+	// own). Zero values are not set.
+	ReviewsRequired  int      `json:"reviews_required,omitempty"`
+	Consensus        string   `json:"consensus,omitempty"`
+	Quorum           int      `json:"quorum,omitempty"`
+	Veto             []string `json:"veto,omitempty"`
+	ExcludeRequester bool     `json:"exclude_requester,omitempty"`
+	Tiebreak         string   `json:"tiebreak,omitempty"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
 }

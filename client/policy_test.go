@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/client"
@@ -42,6 +43,22 @@ func TestClient_Policies(t *testing.T) {
 			ConfidenceThreshold: client.Threshold(0.5), OnExpiry: "verdict:approve"})
 		if err != nil || overridden.ConfidenceThreshold != 0.5 {
 			t.Errorf("a create with fields = %+v, %v", overridden, err)
+		}
+
+		// Notify targets and a review requirement, which a create
+		// without its own takes.
+		routed, err := c.PutPolicy(ctx, "refund", client.Policy{Notify: []string{"slack:#refunds"}, ReviewsRequired: 3,
+			Consensus: "quorum", Quorum: 2, Veto: []string{"reject"}, Tiebreak: "role:admin"})
+		if err != nil || strings.Join(routed.Notify, ",") != "slack:#refunds" || routed.ReviewsRequired != 3 || routed.Consensus != "quorum" ||
+			routed.Quorum != 2 || strings.Join(routed.Veto, ",") != "reject" || routed.Tiebreak != "role:admin" || routed.ConfidenceThreshold != nil {
+			t.Errorf("put with notify and a review requirement = %+v, %v", routed, err)
+		}
+		if _, err := c.PutPolicy(ctx, "refund", client.Policy{Notify: []string{"#refunds"}}); !client.IsInvalid(err) {
+			t.Errorf("a notify target without slack: %v, want a 400", err)
+		}
+		voted, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, TaskType: "refund"})
+		if err != nil || voted.Review == nil || voted.Review.ReviewsRequired != 3 || voted.Review.Quorum != 2 {
+			t.Errorf("a create of the type = %+v, %v; want the policy's requirement", voted, err)
 		}
 
 		if err := c.DeletePolicy(ctx, "refund"); err != nil {

@@ -141,10 +141,10 @@ type DB struct {
 
 	// webhookWake signals that this process queued webhook messages
 	// (WebhooksQueued).
-	webhookWake chan struct{}
+	webhookWake wakeup
 	// slackWake signals that this process queued Slack messages
 	// (SlackMessagesQueued).
-	slackWake chan struct{}
+	slackWake wakeup
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -180,8 +180,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		opts.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
-		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: make(chan struct{}, 1),
-		slackWake:      make(chan struct{}, 1),
+		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: newWakeup(),
+		slackWake:      newWakeup(),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets}
 	d.watchers.created = make(chan struct{}, 1)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 var _ arbiter.PolicyService = (*DB)(nil)
 
 // policyColumns lists, in scan order, the columns scanPolicy reads.
-const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at`
+const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule`
 
 // scanPolicy reads a row of policyColumns.
 func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
@@ -25,11 +26,22 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		p                    arbiter.Policy
 		threshold, auditRate sql.NullFloat64
 		deadline             sql.NullInt64
-		onExpiry             sql.NullString
+		onExpiry, review     sql.NullString
 		updated              int64
+		notify               string
 	)
-	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated); err != nil {
+	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review); err != nil {
 		return arbiter.Policy{}, err
+	}
+	if notify != "" {
+		p.Notify = strings.Split(notify, ",")
+	}
+	if review.Valid && review.String != "" {
+		r, err := arbiter.UnmarshalRequirement([]byte(review.String))
+		if err != nil {
+			return arbiter.Policy{}, err
+		}
+		p.Review = &r
 	}
 	p.ConfidenceThreshold, p.AuditRate, p.UpdatedAt = nullFloat(threshold), nullFloat(auditRate), arbiter.Timestamp(updated)
 	if deadline.Valid {
@@ -113,20 +125,31 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 		return nil, err
 	}
 	p.UpdatedAt = d.nowMS()
-	var deadline any
+	var deadline, review any
 	if p.DeadlineSeconds != nil {
 		deadline = *p.DeadlineSeconds
+	}
+	if p.Review != nil {
+		r, _ := p.Review.ForPolicy() // valid: its defaults applied
+		if b := arbiter.MarshalRequirement(r); b != nil {
+			p.Review = &r
+			review = string(b)
+		} else {
+			p.Review = nil // today's single review: none to keep
+		}
 	}
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManagePolicies); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,
 				deadline_seconds = excluded.deadline_seconds, audit_rate = excluded.audit_rate,
-				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at`),
-			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt)); err != nil {
+				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at,
+				notify = excluded.notify, review_rule = excluded.review_rule`),
+			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt),
+			strings.Join(p.Notify, ","), review); err != nil {
 			return accountDeleted(fmt.Errorf("put policy: %w", err))
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewPolicyAuditEvent(arbiter.AuditPolicyChanged, accountID, p.TaskType, p.Summary(), by))

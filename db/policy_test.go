@@ -214,3 +214,86 @@ func TestTaskService_CreateTask_Policy(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskService_CreateTask_PolicyNotifyAndReview: a policy's notify
+// targets and review requirement are kept with it; a create without them
+// takes the policy's, one with them keeps its own, and a change of the
+// policy leaves the tasks created before alone.
+func TestTaskService_CreateTask_PolicyNotifyAndReview(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		put := func(p arbiter.Policy) {
+			t.Helper()
+			if _, err := d.PutPolicy(ctx, acct.ID, p, arbiter.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rule := arbiter.ReviewRequirement{ReviewsRequired: 3, Consensus: arbiter.ConsensusQuorum, Quorum: 2,
+			Veto: []string{"reject"}, ExcludeRequester: true, Tiebreak: arbiter.TiebreakAdmin}
+		put(arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#refunds-eu", "slack:C0VIP0001"}, Review: &rule})
+		put(arbiter.Policy{TaskType: "default", Notify: []string{"slack:#general"}})
+		if got, err := d.FindPolicy(ctx, acct.ID, "refund"); err != nil || strings.Join(got.Notify, ",") != "slack:#refunds-eu,slack:C0VIP0001" ||
+			got.Review == nil || got.Review.Describe() != rule.Describe() {
+			t.Fatalf("found %+v, %v; want the notify and requirement put", got, err)
+		}
+		const refund = `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund","requested_by":"cfo@example.com"`
+		// check asserts the task's stored notify list and requirement.
+		check := func(name, id, notify, review string) {
+			t.Helper()
+			rows, err := d.Rows(ctx, `SELECT notify FROM tasks WHERE id = ?`, id)
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("%s: %v %v", name, rows, err)
+			}
+			got := rows[0][0]
+			if b, ok := got.([]byte); ok {
+				got = string(b)
+			}
+			task := mustFind(t, d, acct.ID, id)
+			gotReview := ""
+			if task.Review != nil {
+				gotReview = task.Review.Describe() + " by " + task.Review.RequestedBy
+			}
+			if got != notify || gotReview != review {
+				t.Errorf("%s: notify %q, review %q; want %q, %q", name, got, gotReview, notify, review)
+			}
+		}
+		const policyReview = "3 reviews, quorum 2, veto reject, requester excluded, tiebreak role:admin by cfo@example.com"
+		taken, err := d.CreateTask(ctx, acct.ID, parsedCreate(t, refund+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("without the fields", taken.ID, "slack:#refunds-eu,slack:C0VIP0001", policyReview)
+		own, err := d.CreateTask(ctx, acct.ID, parsedCreate(t, refund+`,"notify":["slack:#mine"],"reviews_required":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("with the fields", own.ID, "slack:#mine", "2 reviews, unanimous by cfo@example.com")
+		other, err := d.CreateTask(ctx, acct.ID, parsedCreate(t, `{"prompt":"p","allowed_verdicts":["yes"],"task_type":"other"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("another type takes the default policy's", other.ID, "slack:#general", "")
+		batch, err := d.CreateTasks(ctx, acct.ID, []arbiter.TaskCreate{parsedCreate(t, refund+`}`),
+			parsedCreate(t, `{"prompt":"p","allowed_verdicts":["yes"],"task_type":"refund","requested_by":"cfo@example.com"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch[0].Err != nil || arbiter.ErrorField(batch[1].Err) != "veto" {
+			t.Fatalf("batch = %+v", batch)
+		}
+		check("batch item 0", batch[0].Task.ID, "slack:#refunds-eu,slack:C0VIP0001", policyReview)
+		_, err = d.CreateTask(ctx, acct.ID, parsedCreate(t, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`))
+		if arbiter.ErrorField(err) != "requested_by" {
+			t.Errorf("a create the policy cannot exclude a requester of: %v, want EINVALID naming requested_by", err)
+		}
+
+		// A policy change leaves the tasks already created alone.
+		put(arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#later"}})
+		check("after the change", taken.ID, "slack:#refunds-eu,slack:C0VIP0001", policyReview)
+		changed, err := d.CreateTask(ctx, acct.ID, parsedCreate(t, refund+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("created after the change", changed.ID, "slack:#later", "1 review, any by cfo@example.com")
+	})
+}

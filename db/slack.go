@@ -327,12 +327,7 @@ func (d *DB) SlackMessagesQueued() <-chan struct{} { return d.slackWake }
 
 // slackQueued signals SlackMessagesQueued after a commit that queued
 // Slack messages.
-func (d *DB) slackQueued() {
-	select {
-	case d.slackWake <- struct{}{}:
-	default:
-	}
-}
+func (d *DB) slackQueued() { d.slackWake.signal() }
 
 const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts`
 

@@ -781,11 +781,24 @@ func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
 // messages, and SlackMessagesQueued, whose messages the same commits
 // queue (enqueueTaskEvents).
 func (d *DB) webhooksQueued() {
+	d.webhookWake.signal()
+	d.slackQueued()
+}
+
+// wakeup tells an outbox's deliverer in this process that messages were
+// queued. Signals never block, and those sent before the deliverer looks
+// make one: it claims every due message anyway.
+type wakeup chan struct{}
+
+// newWakeup returns a wakeup that holds one signal.
+func newWakeup() wakeup { return make(wakeup, 1) }
+
+// signal wakes the deliverer, or leaves the signal waiting for it.
+func (w wakeup) signal() {
 	select {
-	case d.webhookWake <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
-	d.slackQueued()
 }
 
 // ClaimWebhookMessages leases up to max due messages to owner (see

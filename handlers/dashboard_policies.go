@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
@@ -64,7 +65,9 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 		f := r.PostForm
 		v := dashboard.PolicyView{TaskType: strings.TrimSpace(f.Get("task_type")),
 			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline_seconds"), AuditRate: f.Get("audit_rate"),
-			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback")}
+			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback"),
+			Notify: f.Get("notify"), Reviews: f.Get("reviews_required"), Consensus: f.Get("consensus"), Quorum: f.Get("quorum"),
+			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak")}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		p, err := readPolicyForm(v)
 		if err == nil {
@@ -116,6 +119,14 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 	if v.OnExpiry == "" {
 		v.OnExpiry = arbiter.OnExpiryExpire
 	}
+	v.Notify = strings.Join(p.Notify, " ")
+	if r := p.Review; r != nil {
+		v.Reviews, v.Consensus, v.Veto = strconv.Itoa(r.ReviewsRequired), r.Consensus, strings.Join(r.Veto, " ")
+		v.ExcludeRequester, v.Tiebreak = r.ExcludeRequester, r.Tiebreak
+		if r.Quorum != 0 {
+			v.Quorum = strconv.Itoa(r.Quorum)
+		}
+	}
 	return v
 }
 
@@ -151,5 +162,48 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 	if p.OnExpiry.Outcome == arbiter.OnExpiryExpire && p.OnExpiry.AgentFloor == nil && p.OnExpiry.Fallback == "" {
 		p.OnExpiry.Outcome = ""
 	}
+	if targets := listField(v.Notify); len(targets) > 0 {
+		var err error
+		if p.Notify, err = arbiter.ParseNotify(targets); err != nil {
+			return arbiter.Policy{}, err
+		}
+	}
+	review := arbiter.ReviewRequirement{Consensus: strings.TrimSpace(v.Consensus), ExcludeRequester: v.ExcludeRequester,
+		Tiebreak: strings.TrimSpace(v.Tiebreak)}
+	for _, f := range []struct {
+		name, value string
+		out         *int
+	}{
+		{"reviews_required", v.Reviews, &review.ReviewsRequired},
+		{"quorum", v.Quorum, &review.Quorum},
+	} {
+		if s := strings.TrimSpace(f.value); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return arbiter.Policy{}, arbiter.FieldErrorf(f.name, "%s must be a whole number from 1 to %d.", f.name, arbiter.MaxReviewsRequired)
+			}
+			*f.out = n
+		}
+	}
+	for _, v := range listField(v.Veto) {
+		review.Veto = append(review.Veto, *v)
+	}
+	if review.ReviewsRequired != 0 || review.Consensus != "" || review.Quorum != 0 || len(review.Veto) > 0 || review.ExcludeRequester || review.Tiebreak != "" {
+		r, err := review.ForPolicy()
+		if err != nil {
+			return arbiter.Policy{}, err
+		} else if !r.IsDefault() {
+			p.Review = &r
+		}
+	}
 	return p, nil
+}
+
+// listField splits a form's list, space- or comma-separated.
+func listField(s string) []*string {
+	var out []*string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		out = append(out, &f)
+	}
+	return out
 }

@@ -47,7 +47,7 @@ type ClaimerConfig[T any] struct {
 // goroutine of its own while it holds a slot. It claims again when a slot
 // frees, when woken (Notify, Wake), or after Poll; two claims are at least
 // Cooldown apart. The agent worker claims tasks with it, the webhook
-// deliverer messages. Create it with NewClaimer.
+// deliverer and the Slack deliverer messages. Create it with NewClaimer.
 type Claimer[T any] struct {
 	cfg   ClaimerConfig[T]
 	wake  chan struct{}

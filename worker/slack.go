@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,7 +20,7 @@ type SlackSender interface {
 // SlackConfig configures a SlackDeliverer. Zero values take the defaults.
 type SlackConfig struct {
 	// Store is where messages are claimed from and attempts recorded
-	// (required).
+	// (required); its SlackMessagesQueued wakes the deliverer.
 	Store arbiter.SlackDeliveryService
 	// Slack sends the messages (required).
 	Slack SlackSender
@@ -35,8 +34,9 @@ type SlackConfig struct {
 	// Pace is the least time between two messages to one channel
 	// (default DefaultSlackPace: Slack allows about one a second).
 	Pace time.Duration
-	// Batch is how many messages one claim takes (default 20).
-	Batch int
+	// Concurrency bounds the messages in flight, to all channels
+	// (default DefaultSlackConcurrency); one channel has at most one.
+	Concurrency int
 	// Poll is the wait between claims when nothing is due (default 1s).
 	Poll time.Duration
 	// Lease is how long a claim holds (default DefaultWebhookLease).
@@ -45,27 +45,40 @@ type SlackConfig struct {
 	Now func() time.Time
 }
 
-// DefaultSlackPace is the least time between two messages to a channel.
-const DefaultSlackPace = time.Second
+// Defaults of SlackConfig.
+const (
+	// DefaultSlackPace is the least time between two messages to a
+	// channel.
+	DefaultSlackPace = time.Second
+	// DefaultSlackConcurrency bounds the messages in flight.
+	DefaultSlackConcurrency = 8
+)
 
 // SlackDeliverer sends the Slack outbox: it claims due messages, posts a
 // question or updates every posted copy of a task, and records each
-// attempt. It paces each channel (one message per Pace, in this process)
-// and waits as long as a 429's Retry-After asks, for the message and its
-// channel alike.
-//
-// ClaimSlack and DeliverSlack are the claim-n and work-one halves; Run is
-// a small loop over them.
+// attempt. It works several messages at once (Concurrency), on the
+// worker's Claimer, and paces each channel: one message in flight at a
+// time, the next no sooner than Pace after it ended (in this process), or
+// as long as a 429's Retry-After asks.
 type SlackDeliverer struct {
-	cfg SlackConfig
+	cfg     SlackConfig
+	claimer *Claimer[*arbiter.SlackDelivery]
 
 	mu sync.Mutex
-	// next is, per account and channel, the earliest time the next
-	// message may go.
-	next map[string]time.Time
+	// turns is, per account and channel, its pacing.
+	turns map[string]channelTurn
 }
 
-// NewSlackDeliverer returns a deliverer with cfg's defaults applied.
+// channelTurn is one channel's pacing.
+type channelTurn struct {
+	// busy is true while a message to the channel is being sent.
+	busy bool
+	// next is the earliest time the next message may go.
+	next time.Time
+}
+
+// NewSlackDeliverer returns a deliverer with cfg's defaults applied; Run
+// starts it.
 func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -76,8 +89,8 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Pace <= 0 {
 		cfg.Pace = DefaultSlackPace
 	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 20
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultSlackConcurrency
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
@@ -88,39 +101,26 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &SlackDeliverer{cfg: cfg, next: map[string]time.Time{}}
+	d := &SlackDeliverer{cfg: cfg, turns: map[string]channelTurn{}}
+	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{
+		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.SlackDelivery) { d.DeliverSlack(ctx, dl) },
+		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Store.SlackMessagesQueued(),
+	})
+	return d
 }
 
-// Run delivers until ctx ends: it claims a batch, delivers it, and claims
-// again at once when the batch was full, after wake (a message queued in
-// this process) or after Poll otherwise.
-func (d *SlackDeliverer) Run(ctx context.Context, wake <-chan struct{}) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		batch, err := d.ClaimSlack(ctx, d.cfg.Batch)
-		if err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("claim Slack messages", "error", err.Error())
-		}
-		for _, dl := range batch {
-			d.DeliverSlack(ctx, dl)
-		}
-		if len(batch) == d.cfg.Batch && err == nil {
-			continue
-		}
-		timer.Reset(d.cfg.Poll)
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-timer.C:
-		}
+// Run delivers until ctx ends; then it stops claiming and lets the
+// messages in flight finish (each call is bounded by the Slack client's
+// timeout).
+func (d *SlackDeliverer) Run(ctx context.Context) { d.claimer.Run(ctx) }
+
+// claim claims up to n due messages.
+func (d *SlackDeliverer) claim(ctx context.Context, n int) []*arbiter.SlackDelivery {
+	claimed, err := d.cfg.Store.ClaimSlackMessages(ctx, d.cfg.ID, n, d.cfg.Lease)
+	if err != nil && ctx.Err() == nil {
+		d.cfg.Logger.Warn("claim Slack messages", "error", err.Error())
 	}
-}
-
-// ClaimSlack claims up to n due messages.
-func (d *SlackDeliverer) ClaimSlack(ctx context.Context, n int) ([]*arbiter.SlackDelivery, error) {
-	return d.cfg.Store.ClaimSlackMessages(ctx, d.cfg.ID, n, d.cfg.Lease)
+	return claimed
 }
 
 // DeliverSlack makes one attempt at a claimed message and records it.
@@ -131,6 +131,10 @@ func (d *SlackDeliverer) DeliverSlack(ctx context.Context, dl *arbiter.SlackDeli
 	defer cancel()
 	if err := d.cfg.Store.RecordSlackAttempt(rctx, d.cfg.ID, dl.Message.ID, r); err != nil {
 		d.cfg.Logger.Warn("record Slack attempt", "message", dl.Message.ID, "error", err.Error())
+	} else if wait := max(r.Defer, r.RetryAfter); wait > 0 && wait <= retryWakeWithin {
+		// A message waiting for its channel's turn goes when it comes,
+		// not up to a poll later.
+		time.AfterFunc(wait, d.claimer.Notify)
 	}
 	if r.Error != "" {
 		d.cfg.Logger.Info("Slack message not sent", "message", dl.Message.ID, "task_id", dl.Message.TaskID,
@@ -154,11 +158,14 @@ func (d *SlackDeliverer) attempt(ctx context.Context, dl *arbiter.SlackDelivery)
 		return arbiter.SlackResult{Skipped: true}
 	}
 	key := m.AccountID + " " + m.Channel
-	if wait := d.wait(key); wait > 0 {
+	// The channel's turn is taken before the call, so that no other
+	// message to it goes while this one is in flight; the next turn
+	// counts from the end of this call.
+	if wait := d.reserve(key); wait > 0 {
 		return arbiter.SlackResult{Defer: wait}
 	}
-	// The channel's next turn counts from the end of this call.
-	defer d.hold(key, d.cfg.Pace)
+	hold := d.cfg.Pace
+	defer func() { d.done(key, hold) }()
 	desk := d.cfg.DeskURL(t.ID)
 	var err error
 	var r arbiter.SlackResult
@@ -176,35 +183,36 @@ func (d *SlackDeliverer) attempt(ctx context.Context, dl *arbiter.SlackDelivery)
 		}
 	}
 	if after, ok := slack.RetryAfter(err); ok {
-		d.hold(key, after)
+		hold = max(hold, after)
 		return arbiter.SlackResult{RetryAfter: after, Error: err.Error()}
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return arbiter.SlackResult{Defer: time.Millisecond, Error: "stopped"}
-		}
 		return arbiter.SlackResult{Error: err.Error(), Permanent: slack.Permanent(err)}
 	}
 	r.Sent = true
 	return r
 }
 
-// wait returns how long the channel key must wait for its next message.
-func (d *SlackDeliverer) wait(key string) time.Duration {
+// reserve takes the channel key's turn and returns 0, or returns how long
+// to wait for it: until its next turn, or a pace while a message to it is
+// in flight. A turn taken is given back by done.
+func (d *SlackDeliverer) reserve(key string) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if now, next := d.cfg.Now(), d.next[key]; now.Before(next) {
-		return next.Sub(now)
+	turn := d.turns[key]
+	if turn.busy {
+		return d.cfg.Pace
+	} else if now := d.cfg.Now(); now.Before(turn.next) {
+		return turn.next.Sub(now)
 	}
+	d.turns[key] = channelTurn{busy: true, next: turn.next}
 	return 0
 }
 
-// hold keeps the channel key quiet for after from now (its pace, or as
-// long as Slack asked), unless it is held longer already.
-func (d *SlackDeliverer) hold(key string, after time.Duration) {
+// done gives back the channel key's turn and keeps it quiet for after
+// from now (its pace, or as long as Slack asked).
+func (d *SlackDeliverer) done(key string, after time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if until := d.cfg.Now().Add(after); until.After(d.next[key]) {
-		d.next[key] = until
-	}
+	d.turns[key] = channelTurn{next: d.cfg.Now().Add(after)}
 }

@@ -39,11 +39,19 @@ func slackStore(t *testing.T, dialect string) (*db.DB, string) {
 
 func startSlack(t *testing.T, store *db.DB, fake *slackfake.Fake, pace time.Duration) {
 	t.Helper()
-	d := worker.NewSlackDeliverer(worker.SlackConfig{Store: store, Slack: slack.NewClient(fake.URL, nil),
-		DeskURL: func(id string) string { return "http://review.test/review/tasks/" + id }, Pace: pace, Poll: 20 * time.Millisecond})
+	startSlackWith(t, store, fake, worker.SlackConfig{Pace: pace})
+}
+
+// startSlackWith runs a deliverer of cfg (its store, client, desk and poll
+// set here) until the test ends.
+func startSlackWith(t *testing.T, store *db.DB, fake *slackfake.Fake, cfg worker.SlackConfig) {
+	t.Helper()
+	cfg.Store, cfg.Slack, cfg.Poll = store, slack.NewClient(fake.URL, nil), 20*time.Millisecond
+	cfg.DeskURL = func(id string) string { return "http://review.test/review/tasks/" + id }
+	d := worker.NewSlackDeliverer(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx, store.SlackMessagesQueued()) }()
+	go func() { defer close(done); d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -265,6 +273,61 @@ func TestSlackDeliverer_PacesEachChannel(t *testing.T) {
 	}
 }
 
+// TestSlackDeliverer_PacesAChannelUnderConcurrency: with eight messages in
+// flight at once, eight tasks sent to a person at once, all to one
+// channel, are each posted once, and no two posts are closer than the
+// pace: a channel's turn is taken before its call, not after.
+func TestSlackDeliverer_PacesAChannelUnderConcurrency(t *testing.T) {
+	const pace, n = 100 * time.Millisecond, 8
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			fake := slackfake.New(t)
+			var ids []string
+			for range n {
+				ids = append(ids, newSlackTask(t, store, accountID, arbiter.TaskCreate{}))
+			}
+			claimed, err := store.ClaimTasks(ctx, "wrk_test", n, time.Minute)
+			if err != nil || len(claimed) != n {
+				t.Fatalf("claim: %v, %d", err, len(claimed))
+			}
+			for _, task := range claimed {
+				v, c := "approve", 0.1
+				now := arbiter.TimestampOf(time.Now())
+				if err := store.FinishAgentAttempt(ctx, "wrk_test", task.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
+					Verdict: &v, Confidence: &c, StartedAt: now, FinishedAt: &now}, Next: arbiter.StatusHumanNeeded}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			startSlackWith(t, store, fake, worker.SlackConfig{Pace: pace, Concurrency: n})
+			posts := fake.WaitCalls(t, "chat.postMessage", n)
+			least := time.Hour
+			for i := 1; i < len(posts); i++ {
+				gap := posts[i].At.Sub(posts[i-1].At)
+				if gap < pace {
+					t.Errorf("posts %d and %d to one channel %v apart, want at least %v", i-1, i, gap, pace)
+				}
+				least = min(least, gap)
+			}
+			t.Logf("%d posts in %v, the closest two %v apart (pace %v)", n, posts[n-1].At.Sub(posts[0].At), least, pace)
+			seen := map[string]int{}
+			for _, p := range posts {
+				raw := blocksOf(t, p)
+				for _, id := range ids {
+					if strings.Contains(raw, `"value":"`+id+`|approve"`) {
+						seen[id]++
+					}
+				}
+			}
+			for _, id := range ids {
+				if seen[id] != 1 {
+					t.Errorf("task %s posted %d times, want once", id, seen[id])
+				}
+			}
+		})
+	}
+}
+
 // TestSlackDeliverer_ExpiryUpdatesTheCopy: a posted task that expires has
 // its message updated to the outcome, without buttons.
 func TestSlackDeliverer_ExpiryUpdatesTheCopy(t *testing.T) {
@@ -338,6 +401,42 @@ func TestSlackDeliverer_TaskNotifyOverridesTheChannel(t *testing.T) {
 			}
 			if n := len(fake.Calls("chat.postMessage")); n != 2 {
 				t.Errorf("%d posts, want 2", n)
+			}
+		})
+	}
+}
+
+// TestSlackDeliverer_PolicyNotifyRoutesTheTask: a task whose policy names
+// a Slack channel is posted to that channel, not the account's; a create
+// that names its own channel is posted there instead.
+func TestSlackDeliverer_PolicyNotifyRoutesTheTask(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store, accountID := slackStore(t, dialect)
+			if _, err := store.PutPolicy(ctx, accountID, arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#refunds-eu"}},
+				arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+				t.Fatal(err)
+			}
+			fake := slackfake.New(t)
+			startSlack(t, store, fake, 0)
+			create := func(body string) string {
+				in, err := arbiter.ParseTaskCreate([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return newSlackTask(t, store, accountID, in)
+			}
+			routed := create(`{"prompt":"EU refund?","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+			agentStep(t, store, routed, arbiter.StatusHumanNeeded)
+			post := fake.WaitCalls(t, "chat.postMessage", 1)[0]
+			if got := post.Form.Get("channel"); got != "#refunds-eu" || !strings.Contains(blocksOf(t, post), routed) {
+				t.Fatalf("the policy's task went to %q, want #refunds-eu", got)
+			}
+			own := create(`{"prompt":"VIP refund?","allowed_verdicts":["approve","reject"],"task_type":"refund","notify":["slack:C0VIP0001"]}`)
+			agentStep(t, store, own, arbiter.StatusHumanNeeded)
+			post = fake.WaitCalls(t, "chat.postMessage", 2)[1]
+			if got := post.Form.Get("channel"); got != "C0VIP0001" || !strings.Contains(blocksOf(t, post), own) {
+				t.Errorf("the create's own notify went to %q, want C0VIP0001", got)
 			}
 		})
 	}

@@ -235,7 +235,7 @@ func (b *bench) measureSlackFanOut(ctx context.Context, store *db.DB, client *sl
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	start := time.Now()
-	go func() { defer close(done); d.Run(runCtx, store.SlackMessagesQueued()) }()
+	go func() { defer close(done); d.Run(runCtx) }()
 	count := func() (int, time.Duration) {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()

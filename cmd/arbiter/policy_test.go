@@ -33,6 +33,19 @@ func TestRun_Policy(t *testing.T) {
 	if task["confidence_threshold"] != 0.95 || task["deadline_at"] == nil {
 		t.Errorf("a create of the type printed %v", task)
 	}
+	out = runOK(t, getenv, "policy", "put", "--notify", "slack:#refunds", "--notify", "slack:C0VIP0001", "--reviews", "3",
+		"--consensus", "quorum", "--quorum", "2", "--veto", "reject", "--tiebreak", "role:admin", "refund")
+	for _, want := range []string{`"slack:#refunds"`, `"slack:C0VIP0001"`, `"reviews_required": 3`, `"consensus": "quorum"`,
+		`"quorum": 2`, `"reject"`, `"tiebreak": "role:admin"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("put with notify and reviews printed %s, without %s", out, want)
+		}
+	}
+	task = decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve", "--verdict", "reject",
+		"--task-type", "refund"))
+	if review, _ := task["review"].(map[string]any); review["reviews_required"] != 3.0 || review["quorum"] != 2.0 {
+		t.Errorf("a create of the type printed %v, want the policy's review requirement", task)
+	}
 	runOK(t, getenv, "policy", "delete", "refund")
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"policy", "get", "refund"}, getenv, nil, &stdout, &stderr); err == nil ||

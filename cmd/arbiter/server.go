@@ -226,7 +226,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		review := s.cfg.ReviewURL
 		slackDeliverer := worker.NewSlackDeliverer(worker.SlackConfig{Store: s.store, Slack: s.slack, Logger: s.logger,
 			DeskURL: func(id string) string { return review + "/review/tasks/" + id }})
-		s.loops.Go(func() { slackDeliverer.Run(ctx, s.store.SlackMessagesQueued()) })
+		s.loops.Go(func() { slackDeliverer.Run(ctx) })
 	case s.cfg.SecretKey != nil:
 		s.logger.Info("this worker sends no Slack messages: ARBITER_REVIEW_URL is not set")
 	}

@@ -232,6 +232,16 @@ def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter) -> None:
     given = arbiter.create_task("Refund?", ["approve", "reject"], task_type=task_type, on_expiry="verdict:approve", confidence_threshold=0.5)
     assert given.confidence_threshold == 0.5
 
+    routed = arbiter.put_policy(task_type, notify=["slack:#refunds"], reviews_required=3, consensus="quorum", quorum=2,
+                                veto=["reject"], tiebreak="role:admin")
+    assert (routed["notify"], routed["reviews_required"], routed["consensus"], routed["quorum"], routed["veto"],
+            routed["exclude_requester"], routed["tiebreak"]) == (["slack:#refunds"], 3, "quorum", 2, ["reject"], False, "role:admin")
+    assert arbiter.get_policy(task_type) == routed
+    with pytest.raises(arbiterhq.BadRequest):
+        arbiter.put_policy(task_type, notify=["#refunds"])
+    with pytest.raises(arbiterhq.BadRequest):
+        arbiter.put_policy(task_type, reviews_required=2, consensus="any")
+
     arbiter.delete_policy(task_type)
     with pytest.raises(arbiterhq.NotFound):
         arbiter.get_policy(task_type)

@@ -1438,6 +1438,37 @@ export interface components {
              * @description When it was last put, in Unix epoch seconds.
              */
             updated_at: number;
+            /**
+             * @description Where the question of a task of the type goes when it needs a person and its create names no notify: up to 5 Slack channels, as the create's notify. The default policy's is the account's default for every type without its own; a create's own notify wins.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify: string[] | null;
+            /**
+             * Format: int32
+             * @description The review requirement a create of the type takes when it gives none of reviews_required, consensus, quorum, veto, exclude_requester and tiebreak (its own requested_by stays): as the create's. null when the policy sets none (one review).
+             */
+            reviews_required: number | null;
+            /**
+             * @description As the create's; with reviews_required.
+             * @enum {string|null}
+             */
+            consensus: "any" | "unanimous" | "quorum" | null;
+            /**
+             * Format: int32
+             * @description As the create's; with consensus quorum.
+             */
+            quorum: number | null;
+            /** @description As the create's; a create whose allowed_verdicts lack a vetoed verdict and gives no review fields of its own is refused (400 naming veto). */
+            veto: string[] | null;
+            /** @description As the create's; false when the policy sets no review requirement. */
+            exclude_requester: boolean;
+            /**
+             * @description As the create's; only with reviews_required above 1.
+             * @enum {string|null}
+             */
+            tiebreak: "role:admin" | null;
         };
         /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
         PolicyPut: {
@@ -1472,6 +1503,37 @@ export interface components {
              * @example verdict:reject
              */
             on_expiry_fallback?: string | null;
+            /**
+             * @description Where the question of a task of the type goes when it needs a person and its create names no notify: up to 5 Slack channels, as the create's notify. The default policy's is the account's default for every type without its own; a create's own notify wins.
+             * @example [
+             *       "slack:#refunds"
+             *     ]
+             */
+            notify?: string[] | null;
+            /**
+             * Format: int32
+             * @description The review requirement a create of the type takes when it gives none of reviews_required, consensus, quorum, veto, exclude_requester and tiebreak (its own requested_by stays): as the create's. null when the policy sets none (one review).
+             */
+            reviews_required?: number | null;
+            /**
+             * @description As the create's; with reviews_required.
+             * @enum {string|null}
+             */
+            consensus?: "any" | "unanimous" | "quorum" | null;
+            /**
+             * Format: int32
+             * @description As the create's; with consensus quorum.
+             */
+            quorum?: number | null;
+            /** @description As the create's; a create whose allowed_verdicts lack a vetoed verdict and gives no review fields of its own is refused (400 naming veto). */
+            veto?: string[] | null;
+            /** @description As the create's; a create that takes it must give requested_by (400 naming requested_by without it). */
+            exclude_requester?: boolean | null;
+            /**
+             * @description As the create's; only with reviews_required above 1.
+             * @enum {string|null}
+             */
+            tiebreak?: "role:admin" | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
@@ -1504,7 +1566,7 @@ export interface components {
              */
             view?: "conversation" | "tool-call" | "image" | "diff" | "markdown" | "link" | "date" | "money" | "tree" | "text";
         };
-        /** @description The task's review requirement, as its create asked (absent for today's single review). */
+        /** @description The task's review requirement, as its create asked or, when the create gave none of its fields, as its policy set it (absent for today's single review). */
         ReviewRequirement: {
             /**
              * Format: int32
@@ -3778,7 +3840,18 @@ export interface operations {
                      *           "on_expiry": "agent_verdict",
                      *           "agent_floor": 0.95,
                      *           "on_expiry_fallback": "verdict:reject",
-                     *           "updated_at": 1795415525.173
+                     *           "updated_at": 1795415525.173,
+                     *           "notify": [
+                     *             "slack:#refunds"
+                     *           ],
+                     *           "reviews_required": 2,
+                     *           "consensus": "unanimous",
+                     *           "quorum": null,
+                     *           "veto": [
+                     *             "reject"
+                     *           ],
+                     *           "exclude_requester": false,
+                     *           "tiebreak": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -3788,7 +3861,14 @@ export interface operations {
                      *           "on_expiry": "expire",
                      *           "agent_floor": null,
                      *           "on_expiry_fallback": null,
-                     *           "updated_at": 1795415000.5
+                     *           "updated_at": 1795415000.5,
+                     *           "notify": null,
+                     *           "reviews_required": null,
+                     *           "consensus": null,
+                     *           "quorum": null,
+                     *           "veto": null,
+                     *           "exclude_requester": false,
+                     *           "tiebreak": null
                      *         }
                      *       ]
                      *     }
@@ -3834,7 +3914,18 @@ export interface operations {
                      *       "on_expiry": "agent_verdict",
                      *       "agent_floor": 0.95,
                      *       "on_expiry_fallback": "verdict:reject",
-                     *       "updated_at": 1795415525.173
+                     *       "updated_at": 1795415525.173,
+                     *       "notify": [
+                     *         "slack:#refunds"
+                     *       ],
+                     *       "reviews_required": 2,
+                     *       "consensus": "unanimous",
+                     *       "quorum": null,
+                     *       "veto": [
+                     *         "reject"
+                     *       ],
+                     *       "exclude_requester": false,
+                     *       "tiebreak": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -3884,7 +3975,14 @@ export interface operations {
                  *       "deadline_seconds": 3600,
                  *       "on_expiry": "agent_verdict",
                  *       "agent_floor": 0.95,
-                 *       "on_expiry_fallback": "verdict:reject"
+                 *       "on_expiry_fallback": "verdict:reject",
+                 *       "notify": [
+                 *         "slack:#refunds"
+                 *       ],
+                 *       "reviews_required": 2,
+                 *       "veto": [
+                 *         "reject"
+                 *       ]
                  *     }
                  */
                 "application/json": components["schemas"]["PolicyPut"];
@@ -3907,7 +4005,18 @@ export interface operations {
                      *       "on_expiry": "agent_verdict",
                      *       "agent_floor": 0.95,
                      *       "on_expiry_fallback": "verdict:reject",
-                     *       "updated_at": 1795415525.173
+                     *       "updated_at": 1795415525.173,
+                     *       "notify": [
+                     *         "slack:#refunds"
+                     *       ],
+                     *       "reviews_required": 2,
+                     *       "consensus": "unanimous",
+                     *       "quorum": null,
+                     *       "veto": [
+                     *         "reject"
+                     *       ],
+                     *       "exclude_requester": false,
+                     *       "tiebreak": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];

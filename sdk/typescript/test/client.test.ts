@@ -79,6 +79,20 @@ describe("Arbiter", () => {
     assert.equal(task.confidence_threshold, 0.95);
     assert.ok(task.deadline_at !== null && Math.abs(task.deadline_at - (task.created_at + 600)) < 0.002);
 
+    const routed = await arbiter.putPolicy(taskType, {
+      notify: ["slack:#refunds"], reviews_required: 3, consensus: "quorum", quorum: 2, veto: ["reject"], tiebreak: "role:admin",
+    });
+    assert.deepEqual(
+      [routed.notify, routed.reviews_required, routed.consensus, routed.quorum, routed.veto, routed.exclude_requester, routed.tiebreak],
+      [["slack:#refunds"], 3, "quorum", 2, ["reject"], false, "role:admin"],
+    );
+    assert.equal(routed.confidence_threshold, null);
+    assert.deepEqual(await arbiter.getPolicy(taskType), routed);
+    await assert.rejects(arbiter.putPolicy(taskType, { notify: ["#refunds"] }), BadRequest);
+    const voted = await arbiter.createTask({ prompt: "Refund?", allowed_verdicts: ["approve", "reject"], task_type: taskType });
+    assert.equal(voted.review?.reviews_required, 3);
+    assert.equal(voted.review?.quorum, 2);
+
     await arbiter.deletePolicy(taskType);
     await assert.rejects(arbiter.getPolicy(taskType), NotFound);
     await assert.rejects(arbiter.deletePolicy(taskType), NotFound);

@@ -197,8 +197,11 @@ class Arbiter:
     def put_policy(self, task_type: str, **fields: Any) -> Dict[str, Any]:
         """Replaces the account's policy of the task type with ``fields``
         (confidence_threshold, deadline_seconds, audit_rate, on_expiry,
-        agent_floor, on_expiry_fallback; left out: not set) and returns it.
-        Tasks already created keep their values."""
+        agent_floor, on_expiry_fallback; notify, a list of Slack channels
+        such as ["slack:#refunds"]; the review requirement's reviews_required,
+        consensus, quorum, veto, exclude_requester and tiebreak; left out: not
+        set) and returns it. A create that leaves a field out takes the
+        policy's. Tasks already created keep their values."""
         return dict(self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
 
     def delete_policy(self, task_type: str) -> None:
