@@ -184,12 +184,14 @@ func wantWellFormed(t *testing.T, page string) int {
 // labelledHistory makes n labelled pairs for the account through the real
 // flow: tasks with an audit rate of 1, answered by the agent at confidences
 // from 0.5 to 0.99 (routed below 0.8, audited above), then decided by a
-// person, who disagrees with one in forty.
-func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
+// person, who disagrees with one in forty. The agent's answers carry the
+// versions in turn, when there are any.
+func labelledHistory(t *testing.T, store *db.DB, accountID string, n int, versions ...string) {
 	t.Helper()
 	one := 1.0
 	confidence := map[string]float64{}
 	human := map[string]string{}
+	version := map[string]string{}
 	for i := 0; i < n; i += arbiter.MaxBatchTasks {
 		var creates []arbiter.TaskCreate
 		for j := i; j < min(n, i+arbiter.MaxBatchTasks); j++ {
@@ -203,6 +205,9 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 		for k, c := range created {
 			confidence[c.Task.ID] = 0.5 + float64((i+k)%50)/100
 			human[c.Task.ID] = "approve"
+			if len(versions) > 0 {
+				version[c.Task.ID] = versions[(i+k)%len(versions)]
+			}
 			if (i+k)%40 == 0 {
 				human[c.Task.ID] = "reject"
 			}
@@ -222,6 +227,9 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 				Next: arbiter.StatusCompleted}
 			if conf < 0.8 {
 				step.Next = arbiter.StatusHumanNeeded
+			}
+			if v, ok := version[c.ID]; ok {
+				step.Attempt.Version = &v
 			}
 			if err := store.FinishAgentAttempt(ctx, "wrk_history", c.ID, step); err != nil {
 				t.Fatal(err)
@@ -408,8 +416,8 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		if upper := cert["error_upper"].(float64); upper > 0.1 {
 			t.Errorf("certified with an upper bound of %v, above the target", upper)
 		}
-		if strata := report["strata"].([]any); len(strata) != 2 || strata[0].(map[string]any)["n"] != 400.0 {
-			t.Errorf("strata: %v, want the one model and the one task type, each with the 400 pairs", strata)
+		if strata := report["strata"].([]any); len(strata) != 3 || strata[0].(map[string]any)["n"] != 400.0 {
+			t.Errorf("strata: %v, want the one model, the one task type and no version, each with the 400 pairs", strata)
 		}
 		if ap := report["agent_person"].(map[string]any); ap["n"] != 400.0 || ap["ac1"] == nil {
 			t.Errorf("agent_person: %v", ap)
@@ -520,4 +528,93 @@ func getCalibration(t *testing.T, d *dash, key, query string) (int, map[string]a
 		t.Fatalf("%s: %v", b, err)
 	}
 	return res.StatusCode, out
+}
+
+// TestCalibration_RestrictedToOneVersion: the report of a history answered
+// by two verifier versions splits by version, and the API and the page
+// restrict it to one; a version nobody recorded is an empty report, and a
+// version that is not a label is refused.
+func TestCalibration_RestrictedToOneVersion(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		labelledHistory(t, d.store, acct.ID, 200, "prompt-1", "prompt-2")
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := func(report map[string]any) map[string]float64 {
+			out := map[string]float64{}
+			for _, s := range report["strata"].([]any) {
+				if s := s.(map[string]any); s["dimension"] == "version" {
+					out[s["value"].(string)] = s["n"].(float64)
+				}
+			}
+			return out
+		}
+		status, all := getCalibration(t, d, key, "")
+		if got := versions(all); status != http.StatusOK || all["n"] != 200.0 || len(got) != 2 || got["prompt-1"] != 100 || got["prompt-2"] != 100 {
+			t.Fatalf("GET /v1/calibration = %d, n %v, version strata %v; want 100 pairs of each version", status, all["n"], got)
+		}
+		status, one := getCalibration(t, d, key, "version=prompt-2")
+		if got := versions(one); status != http.StatusOK || one["n"] != 100.0 || len(got) != 1 || got["prompt-2"] != 100 {
+			t.Errorf("?version=prompt-2 = %d, n %v, version strata %v; want prompt-2's 100 pairs", status, one["n"], got)
+		}
+		status, none := getCalibration(t, d, key, "version=prompt-9")
+		if status != http.StatusOK || none["n"] != 0.0 || len(none["strata"].([]any)) != 0 {
+			t.Errorf("?version=prompt-9 = %d, n %v, strata %v; want an empty report", status, none["n"], none["strata"])
+		}
+		if status, body := getCalibration(t, d, key, "version="+strings.Repeat("v", 201)); status != http.StatusBadRequest || body["field"] != "version" {
+			t.Errorf("a version of 201 characters = %d %v, want 400 naming version", status, body)
+		}
+
+		// The task's JSON shows each attempt's version: the agent's label,
+		// and null for the person.
+		disagreed := all["disagreements"].([]any)
+		if len(disagreed) == 0 {
+			t.Fatal("the history has no audit disagreement to look at")
+		}
+		id := disagreed[0].(map[string]any)["task_id"].(string)
+		req, _ := http.NewRequest("GET", d.url+"/v1/tasks/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+		var task struct {
+			Attempts []struct {
+				Tier    string  `json:"tier"`
+				Version *string `json:"version"`
+			} `json:"attempts"`
+		}
+		if err := json.Unmarshal(b, &task); err != nil || len(task.Attempts) != 2 || task.Attempts[0].Version == nil ||
+			!strings.HasPrefix(*task.Attempts[0].Version, "prompt-") || task.Attempts[1].Version != nil || !strings.Contains(string(b), `"version":null`) {
+			t.Errorf("GET /v1/tasks/%s: %s (%v); want the agent's version and null for the person", id, b, err)
+		}
+
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/calibration")
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`<option value="" selected>All versions</option>`, `<option value="prompt-1">prompt-1</option>`,
+			`<option value="prompt-2">prompt-2</option>`, `data-stratum="version:prompt-1"`, `data-stratum="version:prompt-2"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the report lacks %q", want)
+			}
+		}
+		r = alice.get("/calibration?version=prompt-2")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `<option value="prompt-2" selected>prompt-2</option>`) || strings.Contains(r.body, `data-stratum="version:prompt-1"`) ||
+			!strings.Contains(r.body, `data-testid="pairs">100<`) {
+			t.Errorf("the report restricted to prompt-2 does not show it alone:\n%.4000s", r.body)
+		}
+		r = alice.get("/calibration?version=prompt-9")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `<option value="prompt-9" selected>prompt-9</option>`) || !strings.Contains(r.body, `data-testid="pairs">0<`) {
+			t.Errorf("the report of an unknown version is not an empty report")
+		}
+	})
 }

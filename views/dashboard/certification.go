@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/arbiterhq/arbiter"
@@ -17,6 +18,22 @@ func optCoefficient(x *float64) string {
 
 // confidenceInput writes the certificate's confidence for the filter form.
 func (v CalibrationView) confidenceInput() string { return percentText(v.Filter.Confidence) }
+
+// versions are the verifier version labels the version selector offers:
+// those of the report's strata, and the one the filter selects.
+func (v CalibrationView) versions() []string {
+	var out []string
+	for _, s := range v.Report.Strata {
+		if s.Dimension == arbiter.StratumVersion && s.Value != "" {
+			out = append(out, s.Value)
+		}
+	}
+	if f := v.Filter.Version; f != "" && !slices.Contains(out, f) {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // stratumLabel names a stratum of the report: "task type refund", "model
 // (none)".

@@ -287,8 +287,8 @@ func agreementBeyondChance(v CalibrationView) templ.Component {
 	})
 }
 
-// strataTable shows the certificate of each task type and each verifier
-// model.
+// strataTable shows the certificate of each task type, each verifier model
+// and each verifier version.
 func strataTable(v CalibrationView) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -311,7 +311,7 @@ func strataTable(v CalibrationView) templ.Component {
 		}
 		ctx = templ.ClearChildren(ctx)
 		if len(v.Report.Strata) > 0 {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<section class=\"mt-6\" aria-labelledby=\"strata-heading\"><h2 id=\"strata-heading\" class=\"mb-3 text-base font-semibold\">By task type and model</h2><div class=\"card overflow-x-auto\" tabindex=\"0\" role=\"region\" aria-label=\"Certificates by task type and model\"><table class=\"data-table w-full text-sm\" data-testid=\"strata-table\"><thead class=\"bg-slate-50 text-left text-xs font-semibold uppercase tracking-wide text-slate-600\"><tr><th scope=\"col\" class=\"px-4 py-3\">Stratum</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Pairs</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Audits</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Certified threshold</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<section class=\"mt-6\" aria-labelledby=\"strata-heading\"><h2 id=\"strata-heading\" class=\"mb-3 text-base font-semibold\">By task type, model and version</h2><div class=\"card overflow-x-auto\" tabindex=\"0\" role=\"region\" aria-label=\"Certificates by task type, model and version\"><table class=\"data-table w-full text-sm\" data-testid=\"strata-table\"><thead class=\"bg-slate-50 text-left text-xs font-semibold uppercase tracking-wide text-slate-600\"><tr><th scope=\"col\" class=\"px-4 py-3\">Stratum</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Pairs</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Audits</th><th scope=\"col\" class=\"px-4 py-3 text-right\">Certified threshold</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
