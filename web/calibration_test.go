@@ -618,3 +618,100 @@ func TestCalibration_RestrictedToOneVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestCalibration_ApplyTheCertifiedThreshold: owners and admins are
+// offered to make a certified threshold their policy's, and one post does
+// it, audited, leaving the policy's other values; reviewers are not
+// offered it and their post changes nothing; a stale post (the
+// certificate is not what the page showed) and another site's post are
+// refused.
+func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, admin, reviewer := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		labelledHistory(t, d.store, acct.ID, 400)
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "owner@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const query = "task_type=refund&target_error_rate=0.1&confidence=0.9"
+		_, report := getCalibration(t, d, key, query)
+		th, ok := report["certification"].(map[string]any)["threshold"].(float64)
+		if !ok || th == 0.9 {
+			t.Fatalf("the history certifies %v, want a threshold other than the policy's 0.90", report["certification"])
+		}
+		certified := strconv.FormatFloat(th, 'f', 2, 64)
+		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.9"},
+			"deadline_seconds": {"3600"}, "on_expiry": {"expire"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("saving the policy: %d\n%.1000s", r.status, r.body)
+		}
+		policy := func() *arbiter.Policy {
+			t.Helper()
+			p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		apply := func(b *browser, threshold string, header map[string]string) response {
+			t.Helper()
+			return b.do("POST", "/calibration/apply", url.Values{"query": {query}, "threshold": {threshold}}, header)
+		}
+
+		button := `data-testid="apply-threshold-button">Apply ` + certified + ` to policy refund</button>`
+		for name, b := range map[string]*browser{"owner": owner, "admin": admin} {
+			if r := b.get("/calibration?" + query); !strings.Contains(r.body, button) || !strings.Contains(r.body, `name="threshold" value="`+certified+`"`) {
+				t.Errorf("the %s is not offered to apply %s:\n%.6000s", name, certified, r.body)
+			}
+		}
+		if r := owner.get("/calibration?target_error_rate=0.1&confidence=0.9"); !strings.Contains(r.body, "to the default policy</button>") {
+			t.Errorf("the report of every type does not offer the default policy")
+		}
+		if r := reviewer.get("/calibration?" + query); r.status != http.StatusOK || strings.Contains(r.body, `data-testid="apply-threshold"`) {
+			t.Errorf("a reviewer's report: %d, offers to apply: %v", r.status, strings.Contains(r.body, `data-testid="apply-threshold"`))
+		}
+
+		// Refused: a reviewer, another site, a stale threshold, a report
+		// that certifies nothing, a report of one source.
+		if r := apply(reviewer, certified, nil); r.status != http.StatusNotFound {
+			t.Errorf("a reviewer's post = %d, want 404", r.status)
+		}
+		if r := apply(owner, certified, map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}); r.status != http.StatusForbidden {
+			t.Errorf("a cross-origin post = %d, want 403", r.status)
+		}
+		r := apply(owner, "0.55", nil)
+		if r.status != http.StatusConflict || !strings.Contains(r.body, "changed since the page was shown: it is "+certified+" now, not 0.55") {
+			t.Errorf("a stale post = %d\n%.3000s", r.status, r.body)
+		}
+		r = owner.do("POST", "/calibration/apply", url.Values{"query": {"task_type=refund&target_error_rate=0.001"}, "threshold": {certified}}, nil)
+		if r.status != http.StatusConflict || !strings.Contains(r.body, "no longer certifies a threshold") {
+			t.Errorf("a post for a report that certifies nothing = %d\n%.3000s", r.status, r.body)
+		}
+		for _, form := range []url.Values{{"query": {"source=bot&target_error_rate=0.1"}, "threshold": {certified}},
+			{"query": {query}, "threshold": {"high"}}, {"query": {"nope=1"}, "threshold": {certified}}} {
+			if r := owner.do("POST", "/calibration/apply", form, nil); r.status != http.StatusBadRequest {
+				t.Errorf("%v = %d, want 400", form, r.status)
+			}
+		}
+		if p := policy(); *p.ConfidenceThreshold != 0.9 {
+			t.Fatalf("a refused post changed the policy: %+v", p)
+		}
+
+		r = apply(admin, certified, nil)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
+			t.Fatalf("the admin's post = %d to %q\n%.2000s", r.status, r.header.Get("Location"), r.body)
+		}
+		if p := policy(); *p.ConfidenceThreshold != th || p.DeadlineSeconds == nil || *p.DeadlineSeconds != 3600 {
+			t.Errorf("after applying: %+v, want threshold %v and the deadline kept", p, th)
+		}
+		events, _ := d.store.ListAuditEvents(ctx, acct.ID, 1)
+		if len(events) != 1 || events[0].Kind != arbiter.AuditPolicyChanged || events[0].Actor != "admin@example.com" ||
+			!strings.Contains(events[0].Detail, "threshold "+strconv.FormatFloat(th, 'f', -1, 64)) || !strings.Contains(events[0].Detail, "calibration report") {
+			t.Errorf("the audit log's latest event: %+v", events)
+		}
+		if r := owner.get("/calibration?" + query); strings.Contains(r.body, `data-testid="apply-threshold"`) {
+			t.Errorf("the policy has the certified threshold, yet the page offers it again")
+		}
+	})
+}

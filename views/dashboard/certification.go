@@ -35,6 +35,24 @@ func (v CalibrationView) versions() []string {
 	return out
 }
 
+// applyLabel is the apply button's text: "Apply 0.87 to policy refund",
+// "Apply 0.87 to the default policy".
+func applyLabel(o arbiter.ThresholdOffer) string {
+	if o.TaskType == arbiter.DefaultPolicyName {
+		return "Apply " + threshold(o.Threshold) + " to the default policy"
+	}
+	return "Apply " + threshold(o.Threshold) + " to policy " + o.TaskType
+}
+
+// capitalize writes s with its first letter upper case (s is ASCII at
+// its start: "the policy of …").
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
 // stratumLabel names a stratum of the report: "task type refund", "model
 // (none)".
 func stratumLabel(dimension, value string) string {
