@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,14 @@ func TestCalibration_ReportInABrowser(t *testing.T) {
 	check("the demo report", "/review/demo/calibration")
 	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('svg[data-testid=reliability] circle').length`)); n < 5 {
 		t.Errorf("the demo's reliability diagram has %d points", n)
+	}
+	// The README's picture (docs/calibration.png), with ARBITER_SCREENSHOTS
+	// set: the top of the demo's report, its certificate card in view.
+	if os.Getenv("ARBITER_SCREENSHOTS") != "" {
+		do(t, bctx, "take the report's picture", viewport(1100, 1540),
+			chromedp.Navigate(base+"/review/demo/calibration"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=certification]`)),
+			screenshot("calibration"))
 	}
 
 	// The control: an inline style, which the CSP forbids, is heard.
