@@ -44,9 +44,9 @@ func applyLabel(o arbiter.ThresholdOffer) string {
 	return "Apply " + threshold(o.Threshold) + " to policy " + o.TaskType
 }
 
-// capitalize writes s with its first letter upper case (s is ASCII at
+// upperFirst writes s with its first letter upper case (s is ASCII at
 // its start: "the policy of …").
-func capitalize(s string) string {
+func upperFirst(s string) string {
 	if s == "" || s[0] < 'a' || s[0] > 'z' {
 		return s
 	}

@@ -276,7 +276,7 @@ func applyThreshold(v CalibrationView, o arbiter.ThresholdOffer) templ.Component
 		}
 		if o.Current != nil {
 			var templ_7745c5c3_Var15 string
-			templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(capitalize(arbiter.PolicyName(o.TaskType)))
+			templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(upperFirst(arbiter.PolicyName(o.TaskType)))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/certification.templ`, Line: 52, Col: 48}
 			}
@@ -303,7 +303,7 @@ func applyThreshold(v CalibrationView, o arbiter.ThresholdOffer) templ.Component
 			}
 		} else {
 			var templ_7745c5c3_Var17 string
-			templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(capitalize(arbiter.PolicyName(o.TaskType)))
+			templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(upperFirst(arbiter.PolicyName(o.TaskType)))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/certification.templ`, Line: 54, Col: 48}
 			}
