@@ -102,6 +102,7 @@ type LabelledPair struct {
 	TaskType     string
 	Source       string
 	Model        string // the agent's model; "" when it named none
+	Version      string // the agent attempt's version label; "" when none was set
 	Confidence   float64
 	AgentVerdict string
 	HumanVerdict string
@@ -153,6 +154,9 @@ func LabelledPairOf(t *Task, h Attempt) (_ LabelledPair, ok bool) {
 	}
 	if agent.Model != nil {
 		p.Model = *agent.Model
+	}
+	if agent.Version != nil {
+		p.Version = *agent.Version
 	}
 	if h.Audit {
 		if t.AuditRate == nil || *t.AuditRate <= 0 {
@@ -512,6 +516,9 @@ type CalibrationFilter struct {
 	TaskType string
 	Source   string
 	Model    string
+	// Version is the verifier version label of the agent's answer
+	// (Attempt.Version); a version no pair has selects none.
+	Version string
 	// CreatedAfter and CreatedBefore bound the task's created_at, both
 	// exclusive.
 	CreatedAfter, CreatedBefore *Timestamp
@@ -523,10 +530,10 @@ type CalibrationFilter struct {
 
 // calibrationParameters are the query parameters of GET /v1/calibration
 // and of the dashboard's report.
-var calibrationParameters = []string{"task_type", "source", "model", "created_after", "created_before", "target_error_rate", "confidence"}
+var calibrationParameters = []string{"task_type", "source", "model", "version", "created_after", "created_before", "target_error_rate", "confidence"}
 
 // ParseCalibrationQuery reads the query of a calibration report: task_type,
-// source, model, created_after, created_before (epoch seconds, exclusive)
+// source, model, version, created_after, created_before (epoch seconds, exclusive)
 // target_error_rate (a share in (0, 1), default 0.02, or a percentage
 // such as "2%") and confidence (the same, default 0.95), each at most once. Empty values are left out, as an HTML
 // form sends them. Every failure, an unknown parameter among them, is an
@@ -549,7 +556,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 			continue
 		}
 		switch name {
-		case "task_type", "source", "model":
+		case "task_type", "source", "model", "version":
 			if utf8.RuneCountInString(v) > MaxLabelChars || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
 				return CalibrationFilter{}, FieldErrorf(name, "%s must be valid text of at most %d characters.", name, MaxLabelChars)
 			}
@@ -558,6 +565,8 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 				f.TaskType = v
 			case "source":
 				f.Source = v
+			case "version":
+				f.Version = v
 			default:
 				f.Model = v
 			}
@@ -593,7 +602,7 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 func (f CalibrationFilter) Query() url.Values {
 	q := url.Values{}
 	for _, p := range []struct{ name, value string }{
-		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model},
+		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model}, {"version", f.Version},
 	} {
 		if p.value != "" {
 			q.Set(p.name, p.value)
@@ -646,8 +655,8 @@ const MaxListedDisagreements = 20
 // many audits wait for a reviewer.
 type CalibrationData struct {
 	Buckets []ConfidenceBucket
-	// Strata are the same pairs summed by bucket per task_type and per
-	// verifier model.
+	// Strata are the same pairs summed by bucket per task_type, per
+	// verifier model and per verifier version.
 	Strata        []StratumBuckets
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
@@ -705,7 +714,8 @@ type CalibrationReport struct {
 	AgentPerson AgreementStats `json:"agent_person"`
 	// Drift is the account's open crossing (NextDrift), or nil.
 	Drift *Drift `json:"drift"`
-	// Strata certify each task_type and each verifier model apart.
+	// Strata certify each task_type, verifier model and verifier version
+	// apart.
 	Strata        []CalibrationStratum `json:"strata"`
 	Confusion     []VerdictAgreement   `json:"confusion"`
 	Disagreements []AuditDisagreement  `json:"disagreements"`

@@ -468,6 +468,7 @@ func Agreement(cells []VerdictAgreement) AgreementStats {
 const (
 	StratumTaskType = "task_type"
 	StratumModel    = "model"
+	StratumVersion  = "version"
 )
 
 // MaxStrata bounds the strata of each dimension a report lists: those
@@ -483,8 +484,9 @@ type StratumBuckets struct {
 }
 
 // CalibrationStratum is the certificate of one stratum of the report's
-// pairs: one task_type, or one verifier model (as the report's filter
-// selects them). A new prompt or model has its own series here.
+// pairs: one task_type, one verifier model, or one verifier version label
+// (as the report's filter selects them). A new prompt or model has its own
+// series here.
 type CalibrationStratum struct {
 	Dimension     string        `json:"dimension"`
 	Value         string        `json:"value"`

@@ -353,6 +353,12 @@ type PolicyService interface {
 	// DeletePolicy removes the account's policy of a task type. Returns
 	// ENOTFOUND when it has none, EFORBIDDEN as PutPolicy.
 	DeletePolicy(ctx context.Context, accountID, taskType string, by Actor) error
+	// ApplyPolicyThreshold sets the confidence_threshold of the account's
+	// policy of taskType to a certified threshold, creating the policy
+	// with that value alone when there is none and leaving its other
+	// values as they are, and records who did in the audit log. Returns
+	// EINVALID (see Policy.Validate) and EFORBIDDEN as PutPolicy.
+	ApplyPolicyThreshold(ctx context.Context, accountID, taskType string, threshold float64, by Actor) (*Policy, error)
 }
 
 // MarshalJSON writes the policy with its on-expiry and review fields flat

@@ -150,6 +150,11 @@ type Attempt struct {
 	// PersonID is the voter of a vote on a task that asks several
 	// (ReviewRequirement.Multi); "" on every other attempt.
 	PersonID string `json:"-"`
+	// Version is the verifier version label the operator set
+	// (ARBITER_AGENT_VERSION) when the agent answered; nil for a person
+	// and when none was set. A new prompt or model starts a new series
+	// in the calibration report.
+	Version *string `json:"version"`
 }
 
 // AuditWaiting reports whether the task waits in the reviewers' queue as a

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/internal/secretbox"
@@ -81,6 +82,10 @@ type Config struct {
 	// AgentTimeout bounds one verifier call (ARBITER_AGENT_TIMEOUT); the
 	// worker applies it, the call's one time limit.
 	AgentTimeout time.Duration
+	// AgentVersion is the verifier version label the worker records on
+	// each agent attempt (ARBITER_AGENT_VERSION), so that the calibration
+	// report starts a new series when the prompt or model changes.
+	AgentVersion string
 	// WebhookAllowPrivate lets webhook URLs be http:// and reach loopback,
 	// private and link-local addresses (ARBITER_WEBHOOK_ALLOW_PRIVATE),
 	// for development and tests.
@@ -288,6 +293,15 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT_MODEL", Scope: ScopeWorker,
 		Help: "openai: the model name",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Model })},
+	{Env: "ARBITER_AGENT_VERSION", Scope: ScopeWorker,
+		Help: "a label of the verifier's version (prompt, model), recorded on each agent attempt; the calibration report splits by it",
+		Set: func(c *Config, v string) error {
+			if utf8.RuneCountInString(v) > arbiter.MaxLabelChars || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return fmt.Errorf("must be valid text of at most %d characters", arbiter.MaxLabelChars)
+			}
+			c.AgentVersion = v
+			return nil
+		}},
 	{Env: "ARBITER_AGENT_TIMEOUT", Default: DefaultAgentTimeout.String(), Scope: ScopeWorker,
 		Help: "the limit on one verifier call",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.AgentTimeout })},

@@ -32,6 +32,30 @@ func TestFromEnv_DailyTaskCap(t *testing.T) {
 	}
 }
 
+// TestFromEnv_AgentVersion reads the verifier version label: unset is
+// none; a label of at most MaxLabelChars characters is kept as it is;
+// anything longer, or not text, stops the start with the setting's name.
+func TestFromEnv_AgentVersion(t *testing.T) {
+	read := func(v string) (Config, error) {
+		return FromEnv(func(k string) string {
+			if k == "ARBITER_AGENT_VERSION" {
+				return v
+			}
+			return ""
+		}, ScopeWorker)
+	}
+	for _, v := range []string{"", "2026-11-prompt-3", strings.Repeat("é", arbiter.MaxLabelChars)} {
+		if c, err := read(v); err != nil || c.AgentVersion != v {
+			t.Errorf("ARBITER_AGENT_VERSION=%q: %q, %v", v, c.AgentVersion, err)
+		}
+	}
+	for _, v := range []string{strings.Repeat("v", arbiter.MaxLabelChars+1), "a\x00b", "\xff"} {
+		if _, err := read(v); err == nil || !strings.Contains(err.Error(), "ARBITER_AGENT_VERSION must be valid text") {
+			t.Errorf("ARBITER_AGENT_VERSION=%q: %v", v, err)
+		}
+	}
+}
+
 // TestFromEnv_AgentMaxRPS reads the openai backend's fixed limit:
 // unset is no limit; a positive number of calls a second, fractions too,
 // is the limit; anything else stops the start with the setting's name.

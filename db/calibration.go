@@ -18,8 +18,8 @@ var _ arbiter.CalibrationService = (*DB)(nil)
 
 // insertLabelledPairSQL stores a labelled pair; a task makes one at most.
 const insertLabelledPairSQL = `INSERT INTO labelled_pairs (task_id, account_id, task_type, source, model,
-	confidence, bucket, agent_verdict, human_verdict, correct, audit, weight, created_at, labelled_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`
+	confidence, bucket, agent_verdict, human_verdict, correct, audit, weight, created_at, labelled_at, version)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`
 
 // insertLabelledPair stores, inside tx, the pair a person's attempt h on t
 // makes (arbiter.LabelledPairOf), if it makes one.
@@ -35,7 +35,7 @@ func (d *DB) insertLabelledPair(ctx context.Context, tx *sqlx.Tx, t *arbiter.Tas
 func (d *DB) storeLabelledPair(ctx context.Context, tx *sqlx.Tx, p arbiter.LabelledPair) error {
 	_, err := tx.ExecContext(ctx, d.rebind(insertLabelledPairSQL), p.TaskID, p.AccountID, p.TaskType, p.Source, p.Model,
 		p.Confidence, p.Bucket(), p.AgentVerdict, p.HumanVerdict, boolInt(p.Correct()), boolInt(p.Audit), p.Weight,
-		int64(p.CreatedAt), int64(p.LabelledAt))
+		int64(p.CreatedAt), int64(p.LabelledAt), p.Version)
 	if err != nil {
 		return fmt.Errorf("insert labelled pair: %w", err)
 	}
@@ -214,7 +214,7 @@ func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []
 	where := []string{"account_id = ?"}
 	args := []any{accountID}
 	for _, eq := range []struct{ column, value string }{
-		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model},
+		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model}, {"version", f.Version},
 	} {
 		if eq.value != "" {
 			where = append(where, eq.column+" = ?")
@@ -249,15 +249,15 @@ func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 const maxStrataGroups = 101 * 200
 
 // readStrata sums, inside tx, the same pairs as the report by task_type,
-// model and bucket in one scan, and returns them per task_type and per
-// model. args are the report's filter arguments, the pair cap and the
+// model, version and bucket in one scan, and returns them per task_type,
+// per model and per version. args are the report's filter arguments, the pair cap and the
 // group cap.
 func readStrata(ctx context.Context, tx *sqlx.Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
-	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, bucket, count(*), SUM(audit),
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, version, bucket, count(*), SUM(audit),
 		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct)
-		FROM (SELECT task_type, model, bucket, audit, correct, weight FROM labelled_pairs
+		FROM (SELECT task_type, model, version, bucket, audit, correct, weight FROM labelled_pairs
 			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
-		GROUP BY task_type, model, bucket LIMIT ?`), args...)
+		GROUP BY task_type, model, version, bucket LIMIT ?`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum strata: %w", err)
 	}
@@ -274,12 +274,13 @@ func readStrata(ctx context.Context, tx *sqlx.Tx, d *DB, where string, args []an
 	}
 	for rows.Next() {
 		var g arbiter.ConfidenceBucket
-		var taskType, model string
-		if err := rows.Scan(&taskType, &model, &g.Bucket, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect); err != nil {
+		var taskType, model, version string
+		if err := rows.Scan(&taskType, &model, &version, &g.Bucket, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect); err != nil {
 			return nil, fmt.Errorf("sum strata: %w", err)
 		}
 		add(key{arbiter.StratumTaskType, taskType}, g)
 		add(key{arbiter.StratumModel, model}, g)
+		add(key{arbiter.StratumVersion, version}, g)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sum strata: %w", err)

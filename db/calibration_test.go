@@ -559,14 +559,14 @@ func TestQueueService_AuditDisagreementIsAWebhookEvent(t *testing.T) {
 // TestCalibrationService_CertifiesEachStratum checks the strata the store
 // sums against the pure certificate of each stratum's own pairs: one task
 // type whose audits certify a threshold, one whose audits do not, and the
-// models across them.
+// models and verifier versions across them.
 func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
 		by := map[[2]string][]arbiter.LabelledPair{}
 		var pairs []arbiter.LabelledPair
-		add := func(taskType, model string, confidence float64, wrong bool, audit bool) {
+		add := func(taskType, model, version string, confidence float64, wrong bool, audit bool) {
 			i := len(pairs)
 			human, weight := "approve", 1.0
 			if wrong {
@@ -576,20 +576,21 @@ func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
 				weight = 4
 			}
 			p := arbiter.LabelledPair{TaskID: fmt.Sprintf("tsk_%016x", i), AccountID: acct.ID, TaskType: taskType, Source: "bot",
-				Model: model, Confidence: confidence, AgentVerdict: "approve", HumanVerdict: human, Audit: audit, Weight: weight,
+				Model: model, Version: version, Confidence: confidence, AgentVerdict: "approve", HumanVerdict: human, Audit: audit, Weight: weight,
 				CreatedAt: arbiter.Timestamp(1_700_000_000_000 + i), LabelledAt: arbiter.Timestamp(1_700_000_100_000 + i)}
 			pairs = append(pairs, p)
 			by[[2]string{arbiter.StratumTaskType, taskType}] = append(by[[2]string{arbiter.StratumTaskType, taskType}], p)
 			by[[2]string{arbiter.StratumModel, model}] = append(by[[2]string{arbiter.StratumModel, model}], p)
+			by[[2]string{arbiter.StratumVersion, version}] = append(by[[2]string{arbiter.StratumVersion, version}], p)
 		}
 		for i := range 300 { // refunds: 300 audits at 0.95–0.99 with one error, routed pairs below 0.9
-			add("refund", []string{"m1", "m2"}[i%2], 0.95+float64(i%5)/100, i == 0, true)
+			add("refund", []string{"m1", "m2"}[i%2], []string{"v1", "v2", "v2"}[i%3], 0.95+float64(i%5)/100, i == 0, true)
 		}
 		for i := range 40 {
-			add("refund", "m1", 0.5+float64(i%40)/100, i%4 == 0, false)
+			add("refund", "m1", "v1", 0.5+float64(i%40)/100, i%4 == 0, false)
 		}
 		for i := range 100 { // moderation: one audit in ten wrong
-			add("moderate", "m2", 0.9+float64(i%10)/100, i%10 == 0, true)
+			add("moderate", "m2", "", 0.9+float64(i%10)/100, i%10 == 0, true)
 		}
 		if err := d.InsertLabelledPairs(ctx, pairs); err != nil {
 			t.Fatal(err)
@@ -599,8 +600,8 @@ func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
 			t.Fatal(err)
 		}
 		report := arbiter.NewCalibrationReport(data, 0.02, 0.95)
-		if len(report.Strata) != 4 {
-			t.Fatalf("strata: %+v, want refund, moderate, m1 and m2", report.Strata)
+		if len(report.Strata) != 7 {
+			t.Fatalf("strata: %+v, want refund, moderate, m1, m2, v1, v2 and no version", report.Strata)
 		}
 		certified := 0
 		for _, s := range report.Strata {

@@ -256,7 +256,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = tasks.account_id))`
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
-	rationale, model, reviewer, error, started_at, finished_at, audit, person_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertAttempt records a through insert, insertAttemptSQL's statement.
 func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
@@ -265,7 +265,7 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 		finished = int64(*a.FinishedAt)
 	}
 	_, err := insert.ExecContext(ctx,
-		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID))
+		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID), a.Version)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}

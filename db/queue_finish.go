@@ -80,9 +80,9 @@ func (d *DB) finishManySQL() string {
 	return `WITH input AS MATERIALIZED (
 		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
 			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::float8[], ?::bool[])
+			?::float8[], ?::bool[], ?::text[])
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
-			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record)
+			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record, version)
 	), u AS (
 		UPDATE tasks t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
 			final_confidence = i.final_confidence, completed_at = i.completed_at,
@@ -94,8 +94,8 @@ func (d *DB) finishManySQL() string {
 		WHERE t.id = i.id AND t.status = i.claimed AND t.lease_owner = i.owner AND ` + d.beforeDeadline() + `
 		RETURNING t.id, t.status, t.account_id, t.callback_url
 	), a AS (
-		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at)
-		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at
+		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at, version)
+		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at, i.version
 		FROM input i JOIN u ON u.id = i.id WHERE i.record
 	)
 	SELECT u.id, u.status, u.account_id, u.callback_url,
@@ -119,6 +119,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		completedAts, runAfters   = make([]sql.NullInt64, n), make([]int64, n)
 		failed                    = make([]int64, n)
 		verdicts, models, errs    = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
+		versions                  = make([]sql.NullString, n)
 		confidences               = make([]sql.NullFloat64, n)
 		rationales                = make([]string, n)
 		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
@@ -137,7 +138,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		failed[i], runAfters[i] = int64(f.failed()), int64(f.step.RunAfter)
 		_, draws[i] = f.auditDraw()
 		record[i] = !f.step.Throttled
-		verdicts[i], models[i], errs[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error)
+		verdicts[i], models[i], errs[i], versions[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error), nullOf(a.Version)
 		if a.Confidence != nil {
 			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
 		}
@@ -158,7 +159,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
 			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
 			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
-			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record))
+			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions))
 		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}

@@ -27,7 +27,7 @@ const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touc
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at, a.audit, a.person_id`
+	a.error, a.started_at, a.finished_at, a.audit, a.person_id, a.version`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -466,12 +466,12 @@ type attemptRow struct {
 	rationale, model, reviewer, errs sql.NullString
 	startedAt, finishedAt            sql.NullInt64
 	audit                            sql.NullBool
-	personID                         sql.NullString
+	personID, version                sql.NullString
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID, &r.version}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
@@ -487,6 +487,7 @@ func (r *attemptRow) attempt() arbiter.Attempt {
 		FinishedAt: nullTimestamp(r.finishedAt),
 		Audit:      r.audit.Bool,
 		PersonID:   r.personID.String,
+		Version:    nullString(r.version),
 	}
 }
 

@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,14 @@ func TestCalibration_ReportInABrowser(t *testing.T) {
 	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('svg[data-testid=reliability] circle').length`)); n < 5 {
 		t.Errorf("the demo's reliability diagram has %d points", n)
 	}
+	// The README's picture (docs/calibration.png), with ARBITER_SCREENSHOTS
+	// set: the top of the demo's report, its certificate card in view.
+	if os.Getenv("ARBITER_SCREENSHOTS") != "" {
+		do(t, bctx, "take the report's picture", viewport(1100, 1540),
+			chromedp.Navigate(base+"/review/demo/calibration"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=certification]`)),
+			screenshot("calibration"))
+	}
 
 	// The control: an inline style, which the CSP forbids, is heard.
 	do(t, bctx, "break the CSP on purpose",
@@ -111,4 +121,82 @@ func TestCalibration_ReportInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`svg[data-testid=risk-coverage] polyline`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=recommended-threshold]`)),
 	)
+}
+
+// TestCalibration_ApplyInABrowser: an owner whose audits certify a
+// threshold sees the offer to apply it to the default policy on the
+// report, which passes axe-core and the CSP, and one click makes it the
+// policy's threshold and shows the policy.
+func TestCalibration_ApplyInABrowser(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowser(t)
+	script := axeScript(t)
+	do(t, bctx, "install the CSP recorder", recordCSPViolations())
+
+	// 160 blind audits at 0.95, every one agreeing, and one task routed
+	// at 0.5: the audits certify a threshold down to 0.51.
+	ctx := context.Background()
+	acct, _ := store.FindOrCreateAccountByEmail(ctx, "person@example.com")
+	one := 1.0
+	var creates []arbiter.TaskCreate
+	for i := range 161 {
+		creates = append(creates, arbiter.TaskCreate{Prompt: fmt.Sprintf("Refund %d?", i), AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "chat", AuditRate: &one})
+	}
+	for i := 0; i < len(creates); i += arbiter.MaxBatchTasks {
+		if _, err := store.CreateTasks(ctx, acct.ID, creates[i:min(len(creates), i+arbiter.MaxBatchTasks)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for routed := true; ; routed = false {
+		claimed, err := store.ClaimTasks(ctx, "w", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) == 0 {
+			break
+		}
+		for i, c := range claimed {
+			verdict, confidence, next := "approve", 0.95, arbiter.StatusCompleted
+			if routed && i == 0 {
+				confidence, next = 0.5, arbiter.StatusHumanNeeded
+			}
+			if err := store.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
+				Verdict: &verdict, Confidence: &confidence}, Next: next}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, id := range ids {
+		if _, err := store.DecideTask(ctx, acct.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: "person@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	signInByEmail(t, bctx, base, links, "person@example.com")
+	for _, width := range []int64{desktopWidth, phoneWidth} {
+		do(t, bctx, "open the report", viewport(width, desktopHeight),
+			chromedp.Navigate(base+"/calibration"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=apply-threshold-button]`)),
+		)
+		checkAccessibility(t, bctx, script, fmt.Sprintf("the report with its offer at %d px", width))
+		if got := value(t, bctx, chromedp.Evaluate[string](cspViolations)); got != "" {
+			t.Errorf("at %d px: CSP violations: %s", width, got)
+		}
+	}
+	label := value(t, bctx, chromedp.Text(chromedp.CSS(`[data-testid=apply-threshold-button]`)))
+	if label != "Apply 0.51 to the default policy" {
+		t.Fatalf("the offer says %q", label)
+	}
+	do(t, bctx, "apply it",
+		chromedp.Click(chromedp.CSS(`[data-testid=apply-threshold-button]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=policy-saved]`)),
+	)
+	p, err := store.FindPolicy(ctx, acct.ID, arbiter.DefaultPolicyName)
+	if err != nil || p.ConfidenceThreshold == nil || *p.ConfidenceThreshold != 0.51 {
+		t.Fatalf("the default policy: %+v (%v), want the threshold 0.51", p, err)
+	}
 }

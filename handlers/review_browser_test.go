@@ -35,7 +35,7 @@ func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handl
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store,
+			Calibration: store, Policies: store,
 		},
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),

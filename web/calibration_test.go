@@ -184,12 +184,14 @@ func wantWellFormed(t *testing.T, page string) int {
 // labelledHistory makes n labelled pairs for the account through the real
 // flow: tasks with an audit rate of 1, answered by the agent at confidences
 // from 0.5 to 0.99 (routed below 0.8, audited above), then decided by a
-// person, who disagrees with one in forty.
-func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
+// person, who disagrees with one in forty. The agent's answers carry the
+// versions in turn, when there are any.
+func labelledHistory(t *testing.T, store *db.DB, accountID string, n int, versions ...string) {
 	t.Helper()
 	one := 1.0
 	confidence := map[string]float64{}
 	human := map[string]string{}
+	version := map[string]string{}
 	for i := 0; i < n; i += arbiter.MaxBatchTasks {
 		var creates []arbiter.TaskCreate
 		for j := i; j < min(n, i+arbiter.MaxBatchTasks); j++ {
@@ -203,6 +205,9 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 		for k, c := range created {
 			confidence[c.Task.ID] = 0.5 + float64((i+k)%50)/100
 			human[c.Task.ID] = "approve"
+			if len(versions) > 0 {
+				version[c.Task.ID] = versions[(i+k)%len(versions)]
+			}
 			if (i+k)%40 == 0 {
 				human[c.Task.ID] = "reject"
 			}
@@ -222,6 +227,9 @@ func labelledHistory(t *testing.T, store *db.DB, accountID string, n int) {
 				Next: arbiter.StatusCompleted}
 			if conf < 0.8 {
 				step.Next = arbiter.StatusHumanNeeded
+			}
+			if v, ok := version[c.ID]; ok {
+				step.Attempt.Version = &v
 			}
 			if err := store.FinishAgentAttempt(ctx, "wrk_history", c.ID, step); err != nil {
 				t.Fatal(err)
@@ -408,8 +416,8 @@ func TestCalibration_PageAndAPIShowTheCertificate(t *testing.T) {
 		if upper := cert["error_upper"].(float64); upper > 0.1 {
 			t.Errorf("certified with an upper bound of %v, above the target", upper)
 		}
-		if strata := report["strata"].([]any); len(strata) != 2 || strata[0].(map[string]any)["n"] != 400.0 {
-			t.Errorf("strata: %v, want the one model and the one task type, each with the 400 pairs", strata)
+		if strata := report["strata"].([]any); len(strata) != 3 || strata[0].(map[string]any)["n"] != 400.0 {
+			t.Errorf("strata: %v, want the one model, the one task type and no version, each with the 400 pairs", strata)
 		}
 		if ap := report["agent_person"].(map[string]any); ap["n"] != 400.0 || ap["ac1"] == nil {
 			t.Errorf("agent_person: %v", ap)
@@ -520,4 +528,190 @@ func getCalibration(t *testing.T, d *dash, key, query string) (int, map[string]a
 		t.Fatalf("%s: %v", b, err)
 	}
 	return res.StatusCode, out
+}
+
+// TestCalibration_RestrictedToOneVersion: the report of a history answered
+// by two verifier versions splits by version, and the API and the page
+// restrict it to one; a version nobody recorded is an empty report, and a
+// version that is not a label is refused.
+func TestCalibration_RestrictedToOneVersion(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		labelledHistory(t, d.store, acct.ID, 200, "prompt-1", "prompt-2")
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "alice@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := func(report map[string]any) map[string]float64 {
+			out := map[string]float64{}
+			for _, s := range report["strata"].([]any) {
+				if s := s.(map[string]any); s["dimension"] == "version" {
+					out[s["value"].(string)] = s["n"].(float64)
+				}
+			}
+			return out
+		}
+		status, all := getCalibration(t, d, key, "")
+		if got := versions(all); status != http.StatusOK || all["n"] != 200.0 || len(got) != 2 || got["prompt-1"] != 100 || got["prompt-2"] != 100 {
+			t.Fatalf("GET /v1/calibration = %d, n %v, version strata %v; want 100 pairs of each version", status, all["n"], got)
+		}
+		status, one := getCalibration(t, d, key, "version=prompt-2")
+		if got := versions(one); status != http.StatusOK || one["n"] != 100.0 || len(got) != 1 || got["prompt-2"] != 100 {
+			t.Errorf("?version=prompt-2 = %d, n %v, version strata %v; want prompt-2's 100 pairs", status, one["n"], got)
+		}
+		status, none := getCalibration(t, d, key, "version=prompt-9")
+		if status != http.StatusOK || none["n"] != 0.0 || len(none["strata"].([]any)) != 0 {
+			t.Errorf("?version=prompt-9 = %d, n %v, strata %v; want an empty report", status, none["n"], none["strata"])
+		}
+		if status, body := getCalibration(t, d, key, "version="+strings.Repeat("v", 201)); status != http.StatusBadRequest || body["field"] != "version" {
+			t.Errorf("a version of 201 characters = %d %v, want 400 naming version", status, body)
+		}
+
+		// The task's JSON shows each attempt's version: the agent's label,
+		// and null for the person.
+		disagreed := all["disagreements"].([]any)
+		if len(disagreed) == 0 {
+			t.Fatal("the history has no audit disagreement to look at")
+		}
+		id := disagreed[0].(map[string]any)["task_id"].(string)
+		req, _ := http.NewRequest("GET", d.url+"/v1/tasks/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		openapitest.ValidateResponse(t, req, res.StatusCode, res.Header, b)
+		var task struct {
+			Attempts []struct {
+				Tier    string  `json:"tier"`
+				Version *string `json:"version"`
+			} `json:"attempts"`
+		}
+		if err := json.Unmarshal(b, &task); err != nil || len(task.Attempts) != 2 || task.Attempts[0].Version == nil ||
+			!strings.HasPrefix(*task.Attempts[0].Version, "prompt-") || task.Attempts[1].Version != nil || !strings.Contains(string(b), `"version":null`) {
+			t.Errorf("GET /v1/tasks/%s: %s (%v); want the agent's version and null for the person", id, b, err)
+		}
+
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		r := alice.get("/calibration")
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range []string{`<option value="" selected>All versions</option>`, `<option value="prompt-1">prompt-1</option>`,
+			`<option value="prompt-2">prompt-2</option>`, `data-stratum="version:prompt-1"`, `data-stratum="version:prompt-2"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the report lacks %q", want)
+			}
+		}
+		r = alice.get("/calibration?version=prompt-2")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `<option value="prompt-2" selected>prompt-2</option>`) || strings.Contains(r.body, `data-stratum="version:prompt-1"`) ||
+			!strings.Contains(r.body, `data-testid="pairs">100<`) {
+			t.Errorf("the report restricted to prompt-2 does not show it alone:\n%.4000s", r.body)
+		}
+		r = alice.get("/calibration?version=prompt-9")
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `<option value="prompt-9" selected>prompt-9</option>`) || !strings.Contains(r.body, `data-testid="pairs">0<`) {
+			t.Errorf("the report of an unknown version is not an empty report")
+		}
+	})
+}
+
+// TestCalibration_ApplyTheCertifiedThreshold: owners and admins are
+// offered to make a certified threshold their policy's, and one post does
+// it, audited, leaving the policy's other values; reviewers are not
+// offered it and their post changes nothing; a stale post (the
+// certificate is not what the page showed) and another site's post are
+// refused.
+func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, admin, reviewer := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		labelledHistory(t, d.store, acct.ID, 400)
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "owner@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const query = "task_type=refund&target_error_rate=0.1&confidence=0.9"
+		_, report := getCalibration(t, d, key, query)
+		th, ok := report["certification"].(map[string]any)["threshold"].(float64)
+		if !ok || th == 0.9 {
+			t.Fatalf("the history certifies %v, want a threshold other than the policy's 0.90", report["certification"])
+		}
+		certified := strconv.FormatFloat(th, 'f', 2, 64)
+		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.9"},
+			"deadline_seconds": {"3600"}, "on_expiry": {"expire"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("saving the policy: %d\n%.1000s", r.status, r.body)
+		}
+		policy := func() *arbiter.Policy {
+			t.Helper()
+			p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		apply := func(b *browser, threshold string, header map[string]string) response {
+			t.Helper()
+			return b.do("POST", "/calibration/apply", url.Values{"query": {query}, "threshold": {threshold}}, header)
+		}
+
+		button := `data-testid="apply-threshold-button">Apply ` + certified + ` to policy refund</button>`
+		for name, b := range map[string]*browser{"owner": owner, "admin": admin} {
+			if r := b.get("/calibration?" + query); !strings.Contains(r.body, button) || !strings.Contains(r.body, `name="threshold" value="`+certified+`"`) {
+				t.Errorf("the %s is not offered to apply %s:\n%.6000s", name, certified, r.body)
+			}
+		}
+		if r := owner.get("/calibration?target_error_rate=0.1&confidence=0.9"); !strings.Contains(r.body, "to the default policy</button>") {
+			t.Errorf("the report of every type does not offer the default policy")
+		}
+		if r := reviewer.get("/calibration?" + query); r.status != http.StatusOK || strings.Contains(r.body, `data-testid="apply-threshold"`) {
+			t.Errorf("a reviewer's report: %d, offers to apply: %v", r.status, strings.Contains(r.body, `data-testid="apply-threshold"`))
+		}
+
+		// Refused: a reviewer, another site, a stale threshold, a report
+		// that certifies nothing, a report of one source.
+		if r := apply(reviewer, certified, nil); r.status != http.StatusNotFound {
+			t.Errorf("a reviewer's post = %d, want 404", r.status)
+		}
+		if r := apply(owner, certified, map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}); r.status != http.StatusForbidden {
+			t.Errorf("a cross-origin post = %d, want 403", r.status)
+		}
+		r := apply(owner, "0.55", nil)
+		if r.status != http.StatusConflict || !strings.Contains(r.body, "changed since the page was shown: it is "+certified+" now, not 0.55") {
+			t.Errorf("a stale post = %d\n%.3000s", r.status, r.body)
+		}
+		r = owner.do("POST", "/calibration/apply", url.Values{"query": {"task_type=refund&target_error_rate=0.001"}, "threshold": {certified}}, nil)
+		if r.status != http.StatusConflict || !strings.Contains(r.body, "no longer certifies a threshold") {
+			t.Errorf("a post for a report that certifies nothing = %d\n%.3000s", r.status, r.body)
+		}
+		for _, form := range []url.Values{{"query": {"source=bot&target_error_rate=0.1"}, "threshold": {certified}},
+			{"query": {query}, "threshold": {"high"}}, {"query": {"nope=1"}, "threshold": {certified}}} {
+			if r := owner.do("POST", "/calibration/apply", form, nil); r.status != http.StatusBadRequest {
+				t.Errorf("%v = %d, want 400", form, r.status)
+			}
+		}
+		if p := policy(); *p.ConfidenceThreshold != 0.9 {
+			t.Fatalf("a refused post changed the policy: %+v", p)
+		}
+
+		r = apply(admin, certified, nil)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
+			t.Fatalf("the admin's post = %d to %q\n%.2000s", r.status, r.header.Get("Location"), r.body)
+		}
+		if p := policy(); *p.ConfidenceThreshold != th || p.DeadlineSeconds == nil || *p.DeadlineSeconds != 3600 {
+			t.Errorf("after applying: %+v, want threshold %v and the deadline kept", p, th)
+		}
+		events, _ := d.store.ListAuditEvents(ctx, acct.ID, 1)
+		if len(events) != 1 || events[0].Kind != arbiter.AuditPolicyChanged || events[0].Actor != "admin@example.com" ||
+			!strings.Contains(events[0].Detail, "threshold "+strconv.FormatFloat(th, 'f', -1, 64)) || !strings.Contains(events[0].Detail, "calibration report") {
+			t.Errorf("the audit log's latest event: %+v", events)
+		}
+		if r := owner.get("/calibration?" + query); strings.Contains(r.body, `data-testid="apply-threshold"`) {
+			t.Errorf("the policy has the certified threshold, yet the page offers it again")
+		}
+	})
 }

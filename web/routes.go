@@ -305,6 +305,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				{"/members/{id}/remove", "/members", arbiter.ActionManageMembers},
 				{"/invitations/{id}/revoke", "/members", arbiter.ActionManageMembers},
 				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
+				{"/calibration/apply", "/calibration", arbiter.ActionManagePolicies},
 				{"/settings/slack/disconnect", "/settings/slack", arbiter.ActionManageSettings},
 				{"/webhooks/callback-secret/reveal", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/callback-secret/rotate", "/webhooks", arbiter.ActionManageWebhooks},
@@ -315,7 +316,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				r.With(allow(f.action)).Method(http.MethodGet, f.address, handlers.DashboardFormAddress(f.page))
 			}
 			rt.webhookRoutes(r, now)
-			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, now))
+			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, s.Policies, now))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/calibration/apply", handlers.DashboardCalibrationApply(s.Calibration, s.Policies))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policies", handlers.DashboardPolicies(s.Policies))

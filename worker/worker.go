@@ -63,6 +63,9 @@ type Config struct {
 	// Now stamps the attempts' started_at and finished_at (default
 	// time.Now).
 	Now arbiter.Clock
+	// Version is the verifier version label recorded on each agent
+	// attempt (ARBITER_AGENT_VERSION); "" records none.
+	Version string
 
 	// ID names this worker in leases and heartbeats (default wrk_ + random).
 	ID string
@@ -351,6 +354,9 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time,
 			return
 		}
 		step = arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.retry)
+	}
+	if w.cfg.Version != "" && !step.Throttled {
+		step.Attempt.Version = &w.cfg.Version
 	}
 	switch {
 	case step.Throttled:

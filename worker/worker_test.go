@@ -565,3 +565,36 @@ func TestWorker_CreateInAnotherProcessWakesIt(t *testing.T) {
 		t.Logf("%d task(s) created in another store completed after %s", batch, time.Since(began))
 	}
 }
+
+// TestWorker_RecordsTheVersionLabel: a worker with a version label
+// (ARBITER_AGENT_VERSION) records it on each agent attempt, failed ones
+// included; one without records none.
+func TestWorker_RecordsTheVersionLabel(t *testing.T) {
+	t.Parallel()
+	calls := atomic.Int64{}
+	flaky := verifierFunc(func(context.Context, *arbiter.Task) (arbiter.Verification, error) {
+		if calls.Add(1) == 1 {
+			return arbiter.Verification{}, errors.New("HTTP 500 from the model server")
+		}
+		return arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.9, Model: "fake"}, nil
+	})
+	for _, dialect := range dbtest.Dialects {
+		for _, version := range []string{"prompt-7", ""} {
+			t.Run(dialect+"/"+version, func(t *testing.T) {
+				calls.Store(0)
+				store := dbtest.Open(t, dialect, db.Options{})
+				start(t, store, flaky, func(c *worker.Config) { c.Version = version; c.Concurrency = 1 })
+				acct, id := createTask(t, store, "a@example.com")
+				task := waitFor(t, store, acct, id, settled)
+				if task.Status != arbiter.StatusCompleted || len(task.Attempts) != 2 {
+					t.Fatalf("task = %s with %d attempts, want completed after a failed call", task.Status, len(task.Attempts))
+				}
+				for _, a := range task.Attempts {
+					if got := a.Version; (version == "") != (got == nil) || (got != nil && *got != version) {
+						t.Errorf("attempt %+v has version %v, want %q", a, got, version)
+					}
+				}
+			})
+		}
+	}
+}

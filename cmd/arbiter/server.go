@@ -193,6 +193,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		Queue: s.store, Verifier: verifier, Health: s.store, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
+		Version: s.cfg.AgentVersion,
 	}
 	mailer, err := mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr)
 	if err != nil {

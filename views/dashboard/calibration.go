@@ -25,7 +25,10 @@ type CalibrationView struct {
 	TaskURL string
 	// Demo marks the demo account's report.
 	Demo bool
-	Now  time.Time
+	// Offer, when set, offers to apply the certified threshold to a
+	// policy (to those who may manage policies).
+	Offer *arbiter.ThresholdOffer
+	Now   time.Time
 }
 
 // AuditSettingsView is the account's audit rate page.

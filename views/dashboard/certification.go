@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/arbiterhq/arbiter"
@@ -17,6 +18,40 @@ func optCoefficient(x *float64) string {
 
 // confidenceInput writes the certificate's confidence for the filter form.
 func (v CalibrationView) confidenceInput() string { return percentText(v.Filter.Confidence) }
+
+// versions are the verifier version labels the version selector offers:
+// those of the report's strata, and the one the filter selects.
+func (v CalibrationView) versions() []string {
+	var out []string
+	for _, s := range v.Report.Strata {
+		if s.Dimension == arbiter.StratumVersion && s.Value != "" {
+			out = append(out, s.Value)
+		}
+	}
+	if f := v.Filter.Version; f != "" && !slices.Contains(out, f) {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// applyLabel is the apply button's text: "Apply 0.87 to policy refund",
+// "Apply 0.87 to the default policy".
+func applyLabel(o arbiter.ThresholdOffer) string {
+	if o.TaskType == arbiter.DefaultPolicyName {
+		return "Apply " + threshold(o.Threshold) + " to the default policy"
+	}
+	return "Apply " + threshold(o.Threshold) + " to policy " + o.TaskType
+}
+
+// upperFirst writes s with its first letter upper case (s is ASCII at
+// its start: "the policy of …").
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
 
 // stratumLabel names a stratum of the report: "task type refund", "model
 // (none)".

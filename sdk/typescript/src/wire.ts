@@ -797,6 +797,8 @@ export interface components {
             rationale: string;
             /** @description The agent backend's model (none, rules, or the model name); null for a human. */
             model: string | null;
+            /** @description The verifier version label the operator set (ARBITER_AGENT_VERSION) when the agent answered; null for a human, and when none was set. The calibration report splits by it. */
+            version?: string | null;
             /** @description Who decided; null for the agent. */
             reviewer: string | null;
             /** @description Why the call failed, in a few words; null when it did not fail. */
@@ -1319,11 +1321,11 @@ export interface components {
              */
             ac1: number | null;
         };
-        /** @description The certificate of one stratum of the report's pairs: one task_type, or one verifier model. A new prompt or model starts a series of its own here. */
+        /** @description The certificate of one stratum of the report's pairs: one task_type, one verifier model, or one verifier version label. A new prompt or model starts a series of its own here. */
         CalibrationStratum: {
             /** @enum {string} */
-            dimension: "task_type" | "model";
-            /** @description The task_type or the model ("" for none). */
+            dimension: "task_type" | "model" | "version";
+            /** @description The task_type, the model or the verifier version label ("" for none). */
             value: string;
             /**
              * Format: int64
@@ -2722,6 +2724,11 @@ export interface operations {
                  * @example gpt-4o-mini
                  */
                 model?: string;
+                /**
+                 * @description Only pairs where the agent's answer carried this verifier version label (ARBITER_AGENT_VERSION). A version no pair has gives an empty report. Empty: every pair.
+                 * @example 2026-11-prompt-3
+                 */
+                version?: string;
                 /**
                  * @description Only pairs of tasks created after this time (exclusive), in Unix epoch seconds.
                  * @example 1795415525
