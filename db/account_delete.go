@@ -30,7 +30,8 @@ var accountDeletes = []struct{ what, query string }{
 	{"demo verdicts", `DELETE FROM demo_verdicts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"review slots", `DELETE FROM review_slots WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
-	{"tasks", `DELETE FROM tasks WHERE account_id = ?`},
+	{"task bodies", `DELETE FROM task_bodies WHERE id IN (SELECT id FROM task_states WHERE account_id = ?)`},
+	{"tasks", `DELETE FROM task_states WHERE account_id = ?`},
 	{"usage", `DELETE FROM daily_usage WHERE account_id = ?`},
 	{"policies", `DELETE FROM policies WHERE account_id = ?`},
 	{"API keys", `DELETE FROM api_keys WHERE account_id = ?`},
@@ -96,7 +97,7 @@ func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string
 	if !d.locksRows() {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT id FROM tasks WHERE account_id = $1 ORDER BY id FOR UPDATE`, accountID); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM task_states WHERE account_id = $1 ORDER BY id FOR UPDATE`, accountID); err != nil {
 		return fmt.Errorf("lock the account's tasks: %w", err)
 	}
 	return nil

@@ -262,7 +262,7 @@ func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.Exec(`SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, task.ID); err != nil {
+	if _, err := tx.Exec(`SELECT id FROM task_states WHERE id = $1 FOR UPDATE`, task.ID); err != nil {
 		t.Fatal(err)
 	}
 	deleted := make(chan error, 1)
@@ -271,7 +271,7 @@ func TestDeleteAccount_OutlastsADeadlock(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var n int
 		if err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%FROM tasks WHERE account_id%'`).Scan(&n); err != nil {
+			AND wait_event_type = 'Lock' AND query LIKE '%FROM task_states WHERE account_id%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -324,7 +324,7 @@ func TestDeleteAccount_AnAttemptCommittedMidDeletion(t *testing.T) {
 	}
 	defer tx.Rollback()
 	// What a finish does: the task first, then its attempt.
-	if _, err := tx.Exec(`UPDATE tasks SET failures = failures + 1 WHERE id = $1`, task.ID); err != nil {
+	if _, err := tx.Exec(`UPDATE task_states SET failures = failures + 1 WHERE id = $1`, task.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(`INSERT INTO attempts (task_id, tier, rationale, error, started_at, finished_at)
@@ -337,7 +337,7 @@ func TestDeleteAccount_AnAttemptCommittedMidDeletion(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var n int
 		if err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%tasks%'`).Scan(&n); err != nil {
+			AND wait_event_type = 'Lock' AND query LIKE '%task_states%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

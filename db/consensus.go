@@ -43,7 +43,7 @@ func (d *DB) lockTask(ctx context.Context, tx *sqlx.Tx, taskID string) error {
 	if !d.locksRows() {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, taskID); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM task_states WHERE id = $1 FOR UPDATE`, taskID); err != nil {
 		return fmt.Errorf("lock task: %w", err)
 	}
 	return nil
@@ -198,7 +198,7 @@ func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accoun
 		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE task_id = ? AND person_id = ?`), taskID, me.PersonID); err != nil {
 			return nil, false, fmt.Errorf("close slot: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET votes_open = ? WHERE id = ?`), out.Open, taskID); err != nil {
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET votes_open = ? WHERE id = ?`), out.Open, taskID); err != nil {
 			return nil, false, fmt.Errorf("record vote: %w", err)
 		}
 		queued, err := d.enqueueTaskEvent(ctx, tx, accountID, taskID, arbiter.EventTaskVoteRecorded)
@@ -206,7 +206,7 @@ func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accoun
 	}
 	now := a.StartedAt
 	verdict, confidence, tier := out.Verdict, 1.0, arbiter.TierHuman
-	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
+	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?, votes_open = 0
 		WHERE id = ? AND account_id = ? AND status = ?
 		RETURNING `+updatedColumns)),

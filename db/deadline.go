@@ -71,9 +71,9 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 // those with an on-expiry outcome are left to decideDueTasks.
 func (d *DB) expireTasksSQL() string {
 	lock := d.sqlSkipLocked()
-	return d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = ` + d.sqlNowMS() + `,
+	return d.sqlPublishing(`UPDATE task_states SET status = 'expired', expired_at = ` + d.sqlNowMS() + `,
 		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id IN (SELECT id FROM tasks
+		WHERE id IN (SELECT id FROM task_states
 			WHERE deadline_at IS NOT NULL AND status IN ` + notFinal + ` AND deadline_at <= ` + d.sqlNowMS() + ` AND on_expiry IS NULL
 			ORDER BY deadline_at LIMIT ? ` + lock + `)
 		AND status IN ` + notFinal + `

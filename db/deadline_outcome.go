@@ -17,7 +17,7 @@ import (
 // it returns, not the table. On Postgres it locks them, skipping those
 // another sweep (or a decision) holds.
 func (d *DB) dueOutcomesSQL() string {
-	return d.rebind(`SELECT id FROM tasks
+	return d.rebind(`SELECT id FROM task_states
 		WHERE deadline_at IS NOT NULL AND on_expiry IS NOT NULL AND status IN ` + notFinal + `
 		AND deadline_at <= ` + d.sqlNowMS() + `
 		ORDER BY deadline_at LIMIT ? ` + d.sqlSkipLocked())
@@ -77,7 +77,7 @@ func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queue
 			updated = append(updated, *u)
 		}
 		if len(expire) > 0 {
-			query, args, err := sqlx.In(d.sqlPublishing(`UPDATE tasks SET status = 'expired', expired_at = `+d.sqlNowMS()+`,
+			query, args, err := sqlx.In(d.sqlPublishing(`UPDATE task_states SET status = 'expired', expired_at = `+d.sqlNowMS()+`,
 				lease_owner = NULL, lease_expires_at = NULL
 				WHERE id IN (?) AND status IN `+notFinal+` RETURNING `+updatedColumns), expire)
 			if err != nil {
@@ -107,7 +107,7 @@ func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queue
 // the fallback attempt a decides, inside tx. It returns the task as
 // publishingSQL reports it, or nil when it was final.
 func (d *DB) completeByFallback(ctx context.Context, tx *sqlx.Tx, taskID string, a arbiter.Attempt, now arbiter.Timestamp) (*updatedTask, error) {
-	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
+	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?,
 		lease_owner = NULL, lease_expires_at = NULL, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND status IN `+notFinal+` RETURNING `+updatedColumns)),

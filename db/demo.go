@@ -120,13 +120,19 @@ func (d *DB) SeedDemo(ctx context.Context) error {
 		for i, t := range demoQueue {
 			verdicts, _ := json.Marshal(t.verdicts)
 			created := int64(demoEpoch + i*60_000)
-			_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type,
-				source, touchpoint, prompt, allowed_verdicts, confidence_threshold, context, created_at, run_after)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (id) DO UPDATE SET context = excluded.context WHERE tasks.context <> excluded.context`),
+			_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO task_states (id, account_id, status, task_type,
+				source, touchpoint, confidence_threshold, created_at, run_after)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (id) DO NOTHING`),
 				arbiter.DemoTaskIDPrefix+t.slug, arbiter.DemoAccountID, arbiter.StatusHumanNeeded,
-				t.taskType, t.source, t.touchpoint, t.prompt, string(verdicts),
-				arbiter.DefaultConfidenceThreshold, t.context, created, created)
+				t.taskType, t.source, t.touchpoint, arbiter.DefaultConfidenceThreshold, created, created)
+			if err != nil {
+				return fmt.Errorf("seed demo task %s: %w", t.slug, err)
+			}
+			_, err = tx.ExecContext(ctx, d.rebind(`INSERT INTO task_bodies (id, prompt, allowed_verdicts, context)
+				VALUES (?, ?, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET context = excluded.context WHERE task_bodies.context <> excluded.context`),
+				arbiter.DemoTaskIDPrefix+t.slug, t.prompt, string(verdicts), t.context)
 			if err != nil {
 				return fmt.Errorf("seed demo task %s: %w", t.slug, err)
 			}

@@ -274,7 +274,7 @@ func TestDemoService_ShowsEveryView(t *testing.T) {
 	all := []taskview.ViewKind{taskview.ViewConversation, taskview.ViewToolCall, taskview.ViewImage, taskview.ViewDiff,
 		taskview.ViewMarkdown, taskview.ViewLink, taskview.ViewDate, taskview.ViewMoney}
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
-		if err := d.Exec(ctx, `UPDATE tasks SET context = '{"old":true}' WHERE id LIKE 'tsk_demo_%'`); err != nil {
+		if err := d.Exec(ctx, `UPDATE task_bodies SET context = '{"old":true}' WHERE id LIKE 'tsk_demo_%'`); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.SeedDemo(ctx); err != nil {

@@ -2,6 +2,7 @@ package db
 
 import (
 	"database/sql"
+	"strings"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -11,6 +12,7 @@ import (
 // The store runs on Postgres or on SQLite, and the rest of db/ writes SQL
 // both understand. Where they differ, the difference is named here, once:
 // an expression or clause (sqlNowMS, sqlSkipLocked, sqlSkipLockedOfT), a
+// statement's RETURNING of whole tasks (sqlReturningTasks), a
 // lock (sqlTurnLock), a
 // statement with one text per store (sqlUsage), a statement one store
 // wraps (sqlPublishing), a transaction option (snapshotIsolation), or a
@@ -28,7 +30,7 @@ import (
 // task_batch.go; both read createInputSQL). SQLite has no arrays, a
 // statement there is a function call in the process, and its single writer
 // already serializes every write: every call is that same transaction,
-// reading the usage (sqlUsage), then inserting row by row (insertTaskSQL,
+// reading the usage (sqlUsage), then inserting row by row (insertTaskSQL, insertBodySQL,
 // insertKeySQL). Agent finishes (finishManySQL) and webhook attempts
 // (recordManySQL) take arrays on Postgres for the same reason. The array
 // statements are Postgres's alone and stand beside their topic; the
@@ -80,7 +82,7 @@ func (d *DB) sqlSkipLocked() string {
 	return ""
 }
 
-// sqlSkipLockedOfT is sqlSkipLocked for a pick from tasks aliased t that
+// sqlSkipLockedOfT is sqlSkipLocked for a pick from task_states aliased t that
 // joins other tables, with its leading space.
 func (d *DB) sqlSkipLockedOfT() string {
 	if d.dialect == Postgres {
@@ -89,7 +91,7 @@ func (d *DB) sqlSkipLockedOfT() string {
 	return ""
 }
 
-// sqlPublishing returns update, an UPDATE of tasks ending in RETURNING
+// sqlPublishing returns update, an UPDATE of task_states ending in RETURNING
 // id, status, account_id, callback_url (updatedColumns), as the dialect
 // runs it: on Postgres, wrapped so that the same statement notifies
 // taskChannel of every task it left in a final status; the notifications
@@ -103,6 +105,39 @@ func (d *DB) sqlPublishing(update string) string {
 		SELECT u.id, u.status, u.account_id, u.callback_url,
 			CASE WHEN u.status IN ('` + arbiter.StatusCompleted + `', '` + arbiter.StatusExpired + `')
 			THEN pg_notify('` + taskChannel + `', u.id) END FROM u`
+}
+
+// sqlReturningTasks returns update, an UPDATE of task_states with no
+// RETURNING, as a statement that returns each task it changed whole, in
+// taskColumns' order: its state as the update left it, and its body. On
+// Postgres the update is a common table expression joined to task_bodies
+// (the statement's main query would see the view as it was before the
+// update); SQLite, whose RETURNING names only the updated table, reads
+// each body column with a subquery.
+func (d *DB) sqlReturningTasks(update string) string {
+	body := make(map[string]bool, len(bodyColumns))
+	for _, c := range bodyColumns {
+		body[c] = true
+	}
+	var state, out []string
+	for _, c := range strings.Split(taskColumns, ",") {
+		c = strings.TrimPrefix(strings.TrimSpace(c), "t.")
+		switch {
+		case d.dialect == Postgres && body[c]:
+			out = append(out, "b."+c)
+		case d.dialect == Postgres:
+			state, out = append(state, c), append(out, "u."+c)
+		case body[c]:
+			out = append(out, "(SELECT b."+c+" FROM task_bodies b WHERE b.id = task_states.id)")
+		default:
+			out = append(out, c)
+		}
+	}
+	if d.dialect != Postgres {
+		return update + ` RETURNING ` + strings.Join(out, ", ")
+	}
+	return `WITH u AS (` + update + ` RETURNING ` + strings.Join(state, ", ") + `)
+		SELECT ` + strings.Join(out, ", ") + ` FROM u JOIN task_bodies b ON b.id = u.id`
 }
 
 // sqlUsage reads the account's usage of a day and its cap. On Postgres it

@@ -42,5 +42,5 @@ func (d *DB) Exec(ctx context.Context, query string, args ...any) error {
 // ExpireReservation makes the task's reservation run out now, as if its
 // holder had left the desk long ago.
 func (d *DB) ExpireReservation(ctx context.Context, taskID string) error {
-	return d.Exec(ctx, `UPDATE tasks SET reserved_until = 1 WHERE id = ?`, taskID)
+	return d.Exec(ctx, `UPDATE task_states SET reserved_until = 1 WHERE id = ?`, taskID)
 }

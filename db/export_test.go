@@ -171,8 +171,12 @@ func (d *DB) explain(ctx context.Context, query string, args ...any) (string, er
 // without that timeout, in a transaction of its own.
 func (d *DB) Analyze(ctx context.Context) error {
 	if d.dialect == SQLite {
-		_, err := d.db.ExecContext(ctx, "ANALYZE tasks")
-		return err
+		for _, table := range []string{"task_states", "task_bodies"} {
+			if _, err := d.db.ExecContext(ctx, "ANALYZE "+table); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -182,7 +186,7 @@ func (d *DB) Analyze(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "ANALYZE tasks"); err != nil {
+	if _, err := tx.ExecContext(ctx, "ANALYZE task_states, task_bodies"); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -200,11 +204,17 @@ func (d *DB) InsertTasks(ctx context.Context, accountID string, n int, first arb
 		id = `printf('%08x', g)`
 	}
 	// Each call's ids start with random digits, so two calls' differ.
-	_, err := d.db.ExecContext(ctx, d.rebind(`INSERT INTO tasks (id, account_id, status, task_type, source,
-		touchpoint, prompt, allowed_verdicts, confidence_threshold, created_at)
+	prefix := arbiter.NewID("", 4)
+	_, err := d.db.ExecContext(ctx, d.rebind(`INSERT INTO task_states (id, account_id, status, task_type, source,
+		touchpoint, confidence_threshold, created_at)
 		SELECT 'tsk_' || ? || `+id+`, ?, 'pending', 'decide',
-			CASE WHEN g % 2 = 0 THEN 'bot' ELSE 'crm' END, 'chat', 'p', '["a"]', 0.8, CAST(? AS BIGINT) + g
-		FROM (`+series+`) AS gs`), arbiter.NewID("", 4), accountID, int64(first), n)
+			CASE WHEN g % 2 = 0 THEN 'bot' ELSE 'crm' END, 'chat', 0.8, CAST(? AS BIGINT) + g
+		FROM (`+series+`) AS gs`), prefix, accountID, int64(first), n)
+	if err != nil {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, d.rebind(`INSERT INTO task_bodies (id, prompt, allowed_verdicts)
+		SELECT 'tsk_' || ? || `+id+`, 'p', '["a"]' FROM (`+series+`) AS gs`), prefix, n)
 	return err
 }
 
@@ -220,7 +230,7 @@ func SetPruneBatch(n int) (restore func()) {
 // with the deadline that ends then: the way tests make a deadline pass
 // without waiting for the database's clock.
 func (d *DB) MoveDeadline(ctx context.Context, taskID string, at arbiter.Timestamp) error {
-	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET deadline_at = ? WHERE id = ?`), int64(at), taskID)
+	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE task_states SET deadline_at = ? WHERE id = ?`), int64(at), taskID)
 	return err
 }
 
@@ -259,7 +269,7 @@ func (d *DB) QueuedFinishes() int { return d.finishes.Queued() }
 // QueueAll moves every task of the account to human_needed, as if the
 // agent had passed each to a human.
 func (d *DB) QueueAll(ctx context.Context, accountID string) error {
-	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'human_needed' WHERE account_id = ?`), accountID)
+	_, err := d.db.ExecContext(ctx, d.rebind(`UPDATE task_states SET status = 'human_needed' WHERE account_id = ?`), accountID)
 	return err
 }
 
@@ -281,7 +291,7 @@ func (d *DB) WritersWaiting() int64 { return d.writeGate.Waiting() }
 // order SQLite wrote them (rowid).
 func (d *DB) PromptsInWriteOrder(ctx context.Context, accountID string) ([]string, error) {
 	var prompts []string
-	err := d.db.SelectContext(ctx, &prompts, `SELECT prompt FROM tasks WHERE account_id = ? ORDER BY rowid`, accountID)
+	err := d.db.SelectContext(ctx, &prompts, `SELECT b.prompt FROM task_states s JOIN task_bodies b ON b.id = s.id WHERE s.account_id = ? ORDER BY s.rowid`, accountID)
 	return prompts, err
 }
 

@@ -377,9 +377,12 @@ func TestCreateTasks_KeyStoredMeanwhileIsReplayed(t *testing.T) {
 			defer tx.Rollback()
 			const id = "tsk_00000000000000aa"
 			now := time.Now().UnixMilli()
-			if _, err := tx.Exec(`INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-				allowed_verdicts, confidence_threshold, created_at) VALUES ($1, $2, 'pending', 'decide', '', 'chat', 'Raced', '["approve","reject"]', 0.9, $3)`,
+			if _, err := tx.Exec(`INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
+				confidence_threshold, created_at) VALUES ($1, $2, 'pending', 'decide', '', 'chat', 0.9, $3)`,
 				id, acct.ID, now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(`INSERT INTO task_bodies (id, prompt, allowed_verdicts) VALUES ($1, 'Raced', '["approve","reject"]')`, id); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := tx.Exec(`INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)

@@ -204,7 +204,7 @@ func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by ar
 			accountID, personID); err != nil {
 			return fmt.Errorf("remove member: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = NULL, reserved_until = NULL
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = NULL, reserved_until = NULL
 			WHERE account_id = ? AND reserved_by = ? AND status = ?`), accountID, personID, arbiter.StatusHumanNeeded); err != nil {
 			return fmt.Errorf("release reservations: %w", err)
 		}

@@ -52,9 +52,18 @@ func (d *DB) Migrate(ctx context.Context) error {
 }
 
 // appliedMeanwhile reports whether a SQLite migration failed because
-// another process had applied it: what it creates already exists.
+// another process had applied it: what it creates already exists (a
+// table, a column, or the name a table is renamed to), or a later
+// migration another process applied since made tasks a view (00029), which
+// an earlier migration's ALTER TABLE or CREATE INDEX cannot change.
 func appliedMeanwhile(err error) bool {
-	return strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "duplicate column name")
+	for _, meanwhile := range []string{"already exists", "duplicate column name", "already another table or index with this name",
+		"Cannot add a column to a view", "views may not be indexed", "may not be altered", "cannot drop column from view"} {
+		if strings.Contains(err.Error(), meanwhile) {
+			return true
+		}
+	}
+	return false
 }
 
 // migrationPool returns the pool to migrate on, and the function that

@@ -18,10 +18,6 @@ import (
 
 var _ arbiter.QueueService = (*DB)(nil)
 
-// returnedTaskColumns is taskColumns without the table alias, which SQLite
-// does not allow in RETURNING.
-var returnedTaskColumns = strings.ReplaceAll(taskColumns, "t.", "")
-
 // ClaimTasks leases up to max due tasks to owner: first running tasks whose
 // lease expired, then failed calls whose retry is due, then new tasks, each
 // oldest first, so a retry never waits behind a backlog. The lease runs out
@@ -60,7 +56,7 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 	if len(taskIDs) == 0 {
 		return nil
 	}
-	const update = `UPDATE tasks SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
+	const update = `UPDATE task_states SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
 	query, args, err := sqlx.In(fmt.Sprintf(update, d.sqlNowMS()), owner, taskIDs)
 	if err != nil {
 		return fmt.Errorf("start agent calls: %w", err)
@@ -80,10 +76,10 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 func (d *DB) claimTasksSQL() string {
 	lock := d.sqlSkipLocked()
 	due := func(prio int, where, order string) string {
-		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM tasks
+		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM task_states
 			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
 	}
-	return `UPDATE tasks SET status = 'agent_running', lease_owner = ?,
+	return d.sqlReturningTasks(`UPDATE task_states SET status = 'agent_running', lease_owner = ?,
 		lease_expires_at = ` + d.sqlNowMS() + ` + ?,
 		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
 		call_started_at = NULL
@@ -91,8 +87,7 @@ func (d *DB) claimTasksSQL() string {
 		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`) + ` UNION ALL ` +
 		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`) + ` UNION ALL ` +
 		due(2, `status = 'pending' AND failures = 0 AND run_after <= ?`, `run_after`) + `
-		) d ORDER BY prio, due LIMIT ?)
-		RETURNING ` + returnedTaskColumns
+		) d ORDER BY prio, due LIMIT ?)`)
 }
 
 // scanClaimedTask reads a task a claim leased.
@@ -191,7 +186,7 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 // finishOne records one finish in its own transaction.
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
-	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?, final_tier = ?,
+	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
 		lease_owner = NULL, lease_expires_at = NULL,
 		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
@@ -253,7 +248,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 
 // effectiveAuditRate is the SQL of the audit rate that applies to a task
 // being updated: its own, or its account's.
-const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = tasks.account_id))`
+const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = task_states.account_id))`
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
 	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -276,7 +271,7 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 func (d *DB) ReleaseTasks(ctx context.Context, owner string) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	_, err = d.db.ExecContext(ctx, d.rebind(`UPDATE tasks SET status = 'pending', lease_owner = NULL,
+	_, err = d.db.ExecContext(ctx, d.rebind(`UPDATE task_states SET status = 'pending', lease_owner = NULL,
 		lease_expires_at = NULL WHERE status = 'agent_running' AND lease_owner = ?`), owner)
 	if err != nil {
 		return fmt.Errorf("release tasks: %w", err)
@@ -325,7 +320,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.
-		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE tasks SET status = ?, final_verdict = ?,
+		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
 			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
 			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
@@ -392,7 +387,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 // the audit. The task's status and final fields stay as the agent set them.
 func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt) (queued bool, err error) {
 	// As for a decision, a reviewer answers only an audit nobody else holds.
-	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
+	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?
 		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting, dec.ReviewerID, dec.ReviewerID)

@@ -84,7 +84,7 @@ func (d *DB) finishManySQL() string {
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
 			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record, version)
 	), u AS (
-		UPDATE tasks t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
+		UPDATE task_states t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
 			final_confidence = i.final_confidence, completed_at = i.completed_at,
 			failures = t.failures + i.failed, run_after = i.run_after,
 			lease_owner = NULL, lease_expires_at = NULL,

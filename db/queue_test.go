@@ -552,7 +552,7 @@ func TestQueueService_DecideTask_RacingDecision(t *testing.T) {
 	if err := rival.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&rivalPID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rival.ExecContext(ctx, `UPDATE tasks SET status = 'completed', final_verdict = 'reject',
+	if _, err := rival.ExecContext(ctx, `UPDATE task_states SET status = 'completed', final_verdict = 'reject',
 		final_tier = 'human', final_confidence = 1, completed_at = 1 WHERE id = $1`, task.ID); err != nil {
 		t.Fatal(err)
 	}

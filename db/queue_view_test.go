@@ -175,7 +175,7 @@ func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := d.Exec(ctx, `UPDATE tasks SET deadline_at = created_at + 86400000 - (created_at % 1000) * 60000
+		if err := d.Exec(ctx, `UPDATE task_states SET deadline_at = created_at + 86400000 - (created_at % 1000) * 60000
 			WHERE account_id = ? AND created_at % 2 = 0`, acct.ID); err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func (d *DB) reservedUntil() string {
 // releaseOthers ends the person's reservations in the account but that of
 // taskID: a reviewer holds one task at a time, so browsing does not hoard.
 func (d *DB) releaseOthers(ctx context.Context, tx *sqlx.Tx, accountID, personID, taskID string) error {
-	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = NULL, reserved_until = NULL
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = NULL, reserved_until = NULL
 		WHERE reserved_by = ? AND account_id = ? AND id <> ?`), personID, accountID, taskID); err != nil {
 		return fmt.Errorf("release reservations: %w", err)
 	}
@@ -83,7 +83,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 			r, err = d.reserveSlot(ctx, tx, accountID, taskID, personID)
 			return err
 		}
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
 			WHERE id = ? AND account_id = ? AND `+inReviewQueue+`
 			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 			personID, accountID, taskID, accountID, personID)
@@ -144,7 +144,7 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 		if _, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = NULL, reserved_until = NULL
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = NULL, reserved_until = NULL
 			WHERE id = ? AND account_id = ? AND reserved_by = ?`), taskID, accountID, personID); err != nil {
 			return fmt.Errorf("release task: %w", err)
 		}
@@ -190,17 +190,17 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		// session skips few).
 		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, personID, personID, sessionID)
 		for _, pick := range []string{
-			`SELECT t.id FROM tasks t
+			`SELECT t.id FROM task_states t
 				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
 				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
 				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock,
-			`SELECT t.id FROM session_skips k JOIN tasks t ON t.id = k.task_id
+			`SELECT t.id FROM session_skips k JOIN task_states t ON t.id = k.task_id
 				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
 		} {
 			// A task that asks several votes is held by slots
 			// (reserveSlot), not by the task's own reservation.
-			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE tasks SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
+			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
 				reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil()+` END
 				WHERE id = (`+pick+`) RETURNING id, reviews_required`), args...).Scan(&id, &required)
 			if errors.Is(err, sql.ErrNoRows) {

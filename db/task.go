@@ -19,6 +19,23 @@ var _ arbiter.TaskService = (*DB)(nil)
 
 const msPerDay = 24 * 60 * 60 * 1000
 
+// Where a task's columns live (migration 00029, the hot/cold split). A
+// task is a narrow row of task_states, its state, which every step after
+// the create rewrites (status, lease, failures, run_after, deadline, final
+// fields, audit and review state, and the small labels the queues filter
+// on), and a row of task_bodies with the same id, its body, written once by
+// the create (bodyColumns). The VIEW tasks joins them with every column, so
+// reads name tasks; writes name the table they change: a create inserts
+// into both (createOneSQL, insertInputTasksSQL with insertInputBodiesSQL,
+// insertTaskSQL with insertBodySQL), every later change updates
+// task_states alone, and a statement that locks tasks (FOR UPDATE, SKIP
+// LOCKED) reads task_states, since the view's body side is an outer join.
+// A new column goes to task_states unless it is large and written once,
+// and the view is re-created with it in a migration.
+
+// bodyColumns are the columns of task_bodies, besides its id.
+var bodyColumns = []string{"prompt", "allowed_verdicts", "context", "display"}
+
 // taskColumns lists, in scan order, the columns scanTask reads.
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
@@ -237,8 +254,10 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 // nothing. A key that a concurrent create stores first fails the statement
 // on the key's primary key (after that create commits), which undoes it
 // all. Arguments: account, day, account, default cap, account, key,
-// account, default cap; the task's columns (on_expiry, notify and display last); account, key, fingerprint,
-// created at, expires at, key. It returns the task's id when it stored it.
+// account, default cap; the task's state columns (on_expiry and notify
+// last); its body's (prompt, allowed verdicts, context, display); account,
+// key, fingerprint, created at, expires at, key. It returns the task's id
+// when it stored it.
 const createOneSQL = `WITH counted AS (
 		INSERT INTO daily_usage (account_id, day, count)
 		SELECT ?, ?, 1 WHERE COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?) > 0
@@ -247,10 +266,13 @@ const createOneSQL = `WITH counted AS (
 		WHERE daily_usage.count < COALESCE((SELECT daily_cap FROM accounts WHERE id = ?), ?)
 		RETURNING count
 	), created AS (
-		INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text, ?::text FROM counted
+		INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
+			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text FROM counted
 		RETURNING id
+	), body AS (
+		INSERT INTO task_bodies (id, prompt, allowed_verdicts, context, display)
+		SELECT id, ?::text, ?::text, ?::text, ?::text FROM created
 	), keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
 		SELECT ?, ?, ?, id, ?, ? FROM created WHERE ?::text <> ''
@@ -268,9 +290,10 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 	var id string
 	err = stmt.QueryRowContext(ctx,
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
-		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-		c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify, nullText(c.display),
+		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint,
+		t.ConfidenceThreshold, int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
+		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify,
+		t.Prompt, c.verdicts, nullJSON(t.Context), nullText(c.display),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
 	switch {

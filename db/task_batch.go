@@ -43,7 +43,7 @@ type batchStmts map[string]*sql.Stmt
 // batchStmts prepares (or finds prepared) the batch's statements before
 // its transaction begins, as stmt asks.
 func (d *DB) batchStmts(ctx context.Context) (batchStmts, error) {
-	queries := []string{d.sqlUsage(), addUsageSQL, insertTaskSQL, insertKeySQL}
+	queries := []string{d.sqlUsage(), addUsageSQL, insertTaskSQL, insertBodySQL, insertKeySQL}
 	if d.takesArrays() {
 		queries = []string{d.sqlUsage(), addUsageSQL, insertBatchSQL}
 	}
@@ -179,17 +179,19 @@ func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, cre
 const insertBatchSQL = `WITH ` + createInputSQL + `, created AS (
 		` + insertInputTasksSQL + `input i
 		RETURNING id
-	)
+	), ` + insertInputBodiesSQL + `
 	INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
 	SELECT i.account_id, i.idempotency_key, i.fingerprint, i.id, i.created_at, i.expires_at
 	FROM input i JOIN created c ON c.id = i.id WHERE i.idempotency_key <> ''`
 
-// insertTaskSQL and insertKeySQL insert one task and one idempotency key.
+// insertTaskSQL, insertBodySQL and insertKeySQL insert one task's state,
+// its body and one idempotency key.
 const (
-	insertTaskSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-		allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertKeySQL = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
+	insertTaskSQL = `INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
+		confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertBodySQL = `INSERT INTO task_bodies (id, prompt, allowed_verdicts, context, display) VALUES (?, ?, ?, ?, ?)`
+	insertKeySQL  = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
 		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 )
 
@@ -204,13 +206,16 @@ func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, cre
 		}
 		return nil
 	}
-	insertTask, insertKey := stmts.in(ctx, tx, insertTaskSQL), stmts.in(ctx, tx, insertKeySQL)
+	insertTask, insertBody, insertKey := stmts.in(ctx, tx, insertTaskSQL), stmts.in(ctx, tx, insertBodySQL), stmts.in(ctx, tx, insertKeySQL)
 	for _, c := range creates {
 		t := c.task
-		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt,
-			c.verdicts, t.ConfidenceThreshold, nullJSON(t.Context), int64(t.CreatedAt), int64(t.CreatedAt),
-			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify, nullText(c.display)); err != nil {
+		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint,
+			t.ConfidenceThreshold, int64(t.CreatedAt), int64(t.CreatedAt),
+			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify); err != nil {
 			return fmt.Errorf("insert task: %w", err)
+		}
+		if _, err := insertBody.ExecContext(ctx, t.ID, t.Prompt, c.verdicts, nullJSON(t.Context), nullText(c.display)); err != nil {
+			return fmt.Errorf("insert task body: %w", err)
 		}
 		if c.key == "" {
 			continue
@@ -273,7 +278,7 @@ func (d *DB) storeReviews(ctx context.Context, tx *sqlx.Tx, creates []newCreate)
 		if r == nil {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE tasks SET review_rule = ?, reviews_required = ?, votes_open = ?
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET review_rule = ?, reviews_required = ?, votes_open = ?
 			WHERE id = ?`), string(arbiter.MarshalRequirement(*r)), r.ReviewsRequired, r.ReviewsRequired, c.task.ID); err != nil {
 			return fmt.Errorf("store review requirement: %w", err)
 		}

@@ -86,7 +86,7 @@ const createGroupSQL = `WITH ` + createInputSQL + `, fresh AS (
 	), created AS (
 		` + insertInputTasksSQL + `fresh i JOIN counted c ON c.account_id = i.account_id AND c.day = i.day
 		RETURNING id
-	), keyed AS (
+	), ` + insertInputBodiesSQL + `, keyed AS (
 		INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id, created_at, expires_at)
 		SELECT i.account_id, i.idempotency_key, i.fingerprint, i.id, i.created_at, i.expires_at
 		FROM input i JOIN created c ON c.id = i.id WHERE i.idempotency_key <> ''
@@ -131,15 +131,25 @@ const createInputSQL = `input AS (
 			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
 	)`
 
-// insertInputTasksSQL begins the insert of the pending tasks of input's
-// rows: the rows follow its FROM (aliased i), and the caller ends the
-// statement. Its one argument is the pending status.
-const insertInputTasksSQL = `INSERT INTO tasks (id, account_id, status, task_type, source, touchpoint, prompt,
-			allowed_verdicts, confidence_threshold, context, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
-		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint, i.prompt,
-			i.allowed_verdicts, i.confidence_threshold, NULLIF(i.context, ''), i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify, NULLIF(i.display, '')
+// insertInputTasksSQL begins the insert of the states (task_states) of
+// the pending tasks of input's rows: the rows follow its FROM (aliased i),
+// and the caller ends the statement with RETURNING id, naming it created.
+// Its one argument is the pending status.
+const insertInputTasksSQL = `INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
+			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint,
+			i.confidence_threshold, i.created_at, i.created_at,
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify
 		FROM `
+
+// insertInputBodiesSQL is the common table expression that inserts the
+// bodies (task_bodies) of the tasks created inserted, from input's rows.
+// It takes no argument.
+const insertInputBodiesSQL = `bodies AS (
+		INSERT INTO task_bodies (id, prompt, allowed_verdicts, context, display)
+		SELECT i.id, i.prompt, i.allowed_verdicts, NULLIF(i.context, ''), NULLIF(i.display, '')
+		FROM input i JOIN created c ON c.id = i.id
+	)`
 
 // createArrays returns creates as Postgres arrays, one per column: id,
 // account, day, task type, source, touchpoint, prompt, allowed verdicts,

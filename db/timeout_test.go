@@ -155,10 +155,10 @@ func TestHealthService_RefusedWrites(t *testing.T) {
 			raw := openRaw(t, dialect, url)
 			refuse, allow := []string{
 				`CREATE FUNCTION refuse_tasks() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$ LANGUAGE plpgsql`,
-				`CREATE TRIGGER refuse_tasks BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION refuse_tasks()`,
-			}, `DROP TRIGGER refuse_tasks ON tasks`
+				`CREATE TRIGGER refuse_tasks BEFORE INSERT ON task_states FOR EACH ROW EXECUTE FUNCTION refuse_tasks()`,
+			}, `DROP TRIGGER refuse_tasks ON task_states`
 			if dialect == db.SQLite {
-				refuse = []string{`CREATE TRIGGER refuse_tasks BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk full'); END`}
+				refuse = []string{`CREATE TRIGGER refuse_tasks BEFORE INSERT ON task_states BEGIN SELECT RAISE(ABORT, 'disk full'); END`}
 				allow = `DROP TRIGGER refuse_tasks`
 			}
 			for _, s := range refuse {

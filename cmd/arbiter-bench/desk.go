@@ -83,7 +83,7 @@ func (b *bench) measureDeskOf(ctx context.Context, name string, body []byte) err
 		return err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `UPDATE tasks SET status = 'human_needed' WHERE account_id = $1`, account.ID); err != nil {
+	if _, err := conn.ExecContext(ctx, `UPDATE task_states SET status = 'human_needed' WHERE account_id = $1`, account.ID); err != nil {
 		return err
 	}
 	if err := vacuum(ctx, b.databaseURL); err != nil {

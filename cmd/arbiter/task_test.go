@@ -310,9 +310,9 @@ func TestRun_TaskCreateDeadline(t *testing.T) {
 // the store at url, as if it had been created with a deadline that ended.
 func moveDeadlineIntoThePast(t *testing.T, dialect, url, id string) {
 	t.Helper()
-	conn, query := rawStore(t, dialect, url), `UPDATE tasks SET deadline_at = 1 WHERE id = $1`
+	conn, query := rawStore(t, dialect, url), `UPDATE task_states SET deadline_at = 1 WHERE id = $1`
 	if dialect == db.SQLite {
-		query = `UPDATE tasks SET deadline_at = 1 WHERE id = ?`
+		query = `UPDATE task_states SET deadline_at = 1 WHERE id = ?`
 	}
 	if res, err := conn.Exec(query, id); err != nil {
 		t.Fatal(err)
