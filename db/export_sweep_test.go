@@ -8,7 +8,7 @@ import (
 
 // PlanScans explains query with args in a transaction it rolls back, with
 // sequential scans discouraged as far as the store allows, and returns
-// how the plan reads the tasks table: "seq" for a scan of the whole table,
+// how the plan reads the tasks' state table (task_states): "seq" for a scan of the whole table,
 // or the index it reads by.
 func (d *DB) PlanScans(ctx context.Context, query string, args ...any) ([]string, error) {
 	tx, err := d.db.BeginTx(ctx, nil)
@@ -32,9 +32,9 @@ func (d *DB) PlanScans(ctx context.Context, query string, args ...any) ([]string
 				return nil, err
 			}
 			switch {
-			case strings.Contains(line, "Seq Scan on tasks"):
+			case strings.Contains(line, "Seq Scan on task_states"):
 				scans = append(scans, "seq")
-			case strings.Contains(line, " using ") && strings.Contains(line, " on tasks"):
+			case strings.Contains(line, " using ") && strings.Contains(line, " on task_states"):
 				scans = append(scans, strings.Fields(line[strings.Index(line, " using ")+len(" using "):])[0])
 			}
 		}
@@ -59,9 +59,9 @@ func (d *DB) PlanScans(ctx context.Context, query string, args ...any) ([]string
 		}
 		detail := string(*vals[len(vals)-1].(*sql.RawBytes))
 		switch f := strings.Fields(detail); {
-		case len(f) >= 2 && f[0] == "SCAN" && f[1] == "tasks" && !strings.Contains(detail, "INDEX"):
+		case len(f) >= 2 && f[0] == "SCAN" && f[1] == "task_states" && !strings.Contains(detail, "INDEX"):
 			scans = append(scans, "seq")
-		case len(f) >= 2 && (f[0] == "SEARCH" || f[0] == "SCAN") && f[1] == "tasks" && strings.Contains(detail, "INDEX "):
+		case len(f) >= 2 && (f[0] == "SEARCH" || f[0] == "SCAN") && f[1] == "task_states" && strings.Contains(detail, "INDEX "):
 			scans = append(scans, strings.Fields(detail[strings.Index(detail, "INDEX ")+len("INDEX "):])[0])
 		}
 	}

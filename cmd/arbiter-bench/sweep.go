@@ -97,7 +97,7 @@ func (b *bench) measureSweep(ctx context.Context) error {
 		dueIDs = append(dueIDs, ids[i])
 	}
 	// The due tasks' deadlines passed a second ago by the database's clock.
-	if _, err := conn.ExecContext(ctx, `UPDATE tasks SET deadline_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1000
+	if _, err := conn.ExecContext(ctx, `UPDATE task_states SET deadline_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1000
 		WHERE id = ANY($1)`, pq.Array(dueIDs)); err != nil {
 		return err
 	}
