@@ -183,6 +183,9 @@ type Policy struct {
 	AuditRate           *float64  `json:"audit_rate"`
 	OnExpiry            OnExpiry  `json:"-"`
 	UpdatedAt           Timestamp `json:"updated_at"`
+	// Alerts are the policy's reminders and escalation rungs
+	// (escalation.go); none when zero.
+	Alerts Alerts `json:"-"`
 }
 
 // Validate returns an EINVALID error naming the field at fault unless p's
@@ -213,6 +216,9 @@ func (p *Policy) Validate() error {
 		// be refused.
 		return FieldErrorf("deadline_seconds", "A policy whose on_expiry is not expire needs deadline_seconds.")
 	}
+	if p.Alerts.NeedsDeadline() && p.DeadlineSeconds == nil {
+		return FieldErrorf("deadline_seconds", "A policy whose reminders or escalation wait a share of the deadline needs deadline_seconds.")
+	}
 	return nil
 }
 
@@ -225,9 +231,11 @@ const (
 	FieldDeadline
 	FieldAuditRate
 	FieldOnExpiry
+	FieldReminders
+	FieldEscalation
 
 	// AllPolicyFields is every field a policy can fill.
-	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry
+	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry | FieldReminders | FieldEscalation
 )
 
 // Apply returns in with the policy's values in the fields in.Omitted (the
@@ -251,6 +259,12 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 		if in.Omitted&FieldOnExpiry != 0 && !p.OnExpiry.IsExpire() {
 			in.OnExpiry = p.OnExpiry
 		}
+		if in.Omitted&FieldReminders != 0 && len(p.Alerts.Reminders) > 0 {
+			in.Alerts.Reminders = p.Alerts.Reminders
+		}
+		if in.Omitted&FieldEscalation != 0 && len(p.Alerts.Escalation) > 0 {
+			in.Alerts.Escalation = p.Alerts.Escalation
+		}
 	}
 	if err := in.OnExpiry.CheckVerdicts(in.AllowedVerdicts); err != nil {
 		if p != nil && in.Omitted&FieldOnExpiry != 0 {
@@ -261,6 +275,13 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 	}
 	if in.DeadlineSeconds == 0 && !in.OnExpiry.IsExpire() {
 		return TaskCreate{}, FieldErrorf("on_expiry", "on_expiry other than expire needs a deadline: give deadline_seconds.")
+	}
+	if in.DeadlineSeconds == 0 && in.Alerts.NeedsDeadline() {
+		field := "reminders"
+		if len(in.Alerts.Reminders) == 0 || !(Alerts{Reminders: in.Alerts.Reminders}).NeedsDeadline() {
+			field = "escalation"
+		}
+		return TaskCreate{}, FieldErrorf(field, "%s waiting a share of the deadline (\"50%%\") need a deadline: give deadline_seconds.", field)
 	}
 	return in, nil
 }
@@ -288,10 +309,13 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	type plain Policy
 	out := struct {
 		plain
-		OnExpiry   string   `json:"on_expiry"`
-		AgentFloor *float64 `json:"agent_floor"`
-		Fallback   *string  `json:"on_expiry_fallback"`
-	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor}
+		OnExpiry   string      `json:"on_expiry"`
+		AgentFloor *float64    `json:"agent_floor"`
+		Fallback   *string     `json:"on_expiry_fallback"`
+		Reminders  []AlertWait `json:"reminders"`
+		Escalation []Rung      `json:"escalation"`
+	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor,
+		Reminders: append([]AlertWait{}, p.Alerts.Reminders...), Escalation: append([]Rung{}, p.Alerts.Escalation...)}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
 	}
@@ -354,18 +378,30 @@ func (p *Policy) Summary() string {
 		parts = append(parts, "audit rate "+strconv.FormatFloat(*p.AuditRate, 'f', -1, 64))
 	}
 	parts = append(parts, "on expiry: "+p.OnExpiry.Describe())
+	if len(p.Alerts.Reminders) > 0 {
+		var waits []string
+		for _, w := range p.Alerts.Reminders {
+			waits = append(waits, w.String())
+		}
+		parts = append(parts, "reminders "+strings.Join(waits, " "))
+	}
+	for i, r := range p.Alerts.Escalation {
+		parts = append(parts, fmt.Sprintf("rung %d: %s to %s", i+1, r.After, r.To))
+	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // policyRequest is the wire form of a policy: every field may be left out
 // or null, which leaves it unset.
 type policyRequest struct {
-	ConfidenceThreshold *float64 `json:"confidence_threshold"`
-	DeadlineSeconds     *float64 `json:"deadline_seconds"`
-	AuditRate           *float64 `json:"audit_rate"`
-	OnExpiry            *string  `json:"on_expiry"`
-	AgentFloor          *float64 `json:"agent_floor"`
-	OnExpiryFallback    *string  `json:"on_expiry_fallback"`
+	ConfidenceThreshold *float64       `json:"confidence_threshold"`
+	DeadlineSeconds     *float64       `json:"deadline_seconds"`
+	AuditRate           *float64       `json:"audit_rate"`
+	OnExpiry            *string        `json:"on_expiry"`
+	AgentFloor          *float64       `json:"agent_floor"`
+	OnExpiryFallback    *string        `json:"on_expiry_fallback"`
+	Reminders           []*string      `json:"reminders"`
+	Escalation          []*RungRequest `json:"escalation"`
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets
@@ -377,6 +413,8 @@ var policyTypeErrors = map[string]string{
 	"on_expiry":            fieldTypeErrors["on_expiry"],
 	"agent_floor":          fieldTypeErrors["agent_floor"],
 	"on_expiry_fallback":   fieldTypeErrors["on_expiry_fallback"],
+	"reminders":            alertsTypeErrors["reminders"],
+	"escalation":           alertsTypeErrors["escalation"],
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -403,6 +441,13 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 		}
 	} else if req.AgentFloor != nil || req.OnExpiryFallback != nil {
 		p.OnExpiry = OnExpiry{Outcome: OnExpiryExpire, AgentFloor: req.AgentFloor} // refused by Validate
+	}
+	var err error
+	if p.Alerts.Reminders, err = ParseReminders(req.Reminders); err != nil {
+		return Policy{}, err
+	}
+	if p.Alerts.Escalation, err = ParseEscalation(req.Escalation); err != nil {
+		return Policy{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

@@ -105,6 +105,12 @@ type Task struct {
 	// Review is the task's review requirement (consensus.go), nil for
 	// today's single review.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// Alerts are the reminders and escalation rungs the task was created
+	// with (escalation.go); zero without.
+	Alerts Alerts `json:"-"`
+	// Escalation is the last escalation rung the task reached; nil, and
+	// absent from the JSON, until one is.
+	Escalation *TaskEscalation `json:"escalation,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -211,6 +217,9 @@ type TaskCreate struct {
 	// records who asked (consensus.go); nil is today's single review. Left
 	// out of the Fingerprint when nil.
 	Review *ReviewRequirement `json:",omitempty"`
+	// Alerts, when not zero, are the task's reminders and escalation
+	// rungs (escalation.go). Left out of the Fingerprint when zero.
+	Alerts Alerts `json:",omitzero"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -237,6 +246,8 @@ type taskCreateRequest struct {
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
+	Reminders           []*string       `json:"reminders" null:"refuse"`
+	Escalation          []*RungRequest  `json:"escalation" null:"refuse"`
 	reviewRequirementRequest
 }
 
@@ -256,6 +267,8 @@ var fieldTypeErrors = map[string]string{
 	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
 	"notify":               errNotify.Message,
 	"display":              "display must be an object whose fields name members of context.",
+	"reminders":            alertsTypeErrors["reminders"],
+	"escalation":           alertsTypeErrors["escalation"],
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -419,9 +432,21 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		{req.DeadlineSeconds != nil, FieldDeadline},
 		{req.AuditRate != nil, FieldAuditRate},
 		{req.OnExpiry != nil, FieldOnExpiry},
+		{req.Reminders != nil, FieldReminders},
+		{req.Escalation != nil, FieldEscalation},
 	} {
 		if !f.given {
 			in.Omitted |= f.field
+		}
+	}
+	if req.Reminders != nil {
+		if in.Alerts.Reminders, err = ParseReminders(req.Reminders); err != nil {
+			return TaskCreate{}, err
+		}
+	}
+	if req.Escalation != nil {
+		if in.Alerts.Escalation, err = ParseEscalation(req.Escalation); err != nil {
+			return TaskCreate{}, err
 		}
 	}
 	if req.Notify != nil {
