@@ -103,7 +103,7 @@ func TestParseEscalation(t *testing.T) {
 		{"neither role nor email", []*arbiter.RungRequest{rung("30m", "slack:#ops")}, `"role:<role>" or "email:<address>"`},
 		{"an address without a dot", []*arbiter.RungRequest{rung("30m", "email:root@localhost")}, "full domain name"},
 		{"an address by IP", []*arbiter.RungRequest{rung("30m", "email:x@[10.0.0.5]")}, "IP address"},
-		{"the demo account", []*arbiter.RungRequest{rung("30m", "email:" + arbiter.DemoAccountEmail)}, "demo"},
+		{"the demo account", []*arbiter.RungRequest{rung("30m", "email:"+arbiter.DemoAccountEmail)}, "demo"},
 		{"no after", []*arbiter.RungRequest{{To: ref("role:admin")}}, "needs after"},
 		{"a null rung", []*arbiter.RungRequest{nil}, "needs after"},
 		{"too many", []*arbiter.RungRequest{rung("1m", "role:admin"), rung("2m", "role:admin"), rung("3m", "role:admin"),
