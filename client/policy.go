@@ -24,6 +24,9 @@ type Policy struct {
 	OnExpiry         string   `json:"on_expiry,omitempty"`
 	AgentFloor       *float64 `json:"agent_floor"`
 	OnExpiryFallback *string  `json:"on_expiry_fallback"`
+	// Reminders and Escalation are as TaskCreate's; nil for none.
+	Reminders  []string         `json:"reminders"`
+	Escalation []EscalationRung `json:"escalation"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
 }

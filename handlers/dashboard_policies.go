@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
@@ -64,7 +65,8 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 		f := r.PostForm
 		v := dashboard.PolicyView{TaskType: strings.TrimSpace(f.Get("task_type")),
 			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline_seconds"), AuditRate: f.Get("audit_rate"),
-			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback")}
+			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback"),
+			Reminders: f.Get("reminders"), Escalation: f.Get("escalation")}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		p, err := readPolicyForm(v)
 		if err == nil {
@@ -116,6 +118,14 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 	if v.OnExpiry == "" {
 		v.OnExpiry = arbiter.OnExpiryExpire
 	}
+	var waits, rungs []string
+	for _, w := range p.Alerts.Reminders {
+		waits = append(waits, w.String())
+	}
+	for _, r := range p.Alerts.Escalation {
+		rungs = append(rungs, r.After.String()+" "+r.To)
+	}
+	v.Reminders, v.Escalation = strings.Join(waits, ", "), strings.Join(rungs, ", ")
 	return v
 }
 
@@ -150,6 +160,26 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 	p.OnExpiry.Outcome, p.OnExpiry.Fallback = strings.TrimSpace(v.OnExpiry), strings.TrimSpace(v.Fallback)
 	if p.OnExpiry.Outcome == arbiter.OnExpiryExpire && p.OnExpiry.AgentFloor == nil && p.OnExpiry.Fallback == "" {
 		p.OnExpiry.Outcome = ""
+	}
+	// Reminders are waits apart; rungs, "wait target" apart by commas.
+	var waits []*string
+	for _, w := range strings.FieldsFunc(v.Reminders, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		waits = append(waits, &w)
+	}
+	var rungs []*arbiter.RungRequest
+	for _, rung := range strings.Split(v.Escalation, ",") {
+		if f := strings.Fields(rung); len(f) == 2 {
+			rungs = append(rungs, &arbiter.RungRequest{After: &f[0], To: &f[1]})
+		} else if len(f) > 0 {
+			return arbiter.Policy{}, arbiter.FieldErrorf("escalation", "Write each rung as a wait and a target, such as 30m role:admin, apart by commas.")
+		}
+	}
+	var err error
+	if p.Alerts.Reminders, err = arbiter.ParseReminders(waits); err != nil {
+		return arbiter.Policy{}, err
+	}
+	if p.Alerts.Escalation, err = arbiter.ParseEscalation(rungs); err != nil {
+		return arbiter.Policy{}, err
 	}
 	return p, nil
 }

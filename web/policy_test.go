@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,6 +297,107 @@ func TestDashboard_Policies(t *testing.T) {
 		}
 		if strings.Join(kinds, ", ") != "policy_deleted by admin@example.com, policy_changed by owner@example.com" {
 			t.Errorf("audit log: %v", kinds)
+		}
+	})
+}
+
+// TestPolicies_APIRemindersAndEscalation: a policy's reminders and
+// escalation are put, read and refused as the document says; a create
+// takes them; a task that reached a rung shows it, and its answers stay
+// valid against the document.
+func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
+	c := &movableClock{t: time.Now().Truncate(time.Millisecond)}
+	eachAPI(t, db.Options{Now: c.Now}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		status, _, body := a.do("PUT", "/v1/policies/refund", key,
+			`{"deadline_seconds":7200,"reminders":["1h","15m"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:Lead@Example.com"}]}`)
+		if status != http.StatusOK || !strings.Contains(string(body),
+			`"reminders":["15m","1h"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:lead@example.com"}]`) {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		for _, bad := range []struct{ body, field string }{
+			{`{"reminders":["soon"]}`, "reminders"},
+			{`{"reminders":["50%"]}`, "deadline_seconds"},
+			{`{"reminders":"15m"}`, "reminders"},
+			{`{"escalation":[{"after":"30m","to":"admin"}]}`, "escalation"},
+			{`{"escalation":[{"after":"30m","to":"email:root@localhost"}]}`, "escalation"},
+			{`{"escalation":[{"after":"1h","to":"role:admin"},{"after":"30m","to":"role:owner"}]}`, "escalation"},
+		} {
+			status, h, b := a.do("PUT", "/v1/policies/refund", key, bad.body)
+			if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, bad.field) {
+				t.Errorf("%s: %q does not name %s", bad.body, msg, bad.field)
+			}
+		}
+		status, h, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a"],"reminders":["50%"]}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "deadline") {
+			t.Errorf("a share without a deadline: %q", msg)
+		}
+
+		task := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+		id := task["id"].(string)
+		if _, ok := task["escalation"]; ok {
+			t.Errorf("a new task shows an escalation: %v", task)
+		}
+		claimed, err := a.store.ClaimTasks(t.Context(), "w", 10, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claimed %v (%v)", claimed, err)
+		}
+		if err := a.store.FinishAgentAttempt(t.Context(), "w", id, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, StartedAt: 1},
+			Next: arbiter.StatusHumanNeeded}); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(30 * time.Minute)
+		for range 2 { // the reminder, then the rung
+			if _, _, err := a.store.FireDueAlerts(t.Context(), 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status, _, body = a.do("GET", "/v1/tasks/"+id, key, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"escalation":{"rung":1,"after":"30m","to":"role:owner","escalated_at":`) ||
+			!strings.Contains(string(body), `"deadline_at":`+strconv.FormatFloat(task["deadline_at"].(float64), 'f', -1, 64)) {
+			t.Errorf("the escalated task = %d %s", status, body)
+		}
+	})
+}
+
+// movableClock is a store clock a test moves.
+type movableClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *movableClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *movableClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestDashboard_PolicyRemindersAndEscalation: the policy page saves
+// reminders and rungs, shows them again as typed, and refuses a rung it
+// cannot read, naming the field, changing nothing.
+func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		form := url.Values{"task_type": {"refund"}, "deadline_seconds": {"3600"}, "reminders": {"1h, 15m 50%"},
+			"escalation": {"30m role:admin, 45m email:Lead@Example.com"}}
+		r := owner.post("/settings/policy", form)
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.1000s", r.status, r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || len(p.Alerts.Reminders) != 3 || len(p.Alerts.Escalation) != 2 || p.Alerts.Escalation[1].To != "email:lead@example.com" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r = owner.follow(r)
+		if !strings.Contains(r.body, `value="15m, 1h, 50%"`) || !strings.Contains(r.body, `value="30m role:admin, 45m email:lead@example.com"`) {
+			t.Errorf("after saving:\n%.4000s", r.body)
+		}
+		for _, bad := range []string{"30m", "30m role:boss", "1h role:admin, 30m role:owner"} {
+			r = owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "escalation": {bad}})
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, "escalation") {
+				t.Errorf("%q: %d", bad, r.status)
+			}
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); len(p.Alerts.Escalation) != 2 {
+			t.Errorf("a refused form changed the policy: %+v", p)
 		}
 	})
 }

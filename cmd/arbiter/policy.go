@@ -56,6 +56,7 @@ func runPolicyPut(ctx context.Context, c *command, p *process, args []string) er
 	})
 	fs.Func("audit-rate", "the share of the verifier's confident answers a person also checks, blind, 0 to 1", number(&in.AuditRate))
 	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = &v })
+	alertFlags(fs, &in.Reminders, &in.Escalation)
 	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}
