@@ -183,3 +183,61 @@ func TestAlertService_FireDueAlertsUsesTheIndex(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueService_EscalatedFirst: in the queue's default view the tasks
+// that reached a rung come first, then the oldest; the escalated view
+// holds only them; the desk's next task follows the same order.
+func TestQueueService_EscalatedFirst(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Now().Truncate(time.Millisecond)}
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		var ids []string
+		for i := range 4 {
+			in := taskCreate(fmt.Sprint(i))
+			if i%2 == 1 {
+				in.Alerts = arbiter.Alerts{Escalation: []arbiter.Rung{{After: arbiter.AlertWait{After: time.Hour}, To: "role:admin"}}}
+			}
+			task, err := d.CreateTask(ctx, acct.ID, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+			c.Add(time.Second)
+		}
+		toHumanAll(t, d)
+		list := func(view arbiter.QueueView) []string {
+			t.Helper()
+			tasks, _, err := d.ListHumanQueue(ctx, acct.ID, view, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, task := range tasks {
+				out = append(out, task.ID)
+			}
+			return out
+		}
+		if got := list(arbiter.QueueView{}); fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Fatalf("before any rung: %v, want the oldest first %v", got, ids)
+		}
+		c.Add(time.Hour)
+		if _, _, err := d.FireDueAlerts(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{ids[1], ids[3], ids[0], ids[2]}
+		if got := list(arbiter.QueueView{}); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("the default view: %v, want %v", got, want)
+		}
+		if got := list(arbiter.QueueView{Escalated: true}); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
+			t.Errorf("the escalated view: %v, want %v", got, want[:2])
+		}
+		place, err := d.FindQueuePlace(ctx, acct.ID, ids[3], "", arbiter.QueueView{})
+		if err != nil || place.Prev != ids[1] || place.Next != ids[0] || place.Position != 2 || place.Total != 4 {
+			t.Errorf("the place of the second escalated task: %+v (%v)", place, err)
+		}
+		if place, err := d.FindQueuePlace(ctx, acct.ID, "", "", arbiter.QueueView{}); err != nil || place.Next != ids[1] {
+			t.Errorf("the first task: %+v (%v)", place, err)
+		}
+	})
+}

@@ -401,3 +401,83 @@ func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
 		}
 	})
 }
+
+// TestReview_EscalatedFirstAndOutcomeLines: the queue puts the escalated
+// tasks first in its default view, keeps only them when asked, orders by
+// the time left when asked, and says on each task what happens if nobody
+// decides it and whom it was escalated to.
+func TestReview_EscalatedFirstAndOutcomeLines(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		create := func(prompt string, deadline int, onExpiry string, alerts arbiter.Alerts) *arbiter.Task {
+			t.Helper()
+			in := arbiter.TaskCreate{Prompt: prompt, AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8,
+				TaskType: "refund", Touchpoint: "email", DeadlineSeconds: deadline, Alerts: alerts}
+			if onExpiry != "" {
+				in.OnExpiry = arbiter.OnExpiry{Outcome: onExpiry}
+			}
+			task, err := d.store.CreateTask(ctx, acct.ID, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.clock.Advance(time.Second)
+			return task
+		}
+		old := create("Oldest?", 0, "", arbiter.Alerts{})
+		mid := create("Escalated?", 3600, "verdict:reject", arbiter.Alerts{
+			Escalation: []arbiter.Rung{{After: arbiter.AlertWait{After: 30 * time.Minute}, To: "role:owner"}}})
+		late := create("Newest?", 7200, "verdict:approve", arbiter.Alerts{})
+		sendToHuman(t, d.store)
+		d.clock.Advance(31 * time.Minute)
+		for range 2 {
+			if _, _, err := d.store.FireDueAlerts(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		order := func(body string, prompts ...string) bool {
+			last := -1
+			for _, p := range prompts {
+				i := strings.Index(body, p)
+				if i < last {
+					return false
+				}
+				last = i
+			}
+			return true
+		}
+		r := alice.get("/review")
+		wantStatus(t, r, http.StatusOK)
+		if !order(r.body, "Escalated?", "Oldest?", "Newest?") {
+			t.Errorf("the default view is not escalated first, then oldest:\n%.4000s", r.body)
+		}
+		if strings.Count(r.body, `data-testid="queue-item-escalated"`) != 1 || !strings.Contains(r.body, "Escalated to owners") {
+			t.Errorf("the queue does not say whom the task was escalated to:\n%.4000s", r.body)
+		}
+		for _, task := range []*arbiter.Task{mid, late} {
+			line := task.OnExpiry.Describe() + " at " + task.DeadlineAt.Time().UTC().Format("2006-01-02 15:04 UTC") + " unless someone decides"
+			if !strings.Contains(r.body, line) {
+				t.Errorf("the queue lacks %q:\n%.4000s", line, r.body)
+			}
+		}
+		if n := strings.Count(r.body, `data-testid="queue-item-outcome"`); n != 2 {
+			t.Errorf("%d outcome lines, want 2 (the oldest only expires)", n)
+		}
+		r = alice.get("/review?escalated=1")
+		if !strings.Contains(r.body, "Escalated?") || strings.Contains(r.body, "Oldest?") || strings.Contains(r.body, "Newest?") ||
+			!strings.Contains(r.body, "in this view") || !strings.Contains(r.body, `name="escalated" value="1" checked`) {
+			t.Errorf("the escalated view:\n%.4000s", r.body)
+		}
+		if r := alice.get("/review?order=deadline"); !order(r.body, "Escalated?", "Newest?", "Oldest?") {
+			t.Errorf("by time left:\n%.4000s", r.body)
+		}
+		r = alice.get("/review/tasks/" + mid.ID)
+		if !strings.Contains(r.body, `data-testid="task-escalated"`) || !strings.Contains(r.body, "to owners") {
+			t.Errorf("the desk does not say the task was escalated:\n%.3000s", r.body)
+		}
+		if r := alice.get("/review/tasks/" + old.ID); strings.Contains(r.body, `data-testid="task-escalated"`) {
+			t.Error("a task never escalated says it was")
+		}
+	})
+}

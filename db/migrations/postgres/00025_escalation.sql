@@ -15,8 +15,17 @@ ALTER TABLE tasks ADD COLUMN escalated_at BIGINT;
 ALTER TABLE tasks ADD COLUMN escalation_rung INTEGER;
 CREATE INDEX tasks_alert_due ON tasks (alert_at) WHERE alert_at IS NOT NULL AND status = 'human_needed';
 ALTER TABLE policies ADD COLUMN alerts TEXT;
+-- The desk's default order puts the escalated tasks first, then the
+-- oldest (db.queueKey): its index replaces tasks_review_queue, whose
+-- columns follow its first, so the queue's counts still walk it.
+CREATE INDEX tasks_review_queue_escalated ON tasks (account_id, (CASE WHEN escalated_at IS NULL THEN 1 ELSE 0 END), created_at, id)
+    WHERE (status = 'human_needed' OR audit_state = 'waiting');
+DROP INDEX tasks_review_queue;
 
 -- +goose Down
+CREATE INDEX tasks_review_queue ON tasks (account_id, created_at, id)
+    WHERE (status = 'human_needed' OR audit_state = 'waiting');
+DROP INDEX tasks_review_queue_escalated;
 ALTER TABLE policies DROP COLUMN alerts;
 DROP INDEX tasks_alert_due;
 ALTER TABLE tasks DROP COLUMN escalation_rung;
