@@ -159,9 +159,6 @@ func TestAlertService_FireDueAlertsUsesTheIndex(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "a@example.com")
-		if err := d.InsertTasks(ctx, acct.ID, 20000, 1763805600000); err != nil {
-			t.Fatal(err)
-		}
 		for i := range 20 {
 			in := taskCreate(fmt.Sprint(i))
 			in.Alerts = arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: time.Minute}}}
@@ -170,6 +167,12 @@ func TestAlertService_FireDueAlertsUsesTheIndex(t *testing.T) {
 			}
 		}
 		toHumanAll(t, d)
+		if err := d.InsertTasks(ctx, acct.ID, 20000, 1763805600000); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.QueueAll(ctx, acct.ID); err != nil { // 20,000 waiting for a person, without steps
+			t.Fatal(err)
+		}
 		if err := d.Analyze(ctx); err != nil {
 			t.Fatal(err)
 		}
