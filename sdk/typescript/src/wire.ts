@@ -539,7 +539,7 @@ export interface components {
             deadline_seconds?: number;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded, task.escalated) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -640,7 +640,7 @@ export interface components {
             idempotency_key?: string;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded, task.escalated) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
