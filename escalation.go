@@ -273,6 +273,32 @@ func ParseEscalation(list []*RungRequest) ([]Rung, error) {
 	return out, nil
 }
 
+// alertsRequest is the wire form of a create's reminders and escalation:
+// left out (nil), the policy's; null is refused.
+type alertsRequest struct {
+	Reminders  []*string      `json:"reminders" null:"refuse"`
+	Escalation []*RungRequest `json:"escalation" null:"refuse"`
+}
+
+// policyAlertsRequest is the wire form of a policy's reminders and
+// escalation: left out or null, none, as every field of a policy.
+type policyAlertsRequest struct {
+	Reminders  []*string      `json:"reminders"`
+	Escalation []*RungRequest `json:"escalation"`
+}
+
+// alertsJSON is how a policy's answer writes its reminders and
+// escalation: [] for none.
+type alertsJSON struct {
+	Reminders  []AlertWait `json:"reminders"`
+	Escalation []Rung      `json:"escalation"`
+}
+
+// json returns a's answer form.
+func (a Alerts) json() alertsJSON {
+	return alertsJSON{Reminders: append([]AlertWait{}, a.Reminders...), Escalation: append([]Rung{}, a.Escalation...)}
+}
+
 // alertsTypeErrors name what a wrong JSON type of the fields gets told.
 var alertsTypeErrors = map[string]string{
 	"reminders":  `reminders must be an array of waits such as "15m" or "50%".`,

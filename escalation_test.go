@@ -217,6 +217,7 @@ func TestParsePolicy_Alerts(t *testing.T) {
 		{"reminders and rungs", `{"deadline_seconds":3600,"reminders":["1h","15m"],"escalation":[{"after":"30m","to":"role:admin"}]}`,
 			`"reminders":["15m","1h"],"escalation":[{"after":"30m","to":"role:admin"}]`},
 		{"none", `{}`, `"reminders":[],"escalation":[]`},
+		{"null, as any field of a policy", `{"reminders":null,"escalation":null}`, `"reminders":[],"escalation":[]`},
 		{"a share without a deadline", `{"reminders":["50%"]}`, "needs deadline_seconds"},
 		{"a wrong type", `{"reminders":"15m"}`, "reminders must be an array"},
 		{"an unknown field in a rung", `{"escalation":[{"after":"30m","to":"role:admin","by":"x"}]}`, "unknown field"},

@@ -309,13 +309,11 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	type plain Policy
 	out := struct {
 		plain
-		OnExpiry   string      `json:"on_expiry"`
-		AgentFloor *float64    `json:"agent_floor"`
-		Fallback   *string     `json:"on_expiry_fallback"`
-		Reminders  []AlertWait `json:"reminders"`
-		Escalation []Rung      `json:"escalation"`
-	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor,
-		Reminders: append([]AlertWait{}, p.Alerts.Reminders...), Escalation: append([]Rung{}, p.Alerts.Escalation...)}
+		OnExpiry   string   `json:"on_expiry"`
+		AgentFloor *float64 `json:"agent_floor"`
+		Fallback   *string  `json:"on_expiry_fallback"`
+		alertsJSON
+	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, alertsJSON: p.Alerts.json()}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
 	}
@@ -394,14 +392,13 @@ func (p *Policy) Summary() string {
 // policyRequest is the wire form of a policy: every field may be left out
 // or null, which leaves it unset.
 type policyRequest struct {
-	ConfidenceThreshold *float64       `json:"confidence_threshold"`
-	DeadlineSeconds     *float64       `json:"deadline_seconds"`
-	AuditRate           *float64       `json:"audit_rate"`
-	OnExpiry            *string        `json:"on_expiry"`
-	AgentFloor          *float64       `json:"agent_floor"`
-	OnExpiryFallback    *string        `json:"on_expiry_fallback"`
-	Reminders           []*string      `json:"reminders"`
-	Escalation          []*RungRequest `json:"escalation"`
+	ConfidenceThreshold *float64 `json:"confidence_threshold"`
+	DeadlineSeconds     *float64 `json:"deadline_seconds"`
+	AuditRate           *float64 `json:"audit_rate"`
+	OnExpiry            *string  `json:"on_expiry"`
+	AgentFloor          *float64 `json:"agent_floor"`
+	OnExpiryFallback    *string  `json:"on_expiry_fallback"`
+	policyAlertsRequest
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets

@@ -246,9 +246,8 @@ type taskCreateRequest struct {
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
-	Reminders           []*string       `json:"reminders" null:"refuse"`
-	Escalation          []*RungRequest  `json:"escalation" null:"refuse"`
 	reviewRequirementRequest
+	alertsRequest
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.

@@ -25,8 +25,8 @@ type Policy struct {
 	AgentFloor       *float64 `json:"agent_floor"`
 	OnExpiryFallback *string  `json:"on_expiry_fallback"`
 	// Reminders and Escalation are as TaskCreate's; nil for none.
-	Reminders  []string         `json:"reminders"`
-	Escalation []EscalationRung `json:"escalation"`
+	Reminders  []string         `json:"reminders,omitempty"`
+	Escalation []EscalationRung `json:"escalation,omitempty"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
 }

@@ -1501,10 +1501,10 @@ export interface components {
              * @example verdict:reject
              */
             on_expiry_fallback?: string | null;
-            /** @description As the create's; [] for none. Shares of the deadline need the policy's deadline_seconds. */
-            reminders?: components["schemas"]["Reminders"];
-            /** @description As the create's; [] for none. Shares of the deadline need the policy's deadline_seconds. */
-            escalation?: components["schemas"]["Escalation"];
+            /** @description As the create's; left out, null or [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            reminders?: components["schemas"]["Reminders"] | null;
+            /** @description As the create's; left out, null or [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            escalation?: components["schemas"]["Escalation"] | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
