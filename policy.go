@@ -193,6 +193,9 @@ type Policy struct {
 	// type whose create gives none of the requirement's fields; the
 	// create's requested_by stays its own.
 	Review *ReviewRequirement `json:"-"`
+	// Alerts are the policy's reminders and escalation rungs
+	// (escalation.go); none when zero.
+	Alerts Alerts `json:"-"`
 }
 
 // Validate returns an EINVALID error naming the field at fault unless p's
@@ -233,6 +236,9 @@ func (p *Policy) Validate() error {
 			return err
 		}
 	}
+	if p.Alerts.NeedsDeadline() && p.DeadlineSeconds == nil {
+		return FieldErrorf("deadline_seconds", "A policy whose reminders or escalation wait a share of the deadline needs deadline_seconds.")
+	}
 	return nil
 }
 
@@ -261,9 +267,12 @@ const (
 	// consensus, quorum, veto, exclude_requester and tiebreak, all left
 	// out (requested_by is the create's own).
 	FieldReview
+	FieldReminders
+	FieldEscalation
 
 	// AllPolicyFields is every field a policy can fill.
-	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry | FieldNotify | FieldReview
+	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry | FieldNotify | FieldReview |
+		FieldReminders | FieldEscalation
 )
 
 // Apply returns in with the policy's values in the fields in.Omitted (the
@@ -298,6 +307,12 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 			}
 			in.Review = review
 		}
+		if in.Omitted&FieldReminders != 0 && len(p.Alerts.Reminders) > 0 {
+			in.Alerts.Reminders = p.Alerts.Reminders
+		}
+		if in.Omitted&FieldEscalation != 0 && len(p.Alerts.Escalation) > 0 {
+			in.Alerts.Escalation = p.Alerts.Escalation
+		}
 	}
 	if err := in.OnExpiry.CheckVerdicts(in.AllowedVerdicts); err != nil {
 		if p != nil && in.Omitted&FieldOnExpiry != 0 {
@@ -308,6 +323,13 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 	}
 	if in.DeadlineSeconds == 0 && !in.OnExpiry.IsExpire() {
 		return TaskCreate{}, FieldErrorf("on_expiry", "on_expiry other than expire needs a deadline: give deadline_seconds.")
+	}
+	if in.DeadlineSeconds == 0 && in.Alerts.NeedsDeadline() {
+		field := "reminders"
+		if len(in.Alerts.Reminders) == 0 || !(Alerts{Reminders: in.Alerts.Reminders}).NeedsDeadline() {
+			field = "escalation"
+		}
+		return TaskCreate{}, FieldErrorf(field, "%s waiting a share of the deadline (\"50%%\") need a deadline: give deadline_seconds.", field)
 	}
 	return in, nil
 }
@@ -371,7 +393,9 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		AgentFloor *float64 `json:"agent_floor"`
 		Fallback   *string  `json:"on_expiry_fallback"`
 		policyReviewJSON
-	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, policyReviewJSON: reviewJSON(p.Review)}
+		alertsJSON
+	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, policyReviewJSON: reviewJSON(p.Review),
+		alertsJSON: p.Alerts.json()}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
 	}
@@ -466,6 +490,16 @@ func (p *Policy) Summary() string {
 		parts = append(parts, r.Describe())
 	}
 	parts = append(parts, "on expiry: "+p.OnExpiry.Describe())
+	if len(p.Alerts.Reminders) > 0 {
+		var waits []string
+		for _, w := range p.Alerts.Reminders {
+			waits = append(waits, w.String())
+		}
+		parts = append(parts, "reminders "+strings.Join(waits, " "))
+	}
+	for i, r := range p.Alerts.Escalation {
+		parts = append(parts, fmt.Sprintf("rung %d: %s to %s", i+1, r.After, r.To))
+	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -487,6 +521,7 @@ type policyRequest struct {
 	Veto             []*string `json:"veto"`
 	ExcludeRequester *bool     `json:"exclude_requester"`
 	Tiebreak         *string   `json:"tiebreak"`
+	policyAlertsRequest
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets
@@ -505,6 +540,8 @@ var policyTypeErrors = map[string]string{
 	"veto":                 reviewRequirementTypeErrors["veto"],
 	"exclude_requester":    reviewRequirementTypeErrors["exclude_requester"],
 	"tiebreak":             reviewRequirementTypeErrors["tiebreak"],
+	"reminders":            alertsTypeErrors["reminders"],
+	"escalation":           alertsTypeErrors["escalation"],
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -548,6 +585,13 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 		} else if !r.IsDefault() {
 			p.Review = &r
 		}
+	}
+	var err error
+	if p.Alerts.Reminders, err = ParseReminders(req.Reminders); err != nil {
+		return Policy{}, err
+	}
+	if p.Alerts.Escalation, err = ParseEscalation(req.Escalation); err != nil {
+		return Policy{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

@@ -321,8 +321,8 @@ type QueuePlace struct {
 
 // Orders of the review queue.
 const (
-	QueueOldestFirst = "oldest"   // the default: the longest waiting first
-	QueueByDeadline  = "deadline" // the nearest deadline first; tasks without one last
+	QueueOldestFirst = "oldest"   // the default: the escalated first, then the longest waiting first
+	QueueByDeadline  = "deadline" // the least time left first (the nearest deadline); tasks without one last
 )
 
 // QueueView is a team's view of the review queue: filters on the task's
@@ -333,6 +333,9 @@ type QueueView struct {
 	Source     string
 	Touchpoint string
 	Order      string // QueueOldestFirst ("" too) or QueueByDeadline
+	// Escalated keeps only the tasks that reached a rung of their
+	// escalation (escalation.go).
+	Escalated bool
 }
 
 // Validate checks the view and fills in the default order. Every failure
@@ -367,6 +370,9 @@ func (v QueueView) Query() string {
 	if v.Order != "" && v.Order != QueueOldestFirst {
 		q.Set("order", v.Order)
 	}
+	if v.Escalated {
+		q.Set("escalated", "1")
+	}
 	if len(q) == 0 {
 		return ""
 	}
@@ -384,13 +390,17 @@ func (v QueueView) Labels() [3]QueueLabel {
 }
 
 // QueueViewOf reads a view from an address's query (task_type, source,
-// touchpoint, order); Validate checks it.
+// touchpoint, order, escalated=1); Validate checks it.
 func QueueViewOf(q url.Values) QueueView {
-	return QueueView{TaskType: q.Get("task_type"), Source: q.Get("source"), Touchpoint: q.Get("touchpoint"), Order: q.Get("order")}
+	return QueueView{TaskType: q.Get("task_type"), Source: q.Get("source"), Touchpoint: q.Get("touchpoint"), Order: q.Get("order"),
+		Escalated: q.Get("escalated") == "1"}
 }
 
 // Filtered reports whether the view leaves some tasks out.
 func (v QueueView) Filtered() bool {
+	if v.Escalated {
+		return true
+	}
 	for _, l := range v.Labels() {
 		if l.Value != "" {
 			return true

@@ -105,6 +105,12 @@ type Task struct {
 	// Review is the task's review requirement (consensus.go), nil for
 	// today's single review.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// Alerts are the reminders and escalation rungs the task was created
+	// with (escalation.go); zero without.
+	Alerts Alerts `json:"-"`
+	// Escalation is the last escalation rung the task reached; nil, and
+	// absent from the JSON, until one is.
+	Escalation *TaskEscalation `json:"escalation,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -216,6 +222,9 @@ type TaskCreate struct {
 	// records who asked (consensus.go); nil is today's single review. Left
 	// out of the Fingerprint when nil.
 	Review *ReviewRequirement `json:",omitempty"`
+	// Alerts, when not zero, are the task's reminders and escalation
+	// rungs (escalation.go). Left out of the Fingerprint when zero.
+	Alerts Alerts `json:",omitzero"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -243,6 +252,7 @@ type taskCreateRequest struct {
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
 	reviewRequirementRequest
+	alertsRequest
 }
 
 // fieldTypeErrors names, per request field, what a wrong JSON type gets told.
@@ -261,6 +271,8 @@ var fieldTypeErrors = map[string]string{
 	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
 	"notify":               errNotify.Message,
 	"display":              "display must be an object whose fields name members of context.",
+	"reminders":            alertsTypeErrors["reminders"],
+	"escalation":           alertsTypeErrors["escalation"],
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -426,9 +438,21 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		{req.OnExpiry != nil, FieldOnExpiry},
 		{req.Notify != nil, FieldNotify},
 		{req.reviewRequirementRequest.given(), FieldReview},
+		{req.Reminders != nil, FieldReminders},
+		{req.Escalation != nil, FieldEscalation},
 	} {
 		if !f.given {
 			in.Omitted |= f.field
+		}
+	}
+	if req.Reminders != nil {
+		if in.Alerts.Reminders, err = ParseReminders(req.Reminders); err != nil {
+			return TaskCreate{}, err
+		}
+	}
+	if req.Escalation != nil {
+		if in.Alerts.Escalation, err = ParseEscalation(req.Escalation); err != nil {
+			return TaskCreate{}, err
 		}
 	}
 	if req.Notify != nil {

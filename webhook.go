@@ -40,18 +40,22 @@ const (
 	// EventCalibrationDrifted: the account's audited error rate crossed
 	// above its target (NextDrift); the payload's data is the Drift.
 	EventCalibrationDrifted = "calibration.drifted"
+	// EventTaskEscalated: a task waiting for a person reached a rung of
+	// its escalation (escalation.go); the payload's data is the task,
+	// whose escalation names the rung.
+	EventTaskEscalated = "task.escalated"
 )
 
 // WebhookEventTypes are the event types an endpoint can subscribe to, in the
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
 var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed,
-	EventCalibrationDrifted, EventTaskVoteRecorded}
+	EventCalibrationDrifted, EventTaskVoteRecorded, EventTaskEscalated}
 
 // CallbackEventTypes are the event types a task's callback_url receives:
 // those about the task. An account's events (calibration.drifted) go to
 // its endpoints only.
-var CallbackEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed}
+var CallbackEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed, EventTaskEscalated}
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a
 // status no event announces.
@@ -276,6 +280,8 @@ func TaskEventTime(eventType string, t *Task, now time.Time) time.Time {
 		return t.CompletedAt.Time()
 	case eventType == EventTaskExpired && t.ExpiredAt != nil:
 		return t.ExpiredAt.Time()
+	case eventType == EventTaskEscalated && t.Escalation != nil:
+		return t.Escalation.EscalatedAt.Time()
 	}
 	return now
 }

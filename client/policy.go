@@ -38,6 +38,9 @@ type Policy struct {
 	Veto             []string `json:"veto,omitempty"`
 	ExcludeRequester bool     `json:"exclude_requester,omitempty"`
 	Tiebreak         string   `json:"tiebreak,omitempty"`
+	// Reminders and Escalation are as TaskCreate's; nil for none.
+	Reminders  []string         `json:"reminders,omitempty"`
+	Escalation []EscalationRung `json:"escalation,omitempty"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
 }

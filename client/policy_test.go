@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,6 +70,30 @@ func TestClient_Policies(t *testing.T) {
 		}
 		if err := c.DeletePolicy(ctx, "refund"); !client.IsNotFound(err) {
 			t.Errorf("delete again: %v, want a 404", err)
+		}
+	})
+}
+
+func TestClient_PolicyRemindersAndEscalation(t *testing.T) {
+	eachServer(t, db.Options{}, func(t *testing.T, s *server) {
+		c := s.client()
+		deadline := 3600
+		put, err := c.PutPolicy(ctx, "refund", client.Policy{DeadlineSeconds: &deadline, Reminders: []string{"50%", "15m"},
+			Escalation: []client.EscalationRung{{After: "30m", To: "role:admin"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(put.Reminders) != "[15m 50%]" || len(put.Escalation) != 1 || put.Escalation[0] != (client.EscalationRung{After: "30m", To: "role:admin"}) {
+			t.Errorf("put = %+v", put)
+		}
+		if _, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve"},
+			Reminders: []string{"50%"}}); !client.IsInvalid(err) {
+			t.Errorf("a share of no deadline: %v, want a 400", err)
+		}
+		task, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve"}, TaskType: "refund",
+			Escalation: []client.EscalationRung{{After: "1h", To: "email:lead@example.com"}}})
+		if err != nil || task.Escalation != nil {
+			t.Errorf("a create with its own rung = %+v, %v", task, err)
 		}
 	})
 }

@@ -52,7 +52,7 @@ type TaskCreate struct {
 	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
 	// CallbackURL, when set, also receives the task's webhook events
 	// (task.human_needed, task.completed, task.expired,
-	// task.audit_disagreed, task.vote_recorded), signed with the account's callback secret as
+	// task.audit_disagreed, task.vote_recorded, task.escalated), signed with the account's callback secret as
 	// Standard Webhooks describes: an https:// URL on a public address,
 	// such as the resume endpoint of a durable workflow waiting on the
 	// decision.
@@ -71,6 +71,13 @@ type TaskCreate struct {
 	OnExpiry         string   `json:"on_expiry,omitempty"`
 	AgentFloor       *float64 `json:"agent_floor,omitempty"`
 	OnExpiryFallback string   `json:"on_expiry_fallback,omitempty"`
+	// Reminders, while the task waits for a person, tell the people who
+	// can decide it again after each wait ("15m", "1h", or a share of the
+	// time to the deadline such as "50%"). Nil: the task type's policy's.
+	Reminders []string `json:"reminders,omitempty"`
+	// Escalation marks the task escalated and tells each rung's target
+	// when it has waited the rung's After. Nil: the policy's.
+	Escalation []EscalationRung `json:"escalation,omitempty"`
 	// ReviewsRequired, 1 to 5, is how many distinct people vote when the
 	// task goes to a person; zero means one (today's single review).
 	ReviewsRequired int `json:"reviews_required,omitempty"`
@@ -134,6 +141,49 @@ type Task struct {
 	// Review is the task's review requirement when its create asked
 	// several votes or named a requester; nil otherwise.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// Escalation is the last escalation rung the task reached; nil until
+	// one is.
+	Escalation *TaskEscalation `json:"escalation,omitempty"`
+}
+
+// EscalationRung is one step of a task's escalation: when the task has
+// waited After for a person ("30m", "2h", or a share of the time to its
+// deadline such as "90%"), it is marked escalated and To is told:
+// "role:admin" (the account's admins) or "email:lead@example.com".
+type EscalationRung struct {
+	After string `json:"after"`
+	To    string `json:"to"`
+}
+
+// TaskEscalation is the last rung a task reached: its number (from 1),
+// its wait and target, and when.
+type TaskEscalation struct {
+	Rung        int
+	After, To   string
+	EscalatedAt time.Time
+}
+
+// escalationWire is TaskEscalation as the API spells it.
+type escalationWire struct {
+	Rung        int    `json:"rung"`
+	After       string `json:"after"`
+	To          string `json:"to"`
+	EscalatedAt epoch  `json:"escalated_at"`
+}
+
+// UnmarshalJSON reads the API's TaskEscalation object.
+func (e *TaskEscalation) UnmarshalJSON(b []byte) error {
+	var w escalationWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = TaskEscalation{w.Rung, w.After, w.To, w.EscalatedAt.time()}
+	return nil
+}
+
+// MarshalJSON writes the API's TaskEscalation object.
+func (e TaskEscalation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(escalationWire{e.Rung, e.After, e.To, epoch(e.EscalatedAt)})
 }
 
 // ReviewRequirement is how many people decide a task and how their votes
@@ -167,6 +217,7 @@ type taskWire struct {
 	ExpiredAt           *epoch             `json:"expired_at"`
 	Attempts            []Attempt          `json:"attempts"`
 	Review              *ReviewRequirement `json:"review,omitempty"`
+	Escalation          *TaskEscalation    `json:"escalation,omitempty"`
 }
 
 // UnmarshalJSON reads the API's Task object.
@@ -177,7 +228,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.Escalation}
 	return nil
 }
 
@@ -185,7 +236,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.Escalation})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields

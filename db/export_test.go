@@ -321,3 +321,9 @@ func (d *DB) CachedCalibrations() int {
 func (d *DB) ExplainDecideDueTasks(ctx context.Context) (string, error) {
 	return d.explain(ctx, d.dueOutcomesSQL(), 100)
 }
+
+// ExplainFireDueAlerts returns the store's plan of the statement that
+// finds the tasks whose next reminder or rung may be due.
+func (d *DB) ExplainFireDueAlerts(ctx context.Context) (string, error) {
+	return d.explain(ctx, d.dueAlertsSQL(), int64(d.nowMS()), 100)
+}

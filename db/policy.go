@@ -18,7 +18,7 @@ import (
 var _ arbiter.PolicyService = (*DB)(nil)
 
 // policyColumns lists, in scan order, the columns scanPolicy reads.
-const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule`
+const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts`
 
 // scanPolicy reads a row of policyColumns.
 func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
@@ -27,10 +27,11 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		threshold, auditRate sql.NullFloat64
 		deadline             sql.NullInt64
 		onExpiry, review     sql.NullString
+		alerts               sql.NullString
 		updated              int64
 		notify               string
 	)
-	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review); err != nil {
+	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts); err != nil {
 		return arbiter.Policy{}, err
 	}
 	if notify != "" {
@@ -48,9 +49,24 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		seconds := int(deadline.Int64)
 		p.DeadlineSeconds = &seconds
 	}
+	if alerts.Valid {
+		if err := json.Unmarshal([]byte(alerts.String), &p.Alerts); err != nil {
+			return p, fmt.Errorf("policy %s: alerts: %w", p.TaskType, err)
+		}
+	}
 	o, err := parseOnExpiry(onExpiry)
 	p.OnExpiry = o
 	return p, err
+}
+
+// alertsColumn is the stored form of reminders and escalation: their
+// JSON, or NULL for none.
+func alertsColumn(a arbiter.Alerts) any {
+	if a.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(a) // waits and strings: never fails
+	return string(b)
 }
 
 // onExpiryColumn is the stored form of an on-expiry outcome: its JSON, or
@@ -143,13 +159,13 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,
 				deadline_seconds = excluded.deadline_seconds, audit_rate = excluded.audit_rate,
 				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at,
-				notify = excluded.notify, review_rule = excluded.review_rule`),
+				notify = excluded.notify, review_rule = excluded.review_rule, alerts = excluded.alerts`),
 			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt),
-			strings.Join(p.Notify, ","), review); err != nil {
+			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts)); err != nil {
 			return accountDeleted(fmt.Errorf("put policy: %w", err))
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewPolicyAuditEvent(arbiter.AuditPolicyChanged, accountID, p.TaskType, p.Summary(), by))

@@ -439,8 +439,9 @@ func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue
 // (arbiter.Task.InReviewQueue): waiting for a human, or for its audit.
-// The partial index tasks_review_queue has this very condition, so the
-// queue is walked along one index. inReviewQueueT is it for the alias t.
+// The partial index tasks_review_queue_escalated has this very
+// condition, so the queue is walked along one index. inReviewQueueT is it
+// for the alias t.
 const (
 	inReviewQueue  = `(status = '` + arbiter.StatusHumanNeeded + `' OR audit_state = '` + arbiter.AuditStateWaiting + `')`
 	inReviewQueueT = `(t.status = '` + arbiter.StatusHumanNeeded + `' OR t.audit_state = '` + arbiter.AuditStateWaiting + `')`
@@ -463,7 +464,8 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	}
 	order := queueOrderBy(view.Order)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
-		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, '')
+		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, ''),
+		t.on_expiry, t.alerts, t.escalated_at, t.escalation_rung
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.sqlNowMS()+`
 		WHERE `+where+`
 		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
@@ -477,10 +479,21 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 		var verdicts string
 		var created int64
 		var holder, holderEmail sql.NullString
-		var until, deadline sql.NullInt64
+		var until, deadline, escalatedAt, rung sql.NullInt64
+		var onExpiry, alerts sql.NullString
 		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
-			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail, &t.AuditState); err != nil {
+			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail, &t.AuditState,
+			&onExpiry, &alerts, &escalatedAt, &rung); err != nil {
 			return nil, 0, fmt.Errorf("scan human queue: %w", err)
+		}
+		if t.OnExpiry, err = parseOnExpiry(onExpiry); err != nil {
+			return nil, 0, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if alerts.Valid {
+			if err := json.Unmarshal([]byte(alerts.String), &t.Alerts); err != nil {
+				return nil, 0, fmt.Errorf("task %s: alerts: %w", t.ID, err)
+			}
+			t.Escalation = arbiter.EscalationOf(t.Alerts, int(rung.Int64), arbiter.Timestamp(escalatedAt.Int64))
 		}
 		t.DeadlineAt = nullTimestamp(deadline)
 		if holderEmail.Valid {
@@ -572,17 +585,22 @@ func queuePlaceArgs(accountID, taskID, personID string, view arbiter.QueueView) 
 }
 
 // queueKey is the order of a view of the review queue (arbiter.QueueView)
-// as the columns of tasks t to sort by: the oldest first, or the nearest
-// deadline first with the tasks without one last (as if due at the end of
-// time). Compared as a row, it finds a task's neighbours. Each order has
-// its partial index, tasks_review_queue and tasks_review_queue_deadline,
-// whose columns are these very expressions.
+// as the columns of tasks t to sort by: the escalated tasks first, then
+// the oldest first; or the nearest deadline first with the tasks without
+// one last (as if due at the end of time). Compared as a row, it finds a
+// task's neighbours. Each order has its partial index,
+// tasks_review_queue_escalated and tasks_review_queue_deadline, whose
+// columns are these very expressions.
 func queueKey(order string) []string {
 	if order == arbiter.QueueByDeadline {
 		return []string{`COALESCE(t.deadline_at, ` + noDeadline + `)`, `t.created_at`, `t.id`}
 	}
-	return []string{`t.created_at`, `t.id`}
+	return []string{notEscalated, `t.created_at`, `t.id`}
 }
+
+// notEscalated is 0 for a task that reached a rung of its escalation, 1
+// for the others: the first column of the default order, and of its index.
+const notEscalated = `(CASE WHEN t.escalated_at IS NULL THEN 1 ELSE 0 END)`
 
 // queueOrderBy is queueKey(order) as an ORDER BY list.
 func queueOrderBy(order string) string {
@@ -605,6 +623,10 @@ func viewFilter(view arbiter.QueueView) (string, []any) {
 			where += ` AND t.` + l.Name + ` = ?`
 			args = append(args, l.Value)
 		}
+	}
+	if view.Escalated {
+		// As the index has it, so that the view is a range of it.
+		where += ` AND ` + notEscalated + ` = 0`
 	}
 	return where, args
 }

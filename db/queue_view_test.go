@@ -188,8 +188,8 @@ func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
 		}
 		middle := listed[n/2].ID
 		for index, view := range map[string]arbiter.QueueView{
-			"tasks_review_queue":          {},
-			"tasks_review_queue_deadline": {Order: arbiter.QueueByDeadline},
+			"tasks_review_queue_escalated": {},
+			"tasks_review_queue_deadline":  {Order: arbiter.QueueByDeadline},
 		} {
 			plan, err := d.ExplainQueuePlace(ctx, acct.ID, middle, view)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -173,6 +174,11 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 // costs one query when no account of the events is connected, and reports
 // whether it queued any; call slackQueued after the commit if so.
 func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
+	// An escalation changes nothing a posted copy shows.
+	escalated := func(ev taskEvent) bool { return ev.eventType == arbiter.EventTaskEscalated }
+	if slices.ContainsFunc(events, escalated) {
+		events = slices.DeleteFunc(slices.Clone(events), escalated)
+	}
 	accounts := map[string]bool{}
 	var accountIDs []any
 	for _, ev := range events {

@@ -40,7 +40,7 @@ var bodyColumns = []string{"prompt", "allowed_verdicts", "context", "display"}
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule`
+	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule, t.alerts, t.escalated_at, t.escalation_rung`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -94,9 +94,10 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
 	}
-	// A create asking for reviews goes the batch's way, whose transaction
-	// stores the requirement with the task (storeReviews).
-	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil {
+	// A create asking for reviews, reminders or escalation goes the
+	// batch's way, whose transaction stores them with the task
+	// (storeReviews, storeAlerts).
+	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil || !creates[0].task.Alerts.IsZero() {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -221,6 +222,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			Attempts:            []arbiter.Attempt{},
 			AuditRate:           in.AuditRate,
 			Review:              in.Review,
+			Alerts:              in.Alerts,
 		},
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
@@ -423,13 +425,15 @@ type taskRow struct {
 	auditState, display                                                   sql.NullString
 	onExpiry                                                              sql.NullString
 	reviewRule                                                            sql.NullString
+	alerts                                                                sql.NullString
+	escalatedAt, escalationRung                                           sql.NullInt64
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule}
+		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule, &r.alerts, &r.escalatedAt, &r.escalationRung}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -477,6 +481,12 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 			return nil, fmt.Errorf("task %s: %w", r.id, err)
 		}
 		t.Review = &review
+	}
+	if r.alerts.Valid {
+		if err := json.Unmarshal([]byte(r.alerts.String), &t.Alerts); err != nil {
+			return nil, fmt.Errorf("task %s: alerts: %w", r.id, err)
+		}
+		t.Escalation = arbiter.EscalationOf(t.Alerts, int(r.escalationRung.Int64), arbiter.Timestamp(r.escalatedAt.Int64))
 	}
 	return t, nil
 }

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -128,6 +129,9 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 				return fmt.Errorf("count tasks: %w", err)
 			}
 			if err := d.storeReviews(ctx, tx, admitted); err != nil {
+				return err
+			}
+			if err := d.storeAlerts(ctx, tx, admitted); err != nil {
 				return err
 			}
 		}
@@ -264,6 +268,28 @@ func (d *DB) readReplays(ctx context.Context, tx *sqlx.Tx, accountID string, rep
 	for _, creates := range replays {
 		for _, i := range creates {
 			out[i].Err = errKeyInFlight // a key without its task: never, with the foreign key
+		}
+	}
+	return nil
+}
+
+// storeAlerts records, inside tx, the reminders and escalation of each
+// new task that has them, and the earliest its first step may come due
+// (arbiter.Alerts.Earliest): as for reviews, the inserts stay as they
+// were, and these tasks get one more statement each.
+func (d *DB) storeAlerts(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
+	for _, c := range creates {
+		a := c.task.Alerts
+		if a.IsZero() {
+			continue
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET alerts = ?, alert_at = ? WHERE id = ?`),
+			string(b), int64(a.Earliest(c.task.CreatedAt)), c.task.ID); err != nil {
+			return fmt.Errorf("store reminders and escalation: %w", err)
 		}
 	}
 	return nil

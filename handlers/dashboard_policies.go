@@ -67,7 +67,8 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline_seconds"), AuditRate: f.Get("audit_rate"),
 			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback"),
 			Notify: f.Get("notify"), Reviews: f.Get("reviews_required"), Consensus: f.Get("consensus"), Quorum: f.Get("quorum"),
-			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak")}
+			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak"),
+			Reminders: f.Get("reminders"), Escalation: f.Get("escalation")}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		p, err := readPolicyForm(v)
 		if err == nil {
@@ -127,6 +128,14 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 			v.Quorum = strconv.Itoa(r.Quorum)
 		}
 	}
+	var waits, rungs []string
+	for _, w := range p.Alerts.Reminders {
+		waits = append(waits, w.String())
+	}
+	for _, r := range p.Alerts.Escalation {
+		rungs = append(rungs, r.After.String()+" "+r.To)
+	}
+	v.Reminders, v.Escalation = strings.Join(waits, ", "), strings.Join(rungs, ", ")
 	return v
 }
 
@@ -195,6 +204,26 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 		} else if !r.IsDefault() {
 			p.Review = &r
 		}
+	}
+	// Reminders are waits apart; rungs, "wait target" apart by commas.
+	var waits []*string
+	for _, w := range strings.FieldsFunc(v.Reminders, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		waits = append(waits, &w)
+	}
+	var rungs []*arbiter.RungRequest
+	for _, rung := range strings.Split(v.Escalation, ",") {
+		if f := strings.Fields(rung); len(f) == 2 {
+			rungs = append(rungs, &arbiter.RungRequest{After: &f[0], To: &f[1]})
+		} else if len(f) > 0 {
+			return arbiter.Policy{}, arbiter.FieldErrorf("escalation", "Write each rung as a wait and a target, such as 30m role:admin, apart by commas.")
+		}
+	}
+	var err error
+	if p.Alerts.Reminders, err = arbiter.ParseReminders(waits); err != nil {
+		return arbiter.Policy{}, err
+	}
+	if p.Alerts.Escalation, err = arbiter.ParseEscalation(rungs); err != nil {
+		return arbiter.Policy{}, err
 	}
 	return p, nil
 }

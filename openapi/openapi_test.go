@@ -283,6 +283,10 @@ func TestDocument_DescribesWebhooks(t *testing.T) {
 		arbiter.EventPing:          must(arbiter.NewWebhookPayload(arbiter.EventPing, now, arbiter.PingData{EndpointID: "wh_0123456789abcdef"})),
 		arbiter.EventTaskVoteRecorded: must(arbiter.NewWebhookPayload(arbiter.EventTaskVoteRecorded, now,
 			arbiter.VoteCount{TaskID: "tsk_0123456789abcdef", Votes: 1, ReviewsRequired: 2})),
+		arbiter.EventTaskEscalated: must(arbiter.NewWebhookPayload(arbiter.EventTaskEscalated, now, &arbiter.Task{ID: "tsk_0123456789abcdef",
+			Status: arbiter.StatusHumanNeeded, TaskType: "decide", Touchpoint: "chat", Prompt: "p", AllowedVerdicts: []string{"approve"},
+			ConfidenceThreshold: 0.8, CreatedAt: completed - 1000, Attempts: []arbiter.Attempt{},
+			Escalation: &arbiter.TaskEscalation{Rung: 1, After: "30m", To: "role:admin", EscalatedAt: completed}})),
 	} {
 		var v any
 		if err := json.Unmarshal(payload, &v); err != nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,6 +297,187 @@ func TestDashboard_Policies(t *testing.T) {
 		}
 		if strings.Join(kinds, ", ") != "policy_deleted by admin@example.com, policy_changed by owner@example.com" {
 			t.Errorf("audit log: %v", kinds)
+		}
+	})
+}
+
+// TestPolicies_APIRemindersAndEscalation: a policy's reminders and
+// escalation are put, read and refused as the document says; a create
+// takes them; a task that reached a rung shows it, and its answers stay
+// valid against the document.
+func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
+	c := &movableClock{t: time.Now().Truncate(time.Millisecond)}
+	eachAPI(t, db.Options{Now: c.Now}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		status, _, body := a.do("PUT", "/v1/policies/refund", key,
+			`{"deadline_seconds":7200,"reminders":["1h","15m"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:Lead@Example.com"}]}`)
+		if status != http.StatusOK || !strings.Contains(string(body),
+			`"reminders":["15m","1h"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:lead@example.com"}]`) {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		for _, bad := range []struct{ body, field string }{
+			{`{"reminders":["soon"]}`, "reminders"},
+			{`{"reminders":["50%"]}`, "deadline_seconds"},
+			{`{"reminders":"15m"}`, "reminders"},
+			{`{"escalation":[{"after":"30m","to":"admin"}]}`, "escalation"},
+			{`{"escalation":[{"after":"30m","to":"email:root@localhost"}]}`, "escalation"},
+			{`{"escalation":[{"after":"1h","to":"role:admin"},{"after":"30m","to":"role:owner"}]}`, "escalation"},
+		} {
+			status, h, b := a.do("PUT", "/v1/policies/refund", key, bad.body)
+			if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, bad.field) {
+				t.Errorf("%s: %q does not name %s", bad.body, msg, bad.field)
+			}
+		}
+		status, h, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a"],"reminders":["50%"]}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "deadline") {
+			t.Errorf("a share without a deadline: %q", msg)
+		}
+
+		task := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
+		id := task["id"].(string)
+		if _, ok := task["escalation"]; ok {
+			t.Errorf("a new task shows an escalation: %v", task)
+		}
+		claimed, err := a.store.ClaimTasks(t.Context(), "w", 10, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claimed %v (%v)", claimed, err)
+		}
+		if err := a.store.FinishAgentAttempt(t.Context(), "w", id, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, StartedAt: 1},
+			Next: arbiter.StatusHumanNeeded}); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(30 * time.Minute)
+		for range 2 { // the reminder, then the rung
+			if _, _, err := a.store.FireDueAlerts(t.Context(), 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status, _, body = a.do("GET", "/v1/tasks/"+id, key, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"escalation":{"rung":1,"after":"30m","to":"role:owner","escalated_at":`) ||
+			!strings.Contains(string(body), `"deadline_at":`+strconv.FormatFloat(task["deadline_at"].(float64), 'f', -1, 64)) {
+			t.Errorf("the escalated task = %d %s", status, body)
+		}
+	})
+}
+
+// movableClock is a store clock a test moves.
+type movableClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *movableClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *movableClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestDashboard_PolicyRemindersAndEscalation: the policy page saves
+// reminders and rungs, shows them again as typed, and refuses a rung it
+// cannot read, naming the field, changing nothing.
+func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		form := url.Values{"task_type": {"refund"}, "deadline_seconds": {"3600"}, "reminders": {"1h, 15m 50%"},
+			"escalation": {"30m role:admin, 45m email:Lead@Example.com"}}
+		r := owner.post("/settings/policy", form)
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.1000s", r.status, r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || len(p.Alerts.Reminders) != 3 || len(p.Alerts.Escalation) != 2 || p.Alerts.Escalation[1].To != "email:lead@example.com" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r = owner.follow(r)
+		if !strings.Contains(r.body, `value="15m, 1h, 50%"`) || !strings.Contains(r.body, `value="30m role:admin, 45m email:lead@example.com"`) {
+			t.Errorf("after saving:\n%.4000s", r.body)
+		}
+		for _, bad := range []string{"30m", "30m role:boss", "1h role:admin, 30m role:owner"} {
+			r = owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "escalation": {bad}})
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, "escalation") {
+				t.Errorf("%q: %d", bad, r.status)
+			}
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); len(p.Alerts.Escalation) != 2 {
+			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+	})
+}
+
+// TestReview_EscalatedFirstAndOutcomeLines: the queue puts the escalated
+// tasks first in its default view, keeps only them when asked, orders by
+// the time left when asked, and says on each task what happens if nobody
+// decides it and whom it was escalated to.
+func TestReview_EscalatedFirstAndOutcomeLines(t *testing.T) {
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		create := func(prompt string, deadline int, onExpiry string, alerts arbiter.Alerts) *arbiter.Task {
+			t.Helper()
+			in := arbiter.TaskCreate{Prompt: prompt, AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8,
+				TaskType: "refund", Touchpoint: "email", DeadlineSeconds: deadline, Alerts: alerts}
+			if onExpiry != "" {
+				in.OnExpiry = arbiter.OnExpiry{Outcome: onExpiry}
+			}
+			task, err := d.store.CreateTask(ctx, acct.ID, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.clock.Advance(time.Second)
+			return task
+		}
+		old := create("Oldest?", 0, "", arbiter.Alerts{})
+		mid := create("Escalated?", 3600, "verdict:reject", arbiter.Alerts{
+			Escalation: []arbiter.Rung{{After: arbiter.AlertWait{After: 30 * time.Minute}, To: "role:owner"}}})
+		late := create("Newest?", 7200, "verdict:approve", arbiter.Alerts{})
+		sendToHuman(t, d.store)
+		d.clock.Advance(31 * time.Minute)
+		for range 2 {
+			if _, _, err := d.store.FireDueAlerts(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		order := func(body string, prompts ...string) bool {
+			last := -1
+			for _, p := range prompts {
+				i := strings.Index(body, p)
+				if i < last {
+					return false
+				}
+				last = i
+			}
+			return true
+		}
+		r := alice.get("/review")
+		wantStatus(t, r, http.StatusOK)
+		if !order(r.body, "Escalated?", "Oldest?", "Newest?") {
+			t.Errorf("the default view is not escalated first, then oldest:\n%.4000s", r.body)
+		}
+		if strings.Count(r.body, `data-testid="queue-item-escalated"`) != 1 || !strings.Contains(r.body, "Escalated to owners") {
+			t.Errorf("the queue does not say whom the task was escalated to:\n%.4000s", r.body)
+		}
+		for _, task := range []*arbiter.Task{mid, late} {
+			line := task.OnExpiry.Describe() + " at " + task.DeadlineAt.Time().UTC().Format("2006-01-02 15:04 UTC") + " unless someone decides"
+			if !strings.Contains(r.body, line) {
+				t.Errorf("the queue lacks %q:\n%.4000s", line, r.body)
+			}
+		}
+		if n := strings.Count(r.body, `data-testid="queue-item-outcome"`); n != 2 {
+			t.Errorf("%d outcome lines, want 2 (the oldest only expires)", n)
+		}
+		r = alice.get("/review?escalated=1")
+		if !strings.Contains(r.body, "Escalated?") || strings.Contains(r.body, "Oldest?") || strings.Contains(r.body, "Newest?") ||
+			!strings.Contains(r.body, "in this view") || !strings.Contains(r.body, `name="escalated" value="1" checked`) {
+			t.Errorf("the escalated view:\n%.4000s", r.body)
+		}
+		if r := alice.get("/review?order=deadline"); !order(r.body, "Escalated?", "Newest?", "Oldest?") {
+			t.Errorf("by time left:\n%.4000s", r.body)
+		}
+		r = alice.get("/review/tasks/" + mid.ID)
+		if !strings.Contains(r.body, `data-testid="task-escalated"`) || !strings.Contains(r.body, "to owners") {
+			t.Errorf("the desk does not say the task was escalated:\n%.3000s", r.body)
+		}
+		if r := alice.get("/review/tasks/" + old.ID); strings.Contains(r.body, `data-testid="task-escalated"`) {
+			t.Error("a task never escalated says it was")
 		}
 	})
 }

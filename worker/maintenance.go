@@ -178,6 +178,20 @@ func digestSending(w *Worker, every time.Duration) *periodic {
 	}}
 }
 
+// alertBatch bounds the tasks one alert round takes at once; a round
+// takes batches until one holds fewer.
+const alertBatch = 200
+
+// alertSending fires the reminders and escalation rungs due
+// (Worker.SendAlerts), at start and then every interval.
+func alertSending(w *Worker, every time.Duration) *periodic {
+	return &periodic{every: every, round: func(ctx context.Context) {
+		if _, err := w.SendAlerts(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("send reminders and escalations", "error", err.Error())
+		}
+	}}
+}
+
 // pruneBatch bounds the messages one prune statement deletes.
 const pruneBatch = 1000
 

@@ -126,6 +126,12 @@ type Config struct {
 	Mail        arbiter.MailSender
 	QueueURL    string
 	DigestEvery time.Duration
+	// Alerts, when set, has the worker fire the reminders and escalation
+	// rungs due (arbiter.AlertService) at start and every AlertEvery
+	// (default DefaultAlertEvery), mailing them through Mail when it is
+	// set, with links to QueueURL.
+	Alerts     arbiter.AlertService
+	AlertEvery time.Duration
 	// ReportURL is the calibration report the drift mails link to
 	// (Digests' ClaimDriftMails, sent with the digests); "" names the
 	// page without a link.
@@ -140,6 +146,7 @@ const (
 	DefaultExpireEvery    = time.Second
 	DefaultClaimCooldown  = 2 * time.Millisecond
 	DefaultDigestEvery    = time.Minute
+	DefaultAlertEvery     = 5 * time.Second
 )
 
 // recordTimeout bounds a store call that records an attempt or, at
@@ -206,6 +213,9 @@ func New(cfg Config) *Worker {
 	if cfg.DigestEvery <= 0 {
 		cfg.DigestEvery = DefaultDigestEvery
 	}
+	if cfg.AlertEvery <= 0 {
+		cfg.AlertEvery = DefaultAlertEvery
+	}
 	if cfg.PruneKeysEvery <= 0 {
 		cfg.PruneKeysEvery = time.Minute
 	}
@@ -263,6 +273,9 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 	if w.cfg.Digests != nil && w.cfg.Mail != nil {
 		services = append(services, digestSending(w, w.cfg.DigestEvery))
+	}
+	if w.cfg.Alerts != nil {
+		services = append(services, alertSending(w, w.cfg.AlertEvery))
 	}
 	for _, s := range services {
 		s.Start(maintain)
@@ -462,4 +475,36 @@ func (w *Worker) SendDigests(ctx context.Context) (int, error) {
 		sent++
 	}
 	return sent, nil
+}
+
+// SendAlerts fires the reminders and escalation rungs due, a batch of
+// tasks at a time until none is left, and mails each (arbiter.AlertMail)
+// when Mail is set; Run does it every AlertEvery when Alerts is set. Each
+// step is claimed in the store before it is told, so several workers
+// never fire one twice; a send that fails is logged and not retried. It
+// returns how many mails were sent.
+func (w *Worker) SendAlerts(ctx context.Context) (int, error) {
+	if w.cfg.Alerts == nil {
+		return 0, nil
+	}
+	sent := 0
+	for {
+		taken, mails, err := w.cfg.Alerts.FireDueAlerts(ctx, alertBatch)
+		if err != nil {
+			return sent, err
+		}
+		for _, m := range mails {
+			if w.cfg.Mail == nil {
+				break
+			}
+			if err := w.cfg.Mail.Send(ctx, m.To, m.Subject(), m.Body(w.cfg.QueueURL)); err != nil {
+				w.log.Error("send a "+m.Kind, "account", m.AccountID, "task", m.TaskID, "error", err.Error())
+				continue
+			}
+			sent++
+		}
+		if taken < alertBatch {
+			return sent, nil
+		}
+	}
 }

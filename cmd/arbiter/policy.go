@@ -65,6 +65,7 @@ func runPolicyPut(ctx context.Context, c *command, p *process, args []string) er
 		func(v string) error { in.Veto = append(in.Veto, v); return nil })
 	fs.BoolVar(&in.ExcludeRequester, "exclude-requester", false, "keep the person a create names in requested_by from voting (creates must name one)")
 	fs.StringVar(&in.Tiebreak, "tiebreak", "", "role:admin: an owner or admin casts the deciding vote of a split task")
+	alertFlags(fs, &in.Reminders, &in.Escalation)
 	if err := c.parse(fs, p, args); err != nil {
 		return err
 	}

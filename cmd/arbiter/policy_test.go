@@ -53,3 +53,28 @@ func TestRun_Policy(t *testing.T) {
 		t.Errorf("get after delete: %v", err)
 	}
 }
+
+func TestRun_PolicyRemindersAndEscalation(t *testing.T) {
+	getenv := taskServer(t, dbtest.URL(t, dbtest.Dialects[0]))
+	out := runOK(t, getenv, "policy", "put", "--deadline", "2h", "--remind", "1h", "--remind", "15m",
+		"--escalate", "30m=role:admin", "--escalate", "90m=email:lead@example.com", "refund")
+	if !strings.Contains(out, `"reminders": [`) && !strings.Contains(out, `"reminders":[`) {
+		t.Fatalf("put printed %s", out)
+	}
+	var p struct {
+		Reminders  []string            `json:"reminders"`
+		Escalation []map[string]string `json:"escalation"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(p.Reminders, " ") != "15m 1h" || len(p.Escalation) != 2 || p.Escalation[1]["after"] != "1h30m" ||
+		p.Escalation[1]["to"] != "email:lead@example.com" {
+		t.Errorf("put printed %s", out)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"policy", "put", "--escalate", "30m", "refund"}, getenv, nil, &stdout, &stderr); err == nil {
+		t.Errorf("a rung without its target: %s", stdout.String())
+	}
+	runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve", "--deadline", "1h", "--remind", "50%")
+}

@@ -213,6 +213,9 @@ func (s *server) startWorkers(ctx context.Context) error {
 	case !s.api:
 		s.logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
 	}
+	// Reminders and escalation fire their webhooks and Slack messages
+	// wherever the worker runs; their mails go with the digests'.
+	wcfg.Alerts = s.store
 	w := worker.New(wcfg)
 	s.notify = func(int) { w.Notify() }
 	s.loops.Go(func() { w.Run(ctx) })

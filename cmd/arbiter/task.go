@@ -72,6 +72,7 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 			return nil
 		})
 	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = v })
+	alertFlags(fs, &in.Reminders, &in.Escalation)
 	wait := fs.Bool("wait", false, "wait until the task is completed (or expired) and print it then; an expired task is printed and fails the command")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 	if err := c.parse(fs, p, args); err != nil {
@@ -130,6 +131,22 @@ func onExpiryFlags(fs *flag.FlagSet, outcome *string, floor **float64, fallback 
 	})
 	fs.Func("on-expiry-fallback", "with --on-expiry agent_verdict: expire (default) or verdict:<v>, when the verifier's verdict falls short",
 		func(v string) error { fallback(v); return nil })
+}
+
+// alertFlags declares --remind and --escalate, each repeatable: a
+// reminder's wait, and a rung as wait=target.
+func alertFlags(fs *flag.FlagSet, reminders *[]string, escalation *[]client.EscalationRung) {
+	fs.Func("remind", `tell the people who can decide again after this wait for a person: 15m, 1h, or a share of the deadline such as 50% (repeatable; default: the task type's policy)`,
+		func(v string) error { *reminders = append(*reminders, v); return nil })
+	fs.Func("escalate", `an escalation rung, wait=target: 30m=role:admin or 2h=email:lead@example.com (repeatable; default: the task type's policy)`,
+		func(v string) error {
+			after, to, ok := strings.Cut(v, "=")
+			if !ok {
+				return errors.New("not wait=target, such as 30m=role:admin")
+			}
+			*escalation = append(*escalation, client.EscalationRung{After: after, To: to})
+			return nil
+		})
 }
 
 // runTaskGet runs `arbiter task get`.

@@ -26,7 +26,8 @@ CREATE VIEW tasks AS
         s.final_confidence, s.created_at, s.completed_at, s.failures, s.run_after, s.lease_owner,
         s.lease_expires_at, s.deadline_at, s.expired_at, s.callback_url, s.audit_rate, s.audit_state,
         s.reserved_by, s.reserved_until, s.call_started_at, s.on_expiry, s.notify, b.display,
-        s.review_rule, s.reviews_required, s.votes_open
+        s.review_rule, s.reviews_required, s.votes_open, s.alerts, s.alert_step, s.alert_at,
+        s.escalated_at, s.escalation_rung
     FROM task_states s LEFT JOIN task_bodies b ON b.id = s.id;
 
 -- +goose Down

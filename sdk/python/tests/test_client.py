@@ -245,5 +245,14 @@ def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter) -> None:
     arbiter.delete_policy(task_type)
     with pytest.raises(arbiterhq.NotFound):
         arbiter.get_policy(task_type)
+
+    put = arbiter.put_policy(task_type, deadline_seconds=3600, reminders=["1h", "15m"],
+                             escalation=[{"after": "30m", "to": "role:admin"}])
+    assert (put["reminders"], put["escalation"]) == (["15m", "1h"], [{"after": "30m", "to": "role:admin"}])
+    with pytest.raises(arbiterhq.BadRequest):
+        arbiter.create_task("Refund?", ["approve"], reminders=["50%"])
+    own = arbiter.create_task("Refund?", ["approve"], task_type=task_type, reminders=[], escalation=[{"after": "2h", "to": "email:lead@example.com"}])
+    assert own.extra.get("escalation") is None
+    arbiter.delete_policy(task_type)
     with pytest.raises(arbiterhq.NotFound):
         arbiter.delete_policy(task_type)

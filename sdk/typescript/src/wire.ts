@@ -448,6 +448,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "task.escalated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task reached a rung of its escalation
+         * @description A task waiting for a person has waited a rung's after (its create's or its policy's escalation): the payload's task carries escalation, the rung reached. Fires once per rung; the task's deadline does not move. Only endpoints that subscribe to task.escalated get it (and those that chose no event types); a task's callback_url gets it too.
+         */
+        post: operations["taskEscalated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -519,7 +539,7 @@ export interface components {
             deadline_seconds?: number;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded, task.escalated) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -582,6 +602,10 @@ export interface components {
              * @enum {string}
              */
             tiebreak?: "role:admin";
+            /** @description Reminders while the task waits for a person (see Reminders); its task type's policy's when left out, none when []. Shares of the deadline need a deadline. */
+            reminders?: components["schemas"]["Reminders"];
+            /** @description Escalation rungs (see Escalation); its task type's policy's when left out, none when []. Shares of the deadline need a deadline. */
+            escalation?: components["schemas"]["Escalation"];
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -616,7 +640,7 @@ export interface components {
             idempotency_key?: string;
             /**
              * Format: uri
-             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
+             * @description Where this task's webhook events (task.human_needed, task.completed, task.expired, task.audit_disagreed, task.vote_recorded, task.escalated) are also posted, signed with the account's callback secret (shown on the dashboard's Webhooks page) as Standard Webhooks describes: for resuming a durable workflow on the decision. https:// on a public address, without user name, password or #fragment (http:// and private addresses only on a server with ARBITER_WEBHOOK_ALLOW_PRIVATE=1). Not returned in the Task.
              * @example https://workflows.example.com/resume/run_8213
              */
             callback_url?: string;
@@ -782,6 +806,7 @@ export interface components {
             /** @description The create's display hint; absent when it had none. */
             display?: components["schemas"]["Display"];
             review?: components["schemas"]["ReviewRequirement"];
+            escalation?: components["schemas"]["TaskEscalation"];
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -977,13 +1002,13 @@ export interface components {
          */
         WebhookTaskEvent: {
             /**
-             * @description The event: the task waits for a person, was decided, or expired.
+             * @description The event: the task waits for a person, was decided, expired, had an audit disagree, or was escalated.
              * @enum {string}
              */
-            type: "task.human_needed" | "task.completed" | "task.expired" | "task.audit_disagreed";
+            type: "task.human_needed" | "task.completed" | "task.expired" | "task.audit_disagreed" | "task.escalated";
             /**
              * Format: date-time
-             * @description When the event happened (RFC 3339, UTC, to the millisecond): for task.completed and task.expired, the instant of the task's completed_at or expired_at.
+             * @description When the event happened (RFC 3339, UTC, to the millisecond): for task.completed and task.expired, the instant of the task's completed_at or expired_at; for task.escalated, its escalation's escalated_at.
              */
             timestamp: string;
             data: components["schemas"]["Task"];
@@ -1452,11 +1477,8 @@ export interface components {
              * @description The review requirement a create of the type takes when it gives none of reviews_required, consensus, quorum, veto, exclude_requester and tiebreak (its own requested_by stays): as the create's. null when the policy sets none (one review).
              */
             reviews_required: number | null;
-            /**
-             * @description As the create's; with reviews_required.
-             * @enum {string|null}
-             */
-            consensus: "any" | "unanimous" | "quorum" | null;
+            /** @description As the create's; with reviews_required. */
+            consensus: ("any" | "unanimous" | "quorum") | null;
             /**
              * Format: int32
              * @description As the create's; with consensus quorum.
@@ -1466,11 +1488,12 @@ export interface components {
             veto: string[] | null;
             /** @description As the create's; false when the policy sets no review requirement. */
             exclude_requester: boolean;
-            /**
-             * @description As the create's; only with reviews_required above 1.
-             * @enum {string|null}
-             */
+            /** @description As the create's; only with reviews_required above 1. */
             tiebreak: "role:admin" | null;
+            /** @description As the create's; [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            reminders: components["schemas"]["Reminders"];
+            /** @description As the create's; [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            escalation: components["schemas"]["Escalation"];
         };
         /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
         PolicyPut: {
@@ -1517,11 +1540,8 @@ export interface components {
              * @description The review requirement a create of the type takes when it gives none of reviews_required, consensus, quorum, veto, exclude_requester and tiebreak (its own requested_by stays): as the create's. null when the policy sets none (one review).
              */
             reviews_required?: number | null;
-            /**
-             * @description As the create's; with reviews_required.
-             * @enum {string|null}
-             */
-            consensus?: "any" | "unanimous" | "quorum" | null;
+            /** @description As the create's; with reviews_required. */
+            consensus?: ("any" | "unanimous" | "quorum") | null;
             /**
              * Format: int32
              * @description As the create's; with consensus quorum.
@@ -1531,11 +1551,12 @@ export interface components {
             veto?: string[] | null;
             /** @description As the create's; a create that takes it must give requested_by (400 naming requested_by without it). */
             exclude_requester?: boolean | null;
-            /**
-             * @description As the create's; only with reviews_required above 1.
-             * @enum {string|null}
-             */
+            /** @description As the create's; only with reviews_required above 1. */
             tiebreak?: "role:admin" | null;
+            /** @description As the create's; left out, null or [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            reminders?: components["schemas"]["Reminders"] | null;
+            /** @description As the create's; left out, null or [] for none. Shares of the deadline need the policy's deadline_seconds. */
+            escalation?: components["schemas"]["Escalation"] | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
@@ -1649,6 +1670,61 @@ export interface components {
              */
             alpha: number | null;
             reviewers: components["schemas"]["ReviewerAgreement"][];
+        };
+        /**
+         * @description A wait from when the task went to a person (human_needed): a duration in days, hours, minutes and seconds from 1 minute to 30 days (15m, 1h30m, 2d), or a share of the time it then had until its deadline, 1% to 99% (50%, which needs a deadline). Written back in its shortest form (90m reads 1h30m).
+         * @example 15m
+         */
+        AlertWait: string;
+        /**
+         * @description When the people who can decide the task (the account's members who review) are told again, by e-mail and, when the account has Slack, by the task's question posted again: each wait once, never after the task left human_needed or its deadline passed. Sorted, durations first.
+         * @example [
+         *       "15m",
+         *       "1h"
+         *     ]
+         */
+        Reminders: components["schemas"]["AlertWait"][];
+        /** @description One step of a task's escalation: when the task has waited after for a person, it is marked escalated (the Task's escalation), to is told by e-mail, and task.escalated fires. The deadline never moves. */
+        EscalationRung: {
+            after: components["schemas"]["AlertWait"];
+            /**
+             * @description role:<role> tells the account's members with that role; email:<address> any address at a full domain name (the limits of invitations), stored lower-cased.
+             * @example role:admin
+             */
+            to: string;
+        };
+        /**
+         * @description The task's escalation rungs, in order: all durations or all shares of the deadline, each waiting longer than the one before.
+         * @example [
+         *       {
+         *         "after": "30m",
+         *         "to": "role:admin"
+         *       },
+         *       {
+         *         "after": "2h",
+         *         "to": "email:lead@example.com"
+         *       }
+         *     ]
+         */
+        Escalation: components["schemas"]["EscalationRung"][];
+        /** @description The last escalation rung the task reached; absent until one is. */
+        TaskEscalation: {
+            /**
+             * Format: int32
+             * @description The rung's number in the task's escalation, from 1.
+             */
+            rung: number;
+            after: components["schemas"]["AlertWait"];
+            /**
+             * @description Whom the rung told: role:<role> or email:<address>.
+             * @example role:admin
+             */
+            to: string;
+            /**
+             * Format: double
+             * @description When the task reached the rung, in Unix epoch seconds.
+             */
+            escalated_at: number;
         };
     };
     responses: {
@@ -3858,6 +3934,58 @@ export interface operations {
                      *             "reject"
                      *           ],
                      *           "exclude_requester": false,
+                     *           "tiebreak": null,
+                     *           "reminders": [],
+                     *           "escalation": []
+                     *         },
+                     *         {
+                     *           "task_type": "default",
+                     *           "confidence_threshold": null,
+                     *           "deadline_seconds": 86400,
+                     *           "audit_rate": 0.05,
+                     *           "on_expiry": "expire",
+                     *           "agent_floor": null,
+                     *           "on_expiry_fallback": null,
+                     *           "updated_at": 1795415000.5,
+                     *           "notify": null,
+                     *           "reviews_required": null,
+                     *           "consensus": null,
+                     *           "quorum": null,
+                     *           "veto": null,
+                     *           "exclude_requester": false,
+                     *           "tiebreak": null,
+                     *           "reminders": [],
+                     *           "escalation": []
+                     *         },
+                     *         {
+                     *           "task_type": "refund",
+                     *           "confidence_threshold": 0.9,
+                     *           "deadline_seconds": 3600,
+                     *           "audit_rate": null,
+                     *           "on_expiry": "agent_verdict",
+                     *           "agent_floor": 0.95,
+                     *           "on_expiry_fallback": "verdict:reject",
+                     *           "updated_at": 1795415525.173,
+                     *           "reminders": [
+                     *             "15m",
+                     *             "1h"
+                     *           ],
+                     *           "escalation": [
+                     *             {
+                     *               "after": "30m",
+                     *               "to": "role:admin"
+                     *             },
+                     *             {
+                     *               "after": "2h",
+                     *               "to": "email:lead@example.com"
+                     *             }
+                     *           ],
+                     *           "notify": null,
+                     *           "reviews_required": null,
+                     *           "consensus": null,
+                     *           "quorum": null,
+                     *           "veto": null,
+                     *           "exclude_requester": false,
                      *           "tiebreak": null
                      *         },
                      *         {
@@ -3869,6 +3997,8 @@ export interface operations {
                      *           "agent_floor": null,
                      *           "on_expiry_fallback": null,
                      *           "updated_at": 1795415000.5,
+                     *           "reminders": [],
+                     *           "escalation": [],
                      *           "notify": null,
                      *           "reviews_required": null,
                      *           "consensus": null,
@@ -3932,7 +4062,21 @@ export interface operations {
                      *         "reject"
                      *       ],
                      *       "exclude_requester": false,
-                     *       "tiebreak": null
+                     *       "tiebreak": null,
+                     *       "reminders": [
+                     *         "15m",
+                     *         "1h"
+                     *       ],
+                     *       "escalation": [
+                     *         {
+                     *           "after": "30m",
+                     *           "to": "role:admin"
+                     *         },
+                     *         {
+                     *           "after": "2h",
+                     *           "to": "email:lead@example.com"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -3989,6 +4133,20 @@ export interface operations {
                  *       "reviews_required": 2,
                  *       "veto": [
                  *         "reject"
+                 *       ],
+                 *       "reminders": [
+                 *         "15m",
+                 *         "1h"
+                 *       ],
+                 *       "escalation": [
+                 *         {
+                 *           "after": "30m",
+                 *           "to": "role:admin"
+                 *         },
+                 *         {
+                 *           "after": "2h",
+                 *           "to": "email:lead@example.com"
+                 *         }
                  *       ]
                  *     }
                  */
@@ -4023,7 +4181,21 @@ export interface operations {
                      *         "reject"
                      *       ],
                      *       "exclude_requester": false,
-                     *       "tiebreak": null
+                     *       "tiebreak": null,
+                     *       "reminders": [
+                     *         "15m",
+                     *         "1h"
+                     *       ],
+                     *       "escalation": [
+                     *         {
+                     *           "after": "30m",
+                     *           "to": "role:admin"
+                     *         },
+                     *         {
+                     *           "after": "2h",
+                     *           "to": "email:lead@example.com"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -4520,6 +4692,51 @@ export interface operations {
                         reviews_required: number;
                     };
                 };
+            };
+        };
+        responses: {
+            /** @description Delivered: any 2xx. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled, and its owner told by e-mail. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    taskEscalated: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id: msg_ and 24 hex digits, the same on every attempt of one message; keep it to skip a repeat.
+                 * @example msg_3f9c1e0a7b2d4c5e6f708192
+                 */
+                "webhook-id": components["parameters"]["WebhookID"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse a message more than five minutes from your clock.
+                 * @example 1795415600
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description v1, and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}" keyed with the secret's bytes (after whsec_, base64-decoded); two, space-separated, for 24 hours after a rotation. Accept the message when one matches.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTaskEvent"];
             };
         };
         responses: {

@@ -93,15 +93,20 @@ class Arbiter:
         on_expiry: Optional[str] = None,
         agent_floor: Optional[float] = None,
         on_expiry_fallback: Optional[str] = None,
+        reminders: Optional[Sequence[str]] = None,
+        escalation: Optional[Sequence[Mapping[str, str]]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """Creates a task and returns it. With ``idempotency_key`` a repeat
-        of the same create returns the task that key made."""
+        of the same create returns the task that key made. ``reminders``
+        (["15m", "50%"]) and ``escalation`` ([{"after": "30m", "to":
+        "role:admin"}]) left as None take the task type's policy's."""
         body = _core.task_body(
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
+            reminders=reminders, escalation=escalation,
         )
         key = idempotency_key or _core.new_idempotency_key()
         return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
@@ -199,9 +204,9 @@ class Arbiter:
         (confidence_threshold, deadline_seconds, audit_rate, on_expiry,
         agent_floor, on_expiry_fallback; notify, a list of Slack channels
         such as ["slack:#refunds"]; the review requirement's reviews_required,
-        consensus, quorum, veto, exclude_requester and tiebreak; left out: not
-        set) and returns it. A create that leaves a field out takes the
-        policy's. Tasks already created keep their values."""
+        consensus, quorum, veto, exclude_requester and tiebreak; reminders and
+        escalation; left out: not set) and returns it. A create that leaves a
+        field out takes the policy's. Tasks already created keep their values."""
         return dict(self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
 
     def delete_policy(self, task_type: str) -> None:
@@ -275,6 +280,8 @@ class AsyncArbiter:
         on_expiry: Optional[str] = None,
         agent_floor: Optional[float] = None,
         on_expiry_fallback: Optional[str] = None,
+        reminders: Optional[Sequence[str]] = None,
+        escalation: Optional[Sequence[Mapping[str, str]]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """See Arbiter.create_task."""
@@ -283,6 +290,7 @@ class AsyncArbiter:
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
+            reminders=reminders, escalation=escalation,
         )
         key = idempotency_key or _core.new_idempotency_key()
         data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))
