@@ -105,6 +105,11 @@ type Task struct {
 	// Review is the task's review requirement (consensus.go), nil for
 	// today's single review.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// GoldVerdict is the create's gold_verdict (gold.go). Only the
+	// account's own API reads fill it in (TaskService.GoldVerdicts); every
+	// other read, the webhooks' and Slack's included, leaves it nil, and
+	// then it is absent from the JSON.
+	GoldVerdict *string `json:"gold_verdict,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -211,6 +216,10 @@ type TaskCreate struct {
 	// records who asked (consensus.go); nil is today's single review. Left
 	// out of the Fingerprint when nil.
 	Review *ReviewRequirement `json:",omitempty"`
+	// GoldVerdict, when not empty, makes the task a gold task (gold.go)
+	// whose known answer it is: one of AllowedVerdicts. Left out of the
+	// Fingerprint when empty.
+	GoldVerdict string `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -237,6 +246,7 @@ type taskCreateRequest struct {
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
+	GoldVerdict         *string         `json:"gold_verdict" null:"refuse"`
 	reviewRequirementRequest
 }
 
@@ -256,6 +266,7 @@ var fieldTypeErrors = map[string]string{
 	"on_expiry_fallback":   `on_expiry_fallback must be a string: "expire" or "verdict:<v>".`,
 	"notify":               errNotify.Message,
 	"display":              "display must be an object whose fields name members of context.",
+	"gold_verdict":         "gold_verdict must be a string: one of allowed_verdicts.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -436,6 +447,15 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		return TaskCreate{}, err
 	} else if !review.IsDefault() {
 		in.Review = &review
+	}
+	if g := req.GoldVerdict; g != nil {
+		switch {
+		case !slices.Contains(in.AllowedVerdicts, *g):
+			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict must be one of allowed_verdicts.")
+		case review.Multi():
+			return TaskCreate{}, FieldErrorf("gold_verdict", "A gold task asks one reviewer; leave reviews_required at 1.")
+		}
+		in.GoldVerdict = *g
 	}
 	return in, nil
 }
@@ -677,6 +697,10 @@ type TaskService interface {
 	// tasks never appear. It validates f (see TaskFilter.Validate).
 	// Returns EINVALID for a filter that is not valid.
 	ListTasks(ctx context.Context, accountID string, f TaskFilter) (TaskPage, error)
+
+	// GoldService reads gold verdicts, which no read above fills in: the
+	// account's own API reads and its owners' pages add them.
+	GoldService
 }
 
 // TaskCreated is the answer to one create of CreateTasks: the task, or the

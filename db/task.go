@@ -77,9 +77,10 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
 	}
-	// A create asking for reviews goes the batch's way, whose transaction
-	// stores the requirement with the task (storeReviews).
-	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil {
+	// A create asking for reviews, or gold, goes the batch's way, whose
+	// transaction stores the requirement or the verdict with the task
+	// (storeReviews, storeGold).
+	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil || creates[0].gold != "" {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -162,6 +163,8 @@ type newCreate struct {
 	notify string
 	// display is the task's display hint as JSON; "" for none.
 	display string
+	// gold is the create's gold verdict (gold.go); "" for none.
+	gold string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -208,6 +211,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
 		notify:      strings.Join(in.Notify, ","),
+		gold:        in.GoldVerdict,
 	}
 	c.task.OnExpiry = in.OnExpiry
 	if o, ok := onExpiryColumn(in.OnExpiry).(string); ok {
