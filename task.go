@@ -453,7 +453,7 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		case !slices.Contains(in.AllowedVerdicts, *g):
 			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict must be one of allowed_verdicts.")
 		case review.Multi():
-			return TaskCreate{}, FieldErrorf("gold_verdict", "A gold task asks one reviewer; leave reviews_required at 1.")
+			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict makes a task that one reviewer answers; leave reviews_required at 1.")
 		}
 		in.GoldVerdict = *g
 	}

@@ -14,7 +14,8 @@ import (
 const answerTime = 30 * time.Second
 
 // TaskGet handles GET /v1/tasks/{id}: the account's task, or 404 for an id
-// that is unknown, malformed or another account's.
+// that is unknown, malformed or another account's. A gold task's answer
+// carries its gold_verdict: this is the account's own read.
 //
 // With ?wait=N (whole seconds, 0 to 60) it answers as soon as the task is
 // in a final state, or after N seconds with the task as it is then, and at
@@ -52,6 +53,10 @@ func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		}
 		if task == nil {
 			return // the caller left while waiting
+		}
+		if err := withGold(r.Context(), tasks, accountID, task); err != nil {
+			Error(w, r, err)
+			return
 		}
 		JSON(w, http.StatusOK, task)
 	})
