@@ -93,15 +93,19 @@ class Arbiter:
         on_expiry: Optional[str] = None,
         agent_floor: Optional[float] = None,
         on_expiry_fallback: Optional[str] = None,
+        gold_verdict: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """Creates a task and returns it. With ``idempotency_key`` a repeat
-        of the same create returns the task that key made."""
+        of the same create returns the task that key made. ``gold_verdict``
+        (one of ``allowed_verdicts``) makes it a gold task: people decide
+        it without being told, and their answers measure their accuracy."""
         body = _core.task_body(
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
+            gold_verdict=gold_verdict,
         )
         key = idempotency_key or _core.new_idempotency_key()
         return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
@@ -272,6 +276,7 @@ class AsyncArbiter:
         on_expiry: Optional[str] = None,
         agent_floor: Optional[float] = None,
         on_expiry_fallback: Optional[str] = None,
+        gold_verdict: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """See Arbiter.create_task."""
@@ -280,6 +285,7 @@ class AsyncArbiter:
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
+            gold_verdict=gold_verdict,
         )
         key = idempotency_key or _core.new_idempotency_key()
         data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))

@@ -197,6 +197,7 @@ def task_body(
     on_expiry: Optional[str] = None,
     agent_floor: Optional[float] = None,
     on_expiry_fallback: Optional[str] = None,
+    gold_verdict: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The JSON of a task create; fields left as None are left out, so the
     server applies the task type's policy, or its defaults."""
@@ -215,6 +216,7 @@ def task_body(
         "on_expiry": on_expiry,
         "agent_floor": agent_floor,
         "on_expiry_fallback": on_expiry_fallback,
+        "gold_verdict": gold_verdict,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
