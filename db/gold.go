@@ -20,13 +20,10 @@ import (
 
 var _ arbiter.GoldService = (*DB)(nil)
 
-// goldNormal and goldOnly are the SQL conditions, on the tasks aliased t,
-// of a task that is not gold and of one that is: the desk's next task
-// takes one side first, at the account's gold rate.
-const (
-	goldNormal = ` AND NOT EXISTS (SELECT 1 FROM gold_tasks g WHERE g.task_id = t.id)`
-	goldOnly   = ` AND t.id IN (SELECT g.task_id FROM gold_tasks g WHERE g.account_id = t.account_id)`
-)
+// goldNormal is the SQL condition, on the tasks aliased t, of a task that
+// is not gold: the desk's next task takes the rest of the queue or the
+// gold tasks first, at the account's gold rate.
+const goldNormal = ` AND NOT EXISTS (SELECT 1 FROM gold_tasks g WHERE g.task_id = t.id)`
 
 // storeGold records, inside tx, the gold verdict of each new task that
 // has one, and hands the task to people at once (the agent never decides

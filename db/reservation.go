@@ -190,13 +190,15 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		// other side; then the skipped ones, in the order they were skipped
 		// (a session skips few).
 		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, personID, personID, sessionID)
-		unskipped := func(side string) string {
-			return `SELECT t.id FROM tasks t
-				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
-				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)` + side + `
+		unskipped := func(from, account, gold string) string {
+			return `SELECT t.id FROM ` + from + `
+				WHERE ` + account + ` = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
+				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)` + gold + `
 				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock
 		}
-		first, second := unskipped(goldNormal), unskipped(goldOnly)
+		// The gold pick walks the account's gold tasks, few, not the queue.
+		first := unskipped(`tasks t`, `t.account_id`, goldNormal)
+		second := unskipped(`gold_tasks g JOIN tasks t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
 		if gold, err := d.goldFirst(ctx, tx, accountID); err != nil {
 			return err
 		} else if gold {
