@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -111,6 +112,44 @@ func TestSettings_GoldRate(t *testing.T) {
 		acct, err = d.store.FindAccountByEmail(ctx, "owner@example.com")
 		if err != nil || acct.GoldRate != 0.25 || acct.ReservationLength.Minutes() != 5 {
 			t.Errorf("after a refusal: gold rate %v, reservation %v (%v); want both unchanged", acct.GoldRate, acct.ReservationLength, err)
+		}
+	})
+}
+
+// TestGold_ADecisionLinkSaysTheReviewersOwnAnswer: a gold task waits in
+// the digest like any other; the page after its decision link is used
+// says the reviewer's answer, not the gold verdict the task completed
+// with.
+func TestGold_ADecisionLinkSaysTheReviewersOwnAnswer(t *testing.T) {
+	t.Parallel()
+	eachDash(t, func(d *dash) { d.router.Services.DecisionLinks = d.store }, func(t *testing.T, d *dash) {
+		_, _, reviewer := d.team()
+		acct, err := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund order 78?", AllowedVerdicts: []string{"approve", "reject"},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", GoldVerdict: "reject"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		minute := time.Minute
+		if err := d.store.SetNotifyAfter(ctx, acct.ID, &minute, arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+			t.Fatal(err)
+		}
+		d.clock.Advance(2 * time.Minute)
+		mine := digestLinks(t, d)["rev@example.com"]
+		if len(mine) != 2 {
+			t.Fatalf("the reviewer's links: %v", mine)
+		}
+		r := reviewer.post(mine["approve"], url.Values{})
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="decision-link-done">Decided: approve<`) || strings.Contains(strings.ToLower(r.body), "gold") {
+			t.Errorf("after the link the page does not say the reviewer's answer alone:\n%.2000s", r.body)
+		}
+		got, err := d.store.FindTaskByID(ctx, acct.ID, task.ID)
+		if err != nil || *got.FinalVerdict != "reject" {
+			t.Errorf("the task = %+v, %v; want completed with the gold verdict", got, err)
 		}
 	})
 }
