@@ -197,12 +197,13 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock
 		}
 		// The gold pick walks the account's gold tasks, few, not the queue.
-		first := unskipped(`tasks t`, `t.account_id`, goldNormal)
-		second := unskipped(`gold_tasks g JOIN tasks t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
-		if gold, err := d.goldFirst(ctx, tx, accountID); err != nil {
+		rest := unskipped(`tasks t`, `t.account_id`, goldNormal)
+		gold := unskipped(`gold_tasks g JOIN tasks t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
+		first, second := rest, gold
+		if goldFirst, err := d.goldFirst(ctx, tx, accountID); err != nil {
 			return err
-		} else if gold {
-			first, second = second, first
+		} else if goldFirst {
+			first, second = gold, rest
 		}
 		for _, pick := range []string{
 			first,
