@@ -114,3 +114,20 @@ func (t *Task) OutcomeForReviewers() *string {
 	}
 	return t.FinalVerdict
 }
+
+// MayBeGold reports whether t can be a gold task, so that a read of its
+// gold verdict is worth a query: a gold task waits for people from its
+// create on, and the agent never answers it. Most tasks (pending, with
+// the agent, or answered by it) cannot be, and their reads stay one
+// statement.
+func (t *Task) MayBeGold() bool {
+	if t.Status == StatusPending || t.Status == StatusAgentRunning {
+		return false
+	}
+	for _, a := range t.Attempts {
+		if a.Tier == TierAgent {
+			return false
+		}
+	}
+	return true
+}

@@ -153,3 +153,25 @@ func TestTask_OutcomeForReviewers(t *testing.T) {
 
 // share returns a pointer to f.
 func share(f float64) *float64 { return &f }
+
+func TestTask_MayBeGold(t *testing.T) {
+	agent := []Attempt{{Tier: TierAgent}}
+	human := []Attempt{{Tier: TierHuman}}
+	for _, tc := range []struct {
+		name string
+		task Task
+		want bool
+	}{
+		{"Pending", Task{Status: StatusPending}, false},
+		{"WithTheAgent", Task{Status: StatusAgentRunning}, false},
+		{"HandedOnByTheAgent", Task{Status: StatusHumanNeeded, Attempts: agent}, false},
+		{"AnsweredByTheAgent", Task{Status: StatusCompleted, Attempts: agent}, false},
+		{"WaitingWithoutTheAgent", Task{Status: StatusHumanNeeded}, true},
+		{"DecidedByAPersonAlone", Task{Status: StatusCompleted, Attempts: human}, true},
+		{"ExpiredWithoutTheAgent", Task{Status: StatusExpired}, true},
+	} {
+		if got := tc.task.MayBeGold(); got != tc.want {
+			t.Errorf("%s: MayBeGold = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

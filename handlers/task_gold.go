@@ -10,12 +10,16 @@ import (
 // for the account's own API reads and its owners' and admins' pages only,
 // never for a reviewer, Slack or a webhook.
 func withGold(ctx context.Context, gold arbiter.GoldService, accountID string, tasks ...*arbiter.Task) error {
-	if len(tasks) == 0 {
-		return nil
+	// Only tasks that can be gold cost the query: not the hot reads of
+	// tasks with the agent or answered by it.
+	var ids []string
+	for _, t := range tasks {
+		if t.MayBeGold() {
+			ids = append(ids, t.ID)
+		}
 	}
-	ids := make([]string, len(tasks))
-	for i, t := range tasks {
-		ids[i] = t.ID
+	if len(ids) == 0 {
+		return nil
 	}
 	verdicts, err := gold.GoldVerdicts(ctx, accountID, ids)
 	if err != nil {
