@@ -19,7 +19,10 @@ type Account struct {
 	// NotifyAfter, when set, has the account's reviewers e-mailed once a
 	// task has waited that long (at most one digest an hour each).
 	NotifyAfter *time.Duration
-	CreatedAt   Timestamp
+	// GoldRate is how often an ask for the next task on the desk serves a
+	// waiting gold task first (GoldFirst); DefaultGoldRate unless set.
+	GoldRate  float64
+	CreatedAt Timestamp
 }
 
 // The daily task cap: how many tasks an account may create per UTC day.
@@ -131,6 +134,11 @@ type AccountService interface {
 	// nil turns it off. Returns EINVALID for a wait CheckNotifyAfter
 	// refuses, and ErrNotAllowed when by's role may not manage settings.
 	SetNotifyAfter(ctx context.Context, accountID string, d *time.Duration, by Actor) error
+
+	// SetGoldRate sets how often the desk serves a waiting gold task
+	// first. Returns EINVALID for a rate CheckGoldRate refuses, and
+	// ErrNotAllowed when by's role may not manage settings.
+	SetGoldRate(ctx context.Context, accountID string, rate float64, by Actor) error
 
 	// SetDailyCap sets the account's own daily task cap; nil returns it to the
 	// default. Returns EINVALID for a cap CheckDailyCap refuses and

@@ -25,6 +25,12 @@ type ReviewerAgreement struct {
 	WithConsensus *float64 `json:"with_consensus"`
 	AgentVotes    int      `json:"agent_votes"`
 	WithAgent     *float64 `json:"with_agent"`
+	// GoldAnswered counts the gold tasks the reviewer answered,
+	// GoldCorrect those answered with the gold verdict; GoldAccuracy is
+	// the share (nil without any). See AddGold.
+	GoldAnswered int      `json:"gold_answered"`
+	GoldCorrect  int      `json:"gold_correct"`
+	GoldAccuracy *float64 `json:"gold_accuracy"`
 }
 
 // AgreementReport is how much an account's reviewers agree on the tasks
@@ -115,8 +121,13 @@ func TeamAgreement(tasks []AgreementTask) AgreementReport {
 		}
 		r.Reviewers = append(r.Reviewers, line)
 	}
-	sort.Slice(r.Reviewers, func(i, j int) bool { return r.Reviewers[i].Email < r.Reviewers[j].Email })
+	sortReviewers(r.Reviewers)
 	return r
+}
+
+// sortReviewers orders the report's lines by e-mail.
+func sortReviewers(lines []ReviewerAgreement) {
+	sort.Slice(lines, func(i, j int) bool { return lines[i].Email < lines[j].Email })
 }
 
 // nominalAlpha is Krippendorff's α of a coincidence matrix, nil where it is
@@ -152,4 +163,7 @@ type AgreementService interface {
 	// votes and were decided at or after since (by completed_at), with
 	// their votes in the order cast and the agent's last verdict.
 	ListAgreementTasks(ctx context.Context, accountID string, since Timestamp) ([]AgreementTask, error)
+	// ListGoldAnswers returns the reviewers' answers to the account's
+	// gold tasks decided at or after since (by completed_at).
+	ListGoldAnswers(ctx context.Context, accountID string, since Timestamp) ([]GoldAnswer, error)
 }

@@ -111,6 +111,11 @@ type Task struct {
 	// Escalation is the last escalation rung the task reached; nil, and
 	// absent from the JSON, until one is.
 	Escalation *TaskEscalation `json:"escalation,omitempty"`
+	// GoldVerdict is the create's gold_verdict (gold.go). Only the
+	// account's own API reads fill it in (TaskService.GoldVerdicts); every
+	// other read, the webhooks' and Slack's included, leaves it nil, and
+	// then it is absent from the JSON.
+	GoldVerdict *string `json:"gold_verdict,omitempty"`
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -225,6 +230,10 @@ type TaskCreate struct {
 	// Alerts, when not zero, are the task's reminders and escalation
 	// rungs (escalation.go). Left out of the Fingerprint when zero.
 	Alerts Alerts `json:",omitzero"`
+	// GoldVerdict, when not empty, makes the task a gold task (gold.go)
+	// whose known answer it is: one of AllowedVerdicts. Left out of the
+	// Fingerprint when empty.
+	GoldVerdict string `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -251,6 +260,7 @@ type taskCreateRequest struct {
 	OnExpiryFallback    *string         `json:"on_expiry_fallback" null:"refuse"`
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
+	GoldVerdict         *string         `json:"gold_verdict" null:"refuse"`
 	reviewRequirementRequest
 	alertsRequest
 }
@@ -273,6 +283,7 @@ var fieldTypeErrors = map[string]string{
 	"display":              "display must be an object whose fields name members of context.",
 	"reminders":            alertsTypeErrors["reminders"],
 	"escalation":           alertsTypeErrors["escalation"],
+	"gold_verdict":         "gold_verdict must be a string: one of allowed_verdicts.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -467,6 +478,15 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		return TaskCreate{}, err
 	} else if !review.IsDefault() {
 		in.Review = &review
+	}
+	if g := req.GoldVerdict; g != nil {
+		switch {
+		case !slices.Contains(in.AllowedVerdicts, *g):
+			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict must be one of allowed_verdicts.")
+		case review.Multi():
+			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict makes a task that one reviewer answers; leave reviews_required at 1.")
+		}
+		in.GoldVerdict = *g
 	}
 	return in, nil
 }
@@ -708,6 +728,10 @@ type TaskService interface {
 	// tasks never appear. It validates f (see TaskFilter.Validate).
 	// Returns EINVALID for a filter that is not valid.
 	ListTasks(ctx context.Context, accountID string, f TaskFilter) (TaskPage, error)
+
+	// GoldService reads gold verdicts, which no read above fills in: the
+	// account's own API reads and its owners' pages add them.
+	GoldService
 }
 
 // TaskCreated is the answer to one create of CreateTasks: the task, or the

@@ -33,6 +33,12 @@ type ReviewerAgreement struct {
 	WithConsensus *float64 `json:"with_consensus"`
 	AgentVotes    int      `json:"agent_votes"`
 	WithAgent     *float64 `json:"with_agent"`
+	// GoldAnswered counts the gold tasks the reviewer answered,
+	// GoldCorrect those answered with the gold verdict, and GoldAccuracy
+	// is the share (nil without any).
+	GoldAnswered int      `json:"gold_answered"`
+	GoldCorrect  int      `json:"gold_correct"`
+	GoldAccuracy *float64 `json:"gold_accuracy"`
 }
 
 // Agreement returns the reviewers' agreement over the tasks decided in

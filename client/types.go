@@ -96,6 +96,13 @@ type TaskCreate struct {
 	// Tiebreak "role:admin" lets an owner or admin cast the deciding vote
 	// of a split; without it a split task waits for its deadline.
 	Tiebreak string `json:"tiebreak,omitempty"`
+	// GoldVerdict, when set, makes the task a gold task: the answer the
+	// account already knows, one of AllowedVerdicts. People decide it,
+	// served on the desk at the account's gold rate and never told it is
+	// gold; it completes with this verdict, and the reviewer's answer
+	// counts toward their gold accuracy (Agreement). Not with
+	// ReviewsRequired above 1.
+	GoldVerdict string `json:"gold_verdict,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task
@@ -141,6 +148,9 @@ type Task struct {
 	// Review is the task's review requirement when its create asked
 	// several votes or named a requester; nil otherwise.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// GoldVerdict is a gold task's known answer, which only the account's
+	// own reads (GetTask, ListTasks) carry; nil otherwise.
+	GoldVerdict *string `json:"gold_verdict,omitempty"`
 	// Escalation is the last escalation rung the task reached; nil until
 	// one is.
 	Escalation *TaskEscalation `json:"escalation,omitempty"`
@@ -217,6 +227,7 @@ type taskWire struct {
 	ExpiredAt           *epoch             `json:"expired_at"`
 	Attempts            []Attempt          `json:"attempts"`
 	Review              *ReviewRequirement `json:"review,omitempty"`
+	GoldVerdict         *string            `json:"gold_verdict,omitempty"`
 	Escalation          *TaskEscalation    `json:"escalation,omitempty"`
 }
 
@@ -228,7 +239,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.Escalation}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation}
 	return nil
 }
 
@@ -236,7 +247,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.Escalation})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields

@@ -13,7 +13,7 @@ import (
 
 var _ arbiter.AccountService = (*DB)(nil)
 
-const accountColumns = `id, email, daily_cap, reservation_seconds, notify_after_minutes, created_at`
+const accountColumns = `id, email, daily_cap, reservation_seconds, notify_after_minutes, gold_rate, created_at`
 
 // FindOrCreateAccountByEmail returns the account with the e-mail, creating it
 // when absent, with the person of that address as its owner. Returns
@@ -122,6 +122,29 @@ func (d *DB) SetNotifyAfter(ctx context.Context, accountID string, after *time.D
 	})
 }
 
+// SetGoldRate sets how often the desk serves a waiting gold task first
+// (arbiter.GoldFirst), when the actor may manage settings.
+func (d *DB) SetGoldRate(ctx context.Context, accountID string, rate float64, by arbiter.Actor) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	if err := arbiter.CheckGoldRate(rate); err != nil {
+		return err
+	}
+	return d.transact(ctx, func(tx *sqlx.Tx) error {
+		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
+			return err
+		}
+		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET gold_rate = ? WHERE id = ?`), rate, accountID); err != nil {
+			return fmt.Errorf("set gold rate: %w", err)
+		}
+		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by,
+			fmt.Sprintf("gold tasks are served first at %g%%", rate*100)))
+	})
+}
+
 // findAccount looks an account up by a unique column, "id" or "email".
 func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, value string) (*arbiter.Account, error) {
 	var (
@@ -131,7 +154,7 @@ func (d *DB) findAccount(ctx context.Context, q sqlx.QueryerContext, column, val
 		notify  sql.NullInt64
 	)
 	err := q.QueryRowxContext(ctx, d.rebind(`SELECT `+accountColumns+` FROM accounts WHERE `+column+` = ?`), value).
-		Scan(&a.ID, &a.Email, &cap, &reserve, &notify, &a.CreatedAt)
+		Scan(&a.ID, &a.Email, &cap, &reserve, &notify, &a.GoldRate, &a.CreatedAt)
 	a.ReservationLength = time.Duration(reserve) * time.Second
 	if notify.Valid {
 		n := time.Duration(notify.Int64) * time.Minute

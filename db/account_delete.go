@@ -28,6 +28,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"calibration drifts", `DELETE FROM calibration_drifts WHERE account_id = ?`},
 	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"demo verdicts", `DELETE FROM demo_verdicts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
+	{"gold tasks", `DELETE FROM gold_tasks WHERE account_id = ?`},
 	{"review slots", `DELETE FROM review_slots WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"task bodies", `DELETE FROM task_bodies WHERE id IN (SELECT id FROM task_states WHERE account_id = ?)`},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"strings"
@@ -77,6 +78,10 @@ type Options struct {
 	// tokens) at rest (secrets.go); nil keeps webhook secrets in
 	// plaintext, as before ARBITER_SECRET_KEY, and refuses Slack.
 	Secrets *secretbox.Keyring
+	// GoldDraw is the random source of the desk's gold rate
+	// (arbiter.GoldFirst): uniform in [0, 1), default math/rand/v2's
+	// Float64; tests make it deterministic.
+	GoldDraw func() float64
 }
 
 // DB is an open store. Its methods implement the root package's services;
@@ -94,6 +99,8 @@ type DB struct {
 	// writeGate gives the SQLite store's connections turns to write
 	// (db/internal/sqlitegate); nil on Postgres.
 	writeGate *sqlitegate.Gate
+	// goldDraw is Options.GoldDraw with its default.
+	goldDraw func() float64
 	// writes counts failed writes for Health.
 	writes writeHealth
 	// health shares and keeps Health's look at the store.
@@ -183,7 +190,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: newWakeup(),
 		slackWake:      newWakeup(),
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
-		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets}
+		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets, goldDraw: opts.GoldDraw}
+	if d.goldDraw == nil {
+		d.goldDraw = rand.Float64
+	}
 	d.watchers.created = make(chan struct{}, 1)
 	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {

@@ -318,6 +318,16 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			decided, queued, err = d.castVote(ctx, tx, insert, accountID, taskID, dec, a)
 			return err
 		}
+		// A gold task completes with its gold verdict; the reviewer's
+		// answer is their attempt, and labels no calibration pair.
+		gold, err := d.goldOf(ctx, tx, taskID)
+		if err != nil {
+			return err
+		}
+		final := *a.Verdict
+		if gold != "" {
+			final = gold
+		}
 		// A reviewer decides only a task nobody else holds: their own
 		// reservation, or one that ran out and nobody took over.
 		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
@@ -325,7 +335,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
 			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
 			RETURNING `+updatedColumns)),
-			arbiter.StatusCompleted, *a.Verdict, a.Tier, *a.Confidence, int64(now),
+			arbiter.StatusCompleted, final, a.Tier, *a.Confidence, int64(now),
 			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
 		if err != nil {
 			return fmt.Errorf("decide task: %w", err)
@@ -360,13 +370,15 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
 			return err
 		}
-		if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
-			return err
+		if gold == "" {
+			if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
+				return err
+			}
 		}
 		if queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated)); err != nil {
 			return err
 		}
-		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, a.Verdict, &a.Tier, a.Confidence, &now
+		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now
 		t.Attempts = append(t.Attempts, a)
 		decided = t
 		return nil

@@ -186,14 +186,28 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		lock := d.sqlSkipLockedOfT()
 		// First the view's first task the session did not skip (with the
 		// whole queue oldest first, one step of the human queue's index at
-		// a time); then the skipped ones, in the order they were skipped (a
-		// session skips few).
+		// a time), gold or not as the account's gold rate draws, then the
+		// other side; then the skipped ones, in the order they were skipped
+		// (a session skips few).
 		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, personID, personID, sessionID)
+		unskipped := func(from, account, gold string) string {
+			return `SELECT t.id FROM ` + from + `
+				WHERE ` + account + ` = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
+				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)` + gold + `
+				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock
+		}
+		// The gold pick walks the account's gold tasks, few, not the queue.
+		rest := unskipped(`task_states t`, `t.account_id`, goldNormal)
+		gold := unskipped(`gold_tasks g JOIN task_states t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
+		first, second := rest, gold
+		if goldFirst, err := d.goldFirst(ctx, tx, accountID); err != nil {
+			return err
+		} else if goldFirst {
+			first, second = gold, rest
+		}
 		for _, pick := range []string{
-			`SELECT t.id FROM task_states t
-				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
-				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)
-				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock,
+			first,
+			second,
 			`SELECT t.id FROM session_skips k JOIN task_states t ON t.id = k.task_id
 				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + ` AND k.session_id = ?
 				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,

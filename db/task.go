@@ -94,10 +94,11 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
 	}
-	// A create asking for reviews, reminders or escalation goes the
+	// A create asking for reviews, reminders, escalation or gold goes the
 	// batch's way, whose transaction stores them with the task
-	// (storeReviews, storeAlerts).
-	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil || !creates[0].task.Alerts.IsZero() {
+	// (storeReviews, storeAlerts, storeGold).
+	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil || !creates[0].task.Alerts.IsZero() ||
+		creates[0].gold != "" {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -180,6 +181,8 @@ type newCreate struct {
 	notify string
 	// display is the task's display hint as JSON; "" for none.
 	display string
+	// gold is the create's gold verdict (gold.go); "" for none.
+	gold string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -227,6 +230,7 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 		verdicts:    string(verdicts),
 		callbackURL: in.CallbackURL,
 		notify:      strings.Join(in.Notify, ","),
+		gold:        in.GoldVerdict,
 	}
 	c.task.OnExpiry = in.OnExpiry
 	if o, ok := onExpiryColumn(in.OnExpiry).(string); ok {

@@ -69,6 +69,7 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 	now := creates[0].task.CreatedAt
 	day := int64(now) / msPerDay
 	out := make([]arbiter.TaskCreated, len(creates))
+	var queued bool
 	stmts, err := d.batchStmts(ctx)
 	if err != nil {
 		return nil, err
@@ -134,11 +135,17 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 			if err := d.storeAlerts(ctx, tx, admitted); err != nil {
 				return err
 			}
+			if queued, err = d.storeGold(ctx, tx, admitted); err != nil {
+				return err
+			}
 		}
 		return d.readReplays(ctx, tx, accountID, replays, out)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if queued {
+		d.webhooksQueued()
 	}
 	return out, nil
 }

@@ -43,7 +43,13 @@ func AgreementGet(agreement arbiter.AgreementService, now arbiter.Clock) http.Ha
 			Error(w, r, err)
 			return
 		}
+		answers, err := agreement.ListGoldAnswers(r.Context(), arbiter.AccountIDFromContext(r.Context()), since)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
 		report := arbiter.TeamAgreement(tasks)
+		report.AddGold(answers)
 		if report.Reviewers == nil {
 			report.Reviewers = []arbiter.ReviewerAgreement{}
 		}

@@ -27,7 +27,8 @@ func settingsView(r *http.Request, accounts arbiter.AccountService) (dashboard.S
 	if err != nil {
 		return dashboard.SettingsView{}, err
 	}
-	v := dashboard.SettingsView{AccountName: a.Email, ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes()))}
+	v := dashboard.SettingsView{AccountName: a.Email, ReservationMinutes: strconv.Itoa(int(a.ReservationLength.Minutes())),
+		GoldPercent: strconv.FormatFloat(a.GoldRate*100, 'f', -1, 64)}
 	if a.NotifyAfter != nil {
 		v.NotifyMinutes = strconv.Itoa(int(a.NotifyAfter.Minutes()))
 	}

@@ -11,8 +11,15 @@ import (
 // attempts and context. Another account's task is 404, as in the API.
 func DashboardTask(tasks arbiter.TaskService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		task, err := tasks.FindTaskByID(r.Context(), arbiter.AccountIDFromContext(r.Context()), r.PathValue("id"))
+		accountID := arbiter.AccountIDFromContext(r.Context())
+		task, err := tasks.FindTaskByID(r.Context(), accountID, r.PathValue("id"))
 		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		// The page is the owners' and admins' (ActionViewTasks): they see
+		// a gold task's verdict, which reviewers never do.
+		if err := withGold(r.Context(), tasks, accountID, task); err != nil {
 			Error(w, r, err)
 			return
 		}

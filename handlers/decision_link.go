@@ -47,8 +47,10 @@ func DecisionLinkUse(links arbiter.DecisionLinkService) http.Handler {
 		switch {
 		case err == nil:
 			v.Decided = true
-			if t.FinalVerdict != nil {
-				v.Verdict = *t.FinalVerdict
+			// The reviewer's own answer: a gold task's final verdict is
+			// not theirs to see.
+			if verdict := t.OutcomeForReviewers(); verdict != nil {
+				v.Verdict = *verdict
 			}
 			Render(w, r, http.StatusOK, review.DecisionLink(PageOf(r, "Decided", ""), v))
 		case isDecisionLinkError(err):

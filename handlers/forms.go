@@ -53,12 +53,13 @@ var errReservationMinutes = arbiter.Errorf(arbiter.EINVALID, "A reservation last
 // settingsForm is the settings page's form, as typed: the reservation
 // length and the wait before mailing reviewers ("" for never), in minutes.
 type settingsForm struct {
-	ReservationMinutes, NotifyMinutes string
+	ReservationMinutes, NotifyMinutes, GoldPercent string
 }
 
 // readSettingsForm reads the settings page's form.
 func readSettingsForm(r *http.Request) settingsForm {
-	return settingsForm{ReservationMinutes: r.PostFormValue("reservation_minutes"), NotifyMinutes: r.PostFormValue("notify_minutes")}
+	return settingsForm{ReservationMinutes: r.PostFormValue("reservation_minutes"), NotifyMinutes: r.PostFormValue("notify_minutes"),
+		GoldPercent: r.PostFormValue("gold_percent")}
 }
 
 // durations returns the reservation length and the wait before mailing

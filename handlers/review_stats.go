@@ -45,7 +45,13 @@ func ReviewStats(stats arbiter.StatsService, agreement arbiter.AgreementService,
 				Error(w, r, err)
 				return
 			}
+			answers, err := agreement.ListGoldAnswers(r.Context(), s.AccountID, arbiter.TimestampOf(now().Add(-length)))
+			if err != nil {
+				Error(w, r, err)
+				return
+			}
 			report := arbiter.TeamAgreement(tasks)
+			report.AddGold(answers)
 			v.Agreement = &report
 		}
 		for _, w := range arbiter.StatsWindows {

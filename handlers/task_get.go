@@ -53,7 +53,8 @@ func (a *answerSlots) take(ctx context.Context) bool {
 func (a *answerSlots) give() { <-a.slots }
 
 // TaskGet handles GET /v1/tasks/{id}: the account's task, or 404 for an id
-// that is unknown, malformed or another account's.
+// that is unknown, malformed or another account's. A gold task's answer
+// carries its gold_verdict: this is the account's own read.
 //
 // With ?wait=N (whole seconds, 0 to 60) it answers as soon as the task is
 // in a final state, or after N seconds with the task as it is then, and at
@@ -101,6 +102,10 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		}
 		if task == nil {
 			return // the caller left while waiting
+		}
+		if err := withGold(r.Context(), tasks, accountID, task); err != nil {
+			Error(w, r, err)
+			return
 		}
 		if wait > 0 {
 			status, body := offStack(func() (int, []byte) { return encodeJSON(http.StatusOK, task) })

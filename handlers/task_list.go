@@ -8,7 +8,7 @@ import (
 
 // TaskList handles GET /v1/tasks: one page of the account's tasks, newest
 // first, filtered by the query (see arbiter.ParseTaskListQuery), as
-// {"tasks": [...], "has_more": bool}.
+// {"tasks": [...], "has_more": bool}, with each gold task's gold_verdict.
 func TaskList(tasks arbiter.TaskService) http.Handler {
 	type response struct {
 		Tasks   []*arbiter.Task `json:"tasks"`
@@ -20,8 +20,13 @@ func TaskList(tasks arbiter.TaskService) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		page, err := tasks.ListTasks(r.Context(), arbiter.AccountIDFromContext(r.Context()), f)
+		accountID := arbiter.AccountIDFromContext(r.Context())
+		page, err := tasks.ListTasks(r.Context(), accountID, f)
 		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		if err := withGold(r.Context(), tasks, accountID, page.Tasks...); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -161,7 +161,7 @@ func OutcomeLine(t *arbiter.Task) string {
 		if t.CompletedAt != nil {
 			when = ", " + slackDate(*t.CompletedAt)
 		}
-		return "✅ " + escape(*t.FinalVerdict) + " — " + by + when
+		return "✅ " + escape(*t.OutcomeForReviewers()) + " — " + by + when
 	}
 	return "⏳ Waiting for a decision"
 }

@@ -165,6 +165,9 @@ type SettingsView struct {
 	// NotifyMinutes is after how many minutes of waiting reviewers are
 	// e-mailed, as shown or typed; "" for never.
 	NotifyMinutes string
+	// GoldPercent is how often the desk serves a waiting gold task first,
+	// a percentage as shown or typed.
+	GoldPercent string
 	// Error says why the form was refused; Saved confirms it was not.
 	Error string
 	Saved bool

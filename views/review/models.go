@@ -251,3 +251,12 @@ func Rate(s arbiter.ReviewerStats) string {
 	}
 	return strconv.Itoa(int(r*100+0.5)) + "% (" + strconv.Itoa(s.Disagreements) + " of " + strconv.Itoa(s.Compared) + ")"
 }
+
+// goldLine writes a reviewer's accuracy on gold tasks: "3 of 4 (75%)",
+// "—" when they answered none.
+func goldLine(r arbiter.ReviewerAgreement) string {
+	if r.GoldAnswered == 0 {
+		return "—"
+	}
+	return strconv.Itoa(r.GoldCorrect) + " of " + strconv.Itoa(r.GoldAnswered) + " (" + Share(r.GoldAccuracy) + ")"
+}

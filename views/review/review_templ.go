@@ -1118,7 +1118,7 @@ func TaskDesk(v TaskView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = components.Alert("info", "This task was already decided by "+v.Task.DecidedBy()+": "+deref(v.Task.FinalVerdict, "")+".").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Alert("info", "This task was already decided by "+v.Task.DecidedBy()+": "+deref(v.Task.OutcomeForReviewers(), "")+".").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

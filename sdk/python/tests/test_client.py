@@ -100,6 +100,18 @@ def test_wait_returns_when_a_person_decides(arbiter: Arbiter, reviewer: Reviewer
     assert done.attempts[-1].reviewer == reviewer.email
 
 
+def test_a_gold_task_goes_to_a_person_and_completes_with_its_gold_verdict(arbiter: Arbiter, reviewer: Reviewer) -> None:
+    task = arbiter.create_task("Ship the order to a new address?", ["ship", "hold"], gold_verdict="hold")
+    assert task.status == arbiterhq.HUMAN_NEEDED
+    assert arbiter.get_task(task.id).gold_verdict == "hold"
+    with pytest.raises(arbiterhq.BadRequest):
+        arbiter.create_task("Ship?", ["ship", "hold"], gold_verdict="maybe")
+    reviewer.decide(task.id, "ship", "Looks fine.")
+    done = arbiter.wait_task(task.id, timeout=30)
+    assert (done.final_verdict, done.final_tier) == ("hold", arbiterhq.TIER_HUMAN)
+    assert done.attempts[-1].verdict == "ship"
+
+
 def test_wait_timeout_carries_the_last_read(arbiter: Arbiter) -> None:
     task = arbiter.create_task("Nobody is looking?", ["yes", "no"])
     with pytest.raises(arbiterhq.WaitTimeout) as e:

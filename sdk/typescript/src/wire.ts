@@ -295,7 +295,7 @@ export interface paths {
         };
         /**
          * The reviewers' agreement report
-         * @description How much the account's reviewers agree, over its tasks that asked several votes (reviews_required above 1) and were decided in the window: per reviewer, votes and agreement with the consensus and with the agent; for the team, raw pairwise agreement, Cohen's κ and Gwet's AC1 of each task's first two votes (first_two, the two votes as two raters), and Krippendorff's α (nominal, any number of reviewers per task). At most the latest 10,000 tasks are read.
+         * @description How much the account's reviewers agree, over its tasks that asked several votes (reviews_required above 1) and were decided in the window: per reviewer, votes and agreement with the consensus and with the agent; for the team, raw pairwise agreement, Cohen's κ and Gwet's AC1 of each task's first two votes (first_two, the two votes as two raters), and Krippendorff's α (nominal, any number of reviewers per task). Each reviewer's line also counts their answers to gold tasks (gold_verdict) decided in the window and how many named the gold verdict; gold answers take no part in the team's figures. At most the latest 10,000 tasks are read.
          */
         get: operations["getAgreement"];
         put?: never;
@@ -606,6 +606,8 @@ export interface components {
             reminders?: components["schemas"]["Reminders"];
             /** @description Escalation rungs (see Escalation); its task type's policy's when left out, none when []. Shares of the deadline need a deadline. */
             escalation?: components["schemas"]["Escalation"];
+            /** @description Makes the task a gold task: the answer the account already knows, one of allowed_verdicts (anything else is refused with 400 and nothing is created). A gold task goes straight to people (the agent never decides it), is served on the desk at the account's gold rate, looks to its reviewer like any other task, and completes with this verdict (final_tier human); the reviewer's answer is their attempt and counts toward their gold accuracy in GET /v1/agreement. Only GET /v1/tasks/{id} and GET /v1/tasks return it; never a webhook, Slack or a reviewer's page. Not with reviews_required above 1. */
+            gold_verdict?: string;
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -807,6 +809,8 @@ export interface components {
             display?: components["schemas"]["Display"];
             review?: components["schemas"]["ReviewRequirement"];
             escalation?: components["schemas"]["TaskEscalation"];
+            /** @description The create's gold_verdict, on a gold task only, and only in the account's own reads (GET /v1/tasks/{id}, GET /v1/tasks); absent everywhere else, webhooks included. */
+            gold_verdict?: string;
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -1645,8 +1649,23 @@ export interface components {
              * @description The share of those votes that named the agent's verdict; null without any.
              */
             with_agent: number | null;
+            /**
+             * Format: int32
+             * @description Gold tasks the reviewer answered (decided in the report's window).
+             */
+            gold_answered: number;
+            /**
+             * Format: int32
+             * @description Those answered with the gold verdict.
+             */
+            gold_correct: number;
+            /**
+             * Format: double
+             * @description gold_correct over gold_answered; null without any. Gold answers take no part in consensus or the team's agreement.
+             */
+            gold_accuracy: number | null;
         };
-        /** @description How much the account's reviewers agree on the decided tasks that asked several votes. A figure is null where it is undefined. */
+        /** @description How much the account's reviewers agree on the decided tasks that asked several votes, and each reviewer's accuracy on gold tasks. A figure is null where it is undefined. */
         AgreementReport: {
             /**
              * Format: int32
@@ -4312,14 +4331,20 @@ export interface operations {
                      *           "votes": 2,
                      *           "with_consensus": 0.5,
                      *           "agent_votes": 0,
-                     *           "with_agent": null
+                     *           "with_agent": null,
+                     *           "gold_answered": 0,
+                     *           "gold_correct": 0,
+                     *           "gold_accuracy": null
                      *         },
                      *         {
                      *           "email": "bob@example.com",
                      *           "votes": 2,
                      *           "with_consensus": 1,
                      *           "agent_votes": 0,
-                     *           "with_agent": null
+                     *           "with_agent": null,
+                     *           "gold_answered": 4,
+                     *           "gold_correct": 3,
+                     *           "gold_accuracy": 0.75
                      *         }
                      *       ]
                      *     }

@@ -120,6 +120,17 @@ describe("Arbiter", () => {
     assert.equal(rationaleOf(done), "The address changed an hour ago.");
   });
 
+  it("sends a gold task to a person and completes it with its gold verdict", async () => {
+    const task = await arbiter.createTask({ prompt: "Ship to a new address?", allowed_verdicts: ["ship", "hold"], gold_verdict: "hold" });
+    assert.equal(task.status, "human_needed");
+    assert.equal((await arbiter.getTask(task.id)).gold_verdict, "hold");
+    await reviewer.decide(task.id, "ship", "Looks fine.");
+    const done = await arbiter.waitTask(task.id, { timeoutMs: 60_000 });
+    assert.equal(done.final_verdict, "hold");
+    assert.equal(done.final_tier, "human");
+    assert.equal(done.attempts.at(-1)?.verdict, "ship");
+  });
+
   it("gives up waiting with the last task read", async () => {
     const task = await arbiter.createTask({ prompt: "Nobody looks?", allowed_verdicts: ["yes"] });
     await assert.rejects(arbiter.waitTask(task.id, { timeoutMs: 1500 }), (e: unknown) => e instanceof WaitTimeout && e.task?.id === task.id);

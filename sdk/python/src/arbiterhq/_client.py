@@ -95,18 +95,22 @@ class Arbiter:
         on_expiry_fallback: Optional[str] = None,
         reminders: Optional[Sequence[str]] = None,
         escalation: Optional[Sequence[Mapping[str, str]]] = None,
+        gold_verdict: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """Creates a task and returns it. With ``idempotency_key`` a repeat
         of the same create returns the task that key made. ``reminders``
         (["15m", "50%"]) and ``escalation`` ([{"after": "30m", "to":
-        "role:admin"}]) left as None take the task type's policy's."""
+        "role:admin"}]) left as None take the task type's policy's.
+        ``gold_verdict`` (one of ``allowed_verdicts``) makes it a gold task:
+        people decide it without being told, and their answers measure their
+        accuracy."""
         body = _core.task_body(
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
-            reminders=reminders, escalation=escalation,
+            reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
         )
         key = idempotency_key or _core.new_idempotency_key()
         return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
@@ -282,6 +286,7 @@ class AsyncArbiter:
         on_expiry_fallback: Optional[str] = None,
         reminders: Optional[Sequence[str]] = None,
         escalation: Optional[Sequence[Mapping[str, str]]] = None,
+        gold_verdict: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """See Arbiter.create_task."""
@@ -290,7 +295,7 @@ class AsyncArbiter:
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
-            reminders=reminders, escalation=escalation,
+            reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
         )
         key = idempotency_key or _core.new_idempotency_key()
         data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))

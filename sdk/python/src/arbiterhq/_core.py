@@ -199,6 +199,7 @@ def task_body(
     on_expiry_fallback: Optional[str] = None,
     reminders: Optional[Sequence[str]] = None,
     escalation: Optional[Sequence[Mapping[str, str]]] = None,
+    gold_verdict: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The JSON of a task create; fields left as None are left out, so the
     server applies the task type's policy, or its defaults."""
@@ -219,6 +220,7 @@ def task_body(
         "on_expiry_fallback": on_expiry_fallback,
         "reminders": None if reminders is None else list(reminders),
         "escalation": None if escalation is None else [dict(r) for r in escalation],
+        "gold_verdict": gold_verdict,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

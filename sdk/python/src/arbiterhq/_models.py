@@ -38,7 +38,7 @@ _TASK_FIELDS: FrozenSet[str] = frozenset(
     {"id", "status", "task_type", "source", "touchpoint", "prompt",
      "allowed_verdicts", "confidence_threshold", "final_verdict",
      "final_tier", "final_confidence", "created_at", "completed_at",
-     "deadline_at", "expired_at", "attempts"}
+     "deadline_at", "expired_at", "attempts", "gold_verdict"}
 )
 
 
@@ -103,6 +103,9 @@ class Task:
     expired_at: Optional[float]
     attempts: List[Attempt]
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: A gold task's known answer; only the account's own reads
+    #: (get_task, list_tasks) carry it, None elsewhere.
+    gold_verdict: Optional[str] = None
 
     @property
     def final(self) -> bool:
@@ -141,6 +144,7 @@ class Task:
             expired_at=_opt_float(d.get("expired_at")),
             attempts=[Attempt.from_dict(a) for a in d.get("attempts") or []],
             extra=_extra(d, _TASK_FIELDS),
+            gold_verdict=_opt_str(d.get("gold_verdict")),
         )
 
 
