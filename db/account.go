@@ -78,20 +78,8 @@ func (d *DB) SetReservationLength(ctx context.Context, accountID string, length 
 	if err := arbiter.CheckReservation(length); err != nil {
 		return err
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
-		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
-			return err
-		}
-		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET reservation_seconds = ? WHERE id = ?`),
-			int64(length/time.Second), accountID); err != nil {
-			return fmt.Errorf("set reservation length: %w", err)
-		}
-		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by,
-			fmt.Sprintf("reservations last %d minutes", int(length.Minutes()))))
-	})
+	return d.setSetting(ctx, accountID, by, "reservation_seconds", int64(length/time.Second),
+		fmt.Sprintf("reservations last %d minutes", int(length.Minutes())))
 }
 
 // SetNotifyAfter sets after how long a wait the account's reviewers are
@@ -108,18 +96,7 @@ func (d *DB) SetNotifyAfter(ctx context.Context, accountID string, after *time.D
 		minutes = int64(*after / time.Minute)
 		detail = fmt.Sprintf("reviewers are e-mailed after a task waited %d minutes", minutes)
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
-		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
-			return err
-		}
-		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET notify_after_minutes = ? WHERE id = ?`), minutes, accountID); err != nil {
-			return fmt.Errorf("set notify after: %w", err)
-		}
-		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by, detail))
-	})
+	return d.setSetting(ctx, accountID, by, "notify_after_minutes", minutes, detail)
 }
 
 // SetGoldRate sets how often the desk serves a waiting gold task first
@@ -130,6 +107,12 @@ func (d *DB) SetGoldRate(ctx context.Context, accountID string, rate float64, by
 	if err := arbiter.CheckGoldRate(rate); err != nil {
 		return err
 	}
+	return d.setSetting(ctx, accountID, by, "gold_rate", rate, fmt.Sprintf("gold tasks are served first at %g%%", rate*100))
+}
+
+// setSetting sets the account's column to value, when the actor may
+// manage the account's settings, and audits the change as detail.
+func (d *DB) setSetting(ctx context.Context, accountID string, by arbiter.Actor, column string, value any, detail string) error {
 	return d.transact(ctx, func(tx *sqlx.Tx) error {
 		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
 			return err
@@ -137,11 +120,10 @@ func (d *DB) SetGoldRate(ctx context.Context, accountID string, rate float64, by
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET gold_rate = ? WHERE id = ?`), rate, accountID); err != nil {
-			return fmt.Errorf("set gold rate: %w", err)
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE accounts SET `+column+` = ? WHERE id = ?`), value, accountID); err != nil {
+			return fmt.Errorf("set %s: %w", column, err)
 		}
-		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by,
-			fmt.Sprintf("gold tasks are served first at %g%%", rate*100)))
+		return d.insertAuditEvent(ctx, tx, memberAuditEvent(accountID, arbiter.AuditSettingsChanged, by, detail))
 	})
 }
 

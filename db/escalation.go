@@ -188,20 +188,9 @@ func (d *DB) enqueueSlackReminders(ctx context.Context, tx *sqlx.Tx, tasks []ale
 	for _, t := range tasks {
 		accountIDs = append(accountIDs, t.AccountID)
 	}
-	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
+	channels, err := d.slackChannels(ctx, tx, accountIDs)
 	if err != nil {
 		return false, err
-	}
-	var conns []struct {
-		AccountID string `db:"account_id"`
-		Channel   string `db:"default_channel"`
-	}
-	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
-		return false, fmt.Errorf("find Slack connections: %w", err)
-	}
-	channels := map[string]string{}
-	for _, c := range conns {
-		channels[c.AccountID] = c.Channel
 	}
 	var msgs []*arbiter.SlackMessage
 	for _, t := range tasks {

@@ -190,23 +190,9 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) 
 	if len(accountIDs) == 0 {
 		return false, nil
 	}
-	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
-	if err != nil {
+	channels, err := d.slackChannels(ctx, tx, accountIDs)
+	if err != nil || len(channels) == 0 {
 		return false, err
-	}
-	var conns []struct {
-		AccountID string `db:"account_id"`
-		Channel   string `db:"default_channel"`
-	}
-	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
-		return false, fmt.Errorf("find Slack connections: %w", err)
-	}
-	if len(conns) == 0 {
-		return false, nil
-	}
-	channels := make(map[string]string, len(conns))
-	for _, c := range conns {
-		channels[c.AccountID] = c.Channel
 	}
 	var ended []any
 	for _, ev := range events {
@@ -467,4 +453,25 @@ func (d *DB) FindMemberByEmail(ctx context.Context, accountID, email string) (_ 
 		return nil, notFound(err, "Nobody in this account signs in with that address.")
 	}
 	return &m, nil
+}
+
+// slackChannels returns, by account, the default channel of each account
+// of accountIDs that has Slack connected.
+func (d *DB) slackChannels(ctx context.Context, tx *sqlx.Tx, accountIDs []any) (map[string]string, error) {
+	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
+	if err != nil {
+		return nil, err
+	}
+	var conns []struct {
+		AccountID string `db:"account_id"`
+		Channel   string `db:"default_channel"`
+	}
+	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
+		return nil, fmt.Errorf("find Slack connections: %w", err)
+	}
+	channels := make(map[string]string, len(conns))
+	for _, c := range conns {
+		channels[c.AccountID] = c.Channel
+	}
+	return channels, nil
 }
