@@ -25,13 +25,13 @@ var _ arbiter.AlertService = (*DB)(nil)
 // meanwhile is left alone.
 
 // dueAlertsSQL selects up to ? tasks waiting for a person whose next step
-// may be due by ? (the store's clock), earliest first. The partial index
-// tasks_alert_due holds exactly these tasks in alert_at order, so the
-// statement reads what it returns. On Postgres it locks them, skipping
+// may be due by now (an SQL expression: ? for the store's clock),
+// earliest first. The partial index tasks_alert_due holds exactly these
+// tasks in alert_at order, so the statement reads what it returns. On Postgres it locks them, skipping
 // those another sweep holds.
-func (d *DB) dueAlertsSQL() string {
+func (d *DB) dueAlertsSQL(now string) string {
 	return d.rebind(`SELECT id FROM task_states
-		WHERE alert_at IS NOT NULL AND status = '` + arbiter.StatusHumanNeeded + `' AND alert_at <= ?
+		WHERE alert_at IS NOT NULL AND status = '` + arbiter.StatusHumanNeeded + `' AND alert_at <= ` + now + `
 		ORDER BY alert_at LIMIT ? ` + d.sqlSkipLocked())
 }
 
@@ -67,7 +67,7 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		taken, mails, queued = 0, nil, false
 		var ids []string
-		if err := tx.SelectContext(ctx, &ids, d.dueAlertsSQL(), int64(now), max); err != nil {
+		if err := tx.SelectContext(ctx, &ids, d.dueAlertsSQL("?"), int64(now), max); err != nil {
 			return fmt.Errorf("find due alerts: %w", err)
 		} else if len(ids) == 0 {
 			return nil

@@ -325,5 +325,5 @@ func (d *DB) ExplainDecideDueTasks(ctx context.Context) (string, error) {
 // ExplainFireDueAlerts returns the store's plan of the statement that
 // finds the tasks whose next reminder or rung may be due.
 func (d *DB) ExplainFireDueAlerts(ctx context.Context) (string, error) {
-	return d.explain(ctx, d.dueAlertsSQL(), int64(d.nowMS()), 100)
+	return d.explain(ctx, d.dueAlertsSQL("?"), int64(d.nowMS()), 100)
 }

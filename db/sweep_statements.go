@@ -8,11 +8,13 @@ package db
 type SweepStatement struct{ Name, SQL string }
 
 // SweepStatements returns the statements of the deadline sweep
-// (ExpireTasks) that find its due tasks, in the order it runs them. A new
-// sweep adds its own here.
+// (ExpireTasks) and the reminders and escalation sweep (FireDueAlerts)
+// that find their due tasks, in the order they run them. A new sweep adds
+// its own here.
 func (d *DB) SweepStatements() []SweepStatement {
 	return []SweepStatement{
 		{Name: "due outcomes", SQL: d.dueOutcomesSQL()},
 		{Name: "expire", SQL: d.rebind(d.expireTasksSQL())},
+		{Name: "due alerts", SQL: d.dueAlertsSQL(d.sqlNowMS())},
 	}
 }

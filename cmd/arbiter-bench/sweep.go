@@ -45,6 +45,10 @@ var sweeps = []sweepCase{
 		ids, err := s.ExpireTasks(ctx, max)
 		return len(ids), err
 	}},
+	{"alerts", func(ctx context.Context, s *db.DB, max int) (int, error) {
+		n, _, err := s.FireDueAlerts(ctx, max)
+		return n, err
+	}},
 }
 
 // sweepOnce runs one sweep as the worker does: batches of sweepBatch until
