@@ -32,18 +32,42 @@ func (d *DB) dueOutcomesSQL() string {
 // decision that committed first (a person's, an agent's) stands and the
 // sweep leaves the task alone.
 func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queued bool, err error) {
+	for max > 0 {
+		n := min(max, outcomeChunk)
+		decided, chunkQueued, found, err := d.decideDueChunk(ctx, n)
+		final, queued = append(final, decided...), queued || chunkQueued
+		if err != nil {
+			return final, queued, err
+		} else if found < n {
+			break
+		}
+		max -= n
+	}
+	return final, queued, nil
+}
+
+// outcomeChunk bounds the tasks one transaction of decideDueTasks decides:
+// each costs a read and two statements, so a sweep's batch of 500 would
+// hold its locks (and, on SQLite, the write lock) long enough to run into
+// the store's statement limit on a loaded machine.
+const outcomeChunk = 100
+
+// decideDueChunk is one transaction of decideDueTasks: it decides up to
+// max due tasks and also returns how many it found due.
+func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, queued bool, found int, err error) {
 	insert, err := d.stmt(ctx, insertAttemptSQL)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		final, queued = nil, false
+		final, queued, found = nil, false, 0
 		var ids []string
 		if err := tx.SelectContext(ctx, &ids, d.dueOutcomesSQL(), max); err != nil {
 			return fmt.Errorf("find due outcomes: %w", err)
 		} else if len(ids) == 0 {
 			return nil
 		}
+		found = len(ids)
 		query, args, err := sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, ids)
 		if err != nil {
 			return err
@@ -98,9 +122,9 @@ func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queue
 		return err
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	return final, queued, nil
+	return final, queued, found, nil
 }
 
 // completeByFallback completes the task, unless it is final already, as

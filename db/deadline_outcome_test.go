@@ -458,3 +458,47 @@ func TestQueueService_DecideDueTasksUsesTheIndex(t *testing.T) {
 		}
 	})
 }
+
+// A sweep's batch is decided a chunk of tasks per transaction: the batch
+// still takes every due task up to its max, no more, each once.
+func TestQueueService_ExpireTasks_OutcomesInChunks(t *testing.T) {
+	t.Parallel()
+	opts := db.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Minute) }}
+	dbtest.Each(t, opts, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		const n = 230
+		var ins []arbiter.TaskCreate
+		for i := range n {
+			ins = append(ins, withOutcome(fmt.Sprint(i), arbiter.OnExpiry{Outcome: "verdict:approve"}))
+		}
+		for i := 0; i < n; i += arbiter.MaxBatchTasks {
+			if _, err := d.CreateTasks(ctx, acct.ID, ins[i:min(n, i+arbiter.MaxBatchTasks)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[string]int{}
+		for _, max := range []int{150, 500, 500} {
+			ids, err := d.ExpireTasks(ctx, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(max, n-len(seen)); len(ids) != want {
+				t.Fatalf("a sweep of at most %d took %d tasks, want %d", max, len(ids), want)
+			}
+			for _, id := range ids {
+				seen[id]++
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d tasks decided, want %d", len(seen), n)
+		}
+		for id, times := range seen {
+			if times != 1 {
+				t.Errorf("task %s swept %d times", id, times)
+			}
+			if task, err := d.FindTaskByID(ctx, acct.ID, id); err != nil || task.FinalTier == nil || *task.FinalTier != arbiter.TierFallback {
+				t.Fatalf("task %s: %+v, %v; want completed by the fallback", id, task, err)
+			}
+		}
+	})
+}
