@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,10 +36,11 @@ type rawMCP interface {
 var initializeParams = map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 	"clientInfo": map[string]any{"name": "arbiter-test", "version": "v0.0.1"}}
 
-// httpMCP posts each request to /v1/mcp with a key.
+// httpMCP posts each request to /v1/mcp with a key; calls may come from
+// several goroutines at once.
 type httpMCP struct {
 	base, key string
-	id        int
+	id        atomic.Int64
 }
 
 func (h *httpMCP) initialize(t *testing.T) rpcAnswer {
@@ -47,8 +49,7 @@ func (h *httpMCP) initialize(t *testing.T) rpcAnswer {
 
 func (h *httpMCP) call(t *testing.T, method string, params any) rpcAnswer {
 	t.Helper()
-	h.id++
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": h.id, "method": method, "params": params})
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": h.id.Add(1), "method": method, "params": params})
 	if err != nil {
 		t.Fatal(err)
 	}
