@@ -85,7 +85,7 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 		}
 		var (
 			events   []taskEvent
-			reminded []alertTask
+			reposted []alertTask
 			members  = map[string][]*arbiter.Membership{}
 		)
 		for _, t := range tasks {
@@ -132,9 +132,10 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 			if o, err := parseOnExpiry(t.OnExpiry); err == nil {
 				mail.Outcome = (&arbiter.Task{DeadlineAt: deadline, OnExpiry: o}).ExpiryOutcome()
 			}
+			// Each step, reminder or rung, also asks in Slack again.
+			reposted = append(reposted, t)
 			var to []string
 			if fire.Rung == 0 {
-				reminded = append(reminded, t)
 				for _, m := range members[t.AccountID] {
 					if arbiter.Can(m.Role, arbiter.ActionReview) {
 						to = append(to, m.Email)
@@ -164,7 +165,7 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 		if queued, err = d.enqueueTaskEvents(ctx, tx, events); err != nil {
 			return err
 		}
-		slack, err := d.enqueueSlackReminders(ctx, tx, reminded)
+		slack, err := d.enqueueSlackReposts(ctx, tx, reposted)
 		queued = queued || slack
 		return err
 	})
@@ -177,10 +178,11 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 	return taken, mails, nil
 }
 
-// enqueueSlackReminders writes, in tx, the task's question again to the
+// enqueueSlackReposts writes, in tx, the task's question again to the
 // Slack channels it went to (its own notify list, else the account's
-// channel) for each reminded task whose account has Slack connected.
-func (d *DB) enqueueSlackReminders(ctx context.Context, tx *sqlx.Tx, tasks []alertTask) (bool, error) {
+// channel) for each reminded or escalated task whose account has Slack
+// connected; an escalated task's question says whom it went to.
+func (d *DB) enqueueSlackReposts(ctx context.Context, tx *sqlx.Tx, tasks []alertTask) (bool, error) {
 	if len(tasks) == 0 {
 		return false, nil
 	}

@@ -36,7 +36,7 @@ func toHumanAll(t *testing.T, d *db.DB) {
 // escalation takes its policy's, which the task keeps when the policy
 // changes; a reminder mails the account's reviewers and posts the task's
 // question to Slack again through the outbox; a rung marks the task
-// escalated and posts nothing.
+// escalated and posts the question again too.
 func TestAlertService_PolicyValuesAndSlack(t *testing.T) {
 	t.Parallel()
 	key, err := secretbox.Parse(secretbox.NewKey())
@@ -139,8 +139,8 @@ func TestAlertService_PolicyValuesAndSlack(t *testing.T) {
 		if len(mails) != 1 || mails[0].Kind != arbiter.AlertEscalation || mails[0].Escalation == nil || mails[0].Escalation.Rung != 1 {
 			t.Fatalf("the rung: %+v", mails)
 		}
-		if got := posts(); len(got) != 0 {
-			t.Errorf("the rung posted %v", got)
+		if got := posts(); fmt.Sprint(got) != fmt.Sprint(map[string]int{byPolicy.ID: 1}) {
+			t.Errorf("the rung posted %v, want the task's question again", got)
 		}
 		got := mustFind(t, d, acct.ID, byPolicy.ID)
 		if got.Escalation == nil || got.Escalation.EscalatedAt != arbiter.TimestampOf(c.Now()) || got.Escalation.Describe() != "owners" {

@@ -84,6 +84,9 @@ func Question(t *arbiter.Task, deskURL string) Message {
 		blocks = append(blocks, slackgo.NewSectionBlock(nil, fields, nil))
 	}
 	var facts []string
+	if e := t.Escalation; e != nil {
+		facts = append(facts, "*Escalated to "+escape(e.Describe())+"* "+slackDate(e.EscalatedAt)+" after waiting "+escape(e.After))
+	}
 	if t.DeadlineAt != nil {
 		if t.OnExpiry.IsExpire() {
 			facts = append(facts, "Deadline "+slackDate(*t.DeadlineAt)+": the task expires unless decided")

@@ -121,3 +121,25 @@ func TestQuestion_BlindVoteAndDeadlineOutcome(t *testing.T) {
 		t.Errorf("the message does not say it is a blind vote, or what happens at the deadline: %s", body)
 	}
 }
+
+// An escalated task's question, posted again at the rung, says whom it
+// went to and when; a task not escalated says nothing of it.
+func TestQuestion_SaysWhomAnEscalatedTaskWentTo(t *testing.T) {
+	at := arbiter.Timestamp(1_795_000_000_000)
+	task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: "Refund?",
+		AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.9}
+	question := func() string {
+		out, err := json.Marshal(slack.Question(task, "https://review.example.com/review/tasks/tsk_0123456789abcdef").Blocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	if body := question(); strings.Contains(body, "Escalated") {
+		t.Errorf("a task not escalated says it was: %s", body)
+	}
+	task.Escalation = &arbiter.TaskEscalation{Rung: 1, After: "30m", To: "role:admin", EscalatedAt: at}
+	if body := question(); !strings.Contains(body, "*Escalated to admins*") || !strings.Contains(body, "after waiting 30m") {
+		t.Errorf("an escalated task's question does not say whom it went to: %s", body)
+	}
+}
