@@ -170,9 +170,10 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 // enqueueSlack writes, in tx, the Slack messages of events: a post to the
 // account's channel, or to each channel of the task's own notify list,
 // for a task that now waits for a person (a blind audit included), an
-// update for a task that ended and has posts. It
-// costs one query when no account of the events is connected, and reports
-// whether it queued any; call slackQueued after the commit if so.
+// update for a task that ended and has posts. It costs one query when no
+// account of the events is connected, and reports whether it queued any;
+// the webhooksQueued its callers make after the commit wakes the Slack
+// deliverer too.
 func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
 	// An escalation changes nothing a posted copy shows.
 	escalated := func(ev taskEvent) bool { return ev.eventType == arbiter.EventTaskEscalated }
@@ -316,10 +317,6 @@ func (d *DB) insertSlackMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbit
 // SlackMessagesQueued returns a channel that receives when this process
 // queued Slack messages, so an in-process deliverer sends them at once.
 func (d *DB) SlackMessagesQueued() <-chan struct{} { return d.slackWake }
-
-// slackQueued signals SlackMessagesQueued after a commit that queued
-// Slack messages.
-func (d *DB) slackQueued() { d.slackWake.signal() }
 
 const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts`
 

@@ -782,7 +782,7 @@ func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
 // queue (enqueueTaskEvents).
 func (d *DB) webhooksQueued() {
 	d.webhookWake.signal()
-	d.slackQueued()
+	d.slackWake.signal()
 }
 
 // wakeup tells an outbox's deliverer in this process that messages were
