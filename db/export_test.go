@@ -132,6 +132,13 @@ func (d *DB) ExplainQueuePlace(ctx context.Context, accountID, taskID string, vi
 	return d.explain(ctx, d.queuePlaceSQL(view), queuePlaceArgs(accountID, taskID, "", view)...)
 }
 
+// ExplainQueueCount returns the plan of the count of a view of the
+// account's review queue (ListHumanQueue, CountHumanQueue).
+func (d *DB) ExplainQueueCount(ctx context.Context, accountID string, view arbiter.QueueView) (string, error) {
+	_, filterArgs := viewFilter(view)
+	return d.explain(ctx, queueCountSQL(view), append([]any{accountID}, filterArgs...)...)
+}
+
 // explain returns the store's plan of query, one line per plan row.
 func (d *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
 	explain := "EXPLAIN "
@@ -190,6 +197,17 @@ func (d *DB) Analyze(ctx context.Context) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// Vacuum marks the pages of the tasks' tables all-visible where it can, as
+// autovacuum does on a live database, so that plans may read an index
+// alone; on SQLite it analyzes, as SQLite has no visibility to mark.
+func (d *DB) Vacuum(ctx context.Context) error {
+	if d.dialect == SQLite {
+		return d.Analyze(ctx)
+	}
+	_, err := d.db.ExecContext(ctx, "VACUUM (ANALYZE) task_states, task_bodies")
+	return err
 }
 
 // InsertTasks writes n pending tasks of the account straight into the

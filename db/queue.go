@@ -470,8 +470,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	filter, filterArgs := viewFilter(view)
 	where, args := `t.account_id = ? AND `+inReviewQueueT+filter, append([]any{accountID}, filterArgs...)
 	var total int
-	if err := d.db.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE `+where+`
-		LIMIT `+queueCountLimit+`) q`), args...).Scan(&total); err != nil {
+	if err := d.db.QueryRowContext(ctx, d.rebind(queueCountSQL(view)), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count human queue: %w", err)
 	}
 	order := queueOrderBy(view.Order)
@@ -523,14 +522,24 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	return tasks, total, nil
 }
 
+// queueCountSQL counts the tasks in a view of the account's review queue,
+// up to arbiter.QueueCountCap+1; its arguments are the account's id and
+// the view's filter's (viewFilter). It walks the view's order's index in
+// order, so that no plan reads a deep queue's rows instead, and reads the
+// index alone on a vacuumed table (migration 00031).
+func queueCountSQL(view arbiter.QueueView) string {
+	filter, _ := viewFilter(view)
+	return `SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE t.account_id = ? AND ` + inReviewQueueT + filter + `
+		ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT ` + queueCountLimit + `) q`
+}
+
 // CountHumanQueue returns how many of the account's tasks wait for a human,
 // up to arbiter.QueueCountCap+1.
 func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var total int
-	stmt, err := d.stmt(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks
-		WHERE account_id = ? AND `+inReviewQueue+` LIMIT `+queueCountLimit+`) q`)
+	stmt, err := d.stmt(ctx, queueCountSQL(arbiter.QueueView{}))
 	if err != nil {
 		return 0, err
 	}
@@ -545,12 +554,18 @@ func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err 
 // its position and the view's length. With no cur, the next task is the
 // view's first. The view's order is its queueKey, compared as rows so that
 // each neighbour is one step of that order's index (passing over the
-// tasks another reviewer holds) and the position a count over it; both
-// counts stop at arbiter.QueueCountCap+1. queuePlaceArgs are its arguments.
+// tasks another reviewer holds). The position and the length come from
+// one walk of the index's first arbiter.QueueCountCap+1 entries in order
+// (counted), where the position is the count of those up to cur: both
+// stop there, and a position past it needs no more entries than the
+// length does. The walk is in the index's order, so that no plan sorts
+// the view instead, and the index carries every column the walk names
+// (migration 00031), so that on a vacuumed table it reads the index alone,
+// not a task row an entry. queuePlaceArgs are its arguments.
 func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 	filter, _ := viewFilter(view)
 	key := queueKey(view.Order)
-	var curKey, cur, curOrNone, desc []string
+	var curKey, cur, curOrNone, desc, keyCols []string
 	for i, k := range key {
 		curKey = append(curKey, fmt.Sprintf("%s AS k%d", k, i))
 		cur = append(cur, fmt.Sprintf("(SELECT k%d FROM cur)", i))
@@ -560,11 +575,16 @@ func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 		}
 		curOrNone = append(curOrNone, fmt.Sprintf("COALESCE((SELECT k%d FROM cur), %s)", i, none))
 		desc = append(desc, k+" DESC")
+		keyCols = append(keyCols, fmt.Sprintf("w.k%d", i))
 	}
 	order := strings.Join(key, ", ")
 	keyRow := "(" + order + ")"
 	inView := `t.account_id = ? AND ` + inReviewQueueT + filter
-	return `WITH cur AS (SELECT ` + strings.Join(curKey, ", ") + ` FROM tasks t WHERE t.id = ? AND ` + inView + `)
+	return `WITH cur AS (SELECT ` + strings.Join(curKey, ", ") + ` FROM tasks t WHERE t.id = ? AND ` + inView + `),
+	counted AS (SELECT count(*) AS total,
+		count(*) FILTER (WHERE (` + strings.Join(keyCols, ", ") + `) <= (` + strings.Join(cur, ", ") + `)) AS position
+		FROM (SELECT ` + strings.Join(curKey, ", ") + ` FROM tasks t WHERE ` + inView + `
+			ORDER BY ` + order + ` LIMIT ` + queueCountLimit + `) w)
 	SELECT
 		(SELECT t.id FROM tasks t WHERE ` + inView + ` AND ` + d.freeFor() + `
 			AND ` + keyRow + ` < (` + strings.Join(cur, ", ") + `)
@@ -572,11 +592,8 @@ func (d *DB) queuePlaceSQL(view arbiter.QueueView) string {
 		(SELECT t.id FROM tasks t WHERE ` + inView + ` AND ` + d.freeFor() + `
 			AND ` + keyRow + ` > (` + strings.Join(curOrNone, ", ") + `)
 			ORDER BY ` + order + ` LIMIT 1),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE ` + inView + `
-			AND ` + keyRow + ` <= (` + strings.Join(cur, ", ") + `)
-			LIMIT ` + queueCountLimit + `) p),
-		(SELECT count(*) FROM (SELECT 1 FROM tasks t WHERE ` + inView + `
-			LIMIT ` + queueCountLimit + `) q)`
+		counted.position, counted.total
+	FROM counted`
 }
 
 // queuePlaceArgs are the arguments of queuePlaceSQL(view).
@@ -587,12 +604,11 @@ func queuePlaceArgs(accountID, taskID, personID string, view arbiter.QueueView) 
 	add := func(vs ...any) { args = append(args, vs...) }
 	add(taskID)
 	add(inView...) // cur
+	add(inView...) // counted
 	add(inView...)
 	add(personID) // prev
 	add(inView...)
-	add(personID)  // next
-	add(inView...) // position
-	add(inView...) // total
+	add(personID) // next
 	return args
 }
 

@@ -160,7 +160,10 @@ func lastOf(ids []string) string {
 // TestQueueService_TheDeskStepsAlongTheIndexes: on a queue of 20,000 tasks
 // (10,000 with a deadline) beside another account's, a task's neighbours in
 // each order are steps along that order's partial index, not a sort of
-// the queue.
+// the queue, and the task's position and the queue's length are counted
+// along that index alone (migration 00031; before, over 50,000 waiting
+// tasks, the counts of a desk page took 7.7 ms of the database's time as
+// scans of the rows).
 func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
@@ -179,7 +182,9 @@ func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
 			WHERE account_id = ? AND created_at % 2 = 0`, acct.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Analyze(ctx); err != nil {
+		// As autovacuum leaves a live database: the position's count
+		// reads the index alone where vacuum has marked the pages.
+		if err := d.Vacuum(ctx); err != nil {
 			t.Fatal(err)
 		}
 		listed, _, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, n/2+1)
@@ -195,15 +200,31 @@ func TestQueueService_TheDeskStepsAlongTheIndexes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			count, err := d.ExplainQueueCount(ctx, acct.ID, view)
+			if err != nil {
+				t.Fatal(err)
+			}
 			switch d.Dialect() {
 			case db.Postgres:
 				if !strings.Contains(plan, "Index Scan Backward using "+index+" ") || !strings.Contains(plan, "Index Scan using "+index+" ") ||
 					strings.Contains(plan, "Sort Key") {
 					t.Errorf("%+v: the neighbours are not index steps along %s:\n%s", view, index, plan)
 				}
+				if !strings.Contains(plan, "Index Only Scan using "+index+" ") || strings.Contains(plan, "Seq Scan") {
+					t.Errorf("%+v: the position is not counted along %s alone:\n%s", view, index, plan)
+				}
+				if !strings.Contains(count, "Index Only Scan using "+index+" ") || strings.Contains(count, "Seq Scan") || strings.Contains(count, "Sort Key") {
+					t.Errorf("%+v: the queue is not counted along %s alone:\n%s", view, index, count)
+				}
 			case db.SQLite:
 				if !strings.Contains(plan, "USING INDEX "+index+" ") || strings.Contains(plan, "TEMP B-TREE") {
 					t.Errorf("%+v: the neighbours are not read along %s:\n%s", view, index, plan)
+				}
+				if !strings.Contains(plan, "USING COVERING INDEX "+index+" ") {
+					t.Errorf("%+v: the position is not counted along %s alone:\n%s", view, index, plan)
+				}
+				if !strings.Contains(count, "USING COVERING INDEX "+index+" ") || strings.Contains(count, "TEMP B-TREE") {
+					t.Errorf("%+v: the queue is not counted along %s alone:\n%s", view, index, count)
 				}
 			}
 		}
