@@ -305,3 +305,68 @@ func TestConsensus_NextTaskGivesOneSlotPerVoter(t *testing.T) {
 		}
 	})
 }
+
+// Six reviewers asking for their next task at the same moment, over a
+// queue of two-vote tasks, each get a slot of their own: the desk never
+// sends a reviewer to a task whose slots others took between its pick and
+// its reservation (on Postgres the pick sees the slots as they were when
+// its statement began). Before, a reviewer could be sent to a task held
+// by two others, and their vote was refused.
+func TestConsensus_NextTaskAtOnceGivesEachTheirOwnSlot(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, owner, rs, _ := votingTeam(t, d, twoVotes)
+		for _, email := range []string{"dan@example.com", "eve@example.com", "fay@example.com"} {
+			token := invite(t, d, acct.ID, email, arbiter.RoleReviewer, owner)
+			p := personOf(t, d, email)
+			if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, p)
+		}
+		for range 11 { // enough that some task is free whoever holds the rest
+
+			if _, err := d.CreateTask(ctx, acct.ID, votingTask(twoVotes)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if claimed, err := d.ClaimTasks(ctx, "w", 20, time.Minute); err != nil || len(claimed) != 11 {
+			t.Fatalf("claim = %v, %v", claimed, err)
+		} else {
+			for _, c := range claimed {
+				if err := d.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for round := range 100 {
+			got := make([]*arbiter.Reservation, len(rs))
+			errs := make([]error, len(rs))
+			var start, done sync.WaitGroup
+			start.Add(1)
+			for i, p := range rs {
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					start.Wait()
+					got[i], errs[i] = d.NextTask(ctx, acct.ID, p.ID, "", arbiter.QueueView{})
+				}()
+			}
+			start.Done()
+			done.Wait()
+			held := map[string]int{}
+			for i, p := range rs {
+				if errs[i] != nil || got[i] == nil || got[i].PersonID != p.ID {
+					t.Fatalf("round %d: %s's next = %+v, %v; want a slot of their own", round, p.Email, got[i], errs[i])
+				}
+				if held[got[i].TaskID]++; held[got[i].TaskID] > 2 {
+					t.Fatalf("round %d: more than two slots of %s", round, got[i].TaskID)
+				}
+			}
+			for i, p := range rs {
+				if err := d.ReleaseTask(ctx, acct.ID, got[i].TaskID, p.ID, "", false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -166,9 +167,17 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 // NextTask reserves the next task for the person, picked and reserved in
 // one statement: the view's first that nobody else holds and the session
 // did not skip (one step of the order's index at a time), else the
-// session's skipped ones of the view in the order they were skipped. On Postgres the pick skips
-// rows another reviewer's pick has locked, so two reviewers asking at once
-// get two tasks; on SQLite the single writer serializes the picks.
+// session's skipped ones of the view in the order they were skipped. On
+// Postgres the pick skips rows another reviewer's pick has locked, so two
+// reviewers asking at once get two tasks; on SQLite the single writer
+// serializes the picks.
+//
+// A task that asks several votes is held by slots (reserveSlot), which its
+// pick counts as they were when the pick's statement began: a slot taken
+// by a reviewer whose pick committed meanwhile is seen only once the task
+// is locked. When the person gets no slot of the task picked, the pick
+// runs again without it (nextTaskTries at most), so the desk never sends a
+// reviewer to a task others hold all of.
 func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string, view arbiter.QueueView) (_ *arbiter.Reservation, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
@@ -176,71 +185,94 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 		return nil, err
 	}
 	filter, filterArgs := viewFilter(view)
-	var id string
-	var required int
 	var r *arbiter.Reservation
 	err = d.transact(ctx, func(tx *sqlx.Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
 		}
-		lock := d.sqlSkipLockedOfT()
-		// First the view's first task the session did not skip (with the
-		// whole queue oldest first, one step of the human queue's index at
-		// a time), gold or not as the account's gold rate draws, then the
-		// other side; then the skipped ones, in the order they were skipped
-		// (a session skips few).
-		args := append(append([]any{personID, accountID, accountID}, filterArgs...), personID, personID, personID, sessionID)
-		unskipped := func(from, account, gold string) string {
-			return `SELECT t.id FROM ` + from + `
-				WHERE ` + account + ` = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
-				AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)` + gold + `
-				ORDER BY ` + queueOrderBy(view.Order) + ` LIMIT 1` + lock
-		}
-		// The gold pick walks the account's gold tasks, few, not the queue.
-		rest := unskipped(`task_states t`, `t.account_id`, goldNormal)
-		gold := unskipped(`gold_tasks g JOIN task_states t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
-		first, second := rest, gold
-		if goldFirst, err := d.goldFirst(ctx, tx, accountID); err != nil {
+		goldFirst, err := d.goldFirst(ctx, tx, accountID)
+		if err != nil {
 			return err
-		} else if goldFirst {
-			first, second = gold, rest
 		}
-		for _, pick := range []string{
-			first,
-			second,
-			`SELECT t.id FROM session_skips k JOIN task_states t ON t.id = k.task_id
-				WHERE t.account_id = ? AND ` + inReviewQueueT + filter + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + ` AND k.session_id = ?
-				ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
-		} {
-			// A task that asks several votes is held by slots
-			// (reserveSlot), not by the task's own reservation.
-			err := tx.QueryRowContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
-				reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil()+` END
-				WHERE id = (`+pick+`) RETURNING id, reviews_required`), args...).Scan(&id, &required)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			} else if err != nil {
-				return fmt.Errorf("next task: %w", err)
+		var tried []string
+		for range nextTaskTries {
+			id, required, err := d.pickNext(ctx, tx, accountID, personID, sessionID, filter, filterArgs, view.Order, goldFirst, tried)
+			if err != nil || id == "" {
+				return err
 			}
-			break
+			if required <= 1 {
+				if err := d.releaseOthers(ctx, tx, accountID, personID, id); err != nil {
+					return err
+				}
+				r, err = d.findReservation(ctx, tx, accountID, id)
+				return err
+			}
+			if r, err = d.reserveSlot(ctx, tx, accountID, id, personID); err != nil || (r != nil && r.PersonID == personID) {
+				return err
+			}
+			r, tried = nil, append(tried, id)
 		}
-		if id == "" {
-			return nil
-		}
-		if required > 1 {
-			held, err := d.reserveSlot(ctx, tx, accountID, id, personID)
-			r = held
-			return err
-		}
-		if err := d.releaseOthers(ctx, tx, accountID, personID, id); err != nil {
-			return err
-		}
-		held, err := d.findReservation(ctx, tx, accountID, id)
-		r = held
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// nextTaskTries bounds the picks of one NextTask: a pick that loses its
+// task's last slot to a reviewer who asked at the same moment tries again.
+const nextTaskTries = 4
+
+// pickNext picks the person's next task inside tx, as NextTask says,
+// passing over the tasks tried already, and reserves it when it asks one
+// review; it returns its id ("" for none) and the reviews it asks.
+func (d *DB) pickNext(ctx context.Context, tx *sqlx.Tx, accountID, personID, sessionID, filter string, filterArgs []any,
+	order string, goldFirst bool, tried []string) (id string, required int, err error) {
+	lock := d.sqlSkipLockedOfT()
+	if len(tried) > 0 {
+		filter += ` AND t.id NOT IN (?` + strings.Repeat(`, ?`, len(tried)-1) + `)`
+	}
+	// First the view's first task the session did not skip (with the
+	// whole queue oldest first, one step of the human queue's index at a
+	// time), gold or not as the account's gold rate draws, then the other
+	// side; then the skipped ones, in the order they were skipped (a
+	// session skips few).
+	args := append([]any{personID, accountID, accountID, personID, personID, personID, sessionID}, filterArgs...)
+	for _, id := range tried {
+		args = append(args, id)
+	}
+	unskipped := func(from, account, gold string) string {
+		return `SELECT t.id FROM ` + from + `
+			WHERE ` + account + ` = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + `
+			AND NOT EXISTS (SELECT 1 FROM session_skips k WHERE k.session_id = ? AND k.task_id = t.id)` + gold + filter + `
+			ORDER BY ` + queueOrderBy(order) + ` LIMIT 1` + lock
+	}
+	// The gold pick walks the account's gold tasks, few, not the queue.
+	rest := unskipped(`task_states t`, `t.account_id`, goldNormal)
+	gold := unskipped(`gold_tasks g JOIN task_states t ON t.id = g.task_id AND t.account_id = g.account_id`, `g.account_id`, ``)
+	first, second := rest, gold
+	if goldFirst {
+		first, second = gold, rest
+	}
+	for _, pick := range []string{
+		first,
+		second,
+		`SELECT t.id FROM session_skips k JOIN task_states t ON t.id = k.task_id
+			WHERE t.account_id = ? AND ` + inReviewQueueT + ` AND ` + d.freeFor() + ` AND ` + d.slotFreeFor() + ` AND k.session_id = ?` + filter + `
+			ORDER BY k.skipped_at, t.id LIMIT 1` + lock,
+	} {
+		// A task that asks several votes is held by slots
+		// (reserveSlot), not by the task's own reservation.
+		err := tx.QueryRowContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
+			reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil()+` END
+			WHERE id = (`+pick+`) RETURNING id, reviews_required`), args...).Scan(&id, &required)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return "", 0, fmt.Errorf("next task: %w", err)
+		}
+		return id, required, nil
+	}
+	return "", 0, nil
 }
