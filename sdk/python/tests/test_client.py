@@ -41,6 +41,29 @@ def test_create_task_sends_every_field(arbiter: Arbiter) -> None:
     assert done.final_verdict == "reject"
 
 
+def test_create_task_asks_several_votes_and_names_its_channels(arbiter: Arbiter) -> None:
+    task = arbiter.create_task(
+        "Release the payment?", ["approve", "reject"], context={"auto": "review", "amount": "900 EUR"},
+        reviews_required=3, consensus="quorum", quorum=2, veto=["reject"],
+        requested_by="CFO@example.com", exclude_requester=True, tiebreak="role:admin",
+        notify=["slack:#payments"], display={"fields": [{"field": "amount"}]},
+    )
+    assert task.extra["review"] == {
+        "reviews_required": 3, "consensus": "quorum", "quorum": 2, "veto": ["reject"],
+        "requested_by": "cfo@example.com", "exclude_requester": True, "tiebreak": "role:admin",
+    }
+    assert arbiter.get_task(task.id).extra["review"] == task.extra["review"]
+    assert task.extra["display"] == {"fields": [{"field": "amount"}]}
+    with pytest.raises(arbiterhq.BadRequest) as bad:
+        arbiter.create_task("Release?", ["approve", "reject"], notify=["#payments"])
+    assert bad.value.field == "notify"
+    with pytest.raises(arbiterhq.BadRequest) as bad:
+        arbiter.create_task("Release?", ["approve", "reject"], reviews_required=2, consensus="quorum", quorum=1)
+    assert bad.value.field == "quorum"
+    with pytest.raises(TypeError):
+        arbiter.create_task("Release?", ["approve", "reject"], veto="reject")
+
+
 def test_idempotent_replay_makes_one_task(arbiter: Arbiter) -> None:
     key = "order-" + secrets.token_hex(6)
     first = arbiter.create_task("Refund order 1?", ["approve", "reject"], idempotency_key=key)

@@ -96,6 +96,15 @@ class Arbiter:
         reminders: Optional[Sequence[str]] = None,
         escalation: Optional[Sequence[Mapping[str, str]]] = None,
         gold_verdict: Optional[str] = None,
+        notify: Optional[Sequence[str]] = None,
+        display: Optional[Mapping[str, Any]] = None,
+        reviews_required: Optional[int] = None,
+        consensus: Optional[str] = None,
+        quorum: Optional[int] = None,
+        veto: Optional[Sequence[str]] = None,
+        requested_by: Optional[str] = None,
+        exclude_requester: Optional[bool] = None,
+        tiebreak: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """Creates a task and returns it. With ``idempotency_key`` a repeat
@@ -104,13 +113,21 @@ class Arbiter:
         "role:admin"}]) left as None take the task type's policy's.
         ``gold_verdict`` (one of ``allowed_verdicts``) makes it a gold task:
         people decide it without being told, and their answers measure their
-        accuracy."""
+        accuracy. ``notify`` (["slack:#refunds"]) names the Slack channels
+        the question goes to. ``reviews_required`` (2 to 5), ``consensus``
+        ("unanimous" or "quorum", with ``quorum``), ``veto``,
+        ``requested_by``, ``exclude_requester`` and ``tiebreak``
+        ("role:admin") ask several people to vote; left as None, the
+        task type's policy's requirement applies."""
         body = _core.task_body(
             prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
             task_type=task_type, touchpoint=touchpoint, source=source,
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
             reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
+            notify=notify, display=display, reviews_required=reviews_required, consensus=consensus,
+            quorum=quorum, veto=veto, requested_by=requested_by, exclude_requester=exclude_requester,
+            tiebreak=tiebreak,
         )
         key = idempotency_key or _core.new_idempotency_key()
         return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
@@ -287,6 +304,15 @@ class AsyncArbiter:
         reminders: Optional[Sequence[str]] = None,
         escalation: Optional[Sequence[Mapping[str, str]]] = None,
         gold_verdict: Optional[str] = None,
+        notify: Optional[Sequence[str]] = None,
+        display: Optional[Mapping[str, Any]] = None,
+        reviews_required: Optional[int] = None,
+        consensus: Optional[str] = None,
+        quorum: Optional[int] = None,
+        veto: Optional[Sequence[str]] = None,
+        requested_by: Optional[str] = None,
+        exclude_requester: Optional[bool] = None,
+        tiebreak: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> Task:
         """See Arbiter.create_task."""
@@ -296,6 +322,9 @@ class AsyncArbiter:
             deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
             on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
             reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
+            notify=notify, display=display, reviews_required=reviews_required, consensus=consensus,
+            quorum=quorum, veto=veto, requested_by=requested_by, exclude_requester=exclude_requester,
+            tiebreak=tiebreak,
         )
         key = idempotency_key or _core.new_idempotency_key()
         data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))

@@ -200,9 +200,21 @@ def task_body(
     reminders: Optional[Sequence[str]] = None,
     escalation: Optional[Sequence[Mapping[str, str]]] = None,
     gold_verdict: Optional[str] = None,
+    notify: Optional[Sequence[str]] = None,
+    display: Optional[Mapping[str, Any]] = None,
+    reviews_required: Optional[int] = None,
+    consensus: Optional[str] = None,
+    quorum: Optional[int] = None,
+    veto: Optional[Sequence[str]] = None,
+    requested_by: Optional[str] = None,
+    exclude_requester: Optional[bool] = None,
+    tiebreak: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The JSON of a task create; fields left as None are left out, so the
     server applies the task type's policy, or its defaults."""
+    for name, value in (("notify", notify), ("veto", veto)):
+        if isinstance(value, str):
+            raise TypeError(f"{name} must be a list of strings, not one string")
     if isinstance(allowed_verdicts, str):
         raise TypeError("allowed_verdicts must be a list of strings, not one string")
     body: Dict[str, Any] = {"prompt": prompt, "allowed_verdicts": list(allowed_verdicts)}
@@ -221,6 +233,15 @@ def task_body(
         "reminders": None if reminders is None else list(reminders),
         "escalation": None if escalation is None else [dict(r) for r in escalation],
         "gold_verdict": gold_verdict,
+        "notify": None if notify is None else list(notify),
+        "display": None if display is None else dict(display),
+        "reviews_required": reviews_required,
+        "consensus": consensus,
+        "quorum": quorum,
+        "veto": None if veto is None else list(veto),
+        "requested_by": requested_by,
+        "exclude_requester": exclude_requester,
+        "tiebreak": tiebreak,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
