@@ -12,9 +12,10 @@ import (
 // CalibrationOptions select the labelled pairs of a calibration report and
 // its target. Zero fields match every pair.
 type CalibrationOptions struct {
-	// TaskType, Source and Model keep the pairs of tasks with exactly this
-	// label, or whose verifier answer came from this model.
-	TaskType, Source, Model string
+	// TaskType, Source, Model and Version keep the pairs of tasks with
+	// exactly this label, or whose verifier answer came from this model or
+	// carried this version label (ARBITER_AGENT_VERSION).
+	TaskType, Source, Model, Version string
 	// CreatedAfter and CreatedBefore keep the pairs of tasks created
 	// strictly between them.
 	CreatedAfter, CreatedBefore time.Time
@@ -28,7 +29,7 @@ type CalibrationOptions struct {
 
 func (o CalibrationOptions) query() string {
 	q := url.Values{}
-	for _, p := range []struct{ name, value string }{{"task_type", o.TaskType}, {"source", o.Source}, {"model", o.Model}} {
+	for _, p := range []struct{ name, value string }{{"task_type", o.TaskType}, {"source", o.Source}, {"model", o.Model}, {"version", o.Version}} {
 		if p.value != "" {
 			q.Set(p.name, p.value)
 		}

@@ -26,9 +26,9 @@ func TestClient_AuditAndCalibration(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatal(claimed, err)
 		}
-		verdict, confidence, model := "approve", 0.92, "m1"
+		verdict, confidence, model, version := "approve", 0.92, "m1", "prompt-7"
 		if err := s.store.FinishAgentAttempt(ctx, "w", task.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent,
-			Verdict: &verdict, Confidence: &confidence, Model: &model}, Next: arbiter.StatusCompleted}); err != nil {
+			Verdict: &verdict, Confidence: &confidence, Model: &model, Version: &version}, Next: arbiter.StatusCompleted}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.store.DecideTask(ctx, s.accountID, task.ID, arbiter.HumanDecision{Verdict: "reject", Reviewer: "r@example.com"}); err != nil {
@@ -56,6 +56,11 @@ func TestClient_AuditAndCalibration(t *testing.T) {
 		}
 		if report, err := c.Calibration(ctx, client.CalibrationOptions{Source: "elsewhere"}); err != nil || report.N != 0 || report.ECE != nil {
 			t.Errorf("another source: %+v, %v", report, err)
+		}
+		for version, n := range map[string]int{"prompt-7": 1, "prompt-8": 0} {
+			if report, err := c.Calibration(ctx, client.CalibrationOptions{Version: version}); err != nil || report.N != n {
+				t.Errorf("version %s: %+v, %v; want %d pairs", version, report, err, n)
+			}
 		}
 		if _, err := c.Calibration(ctx, client.CalibrationOptions{TargetErrorRate: 1.5}); !client.IsInvalid(err) {
 			t.Errorf("a target of 1.5: %v, want a 400", err)

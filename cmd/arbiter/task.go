@@ -233,6 +233,7 @@ func runTaskCalibration(ctx context.Context, c *command, p *process, args []stri
 	fs.StringVar(&opts.TaskType, "task-type", "", "only tasks with this task type")
 	fs.StringVar(&opts.Source, "source", "", "only tasks with this source")
 	fs.StringVar(&opts.Model, "model", "", "only answers of this verifier model")
+	fs.StringVar(&opts.Version, "version", "", "only answers that carried this verifier version label")
 	rfc3339Flag(fs, "created-after", "only tasks created after this time", &opts.CreatedAfter)
 	rfc3339Flag(fs, "created-before", "only tasks created before this time", &opts.CreatedBefore)
 	fs.Float64Var(&opts.TargetErrorRate, "target", 0, "the error rate to recommend a threshold for, between 0 and 1 (server default 0.02)")

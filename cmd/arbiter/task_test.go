@@ -455,6 +455,11 @@ func TestRun_TaskCalibration(t *testing.T) {
 				report.Recommendation.Message == "" {
 				t.Errorf("task calibration printed %s (%v)", out, err)
 			}
+			// The pair's agent answer carried no version label.
+			out = runOK(t, getenv, "task", "calibration", "--task-type", "refund", "--version", "prompt-7")
+			if err := json.Unmarshal([]byte(out), &report); err != nil || report.N != 0 {
+				t.Errorf("task calibration --version prompt-7 printed %s (%v); want no pairs", out, err)
+			}
 			if _, stderr, err := runCmd(getenv, "task", "calibration", "--target", "3"); err == nil || !strings.Contains(stderr, "target_error_rate") {
 				t.Errorf("--target 3: %v, %q; want the server's refusal", err, stderr)
 			}
