@@ -103,6 +103,10 @@ type TaskCreate struct {
 	// counts toward their gold accuracy (Agreement). Not with
 	// ReviewsRequired above 1.
 	GoldVerdict string `json:"gold_verdict,omitempty"`
+	// Notify names where the task's question goes in Slack, up to five
+	// targets such as "slack:#refunds" or "slack:C0123456"; left out, the
+	// task type's policy's, else the account's Slack default channel.
+	Notify []string `json:"notify,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task

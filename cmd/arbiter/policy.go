@@ -56,15 +56,8 @@ func runPolicyPut(ctx context.Context, c *command, p *process, args []string) er
 	})
 	fs.Func("audit-rate", "the share of the verifier's confident answers a person also checks, blind, 0 to 1", number(&in.AuditRate))
 	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = &v })
-	fs.Func("notify", "where a task's question goes when its create names none: slack:#channel or slack:C0123456; repeat for several",
-		func(v string) error { in.Notify = append(in.Notify, v); return nil })
-	fs.IntVar(&in.ReviewsRequired, "reviews", 0, "how many distinct people vote on a task of the type, 1 to 5, when its create gives no review fields")
-	fs.StringVar(&in.Consensus, "consensus", "", "how the votes decide: unanimous (the default for several reviews) or quorum")
-	fs.IntVar(&in.Quorum, "quorum", 0, "with --consensus quorum: how many votes must agree")
-	fs.Func("veto", "a verdict any one vote of which decides the task at once; repeat for several",
-		func(v string) error { in.Veto = append(in.Veto, v); return nil })
-	fs.BoolVar(&in.ExcludeRequester, "exclude-requester", false, "keep the person a create names in requested_by from voting (creates must name one)")
-	fs.StringVar(&in.Tiebreak, "tiebreak", "", "role:admin: an owner or admin casts the deciding vote of a split task")
+	reviewFlags(fs, reviewFlagsOf{notify: &in.Notify, reviews: &in.ReviewsRequired, consensus: &in.Consensus, quorum: &in.Quorum,
+		veto: &in.Veto, excludeRequester: &in.ExcludeRequester, tiebreak: &in.Tiebreak}, true)
 	alertFlags(fs, &in.Reminders, &in.Escalation)
 	if err := c.parse(fs, p, args); err != nil {
 		return err

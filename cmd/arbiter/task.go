@@ -73,6 +73,10 @@ func runTaskCreate(ctx context.Context, c *command, p *process, args []string) e
 		})
 	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = v })
 	alertFlags(fs, &in.Reminders, &in.Escalation)
+	reviewFlags(fs, reviewFlagsOf{notify: &in.Notify, reviews: &in.ReviewsRequired, consensus: &in.Consensus, quorum: &in.Quorum,
+		veto: &in.Veto, excludeRequester: &in.ExcludeRequester, tiebreak: &in.Tiebreak}, false)
+	fs.StringVar(&in.RequestedBy, "requested-by", "", "the e-mail address of the person who asked for the decision")
+	fs.StringVar(&in.GoldVerdict, "gold-verdict", "", "make it a gold task whose known answer is this verdict: people decide it unaware, and it measures their accuracy")
 	wait := fs.Bool("wait", false, "wait until the task is completed (or expired) and print it then; an expired task is printed and fails the command")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 	if err := c.parse(fs, p, args); err != nil {
@@ -147,6 +151,37 @@ func alertFlags(fs *flag.FlagSet, reminders *[]string, escalation *[]client.Esca
 			*escalation = append(*escalation, client.EscalationRung{After: after, To: to})
 			return nil
 		})
+}
+
+// reviewFlagsOf points at the notify and review requirement fields of a
+// task create or a policy, which reviewFlags fills in.
+type reviewFlagsOf struct {
+	notify, veto        *[]string
+	reviews, quorum     *int
+	consensus, tiebreak *string
+	excludeRequester    *bool
+}
+
+// reviewFlags adds the flags of a task's Slack channels and review
+// requirement to fs, for a policy (the values a create that gives none
+// takes) or for one task.
+func reviewFlags(fs *flag.FlagSet, to reviewFlagsOf, policy bool) {
+	notify, reviews, exclude := "where the task's question goes: slack:#channel or slack:C0123456; repeat for several (default: the task type's policy)",
+		"how many distinct people vote on the task, 1 to 5 (default: the task type's policy, else 1)",
+		"keep the person --requested-by names from voting"
+	if policy {
+		notify, reviews, exclude = "where a task's question goes when its create names none: slack:#channel or slack:C0123456; repeat for several",
+			"how many distinct people vote on a task of the type, 1 to 5, when its create gives no review fields",
+			"keep the person a create names in requested_by from voting (creates must name one)"
+	}
+	fs.Func("notify", notify, func(v string) error { *to.notify = append(*to.notify, v); return nil })
+	fs.IntVar(to.reviews, "reviews", 0, reviews)
+	fs.StringVar(to.consensus, "consensus", "", "how the votes decide: unanimous (the default for several reviews) or quorum")
+	fs.IntVar(to.quorum, "quorum", 0, "with --consensus quorum: how many votes must agree")
+	fs.Func("veto", "a verdict any one vote of which decides the task at once; repeat for several",
+		func(v string) error { *to.veto = append(*to.veto, v); return nil })
+	fs.BoolVar(to.excludeRequester, "exclude-requester", false, exclude)
+	fs.StringVar(to.tiebreak, "tiebreak", "", "role:admin: an owner or admin casts the deciding vote of a split task")
 }
 
 // runTaskGet runs `arbiter task get`.

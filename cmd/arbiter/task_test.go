@@ -244,6 +244,37 @@ func TestRun_TaskCreateIdempotencyKey(t *testing.T) {
 	}
 }
 
+// TestRun_TaskCreateVotesChannelsAndGold: task create sends a review
+// requirement, Slack channels and a gold verdict, and prints the task as
+// the API answers it.
+func TestRun_TaskCreateVotesChannelsAndGold(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			getenv := taskServer(t, dbtest.URL(t, dialect))
+			created := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Release the payment?", "--verdict", "approve",
+				"--verdict", "reject", "--reviews", "3", "--consensus", "quorum", "--quorum", "2", "--veto", "reject",
+				"--requested-by", "CFO@example.com", "--exclude-requester", "--tiebreak", "role:admin", "--notify", "slack:#payments"))
+			review, _ := json.Marshal(created["review"])
+			if want := `{"consensus":"quorum","exclude_requester":true,"quorum":2,"requested_by":"cfo@example.com","reviews_required":3,"tiebreak":"role:admin","veto":["reject"]}`; string(review) != want {
+				t.Errorf("review = %s, want %s", review, want)
+			}
+			gold := decodeTask(t, runOK(t, getenv, "task", "create", "--prompt", "Ship?", "--verdict", "ship", "--verdict", "hold",
+				"--gold-verdict", "hold"))
+			if read := decodeTask(t, runOK(t, getenv, "task", "get", gold["id"].(string))); read["gold_verdict"] != "hold" ||
+				read["status"] != arbiter.StatusHumanNeeded {
+				t.Errorf("a gold task reads %v", read)
+			}
+			for flag, field := range map[string]string{"--notify": "notify", "--gold-verdict": "gold_verdict"} {
+				if _, stderr, err := runCmd(getenv, "task", "create", "--prompt", "Ship?", "--verdict", "ship", flag, "#payments"); err == nil ||
+					!strings.Contains(stderr, field) {
+					t.Errorf("%s #payments: %v, %q; want the server's refusal of %s", flag, err, stderr, field)
+				}
+			}
+		})
+	}
+}
+
 // TestRun_TaskCreateDeadline creates a task with --deadline and waits for
 // it with --wait: when the deadline passes (moved into the past here) the
 // server's worker expires the task, and the command prints it and fails.
