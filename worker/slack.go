@@ -65,9 +65,14 @@ type SlackDeliverer struct {
 	claimer *Claimer[*arbiter.SlackDelivery]
 
 	mu sync.Mutex
-	// turns is, per account and channel, its pacing.
-	turns map[string]channelTurn
+	// turns is, per account and channel, its pacing; forgetAt is the size
+	// at which forget next drops the turns that hold nothing back.
+	turns    map[string]channelTurn
+	forgetAt int
 }
+
+// minForgetAt is the fewest turns kept before forget looks at them.
+const minForgetAt = 64
 
 // channelTurn is one channel's pacing.
 type channelTurn struct {
@@ -101,7 +106,7 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &SlackDeliverer{cfg: cfg, turns: map[string]channelTurn{}}
+	d := &SlackDeliverer{cfg: cfg, turns: map[string]channelTurn{}, forgetAt: minForgetAt}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{
 		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.SlackDelivery) { d.DeliverSlack(ctx, dl) },
 		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Store.SlackMessagesQueued(),
@@ -214,5 +219,24 @@ func (d *SlackDeliverer) reserve(key string) time.Duration {
 func (d *SlackDeliverer) done(key string, after time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.turns[key] = channelTurn{next: d.cfg.Now().Add(after)}
+	now := d.cfg.Now()
+	d.turns[key] = channelTurn{next: now.Add(after)}
+	d.forget(now)
+}
+
+// forget drops, with d.mu held, the turns that no longer hold their
+// channel back (none in flight, their next turn come): an absent turn says
+// the same. It looks once the map has doubled since it last did, so a
+// deliverer that posts to ever new channels keeps about as many turns as
+// its channels in one pace, at a cost spread over the turns taken.
+func (d *SlackDeliverer) forget(now time.Time) {
+	if len(d.turns) < d.forgetAt {
+		return
+	}
+	for key, turn := range d.turns {
+		if !turn.busy && !now.Before(turn.next) {
+			delete(d.turns, key)
+		}
+	}
+	d.forgetAt = max(2*len(d.turns), minForgetAt)
 }

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +440,35 @@ func TestSlackDeliverer_PolicyNotifyRoutesTheTask(t *testing.T) {
 				t.Errorf("the create's own notify went to %q, want C0VIP0001", got)
 			}
 		})
+	}
+}
+
+// TestSlackDeliverer_ForgetsTheTurnsOfQuietChannels: a deliverer that posts
+// to ever new channels keeps the pacing of about those of the last pace,
+// not of every channel it ever posted to, and still paces a channel it
+// has just posted to.
+func TestSlackDeliverer_ForgetsTheTurnsOfQuietChannels(t *testing.T) {
+	t.Parallel()
+	const pace, perRound, rounds = time.Second, 500, 10
+	now := time.Unix(1_800_000_000, 0)
+	d := worker.NewSlackDeliverer(worker.SlackConfig{Store: dbtest.Open(t, db.SQLite, db.Options{}), Pace: pace,
+		Now: func() time.Time { return now }})
+	most := 0
+	for round := range rounds {
+		for i := range perRound {
+			key := fmt.Sprintf("acct_x/C%d-%d", round, i)
+			if wait, _ := d.PaceChannel(key); wait != 0 {
+				t.Fatalf("a first post to %s waits %v", key, wait)
+			}
+			wait, kept := d.PaceChannel(key)
+			if wait <= 0 || wait > pace {
+				t.Fatalf("a second post to %s within the pace waits %v, want up to %v", key, wait, pace)
+			}
+			most = max(most, kept)
+		}
+		now = now.Add(2 * pace)
+	}
+	if most > 2*perRound+64 {
+		t.Errorf("kept the turns of %d channels at most, want about those of one pace (%d) and no more than twice", most, perRound)
 	}
 }
