@@ -281,7 +281,9 @@ const (
 // outcome deciding a verdict the create does not allow, or one other than
 // expire without a deadline, or a review requirement of the policy's that
 // vetoes a verdict the create does not allow or excludes a requester it
-// does not name. p may be nil (no policy): the checks still apply.
+// does not name. A gold create takes no review requirement: one reviewer
+// answers a gold task (gold.go). p may be nil (no policy): the checks
+// still apply.
 func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 	if p != nil {
 		if in.Omitted&FieldThreshold != 0 && p.ConfidenceThreshold != nil {
@@ -300,7 +302,7 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 		if in.Omitted&FieldNotify != 0 && len(p.Notify) > 0 {
 			in.Notify = slices.Clone(p.Notify)
 		}
-		if in.Omitted&FieldReview != 0 && p.Review != nil {
+		if in.Omitted&FieldReview != 0 && p.Review != nil && in.GoldVerdict == "" {
 			review, err := p.reviewFor(in)
 			if err != nil {
 				return TaskCreate{}, err

@@ -217,7 +217,8 @@ func TestParsePolicy_NotifyAndReview(t *testing.T) {
 // TestPolicy_Apply_NotifyAndReview: a create that names no notify targets
 // or review fields takes the policy's; one that names them keeps its own;
 // requested_by stays the create's; a requirement the create cannot take is
-// refused, naming the policy.
+// refused, naming the policy; a gold task takes none (one reviewer answers
+// it).
 func TestPolicy_Apply_NotifyAndReview(t *testing.T) {
 	policy := &arbiter.Policy{TaskType: "refund", Notify: []string{"slack:#refunds"},
 		Review: &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: "unanimous", Veto: []string{"reject"}}}
@@ -236,6 +237,7 @@ func TestPolicy_Apply_NotifyAndReview(t *testing.T) {
 		{"requested_by alone keeps the policy's requirement", base + `,"requested_by":"Ann@example.com"}`,
 			"slack:#refunds", "2 reviews, unanimous, veto reject by ann@example.com", ""},
 		{"a veto the create does not allow", `{"prompt":"p","allowed_verdicts":["yes","no"]}`, "", "", "veto"},
+		{"a gold task is one reviewer's to answer", base + `,"gold_verdict":"reject"}`, "slack:#refunds", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := arbiter.ParseTaskCreate([]byte(tc.body))
