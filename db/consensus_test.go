@@ -54,14 +54,7 @@ func votingTeam(t *testing.T, d *db.DB, r arbiter.ReviewRequirement) (acct *arbi
 	t.Helper()
 	acct = newAccount(t, d, "owner@example.com")
 	owner = personOf(t, d, "owner@example.com")
-	for _, email := range []string{"ann@example.com", "bob@example.com", "cat@example.com"} {
-		token := invite(t, d, acct.ID, email, arbiter.RoleReviewer, owner)
-		p := personOf(t, d, email)
-		if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
-			t.Fatal(err)
-		}
-		reviewers = append(reviewers, p)
-	}
+	reviewers = addReviewers(t, d, acct.ID, owner, "ann@example.com", "bob@example.com", "cat@example.com")
 	task, err := d.CreateTask(ctx, acct.ID, votingTask(r))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +67,22 @@ func votingTeam(t *testing.T, d *db.DB, r arbiter.ReviewRequirement) (acct *arbi
 		t.Fatal(err)
 	}
 	return acct, owner, reviewers, task
+}
+
+// addReviewers invites each e-mail address to the account as a reviewer,
+// by owner, and returns the people who accepted, in order.
+func addReviewers(t *testing.T, d *db.DB, accountID string, owner *arbiter.Person, emails ...string) []*arbiter.Person {
+	t.Helper()
+	var people []*arbiter.Person
+	for _, email := range emails {
+		token := invite(t, d, accountID, email, arbiter.RoleReviewer, owner)
+		p := personOf(t, d, email)
+		if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+			t.Fatal(err)
+		}
+		people = append(people, p)
+	}
+	return people
 }
 
 // voteBy is p's vote with the verdict.
@@ -315,27 +324,20 @@ func TestConsensus_NextTaskGivesOneSlotPerVoter(t *testing.T) {
 func TestConsensus_NextTaskAtOnceGivesEachTheirOwnSlot(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct, owner, rs, _ := votingTeam(t, d, twoVotes)
-		for _, email := range []string{"dan@example.com", "eve@example.com", "fay@example.com"} {
-			token := invite(t, d, acct.ID, email, arbiter.RoleReviewer, owner)
-			p := personOf(t, d, email)
-			if _, err := d.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
-				t.Fatal(err)
-			}
-			rs = append(rs, p)
-		}
-		for range 11 { // enough that some task is free whoever holds the rest
-
+		rs = append(rs, addReviewers(t, d, acct.ID, owner, "dan@example.com", "eve@example.com", "fay@example.com")...)
+		// Eleven more, enough that some task is free whoever holds the rest.
+		for range 11 {
 			if _, err := d.CreateTask(ctx, acct.ID, votingTask(twoVotes)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if claimed, err := d.ClaimTasks(ctx, "w", 20, time.Minute); err != nil || len(claimed) != 11 {
+		claimed, err := d.ClaimTasks(ctx, "w", 20, time.Minute)
+		if err != nil || len(claimed) != 11 {
 			t.Fatalf("claim = %v, %v", claimed, err)
-		} else {
-			for _, c := range claimed {
-				if err := d.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
-					t.Fatal(err)
-				}
+		}
+		for _, c := range claimed {
+			if err := d.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		for round := range 100 {
