@@ -49,8 +49,8 @@ type Pacer interface {
 
 // InProcessVerifier is a verifier backend whose calls are answered in the
 // process as soon as they are made, with no outside call and no turn to
-// wait for (the agent package's rules backend). The worker claims for it
-// with its calls marked started in the claim's own statement
+// wait for (the agent package's rules and none backends). The worker
+// claims for it with its calls marked started in the claim's own statement
 // (arbiter.QueueService.ClaimTasksStarted) rather than in a second one:
 // between its claim and its call there is nothing that can be lost but the
 // worker itself, so a lease that runs out still counts a lost call.

@@ -239,7 +239,10 @@ type inProcess struct{ verifierFunc }
 
 func (inProcess) InProcess() bool { return true }
 
-var _ worker.InProcessVerifier = (*agent.Rules)(nil)
+var (
+	_ worker.InProcessVerifier = (*agent.Rules)(nil)
+	_ worker.InProcessVerifier = agent.None{}
+)
 
 // startsInTheClaim is a store that counts StartAgentCalls, and whose first
 // claims that mark the calls started (ClaimTasksStarted) commit but fail
