@@ -227,6 +227,12 @@ type QueueService interface {
 	// of zero or less has run out by the time the claim returns.
 	ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
 
+	// ClaimTasksStarted is ClaimTasks that also marks the calls of the
+	// tasks it leases started (StartAgentCalls) in the same step, for a
+	// worker that calls as soon as it holds the tasks: there a claim lost
+	// on the worker's side is a lost worker, and counts as a lost call.
+	ClaimTasksStarted(ctx context.Context, owner string, max int, lease time.Duration) ([]*Task, error)
+
 	// StartAgentCalls marks the calls of the tasks leased to owner as
 	// started, before the worker makes them. A claim that takes a task
 	// whose lease ran out counts a lost call (a failure) only when its

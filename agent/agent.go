@@ -91,6 +91,10 @@ func New(cfg Config) (arbiter.Verifier, error) {
 // None decides nothing, so every task goes to a human.
 type None struct{}
 
+// InProcess reports that None answers in the process
+// (worker.InProcessVerifier).
+func (None) InProcess() bool { return true }
+
 // Verify declines, saying so in the rationale of the attempt.
 func (None) Verify(context.Context, *arbiter.Task) (arbiter.Verification, error) {
 	return arbiter.Verification{Model: BackendNone, Rationale: "No automated verifier is configured."}, nil

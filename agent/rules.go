@@ -157,6 +157,11 @@ func isConfidence(s string) bool {
 	return err == nil && f >= 0 && f <= 1
 }
 
+// InProcess reports that the rules answer in the process, with no outside
+// call (worker.InProcessVerifier): the worker marks their calls started
+// with its claim.
+func (rs *Rules) InProcess() bool { return true }
+
 // Verify returns the decision of the first matching rule whose verdict the
 // task allows, or no decision. It fails only on a context that is not JSON
 // or a cancelled ctx.

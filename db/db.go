@@ -137,7 +137,7 @@ type DB struct {
 
 	// claims are the claim statements of the store's dialect, assembled
 	// once (claimTasksSQL, claimWebhooksSQL).
-	claims struct{ tasks, webhooks string }
+	claims struct{ tasks, tasksStarted, webhooks string }
 	// watchers wake requests waiting for tasks (watch.go).
 	watchers watchers
 	// listener is the process's LISTEN connection on Postgres, opened at
@@ -230,7 +230,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		d.writeGate = sqlitegate.New(opts.Timeout)
 		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
 	}
-	d.claims.tasks, d.claims.webhooks = d.claimTasksSQL(), d.claimWebhooksSQL()
+	d.claims.tasks, d.claims.tasksStarted = d.claimTasksSQL(false), d.claimTasksSQL(true)
+	d.claims.webhooks = d.claimWebhooksSQL()
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns
 	}

@@ -30,14 +30,29 @@ var _ arbiter.QueueService = (*DB)(nil)
 // lost too often to a human. A lease whose worker never started the call
 // (its claim failed on the worker's side after it committed, say) costs
 // the task nothing.
-func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
+func (d *DB) ClaimTasks(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+	return d.claimTasks(ctx, d.claims.tasks, owner, max, lease)
+}
+
+// ClaimTasksStarted is ClaimTasks that also marks the calls of the tasks it
+// leases started, as StartAgentCalls would, in the claim's own statement:
+// for a worker whose calls start as soon as it holds the tasks (a verifier
+// that answers in the process), where a claim lost on the worker's side is
+// a lost worker, so that a lease that runs out counts a failure without a
+// second statement.
+func (d *DB) ClaimTasksStarted(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+	return d.claimTasks(ctx, d.claims.tasksStarted, owner, max, lease)
+}
+
+// claimTasks runs query, claimTasksSQL's statement, for owner.
+func (d *DB) claimTasks(ctx context.Context, query, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	if max <= 0 {
 		return nil, nil
 	}
 	now := int64(d.nowMS())
-	claimed, err := claimRows(ctx, d, "claim tasks", d.claims.tasks, scanClaimedTask,
+	claimed, err := claimRows(ctx, d, "claim tasks", query, scanClaimedTask,
 		owner, lease.Milliseconds(), max, now, max, now, max, max)
 	if err != nil {
 		return nil, err
@@ -67,14 +82,18 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 	return nil
 }
 
-// claimTasksSQL is ClaimTasks's statement, assembled once when the store
-// opens (DB.claims). Arguments: owner, lease (ms), then max, now, max,
-// now, max, max. It is one statement, so SQLite takes its one write lock
+// claimTasksSQL is ClaimTasks's statement, or ClaimTasksStarted's when
+// started, assembled once when the store opens (DB.claims). Arguments:
+// owner, lease (ms), then max, now, max, now, max, max. It is one statement, so SQLite takes its one write lock
 // once per claim: each kind of due task is picked by its own index, at
 // most max of each, and the first max of them by kind, then by due time,
 // are leased. A task past its deadline is left to the sweep to expire.
-func (d *DB) claimTasksSQL() string {
+func (d *DB) claimTasksSQL(started bool) string {
 	lock := d.sqlSkipLocked()
+	callStarted := "NULL"
+	if started {
+		callStarted = d.sqlNowMS()
+	}
 	due := func(prio int, where, order string) string {
 		return `SELECT id, ` + strconv.Itoa(prio) + ` AS prio, ` + order + ` AS due FROM (SELECT id, ` + order + ` FROM task_states
 			WHERE ` + where + ` AND ` + d.beforeDeadline() + ` ORDER BY ` + order + ` LIMIT ? ` + lock + `) k` + strconv.Itoa(prio)
@@ -82,7 +101,7 @@ func (d *DB) claimTasksSQL() string {
 	return d.sqlReturningTasks(`UPDATE task_states SET status = 'agent_running', lease_owner = ?,
 		lease_expires_at = ` + d.sqlNowMS() + ` + ?,
 		failures = CASE WHEN status = 'agent_running' AND call_started_at IS NOT NULL THEN failures + 1 ELSE failures END,
-		call_started_at = NULL
+		call_started_at = ` + callStarted + `
 		WHERE id IN (SELECT id FROM (` +
 		due(0, `status = 'agent_running' AND lease_expires_at < `+d.sqlNowMS(), `lease_expires_at`) + ` UNION ALL ` +
 		due(1, `status = 'pending' AND failures > 0 AND run_after <= ?`, `run_after`) + ` UNION ALL ` +

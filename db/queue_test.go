@@ -176,6 +176,38 @@ func TestQueueService_ALostLeaseCountsOnlyAStartedCall(t *testing.T) {
 	})
 }
 
+// TestQueueService_AClaimThatStartsTheCallsCountsItsLostLease: a claim
+// that marks its calls started (ClaimTasksStarted) needs no
+// StartAgentCalls for its lost lease to count a failure, once a claim;
+// a plain claim's lost lease, after it, counts nothing more.
+func TestQueueService_AClaimThatStartsTheCallsCountsItsLostLease(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		task, _ := d.CreateTask(ctx, acct.ID, taskCreate("p"))
+		for i := range 2 {
+			claimed, err := d.ClaimTasksStarted(ctx, fmt.Sprint("vanished-", i), 1, -time.Minute)
+			if err != nil || len(claimed) != 1 || claimed[0].Failures != i {
+				t.Fatalf("claim %d = %+v (%v), want the task with %d failures", i+1, claimed, err, i)
+			}
+		}
+		claimed, err := d.ClaimTasks(ctx, "never-called", 1, -time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 2 {
+			t.Fatalf("plain claim = %+v (%v), want the task with the two lost calls", claimed, err)
+		}
+		claimed, err = d.ClaimTasksStarted(ctx, "last", 1, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].Failures != 2 {
+			t.Fatalf("claim after a plain claim's lost lease = %+v (%v), want the task with its two failures", claimed, err)
+		}
+		if err := d.FinishAgentAttempt(ctx, "last", task.ID, decided("approve", 0.95)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusCompleted || got.Failures != 2 || len(got.Attempts) != 1 {
+			t.Errorf("task = %s with %d failures and %d attempts, want completed by its one attempt", got.Status, got.Failures, len(got.Attempts))
+		}
+	})
+}
+
 // TestQueueService_ATaskLostTooOftenGoesToAHuman: a task whose workers all
 // vanish mid-call is taken again with one more failure each time; once
 // they reach MaxAgentFailures, arbiter.LostAgentStep's step sends it to a

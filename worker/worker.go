@@ -47,6 +47,18 @@ type Pacer interface {
 	Pace(ctx context.Context, maxWait time.Duration) error
 }
 
+// InProcessVerifier is a verifier backend whose calls are answered in the
+// process as soon as they are made, with no outside call and no turn to
+// wait for (the agent package's rules and none backends). The worker
+// claims for it with its calls marked started in the claim's own statement
+// (arbiter.QueueService.ClaimTasksStarted) rather than in a second one:
+// between its claim and its call there is nothing that can be lost but the
+// worker itself, so a lease that runs out still counts a lost call.
+type InProcessVerifier interface {
+	// InProcess reports whether every call is answered in the process.
+	InProcess() bool
+}
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
@@ -155,11 +167,14 @@ const recordTimeout = 10 * time.Second
 
 // Worker runs verifier calls on claimed tasks. Create it with New.
 type Worker struct {
-	cfg     Config
-	retry   arbiter.AgentRetry
-	pacer   Pacer // the verifier's, when it paces its calls
-	log     *slog.Logger
-	claimer *Claimer[agentCall]
+	cfg   Config
+	retry arbiter.AgentRetry
+	pacer Pacer // the verifier's, when it paces its calls
+	// inProcess is set when the verifier answers in the process and does
+	// not pace its calls: claims mark the calls started.
+	inProcess bool
+	log       *slog.Logger
+	claimer   *Claimer[agentCall]
 	// batch holds the calls of the last claim until the claimer has read
 	// them; the claim loop alone uses it.
 	batch []agentCall
@@ -228,6 +243,9 @@ func New(cfg Config) *Worker {
 	w := &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.ID)}
 	w.retry = arbiter.AgentRetry{Backoff: w.backoff, CallTimeout: cfg.AttemptTimeout}
 	w.pacer, _ = cfg.Verifier.(Pacer)
+	if v, ok := cfg.Verifier.(InProcessVerifier); ok && w.pacer == nil {
+		w.inProcess = v.InProcess()
+	}
 	w.claimer = NewClaimer(ClaimerConfig[agentCall]{
 		Claim: w.claim,
 		Work: func(calls context.Context, c agentCall) {
@@ -293,11 +311,24 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
+// markedByTheClaim is the marked channel of calls whose claim marked them
+// started (InProcessVerifier).
+var markedByTheClaim = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // claim claims up to n tasks and returns their calls, once it has started
-// marking them started in the store (startCalls).
+// marking them started in the store (startCalls), or with the calls marked
+// by the claim itself for a verifier that answers in the process.
 func (w *Worker) claim(ctx context.Context, n int) []agentCall {
 	claimed := time.Now()
-	tasks, err := w.cfg.Queue.ClaimTasks(ctx, w.cfg.ID, n, w.cfg.Lease)
+	claimTasks := w.cfg.Queue.ClaimTasks
+	if w.inProcess {
+		claimTasks = w.cfg.Queue.ClaimTasksStarted
+	}
+	tasks, err := claimTasks(ctx, w.cfg.ID, n, w.cfg.Lease)
 	if err != nil && ctx.Err() == nil {
 		w.log.Error("claim tasks", "error", err.Error())
 	}
@@ -306,6 +337,12 @@ func (w *Worker) claim(ctx context.Context, n int) []agentCall {
 	}
 	w.batch = w.batch[:0]
 	if len(tasks) == 0 {
+		return w.batch
+	}
+	if w.inProcess {
+		for _, t := range tasks {
+			w.batch = append(w.batch, agentCall{task: t, claimed: claimed, marked: markedByTheClaim})
+		}
 		return w.batch
 	}
 	// The calls are marked started in the store before they are made,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/worker"
@@ -228,6 +229,78 @@ func TestWorker_AClaimItNeverHeardOfCountsNoLostCall(t *testing.T) {
 		if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || got.Failures != 0 || calls.Load() != 1 {
 			t.Fatalf("task = %s with %d attempts and %d failures after %d calls, want completed by its one call, no failure counted",
 				got.Status, len(got.Attempts), got.Failures, calls.Load())
+		}
+	})
+}
+
+// inProcess is a verifier that answers in the process
+// (worker.InProcessVerifier), as the rules backend does.
+type inProcess struct{ verifierFunc }
+
+func (inProcess) InProcess() bool { return true }
+
+var (
+	_ worker.InProcessVerifier = (*agent.Rules)(nil)
+	_ worker.InProcessVerifier = agent.None{}
+)
+
+// startsInTheClaim is a store that counts StartAgentCalls, and whose first
+// claims that mark the calls started (ClaimTasksStarted) commit but fail
+// on the worker's side, as unheardClaims.
+type startsInTheClaim struct {
+	*db.DB
+	unheard, starts atomic.Int32
+}
+
+func (q *startsInTheClaim) StartAgentCalls(ctx context.Context, owner string, ids []string) error {
+	q.starts.Add(1)
+	return q.DB.StartAgentCalls(ctx, owner, ids)
+}
+
+func (q *startsInTheClaim) ClaimTasksStarted(ctx context.Context, owner string, max int, lease time.Duration) ([]*arbiter.Task, error) {
+	if q.unheard.Add(1) > arbiter.MaxAgentFailures {
+		return q.DB.ClaimTasksStarted(ctx, owner, max, lease)
+	}
+	if _, err := q.DB.ClaimTasksStarted(ctx, owner, max, -time.Minute); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("claim tasks: %w", context.DeadlineExceeded)
+}
+
+// TestWorker_AnInProcessVerifiersCallsAreStartedByTheClaim: for a verifier
+// that answers in the process, the claim marks the calls started in its
+// own statement and the worker makes no StartAgentCalls. Between claim and
+// call only the worker itself can be lost, so a lease that runs out counts
+// a lost call: a task whose claims were all lost goes to a human uncalled,
+// where a verifier with outside calls counts such claims as nothing
+// (TestWorker_AClaimItNeverHeardOfCountsNoLostCall). A task claimed
+// afterwards is decided by its call as before.
+func TestWorker_AnInProcessVerifiersCallsAreStartedByTheClaim(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		acct, lost := createTask(t, store, "in-process@example.com")
+		var calls sync.Map
+		q := &startsInTheClaim{DB: store}
+		start(t, store, inProcess{func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Store(task.ID, true)
+			return answer("approve", 0.95)(ctx, task)
+		}}, func(c *worker.Config) { c.Queue = q })
+		got := waitFor(t, store, acct, lost, settled)
+		// The lost calls, and the attempt that says so.
+		if got.Status != arbiter.StatusHumanNeeded || got.Failures != arbiter.MaxAgentFailures+1 || len(got.Attempts) != 1 ||
+			got.Attempts[0].Error == nil || *got.Attempts[0].Error != arbiter.VerifierLost {
+			t.Errorf("task lost with %d claims = %s with %d failures, %+v; want it sent to a human as lost",
+				arbiter.MaxAgentFailures, got.Status, got.Failures, got.Attempts)
+		}
+		if _, called := calls.Load(lost); called {
+			t.Error("the verifier was called on a task lost too often")
+		}
+		_, next := createTask(t, store, "in-process@example.com")
+		if got := waitFor(t, store, acct, next, settled); got.Status != arbiter.StatusCompleted || got.Failures != 0 {
+			t.Errorf("task claimed afterwards = %s with %d failures, want completed by its call", got.Status, got.Failures)
+		}
+		if n := q.starts.Load(); n != 0 {
+			t.Errorf("the worker marked calls started %d times, want none: the claim marks them", n)
 		}
 	})
 }
