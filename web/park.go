@@ -195,12 +195,15 @@ func (l *ParkingLot) wait(p *parkedConn) {
 // answer reads p's task and answers it, unless the task is not final and
 // last is false; it sends whether it answered to answered.
 func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
+	sent := false
 	defer func() {
 		if v := recover(); v != nil {
 			l.logger.Error("parked request", "panic", v)
 			p.conn.Close()
-			p.Answered(http.StatusInternalServerError, 0)
-			answered <- true
+			if !sent {
+				p.Answered(http.StatusInternalServerError, 0)
+				answered <- true
+			}
 		}
 	}()
 	a, ok := p.Answer(last)
@@ -212,13 +215,16 @@ func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 	_ = p.conn.SetWriteDeadline(time.Now().Add(parkedAnswerTime))
 	_, err := p.conn.Write(writeAnswer(p.header, a, closing))
 	p.Answered(a.Status, len(a.Body))
+	// The slot is given back before the connection: the server's Accept
+	// need not wait for it.
+	sent = true
+	answered <- true
 	if err != nil || closing {
 		p.conn.Close()
-	} else {
-		_ = p.conn.SetWriteDeadline(time.Time{})
-		l.handBack(&resumedConn{Conn: p.conn, buffered: p.buffered})
+		return
 	}
-	answered <- true
+	_ = p.conn.SetWriteDeadline(time.Time{})
+	l.handBack(&resumedConn{Conn: p.conn, buffered: p.buffered})
 }
 
 // handBack gives an answered connection to the server, through Listener,
