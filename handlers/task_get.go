@@ -89,10 +89,9 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		}
 		accountID, id := arbiter.AccountIDFromContext(r.Context()), r.PathValue("id")
 		var task *arbiter.Task
-		switch {
-		case wait == 0:
+		if wait == 0 {
 			task, err = tasks.FindTaskByID(r.Context(), accountID, id)
-		default:
+		} else {
 			// The server's write timeout counts from the request; the
 			// answer comes after the wait.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + answerTime))
