@@ -352,7 +352,7 @@ func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOption
 	accountID := arbiter.AccountIDFromContext(ctx)
 	var last *client.Task
 	for {
-		task, answered, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown)
+		task, answered, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown, nil)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			answered()

@@ -303,6 +303,8 @@ type lazyLogger struct {
 	requestID string
 	once      sync.Once
 	logger    *slog.Logger
+	// later is set when the request is parked (see AnswerLater).
+	later *answerLater
 }
 
 // LoggerFromContext returns the request's logger, or slog's default.

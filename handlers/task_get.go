@@ -61,11 +61,15 @@ func (a *answerSlots) give() { <-a.slots }
 // once when shutdown closes (the server is stopping). A waiting request
 // holds no database connection: watcher wakes it when the task may have
 // changed, and it reads the task again.
-func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}) http.Handler {
-	return taskGet(tasks, watcher, shutdown, newAnswerSlots(maxAnswering))
+//
+// With a parker, a waiting HTTP/1.1 request whose first read found its
+// task not final is parked (see Parker): its connection waits without the
+// request, and the parker answers it as this handler would.
+func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, parker Parker) http.Handler {
+	return taskGet(tasks, watcher, shutdown, newAnswerSlots(maxAnswering), parker)
 }
 
-func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, answering *answerSlots) http.Handler {
+func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, answering *answerSlots, parker Parker) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
 	}
@@ -91,8 +95,14 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 			// The server's write timeout counts from the request; the
 			// answer comes after the wait.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + answerTime))
+			var park func(wake <-chan struct{}, stop func()) bool
+			if parker != nil {
+				park = func(wake <-chan struct{}, stop func()) bool {
+					return parkWaiter(w, r, parker, tasks, wake, stop, accountID, id, wait)
+				}
+			}
 			var answered func()
-			task, answered, err = waitForFinal(r.Context(), tasks, watcher, answering, accountID, id, wait, shutdown)
+			task, answered, err = waitForFinal(r.Context(), tasks, watcher, answering, accountID, id, wait, shutdown, park)
 			// The answer is read, encoded and written in its slot.
 			defer answered()
 		}
@@ -101,7 +111,7 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 			return
 		}
 		if task == nil {
-			return // the caller left while waiting
+			return // the caller left while waiting, or it was parked
 		}
 		if err := withGold(r.Context(), tasks, accountID, task); err != nil {
 			Error(w, r, err)
@@ -118,18 +128,30 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 
 // waitForFinal reads the account's task until it is final, wait has passed
 // or shutdown closes, reading it again each time watcher wakes it, and
-// returns the last read; nil when the caller left. Each read after the
-// first is made in one of answering's slots, which is held when the task
-// is returned, until answered is called.
+// returns the last read; nil when the caller left, or when park (if not
+// nil) took the request, with the watch, after the first read found the
+// task not final. Each read after the first is made in one of answering's
+// slots, which is held when the task is returned, until answered is
+// called.
 func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbiter.TaskWatcher, answering *answerSlots,
-	accountID, id string, wait time.Duration, shutdown <-chan struct{}) (task *arbiter.Task, answered func(), err error) {
+	accountID, id string, wait time.Duration, shutdown <-chan struct{},
+	park func(wake <-chan struct{}, stop func()) bool) (task *arbiter.Task, answered func(), err error) {
 	// Watch first: a transition between the read and the watch would
 	// otherwise go unseen.
 	wake, stop := watcher.WatchTask(id)
-	defer stop()
+	parked := false
+	defer func() {
+		if !parked {
+			stop()
+		}
+	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	task, err = tasks.FindTaskByID(ctx, accountID, id)
+	if err == nil && !task.Final() && park != nil && park(wake, stop) {
+		parked = true
+		return nil, func() {}, nil
+	}
 	for err == nil && !task.Final() {
 		// The task is not kept while waiting: thousands of waiters would
 		// hold thousands of contexts.

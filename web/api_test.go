@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -31,6 +32,7 @@ type api struct {
 	store *db.DB
 	keys  *web.KeyChecker
 	srv   *httptest.Server
+	lot   *web.ParkingLot
 }
 
 // eachAPI runs fn once per store dialect against a fresh server.
@@ -46,23 +48,71 @@ func eachAPI(t *testing.T, opts db.Options, fn func(t *testing.T, a *api)) {
 func serveAPI(t *testing.T, url string, opts db.Options) *api {
 	store := dbtest.OpenURL(t, url, opts)
 	keys := web.NewKeyChecker(store, nil)
-	// Wired as arbiter serve wires it: shutting the server down answers
-	// the requests waiting for tasks.
+	srv, lot := serveRouter(t, store, keys, serverOptions{park: true})
+	return &api{t: t, url: url, store: store, keys: keys, srv: srv, lot: lot}
+}
+
+// serverOptions are serveRouter's.
+type serverOptions struct {
+	// park parks waiting requests (web.ParkingLot), as arbiter serve does.
+	park bool
+	// logger receives the request log (default: nowhere).
+	logger *slog.Logger
+	// listen, when set, wraps the server's listener (a ConnLimiter, say),
+	// and connState receives the server's connection states.
+	listen    func(net.Listener) net.Listener
+	connState func(net.Conn, http.ConnState)
+}
+
+// serveRouter serves the API over store, wired as arbiter serve wires it,
+// until the test ends: shutting the server down answers the requests
+// waiting for tasks. It returns the server and its parking lot (nil
+// unless o.park).
+func serveRouter(t *testing.T, store *db.DB, keys *web.KeyChecker, o serverOptions) (*httptest.Server, *web.ParkingLot) {
 	shuttingDown := make(chan struct{})
+	var shutdownOnce sync.Once
+	shutdown := func() { shutdownOnce.Do(func() { close(shuttingDown) }) }
+	if o.logger == nil {
+		o.logger = discardLogger()
+	}
 	router := &web.Router{
 		Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store},
 		KeyChecker:   keys,
-		Logger:       discardLogger(),
+		Logger:       o.logger,
 		ShuttingDown: shuttingDown,
 		// The tests send many demo verdicts from one address;
 		// TestDemoLimit_* test the default limit.
 		DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
 	}
+	if o.park {
+		router.Parking = web.NewParkingLot(shuttingDown, o.logger)
+	}
 	srv := httptest.NewUnstartedServer(router.Routes())
-	srv.Config.RegisterOnShutdown(func() { close(shuttingDown) })
+	if o.listen != nil {
+		srv.Listener = o.listen(srv.Listener)
+	}
+	srv.Config.ConnState = o.connState
+	srv.Config.RegisterOnShutdown(shutdown)
 	srv.Start()
-	t.Cleanup(srv.Close)
-	return &api{t: t, url: url, store: store, keys: keys, srv: srv}
+	lot := router.Parking
+	if lot != nil {
+		go func() { _ = srv.Config.Serve(lot.Listener()) }()
+	}
+	t.Cleanup(func() {
+		if lot != nil {
+			// Parked waiters are answered and closed, as at shutdown.
+			shutdown()
+			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			lot.Wait(waitCtx)
+			if n := lot.Parked(); n > 0 {
+				t.Errorf("%d requests still parked after the test", n)
+			}
+			lot.Listener().Close()
+		}
+		srv.Close()
+	})
+	return srv, lot
 }
 
 // newKey creates an account (if absent) and a key for it.

@@ -218,6 +218,15 @@ func (l *ConnLimiter) refuse(c net.Conn) {
 // ConnState is the http.Server's ConnState hook: it keeps the limiter's
 // list of connections idle in keep-alive.
 func (l *ConnLimiter) ConnState(c net.Conn, state http.ConnState) {
+	// While parked (hijacked), a connection counts as open and busy. It
+	// comes back from the ParkingLot wrapped, new to the server, and idle
+	// until its next request.
+	if rc, ok := c.(*resumedConn); ok {
+		c = rc.Conn
+		if state == http.StateNew {
+			state = http.StateIdle
+		}
+	}
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -39,26 +40,40 @@ func requestLogger(logger *slog.Logger, trusted []netip.Prefix) func(http.Handle
 			id := requestIDOf(r, trusted)
 			w.Header().Set(RequestIDHeader, id)
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r.WithContext(handlers.NewContextWithRequestLogger(r.Context(), logger, id)))
-			status := ww.Status()
-			if status == 0 {
-				status = http.StatusOK
+			ctx := handlers.NewContextWithRequestLogger(r.Context(), logger, id)
+			next.ServeHTTP(ww, r.WithContext(ctx))
+			// A parked request is logged once it is answered.
+			if handlers.IsParked(ctx) {
+				method, path := r.Method, r.URL.Path
+				handlers.AnswerLater(ctx, func(status, bytes int) {
+					logRequest(context.Background(), logger, id, method, path, status, bytes, start)
+				})
+				return
 			}
-			level := slog.LevelInfo
-			if status >= 500 {
-				level = slog.LevelError
-			}
-			// The request's id first, where the handlers' logger puts it.
-			logger.LogAttrs(r.Context(), level, "request",
-				slog.String("request_id", id),
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.Int("status", status),
-				slog.Int("bytes", ww.BytesWritten()),
-				slog.Duration("duration", time.Since(start)),
-			)
+			logRequest(r.Context(), logger, id, r.Method, r.URL.Path, ww.Status(), ww.BytesWritten(), start)
 		})
 	}
+}
+
+// logRequest logs the line of a request answered with status (0: 200)
+// and a body of bytes.
+func logRequest(ctx context.Context, logger *slog.Logger, id, method, path string, status, bytes int, start time.Time) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	// The request's id first, where the handlers' logger puts it.
+	logger.LogAttrs(ctx, level, "request",
+		slog.String("request_id", id),
+		slog.String("method", method),
+		slog.String("path", path),
+		slog.Int("status", status),
+		slog.Int("bytes", bytes),
+		slog.Duration("duration", time.Since(start)),
+	)
 }
 
 // requestIDOf returns the id of r: the one X-Request-Id holds when the
@@ -139,17 +154,27 @@ func observeRequests(o RequestObserver) func(http.Handler) http.Handler {
 			start := time.Now()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r)
-			status := ww.Status()
-			if status == 0 {
-				status = http.StatusOK
-			}
 			route := ""
 			if rc := chi.RouteContext(r.Context()); rc != nil {
 				route = rc.RoutePattern()
 			}
-			o.ObserveRequest(route, r.Method, status, time.Since(start))
+			// A parked request is counted once it is answered.
+			if handlers.IsParked(r.Context()) {
+				method := r.Method
+				handlers.AnswerLater(r.Context(), func(status, _ int) { observeRequest(o, route, method, status, start) })
+				return
+			}
+			observeRequest(o, route, r.Method, ww.Status(), start)
 		})
 	}
+}
+
+// observeRequest tells o of a request answered with status (0: 200).
+func observeRequest(o RequestObserver, route, method string, status int, start time.Time) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	o.ObserveRequest(route, method, status, time.Since(start))
 }
 
 // recoverer turns a panic in a handler into a logged 500, answered as the

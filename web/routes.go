@@ -77,6 +77,10 @@ type Router struct {
 	// ShuttingDown, closed when the server begins to shut down, answers
 	// the requests waiting for a task at once with the task as it is.
 	ShuttingDown <-chan struct{}
+	// Parking, when set, parks the HTTP/1.1 requests that wait for a task
+	// off their goroutine until they are answered (see ParkingLot); its
+	// Listener must be served by the same server.
+	Parking *ParkingLot
 
 	// Site holds the origins of the API, the dashboard and the reviewer
 	// site. When they name different hosts, requests are dispatched by
@@ -179,10 +183,13 @@ func (rt *Router) Routes() http.Handler {
 // header (limitHeader) once they say how they answer failures.
 func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
+	// The metrics inside the request log, whose context tells them of a
+	// parked request (handlers.AnswerLater).
+	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger, rt.TrustedProxies))
 	if rt.Metrics != nil {
 		r.Use(observeRequests(rt.Metrics))
 	}
-	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger, rt.TrustedProxies), recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL),
+	r.Use(recoverer, limitBody(arbiter.MaxBodyBytes), securityHeaders(strings.HasPrefix(site.AppURL, "https://"), site.AppURL, site.ReviewURL),
 		middleware.GetHead)
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed(r))
@@ -212,7 +219,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
 			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.parker()))
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
@@ -426,4 +433,12 @@ func hostOf(origin string) string {
 		return origin
 	}
 	return strings.ToLower(u.Host)
+}
+
+// parker returns the parking lot of waiting requests, or nil.
+func (rt *Router) parker() handlers.Parker {
+	if rt.Parking == nil {
+		return nil
+	}
+	return rt.Parking
 }

@@ -245,8 +245,8 @@ func agentConfig(a config.Agent) agent.Config {
 
 // serveHTTP serves the API, the dashboard and the reviewer site on the
 // listener until ctx ends or the server fails, then shuts the server down:
-// the requests waiting for a task are answered at once, the others have
-// the grace period.
+// the requests waiting for a task are answered at once (the parked ones
+// too, before it returns), the others have the grace period.
 func (s *server) serveHTTP(ctx context.Context) error {
 	// Requests waiting for a task are answered when shutdown begins.
 	shuttingDown := make(chan struct{})
@@ -269,6 +269,10 @@ func (s *server) serveHTTP(ctx context.Context) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(s.ln) }()
+	// The connections answered from the parking lot come back through its
+	// listener.
+	parked := router.Parking
+	go func() { _ = srv.Serve(parked.Listener()) }()
 	select {
 	case err := <-served:
 		return err
@@ -278,7 +282,10 @@ func (s *server) serveHTTP(ctx context.Context) error {
 	s.logger.Info("shutting down", "grace", s.cfg.ShutdownGrace)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = srv.Shutdown(shutdownCtx)
+	// Parked waiters are answered as the others: at once, and closed.
+	parked.Wait(shutdownCtx)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil
@@ -311,6 +318,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Logger:         s.logger,
 		TaskCreated:    created,
 		ShuttingDown:   shuttingDown,
+		Parking:        web.NewParkingLot(shuttingDown, s.logger),
 		TrustedProxies: s.cfg.TrustedProxies,
 
 		WebhookAllowPrivate: s.cfg.WebhookAllowPrivate,
