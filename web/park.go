@@ -44,8 +44,11 @@ type ParkingLot struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	// answerTime bounds the writing of an answer (parkedAnswerTime).
+	answerTime time.Duration
+
 	mu    sync.Mutex
-	count int // parked requests
+	count int // parked requests, until their answers are written
 	// none, when not nil, is closed when count comes to 0, for Wait.
 	none chan struct{}
 }
@@ -65,9 +68,10 @@ func NewParkingLot(shutdown <-chan struct{}, logger *slog.Logger) *ParkingLot {
 	}
 	return &ParkingLot{
 		shutdown: shutdown, logger: logger,
-		answering: make(chan struct{}, maxParkedAnswering),
-		conns:     make(chan net.Conn),
-		closed:    make(chan struct{}),
+		answering:  make(chan struct{}, maxParkedAnswering),
+		conns:      make(chan net.Conn),
+		closed:     make(chan struct{}),
+		answerTime: parkedAnswerTime,
 	}
 }
 
@@ -158,17 +162,10 @@ func (l *ParkingLot) stopping() bool {
 
 // wait answers p once its wait ends. It waits on a goroutine of its own,
 // whose stack stays small: the reading and the answering are done on
-// another, in one of the lot's answering slots.
+// another, which reads and encodes in one of the lot's answering slots,
+// and writes after it has given the slot back, so that callers slow to
+// read their answers keep no one else's waiting.
 func (l *ParkingLot) wait(p *parkedConn) {
-	defer func() {
-		l.mu.Lock()
-		l.count--
-		if l.count == 0 && l.none != nil {
-			close(l.none)
-			l.none = nil
-		}
-		l.mu.Unlock()
-	}()
 	defer p.Stop()
 	timer := time.NewTimer(p.Wait)
 	defer timer.Stop()
@@ -193,7 +190,9 @@ func (l *ParkingLot) wait(p *parkedConn) {
 }
 
 // answer reads p's task and answers it, unless the task is not final and
-// last is false; it sends whether it answered to answered.
+// last is false; it sends whether it answers to answered once the answer
+// is made, before writing it (the answering slot is given back then). A
+// request answered leaves the lot's count once its answer is written.
 func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 	sent := false
 	defer func() {
@@ -204,6 +203,7 @@ func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 				p.Answered(http.StatusInternalServerError, 0)
 				answered <- true
 			}
+			l.leave()
 		}
 	}()
 	a, ok := p.Answer(last)
@@ -212,19 +212,30 @@ func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 		return
 	}
 	closing := l.stopping()
-	_ = p.conn.SetWriteDeadline(time.Now().Add(parkedAnswerTime))
-	_, err := p.conn.Write(writeAnswer(p.header, a, closing))
-	p.Answered(a.Status, len(a.Body))
-	// The slot is given back before the connection: the server's Accept
-	// need not wait for it.
+	out := writeAnswer(p.header, a, closing)
 	sent = true
 	answered <- true
+	_ = p.conn.SetWriteDeadline(time.Now().Add(l.answerTime))
+	_, err := p.conn.Write(out)
+	p.Answered(a.Status, len(a.Body))
+	l.leave()
 	if err != nil || closing {
 		p.conn.Close()
 		return
 	}
 	_ = p.conn.SetWriteDeadline(time.Time{})
 	l.handBack(&resumedConn{Conn: p.conn, buffered: p.buffered})
+}
+
+// leave counts a parked request answered, for Wait.
+func (l *ParkingLot) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count--
+	if l.count == 0 && l.none != nil {
+		close(l.none)
+		l.none = nil
+	}
 }
 
 // handBack gives an answered connection to the server, through Listener,

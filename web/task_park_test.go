@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,9 +195,9 @@ func TestTaskGet_ParkedConnectionKeepsAlive(t *testing.T) {
 				t.Fatalf("request %d (%s) on the connection: %d %s", i+1, path, res.StatusCode, body)
 			}
 		}
-		if n := a.lot.Parked(); n != 0 {
-			t.Errorf("%d requests parked once all were answered", n)
-		}
+		// A request leaves the lot once its answer is written, which its
+		// caller may read before the write returns.
+		waitForParked(t, a.lot, 0)
 	})
 }
 
@@ -331,6 +332,74 @@ func TestTaskGet_ParkedConnectionsCount(t *testing.T) {
 				t.Fatalf("a third connection once the two were answered: %d %s", res.StatusCode, body)
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// smallSendBuffers is a listener whose connections have a send buffer of
+// 4 KB, without the kernel's growing it: a caller who reads nothing soon
+// keeps a large answer's writing waiting.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestTaskGet_ParkedSlowReadersKeepNoOneWaiting parks more callers than
+// the lot answers at once, each waiting on a task of ~45 KB (the longest
+// prompt and verdicts) and reading nothing of its answer (small buffers
+// on both sides, so that the answer's writing waits): another caller's
+// wait still ends with its answer, as a parked answer is written after
+// its answering slot is given back.
+func TestTaskGet_ParkedSlowReadersKeepNoOneWaiting(t *testing.T) {
+	t.Parallel()
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		srv, lot := serveRouter(t, a.store, a.keys, serverOptions{park: true,
+			listen: func(ln net.Listener) net.Listener { return smallSendBuffers{ln} }})
+		lot.SetAnswerTime(time.Hour) // a slow reader's answer is not cut short
+		addr := srv.Listener.Addr().String()
+		verdicts := make([]string, 64)
+		for i := range verdicts {
+			verdicts[i] = fmt.Sprintf("%q", fmt.Sprintf("%03d", i)+strings.Repeat("v", 190))
+		}
+		big := `{"prompt":"` + strings.Repeat("Refund? ", 4000) + `","allowed_verdicts":[` + strings.Join(verdicts, ",") + `]}`
+		dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+			var err error
+			if cerr := c.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}}
+		const slow = 40 // more than the lot's answering slots (32)
+		for range slow {
+			id := createTask(t, a, key, big)["id"].(string)
+			conn, err := dialer.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			if _, err := conn.Write([]byte(getRequest("/v1/tasks/"+id+"?wait=1", key))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitForParked(t, lot, slow)
+		id := createTask(t, a, key, goodTask)["id"].(string)
+		c := dialRaw(t, addr)
+		path := "/v1/tasks/" + id + "?wait=2"
+		c.send(getRequest(path, key))
+		if res, body, _ := c.read(path); res.StatusCode != http.StatusOK || !strings.Contains(string(body), id) {
+			t.Fatalf("behind %d slow readers: %d %s", slow, res.StatusCode, body)
+		}
+		// The slow readers' answers are still being written.
+		if n := lot.Parked(); n == 0 {
+			t.Errorf("no slow reader's answer is still being written: the test did not hold the writes")
 		}
 	})
 }
