@@ -68,7 +68,8 @@ func sweepOnce(ctx context.Context, store *db.DB, s sweepCase) (taken, batches i
 
 // measureSweep fills a fresh database with b.sweepTasks tasks with
 // deadlines, every tenth with an on-expiry outcome, makes b.sweepDue of
-// them due, and measures each sweep over them: the sweep of the due tasks,
+// them due and as many others waiting for a person with a reminder due,
+// and measures each sweep over them: the sweep of the due tasks,
 // its statements' plans and rows read with a batch due and with none, and
 // the sweeps that find nothing due, the steady state.
 func (b *bench) measureSweep(ctx context.Context) error {
@@ -96,13 +97,30 @@ func (b *bench) measureSweep(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	dueIDs := make([]string, 0, due)
-	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(len(ids))[:due] {
+	perm := rand.New(rand.NewPCG(1, 2)).Perm(len(ids))
+	dueIDs, alertIDs := make([]string, 0, due), make([]string, 0, due)
+	for _, i := range perm[:due] {
 		dueIDs = append(dueIDs, ids[i])
+	}
+	for _, i := range perm[due:min(2*due, len(perm))] {
+		alertIDs = append(alertIDs, ids[i])
 	}
 	// The due tasks' deadlines passed a second ago by the database's clock.
 	if _, err := conn.ExecContext(ctx, `UPDATE task_states SET deadline_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1000
 		WHERE id = ANY($1)`, pq.Array(dueIDs)); err != nil {
+		return err
+	}
+	// As many others wait for a person, for an hour, with a reminder after
+	// 15 minutes, due a second ago: the reminders sweep's due tasks. Their
+	// deadlines are a day away, so the expiry sweep passes them over.
+	reminder, err := json.Marshal(arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: 15 * time.Minute}}})
+	if err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, `UPDATE task_states SET status = 'human_needed', alerts = $2,
+		created_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 3600000,
+		alert_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1000
+		WHERE id = ANY($1)`, pq.Array(alertIDs), string(reminder)); err != nil {
 		return err
 	}
 	if err := vacuum(ctx, b.databaseURL); err != nil {
