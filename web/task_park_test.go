@@ -12,13 +12,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/openapi/openapitest"
 	"github.com/arbiterhq/arbiter/web"
 )
@@ -104,25 +104,6 @@ func waitForParked(t *testing.T, lot *web.ParkingLot, n int) {
 // next: its date and its request id.
 var varying = regexp.MustCompile(`(?m)^(Date|X-Request-Id): .*\r$`)
 
-// syncBuffer is a bytes.Buffer for a logger written from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestTaskGet_ParkedAnswerIsTodaysAnswer waits on a server that parks
 // waiting requests and on one that does not, for a small task (answered
 // with Content-Length) and a large one (chunked): the answers' bytes are
@@ -132,7 +113,7 @@ func TestTaskGet_ParkedAnswerIsTodaysAnswer(t *testing.T) {
 	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
-		var log syncBuffer
+		var log testutil.SyncBuffer
 		parked, lot := serveRouter(t, a.store, a.keys, serverOptions{park: true,
 			logger: slog.New(slog.NewJSONHandler(&log, nil))})
 		unparked, _ := serveRouter(t, a.store, a.keys, serverOptions{})
