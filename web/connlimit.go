@@ -86,17 +86,18 @@ const (
 	refuseRetryAfter = 1
 )
 
-// refusal is the whole answer written on a connection past its client's
-// share.
-var refusal = func() []byte {
-	body := `{"error": "too many connections from your address: reuse one you have open, or retry later", "code": "rate_limited"}` + "\n"
+// refusal returns the whole answer written on a connection past its
+// client's share, with a request id of its own, as every answer has.
+func refusal() []byte {
+	const body = `{"error": "too many connections from your address: reuse one you have open, or retry later", "code": "rate_limited"}` + "\n"
 	return []byte("HTTP/1.1 429 Too Many Requests\r\n" +
 		"Content-Type: application/json\r\n" +
 		"Retry-After: " + strconv.Itoa(refuseRetryAfter) + "\r\n" +
+		RequestIDHeader + ": " + arbiter.NewID("req_", 12) + "\r\n" +
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
 		"\r\n" + body)
-}()
+}
 
 // LimitConnections returns ln holding at most max connections open at once
 // and at most perClient from one client address (a trusted proxy
@@ -205,7 +206,7 @@ func (l *ConnLimiter) refuse(c net.Conn) {
 		defer func() { <-l.refusing }()
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(refuseWithin))
-		if _, err := c.Write(refusal); err != nil {
+		if _, err := c.Write(refusal()); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,6 +125,10 @@ func TestConnLimiter_AClientPastItsShareIsAnswered429AtOnce(t *testing.T) {
 	}
 	if res.Header.Get("Content-Type") != "application/json" || len(body) == 0 {
 		t.Fatalf("refusal body = %q (%s)", body, res.Header.Get("Content-Type"))
+	}
+	// Every answer carries a request id (the API's contract).
+	if id := res.Header.Get(RequestIDHeader); !strings.HasPrefix(id, "req_") || len(id) != len("req_")+24 {
+		t.Fatalf("refusal %s = %q, want a request id of its own", RequestIDHeader, id)
 	}
 	waitClosed(t, excess)
 
