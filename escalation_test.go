@@ -74,15 +74,7 @@ func TestParseReminders(t *testing.T) {
 		{"not a wait", s("soon"), "not a wait"},
 	} {
 		got, err := arbiter.ParseReminders(tc.in)
-		if err != nil {
-			if !strings.Contains(arbiter.ErrorMessage(err), tc.want) || arbiter.ErrorCode(err) != arbiter.EINVALID {
-				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-			}
-			continue
-		}
-		if b, _ := json.Marshal(got); string(b) != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, b, tc.want)
-		}
+		checkParsed(t, tc.name, got, err, tc.want)
 	}
 }
 
@@ -110,15 +102,22 @@ func TestParseEscalation(t *testing.T) {
 			rung("4m", "role:admin"), rung("5m", "role:admin"), rung("6m", "role:admin")}, "at most 5"},
 	} {
 		got, err := arbiter.ParseEscalation(tc.in)
-		if err != nil {
-			if !strings.Contains(arbiter.ErrorMessage(err), tc.want) || arbiter.ErrorCode(err) != arbiter.EINVALID {
-				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-			}
-			continue
+		checkParsed(t, tc.name, got, err, tc.want)
+	}
+}
+
+// checkParsed checks what a parse of the case name gave: its JSON written
+// back is want, or its EINVALID error's sentence has the words want.
+func checkParsed(t *testing.T, name string, got any, err error, want string) {
+	t.Helper()
+	if err != nil {
+		if !strings.Contains(arbiter.ErrorMessage(err), want) || arbiter.ErrorCode(err) != arbiter.EINVALID {
+			t.Errorf("%s: %v, want %q", name, err, want)
 		}
-		if b, _ := json.Marshal(got); string(b) != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, b, tc.want)
-		}
+		return
+	}
+	if b, _ := json.Marshal(got); string(b) != want {
+		t.Errorf("%s: %s, want %s", name, b, want)
 	}
 }
 
