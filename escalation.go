@@ -19,7 +19,7 @@ import (
 // due, never after the task left human_needed or its deadline passed.
 // Escalation never moves the deadline.
 
-// Limits of a schedule, documented in the README.
+// Limits of a schedule, documented in docs/policies.md.
 const (
 	// MaxReminders bounds a task's or a policy's reminders.
 	MaxReminders = 5

@@ -38,7 +38,7 @@ const (
 	DefaultConfidenceThreshold = 0.8
 )
 
-// Limits on a task-create request. They are documented in the README.
+// Limits on a task-create request. They are documented in docs/api.md.
 const (
 	MaxBodyBytes    = 1 << 20   // whole request body
 	MaxPromptBytes  = 32 << 10  // prompt, in bytes of UTF-8

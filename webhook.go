@@ -94,7 +94,7 @@ const (
 	webhookSignatureVersion = "v1"     // the HMAC-SHA256 scheme
 )
 
-// Limits and times of webhooks, documented in the README.
+// Limits and times of webhooks, documented in docs/webhooks.md.
 const (
 	// MaxWebhookEndpoints bounds the endpoints of one account.
 	MaxWebhookEndpoints = 20

@@ -342,7 +342,7 @@ func TestWebhookResponseExcerpt(t *testing.T) {
 	}
 }
 
-// TestNewWebhookPayload_Timestamp: the timestamp reads as the README's
+// TestNewWebhookPayload_Timestamp: the timestamp reads as docs/webhooks.md's
 // examples do: RFC 3339 in UTC to the millisecond, trailing zeros dropped.
 func TestNewWebhookPayload_Timestamp(t *testing.T) {
 	for _, c := range []struct {

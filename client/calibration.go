@@ -53,8 +53,8 @@ func (o CalibrationOptions) query() string {
 // person agrees with it, from the account's labelled pairs: tasks the
 // verifier answered with a confidence that a person then decided, routed
 // below the threshold (weight 1) or audited (weight 1/audit rate). Shares
-// are from 0 to 1; a figure without data is nil. See the README's
-// "Calibration" section for how to read it.
+// are from 0 to 1; a figure without data is nil. See docs/calibration.md
+// for how to read it.
 type CalibrationReport struct {
 	N              int     `json:"n"`
 	Audits         int     `json:"audits"`

@@ -328,7 +328,7 @@ type Error struct {
 	// Message is the server's human-readable sentence.
 	Message string
 	// Code is the server's stable code for programs, such as
-	// "daily_cap_exceeded" or "invalid_field" (the README lists them); ""
+	// "daily_cap_exceeded" or "invalid_field" (docs/api.md lists them); ""
 	// when the answer was not Arbiter's.
 	Code string
 	// Field, with Code "invalid_field", names the request field at fault.

@@ -236,8 +236,8 @@ type Setting struct {
 // Settings are every setting of a server process, in the order help lists
 // them within their scope. To add one, add its Config field and an entry
 // here (the stringSetting, intSetting, durationSetting and originSetting
-// helpers cover most), and a row in README.md's configuration table; a test
-// checks that every variable read is listed here and in README.md.
+// helpers cover most), and a row in the server table of docs/configuration.md; a test
+// checks that every variable read is listed here and there.
 var Settings = []Setting{
 	{Env: "ARBITER_DATABASE_URL", Fallback: "DATABASE_URL", Default: DefaultDatabaseURL, Scope: ScopeStore,
 		Help: "the store: postgres://… for Postgres, sqlite:PATH for SQLite",

@@ -11,7 +11,7 @@ import (
 
 // TestDefaults_AreThePackagesOwn keeps the defaults config repeats equal to
 // the ones the store, the worker and the verifier apply to a zero value, so
-// that help, the README and an unset variable say what the process does.
+// that help, docs/configuration.md and an unset variable say what the process does.
 func TestDefaults_AreThePackagesOwn(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

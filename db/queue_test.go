@@ -288,7 +288,7 @@ func TestQueueService_LeaseByTheDatabaseClock(t *testing.T) {
 }
 
 // TestQueueService_RetriesFirst fails a call while newer tasks wait: once
-// its backoff runs out, the retry is claimed before them, as the README
+// its backoff runs out, the retry is claimed before them, as docs/agent-tier.md
 // promises a retry after 1 s, then 2 s, whatever the backlog.
 func TestQueueService_RetriesFirst(t *testing.T) {
 	t.Parallel()

@@ -87,7 +87,7 @@ func TestCalibration_ReportInABrowser(t *testing.T) {
 	if n := value(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll('svg[data-testid=reliability] circle').length`)); n < 5 {
 		t.Errorf("the demo's reliability diagram has %d points", n)
 	}
-	// The README's picture (docs/calibration.png), with ARBITER_SCREENSHOTS
+	// docs/calibration.md's picture (docs/calibration.png), with ARBITER_SCREENSHOTS
 	// set: the top of the demo's report, its certificate card in view.
 	if os.Getenv("ARBITER_SCREENSHOTS") != "" {
 		do(t, bctx, "take the report's picture", viewport(1100, 1540),

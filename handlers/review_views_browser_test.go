@@ -117,7 +117,7 @@ func TestReviewDesk_RichViews(t *testing.T) {
 		t.Error("an image was refused by the CSP")
 	}
 
-	// The README's picture: the demo's refund, its conversation and photo.
+	// docs/reviewer-site.md's picture (docs/desk-views.png): the demo's refund, its conversation and photo.
 	if os.Getenv("ARBITER_SCREENSHOTS") != "" {
 		do(t, bctx, "capture the demo", viewport(desktopWidth, 1100),
 			chromedp.Navigate(base+"/review/demo/tasks/"+arbiter.DemoTaskIDPrefix+"refund_late_delivery"), deskReady(""),

@@ -14,7 +14,7 @@ import (
 )
 
 // The admin commands' output is a contract scripts depend on: see
-// README.md.
+// docs/operations.md.
 
 // runCreateKey runs `arbiter admin create-key`.
 func runCreateKey(ctx context.Context, c *command, p *process, args []string) error {

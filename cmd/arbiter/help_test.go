@@ -282,29 +282,73 @@ func TestRun_HelpListsEveryVariableRead(t *testing.T) {
 	}
 }
 
-// TestREADME_ListsEverySetting keeps the configuration table in step with
-// config.Settings and the task commands' environment.
-func TestREADME_ListsEverySetting(t *testing.T) {
+// TestConfigurationDoc_ListsEverySetting keeps docs/configuration.md in
+// step with config.Settings and the task commands' environment: every
+// server setting is a row of the one server table (a paragraph inside it
+// would split it in two, and the rows after it would render as text), with
+// its fallback and flag in that row, and every client variable is a row of
+// the client table.
+func TestConfigurationDoc_ListsEverySetting(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	tables := markdownTables(string(doc))
+	if len(tables) != 2 {
+		t.Fatalf("docs/configuration.md holds %d tables, want 2 (the server's settings, the client commands')", len(tables))
+	}
+	server, clients := tables[0], tables[1]
 	for _, s := range config.Settings {
-		for _, name := range []string{s.Env, s.Fallback} {
-			if name != "" && !bytes.Contains(readme, []byte("`"+name+"`")) {
-				t.Errorf("README.md does not document %s", name)
-			}
+		row := tableRow(server, s.Env)
+		if row == "" {
+			t.Errorf("the server table of docs/configuration.md has no row for %s", s.Env)
+			continue
 		}
-		if s.Flag != "" && !bytes.Contains(readme, []byte("`--"+s.Flag+"`")) {
-			t.Errorf("README.md does not document the flag --%s", s.Flag)
+		if s.Fallback != "" && !strings.Contains(row, "`"+s.Fallback+"`") {
+			t.Errorf("the row of %s does not name its fallback %s", s.Env, s.Fallback)
+		}
+		if s.Flag != "" && !strings.Contains(row, "`--"+s.Flag+"`") {
+			t.Errorf("the row of %s does not name its flag --%s", s.Env, s.Flag)
 		}
 	}
 	for _, v := range clientEnv {
-		if !bytes.Contains(readme, []byte("`"+v.name+"`")) {
-			t.Errorf("README.md does not document %s", v.name)
+		if tableRow(clients, v.name) == "" {
+			t.Errorf("the client table of docs/configuration.md has no row for %s", v.name)
 		}
 	}
+}
+
+// markdownTables returns the Markdown tables of doc, each as its rows
+// (the lines from its header to the last line starting with "|").
+func markdownTables(doc string) [][]string {
+	var tables [][]string
+	var rows []string
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "|") {
+			rows = append(rows, line)
+			continue
+		}
+		if rows != nil {
+			tables = append(tables, rows)
+			rows = nil
+		}
+	}
+	if rows != nil {
+		tables = append(tables, rows)
+	}
+	return tables
+}
+
+// tableRow returns the row of table whose first cell names `name`, or "".
+func tableRow(table []string, name string) string {
+	for _, row := range table {
+		cells := strings.Split(row, "|")
+		if len(cells) > 1 && strings.Contains(cells[1], "`"+name+"`") {
+			return row
+		}
+	}
+	return ""
 }
 
 func TestRun_BadUsage(t *testing.T) {

@@ -848,25 +848,23 @@ func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
 	}
 }
 
-// TestREADME_MCPQuickStart keeps the README's MCP set-up usable by a
-// newcomer: how the binary gets where a client launches it from, and the
-// quick start's own origin in both examples.
-func TestREADME_MCPQuickStart(t *testing.T) {
+// TestMCPDoc_QuickStart keeps docs/mcp.md's set-up usable by a newcomer:
+// how the binary gets where a client launches it from, and the quick
+// start's own origin in both examples.
+func TestMCPDoc_QuickStart(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## Agents (MCP)\n")
-	section, _, _ = strings.Cut(section, "\n## ")
 	for _, want := range []string{
 		"go install ./cmd/arbiter",
 		"absolute path",
 		`"SVC_BASE_URL": "http://localhost:8080"`,
 		`"url": "http://localhost:8080/v1/mcp"`,
 	} {
-		if !strings.Contains(section, want) {
-			t.Errorf("the README's MCP section does not say %s", want)
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/mcp.md does not say %s", want)
 		}
 	}
 }

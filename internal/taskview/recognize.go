@@ -171,7 +171,7 @@ type DiffLine struct {
 }
 
 // Recognize returns the view a value gets, or nil when it stays in the
-// tree. The conventions are in the README's "What reviewers see".
+// tree. The conventions are in docs/reviewer-site.md, "What reviewers see".
 func Recognize(n *Node) *View {
 	r := recognizer{nodes: MaxNodes, lines: MaxDiffLines, markdown: MaxMarkdownBytes}
 	return r.recognize(n)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Reference numbers for calibration_test.go, computed apart from the Go code.
 
-This script was written from the definitions in the README's "Calibration"
-section and calibration.go's doc comments, not from the Go code, and works
-pair by pair (the Go code sums pairs into confidence buckets first). It
-makes the data sets (set_*.csv; the generated one from a fixed seed) and
-writes expected.json. Run it once, from this directory, with Python 3 and
-its standard library alone:
+This script was written from the definitions in docs/calibration.md and
+calibration.go's doc comments, not from the Go code, and works pair by pair
+(the Go code sums pairs into confidence buckets first). It makes the data
+sets (set_*.csv; the generated one from a fixed seed) and writes
+expected.json. Run it once, from this directory, with Python 3 and its
+standard library alone:
 
     python3 reference.py
 

@@ -81,7 +81,7 @@ func Webhooks(p layouts.Page, v WebhooksView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = components.Alert("info", "This is its signing secret. Verify every message with it (see the README's receiver example). It is also shown on the endpoint's page when you ask for it.").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = components.Alert("info", "This is its signing secret. Verify every message with it (docs/webhooks.md has a receiver to start from). It is also shown on the endpoint's page when you ask for it.").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

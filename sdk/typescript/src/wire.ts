@@ -1567,7 +1567,7 @@ export interface components {
             policies: components["schemas"]["Policy"][];
         };
         /**
-         * @description How reviewers see the task's context, for shapes the desk's conventions do not catch (the README's "What reviewers see"): the members of the context (a JSON object) shown first, in this order, each with the view asked for when its value fits it, and the rest after them. Checked at create: every field a member of context, named once; otherwise 400.
+         * @description How reviewers see the task's context, for shapes the desk's conventions do not catch ("What reviewers see" in docs/reviewer-site.md): the members of the context (a JSON object) shown first, in this order, each with the view asked for when its value fits it, and the rest after them. Checked at create: every field a member of context, named once; otherwise 400.
          * @example {
          *       "fields": [
          *         {
