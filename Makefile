@@ -14,7 +14,8 @@ test: test-go test-python test-typescript
 test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-# The Python SDK (sdk/python): mypy --strict on the package, then its tests
+# The Python SDK (sdk/python): mypy --strict on the package (and on
+# tests/typecheck_params.py, which holds what mypy must refuse), then its tests
 # and the LangGraph and OpenAI Agents adapters' against a real arbiter serve
 # built here (SQLite; Postgres when ARBITER_TEST_DATABASE_URL is set). The
 # virtual environment comes from the pinned sdk/python/requirements-dev.txt.
@@ -43,8 +44,13 @@ test-python: $(PYVENV)/.installed build
 $(TSDIR)/node_modules/.package-lock.json: $(TSDIR)/package-lock.json
 	cd $(TSDIR) && npm ci --no-audit --no-fund
 
+# sdk-wire regenerates both SDKs' wire from openapi/openapi.json: the
+# TypeScript types (openapi-typescript) and the Python models
+# (sdk/python/scripts/generate_models.py, the standard library only); the
+# SDKs' tests fail while either differs from the document.
 sdk-wire: $(TSDIR)/node_modules/.package-lock.json
 	cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o src/wire.ts
+	$(PYTHON) sdk/python/scripts/generate_models.py openapi/openapi.json sdk/python/src/arbiterhq/_models.py
 
 test-typescript: $(TSDIR)/node_modules/.package-lock.json build
 	@cd $(TSDIR) && npx --no-install openapi-typescript ../../openapi/openapi.json -o dist-wire.ts >/dev/null 2>&1 && \

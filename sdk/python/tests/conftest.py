@@ -56,7 +56,7 @@ def expiring_task(account: Account) -> Task:
     """A task with the shortest deadline (60 s), made when the session
     starts so that the run's other tests pass the time it takes."""
     with account.client() as a:
-        return a.create_task("Nobody will answer this.", ["yes", "no"], deadline_seconds=60)
+        return a.tasks.create(prompt="Nobody will answer this.", allowed_verdicts=["yes", "no"], deadline_seconds=60)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -25,8 +25,8 @@ def test_async_ask_and_list(account: Account) -> None:
     async def main() -> "tuple[Task, List[Task], List[arbiterhq.TaskResult]]":
         async with _client(account) as a:
             task = await a.ask("Approve?", ["approve", "reject"], {"auto": "approve"}, wait=30, source=src)
-            made = await a.create_tasks([{"prompt": f"Async {i}?", "allowed_verdicts": ["yes"], "source": src} for i in range(4)])
-            listed = [t async for t in a.list_tasks(source=src, page_size=2)]
+            made = await a.tasks.create_batch([{"prompt": f"Async {i}?", "allowed_verdicts": ["yes"], "source": src} for i in range(4)])
+            listed = [t async for t in a.tasks.list(source=src, limit=2)]
             return task, listed, made
 
     task, listed, made = asyncio.run(main())
@@ -38,14 +38,14 @@ def test_async_ask_and_list(account: Account) -> None:
 def test_async_wait_returns_when_a_person_decides(account: Account, reviewer: Reviewer) -> None:
     async def main() -> Task:
         async with _client(account) as a:
-            task = await a.create_task("Async person?", ["ship", "hold"])
+            task = await a.tasks.create(prompt="Async person?", allowed_verdicts=["ship", "hold"])
 
             async def reached() -> None:
-                while (await a.get_task(task.id)).status != arbiterhq.HUMAN_NEEDED:
+                while (await a.tasks.get(task.id)).status != arbiterhq.HUMAN_NEEDED:
                     await asyncio.sleep(0.05)
 
             await asyncio.wait_for(reached(), 30)
-            waiting = asyncio.ensure_future(a.wait_task(task.id, timeout=60))
+            waiting = asyncio.ensure_future(a.tasks.wait(task.id, timeout=60))
             await asyncio.get_running_loop().run_in_executor(None, reviewer.decide, task.id, "ship", "Fine.")
             return await waiting
 
@@ -58,14 +58,14 @@ def test_async_errors_and_retries(server: Server, account: Account) -> None:
 
     async def main() -> None:
         async with _client(account, proxy.url) as a:
-            task = await a.create_task("Async retried?", ["yes"])
+            task = await a.tasks.create(prompt="Async retried?", allowed_verdicts=["yes"])
             assert task.id.startswith("tsk_")
-            with pytest.raises(arbiterhq.NotFound):
-                await a.get_task("tsk_0000000000000000")
-            with pytest.raises(arbiterhq.IdempotencyMismatch):
+            with pytest.raises(arbiterhq.NotFoundError):
+                await a.tasks.get("tsk_0000000000000000")
+            with pytest.raises(arbiterhq.IdempotencyMismatchError):
                 key = "async-" + secrets.token_hex(4)
-                await a.create_task("A?", ["yes"], idempotency_key=key)
-                await a.create_task("B?", ["yes"], idempotency_key=key)
+                await a.tasks.create(prompt="A?", allowed_verdicts=["yes"], idempotency_key=key)
+                await a.tasks.create(prompt="B?", allowed_verdicts=["yes"], idempotency_key=key)
 
     try:
         asyncio.run(main())
@@ -78,15 +78,15 @@ def test_async_errors_and_retries(server: Server, account: Account) -> None:
 def test_async_policies(account: Account) -> None:
     task_type = "async-" + secrets.token_hex(4)
 
-    async def main() -> "tuple[dict, List[dict], Task]":
+    async def main() -> "tuple[arbiterhq.Policy, List[arbiterhq.Policy], Task]":
         async with _client(account) as a:
-            put = await a.put_policy(task_type, deadline_seconds=120, on_expiry="verdict:no")
-            listed = await a.list_policies()
-            task = await a.create_task("Ok?", ["yes", "no"], task_type=task_type)
-            await a.delete_policy(task_type)
+            put = await a.policies.update(task_type, deadline_seconds=120, on_expiry="verdict:no")
+            listed = await a.policies.list()
+            task = await a.tasks.create(prompt="Ok?", allowed_verdicts=["yes", "no"], task_type=task_type)
+            await a.policies.delete(task_type)
             return put, listed, task
 
     put, listed, task = asyncio.run(main())
-    assert put["on_expiry"] == "verdict:no"
-    assert any(p["task_type"] == task_type for p in listed)
+    assert put.on_expiry == "verdict:no"
+    assert any(p.task_type == task_type for p in listed)
     assert task.deadline_at == pytest.approx(task.created_at + 120, abs=0.01)

@@ -76,9 +76,9 @@ def test_a_person_approves_and_the_run_resumes_once_after_a_restart(account: Acc
     (again,) = second.submit(shop.graph, config)
     assert again.id == task.id
 
-    wait_for(lambda: first.arbiter.get_task(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
+    wait_for(lambda: first.arbiter.tasks.get(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
     reviewer.decide(task.id, "approve", "Receipt checked.")
-    decided = second.arbiter.wait_task(task.id, timeout=60)
+    decided = second.arbiter.tasks.wait(task.id, timeout=60)
     result = second.resume(shop.graph, decided)
     assert result is not None
     assert (result["outcome"], result["rationale"]) == ("approve", "Receipt checked.")
@@ -96,9 +96,9 @@ def test_a_person_rejects_and_the_node_sees_the_reason(account: Account, reviewe
     bridge = LangGraphBridge(account.client(), MemoryResumeStore())
     _pause(shop, config)
     (task,) = bridge.submit(shop.graph, config)
-    wait_for(lambda: bridge.arbiter.get_task(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
+    wait_for(lambda: bridge.arbiter.tasks.get(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
     reviewer.decide(task.id, "reject", "Refunded last week already.")
-    result = bridge.resume(shop.graph, bridge.arbiter.wait_task(task.id, timeout=60))
+    result = bridge.resume(shop.graph, bridge.arbiter.tasks.wait(task.id, timeout=60))
     assert result is not None
     assert (result["outcome"], result["rationale"]) == ("reject", "Refunded last week already.")
     assert shop.refunds == []
@@ -120,13 +120,13 @@ def test_a_webhook_and_a_wait_racing_resume_once(account: Account, reviewer: Rev
         _pause(shop, config, callback_url=receiver.url)
         waiter, hook = LangGraphBridge(account.client(), store), LangGraphBridge(account.client(), store)
         (task,) = waiter.submit(shop.graph, config)
-        wait_for(lambda: waiter.arbiter.get_task(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
+        wait_for(lambda: waiter.arbiter.tasks.get(task.id).status == arbiterhq.HUMAN_NEEDED, "the task to reach a person")
 
         results: List[Optional[Any]] = []
         lock = threading.Lock()
 
         def by_wait() -> None:
-            r = waiter.resume(shop.graph, waiter.arbiter.wait_task(task.id, timeout=60))
+            r = waiter.resume(shop.graph, waiter.arbiter.tasks.wait(task.id, timeout=60))
             with lock:
                 results.append(r)
 

@@ -46,7 +46,7 @@ def _client(account: Account) -> AsyncArbiter:
 
 def _human_needed(account: Account, task_id: str) -> bool:
     with account.client() as a:
-        return a.get_task(task_id).status == arbiterhq.HUMAN_NEEDED
+        return a.tasks.get(task_id).status == arbiterhq.HUMAN_NEEDED
 
 
 def test_a_person_rejects_the_tool_does_not_run_and_the_model_sees_why(account: Account, reviewer: Reviewer) -> None:
@@ -70,7 +70,7 @@ def test_a_person_rejects_the_tool_does_not_run_and_the_model_sees_why(account: 
         state = await RunState.from_string(agent, saved)
         (again,) = await approvals.submit(state, run_id)
         assert again.id == task_id
-        decided = await approvals.arbiter.wait_task(task_id, timeout=60)
+        decided = await approvals.arbiter.tasks.wait(task_id, timeout=60)
         first = await approvals.resume(agent, saved, decided)
         second = await approvals.resume(agent, saved, decided)
         return first, second
@@ -99,7 +99,7 @@ def test_a_person_approves_and_the_tool_runs_once(account: Account, reviewer: Re
 
     async def resume() -> List[Any]:
         async with _client(account) as a:
-            decided = await a.wait_task(task_id, timeout=60)
+            decided = await a.tasks.wait(task_id, timeout=60)
         # Two workers handed the same decision at once.
         one, two = ArbiterApprovals(_client(account), store), ArbiterApprovals(_client(account), store)
         return list(await asyncio.gather(one.resume(agent, saved, decided), two.resume(agent, saved, decided)))

@@ -24,15 +24,17 @@ def _sign(body: bytes, msg_id: str, ts: int, secret: str = SECRET) -> str:
 
 
 def test_verify_webhook_accepts_any_of_several_signatures_during_rotation() -> None:
-    body = json.dumps({"type": "ping", "timestamp": "2026-11-26T00:00:00Z", "data": {}}).encode()
+    body = json.dumps({"type": "ping", "timestamp": "2026-11-26T00:00:00Z", "data": {"endpoint_id": "wh_0f6b1a65f4789c78"}}).encode()
     old = "whsec_" + base64.b64encode(b"o" * 32).decode()
     headers = {
         "Webhook-Id": "msg_1",
         "Webhook-Timestamp": "1000",
         "Webhook-Signature": _sign(body, "msg_1", 1000, old) + " " + _sign(body, "msg_1", 1000),
     }
-    assert arbiterhq.verify_webhook(body, headers, SECRET, now=1000)["type"] == "ping"
-    assert arbiterhq.verify_webhook(body, headers, old, now=1000)["type"] == "ping"
+    for secret in (SECRET, old):
+        event = arbiterhq.verify_webhook(body, headers, secret, now=1000)
+        assert isinstance(event, arbiterhq.PingEvent)
+        assert event.data.endpoint_id == "wh_0f6b1a65f4789c78"
 
 
 @pytest.mark.parametrize(
@@ -46,7 +48,7 @@ def test_verify_webhook_accepts_any_of_several_signatures_during_rotation() -> N
     ],
 )
 def test_verify_webhook_refuses(change: "dict[str, str]", now: float) -> None:
-    body = b'{"type":"ping"}'
+    body = b'{"type":"ping","timestamp":"2026-11-26T00:00:00Z","data":{"endpoint_id":"wh_0f6b1a65f4789c78"}}'
     headers = {"Webhook-Id": "msg_1", "Webhook-Timestamp": "1000", "Webhook-Signature": _sign(body, "msg_1", 1000)}
     assert arbiterhq.verify_webhook(body, headers, SECRET, now=1000)
     headers.update(change)
@@ -107,22 +109,52 @@ def test_a_lost_connection_is_retried_only_when_safe() -> None:
 
 def test_error_for_reads_code_and_field() -> None:
     e = error_for(400, {"error": "prompt is required.", "code": "invalid_field", "field": "prompt"}, request_id="r1")
-    assert isinstance(e, arbiterhq.BadRequest)
+    assert isinstance(e, arbiterhq.BadRequestError)
     assert (e.message, e.code, e.field, e.request_id) == ("prompt is required.", "invalid_field", "prompt", "r1")
-    assert isinstance(error_for(502, None), arbiterhq.ServerError)
+    assert isinstance(error_for(502, None), arbiterhq.InternalServerError)
     assert isinstance(error_for(418, "teapot"), arbiterhq.ArbiterError)
 
 
+TASK = {
+    "id": "tsk_1", "status": "someday", "task_type": "decide", "source": "", "touchpoint": "chat",
+    "prompt": "p", "allowed_verdicts": ["a"], "confidence_threshold": 0.8, "final_verdict": None,
+    "final_tier": "fallback", "final_confidence": None, "created_at": 1.5, "completed_at": None,
+    "deadline_at": None, "expired_at": None,
+    "attempts": [{"tier": "agent", "verdict": None, "confidence": None, "rationale": "", "model": "rules",
+                  "reviewer": None, "error": None, "started_at": 1.0, "finished_at": None, "audit": False,
+                  "later": True}],
+    "new_field": 7,
+}
+
+
 def test_task_reads_unknown_fields_and_statuses() -> None:
-    t = arbiterhq.Task.from_dict({
-        "id": "tsk_1", "status": "someday", "created_at": 1.5, "allowed_verdicts": ["a"],
-        "final_tier": "fallback", "new_field": 7,
-        "attempts": [{"tier": "agent", "started_at": 1.0, "later": True}],
-    })
+    t = arbiterhq.Task.from_dict(TASK)
     assert t.status == "someday" and not t.final
     assert t.final_tier == "fallback"
     assert t.extra == {"new_field": 7}
     assert t.attempts[0].extra == {"later": True}
+    assert t.to_dict() == TASK
+    assert t.response is None
+
+
+def test_every_webhook_event_is_typed() -> None:
+    task_event = {"type": "task.escalated", "timestamp": "2026-11-26T00:00:00Z", "data": TASK}
+    drift = {"type": "calibration.drifted", "timestamp": "2026-11-26T00:00:00Z", "data": {
+        "task_id": "tsk_1", "audits": 40, "errors": 6, "error_rate": 0.15, "error_lower": 0.07,
+        "target_error_rate": 0.05, "confidence": 0.95, "drifted_at": 1.5, "cleared_at": None}}
+    vote = {"type": "task.vote_recorded", "timestamp": "2026-11-26T00:00:00Z",
+            "data": {"task_id": "tsk_1", "votes": 1, "reviews_required": 3}}
+    later = {"type": "account.renamed", "timestamp": "2026-11-26T00:00:00Z", "data": {"name": "x"}}
+    e1 = arbiterhq.parse_webhook_event(task_event)
+    assert isinstance(e1, arbiterhq.WebhookTaskEvent) and e1.data.id == "tsk_1"
+    e2 = arbiterhq.parse_webhook_event(drift)
+    assert isinstance(e2, arbiterhq.CalibrationDriftedEvent) and e2.data.error_rate == 0.15
+    e3 = arbiterhq.parse_webhook_event(vote)
+    assert isinstance(e3, arbiterhq.VoteRecordedEvent) and (e3.data.votes, e3.data.reviews_required) == (1, 3)
+    e4 = arbiterhq.parse_webhook_event(later)
+    assert isinstance(e4, arbiterhq.UnknownEvent) and e4.type == "account.renamed" and e4.data == {"name": "x"}
+    for body in (task_event, drift, vote, later):
+        assert arbiterhq.parse_webhook_event(body).to_dict() == body
 
 
 def test_batch_body_gives_every_item_a_key() -> None:
@@ -131,4 +163,4 @@ def test_batch_body_gives_every_item_a_key() -> None:
     assert keys[0] == "mine" and keys[1].startswith("arbiterhq-")
     assert [t["idempotency_key"] for t in body["tasks"]] == keys
     with pytest.raises(TypeError):
-        _core.task_body("p", "approve")
+        _core.task_body({"prompt": "p", "allowed_verdicts": "approve"})

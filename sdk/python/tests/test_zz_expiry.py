@@ -7,7 +7,7 @@ from arbiterhq import Arbiter, Task
 
 
 def test_wait_returns_an_expired_task(arbiter: Arbiter, expiring_task: Task) -> None:
-    done = arbiter.wait_task(expiring_task.id, timeout=120)
+    done = arbiter.tasks.wait(expiring_task.id, timeout=120)
     assert done.status == arbiterhq.EXPIRED
     assert done.final
     assert done.final_verdict is None and done.final_tier is None

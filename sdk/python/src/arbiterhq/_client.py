@@ -1,36 +1,44 @@
 """The clients: Arbiter (blocking) and AsyncArbiter (asyncio), with the same
-methods. Every create carries an idempotency key (the caller's, or one made
-per call), so a create whose answer was lost is retried without making a
-second task."""
+resources and methods: ``tasks``, ``policies``, ``calibration`` and
+``agreement``, and ``ask`` for the common case. Every create carries an
+idempotency key (the caller's, or one made per call), so a create whose
+answer was lost is retried without making a second task."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
-from typing import Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import httpx
 
 from . import _core
-from ._core import Call, Settings
-from ._errors import ArbiterError, WaitTimeout
-from ._models import Task, TaskResult
+from ._core import Answer, Call, Settings, TaskResult
+from ._models import AgreementReport, CalibrationReport, Policy, Task, TaskBatchItemParams
+from ._pages import AsyncTaskPage, AsyncTaskPager, TaskPage
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-def _wait_timeout(task_id: str, last: Optional[Task]) -> WaitTimeout:
-    state = "never read" if last is None else f"still {last.status}"
-    return WaitTimeout(f"task {task_id} is not final yet ({state})", last)
+    from ._models import PolicyUpdateParams, TaskCreateOptions, TaskCreateParams
 
 
 class Arbiter:
     """A blocking client of the Arbiter API.
 
-    ``api_key`` defaults to ``SVC_API_KEY``, ``base_url`` to
-    ``SVC_BASE_URL`` (else http://localhost:8080). ``timeout`` bounds each
-    request (a long-poll gets its wait on top); ``max_retries`` and
-    ``max_retry_wait`` bound the retries of 429, 5xx, 409 and lost
-    connections (see the README). Use it as a context manager, or call
-    ``close()``."""
+    ``api_key`` defaults to ``SVC_API_KEY`` (else ``ARBITER_API_KEY``),
+    ``base_url`` to ``SVC_BASE_URL`` (else ``ARBITER_BASE_URL``, else
+    http://localhost:8080). ``timeout`` bounds each request in seconds (a
+    long-poll gets its wait on top); ``max_retries`` and ``max_retry_wait``
+    bound the retries of 429, 5xx, 409 and lost connections.
+    ``with_options`` gives a client with other settings for some calls. Use
+    it as a context manager, or call ``close()``."""
+
+    tasks: "Tasks"
+    policies: "Policies"
+    calibration: "Calibration"
+    agreement: "Agreement"
 
     def __init__(
         self,
@@ -45,6 +53,34 @@ class Arbiter:
         self._s: Settings = _core.resolve_settings(api_key, base_url, timeout, max_retries, max_retry_wait)
         self._http = http_client or httpx.Client()
         self._own_http = http_client is None
+        self._bind()
+
+    def _bind(self) -> None:
+        self.tasks = Tasks(self)
+        self.policies = Policies(self)
+        self.calibration = Calibration(self)
+        self.agreement = Agreement(self)
+
+    @property
+    def base_url(self) -> str:
+        """The server's address, without a trailing slash."""
+        return self._s.base_url
+
+    def with_options(
+        self,
+        *,
+        timeout: Optional[float] = None,
+        max_retries: Optional[int] = None,
+        max_retry_wait: Optional[float] = None,
+    ) -> "Arbiter":
+        """A client like this one with the options given replaced, for the
+        calls made through it (``client.with_options(timeout=5).tasks.get(id)``).
+        It shares this client's connections; closing it closes nothing."""
+        other = copy.copy(self)
+        other._s = _core.with_options(self._s, timeout, max_retries, max_retry_wait)
+        other._own_http = False
+        other._bind()
+        return other
 
     def close(self) -> None:
         """Closes the HTTP connections the client opened."""
@@ -57,114 +93,101 @@ class Arbiter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send(self, call: Call) -> Any:
+    def _send(self, call: Call) -> Answer:
         attempt = 0
         while True:
             try:
-                resp = self._http.send(call.request(self._http, self._s))
+                got = _core.read_answer(call, self._http.send(call.request(self._http, self._s)))
             except httpx.TransportError as e:
                 err = _core.connection_error(call, e)
                 cause: Optional[BaseException] = e
             else:
-                if resp.status_code == 200:
-                    return resp.json()
-                if resp.status_code == 204 and call.method == "DELETE":
-                    return None
-                err, cause = _core.answer_error(resp), None
+                if isinstance(got, Answer):
+                    return got
+                err, cause = got, None
             wait = _core.retry_wait(call, attempt, err, self._s)
             if wait is None:
                 raise err from cause
             time.sleep(wait)
             attempt += 1
 
-    def create_task(
+    def ask(
         self,
         prompt: str,
         allowed_verdicts: Sequence[str],
-        *,
         context: Any = None,
-        confidence_threshold: Optional[float] = None,
-        task_type: Optional[str] = None,
-        touchpoint: Optional[str] = None,
-        source: Optional[str] = None,
-        deadline_seconds: Optional[int] = None,
-        callback_url: Optional[str] = None,
-        audit_rate: Optional[float] = None,
-        on_expiry: Optional[str] = None,
-        agent_floor: Optional[float] = None,
-        on_expiry_fallback: Optional[str] = None,
-        reminders: Optional[Sequence[str]] = None,
-        escalation: Optional[Sequence[Mapping[str, str]]] = None,
-        gold_verdict: Optional[str] = None,
-        notify: Optional[Sequence[str]] = None,
-        display: Optional[Mapping[str, Any]] = None,
-        reviews_required: Optional[int] = None,
-        consensus: Optional[str] = None,
-        quorum: Optional[int] = None,
-        veto: Optional[Sequence[str]] = None,
-        requested_by: Optional[str] = None,
-        exclude_requester: Optional[bool] = None,
-        tiebreak: Optional[str] = None,
+        *,
+        wait: Optional[float] = _core.DEFAULT_WAIT,
         idempotency_key: Optional[str] = None,
+        **fields: "Unpack[TaskCreateOptions]",
     ) -> Task:
-        """Creates a task and returns it. With ``idempotency_key`` a repeat
-        of the same create returns the task that key made. ``reminders``
-        (["15m", "50%"]) and ``escalation`` ([{"after": "30m", "to":
-        "role:admin"}]) left as None take the task type's policy's.
-        ``gold_verdict`` (one of ``allowed_verdicts``) makes it a gold task:
-        people decide it without being told, and their answers measure their
-        accuracy. ``notify`` (["slack:#refunds"]) names the Slack channels
-        the question goes to. ``reviews_required`` (2 to 5), ``consensus``
-        ("unanimous" or "quorum", with ``quorum``), ``veto``,
-        ``requested_by``, ``exclude_requester`` and ``tiebreak``
-        ("role:admin") ask several people to vote; left as None, the
-        task type's policy's requirement applies."""
-        body = _core.task_body(
-            prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
-            task_type=task_type, touchpoint=touchpoint, source=source,
-            deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
-            on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
-            reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
-            notify=notify, display=display, reviews_required=reviews_required, consensus=consensus,
-            quorum=quorum, veto=veto, requested_by=requested_by, exclude_requester=exclude_requester,
-            tiebreak=tiebreak,
+        """Asks and waits for the answer: creates the task (with an
+        idempotency key, so a retry never asks twice) and waits up to
+        ``wait`` seconds (10 minutes unless given; None: until it is final)
+        for it to be completed or expired; past it, WaitTimeoutError
+        carries the task as last read. ``fields`` are the create's other
+        fields (``confidence_threshold``, ``task_type``,
+        ``deadline_seconds``, …)."""
+        task = self.tasks.create(
+            prompt=prompt, allowed_verdicts=allowed_verdicts, context=context,
+            idempotency_key=idempotency_key, **fields,
         )
+        if task.final:
+            return task
+        return self.tasks.wait(task.id, timeout=wait)
+
+
+class Tasks:
+    """The account's tasks: ``client.tasks``."""
+
+    def __init__(self, client: Arbiter) -> None:
+        self._c = client
+
+    def create(self, *, idempotency_key: Optional[str] = None, **params: "Unpack[TaskCreateParams]") -> Task:
+        """Creates a task and returns it (``prompt`` and ``allowed_verdicts``
+        required; every field of TaskCreateParams). Fields left out (or
+        None) take the task type's policy's values, or the server's
+        defaults. With ``idempotency_key`` a repeat of the same create
+        returns the task that key made (``task.response.replayed``);
+        without one, the client makes a key for the call so that its
+        retries make one task."""
         key = idempotency_key or _core.new_idempotency_key()
-        return Task.from_dict(self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True)))
+        a = self._c._send(Call("POST", "/v1/tasks", body=_core.task_body(params), idempotency_key=key, repeatable=True))
+        return Task.from_dict(a.data)._with_response(a.response)
 
-    def create_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> List[TaskResult]:
-        """Creates up to 100 tasks in one request. Each item holds
-        ``create_task``'s arguments as a mapping (``prompt``,
-        ``allowed_verdicts``, …, ``idempotency_key``); the answer has one
-        TaskResult per item, in order: the task, or the item's error."""
-        body, _ = _core.batch_body(tasks)
-        return _core.batch_results(self._send(Call("POST", "/v1/tasks/batch", body=body, repeatable=True)))
+    def create_batch(self, items: Sequence[TaskBatchItemParams]) -> List[TaskResult]:
+        """Creates up to 100 tasks in one request. Each item holds a
+        create's fields and, optionally, its ``idempotency_key`` (one is
+        made for each item without); the answer has one TaskResult per
+        item, in order: the task, or the item's error."""
+        body, _ = _core.batch_body(items)
+        a = self._c._send(Call("POST", "/v1/tasks/batch", body=body, repeatable=True))
+        return _core.batch_results(a.data, a.response.request_id)
 
-    def get_task(self, task_id: str, wait: Optional[int] = None) -> Task:
+    def get(self, task_id: str, *, wait: Optional[int] = None) -> Task:
         """Reads a task. With ``wait`` (0 to 60 seconds) the server answers
         as soon as the task is final, or after that long as it is then."""
         params = None if not wait else {"wait": wait}
-        timeout = None if not wait else self._s.timeout + wait
-        return Task.from_dict(self._send(Call("GET", _core.task_path(task_id), params=params, timeout=timeout)))
+        timeout = None if not wait else self._c._s.timeout + wait
+        a = self._c._send(Call("GET", _core.task_path(task_id), params=params, timeout=timeout))
+        return Task.from_dict(a.data)._with_response(a.response)
 
-    def wait_task(self, task_id: str, timeout: Optional[float] = None) -> Task:
+    def wait(self, task_id: str, *, timeout: Optional[float] = _core.DEFAULT_WAIT) -> Task:
         """Waits until the task is completed or expired, long-polling, and
-        returns it. ``timeout`` (seconds) bounds the wait; past it,
-        WaitTimeout carries the task as last read. None waits as long as it
-        takes, which for a person may be days."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last: Optional[Task] = None
+        returns it. ``timeout`` (seconds; 10 minutes unless given) bounds
+        the wait and is never cut short; past it, WaitTimeoutError carries
+        the task as last read. None waits as long as it takes, which for a
+        person may be days."""
+        deadline = _core.wait_deadline(timeout)
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise _wait_timeout(task_id, last)
-            last = self.get_task(task_id, wait=_core.long_poll_seconds(remaining))
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            last = self.get(task_id, wait=_core.long_poll_seconds(remaining))
             if last.final:
                 return last
-            if remaining is not None and remaining < 1:
-                raise _wait_timeout(task_id, last)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _core.wait_timeout(task_id, last)
 
-    def list_tasks(
+    def list(
         self,
         *,
         status: Optional[str] = None,
@@ -174,71 +197,105 @@ class Arbiter:
         final_tier: Optional[str] = None,
         created_after: Optional[float] = None,
         created_before: Optional[float] = None,
-        page_size: Optional[int] = None,
-    ) -> Iterator[Task]:
-        """Yields the account's tasks, newest first, that match the filters,
-        reading page after page (``page_size``, 1 to 100) as it goes."""
-        params: Dict[str, Any] = _core.list_params(
-            status=status, task_type=task_type, source=source, touchpoint=touchpoint,
-            final_tier=final_tier, created_after=created_after, created_before=created_before,
-            page_size=page_size,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+    ) -> TaskPage:
+        """The first page (``limit`` tasks, 1 to 100; the server's 20 when
+        left out) of the account's tasks that match the filters, newest
+        first, after the task ``starting_after`` when given. Iterate the
+        page for every matching task, page after page."""
+        params = _core.list_params(
+            status=status, task_type=task_type, source=source, touchpoint=touchpoint, final_tier=final_tier,
+            created_after=created_after, created_before=created_before, limit=limit, starting_after=starting_after,
         )
-        while True:
-            page = self._send(Call("GET", "/v1/tasks", params=params))
-            tasks = [Task.from_dict(t) for t in page.get("tasks", [])]
-            yield from tasks
-            if not page.get("has_more") or not tasks:
-                return
-            params = {**params, "starting_after": tasks[-1].id}
 
-    def ask(
+        def fetch(cursor: Optional[str]) -> TaskPage:
+            q = params if cursor is None else {**params, "starting_after": cursor}
+            a = self._c._send(Call("GET", "/v1/tasks", params=q))
+            return TaskPage(a.data, a.response, fetch)
+
+        return fetch(None)
+
+
+class Policies:
+    """The account's policies, by task type: ``client.policies``."""
+
+    def __init__(self, client: Arbiter) -> None:
+        self._c = client
+
+    def list(self) -> List[Policy]:
+        """The account's policies."""
+        a = self._c._send(Call("GET", "/v1/policies"))
+        return [Policy.from_dict(p)._with_response(a.response) for p in a.data["policies"]]
+
+    def get(self, task_type: str) -> Policy:
+        """The policy of the task type ("default" for the default policy);
+        NotFoundError without one."""
+        a = self._c._send(Call("GET", _core.policy_path(task_type)))
+        return Policy.from_dict(a.data)._with_response(a.response)
+
+    def update(self, task_type: str, **params: "Unpack[PolicyUpdateParams]") -> Policy:
+        """Replaces the policy of the task type with ``params`` (a field
+        left out or None is not set) and returns it. A create that leaves a
+        field out takes the policy's; tasks already created keep their
+        values."""
+        body = _core.drop_none(params)
+        a = self._c._send(Call("PUT", _core.policy_path(task_type), body=body, repeatable=True))
+        return Policy.from_dict(a.data)._with_response(a.response)
+
+    def delete(self, task_type: str) -> None:
+        """Deletes the policy of the task type; NotFoundError without one."""
+        self._c._send(Call("DELETE", _core.policy_path(task_type)))
+
+
+class Calibration:
+    """The agent tier's calibration against people's audits: ``client.calibration``."""
+
+    def __init__(self, client: Arbiter) -> None:
+        self._c = client
+
+    def get(
         self,
-        prompt: str,
-        allowed_verdicts: Sequence[str],
-        context: Any = None,
         *,
-        wait: Optional[float] = None,
-        idempotency_key: Optional[str] = None,
-        **fields: Any,
-    ) -> Task:
-        """Asks and waits for the answer: creates the task (with an
-        idempotency key, so a retry never asks twice) and waits up to
-        ``wait`` seconds (None: until it is final) for it to be completed
-        or expired. Other create fields (``confidence_threshold``,
-        ``task_type``, ``deadline_seconds``, …) pass through."""
-        task = self.create_task(prompt, allowed_verdicts, context=context, idempotency_key=idempotency_key, **fields)
-        if task.final:
-            return task
-        return self.wait_task(task.id, timeout=wait)
+        task_type: Optional[str] = None,
+        source: Optional[str] = None,
+        model: Optional[str] = None,
+        version: Optional[str] = None,
+        created_after: Optional[float] = None,
+        created_before: Optional[float] = None,
+        target_error_rate: Optional[float] = None,
+        confidence: Optional[float] = None,
+    ) -> CalibrationReport:
+        """The calibration report of the tasks that match the filters."""
+        params = _core.calibration_params(
+            task_type=task_type, source=source, model=model, version=version, created_after=created_after,
+            created_before=created_before, target_error_rate=target_error_rate, confidence=confidence,
+        )
+        a = self._c._send(Call("GET", "/v1/calibration", params=params))
+        return CalibrationReport.from_dict(a.data)._with_response(a.response)
 
-    def list_policies(self) -> List[Dict[str, Any]]:
-        """The account's policies, by task type, as the API answers them."""
-        return list(self._send(Call("GET", "/v1/policies"))["policies"])
 
-    def get_policy(self, task_type: str) -> Dict[str, Any]:
-        """The account's policy of the task type ("default" for the default
-        policy); NotFound without one."""
-        return dict(self._send(Call("GET", _core.policy_path(task_type))))
+class Agreement:
+    """How often the account's reviewers agree: ``client.agreement``."""
 
-    def put_policy(self, task_type: str, **fields: Any) -> Dict[str, Any]:
-        """Replaces the account's policy of the task type with ``fields``
-        (confidence_threshold, deadline_seconds, audit_rate, on_expiry,
-        agent_floor, on_expiry_fallback; notify, a list of Slack channels
-        such as ["slack:#refunds"]; the review requirement's reviews_required,
-        consensus, quorum, veto, exclude_requester and tiebreak; reminders and
-        escalation; left out: not set) and returns it. A create that leaves a
-        field out takes the policy's. Tasks already created keep their values."""
-        return dict(self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
+    def __init__(self, client: Arbiter) -> None:
+        self._c = client
 
-    def delete_policy(self, task_type: str) -> None:
-        """Deletes the account's policy of the task type; NotFound without one."""
-        self._send(Call("DELETE", _core.policy_path(task_type)))
+    def get(self, *, days: Optional[int] = None) -> AgreementReport:
+        """The agreement report of the last ``days`` days (1 to 365; the
+        server's default when left out)."""
+        a = self._c._send(Call("GET", "/v1/agreement", params=_core.drop_none({"days": days})))
+        return AgreementReport.from_dict(a.data)._with_response(a.response)
 
 
 class AsyncArbiter:
-    """The asyncio client: Arbiter's methods as coroutines, and
-    ``list_tasks`` as an async iterator. Use it as an async context manager,
-    or await ``aclose()``."""
+    """The asyncio client: Arbiter's resources and methods as coroutines.
+    Use it as an async context manager, or await ``aclose()``."""
+
+    tasks: "AsyncTasks"
+    policies: "AsyncPolicies"
+    calibration: "AsyncCalibration"
+    agreement: "AsyncAgreement"
 
     def __init__(
         self,
@@ -253,6 +310,32 @@ class AsyncArbiter:
         self._s: Settings = _core.resolve_settings(api_key, base_url, timeout, max_retries, max_retry_wait)
         self._http = http_client or httpx.AsyncClient()
         self._own_http = http_client is None
+        self._bind()
+
+    def _bind(self) -> None:
+        self.tasks = AsyncTasks(self)
+        self.policies = AsyncPolicies(self)
+        self.calibration = AsyncCalibration(self)
+        self.agreement = AsyncAgreement(self)
+
+    @property
+    def base_url(self) -> str:
+        """The server's address, without a trailing slash."""
+        return self._s.base_url
+
+    def with_options(
+        self,
+        *,
+        timeout: Optional[float] = None,
+        max_retries: Optional[int] = None,
+        max_retry_wait: Optional[float] = None,
+    ) -> "AsyncArbiter":
+        """See Arbiter.with_options."""
+        other = copy.copy(self)
+        other._s = _core.with_options(self._s, timeout, max_retries, max_retry_wait)
+        other._own_http = False
+        other._bind()
+        return other
 
     async def aclose(self) -> None:
         """Closes the HTTP connections the client opened."""
@@ -265,97 +348,81 @@ class AsyncArbiter:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _send(self, call: Call) -> Any:
+    async def _send(self, call: Call) -> Answer:
         attempt = 0
         while True:
             try:
-                resp = await self._http.send(call.request(self._http, self._s))
+                got = _core.read_answer(call, await self._http.send(call.request(self._http, self._s)))
             except httpx.TransportError as e:
                 err = _core.connection_error(call, e)
                 cause: Optional[BaseException] = e
             else:
-                if resp.status_code == 200:
-                    return resp.json()
-                if resp.status_code == 204 and call.method == "DELETE":
-                    return None
-                err, cause = _core.answer_error(resp), None
+                if isinstance(got, Answer):
+                    return got
+                err, cause = got, None
             wait = _core.retry_wait(call, attempt, err, self._s)
             if wait is None:
                 raise err from cause
             await asyncio.sleep(wait)
             attempt += 1
 
-    async def create_task(
+    async def ask(
         self,
         prompt: str,
         allowed_verdicts: Sequence[str],
-        *,
         context: Any = None,
-        confidence_threshold: Optional[float] = None,
-        task_type: Optional[str] = None,
-        touchpoint: Optional[str] = None,
-        source: Optional[str] = None,
-        deadline_seconds: Optional[int] = None,
-        callback_url: Optional[str] = None,
-        audit_rate: Optional[float] = None,
-        on_expiry: Optional[str] = None,
-        agent_floor: Optional[float] = None,
-        on_expiry_fallback: Optional[str] = None,
-        reminders: Optional[Sequence[str]] = None,
-        escalation: Optional[Sequence[Mapping[str, str]]] = None,
-        gold_verdict: Optional[str] = None,
-        notify: Optional[Sequence[str]] = None,
-        display: Optional[Mapping[str, Any]] = None,
-        reviews_required: Optional[int] = None,
-        consensus: Optional[str] = None,
-        quorum: Optional[int] = None,
-        veto: Optional[Sequence[str]] = None,
-        requested_by: Optional[str] = None,
-        exclude_requester: Optional[bool] = None,
-        tiebreak: Optional[str] = None,
+        *,
+        wait: Optional[float] = _core.DEFAULT_WAIT,
         idempotency_key: Optional[str] = None,
+        **fields: "Unpack[TaskCreateOptions]",
     ) -> Task:
-        """See Arbiter.create_task."""
-        body = _core.task_body(
-            prompt, allowed_verdicts, context=context, confidence_threshold=confidence_threshold,
-            task_type=task_type, touchpoint=touchpoint, source=source,
-            deadline_seconds=deadline_seconds, callback_url=callback_url, audit_rate=audit_rate,
-            on_expiry=on_expiry, agent_floor=agent_floor, on_expiry_fallback=on_expiry_fallback,
-            reminders=reminders, escalation=escalation, gold_verdict=gold_verdict,
-            notify=notify, display=display, reviews_required=reviews_required, consensus=consensus,
-            quorum=quorum, veto=veto, requested_by=requested_by, exclude_requester=exclude_requester,
-            tiebreak=tiebreak,
+        """See Arbiter.ask."""
+        task = await self.tasks.create(
+            prompt=prompt, allowed_verdicts=allowed_verdicts, context=context,
+            idempotency_key=idempotency_key, **fields,
         )
+        if task.final:
+            return task
+        return await self.tasks.wait(task.id, timeout=wait)
+
+
+class AsyncTasks:
+    """Tasks for the asyncio client: ``client.tasks``."""
+
+    def __init__(self, client: AsyncArbiter) -> None:
+        self._c = client
+
+    async def create(self, *, idempotency_key: Optional[str] = None, **params: "Unpack[TaskCreateParams]") -> Task:
+        """See Tasks.create."""
         key = idempotency_key or _core.new_idempotency_key()
-        data = await self._send(Call("POST", "/v1/tasks", body=body, idempotency_key=key, repeatable=True))
-        return Task.from_dict(data)
+        a = await self._c._send(Call("POST", "/v1/tasks", body=_core.task_body(params), idempotency_key=key, repeatable=True))
+        return Task.from_dict(a.data)._with_response(a.response)
 
-    async def create_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> List[TaskResult]:
-        """See Arbiter.create_tasks."""
-        body, _ = _core.batch_body(tasks)
-        return _core.batch_results(await self._send(Call("POST", "/v1/tasks/batch", body=body, repeatable=True)))
+    async def create_batch(self, items: Sequence[TaskBatchItemParams]) -> List[TaskResult]:
+        """See Tasks.create_batch."""
+        body, _ = _core.batch_body(items)
+        a = await self._c._send(Call("POST", "/v1/tasks/batch", body=body, repeatable=True))
+        return _core.batch_results(a.data, a.response.request_id)
 
-    async def get_task(self, task_id: str, wait: Optional[int] = None) -> Task:
-        """See Arbiter.get_task."""
+    async def get(self, task_id: str, *, wait: Optional[int] = None) -> Task:
+        """See Tasks.get."""
         params = None if not wait else {"wait": wait}
-        timeout = None if not wait else self._s.timeout + wait
-        return Task.from_dict(await self._send(Call("GET", _core.task_path(task_id), params=params, timeout=timeout)))
+        timeout = None if not wait else self._c._s.timeout + wait
+        a = await self._c._send(Call("GET", _core.task_path(task_id), params=params, timeout=timeout))
+        return Task.from_dict(a.data)._with_response(a.response)
 
-    async def wait_task(self, task_id: str, timeout: Optional[float] = None) -> Task:
-        """See Arbiter.wait_task."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last: Optional[Task] = None
+    async def wait(self, task_id: str, *, timeout: Optional[float] = _core.DEFAULT_WAIT) -> Task:
+        """See Tasks.wait."""
+        deadline = _core.wait_deadline(timeout)
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise _wait_timeout(task_id, last)
-            last = await self.get_task(task_id, wait=_core.long_poll_seconds(remaining))
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            last = await self.get(task_id, wait=_core.long_poll_seconds(remaining))
             if last.final:
                 return last
-            if remaining is not None and remaining < 1:
-                raise _wait_timeout(task_id, last)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _core.wait_timeout(task_id, last)
 
-    async def list_tasks(
+    def list(
         self,
         *,
         status: Optional[str] = None,
@@ -365,54 +432,99 @@ class AsyncArbiter:
         final_tier: Optional[str] = None,
         created_after: Optional[float] = None,
         created_before: Optional[float] = None,
-        page_size: Optional[int] = None,
-    ) -> AsyncIterator[Task]:
-        """See Arbiter.list_tasks; iterate with ``async for``."""
-        params: Dict[str, Any] = _core.list_params(
-            status=status, task_type=task_type, source=source, touchpoint=touchpoint,
-            final_tier=final_tier, created_after=created_after, created_before=created_before,
-            page_size=page_size,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+    ) -> AsyncTaskPager:
+        """See Tasks.list: ``await`` it for the first page, or ``async for``
+        over it for every matching task."""
+        params = _core.list_params(
+            status=status, task_type=task_type, source=source, touchpoint=touchpoint, final_tier=final_tier,
+            created_after=created_after, created_before=created_before, limit=limit, starting_after=starting_after,
         )
-        while True:
-            page = await self._send(Call("GET", "/v1/tasks", params=params))
-            tasks = [Task.from_dict(t) for t in page.get("tasks", [])]
-            for t in tasks:
-                yield t
-            if not page.get("has_more") or not tasks:
-                return
-            params = {**params, "starting_after": tasks[-1].id}
 
-    async def ask(
+        async def fetch(cursor: Optional[str]) -> AsyncTaskPage:
+            q = params if cursor is None else {**params, "starting_after": cursor}
+            a = await self._c._send(Call("GET", "/v1/tasks", params=q))
+            return AsyncTaskPage(a.data, a.response, fetch)
+
+        return AsyncTaskPager(lambda: fetch(None))
+
+
+class AsyncPolicies:
+    """Policies for the asyncio client: ``client.policies``."""
+
+    def __init__(self, client: AsyncArbiter) -> None:
+        self._c = client
+
+    async def list(self) -> List[Policy]:
+        """See Policies.list."""
+        a = await self._c._send(Call("GET", "/v1/policies"))
+        return [Policy.from_dict(p)._with_response(a.response) for p in a.data["policies"]]
+
+    async def get(self, task_type: str) -> Policy:
+        """See Policies.get."""
+        a = await self._c._send(Call("GET", _core.policy_path(task_type)))
+        return Policy.from_dict(a.data)._with_response(a.response)
+
+    async def update(self, task_type: str, **params: "Unpack[PolicyUpdateParams]") -> Policy:
+        """See Policies.update."""
+        body = _core.drop_none(params)
+        a = await self._c._send(Call("PUT", _core.policy_path(task_type), body=body, repeatable=True))
+        return Policy.from_dict(a.data)._with_response(a.response)
+
+    async def delete(self, task_type: str) -> None:
+        """See Policies.delete."""
+        await self._c._send(Call("DELETE", _core.policy_path(task_type)))
+
+
+class AsyncCalibration:
+    """Calibration for the asyncio client: ``client.calibration``."""
+
+    def __init__(self, client: AsyncArbiter) -> None:
+        self._c = client
+
+    async def get(
         self,
-        prompt: str,
-        allowed_verdicts: Sequence[str],
-        context: Any = None,
         *,
-        wait: Optional[float] = None,
-        idempotency_key: Optional[str] = None,
-        **fields: Any,
-    ) -> Task:
-        """See Arbiter.ask."""
-        task = await self.create_task(prompt, allowed_verdicts, context=context, idempotency_key=idempotency_key, **fields)
-        if task.final:
-            return task
-        return await self.wait_task(task.id, timeout=wait)
-
-    async def list_policies(self) -> List[Dict[str, Any]]:
-        """See Arbiter.list_policies."""
-        return list((await self._send(Call("GET", "/v1/policies")))["policies"])
-
-    async def get_policy(self, task_type: str) -> Dict[str, Any]:
-        """See Arbiter.get_policy."""
-        return dict(await self._send(Call("GET", _core.policy_path(task_type))))
-
-    async def put_policy(self, task_type: str, **fields: Any) -> Dict[str, Any]:
-        """See Arbiter.put_policy."""
-        return dict(await self._send(Call("PUT", _core.policy_path(task_type), body=fields, repeatable=True)))
-
-    async def delete_policy(self, task_type: str) -> None:
-        """See Arbiter.delete_policy."""
-        await self._send(Call("DELETE", _core.policy_path(task_type)))
+        task_type: Optional[str] = None,
+        source: Optional[str] = None,
+        model: Optional[str] = None,
+        version: Optional[str] = None,
+        created_after: Optional[float] = None,
+        created_before: Optional[float] = None,
+        target_error_rate: Optional[float] = None,
+        confidence: Optional[float] = None,
+    ) -> CalibrationReport:
+        """See Calibration.get."""
+        params = _core.calibration_params(
+            task_type=task_type, source=source, model=model, version=version, created_after=created_after,
+            created_before=created_before, target_error_rate=target_error_rate, confidence=confidence,
+        )
+        a = await self._c._send(Call("GET", "/v1/calibration", params=params))
+        return CalibrationReport.from_dict(a.data)._with_response(a.response)
 
 
-__all__ = ["Arbiter", "AsyncArbiter", "ArbiterError"]
+class AsyncAgreement:
+    """Agreement for the asyncio client: ``client.agreement``."""
+
+    def __init__(self, client: AsyncArbiter) -> None:
+        self._c = client
+
+    async def get(self, *, days: Optional[int] = None) -> AgreementReport:
+        """See Agreement.get."""
+        a = await self._c._send(Call("GET", "/v1/agreement", params=_core.drop_none({"days": days})))
+        return AgreementReport.from_dict(a.data)._with_response(a.response)
+
+
+__all__ = [
+    "Agreement",
+    "Arbiter",
+    "AsyncAgreement",
+    "AsyncArbiter",
+    "AsyncCalibration",
+    "AsyncPolicies",
+    "AsyncTasks",
+    "Calibration",
+    "Policies",
+    "Tasks",
+]

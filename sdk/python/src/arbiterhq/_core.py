@@ -3,19 +3,22 @@ retry rule and the reading of answers. Only the sending differs."""
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
+import math
 import os
 import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 import httpx
 
-from ._errors import APIConnectionError, ArbiterError, error_for
-from ._models import Task, TaskResult
+from ._base import Response
+from ._errors import APIConnectionError, ArbiterError, WaitTimeoutError, error_for
+from ._models import Task
 
 __version__ = "0.1.0"
 
@@ -25,9 +28,10 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_MAX_RETRY_WAIT = 60.0
 # The longest wait the server grants one long-poll request, in seconds.
 MAX_LONG_POLL = 60
-# Time a long-poll leaves for the answer to arrive once the server stops
-# waiting.
-LONG_POLL_MARGIN = 10.0
+# How long a wait for a final task lasts when the caller gives no timeout,
+# in seconds: a person may take hours, so a caller that means to wait that
+# long says so (timeout=None waits without bound).
+DEFAULT_WAIT = 600.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,21 @@ class Settings:
     user_agent: str
 
 
+# The environment variables a client reads when it is given no key or
+# address: the specification's names first, then the ones named after the
+# service (what its other tools read).
+API_KEY_VARIABLES = ("SVC_API_KEY", "ARBITER_API_KEY")
+BASE_URL_VARIABLES = ("SVC_BASE_URL", "ARBITER_BASE_URL")
+
+
+def _first_set(names: Sequence[str]) -> str:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value:
+            return value
+    return ""
+
+
 def resolve_settings(
     api_key: Optional[str],
     base_url: Optional[str],
@@ -49,21 +68,46 @@ def resolve_settings(
     max_retries: int,
     max_retry_wait: float,
 ) -> Settings:
-    """Fills what the caller left out from SVC_API_KEY and SVC_BASE_URL."""
-    key = api_key if api_key is not None else os.environ.get("SVC_API_KEY", "")
+    """Fills what the caller left out from the environment: SVC_API_KEY
+    (else ARBITER_API_KEY) and SVC_BASE_URL (else ARBITER_BASE_URL)."""
+    key = api_key if api_key is not None else _first_set(API_KEY_VARIABLES)
     if not key:
-        raise ValueError("no API key: pass api_key= or set SVC_API_KEY")
-    url = base_url or os.environ.get("SVC_BASE_URL") or DEFAULT_BASE_URL
-    if max_retries < 0:
-        raise ValueError("max_retries must be 0 or more")
-    return Settings(
+        raise ValueError("no API key: pass api_key= or set SVC_API_KEY (or ARBITER_API_KEY)")
+    url = base_url or _first_set(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
+    return check_settings(Settings(
         api_key=key,
         base_url=url.rstrip("/"),
         timeout=timeout,
         max_retries=max_retries,
         max_retry_wait=max_retry_wait,
         user_agent=f"arbiterhq-python/{__version__}",
-    )
+    ))
+
+
+def check_settings(s: Settings) -> Settings:
+    """s, when its numbers make sense; else ValueError."""
+    if s.max_retries < 0:
+        raise ValueError("max_retries must be 0 or more")
+    if s.timeout <= 0:
+        raise ValueError("timeout must be more than 0 seconds")
+    if s.max_retry_wait < 0:
+        raise ValueError("max_retry_wait must be 0 or more seconds")
+    return s
+
+
+def with_options(
+    s: Settings,
+    timeout: Optional[float],
+    max_retries: Optional[int],
+    max_retry_wait: Optional[float],
+) -> Settings:
+    """s with the options given replaced."""
+    return check_settings(dataclasses.replace(
+        s,
+        timeout=s.timeout if timeout is None else timeout,
+        max_retries=s.max_retries if max_retries is None else max_retries,
+        max_retry_wait=s.max_retry_wait if max_retry_wait is None else max_retry_wait,
+    ))
 
 
 def new_idempotency_key() -> str:
@@ -150,6 +194,23 @@ def answer_error(resp: httpx.Response) -> ArbiterError:
     )
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A successful answer: its decoded JSON (None for a 204) and its facts."""
+
+    data: Any
+    response: Response
+
+
+def read_answer(call: Call, resp: httpx.Response) -> Union[Answer, ArbiterError]:
+    """The answer to call, or the error it is."""
+    if resp.status_code == 200:
+        return Answer(resp.json(), Response.from_headers(200, resp.headers))
+    if resp.status_code == 204 and call.method == "DELETE":
+        return Answer(None, Response.from_headers(204, resp.headers))
+    return answer_error(resp)
+
+
 def connection_error(call: Call, exc: Exception) -> ArbiterError:
     """The error for a request that got no answer."""
     return APIConnectionError(f"{call.method} {call.path}: no answer from the server ({type(exc).__name__})")
@@ -182,68 +243,27 @@ def retry_wait(call: Call, attempt: int, err: ArbiterError, s: Settings) -> Opti
     return wait
 
 
-def task_body(
-    prompt: str,
-    allowed_verdicts: Sequence[str],
-    *,
-    context: Any = None,
-    confidence_threshold: Optional[float] = None,
-    task_type: Optional[str] = None,
-    touchpoint: Optional[str] = None,
-    source: Optional[str] = None,
-    deadline_seconds: Optional[int] = None,
-    callback_url: Optional[str] = None,
-    audit_rate: Optional[float] = None,
-    on_expiry: Optional[str] = None,
-    agent_floor: Optional[float] = None,
-    on_expiry_fallback: Optional[str] = None,
-    reminders: Optional[Sequence[str]] = None,
-    escalation: Optional[Sequence[Mapping[str, str]]] = None,
-    gold_verdict: Optional[str] = None,
-    notify: Optional[Sequence[str]] = None,
-    display: Optional[Mapping[str, Any]] = None,
-    reviews_required: Optional[int] = None,
-    consensus: Optional[str] = None,
-    quorum: Optional[int] = None,
-    veto: Optional[Sequence[str]] = None,
-    requested_by: Optional[str] = None,
-    exclude_requester: Optional[bool] = None,
-    tiebreak: Optional[str] = None,
-) -> Dict[str, Any]:
-    """The JSON of a task create; fields left as None are left out, so the
+def drop_none(fields: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fields given a value: a field left as None is left out, so the
     server applies the task type's policy, or its defaults."""
-    for name, value in (("notify", notify), ("veto", veto)):
-        if isinstance(value, str):
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def task_body(fields: Mapping[str, Any]) -> Dict[str, Any]:
+    """The JSON of a task create from TaskCreateParams; fields left as None
+    are left out. A single string where a list belongs is refused, since
+    Python would otherwise send its characters."""
+    for name in ("allowed_verdicts", "notify", "veto", "reminders"):
+        if isinstance(fields.get(name), str):
             raise TypeError(f"{name} must be a list of strings, not one string")
-    if isinstance(allowed_verdicts, str):
-        raise TypeError("allowed_verdicts must be a list of strings, not one string")
-    body: Dict[str, Any] = {"prompt": prompt, "allowed_verdicts": list(allowed_verdicts)}
-    optional: Dict[str, Any] = {
-        "context": context,
-        "confidence_threshold": confidence_threshold,
-        "task_type": task_type,
-        "touchpoint": touchpoint,
-        "source": source,
-        "deadline_seconds": deadline_seconds,
-        "callback_url": callback_url,
-        "audit_rate": audit_rate,
-        "on_expiry": on_expiry,
-        "agent_floor": agent_floor,
-        "on_expiry_fallback": on_expiry_fallback,
-        "reminders": None if reminders is None else list(reminders),
-        "escalation": None if escalation is None else [dict(r) for r in escalation],
-        "gold_verdict": gold_verdict,
-        "notify": None if notify is None else list(notify),
-        "display": None if display is None else dict(display),
-        "reviews_required": reviews_required,
-        "consensus": consensus,
-        "quorum": quorum,
-        "veto": None if veto is None else list(veto),
-        "requested_by": requested_by,
-        "exclude_requester": exclude_requester,
-        "tiebreak": tiebreak,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
+    body = drop_none(fields)
+    for name in ("allowed_verdicts", "notify", "veto", "reminders"):
+        if name in body:
+            body[name] = list(body[name])
+    if "escalation" in body:
+        body["escalation"] = [dict(r) for r in body["escalation"]]
+    if "display" in body:
+        body["display"] = dict(body["display"])
     return body
 
 
@@ -254,16 +274,31 @@ def batch_body(tasks: Sequence[Mapping[str, Any]]) -> Tuple[Dict[str, Any], List
     items: List[Dict[str, Any]] = []
     keys: List[str] = []
     for t in tasks:
-        fields = dict(t)
-        key = fields.pop("idempotency_key", None) or new_idempotency_key()
-        item = task_body(**fields)
+        item = task_body(t)
+        key = item.get("idempotency_key") or new_idempotency_key()
         item["idempotency_key"] = key
         items.append(item)
         keys.append(key)
     return {"tasks": items}, keys
 
 
-def batch_results(data: Mapping[str, Any]) -> List[TaskResult]:
+@dataclass(frozen=True)
+class TaskResult:
+    """The outcome of one task of a batch: ``task`` when it was created (or
+    replayed), else ``error``. ``status`` is the item's HTTP-like status."""
+
+    status: int
+    task: Optional[Task] = None
+    replayed: bool = False
+    error: Optional[ArbiterError] = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the task was created or replayed."""
+        return self.task is not None
+
+
+def batch_results(data: Mapping[str, Any], request_id: Optional[str] = None) -> List[TaskResult]:
     """Reads a batch answer: one result per item, in the order sent."""
     out: List[TaskResult] = []
     for r in data.get("results", []):
@@ -271,7 +306,7 @@ def batch_results(data: Mapping[str, Any]) -> List[TaskResult]:
         if status == 200 and isinstance(r.get("task"), dict):
             out.append(TaskResult(status=200, task=Task.from_dict(r["task"]), replayed=bool(r.get("replayed"))))
         else:
-            out.append(TaskResult(status=status, error=error_for(status, r)))
+            out.append(TaskResult(status=status, error=error_for(status, r, request_id=request_id)))
     return out
 
 
@@ -284,7 +319,8 @@ def list_params(
     final_tier: Optional[str] = None,
     created_after: Optional[float] = None,
     created_before: Optional[float] = None,
-    page_size: Optional[int] = None,
+    limit: Optional[int] = None,
+    starting_after: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The query of a list request; filters left as None are left out."""
     p: Dict[str, Any] = {
@@ -295,17 +331,53 @@ def list_params(
         "final_tier": final_tier,
         "created_after": created_after,
         "created_before": created_before,
-        "limit": page_size,
+        "limit": limit,
+        "starting_after": starting_after,
     }
     return {k: v for k, v in p.items() if v is not None}
 
 
+def calibration_params(
+    *,
+    task_type: Optional[str] = None,
+    source: Optional[str] = None,
+    model: Optional[str] = None,
+    version: Optional[str] = None,
+    created_after: Optional[float] = None,
+    created_before: Optional[float] = None,
+    target_error_rate: Optional[float] = None,
+    confidence: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The query of a calibration report; filters left as None are left out."""
+    return drop_none({
+        "task_type": task_type, "source": source, "model": model, "version": version,
+        "created_after": created_after, "created_before": created_before,
+        "target_error_rate": target_error_rate, "confidence": confidence,
+    })
+
+
 def long_poll_seconds(remaining: Optional[float]) -> int:
-    """The ``wait`` of the next long-poll: the server's most, or the whole
-    seconds left before the caller's deadline."""
+    """The ``wait`` of the next long-poll: the server's most, or the seconds
+    left before the caller's deadline rounded up, so that a wait never
+    ends before the time it was given."""
     if remaining is None:
         return MAX_LONG_POLL
-    return max(0, min(MAX_LONG_POLL, int(remaining)))
+    return max(0, min(MAX_LONG_POLL, math.ceil(remaining)))
+
+
+def wait_deadline(timeout: Optional[float]) -> Optional[float]:
+    """The monotonic instant a wait of ``timeout`` seconds ends, or None."""
+    if timeout is None:
+        return None
+    if timeout < 0:
+        raise ValueError("a wait's timeout must be 0 or more seconds (None: no bound)")
+    return time.monotonic() + timeout
+
+
+def wait_timeout(task_id: str, last: Optional[Task]) -> WaitTimeoutError:
+    """The error of a wait that ran out of time."""
+    state = "never read" if last is None else f"still {last.status}"
+    return WaitTimeoutError(f"task {task_id} is not final yet ({state})", last)
 
 
 def policy_path(task_type: str) -> str:

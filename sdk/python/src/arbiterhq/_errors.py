@@ -37,47 +37,47 @@ class ArbiterError(Exception):
         return f"{type(self).__name__}(status={self.status}, message={self.message!r})"
 
 
-class BadRequest(ArbiterError):
+class BadRequestError(ArbiterError):
     """400: the request is not valid; ``field`` names the field when known."""
 
 
-class Unauthorized(ArbiterError):
+class AuthenticationError(ArbiterError):
     """401: no key, or a malformed, unknown or revoked one."""
 
 
-class NotFound(ArbiterError):
+class NotFoundError(ArbiterError):
     """404: the task is unknown or another account's (not told apart)."""
 
 
-class Conflict(ArbiterError):
+class ConflictError(ArbiterError):
     """409: another request with the same idempotency key is being stored,
     or the task is already decided; ``retry_after`` says when to try again."""
 
 
-class IdempotencyMismatch(ArbiterError):
+class IdempotencyMismatchError(ArbiterError):
     """422: the idempotency key was used for a different request."""
 
 
-class PayloadTooLarge(ArbiterError):
+class PayloadTooLargeError(ArbiterError):
     """413: the body is over the server's limit."""
 
 
-class UnsupportedMediaType(ArbiterError):
+class UnsupportedMediaTypeError(ArbiterError):
     """415: the body was not sent as JSON."""
 
 
-class RateLimited(ArbiterError):
+class RateLimitError(ArbiterError):
     """429: the daily task cap or a per-client limit; ``retry_after`` says
     when to try again."""
 
 
-class Unavailable(ArbiterError):
+class ServiceUnavailableError(ArbiterError):
     """503: the server or its store is not answering now; a create may or
     may not have been stored, so it is retried with the same idempotency
     key."""
 
 
-class ServerError(ArbiterError):
+class InternalServerError(ArbiterError):
     """Any other 5xx."""
 
 
@@ -85,7 +85,7 @@ class APIConnectionError(ArbiterError):
     """No answer came: the connection failed or the request timed out."""
 
 
-class WaitTimeout(ArbiterError):
+class WaitTimeoutError(ArbiterError):
     """The task was not final within the time the caller gave; ``task`` is
     the task as last read (None if it never was)."""
 
@@ -95,15 +95,15 @@ class WaitTimeout(ArbiterError):
 
 
 _BY_STATUS: Mapping[int, type] = {
-    400: BadRequest,
-    401: Unauthorized,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    415: UnsupportedMediaType,
-    422: IdempotencyMismatch,
-    429: RateLimited,
-    503: Unavailable,
+    400: BadRequestError,
+    401: AuthenticationError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
+    415: UnsupportedMediaTypeError,
+    422: IdempotencyMismatchError,
+    429: RateLimitError,
+    503: ServiceUnavailableError,
 }
 
 
@@ -127,7 +127,7 @@ def error_for(
             field = body["field"]
     cls = _BY_STATUS.get(status)
     if cls is None:
-        cls = ServerError if status >= 500 else ArbiterError
+        cls = InternalServerError if status >= 500 else ArbiterError
     err: ArbiterError = cls(
         message,
         status=status,

@@ -7,7 +7,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Protocol
 
-from ._models import COMPLETED, Task
+from ._base import COMPLETED
+from ._models import Task
 
 
 class ResumeStore(Protocol):

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from langgraph.types import Command, interrupt
 
 from ._client import Arbiter
+from ._core import DEFAULT_WAIT
 from ._models import Task
 from ._resume import Decision, MemoryResumeStore, ResumeStore
 
@@ -44,7 +45,7 @@ QUESTION = "arbiter"
 
 def ask_arbiter(prompt: str, allowed_verdicts: Sequence[str], context: Any = None, **fields: Any) -> Decision:
     """Pauses the graph with an Arbiter question and returns the decision
-    when the run is resumed. ``fields`` are create_task's other arguments
+    when the run is resumed. ``fields`` are the create's other fields
     (``confidence_threshold``, ``task_type``, ``deadline_seconds``, …).
     As with any ``interrupt()``, the node runs again from its start on
     resume, so work before this call must be safe to repeat."""
@@ -78,10 +79,7 @@ class LangGraphBridge:
             value = intr.value
             if not isinstance(value, dict) or not isinstance(value.get(QUESTION), dict):
                 continue
-            q = dict(value[QUESTION])
-            task = self.arbiter.create_task(
-                q.pop("prompt"), q.pop("allowed_verdicts"), idempotency_key=f"langgraph:{thread_id}:{intr.id}", **q
-            )
+            task = self.arbiter.tasks.create(idempotency_key=f"langgraph:{thread_id}:{intr.id}", **value[QUESTION])
             self.store.remember(task.id, {"thread_id": thread_id, "interrupt_id": intr.id})
             tasks.append(task)
         return tasks
@@ -100,10 +98,12 @@ class LangGraphBridge:
         command: Command[Any] = Command(resume={ref["interrupt_id"]: Decision.from_task(task).as_dict()})
         return graph.invoke(command, config)
 
-    def run(self, graph: Any, inputs: Any, config: Mapping[str, Any], *, timeout: Optional[float] = None) -> Any:
+    def run(
+        self, graph: Any, inputs: Any, config: Mapping[str, Any], *, timeout: Optional[float] = DEFAULT_WAIT
+    ) -> Any:
         """Runs the graph to its end in this process: at each pause, asks
-        Arbiter and waits (up to ``timeout`` seconds per question) for the
-        answers. For runs that must survive a restart, use submit and
+        Arbiter and waits (up to ``timeout`` seconds per question, 10
+        minutes unless given; None: without bound) for the answers. For runs that must survive a restart, use submit and
         resume from a webhook instead."""
         result = graph.invoke(inputs, config)
         while True:
@@ -111,7 +111,7 @@ class LangGraphBridge:
             if not tasks:
                 return result
             for task in tasks:
-                done = self.arbiter.wait_task(task.id, timeout=timeout)
+                done = self.arbiter.tasks.wait(task.id, timeout=timeout)
                 resumed = self.resume(graph, done)
                 if resumed is not None:
                     result = resumed

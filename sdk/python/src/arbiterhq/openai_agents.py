@@ -27,12 +27,18 @@ continues the run once per task, however often the decision arrives.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from agents import Agent, RunContextWrapper, Runner, RunResult, RunState
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._models import TaskCreateOptions
+
 from ._client import AsyncArbiter
-from ._models import COMPLETED, Task
+from ._base import COMPLETED
+from ._models import Task
 from ._resume import Decision, MemoryResumeStore, ResumeStore
 
 __all__ = ["ArbiterApprovals", "Decision", "MemoryResumeStore", "ResumeStore"]
@@ -72,7 +78,7 @@ class ArbiterApprovals:
         agent_wait: int = 5,
         run_id: Callable[[RunContextWrapper[Any]], str] = run_id_from_context,
         prompt: Callable[[str, Mapping[str, Any]], str] = default_prompt,
-        **fields: Any,
+        **fields: "Unpack[TaskCreateOptions]",
     ) -> None:
         if allow not in verdicts:
             raise ValueError("allow must be one of verdicts")
@@ -83,11 +89,11 @@ class ArbiterApprovals:
         self.agent_wait = agent_wait
         self.run_id = run_id
         self.prompt = prompt
-        self.fields = fields
+        self.fields: TaskCreateOptions = fields
 
     async def _ask(self, run_id: str, call_id: str, tool_name: str, arguments: Mapping[str, Any]) -> Task:
-        task = await self.arbiter.create_task(
-            self.prompt(tool_name, arguments), self.verdicts,
+        task = await self.arbiter.tasks.create(
+            prompt=self.prompt(tool_name, arguments), allowed_verdicts=self.verdicts,
             context={"tool": tool_name, "arguments": dict(arguments)},
             idempotency_key=f"openai-agents:{run_id}:{call_id}", **self.fields,
         )
@@ -100,7 +106,7 @@ class ArbiterApprovals:
         async def policy(ctx: RunContextWrapper[Any], arguments: Dict[str, Any], call_id: str) -> bool:
             task = await self._ask(self.run_id(ctx), call_id, tool_name, arguments)
             if not task.final and self.agent_wait > 0:
-                task = await self.arbiter.get_task(task.id, wait=self.agent_wait)
+                task = await self.arbiter.tasks.get(task.id, wait=self.agent_wait)
             allowed = task.status == COMPLETED and task.final_verdict == self.allow
             # Allowed at once, the call runs and its task is done with.
             if allowed:
