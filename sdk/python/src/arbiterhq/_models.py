@@ -135,10 +135,11 @@ class DisplayField(APIObject):
 @dataclass(frozen=True)
 class Display(APIObject):
     """How reviewers see the task's context, for shapes the desk's conventions
-    do not catch (the README's "What reviewers see"): the members of the
-    context (a JSON object) shown first, in this order, each with the view
-    asked for when its value fits it, and the rest after them. Checked at
-    create: every field a member of context, named once; otherwise 400.
+    do not catch ("What reviewers see" in docs/reviewer-site.md): the
+    members of the context (a JSON object) shown first, in this order, each
+    with the view asked for when its value fits it, and the rest after them.
+    Checked at create: every field a member of context, named once;
+    otherwise 400.
     """
 
     #: 1 to 16 members of the context, in the order they show.

@@ -9,7 +9,20 @@ from ._base import Response
 from ._models import Task
 
 
-class TaskPage:
+class _Page:
+    """What both kinds of page read from a list answer."""
+
+    def __init__(self, data: Any, response: Response) -> None:
+        self.tasks: List[Task] = [Task.from_dict(t)._with_response(response) for t in data.get("tasks", [])]
+        self.has_more: bool = bool(data.get("has_more")) and len(self.tasks) > 0
+        self.starting_after: Optional[str] = self.tasks[-1].id if self.has_more else None
+        self.response = response
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(tasks={len(self.tasks)}, has_more={self.has_more}, starting_after={self.starting_after!r})"
+
+
+class TaskPage(_Page):
     """One page of the account's tasks, newest first. ``tasks`` are this
     page's; ``has_more`` says whether older ones follow, and
     ``starting_after`` is the cursor that reads them (the last task's id;
@@ -22,10 +35,7 @@ class TaskPage:
         response: Response,
         fetch: Callable[[str], "TaskPage"],
     ) -> None:
-        self.tasks: List[Task] = [Task.from_dict(t)._with_response(response) for t in data.get("tasks", [])]
-        self.has_more: bool = bool(data.get("has_more")) and len(self.tasks) > 0
-        self.starting_after: Optional[str] = self.tasks[-1].id if self.has_more else None
-        self.response = response
+        super().__init__(data, response)
         self._fetch = fetch
 
     def next_page(self) -> Optional["TaskPage"]:
@@ -40,11 +50,9 @@ class TaskPage:
             yield from page.tasks
             page = page.next_page()
 
-    def __repr__(self) -> str:
-        return f"TaskPage(tasks={len(self.tasks)}, has_more={self.has_more}, starting_after={self.starting_after!r})"
 
 
-class AsyncTaskPage:
+class AsyncTaskPage(_Page):
     """TaskPage for the asyncio client: ``await page.next_page()``, and
     ``async for`` over its tasks and the following pages'."""
 
@@ -54,10 +62,7 @@ class AsyncTaskPage:
         response: Response,
         fetch: Callable[[str], Awaitable["AsyncTaskPage"]],
     ) -> None:
-        self.tasks: List[Task] = [Task.from_dict(t)._with_response(response) for t in data.get("tasks", [])]
-        self.has_more: bool = bool(data.get("has_more")) and len(self.tasks) > 0
-        self.starting_after: Optional[str] = self.tasks[-1].id if self.has_more else None
-        self.response = response
+        super().__init__(data, response)
         self._fetch = fetch
 
     async def next_page(self) -> Optional["AsyncTaskPage"]:
@@ -73,8 +78,6 @@ class AsyncTaskPage:
                 yield t
             page = await page.next_page()
 
-    def __repr__(self) -> str:
-        return f"AsyncTaskPage(tasks={len(self.tasks)}, has_more={self.has_more}, starting_after={self.starting_after!r})"
 
 
 class AsyncTaskPager:
