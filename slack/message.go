@@ -124,7 +124,7 @@ func Question(t *arbiter.Task, deskURL string) Message {
 		slackgo.NewButtonBlockElement(ActionReason, t.ID, plain("Add a reason")),
 		&slackgo.ButtonBlockElement{Type: slackgo.METButton, ActionID: ActionDesk, Text: plain("Open in the desk"), URL: deskURL})
 	blocks = append(blocks, slackgo.NewActionBlock("decide", elements...))
-	return Message{Text: fit("Decision needed: "+t.Prompt, maxTextChars, "…"), Blocks: blocks[:min(len(blocks), MaxBlocks)]}
+	return Message{Text: notification("Decision needed: " + t.Prompt), Blocks: blocks[:min(len(blocks), MaxBlocks)]}
 }
 
 // Outcome is the message a question becomes when its task ends: how it
@@ -138,6 +138,14 @@ func Outcome(t *arbiter.Task, deskURL string) Message {
 			fit(escape(t.Prompt), MaxSectionChars, more), false, false)),
 	}
 	return Message{Text: fit(line, maxTextChars, "…"), Blocks: blocks}
+}
+
+// notification is a message's text from what a caller wrote: cut to
+// maxTextChars, then escaped, since Slack reads the text as mrkdwn too,
+// where "<!channel>" would notify a whole channel and "<@U123>" a person.
+// Cutting first keeps an escape whole.
+func notification(s string) string {
+	return escape(fit(s, maxTextChars, "…"))
 }
 
 // OutcomeLine says how a task ended: "✅ approve — alice@example.com,

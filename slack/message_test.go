@@ -143,3 +143,34 @@ func TestQuestion_SaysWhomAnEscalatedTaskWentTo(t *testing.T) {
 		t.Errorf("an escalated task's question does not say whom it went to: %s", body)
 	}
 }
+
+// TestQuestion_NotificationTextEscapesMrkdwn: the notification text
+// beside the blocks is mrkdwn too, so a prompt that holds Slack's
+// mentions and links (<!channel>, <!here>, <@U…>, <url|label>) or a bare
+// & notifies nobody and links nowhere: every &, < and > is escaped, and a
+// long prompt is cut before it is escaped, never inside an escape.
+func TestQuestion_NotificationTextEscapesMrkdwn(t *testing.T) {
+	for name, c := range map[string]struct {
+		prompt string
+		want   string
+	}{
+		"Channel":  {"<!channel> refund?", "Decision needed: &lt;!channel&gt; refund?"},
+		"Here":     {"<!here|here> now", "Decision needed: &lt;!here|here&gt; now"},
+		"User":     {"ask <@U024BE7LH>", "Decision needed: ask &lt;@U024BE7LH&gt;"},
+		"Link":     {"see <https://evil.example|the desk>", "Decision needed: see &lt;https://evil.example|the desk&gt;"},
+		"Amp":      {"Q&A &lt; 5", "Decision needed: Q&amp;A &amp;lt; 5"},
+		"CutFirst": {strings.Repeat("x", 270) + strings.Repeat("<", 40), "Decision needed: " + strings.Repeat("x", 270) + strings.Repeat("&lt;", 12) + "…"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			task := &arbiter.Task{ID: "tsk_0123456789abcdef", Status: arbiter.StatusHumanNeeded, Prompt: c.prompt,
+				AllowedVerdicts: []string{"approve", "reject"}}
+			got := slack.Question(task, "https://review.example.com/review/tasks/tsk_0123456789abcdef").Text
+			if got != c.want {
+				t.Errorf("text %q, want %q", got, c.want)
+			}
+			if strings.ContainsAny(got, "<>") {
+				t.Errorf("text %q holds markup", got)
+			}
+		})
+	}
+}
