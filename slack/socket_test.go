@@ -97,3 +97,71 @@ func text(body string) string {
 	json.Unmarshal([]byte(body), &m)
 	return m.Text
 }
+
+// TestReconnectDelay: the wait doubles with each failure in a row up to
+// the cap, and is drawn from the upper half of that doubling, so that
+// sockets dropped together spread out.
+func TestReconnectDelay(t *testing.T) {
+	const retry, most = time.Second, time.Minute
+	for _, c := range []struct {
+		failures int
+		u        float64
+		want     time.Duration
+	}{
+		{0, 0, 500 * time.Millisecond},
+		{0, 0.999999, retry - time.Microsecond/2},
+		{1, 0, time.Second},
+		{1, 0.5, 1500 * time.Millisecond},
+		{3, 0, 4 * time.Second},
+		{5, 1 - 1e-9, 32*time.Second - 16*time.Nanosecond},
+		{6, 0, 30 * time.Second}, // 64 s capped at a minute
+		{6, 0.5, 45 * time.Second},
+		{40, 0, 30 * time.Second}, // no overflow past the cap
+		{1000, 0.25, 37500 * time.Millisecond},
+	} {
+		got := slack.ReconnectDelay(c.failures, retry, most, c.u)
+		if diff := got - c.want; diff < -time.Microsecond || diff > time.Microsecond {
+			t.Errorf("ReconnectDelay(%d, u=%v) = %v, want %v", c.failures, c.u, got, c.want)
+		}
+	}
+}
+
+// TestSocketMode_BacksOffWithJitter: while Slack refuses to open a
+// socket (a revoked app token, a failing Slack), the connections are
+// retried after waits that double with each failure, not every Retry;
+// once Slack opens one, the socket connects.
+func TestSocketMode_BacksOffWithJitter(t *testing.T) {
+	ctx := context.Background()
+	const retry, failures = 20 * time.Millisecond, 6
+	fake := slackfake.New(t)
+	for i := range failures {
+		code := "invalid_auth" // the library gives up on it at once
+		if i%2 == 1 {
+			code = "internal_error" // the library would retry it itself, without jitter
+		}
+		fake.Fail("apps.connections.open", code)
+	}
+	client := slack.NewClient(fake.URL, nil)
+	sm := &slack.SocketMode{Slack: client, In: &slack.Interactions{Slack: client}, Logger: slog.New(slog.DiscardHandler),
+		Retry: retry, MaxRetry: time.Minute}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sm.RunConnection(runCtx, &arbiter.SlackConnection{AccountID: "acct_x", BotToken: "xoxb-1", AppToken: "xapp-1", TeamID: "T0FAKE"})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	fake.WaitSocket(t, 1)
+	calls := fake.Calls("apps.connections.open")
+	if len(calls) < failures+1 {
+		t.Fatalf("%d calls of apps.connections.open, want %d", len(calls), failures+1)
+	}
+	for i := 1; i <= failures; i++ {
+		least := (retry << (i - 1)) / 2
+		gap := calls[i].At.Sub(calls[i-1].At)
+		t.Logf("attempt %d after %v (at least %v)", i+1, gap, least)
+		if gap < least {
+			t.Errorf("attempt %d came %v after the failure before it, want at least %v", i+1, gap, least)
+		}
+	}
+}

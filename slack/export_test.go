@@ -1,0 +1,4 @@
+package slack
+
+// ReconnectDelay exposes reconnectDelay to the tests.
+var ReconnectDelay = reconnectDelay
