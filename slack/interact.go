@@ -32,6 +32,7 @@ const (
 	unknownText  = "This task is not in this account."
 	failedText   = "Arbiter could not record your decision; try again, or open the desk."
 	decidedText  = "You decided “%s”."
+	votedText    = "Your vote, “%s”, is recorded; the task is decided when enough reviewers have voted."
 	endedPrefix  = "This task already ended: "
 	audited      = "You answered the blind audit."
 	handleBudget = 30 * time.Second
@@ -136,6 +137,9 @@ func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnectio
 	switch code := arbiter.ErrorCode(err); {
 	case err == nil && t.AuditState == arbiter.AuditStateDone:
 		in.respond(ctx, cb, audited)
+	case err == nil && !Ended(t):
+		// A vote that did not decide: the task still waits for others.
+		in.respond(ctx, cb, strings.Replace(votedText, "%s", verdict, 1))
 	case err == nil:
 		in.respond(ctx, cb, strings.Replace(decidedText, "%s", verdict, 1))
 	case errors.Is(err, arbiter.ErrNotAllowed):

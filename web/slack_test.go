@@ -298,3 +298,77 @@ func TestTaskCreate_Notify(t *testing.T) {
 		}
 	})
 }
+
+// TestSlackInteractions_VoteRecorded: a click on a task that asks two
+// votes records the vote and says so, not that the clicker decided; the
+// second voter's click decides it.
+func TestSlackInteractions_VoteRecorded(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			s.addMember(t, "other@example.com", arbiter.RoleReviewer)
+			in, err := arbiter.ParseTaskCreate([]byte(`{"prompt":"Release?","allowed_verdicts":["approve","reject"],"reviews_required":2}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := s.routedTask(t, in)
+			body := s.click("UOWNER", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			if got := s.responses(t, 1)[0]; got != "Your vote, “approve”, is recorded; the task is decided when enough reviewers have voted." {
+				t.Errorf("the first voter was answered %q", got)
+			}
+			if now, err := s.store.FindTaskByID(ctx, s.accountID, task.ID); err != nil || now.Status != arbiter.StatusHumanNeeded {
+				t.Fatalf("after one vote of two: %v, %v", now.Status, err)
+			}
+			body = s.click("UOTHER", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			if got := s.responses(t, 2)[1]; got != "You decided “approve”." {
+				t.Errorf("the deciding voter was answered %q", got)
+			}
+		})
+	}
+}
+
+// addMember makes email a member of the site's account with role, signed
+// in once (by e-mail, so its address is verified).
+func (s *slackSite) addMember(t *testing.T, email, role string) *arbiter.Person {
+	t.Helper()
+	owner, err := s.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: "owner@example.com",
+		Email: "owner@example.com", EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := s.store.CreateInvitation(ctx, s.accountID, email, role, arbiter.Actor{Email: owner.Email, PersonID: owner.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// routedTask creates in in the site's account and sends it to a person.
+func (s *slackSite) routedTask(t *testing.T, in arbiter.TaskCreate) *arbiter.Task {
+	t.Helper()
+	task, err := s.store.CreateTask(ctx, s.accountID, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.ClaimTasks(ctx, "wrk_test", 100, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.FinishAgentAttempt(ctx, "wrk_test", task.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent},
+		Next: arbiter.StatusHumanNeeded}); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
