@@ -1,25 +1,38 @@
 // Package arbiter is Arbiter's domain: the types, the rules that make them
 // valid and move them, and the service interfaces the store implements and
-// the handlers and worker call.
+// the handlers and worker call. Its files, by topic:
 //
-//   - Tasks and their attempts (task.go, tasklist.go, wait.go): creating,
-//     listing, waiting for a final status, and the strict JSON of a create.
-//   - The lifecycle (queue.go, reservation.go, calibration.go): the pure
-//     steps NextAgentStep, LostAgentStep and HumanDecision, reviewers'
-//     reservations, audit sampling and the calibration estimators.
-//   - Verifiers (verifier.go): what a verifier backend answers.
+//   - Tasks (task.go, display.go, tasklist.go, wait.go, idempotency.go,
+//     jsonobject.go): a create and its strict JSON, the display hint, the
+//     list's filters and pages, waiting for a final status, idempotency
+//     keys, and DecodeJSONObject.
+//   - A task's path (queue.go, verifier.go, policy.go, escalation.go):
+//     the pure steps NextAgentStep, LostAgentStep and HumanDecision, what a
+//     verifier answers, policies per task type and the on-expiry outcome at
+//     the deadline, reminders and escalation rungs.
+//   - People deciding (reservation.go, consensus.go, gold.go, agreement.go,
+//     stats.go): reservations on the desk, votes and the consensus rule,
+//     gold tasks, agreement between reviewers, the desk's statistics.
+//   - Calibration (calibration.go, calibration_certify.go,
+//     calibration_apply.go, calibration_drift.go): audit sampling and the
+//     estimators, the certified threshold, applying it to a policy, drift.
 //   - Accounts and people (account.go, member.go, session.go, login.go,
-//     apikey.go, audit.go, idempotency.go): members and roles, sessions,
-//     sign-in links, API keys, the audit log, idempotency keys.
-//   - Webhooks and digests (webhook.go, notify.go), reviewers' statistics
-//     (stats.go), the curated demo queue (demo.go), health (health.go).
+//     apikey.go, audit.go): members and roles, sessions, sign-in links, API
+//     keys, the audit log.
+//   - Telling people and programs (webhook.go, slack.go, notify.go,
+//     decisionlink.go): webhook events and their deliveries, Slack, the
+//     reviewers' digests, decision links in mail.
+//   - The curated demo queue (demo.go) and health (health.go).
 //   - What every request shares (error.go, ratelimit.go, inflight.go, this
 //     file): the error codes, per-client rate limits, in-flight limits,
 //     Timestamp, Clock and NewID.
 //
-// It imports no web, SQL or template package (see ARCHITECTURE.md). Helpers
-// that are not the domain's live under internal/: jsonfields (a struct's
-// exact JSON member names) and useragent (browser names for the audit log).
+// TestPackageDoc_NamesEveryFile keeps this list whole. The package imports
+// no web, SQL or template package (see ARCHITECTURE.md). Helpers that are
+// not the domain's live under internal/: jsonfields (a struct's exact JSON
+// member names), useragent (browser names for the audit log), secretbox
+// (secrets sealed at rest), taskview (how the desk shows a task's context)
+// and testutil.
 package arbiter
 
 import (
