@@ -39,8 +39,12 @@ func (m mailbox) next(t *testing.T) string {
 }
 
 // chromium returns Debian's Chromium, skipping the test without it, except
-// in CI, which must have it.
+// in CI, which must have it. Under go test -short (the fast lane) every
+// browser test skips.
 func chromium(t *testing.T) string {
+	if testing.Short() {
+		t.Skip("-short: the browser tests run in make test")
+	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if path, err := exec.LookPath(name); err == nil {
 			return path

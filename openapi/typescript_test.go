@@ -24,6 +24,9 @@ import (
 // Node packages (package.json); without them the test skips, except in CI
 // (CI set), where `make generate-check` has installed them.
 func TestDocument_ExamplesTypeCheckInTypeScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: tsc takes tens of seconds; make test runs it")
+	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

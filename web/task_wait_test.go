@@ -232,6 +232,9 @@ func maxOf(ds []time.Duration) time.Duration {
 // once on a store of 8 connections: waiting holds none, and when the tasks
 // complete every request is answered with its completed task.
 func TestTaskGet_ThousandWaitersOnEightConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a thousand waiters take tens of seconds; make test runs it")
+	}
 	// Not parallel: it measures the process's heap and the store's open
 	// connections.
 	const n = 1000

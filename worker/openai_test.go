@@ -180,6 +180,9 @@ func wantAttemptErrors(t *testing.T, task *arbiter.Task, reason, verifierURL str
 // after its Retry-After would make about 70), and every task is then
 // decided by the agent with one attempt, a throttled call recording none.
 func TestWorker_ThrottlingProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: its storm of 429s runs in real time; make test runs it")
+	}
 	t.Parallel()
 	const tasks, slots, storm, retryAfter = 24, 8, 3 * time.Second, time.Second
 	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {

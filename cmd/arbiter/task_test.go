@@ -42,6 +42,9 @@ func decodeTask(t *testing.T, out string) map[string]any {
 }
 
 func TestRun_TaskCreateWaitGet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: on SQLite it waits out a 20 s long-poll; make test runs it")
+	}
 	t.Parallel()
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {

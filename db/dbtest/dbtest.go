@@ -4,7 +4,8 @@
 // The Postgres database is named by ARBITER_TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/arbiter_test?sslmode=disable). When it
 // cannot be reached the Postgres half of a test skips, unless
-// ARBITER_TEST_REQUIRE_POSTGRES=1, when it fails.
+// ARBITER_TEST_REQUIRE_POSTGRES=1, when it fails. Under go test -short (the
+// fast lane) the Postgres half skips whatever the environment says.
 package dbtest
 
 import (
@@ -79,6 +80,9 @@ func URL(t testing.TB, dialect string) string {
 	t.Helper()
 	if dialect == db.SQLite {
 		return "sqlite:" + t.TempDir() + "/arbiter.db"
+	}
+	if testing.Short() {
+		t.Skip("-short: the Postgres half runs in make test")
 	}
 	base := os.Getenv("ARBITER_TEST_DATABASE_URL")
 	if base == "" {
