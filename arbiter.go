@@ -19,9 +19,10 @@
 //   - Accounts and people (account.go, member.go, session.go, login.go,
 //     apikey.go, audit.go): members and roles, sessions, sign-in links, API
 //     keys, the audit log.
-//   - Telling people and programs (webhook.go, slack.go, notify.go,
-//     decisionlink.go): webhook events and their deliveries, Slack, the
-//     reviewers' digests, decision links in mail.
+//   - Telling people and programs (event.go, webhook.go, slack.go,
+//     notify.go, decisionlink.go): the task events a change publishes to
+//     every outbound channel, webhook deliveries, Slack, the reviewers'
+//     digests, decision links in mail.
 //   - The curated demo queue (demo.go) and health (health.go).
 //   - What every request shares (error.go, ratelimit.go, inflight.go, this
 //     file): the error codes, per-client rate limits, in-flight limits,

@@ -22,30 +22,6 @@ import (
 // written in the same transaction as the change (an outbox), so nothing is
 // lost when a process dies; workers deliver it under a lease, at least once.
 
-// Event types. To add one, declare it here and list it in WebhookEventTypes;
-// a store change emits it by enqueueing it in its own transaction (see
-// db/webhook.go, enqueueTaskEvents).
-const (
-	EventTaskHumanNeeded = "task.human_needed" // the agent handed the task to a person
-	EventTaskCompleted   = "task.completed"    // the agent or a person decided it
-	EventTaskExpired     = "task.expired"      // its deadline passed first
-	// EventTaskAuditDisagreed: a person's blind audit of a task the agent
-	// completed disagrees with the agent's verdict (the task keeps it).
-	EventTaskAuditDisagreed = "task.audit_disagreed"
-	EventPing               = "ping" // "Send test event" on the dashboard
-	// EventTaskVoteRecorded: a person voted on a task that asks several
-	// votes and the task is not decided yet; the payload's data is a
-	// VoteCount, never the verdict.
-	EventTaskVoteRecorded = "task.vote_recorded"
-	// EventCalibrationDrifted: the account's audited error rate crossed
-	// above its target (NextDrift); the payload's data is the Drift.
-	EventCalibrationDrifted = "calibration.drifted"
-	// EventTaskEscalated: a task waiting for a person reached a rung of
-	// its escalation (escalation.go); the payload's data is the task,
-	// whose escalation names the rung.
-	EventTaskEscalated = "task.escalated"
-)
-
 // WebhookEventTypes are the event types an endpoint can subscribe to, in the
 // order the dashboard lists them. A ping goes to the endpoint it tests,
 // whatever it subscribes to.
@@ -56,20 +32,6 @@ var WebhookEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, Event
 // those about the task. An account's events (calibration.drifted) go to
 // its endpoints only.
 var CallbackEventTypes = []string{EventTaskHumanNeeded, EventTaskCompleted, EventTaskExpired, EventTaskAuditDisagreed, EventTaskEscalated}
-
-// TaskEventOf returns the event type of a task reaching status, or "" for a
-// status no event announces.
-func TaskEventOf(status string) string {
-	switch status {
-	case StatusHumanNeeded:
-		return EventTaskHumanNeeded
-	case StatusCompleted:
-		return EventTaskCompleted
-	case StatusExpired:
-		return EventTaskExpired
-	}
-	return ""
-}
 
 // Webhook message statuses.
 const (

@@ -26,7 +26,7 @@ func (d *DB) FindOrCreateAccountByEmail(ctx context.Context, email string) (_ *a
 		return nil, err
 	}
 	var a *arbiter.Account
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		now := int64(d.nowMS())
 		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, created_at)
 			VALUES (?, ?, ?) ON CONFLICT (email) DO NOTHING`),
@@ -113,7 +113,7 @@ func (d *DB) SetGoldRate(ctx context.Context, accountID string, rate float64, by
 // setSetting sets the account's column to value, when the actor may
 // manage the account's settings, and audits the change as detail.
 func (d *DB) setSetting(ctx context.Context, accountID string, by arbiter.Actor, column string, value any, detail string) error {
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
@@ -94,7 +93,7 @@ func foreignKeyViolated(err error) bool {
 // lock, an attempt committed between the deletion of the attempts and of
 // the tasks failed the deletion on attempts_task_id_fkey (2 of 4 tries
 // with a worker running). SQLite's single writer serializes them already.
-func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string) error {
+func (d *DB) lockAccountTasks(ctx context.Context, tx *Tx, accountID string) error {
 	if !d.locksRows() {
 		return nil
 	}
@@ -106,7 +105,7 @@ func (d *DB) lockAccountTasks(ctx context.Context, tx *sqlx.Tx, accountID string
 
 // deleteAccount is one try of DeleteAccount, in one transaction.
 func (d *DB) deleteAccount(ctx context.Context, accountID, confirm string, by arbiter.Actor) error {
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		if err := d.lockAccount(ctx, tx, accountID); err != nil {
 			return err
 		}

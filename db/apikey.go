@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -34,7 +32,7 @@ func (d *DB) CreateAPIKey(ctx context.Context, accountID, name string, by arbite
 		Hash:      arbiter.HashToken(plaintext),
 		CreatedAt: d.nowMS(),
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.findAccount(ctx, tx, "id", accountID); err != nil {
 			return err
 		}
@@ -98,7 +96,7 @@ func (d *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, by arbit
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var k *arbiter.APIKey
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		var err error
 		k, err = scanAPIKey(tx.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`), keyID))
 		if err != nil {
@@ -130,7 +128,7 @@ func (d *DB) TouchAPIKeys(ctx context.Context, lastUsed map[string]arbiter.Times
 	if len(lastUsed) == 0 {
 		return nil
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		stmt, err := tx.PrepareContext(ctx, d.rebind(`UPDATE api_keys SET last_used_at = ?
 			WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`))
 		if err != nil {

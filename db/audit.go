@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -18,11 +16,11 @@ var _ arbiter.AuditService = (*DB)(nil)
 func (d *DB) RecordAuditEvent(ctx context.Context, e *arbiter.AuditEvent) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error { return d.insertAuditEvent(ctx, tx, e) })
+	return d.transact(ctx, func(tx *Tx) error { return d.insertAuditEvent(ctx, tx, e) })
 }
 
 // insertAuditEvent writes e inside tx and fills in its id and time.
-func (d *DB) insertAuditEvent(ctx context.Context, tx *sqlx.Tx, e *arbiter.AuditEvent) error {
+func (d *DB) insertAuditEvent(ctx context.Context, tx *Tx, e *arbiter.AuditEvent) error {
 	e.CreatedAt = d.nowMS()
 	e.UserAgent = truncateRunes(strings.ToValidUTF8(e.UserAgent, ""), arbiter.MaxUserAgentChars)
 	err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO audit_events

@@ -3,13 +3,10 @@ package db
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -23,7 +20,7 @@ const insertLabelledPairSQL = `INSERT INTO labelled_pairs (task_id, account_id, 
 
 // insertLabelledPair stores, inside tx, the pair a person's attempt h on t
 // makes (arbiter.LabelledPairOf), if it makes one.
-func (d *DB) insertLabelledPair(ctx context.Context, tx *sqlx.Tx, t *arbiter.Task, h arbiter.Attempt) error {
+func (d *DB) insertLabelledPair(ctx context.Context, tx *Tx, t *arbiter.Task, h arbiter.Attempt) error {
 	p, ok := arbiter.LabelledPairOf(t, h)
 	if !ok {
 		return nil
@@ -32,7 +29,7 @@ func (d *DB) insertLabelledPair(ctx context.Context, tx *sqlx.Tx, t *arbiter.Tas
 }
 
 // storeLabelledPair inserts p inside tx.
-func (d *DB) storeLabelledPair(ctx context.Context, tx *sqlx.Tx, p arbiter.LabelledPair) error {
+func (d *DB) storeLabelledPair(ctx context.Context, tx *Tx, p arbiter.LabelledPair) error {
 	_, err := tx.ExecContext(ctx, d.rebind(insertLabelledPairSQL), p.TaskID, p.AccountID, p.TaskType, p.Source, p.Model,
 		p.Confidence, p.Bucket(), p.AgentVerdict, p.HumanVerdict, boolInt(p.Correct()), boolInt(p.Audit), p.Weight,
 		int64(p.CreatedAt), int64(p.LabelledAt), p.Version)
@@ -114,7 +111,7 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 	with := func(extra ...any) []any { return append(slices.Clip(args), extra...) }
 
 	out := arbiter.CalibrationData{ComputedAt: d.nowMS()}
-	err = d.transactRead(ctx, func(tx *sqlx.Tx) error {
+	err = d.transactRead(ctx, func(tx *Tx) error {
 		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
 			SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),
 			SUM(weight * (confidence - correct) * (confidence - correct))
@@ -232,18 +229,6 @@ func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []
 	return strings.Join(where, " AND "), args
 }
 
-// transactRead runs fn in a read-only transaction, so that its reads see
-// one snapshot: deferred on SQLite, where it takes no write lock, and
-// READ ONLY, REPEATABLE READ on Postgres.
-func (d *DB) transactRead(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := d.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: d.snapshotIsolation()})
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	return fn(tx)
-}
-
 // maxStrataGroups bounds the groups the strata's scan returns: every
 // confidence bucket of many task types and models.
 const maxStrataGroups = 101 * 200
@@ -252,7 +237,7 @@ const maxStrataGroups = 101 * 200
 // model, version and bucket in one scan, and returns them per task_type,
 // per model and per version. args are the report's filter arguments, the pair cap and the
 // group cap.
-func readStrata(ctx context.Context, tx *sqlx.Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
+func readStrata(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, version, bucket, count(*), SUM(audit),
 		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct)
 		FROM (SELECT task_type, model, version, bucket, audit, correct, weight FROM labelled_pairs

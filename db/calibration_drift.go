@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -16,9 +14,8 @@ import (
 // most one open per account, by the calibration_drifts_open index, so two
 // audits answered at once tell the account once) and announced to the
 // account's endpoints as calibration.drifted; a window back under the
-// target closes the open crossing. It reports whether it queued webhook
-// messages.
-func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (queued bool, err error) {
+// target closes the open crossing.
+func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskID string) error {
 	s := d.drift
 	// Answers to the account's audits take turns here, so that the last of
 	// several answered at once reads a window holding all of them: without
@@ -26,7 +23,7 @@ func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID stri
 	// might cross. SQLite's single writer takes turns already.
 	if turn := d.sqlTurnLock(); turn != "" {
 		if _, err := tx.ExecContext(ctx, turn, "calibration_drift:"+accountID); err != nil {
-			return false, fmt.Errorf("drift lock: %w", err)
+			return fmt.Errorf("drift lock: %w", err)
 		}
 	}
 	now := d.nowMS()
@@ -35,11 +32,11 @@ func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID stri
 	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*), COALESCE(SUM(1 - correct), 0) FROM
 		(SELECT correct FROM labelled_pairs WHERE account_id = ? AND audit = 1 AND labelled_at > ?
 			ORDER BY labelled_at DESC LIMIT ?) w`), accountID, since, s.Audits).Scan(&w.Audits, &w.Errors); err != nil {
-		return false, fmt.Errorf("drift window: %w", err)
+		return fmt.Errorf("drift window: %w", err)
 	}
 	open, err := d.openDrift(ctx, tx, accountID)
 	if err != nil {
-		return false, err
+		return err
 	}
 	drifted := open != nil
 	after, crossed := arbiter.NextDrift(drifted, w, s)
@@ -51,38 +48,37 @@ func (d *DB) checkDrift(ctx context.Context, tx *sqlx.Tx, accountID, taskID stri
 			ON CONFLICT (account_id) WHERE cleared_at IS NULL DO NOTHING`),
 			accountID, taskID, dr.Audits, dr.Errors, dr.ErrorRate, dr.ErrorLower, dr.Target, dr.Confidence, int64(now))
 		if err != nil {
-			return false, fmt.Errorf("store drift: %w", err)
+			return fmt.Errorf("store drift: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return false, fmt.Errorf("store drift: %w", err)
+			return fmt.Errorf("store drift: %w", err)
 		} else if n == 0 {
-			return false, nil // another transaction stored this crossing
+			return nil // another transaction stored this crossing
 		}
 		return d.enqueueAccountEvent(ctx, tx, accountID, taskID, arbiter.EventCalibrationDrifted, dr)
 	case drifted && !after:
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE calibration_drifts SET cleared_at = ?
 			WHERE account_id = ? AND cleared_at IS NULL`), int64(now), accountID); err != nil {
-			return false, fmt.Errorf("clear drift: %w", err)
+			return fmt.Errorf("clear drift: %w", err)
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // enqueueAccountEvent writes, in tx, a message of an event about the
 // account (not one task's change) for each of its endpoints that wants it,
 // held for a disabled one, the payload holding data; taskID is the task
-// that caused it. Callback URLs belong to tasks and get none. It reports
-// whether it queued any.
-func (d *DB) enqueueAccountEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskID, eventType string, data any) (bool, error) {
+// that caused it. Callback URLs belong to tasks and get none.
+func (d *DB) enqueueAccountEvent(ctx context.Context, tx *Tx, accountID, taskID, eventType string, data any) error {
 	var endpoints []endpointTarget
 	if err := tx.SelectContext(ctx, &endpoints, d.rebind(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
 		WHERE account_id = ? ORDER BY id`), accountID); err != nil {
-		return false, fmt.Errorf("find endpoints: %w", err)
+		return fmt.Errorf("find endpoints: %w", err)
 	}
 	now := d.now()
 	payload, err := arbiter.NewWebhookPayload(eventType, now, data)
 	if err != nil {
-		return false, fmt.Errorf("webhook payload: %w", err)
+		return fmt.Errorf("webhook payload: %w", err)
 	}
 	var msgs []*arbiter.WebhookMessage
 	for _, e := range endpoints {
@@ -94,10 +90,7 @@ func (d *DB) enqueueAccountEvent(ctx context.Context, tx *sqlx.Tx, accountID, ta
 			EventType: eventType, TaskID: taskID, Payload: payload, Status: status,
 			NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
 	}
-	if err := d.insertMessages(ctx, tx, msgs); err != nil {
-		return false, err
-	}
-	return len(msgs) > 0, nil
+	return d.insertMessages(ctx, tx, msgs)
 }
 
 // driftColumns are the columns of a crossing, in arbiter.Drift's order.
@@ -145,7 +138,7 @@ func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMai
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var mails []arbiter.DriftMail
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		mails = nil
 		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
 			WHERE mailed = 0 ORDER BY drifted_at, account_id LIMIT ?`), max)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -18,7 +16,7 @@ import (
 // review keeps the task's own reservation (reserved_by), as before.
 
 // asksVotes reports whether the account's task asks several votes.
-func (d *DB) asksVotes(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (bool, error) {
+func (d *DB) asksVotes(ctx context.Context, tx *Tx, accountID, taskID string) (bool, error) {
 	var required int
 	err := tx.GetContext(ctx, &required, d.rebind(`SELECT reviews_required FROM tasks WHERE id = ? AND account_id = ?`), taskID, accountID)
 	if err != nil {
@@ -39,7 +37,7 @@ func (d *DB) slotFreeFor() string {
 // lockTask locks the task's row on Postgres until tx ends, so that the
 // votes and slots of one task are counted and changed one at a time;
 // SQLite's single writer serializes them already.
-func (d *DB) lockTask(ctx context.Context, tx *sqlx.Tx, taskID string) error {
+func (d *DB) lockTask(ctx context.Context, tx *Tx, taskID string) error {
 	if !d.locksRows() {
 		return nil
 	}
@@ -67,7 +65,7 @@ func votesOf(t *arbiter.Task) []arbiter.Vote {
 
 // liveSlots returns the reservations of the task's slots held by others
 // than the person, by the database's clock, longest held first.
-func (d *DB) liveSlots(ctx context.Context, tx *sqlx.Tx, taskID, personID string) ([]arbiter.Reservation, error) {
+func (d *DB) liveSlots(ctx context.Context, tx *Tx, taskID, personID string) ([]arbiter.Reservation, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT s.person_id, COALESCE(p.email, ''), s.reserved_until
 		FROM review_slots s LEFT JOIN people p ON p.id = s.person_id
 		WHERE s.task_id = ? AND s.person_id <> ? AND s.reserved_until > `+d.sqlNowMS()+` ORDER BY s.reserved_until, s.person_id`),
@@ -95,7 +93,7 @@ func (d *DB) liveSlots(ctx context.Context, tx *sqlx.Tx, taskID, personID string
 // votes still open are held by others. It returns their reservation; the
 // longest-held other slot when all are taken (HeldByOther); nil when the
 // task does not wait for them.
-func (d *DB) reserveSlot(ctx context.Context, tx *sqlx.Tx, accountID, taskID, personID string) (*arbiter.Reservation, error) {
+func (d *DB) reserveSlot(ctx context.Context, tx *Tx, accountID, taskID, personID string) (*arbiter.Reservation, error) {
 	if err := d.lockTask(ctx, tx, taskID); err != nil {
 		return nil, err
 	}
@@ -146,63 +144,61 @@ func (d *DB) reserveSlot(ctx context.Context, tx *sqlx.Tx, accountID, taskID, pe
 // with the person), the audit log's line, and either the task's completion
 // with the consensus verdict (final_tier human, its slots closed,
 // task.completed) or the votes still open (task.vote_recorded, which
-// carries the count only). It returns the task as it stands and whether it
-// queued webhook messages.
-func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accountID, taskID string, dec arbiter.HumanDecision, a arbiter.Attempt) (*arbiter.Task, bool, error) {
+// carries the count only). It returns the task as it stands.
+func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, taskID string, dec arbiter.HumanDecision, a arbiter.Attempt) (*arbiter.Task, error) {
 	if err := d.lockTask(ctx, tx, taskID); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	t, err := d.findTask(ctx, tx, accountID, taskID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if _, err := dec.Attempt(t, a.StartedAt); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
-		return nil, false, err
+		return nil, err
 	} else if passed {
-		return nil, false, arbiter.ExpiredError(t.DeadlineAt)
+		return nil, arbiter.ExpiredError(t.DeadlineAt)
 	}
 	role := ""
 	if dec.ReviewerID != "" {
 		if role, err = d.roleIn(ctx, tx, accountID, dec.ReviewerID); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	votes := votesOf(t)
 	me := arbiter.Vote{PersonID: dec.ReviewerID, Email: strings.ToLower(dec.Reviewer), Verdict: *a.Verdict, Role: role}
 	if me.PersonID == "" {
-		return nil, false, arbiter.Errorf(arbiter.ECONFLICT, "A task that asks several votes is decided by its reviewers, each signed in.")
+		return nil, arbiter.Errorf(arbiter.ECONFLICT, "A task that asks several votes is decided by its reviewers, each signed in.")
 	}
 	if err := t.Review.CheckVote(votes, me); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	others, err := d.liveSlots(ctx, tx, taskID, me.PersonID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if len(others) >= t.Review.Decide(votes).Open {
-		return nil, false, arbiter.ReservedByOtherError(&others[0])
+		return nil, arbiter.ReservedByOtherError(&others[0])
 	}
 	a.PersonID = me.PersonID
 	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	t.Attempts = append(t.Attempts, a)
 	out := t.Review.Decide(append(votes, me))
 	if out.State != arbiter.VotesDecided {
 		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE task_id = ? AND person_id = ?`), taskID, me.PersonID); err != nil {
-			return nil, false, fmt.Errorf("close slot: %w", err)
+			return nil, fmt.Errorf("close slot: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET votes_open = ? WHERE id = ?`), out.Open, taskID); err != nil {
-			return nil, false, fmt.Errorf("record vote: %w", err)
+			return nil, fmt.Errorf("record vote: %w", err)
 		}
-		queued, err := d.enqueueTaskEvent(ctx, tx, accountID, taskID, arbiter.EventTaskVoteRecorded)
-		return t, queued, err
+		return t, tx.publishTaskEvent(ctx, accountID, taskID, arbiter.EventTaskVoteRecorded)
 	}
 	now := a.StartedAt
 	verdict, confidence, tier := out.Verdict, 1.0, arbiter.TierHuman
@@ -212,29 +208,28 @@ func (d *DB) castVote(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, accoun
 		RETURNING `+updatedColumns)),
 		arbiter.StatusCompleted, verdict, tier, confidence, int64(now), taskID, accountID, arbiter.StatusHumanNeeded)
 	if err != nil {
-		return nil, false, fmt.Errorf("decide task: %w", err)
+		return nil, fmt.Errorf("decide task: %w", err)
 	}
 	updated, err := scanUpdated(rows)
 	if err != nil {
-		return nil, false, fmt.Errorf("decide task: %w", err)
+		return nil, fmt.Errorf("decide task: %w", err)
 	} else if len(updated) != 1 {
-		return nil, false, arbiter.Errorf(arbiter.ECONFLICT, "The reviewers have decided this task already.")
+		return nil, arbiter.Errorf(arbiter.ECONFLICT, "The reviewers have decided this task already.")
 	}
 	if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE task_id = ?`), taskID); err != nil {
-		return nil, false, fmt.Errorf("close slots: %w", err)
+		return nil, fmt.Errorf("close slots: %w", err)
 	}
 	// The labelled pair is the consensus's, not the last voter's.
 	consensus := a
 	consensus.Verdict = &verdict
 	if err := d.insertLabelledPair(ctx, tx, t, consensus); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	queued, err := d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
-	if err != nil {
-		return nil, false, err
+	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
+		return nil, err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
-	return t, queued, nil
+	return t, nil
 }
 
 var _ arbiter.AgreementService = (*DB)(nil)

@@ -340,30 +340,6 @@ func (d *DB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // rebind turns a query written with ? placeholders into the dialect's form.
 func (d *DB) rebind(query string) string { return d.db.Rebind(query) }
 
-// transact runs fn in a transaction, committing when fn returns nil and
-// rolling back on an error or a panic.
-func (d *DB) transact(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := d.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		} else if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // nowMS returns the store clock's time as a Timestamp.
 func (d *DB) nowMS() arbiter.Timestamp { return arbiter.TimestampOf(d.now()) }
 

@@ -28,21 +28,16 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 		return nil, nil
 	}
 	// The tasks with an on-expiry outcome first (deadline_outcome.go).
-	decided, decidedQueued, err := d.decideDueTasks(ctx, max)
+	decided, err := d.decideDueTasks(ctx, max)
 	if err != nil {
 		return nil, err
-	}
-	d.published(decided...)
-	if decidedQueued {
-		d.webhooksQueued()
 	}
 	stmt, err := d.stmt(ctx, d.expireTasksSQL())
 	if err != nil {
 		return nil, err
 	}
 	var expired []string
-	var queued bool
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, max)
 		if err != nil {
 			return fmt.Errorf("expire tasks: %w", err)
@@ -52,15 +47,10 @@ func (d *DB) ExpireTasks(ctx context.Context, max int) (_ []string, err error) {
 			return fmt.Errorf("expire tasks: %w", err)
 		}
 		expired = finalIDs(updated)
-		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
-		return err
+		return tx.publish(ctx, eventsOf(updated)...)
 	})
 	if err != nil {
 		return nil, err
-	}
-	d.published(expired...)
-	if queued {
-		d.webhooksQueued()
 	}
 	return append(decided, expired...), nil
 }

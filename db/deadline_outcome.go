@@ -31,19 +31,19 @@ func (d *DB) dueOutcomesSQL() string {
 // holds the write lock, and every update requires the task not final, so a
 // decision that committed first (a person's, an agent's) stands and the
 // sweep leaves the task alone.
-func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, queued bool, err error) {
+func (d *DB) decideDueTasks(ctx context.Context, max int) (final []string, err error) {
 	for max > 0 {
 		n := min(max, outcomeChunk)
-		decided, chunkQueued, found, err := d.decideDueChunk(ctx, n)
-		final, queued = append(final, decided...), queued || chunkQueued
+		decided, found, err := d.decideDueChunk(ctx, n)
+		final = append(final, decided...)
 		if err != nil {
-			return final, queued, err
+			return final, err
 		} else if found < n {
 			break
 		}
 		max -= n
 	}
-	return final, queued, nil
+	return final, nil
 }
 
 // outcomeChunk bounds the tasks one transaction of decideDueTasks decides:
@@ -54,13 +54,13 @@ const outcomeChunk = 100
 
 // decideDueChunk is one transaction of decideDueTasks: it decides up to
 // max due tasks and also returns how many it found due.
-func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, queued bool, found int, err error) {
+func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found int, err error) {
 	insert, err := d.stmt(ctx, insertAttemptSQL)
 	if err != nil {
-		return nil, false, 0, err
+		return nil, 0, err
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		final, queued, found = nil, false, 0
+	err = d.transact(ctx, func(tx *Tx) error {
+		final, found = nil, 0
 		var ids []string
 		if err := tx.SelectContext(ctx, &ids, d.dueOutcomesSQL(), max); err != nil {
 			return fmt.Errorf("find due outcomes: %w", err)
@@ -118,19 +118,18 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, queue
 			updated = append(updated, expired...)
 		}
 		final = finalIDs(updated)
-		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
-		return err
+		return tx.publish(ctx, eventsOf(updated)...)
 	})
 	if err != nil {
-		return nil, false, 0, err
+		return nil, 0, err
 	}
-	return final, queued, found, nil
+	return final, found, nil
 }
 
 // completeByFallback completes the task, unless it is final already, as
 // the fallback attempt a decides, inside tx. It returns the task as
 // publishingSQL reports it, or nil when it was final.
-func (d *DB) completeByFallback(ctx context.Context, tx *sqlx.Tx, taskID string, a arbiter.Attempt, now arbiter.Timestamp) (*updatedTask, error) {
+func (d *DB) completeByFallback(ctx context.Context, tx *Tx, taskID string, a arbiter.Attempt, now arbiter.Timestamp) (*updatedTask, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?,
 		lease_owner = NULL, lease_expires_at = NULL, reserved_by = NULL, reserved_until = NULL

@@ -18,7 +18,7 @@ var _ arbiter.DecisionLinkService = (*DB)(nil)
 
 // oldestWaiting returns the account's oldest human_needed tasks, at most
 // arbiter.MaxDigestLinkTasks, inside tx.
-func (d *DB) oldestWaiting(ctx context.Context, tx *sqlx.Tx, accountID string) ([]*arbiter.Task, error) {
+func (d *DB) oldestWaiting(ctx context.Context, tx *Tx, accountID string) ([]*arbiter.Task, error) {
 	var ids []string
 	if err := tx.SelectContext(ctx, &ids, d.rebind(`SELECT id FROM tasks WHERE account_id = ? AND status = ?
 		ORDER BY created_at, id LIMIT ?`), accountID, arbiter.StatusHumanNeeded, arbiter.MaxDigestLinkTasks); err != nil {
@@ -37,7 +37,7 @@ func (d *DB) oldestWaiting(ctx context.Context, tx *sqlx.Tx, accountID string) (
 
 // insertDecisionLinks makes the person's links to the tasks, one per
 // verdict (none past arbiter.MaxDigestLinkVerdicts), inside tx.
-func (d *DB) insertDecisionLinks(ctx context.Context, tx *sqlx.Tx, accountID, personID string, tasks []*arbiter.Task, now arbiter.Timestamp) ([]arbiter.DigestTask, error) {
+func (d *DB) insertDecisionLinks(ctx context.Context, tx *Tx, accountID, personID string, tasks []*arbiter.Task, now arbiter.Timestamp) ([]arbiter.DigestTask, error) {
 	out := make([]arbiter.DigestTask, 0, len(tasks))
 	for _, t := range tasks {
 		dt := arbiter.DigestTask{TaskID: t.ID, Prompt: t.Prompt}

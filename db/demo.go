@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -104,7 +102,7 @@ var demoQueue = []demoTask{
 // the curated one (so the desk's views show on a demo seeded before), and
 // only adds the answer to one that has no attempt.
 func (d *DB) SeedDemo(ctx context.Context) error {
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO accounts (id, email, daily_cap, created_at)
 			VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`), arbiter.DemoAccountID, arbiter.DemoAccountEmail, demoEpoch)
 		if err != nil {

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -90,7 +88,7 @@ func (d *DB) SeedDemoHistory(ctx context.Context) (err error) {
 		return fmt.Errorf("seed demo history: %w", err)
 	}
 	if !seeded {
-		if err := d.transact(ctx, func(tx *sqlx.Tx) error { return d.seedDemoHistory(ctx, tx) }); err != nil {
+		if err := d.transact(ctx, func(tx *Tx) error { return d.seedDemoHistory(ctx, tx) }); err != nil {
 			return err
 		}
 		d.calibrations.forget(arbiter.DemoAccountID)
@@ -102,7 +100,7 @@ func (d *DB) SeedDemoHistory(ctx context.Context) (err error) {
 // seedDemoHistory stores the demo's labelled pairs inside tx when the
 // demo account has none yet, a few statements in all. On Postgres the
 // demo account's row is locked first, so concurrent seeders take turns.
-func (d *DB) seedDemoHistory(ctx context.Context, tx *sqlx.Tx) error {
+func (d *DB) seedDemoHistory(ctx context.Context, tx *Tx) error {
 	if d.locksRows() {
 		if _, err := tx.ExecContext(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, arbiter.DemoAccountID); err != nil {
 			return fmt.Errorf("lock demo account: %w", err)

@@ -60,12 +60,11 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 	}
 	now := d.nowMS()
 	var (
-		taken  int
-		mails  []arbiter.AlertMail
-		queued bool
+		taken int
+		mails []arbiter.AlertMail
 	)
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
-		taken, mails, queued = 0, nil, false
+	err = d.transact(ctx, func(tx *Tx) error {
+		taken, mails = 0, nil
 		var ids []string
 		if err := tx.SelectContext(ctx, &ids, d.dueAlertsSQL("?"), int64(now), max); err != nil {
 			return fmt.Errorf("find due alerts: %w", err)
@@ -84,7 +83,7 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 			return fmt.Errorf("read due alerts: %w", err)
 		}
 		var (
-			events   []taskEvent
+			events   []arbiter.TaskEvent
 			reposted []alertTask
 			members  = map[string][]*arbiter.Membership{}
 		)
@@ -143,8 +142,8 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 				}
 			} else {
 				mail.Kind, mail.Escalation = arbiter.AlertEscalation, arbiter.EscalationOf(alerts, fire.Rung, now)
-				events = append(events, taskEvent{taskID: t.ID, accountID: t.AccountID, eventType: arbiter.EventTaskEscalated,
-					callbackURL: t.CallbackURL.String})
+				events = append(events, arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskEscalated,
+					CallbackURL: t.CallbackURL.String})
 				rung := alerts.Escalation[fire.Rung-1]
 				if role, ok := rung.Role(); ok {
 					for _, m := range members[t.AccountID] {
@@ -162,18 +161,13 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 				mails = append(mails, m)
 			}
 		}
-		if queued, err = d.enqueueTaskEvents(ctx, tx, events); err != nil {
+		if err := tx.publish(ctx, events...); err != nil {
 			return err
 		}
-		slack, err := d.enqueueSlackReposts(ctx, tx, reposted)
-		queued = queued || slack
-		return err
+		return d.enqueueSlackReposts(ctx, tx, reposted)
 	})
 	if err != nil {
 		return 0, nil, err
-	}
-	if queued {
-		d.webhooksQueued()
 	}
 	return taken, mails, nil
 }
@@ -182,9 +176,9 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 // Slack channels it went to (its own notify list, else the account's
 // channel) for each reminded or escalated task whose account has Slack
 // connected; an escalated task's question says whom it went to.
-func (d *DB) enqueueSlackReposts(ctx context.Context, tx *sqlx.Tx, tasks []alertTask) (bool, error) {
+func (d *DB) enqueueSlackReposts(ctx context.Context, tx *Tx, tasks []alertTask) error {
 	if len(tasks) == 0 {
-		return false, nil
+		return nil
 	}
 	var accountIDs []any
 	for _, t := range tasks {
@@ -192,7 +186,7 @@ func (d *DB) enqueueSlackReposts(ctx context.Context, tx *sqlx.Tx, tasks []alert
 	}
 	channels, err := d.slackChannels(ctx, tx, accountIDs)
 	if err != nil {
-		return false, err
+		return err
 	}
 	var msgs []*arbiter.SlackMessage
 	for _, t := range tasks {
@@ -209,5 +203,5 @@ func (d *DB) enqueueSlackReposts(ctx context.Context, tx *sqlx.Tx, tasks []alert
 				Kind: arbiter.SlackPost, Channel: c})
 		}
 	}
-	return len(msgs) > 0, d.insertSlackMessages(ctx, tx, msgs)
+	return d.insertSlackMessages(ctx, tx, msgs)
 }

@@ -3,15 +3,13 @@ package db
 import (
 	"context"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
 // InsertLabelledPairs stores pairs as a person's answers would, in one
 // transaction, for tests of the calibration report.
 func (d *DB) InsertLabelledPairs(ctx context.Context, pairs []arbiter.LabelledPair) error {
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		for _, p := range pairs {
 			if err := d.storeLabelledPair(ctx, tx, p); err != nil {
 				return err

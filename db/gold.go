@@ -28,9 +28,9 @@ const goldNormal = ` AND NOT EXISTS (SELECT 1 FROM gold_tasks g WHERE g.task_id 
 // storeGold records, inside tx, the gold verdict of each new task that
 // has one, and hands the task to people at once (the agent never decides
 // a gold task): human_needed, with the task.human_needed event and Slack
-// question any task gets there. It reports whether it queued messages.
-func (d *DB) storeGold(ctx context.Context, tx *sqlx.Tx, creates []newCreate) (bool, error) {
-	var events []taskEvent
+// question any task gets there.
+func (d *DB) storeGold(ctx context.Context, tx *Tx, creates []newCreate) error {
+	var events []arbiter.TaskEvent
 	for _, c := range creates {
 		if c.gold == "" {
 			continue
@@ -38,19 +38,19 @@ func (d *DB) storeGold(ctx context.Context, tx *sqlx.Tx, creates []newCreate) (b
 		t := c.task
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO gold_tasks (task_id, account_id, verdict) VALUES (?, ?, ?)`),
 			t.ID, t.AccountID, c.gold); err != nil {
-			return false, fmt.Errorf("store gold verdict: %w", err)
+			return fmt.Errorf("store gold verdict: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET status = ? WHERE id = ?`), arbiter.StatusHumanNeeded, t.ID); err != nil {
-			return false, fmt.Errorf("hand gold task to people: %w", err)
+			return fmt.Errorf("hand gold task to people: %w", err)
 		}
 		t.Status = arbiter.StatusHumanNeeded
-		events = append(events, taskEvent{taskID: t.ID, accountID: t.AccountID, eventType: arbiter.EventTaskHumanNeeded, callbackURL: c.callbackURL})
+		events = append(events, arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskHumanNeeded, CallbackURL: c.callbackURL})
 	}
-	return d.enqueueTaskEvents(ctx, tx, events)
+	return tx.publish(ctx, events...)
 }
 
 // goldOf returns, inside tx, the task's gold verdict, "" when it has none.
-func (d *DB) goldOf(ctx context.Context, tx *sqlx.Tx, taskID string) (string, error) {
+func (d *DB) goldOf(ctx context.Context, tx *Tx, taskID string) (string, error) {
 	var verdict string
 	err := tx.GetContext(ctx, &verdict, d.rebind(`SELECT verdict FROM gold_tasks WHERE task_id = ?`), taskID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -63,7 +63,7 @@ func (d *DB) goldOf(ctx context.Context, tx *sqlx.Tx, taskID string) (string, er
 
 // goldFirst draws, inside tx, whether the person's ask for the next task
 // looks for a gold task first, at the account's gold rate.
-func (d *DB) goldFirst(ctx context.Context, tx *sqlx.Tx, accountID string) (bool, error) {
+func (d *DB) goldFirst(ctx context.Context, tx *Tx, accountID string) (bool, error) {
 	var rate float64
 	if err := tx.GetContext(ctx, &rate, d.rebind(`SELECT gold_rate FROM accounts WHERE id = ?`), accountID); err != nil {
 		return false, notFound(err, "No such account.")

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
@@ -35,7 +34,7 @@ var errKeyInFlight = &arbiter.Error{
 // before, reading inside tx when it is not nil: the earlier task as it is
 // now when the two requests match, errKeyMismatch when they do not, and
 // ifAbsent when the key is not stored.
-func (d *DB) replay(ctx context.Context, tx *sqlx.Tx, c newCreate, ifAbsent error) (stored, error) {
+func (d *DB) replay(ctx context.Context, tx *Tx, c newCreate, ifAbsent error) (stored, error) {
 	query := d.rebind(`SELECT fingerprint, task_id FROM idempotency_keys WHERE account_id = ? AND idempotency_key = ?`)
 	var row *sql.Row
 	if tx != nil {

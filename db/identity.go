@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -33,7 +31,7 @@ func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity
 	}
 	now := int64(d.nowMS())
 	var p *arbiter.Person
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		var personID string
 		err := tx.QueryRowContext(ctx, d.rebind(`SELECT person_id FROM identities WHERE provider = ? AND subject = ?`),
 			id.Provider, id.Subject).Scan(&personID)
@@ -74,7 +72,7 @@ func (d *DB) SignInWithIdentity(ctx context.Context, id arbiter.ExternalIdentity
 // pending invitation awaits, an account of their own named by their
 // address, unless an account of that name exists already (they were
 // removed from it): then they are a member of nothing until invited.
-func (d *DB) ensureAccount(ctx context.Context, tx *sqlx.Tx, p *arbiter.Person, now int64) error {
+func (d *DB) ensureAccount(ctx context.Context, tx *Tx, p *arbiter.Person, now int64) error {
 	var memberships, invitations int
 	err := tx.QueryRowContext(ctx, d.rebind(`SELECT
 		(SELECT count(*) FROM memberships WHERE person_id = ? AND account_id <> ?),

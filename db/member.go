@@ -26,7 +26,7 @@ func (d *DB) findPerson(ctx context.Context, q sqlx.QueryerContext, column, valu
 
 // findOrCreatePerson returns the person with the (normalized) address,
 // creating them when absent.
-func (d *DB) findOrCreatePerson(ctx context.Context, tx *sqlx.Tx, email string, now int64) (*arbiter.Person, error) {
+func (d *DB) findOrCreatePerson(ctx context.Context, tx *Tx, email string, now int64) (*arbiter.Person, error) {
 	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO people (id, email, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (email) DO NOTHING`), arbiter.NewPersonID(), email, now); err != nil {
 		return nil, fmt.Errorf("insert person: %w", err)
@@ -35,7 +35,7 @@ func (d *DB) findOrCreatePerson(ctx context.Context, tx *sqlx.Tx, email string, 
 }
 
 // insertMembership makes the person a member of the account with the role.
-func (d *DB) insertMembership(ctx context.Context, tx *sqlx.Tx, accountID, personID, role string, now int64) error {
+func (d *DB) insertMembership(ctx context.Context, tx *Tx, accountID, personID, role string, now int64) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO memberships (account_id, person_id, role, created_at)
 		VALUES (?, ?, ?, ?)`), accountID, personID, role, now); err != nil {
 		return fmt.Errorf("insert membership: %w", err)
@@ -61,7 +61,7 @@ func (d *DB) roleIn(ctx context.Context, q sqlx.QueryerContext, accountID, perso
 // by their role there read inside tx, and arbiter.ErrNotAllowed otherwise.
 // The operator (no person) may do everything. It returns the actor's role
 // ("" for the operator).
-func (d *DB) authorize(ctx context.Context, tx *sqlx.Tx, accountID string, by arbiter.Actor, action arbiter.Action) (string, error) {
+func (d *DB) authorize(ctx context.Context, tx *Tx, accountID string, by arbiter.Actor, action arbiter.Action) (string, error) {
 	if by.PersonID == "" {
 		return "", nil
 	}
@@ -78,7 +78,7 @@ func (d *DB) authorize(ctx context.Context, tx *sqlx.Tx, accountID string, by ar
 // lockAccount serializes the changes to an account's members on Postgres,
 // so two owners demoting each other at once cannot leave it without one.
 // SQLite's single writer serializes them already.
-func (d *DB) lockAccount(ctx context.Context, tx *sqlx.Tx, accountID string) error {
+func (d *DB) lockAccount(ctx context.Context, tx *Tx, accountID string) error {
 	if !d.locksRows() {
 		return nil
 	}
@@ -123,7 +123,7 @@ func scanMemberships(rows *sql.Rows) ([]*arbiter.Membership, error) {
 // memberChange checks, inside tx, that the actor may move the member from
 // their role to the role to ("" removes them), and that the account keeps
 // an owner. It returns the member's e-mail and current role.
-func (d *DB) memberChange(ctx context.Context, tx *sqlx.Tx, accountID, personID, to string, by arbiter.Actor) (email, from string, err error) {
+func (d *DB) memberChange(ctx context.Context, tx *Tx, accountID, personID, to string, by arbiter.Actor) (email, from string, err error) {
 	if err := d.lockAccount(ctx, tx, accountID); err != nil {
 		return "", "", err
 	}
@@ -164,7 +164,7 @@ func (d *DB) memberChange(ctx context.Context, tx *sqlx.Tx, accountID, personID,
 func (d *DB) ChangeRole(ctx context.Context, accountID, personID, role string, by arbiter.Actor) (revoked int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		revoked = 0
 		email, from, err := d.memberChange(ctx, tx, accountID, personID, role, by)
 		if err != nil {
@@ -194,7 +194,7 @@ func (d *DB) ChangeRole(ctx context.Context, accountID, personID, role string, b
 func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by arbiter.Actor) (revoked int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		revoked = 0
 		email, from, err := d.memberChange(ctx, tx, accountID, personID, "", by)
 		if err != nil {
@@ -223,7 +223,7 @@ func (d *DB) RemoveMember(ctx context.Context, accountID, personID string, by ar
 // them) may no longer send now that their role is role ("" once removed),
 // by arbiter.InviterMayStillInvite, and records each in the audit log with
 // why. It returns how many it revoked.
-func (d *DB) revokeInvitationsOf(ctx context.Context, tx *sqlx.Tx, accountID, inviter, role string, by arbiter.Actor, why string) (int, error) {
+func (d *DB) revokeInvitationsOf(ctx context.Context, tx *Tx, accountID, inviter, role string, by arbiter.Actor, why string) (int, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT id, email, role FROM invitations
 		WHERE account_id = ? AND invited_by = ? AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > ?
 		ORDER BY created_at, id`), accountID, inviter, int64(d.nowMS()))
@@ -307,7 +307,7 @@ func (d *DB) CreateInvitation(ctx context.Context, accountID, email, role string
 	if inv.InvitedBy == "" {
 		inv.InvitedBy = arbiter.OperatorActor
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		a, err := d.findAccount(ctx, tx, "id", accountID)
 		if err != nil {
 			return err
@@ -374,7 +374,7 @@ func (d *DB) ListInvitations(ctx context.Context, accountID string) (_ []*arbite
 func (d *DB) RevokeInvitation(ctx context.Context, accountID, invitationID string, by arbiter.Actor) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageMembers); err != nil {
 			return err
 		}
@@ -434,7 +434,7 @@ func (d *DB) AcceptInvitation(ctx context.Context, token, personID string, clien
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var m *arbiter.Membership
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		now := int64(d.nowMS())
 		inv, err := scanInvitation(tx.QueryRowContext(ctx, d.rebind(`SELECT `+invitationColumns+`
 			FROM invitations i JOIN accounts a ON a.id = i.account_id
@@ -493,7 +493,7 @@ func (d *DB) AcceptInvitation(ctx context.Context, token, personID string, clien
 // inviterMayStillInvite reports, inside tx, whether the invitation's
 // sender may still invite for its role, by their role in the account now
 // (arbiter.InviterMayStillInvite).
-func (d *DB) inviterMayStillInvite(ctx context.Context, tx *sqlx.Tx, inv *arbiter.Invitation) (bool, error) {
+func (d *DB) inviterMayStillInvite(ctx context.Context, tx *Tx, inv *arbiter.Invitation) (bool, error) {
 	var role string
 	if inv.InvitedBy != arbiter.OperatorActor {
 		err := tx.QueryRowContext(ctx, d.rebind(`SELECT m.role FROM memberships m JOIN people p ON p.id = m.person_id
@@ -507,7 +507,7 @@ func (d *DB) inviterMayStillInvite(ctx context.Context, tx *sqlx.Tx, inv *arbite
 
 // verifiedAddresses returns the addresses the person signed in with: their
 // own and their identities', each verified when it was linked.
-func (d *DB) verifiedAddresses(ctx context.Context, tx *sqlx.Tx, p *arbiter.Person) ([]string, error) {
+func (d *DB) verifiedAddresses(ctx context.Context, tx *Tx, p *arbiter.Person) ([]string, error) {
 	addresses := []string{p.Email}
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT email FROM identities WHERE person_id = ? LIMIT ?`), p.ID, arbiter.MaxMemberships)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -22,7 +20,7 @@ func (d *DB) ClaimDigests(ctx context.Context, max int) (_ []arbiter.Digest, err
 	now := d.nowMS()
 	hour := arbiter.DigestHour(now)
 	var claimed []arbiter.Digest
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		// The accounts that mail reviewers, with their queue: how many wait
 		// (counted on the human queue's index) and since when the oldest
 		// has; the oldest by creation stands for the longest waiting.
@@ -106,7 +104,7 @@ func (d *DB) ClaimDigests(ctx context.Context, max int) (_ []arbiter.Digest, err
 }
 
 // membersOf returns the account's members, inside tx.
-func (d *DB) membersOf(ctx context.Context, tx *sqlx.Tx, accountID string) ([]*arbiter.Membership, error) {
+func (d *DB) membersOf(ctx context.Context, tx *Tx, accountID string) ([]*arbiter.Membership, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT m.account_id, a.email, m.person_id, p.email, m.role, m.created_at
 		FROM memberships m JOIN people p ON p.id = m.person_id JOIN accounts a ON a.id = m.account_id
 		WHERE m.account_id = ? ORDER BY p.email LIMIT ?`), accountID, arbiter.MaxMemberships)

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -154,7 +152,7 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 			p.Review = nil // today's single review: none to keep
 		}
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManagePolicies); err != nil {
 			return err
 		}
@@ -182,7 +180,7 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 func (d *DB) DeletePolicy(ctx context.Context, accountID, taskType string, by arbiter.Actor) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManagePolicies); err != nil {
 			return err
 		}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -22,7 +20,7 @@ func (d *DB) ApplyPolicyThreshold(ctx context.Context, accountID, taskType strin
 		return nil, err
 	}
 	var p arbiter.Policy
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManagePolicies); err != nil {
 			return err
 		}

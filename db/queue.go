@@ -220,9 +220,7 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 		return err
 	}
 	completed, draw := f.auditDraw()
-	var final []string
-	var queued bool
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
 			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), completed, draw, f.taskID, f.owner)
 		if err != nil {
@@ -234,7 +232,6 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 		} else if len(updated) == 0 {
 			return d.finishRefused(ctx, tx, f.taskID)
 		}
-		final = finalIDs(updated)
 		// A throttled call records no attempt.
 		if !f.step.Throttled {
 			if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), f.taskID, f.step.Attempt); err != nil {
@@ -242,16 +239,8 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 			}
 		}
 		// The attempt is in: the event's task shows it.
-		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
-		return err
+		return tx.publish(ctx, eventsOf(updated)...)
 	})
-	if err == nil {
-		d.published(final...)
-		if queued {
-			d.webhooksQueued()
-		}
-	}
-	return err
 }
 
 // finishRefused says why a finish changed nothing: the task's deadline
@@ -312,8 +301,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil, err
 	}
 	var decided *arbiter.Task
-	var queued bool
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: dec.ReviewerID}, arbiter.ActionReview); err != nil {
 			return err
 		}
@@ -327,14 +315,14 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			return err
 		}
 		if a.Audit {
-			if queued, err = d.answerAudit(ctx, tx, insert, t, dec, a); err != nil {
+			if err := d.answerAudit(ctx, tx, insert, t, dec, a); err != nil {
 				return err
 			}
 			decided = t
 			return nil
 		}
 		if t.Review != nil && t.Review.Multi() {
-			decided, queued, err = d.castVote(ctx, tx, insert, accountID, taskID, dec, a)
+			decided, err = d.castVote(ctx, tx, insert, accountID, taskID, dec, a)
 			return err
 		}
 		// A gold task completes with its gold verdict; the reviewer's
@@ -394,7 +382,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 				return err
 			}
 		}
-		if queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated)); err != nil {
+		if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
 			return err
 		}
 		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now
@@ -405,10 +393,6 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	if err != nil {
 		return nil, err
 	}
-	d.published(taskID)
-	if queued {
-		d.webhooksQueued()
-	}
 	return decided, nil
 }
 
@@ -416,56 +400,54 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 // of t: the attempt, the labelled pair (flagged in the report when the
 // reviewer disagrees with the agent), the audit log's line, and the end of
 // the audit. The task's status and final fields stay as the agent set them.
-func (d *DB) answerAudit(ctx context.Context, tx *sqlx.Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt) (queued bool, err error) {
+func (d *DB) answerAudit(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt) error {
 	// As for a decision, a reviewer answers only an audit nobody else holds.
 	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET audit_state = ?, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND account_id = ? AND status = ? AND audit_state = ?
 		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 		arbiter.AuditStateDone, t.ID, t.AccountID, arbiter.StatusCompleted, arbiter.AuditStateWaiting, dec.ReviewerID, dec.ReviewerID)
 	if err != nil {
-		return false, fmt.Errorf("answer audit: %w", err)
+		return fmt.Errorf("answer audit: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return false, fmt.Errorf("answer audit: %w", err)
+		return fmt.Errorf("answer audit: %w", err)
 	} else if n == 0 {
 		// Another reviewer answered between the read and the update.
 		if t, err := d.findTask(ctx, tx, t.AccountID, t.ID); err != nil {
-			return false, err
+			return err
 		} else if _, err := dec.Attempt(t, a.StartedAt); err != nil {
-			return false, err
+			return err
 		} else if r, err := d.findReservation(ctx, tx, t.AccountID, t.ID); err != nil {
-			return false, err
+			return err
 		} else if r != nil && r.PersonID != dec.ReviewerID {
-			return false, arbiter.ReservedByOtherError(r)
+			return arbiter.ReservedByOtherError(r)
 		}
-		return false, arbiter.Errorf(arbiter.ECONFLICT, "The audit of this task was already answered by another reviewer.")
+		return arbiter.Errorf(arbiter.ECONFLICT, "The audit of this task was already answered by another reviewer.")
 	}
 	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), t.ID, a); err != nil {
-		return false, err
+		return err
 	}
 	event := arbiter.NewReviewAuditEvent(t.AccountID, t.ID, dec)
 	event.Detail += " (blind audit)"
 	if err := d.insertAuditEvent(ctx, tx, event); err != nil {
-		return false, err
+		return err
 	}
 	if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
-		return false, err
+		return err
 	}
 	t.AuditState = arbiter.AuditStateDone
 	t.Attempts = append(t.Attempts, a)
 	// The audit's Slack copies show it answered (slack.go).
-	slack, err := d.enqueueSlackUpdate(ctx, tx, t.AccountID, t.ID)
-	if err != nil {
-		return false, err
+	if err := d.enqueueSlackUpdate(ctx, tx, t.AccountID, t.ID); err != nil {
+		return err
 	}
 	if *a.Verdict != *t.FinalVerdict {
 		// The disagreement is announced in the same transaction (outbox).
-		if queued, err = d.enqueueTaskEvent(ctx, tx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed); err != nil {
-			return false, err
+		if err := tx.publishTaskEvent(ctx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed); err != nil {
+			return err
 		}
 	}
-	drifted, err := d.checkDrift(ctx, tx, t.AccountID, t.ID)
-	return queued || drifted || slack, err
+	return d.checkDrift(ctx, tx, t.AccountID, t.ID)
 }
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
@@ -152,9 +151,7 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		return nil, err
 	}
 	applied := make(map[string]bool, n)
-	var final []string
-	var queued bool
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, arbiter.StatusAgentRunning,
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
 			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
@@ -170,18 +167,12 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		for _, u := range updated {
 			applied[u.id] = true
 		}
-		final = finalIDs(updated)
 		// The webhook messages of the finishes, in their transaction,
 		// their attempts in.
-		queued, err = d.enqueueTaskEvents(ctx, tx, eventsOf(updated))
-		return err
+		return tx.publish(ctx, eventsOf(updated)...)
 	})
 	if err != nil {
 		return nil, err
-	}
-	d.published(final...)
-	if queued {
-		d.webhooksQueued()
 	}
 	return applied, nil
 }

@@ -29,7 +29,7 @@ func (d *DB) reservedUntil() string {
 
 // releaseOthers ends the person's reservations in the account but that of
 // taskID: a reviewer holds one task at a time, so browsing does not hoard.
-func (d *DB) releaseOthers(ctx context.Context, tx *sqlx.Tx, accountID, personID, taskID string) error {
+func (d *DB) releaseOthers(ctx context.Context, tx *Tx, accountID, personID, taskID string) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = NULL, reserved_until = NULL
 		WHERE reserved_by = ? AND account_id = ? AND id <> ?`), personID, accountID, taskID); err != nil {
 		return fmt.Errorf("release reservations: %w", err)
@@ -74,7 +74,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 		return nil, errTaskNotFound
 	}
 	var r *arbiter.Reservation
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 // several tabs take turns: each reserves one task and releases the
 // others, and two of them at once would lock those rows in opposite
 // orders. SQLite's single writer serializes them already.
-func (d *DB) authorizeReviewer(ctx context.Context, tx *sqlx.Tx, accountID, personID string) error {
+func (d *DB) authorizeReviewer(ctx context.Context, tx *Tx, accountID, personID string) error {
 	if personID == "" {
 		return arbiter.ErrNotAllowed
 	}
@@ -138,7 +138,7 @@ func (d *DB) ReleaseTask(ctx context.Context, accountID, taskID, personID, sessi
 	if !arbiter.ValidTaskID(taskID) {
 		return errTaskNotFound
 	}
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func (d *DB) NextTask(ctx context.Context, accountID, personID, sessionID string
 	}
 	filter, filterArgs := viewFilter(view)
 	var r *arbiter.Reservation
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if err := d.authorizeReviewer(ctx, tx, accountID, personID); err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ const nextTaskTries = 4
 // pickNext picks the person's next task inside tx, as NextTask says,
 // passing over the tasks tried already, and reserves it when it asks one
 // review; it returns its id ("" for none) and the reviews it asks.
-func (d *DB) pickNext(ctx context.Context, tx *sqlx.Tx, accountID, personID, sessionID, filter string, filterArgs []any,
+func (d *DB) pickNext(ctx context.Context, tx *Tx, accountID, personID, sessionID, filter string, filterArgs []any,
 	order string, goldFirst bool, tried []string) (id string, required int, err error) {
 	lock := d.sqlSkipLockedOfT()
 	if len(tried) > 0 {

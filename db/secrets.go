@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
@@ -65,7 +63,7 @@ func (d *DB) ResealSecrets(ctx context.Context) (_ SecretsReport, err error) {
 	defer end(&err)
 	var report SecretsReport
 	for _, t := range sealedColumns {
-		err := d.transact(ctx, func(tx *sqlx.Tx) error {
+		err := d.transact(ctx, func(tx *Tx) error {
 			rows, err := tx.QueryxContext(ctx, `SELECT `+t.key+`, `+strings.Join(t.columns, ", ")+` FROM `+t.table)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", t.table, err)

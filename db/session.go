@@ -33,7 +33,7 @@ func (d *DB) CreateSession(ctx context.Context, personID, method string, client 
 		CreatedAt: now,
 		ExpiresAt: now + arbiter.Timestamp(arbiter.SessionTTL.Milliseconds()),
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		p, err := d.findPerson(ctx, tx, "id", personID)
 		if err != nil {
 			return err
@@ -158,7 +158,7 @@ func (d *DB) FindSessionByToken(ctx context.Context, token string) (_ *arbiter.S
 func (d *DB) SwitchAccount(ctx context.Context, token, accountID string) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		var personID string
 		err := tx.QueryRowContext(ctx, d.rebind(`SELECT person_id FROM sessions WHERE hash = ? AND expires_at > ?`),
 			arbiter.HashToken(token), int64(d.nowMS())).Scan(&personID)
@@ -212,7 +212,7 @@ func (d *DB) SessionSecret(ctx context.Context) (_ string, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var secret string
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO settings (name, value) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`), sessionSecretSetting, arbiter.NewID("", 64))
 		if err != nil {

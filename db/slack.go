@@ -84,7 +84,7 @@ func (d *DB) ConnectSlack(ctx context.Context, accountID string, in arbiter.Slac
 			return nil, err
 		}
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (d *DB) ConnectSlack(ctx context.Context, accountID string, in arbiter.Slac
 func (d *DB) DisconnectSlack(ctx context.Context, accountID string, by arbiter.Actor) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
 			return err
 		}
@@ -171,34 +171,32 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 // account's channel, or to each channel of the task's own notify list,
 // for a task that now waits for a person (a blind audit included), an
 // update for a task that ended and has posts. It costs one query when no
-// account of the events is connected, and reports whether it queued any;
-// the webhooksQueued its callers make after the commit wakes the Slack
-// deliverer too.
-func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
+// account of the events is connected.
+func (d *DB) enqueueSlack(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
 	// An escalation changes nothing a posted copy shows.
-	escalated := func(ev taskEvent) bool { return ev.eventType == arbiter.EventTaskEscalated }
+	escalated := func(ev arbiter.TaskEvent) bool { return ev.Type == arbiter.EventTaskEscalated }
 	if slices.ContainsFunc(events, escalated) {
 		events = slices.DeleteFunc(slices.Clone(events), escalated)
 	}
 	accounts := map[string]bool{}
 	var accountIDs []any
 	for _, ev := range events {
-		if !accounts[ev.accountID] {
-			accounts[ev.accountID] = true
-			accountIDs = append(accountIDs, ev.accountID)
+		if !accounts[ev.AccountID] {
+			accounts[ev.AccountID] = true
+			accountIDs = append(accountIDs, ev.AccountID)
 		}
 	}
 	if len(accountIDs) == 0 {
-		return false, nil
+		return nil
 	}
 	channels, err := d.slackChannels(ctx, tx, accountIDs)
 	if err != nil || len(channels) == 0 {
-		return false, err
+		return err
 	}
 	var ended []any
 	for _, ev := range events {
-		if _, ok := channels[ev.accountID]; ok && ev.eventType != arbiter.EventTaskHumanNeeded {
-			ended = append(ended, ev.taskID)
+		if _, ok := channels[ev.AccountID]; ok && ev.Type != arbiter.EventTaskHumanNeeded {
+			ended = append(ended, ev.TaskID)
 		}
 	}
 	// A task that ended has copies to update when it was posted, and a
@@ -209,22 +207,22 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) 
 		query, args, err := sqlx.In(`SELECT DISTINCT task_id FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
 			AND task_id IN (?)`, ended)
 		if err != nil {
-			return false, err
+			return err
 		}
 		var ids []string
 		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
-			return false, fmt.Errorf("find Slack posts: %w", err)
+			return fmt.Errorf("find Slack posts: %w", err)
 		}
 		for _, id := range ids {
 			posted[id] = true
 		}
 		query, args, err = sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
 		if err != nil {
-			return false, err
+			return err
 		}
 		ids = ids[:0]
 		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
-			return false, fmt.Errorf("find audited tasks: %w", err)
+			return fmt.Errorf("find audited tasks: %w", err)
 		}
 		for _, id := range ids {
 			audited[id] = true
@@ -233,22 +231,22 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) 
 	// A task's own notify list takes the place of the account's channel.
 	var asked []any
 	for _, ev := range events {
-		if _, ok := channels[ev.accountID]; ok && (ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]) {
-			asked = append(asked, ev.taskID)
+		if _, ok := channels[ev.AccountID]; ok && (ev.Type == arbiter.EventTaskHumanNeeded || audited[ev.TaskID]) {
+			asked = append(asked, ev.TaskID)
 		}
 	}
 	notify := map[string][]string{}
 	if len(asked) > 0 {
 		query, args, err := sqlx.In(`SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked)
 		if err != nil {
-			return false, err
+			return err
 		}
 		var rows []struct {
 			ID     string `db:"id"`
 			Notify string `db:"notify"`
 		}
 		if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
-			return false, fmt.Errorf("find tasks' notify lists: %w", err)
+			return fmt.Errorf("find tasks' notify lists: %w", err)
 		}
 		for _, r := range rows {
 			notify[r.ID] = arbiter.SlackChannels(strings.Split(r.Notify, ","))
@@ -256,47 +254,50 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *sqlx.Tx, events []taskEvent) 
 	}
 	var msgs []*arbiter.SlackMessage
 	for _, ev := range events {
-		channel, ok := channels[ev.accountID]
+		channel, ok := channels[ev.AccountID]
 		if !ok {
 			continue
 		}
 		switch {
-		case ev.eventType == arbiter.EventTaskHumanNeeded || audited[ev.taskID]:
+		case ev.Type == arbiter.EventTaskHumanNeeded || audited[ev.TaskID]:
 			to := []string{channel}
-			if own := notify[ev.taskID]; len(own) > 0 {
+			if own := notify[ev.TaskID]; len(own) > 0 {
 				to = own
 			}
 			for _, c := range to {
-				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
 					Kind: arbiter.SlackPost, Channel: c})
 			}
-		case posted[ev.taskID]:
-			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.accountID, TaskID: ev.taskID,
+		case posted[ev.TaskID]:
+			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
 				Kind: arbiter.SlackUpdate, Channel: channel})
 		}
 	}
-	return len(msgs) > 0, d.insertSlackMessages(ctx, tx, msgs)
+	return d.insertSlackMessages(ctx, tx, msgs)
 }
 
 // enqueueSlackUpdate writes, in tx, an update of the task's posted copies,
 // when it has any: after a change no event announces (an audit answered).
-func (d *DB) enqueueSlackUpdate(ctx context.Context, tx *sqlx.Tx, accountID, taskID string) (bool, error) {
+func (d *DB) enqueueSlackUpdate(ctx context.Context, tx *Tx, accountID, taskID string) error {
 	var channel string
 	err := tx.GetContext(ctx, &channel, d.rebind(`SELECT channel FROM slack_messages WHERE task_id = ? AND kind = ? LIMIT 1`),
 		taskID, arbiter.SlackPost)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return nil
 	} else if err != nil {
-		return false, fmt.Errorf("find Slack posts: %w", err)
+		return fmt.Errorf("find Slack posts: %w", err)
 	}
 	m := &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: accountID, TaskID: taskID, Kind: arbiter.SlackUpdate, Channel: channel}
-	return true, d.insertSlackMessages(ctx, tx, []*arbiter.SlackMessage{m})
+	return d.insertSlackMessages(ctx, tx, []*arbiter.SlackMessage{m})
 }
 
-func (d *DB) insertSlackMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.SlackMessage) error {
+// insertSlackMessages stores new messages in tx, due at once, and has the
+// deliverer woken after the commit.
+func (d *DB) insertSlackMessages(ctx context.Context, tx *Tx, msgs []*arbiter.SlackMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	tx.queue(d.slackWake)
 	now := int64(d.nowMS())
 	var b strings.Builder
 	b.WriteString(`INSERT INTO slack_messages (id, account_id, task_id, kind, channel, status, next_attempt_at, created_at) VALUES `)
@@ -401,7 +402,7 @@ func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, leas
 func (d *DB) RecordSlackAttempt(ctx context.Context, owner, id string, r arbiter.SlackResult) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		var attempts int
 		if err := tx.GetContext(ctx, &attempts, d.rebind(`SELECT attempts FROM slack_messages WHERE id = ? AND lease_owner = ?`),
 			id, owner); errors.Is(err, sql.ErrNoRows) {
@@ -454,7 +455,7 @@ func (d *DB) FindMemberByEmail(ctx context.Context, accountID, email string) (_ 
 
 // slackChannels returns, by account, the default channel of each account
 // of accountIDs that has Slack connected.
-func (d *DB) slackChannels(ctx context.Context, tx *sqlx.Tx, accountIDs []any) (map[string]string, error) {
+func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []any) (map[string]string, error) {
 	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
 	if err != nil {
 		return nil, err

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -103,12 +101,6 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		if err != nil {
 			return nil, accountDeleted(err)
 		}
-		for _, c := range out {
-			if c.Err == nil && !c.Replayed {
-				d.announceCreated()
-				break
-			}
-		}
 		return out, nil
 	}
 	var out stored
@@ -122,6 +114,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		return nil, accountDeleted(createErr)
 	}
 	if createErr == nil && !out.replayed {
+		// One statement, its own commit: no transaction to announce it.
 		d.announceCreated()
 	}
 	return []arbiter.TaskCreated{{Task: out.task, Replayed: out.replayed, Err: createErr}}, nil
@@ -359,7 +352,7 @@ const findTaskSQL = tasksWithAttemptsSQL + `
 
 // findTask reads the account's task and its attempts, inside tx when it is
 // not nil (unprepared there, as it is off the hot path).
-func (d *DB) findTask(ctx context.Context, tx *sqlx.Tx, accountID, id string) (*arbiter.Task, error) {
+func (d *DB) findTask(ctx context.Context, tx *Tx, accountID, id string) (*arbiter.Task, error) {
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound
 	}

@@ -60,7 +60,7 @@ func (d *DB) batchStmts(ctx context.Context) (batchStmts, error) {
 }
 
 // in returns the prepared statement of query bound to tx.
-func (s batchStmts) in(ctx context.Context, tx *sqlx.Tx, query string) *sql.Stmt {
+func (s batchStmts) in(ctx context.Context, tx *Tx, query string) *sql.Stmt {
 	return tx.StmtContext(ctx, s[query])
 }
 
@@ -69,12 +69,11 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 	now := creates[0].task.CreatedAt
 	day := int64(now) / msPerDay
 	out := make([]arbiter.TaskCreated, len(creates))
-	var queued bool
 	stmts, err := d.batchStmts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		// The account's usage of the day first: its other creates wait
 		// here, so the keys read next include all they stored.
 		var used, capacity int
@@ -135,24 +134,22 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 			if err := d.storeAlerts(ctx, tx, admitted); err != nil {
 				return err
 			}
-			if queued, err = d.storeGold(ctx, tx, admitted); err != nil {
+			if err := d.storeGold(ctx, tx, admitted); err != nil {
 				return err
 			}
+			tx.announceCreated()
 		}
 		return d.readReplays(ctx, tx, accountID, replays, out)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		d.webhooksQueued()
-	}
 	return out, nil
 }
 
 // earlierKeys returns the idempotency keys of creates that the account
 // has used before.
-func (d *DB) earlierKeys(ctx context.Context, tx *sqlx.Tx, accountID string, creates []newCreate) (map[string]earlierKey, error) {
+func (d *DB) earlierKeys(ctx context.Context, tx *Tx, accountID string, creates []newCreate) (map[string]earlierKey, error) {
 	var keys []string
 	for _, c := range creates {
 		if c.key != "" {
@@ -209,7 +206,7 @@ const (
 // insertBatch inserts the tasks of creates and stores their idempotency
 // keys, inside tx: one statement on Postgres, one insert per row on
 // SQLite, where a statement costs no round trip.
-func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, creates []newCreate) error {
+func (d *DB) insertBatch(ctx context.Context, tx *Tx, stmts batchStmts, creates []newCreate) error {
 	if d.takesArrays() {
 		args := append(createArrays(creates), arbiter.StatusPending)
 		if _, err := stmts.in(ctx, tx, insertBatchSQL).ExecContext(ctx, args...); err != nil {
@@ -241,7 +238,7 @@ func (d *DB) insertBatch(ctx context.Context, tx *sqlx.Tx, stmts batchStmts, cre
 
 // readReplays sets the answers of the creates that replay an earlier task
 // to that task as it is now, read inside tx.
-func (d *DB) readReplays(ctx context.Context, tx *sqlx.Tx, accountID string, replays map[string][]int, out []arbiter.TaskCreated) error {
+func (d *DB) readReplays(ctx context.Context, tx *Tx, accountID string, replays map[string][]int, out []arbiter.TaskCreated) error {
 	if len(replays) == 0 {
 		return nil
 	}
@@ -284,7 +281,7 @@ func (d *DB) readReplays(ctx context.Context, tx *sqlx.Tx, accountID string, rep
 // new task that has them, and the earliest its first step may come due
 // (arbiter.Alerts.Earliest): as for reviews, the inserts stay as they
 // were, and these tasks get one more statement each.
-func (d *DB) storeAlerts(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
+func (d *DB) storeAlerts(ctx context.Context, tx *Tx, creates []newCreate) error {
 	for _, c := range creates {
 		a := c.task.Alerts
 		if a.IsZero() {
@@ -305,7 +302,7 @@ func (d *DB) storeAlerts(ctx context.Context, tx *sqlx.Tx, creates []newCreate) 
 // storeReviews records, inside tx, the review requirement of each new
 // task that has one: a few creates ask for it, so the inserts stay as
 // they were and these tasks get one more statement each.
-func (d *DB) storeReviews(ctx context.Context, tx *sqlx.Tx, creates []newCreate) error {
+func (d *DB) storeReviews(ctx context.Context, tx *Tx, creates []newCreate) error {
 	for _, c := range creates {
 		r := c.task.Review
 		if r == nil {

@@ -12,7 +12,7 @@ var _ arbiter.TaskWatcher = (*DB)(nil)
 // Waking requests that wait for a task (GET /v1/tasks/{id}?wait=N).
 //
 // A transition to a final state publishes the task's id: in this process
-// right after its commit, and on Postgres also with pg_notify in the
+// right after its commit (Tx.committed), and on Postgres also with pg_notify in the
 // transaction itself, so every process hears of it once it commits. Each
 // process keeps one LISTEN connection (db/internal/pglisten), opened at its
 // first watch, and fans what it hears out to its watchers; a watcher is a
@@ -116,14 +116,6 @@ func (w *watchers) wakeAll() {
 			default:
 			}
 		}
-	}
-}
-
-// published wakes this process's watchers of tasks that reached a final
-// state in a transaction that has committed.
-func (d *DB) published(taskIDs ...string) {
-	if len(taskIDs) > 0 {
-		d.watchers.wake(taskIDs...)
 	}
 }
 

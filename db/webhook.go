@@ -78,6 +78,7 @@ var (
 	errEndpointNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such webhook endpoint in this account.")
 	errMessageNotFound  = arbiter.Errorf(arbiter.ENOTFOUND, "There is no such message for this endpoint.")
 	errMessageLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The delivery worker no longer holds the message's lease.")
+	errMessageInFlight  = arbiter.Errorf(arbiter.ECONFLICT, "The message is being delivered right now; its attempt will show in the log.")
 )
 
 // CreateWebhookEndpoint stores a new endpoint with a fresh secret and
@@ -96,7 +97,7 @@ func (d *DB) CreateWebhookEndpoint(ctx context.Context, accountID string, in arb
 	if err != nil {
 		return nil, err
 	}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.GetContext(ctx, &n, d.rebind(`SELECT count(*) FROM webhook_endpoints WHERE account_id = ?`), accountID); err != nil {
 			return fmt.Errorf("count endpoints: %w", err)
@@ -125,7 +126,7 @@ func (d *DB) UpdateWebhookEndpoint(ctx context.Context, accountID, id string, in
 		return nil, err
 	}
 	var e *arbiter.WebhookEndpoint
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
 			return err
 		}
@@ -186,7 +187,7 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var e *arbiter.WebhookEndpoint
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
 			return err
 		} else if e.Enabled() == enabled {
@@ -203,6 +204,7 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 		hold := d.holdMessages
 		if enabled {
 			hold = d.releaseHeldMessages
+			tx.queue(d.webhookWake)
 		}
 		if err := hold(ctx, tx, id); err != nil {
 			return err
@@ -213,16 +215,13 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 	if err != nil {
 		return nil, err
 	}
-	if enabled {
-		d.webhooksQueued()
-	}
 	return e, nil
 }
 
 // holdMessages holds, in tx, the endpoint's messages waiting to be sent
 // that no worker is sending: they stay, as held, until it is enabled
 // again. Pings stay pending: they go to a disabled endpoint too.
-func (d *DB) holdMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
+func (d *DB) holdMessages(ctx context.Context, tx *Tx, endpointID string) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'held'
 		WHERE endpoint_id = ? AND status = 'pending' AND event_type <> 'ping'
 		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`), endpointID); err != nil {
@@ -235,7 +234,7 @@ func (d *DB) holdMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) e
 // endpoint while it was disabled (held, or pending on their schedule) due
 // at once, in the order they were written: each is due at its creation
 // time, and claims take the earliest first.
-func (d *DB) releaseHeldMessages(ctx context.Context, tx *sqlx.Tx, endpointID string) error {
+func (d *DB) releaseHeldMessages(ctx context.Context, tx *Tx, endpointID string) error {
 	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = 'pending', next_attempt_at = created_at
 		WHERE endpoint_id = ? AND status IN ('held', 'pending')
 		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`), endpointID); err != nil {
@@ -249,7 +248,7 @@ func (d *DB) releaseHeldMessages(ctx context.Context, tx *sqlx.Tx, endpointID st
 func (d *DB) DeleteWebhookEndpoint(ctx context.Context, accountID, id string, by arbiter.Actor) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *sqlx.Tx) error {
+	return d.transact(ctx, func(tx *Tx) error {
 		e, err := d.findEndpoint(ctx, tx, accountID, id)
 		if err != nil {
 			return err
@@ -276,7 +275,7 @@ func (d *DB) RotateWebhookSecret(ctx context.Context, accountID, id string, by a
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var e *arbiter.WebhookEndpoint
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if e, err = d.findEndpoint(ctx, tx, accountID, id); err != nil {
 			return err
 		}
@@ -349,7 +348,7 @@ func (d *DB) FindCallbackSecret(ctx context.Context, accountID string) (_ *arbit
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var r callbackSecretRow
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if err := d.ensureCallbackSecret(ctx, tx, accountID); err != nil {
 			return err
 		}
@@ -368,7 +367,7 @@ func (d *DB) RotateCallbackSecret(ctx context.Context, accountID string, by arbi
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var r callbackSecretRow
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if err := d.ensureCallbackSecret(ctx, tx, accountID); err != nil {
 			return err
 		}
@@ -402,7 +401,7 @@ func (d *DB) SendWebhookPing(ctx context.Context, accountID, endpointID string) 
 	m := &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: accountID, EndpointID: endpointID,
 		EventType: arbiter.EventPing, Payload: payload, Status: arbiter.WebhookPending,
 		NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)}
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		e, err := d.findEndpoint(ctx, tx, accountID, endpointID)
 		if err != nil {
 			return err
@@ -413,7 +412,6 @@ func (d *DB) SendWebhookPing(ctx context.Context, accountID, endpointID string) 
 	if err != nil {
 		return nil, err
 	}
-	d.webhooksQueued()
 	return m, nil
 }
 
@@ -517,23 +515,30 @@ func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, me
 	if !arbiter.ValidWebhookMessageID(messageID) || !arbiter.ValidWebhookEndpointID(endpointID) {
 		return errMessageNotFound
 	}
-	res, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = `+heldIfDisabled+`, attempts = 0,
-		next_attempt_at = ? WHERE id = ? AND endpoint_id = ? AND account_id = ?
-		AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`),
-		endpointID, int64(d.nowMS()), messageID, endpointID, accountID)
-	if err != nil {
-		return fmt.Errorf("resend message: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("resend message: %w", err)
-	} else if n == 0 {
+	err = d.transact(ctx, func(tx *Tx) error {
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET status = `+heldIfDisabled+`, attempts = 0,
+			next_attempt_at = ? WHERE id = ? AND endpoint_id = ? AND account_id = ?
+			AND (lease_expires_at IS NULL OR lease_expires_at < `+d.sqlNowMS()+`)`),
+			endpointID, int64(tx.now), messageID, endpointID, accountID)
+		if err != nil {
+			return fmt.Errorf("resend message: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("resend message: %w", err)
+		} else if n == 0 {
+			return errMessageInFlight
+		}
+		tx.queue(d.webhookWake)
+		return nil
+	})
+	if err == errMessageInFlight {
+		// Not sent again: the message is another account's or endpoint's,
+		// or a worker holds it.
 		if _, _, err := d.FindWebhookMessage(ctx, accountID, endpointID, messageID); err != nil {
 			return err
 		}
-		return arbiter.Errorf(arbiter.ECONFLICT, "The message is being delivered right now; its attempt will show in the log.")
 	}
-	d.webhooksQueued()
-	return nil
+	return err
 }
 
 // ResendFailedWebhookMessages resends the endpoint's failed messages
@@ -542,7 +547,7 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var n int64
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.findEndpoint(ctx, tx, accountID, endpointID); err != nil {
 			return err
 		}
@@ -552,21 +557,23 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 		if err != nil {
 			return fmt.Errorf("resend failed messages: %w", err)
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); n > 0 {
+			tx.queue(d.webhookWake)
+		}
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 {
-		d.webhooksQueued()
-	}
 	return int(n), nil
 }
 
 // insertMessages stores new messages in tx, pending unless their Status
-// says otherwise.
-func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.WebhookMessage) error {
+// says otherwise, and has the deliverer woken after the commit.
+func (d *DB) insertMessages(ctx context.Context, tx *Tx, msgs []*arbiter.WebhookMessage) error {
+	if len(msgs) > 0 {
+		tx.queue(d.webhookWake)
+	}
 	const cols = 10
 	for start := 0; start < len(msgs); start += 100 {
 		chunk := msgs[start:min(start+100, len(msgs))]
@@ -603,106 +610,91 @@ func (d *DB) insertMessages(ctx context.Context, tx *sqlx.Tx, msgs []*arbiter.We
 	return nil
 }
 
-// taskEvent is an event about a task, to enqueue in the transaction of the
-// change that caused it.
-type taskEvent struct {
-	taskID, accountID, eventType string
-	// callbackURL is the task's callback_url, "" without one.
-	callbackURL string
-}
-
 // eventsOf returns the events that the tasks' new statuses announce.
-func eventsOf(changed []updatedTask) []taskEvent {
-	var events []taskEvent
+func eventsOf(changed []updatedTask) []arbiter.TaskEvent {
+	var events []arbiter.TaskEvent
 	for _, u := range changed {
 		if t := arbiter.TaskEventOf(u.status); t != "" {
-			events = append(events, taskEvent{taskID: u.id, accountID: u.accountID, eventType: t, callbackURL: u.callbackURL})
+			events = append(events, arbiter.TaskEvent{TaskID: u.id, AccountID: u.accountID, Type: t, CallbackURL: u.callbackURL})
 		}
 	}
 	return events
 }
 
-// enqueueTaskEvent enqueues an event of the account's task in tx, the
-// transaction of the change that caused it, as enqueueTaskEvents does.
-// This is how a change elsewhere in the store emits a new event type:
-//
-//	queued, err := d.enqueueTaskEvent(ctx, tx, accountID, taskID, arbiter.EventTaskSomething)
-//
-// and, after the commit, d.webhooksQueued() when queued.
-func (d *DB) enqueueTaskEvent(ctx context.Context, tx *sqlx.Tx, accountID, taskID, eventType string) (bool, error) {
+// publishTaskEvent publishes, in tx, an event of the account's task with
+// the task's callback URL: how a change elsewhere in the store emits a
+// new event type.
+func (tx *Tx) publishTaskEvent(ctx context.Context, accountID, taskID, eventType string) error {
 	var callback sql.NullString
-	if err := tx.GetContext(ctx, &callback, d.rebind(`SELECT callback_url FROM tasks WHERE id = ? AND account_id = ?`),
+	if err := tx.GetContext(ctx, &callback, tx.db.rebind(`SELECT callback_url FROM tasks WHERE id = ? AND account_id = ?`),
 		taskID, accountID); err != nil {
-		return false, notFound(err, errTaskNotFound.Message)
+		return notFound(err, errTaskNotFound.Message)
 	}
-	return d.enqueueTaskEvents(ctx, tx, []taskEvent{{taskID: taskID, accountID: accountID, eventType: eventType, callbackURL: callback.String}})
+	return tx.publish(ctx, arbiter.TaskEvent{TaskID: taskID, AccountID: accountID, Type: eventType, CallbackURL: callback.String})
 }
 
 // enqueueTaskEvents writes, in tx, a message of each event for each
 // endpoint of its account that wants it (held for a disabled one) and for
 // its task's callback_url, the payload holding the task as it is in tx. It
-// costs one query when no endpoint and no callback wants any of them. It
-// reports whether it queued any (Slack messages included); call
-// webhooksQueued after the commit if so.
-func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEvent) (bool, error) {
+// costs one query when no endpoint and no callback wants any of them.
+func (d *DB) enqueueTaskEvents(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
 	if len(events) == 0 {
-		return false, nil
+		return nil
 	}
 	// The Slack outbox rides on the same events (slack.go).
-	slack, err := d.enqueueSlack(ctx, tx, events)
-	if err != nil {
-		return false, err
+	if err := d.enqueueSlack(ctx, tx, events); err != nil {
+		return err
 	}
 	accounts := map[string]bool{}
 	var accountIDs []any
 	for _, ev := range events {
-		if !accounts[ev.accountID] {
-			accounts[ev.accountID] = true
-			accountIDs = append(accountIDs, ev.accountID)
+		if !accounts[ev.AccountID] {
+			accounts[ev.AccountID] = true
+			accountIDs = append(accountIDs, ev.AccountID)
 		}
 	}
 	query, args, err := sqlx.In(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
 		WHERE account_id IN (?)`, accountIDs)
 	if err != nil {
-		return false, err
+		return err
 	}
 	var endpoints []endpointTarget
 	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
-		return false, fmt.Errorf("find endpoints: %w", err)
+		return fmt.Errorf("find endpoints: %w", err)
 	}
 	type destination struct{ endpointID, url, status string }
 	dests := make([][]destination, len(events))
 	var taskIDs []any
 	for i, ev := range events {
 		for _, e := range endpoints {
-			if status, ok := e.statusFor(ev.eventType); ok && e.AccountID == ev.accountID {
+			if status, ok := e.statusFor(ev.Type); ok && e.AccountID == ev.AccountID {
 				dests[i] = append(dests[i], destination{endpointID: e.ID, status: status})
 			}
 		}
-		if ev.callbackURL != "" {
-			dests[i] = append(dests[i], destination{url: ev.callbackURL})
-			if err := d.ensureCallbackSecret(ctx, tx, ev.accountID); err != nil {
-				return false, err
+		if ev.CallbackURL != "" {
+			dests[i] = append(dests[i], destination{url: ev.CallbackURL})
+			if err := d.ensureCallbackSecret(ctx, tx, ev.AccountID); err != nil {
+				return err
 			}
 		}
 		if len(dests[i]) > 0 {
-			taskIDs = append(taskIDs, ev.taskID)
+			taskIDs = append(taskIDs, ev.TaskID)
 		}
 	}
 	if len(taskIDs) == 0 {
-		return slack, nil
+		return nil
 	}
 	query, args, err = sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, taskIDs)
 	if err != nil {
-		return false, err
+		return err
 	}
 	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
 	if err != nil {
-		return false, fmt.Errorf("read tasks for webhooks: %w", err)
+		return fmt.Errorf("read tasks for webhooks: %w", err)
 	}
 	tasks, err := scanTasksWithAttempts(rows)
 	if err != nil {
-		return false, fmt.Errorf("read tasks for webhooks: %w", err)
+		return fmt.Errorf("read tasks for webhooks: %w", err)
 	}
 	byID := make(map[string]*arbiter.Task, len(tasks))
 	for _, t := range tasks {
@@ -711,28 +703,25 @@ func (d *DB) enqueueTaskEvents(ctx context.Context, tx *sqlx.Tx, events []taskEv
 	now := d.now()
 	var msgs []*arbiter.WebhookMessage
 	for i, ev := range events {
-		t := byID[ev.taskID]
+		t := byID[ev.TaskID]
 		if t == nil || len(dests[i]) == 0 {
 			continue
 		}
 		var data any = t
-		if ev.eventType == arbiter.EventTaskVoteRecorded {
+		if ev.Type == arbiter.EventTaskVoteRecorded {
 			data = arbiter.VoteCountOf(t) // the count only: votes are blind
 		}
-		payload, err := arbiter.NewWebhookPayload(ev.eventType, arbiter.TaskEventTime(ev.eventType, t, now), data)
+		payload, err := arbiter.NewWebhookPayload(ev.Type, arbiter.TaskEventTime(ev.Type, t, now), data)
 		if err != nil {
-			return false, fmt.Errorf("webhook payload: %w", err)
+			return fmt.Errorf("webhook payload: %w", err)
 		}
 		for _, dest := range dests[i] {
-			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.accountID,
-				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.eventType, TaskID: ev.taskID, Payload: payload, Status: dest.status,
+			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.AccountID,
+				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.Type, TaskID: ev.TaskID, Payload: payload, Status: dest.status,
 				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
 		}
 	}
-	if err := d.insertMessages(ctx, tx, msgs); err != nil {
-		return false, err
-	}
-	return slack || len(msgs) > 0, nil
+	return d.insertMessages(ctx, tx, msgs)
 }
 
 // endpointTarget is what the outbox reads of an endpoint to queue an
@@ -776,14 +765,6 @@ func containsString(list []string, s string) bool {
 // by this process, so an in-process delivery worker sends them at once
 // instead of at its next poll.
 func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
-
-// webhooksQueued signals WebhooksQueued, after a commit that queued
-// messages, and SlackMessagesQueued, whose messages the same commits
-// queue (enqueueTaskEvents).
-func (d *DB) webhooksQueued() {
-	d.webhookWake.signal()
-	d.slackWake.signal()
-}
 
 // wakeup tells an outbox's deliverer in this process that messages were
 // queued. Signals never block, and those sent before the deliverer looks
@@ -979,7 +960,7 @@ func (d *DB) recordAttempts(ctx context.Context, owner string, records []arbiter
 		}
 	}
 	out := make([]arbiter.WebhookRecorded, len(records))
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		for i := range out {
 			out[i] = arbiter.WebhookRecorded{}
 		}
@@ -1132,7 +1113,7 @@ func recordMessage(ctx context.Context, update, insert *sql.Stmt, owner string, 
 // the start of its failures, and its disabling when step says so or it has
 // failed for arbiter.WebhookFailingLimit. It returns the endpoint when this
 // attempt disabled it, with its account's address.
-func (d *DB) recordEndpointFailure(ctx context.Context, tx *sqlx.Tx, endpointID string, step arbiter.WebhookStep) (*arbiter.DisabledWebhookEndpoint, error) {
+func (d *DB) recordEndpointFailure(ctx context.Context, tx *Tx, endpointID string, step arbiter.WebhookStep) (*arbiter.DisabledWebhookEndpoint, error) {
 	a := step.Attempt
 	var since int64
 	var state string
@@ -1184,7 +1165,7 @@ func (d *DB) PruneWebhookMessages(ctx context.Context, before arbiter.Timestamp,
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var ids []string
-	err = d.transact(ctx, func(tx *sqlx.Tx) error {
+	err = d.transact(ctx, func(tx *Tx) error {
 		if err := tx.SelectContext(ctx, &ids, d.rebind(`SELECT id FROM webhook_messages
 			WHERE status <> 'pending' AND created_at < ? ORDER BY created_at LIMIT ?`), int64(before), max); err != nil {
 			return fmt.Errorf("find old webhook messages: %w", err)

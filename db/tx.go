@@ -1,0 +1,121 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Tx is one transaction of the store, as benbjohnson/wtf's sqlite.Tx: the
+// database transaction, the store's clock read once when it began, and
+// what the transaction published. A transition publishes its events
+// (publish) and marks what it created; transact, which made the Tx,
+// commits it and then does what follows the commit itself: it wakes the
+// requests waiting for the tasks that reached a final state, wakes the
+// deliverer of each outbox that queued messages, and tells other
+// processes' workers of new tasks. No transition runs that work by hand,
+// so none can forget it, and a transaction that rolls back wakes nobody.
+type Tx struct {
+	*sqlx.Tx
+	db *DB
+	// now is the store's clock when the transaction began.
+	now arbiter.Timestamp
+	// published are the events the transaction published, in order.
+	published []arbiter.TaskEvent
+	// queued are the wakeups of the outboxes that queued messages.
+	queued []wakeup
+	// created is set when the transaction created tasks.
+	created bool
+}
+
+// transact runs fn in a transaction, committing when fn returns nil and
+// rolling back on an error or a panic; after a commit it runs what the
+// transaction's publishing asks (Tx).
+func (d *DB) transact(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	sqltx, err := d.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	tx := &Tx{Tx: sqltx, db: d, now: d.nowMS()}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = sqltx.Rollback()
+			panic(p)
+		} else if err != nil {
+			_ = sqltx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = sqltx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	tx.committed()
+	return nil
+}
+
+// transactRead runs fn in a read-only transaction, so that its reads see
+// one snapshot: deferred on SQLite, where it takes no write lock, and
+// READ ONLY, REPEATABLE READ on Postgres.
+func (d *DB) transactRead(ctx context.Context, fn func(tx *Tx) error) error {
+	sqltx, err := d.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: d.snapshotIsolation()})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer sqltx.Rollback()
+	return fn(&Tx{Tx: sqltx, db: d, now: d.nowMS()})
+}
+
+// publish writes the events' messages to every outbox in the transaction
+// (the task as it is in tx at this point), and has their effects follow
+// the commit: the waiters of a task an event ends are woken, and each
+// outbox that queued a message is woken. It is the one way a task event
+// leaves a transition.
+func (tx *Tx) publish(ctx context.Context, events ...arbiter.TaskEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if err := tx.db.enqueueTaskEvents(ctx, tx, events); err != nil {
+		return err
+	}
+	tx.published = append(tx.published, events...)
+	return nil
+}
+
+// queue has the outbox whose wakeup is w woken after the commit: it queued
+// messages in the transaction.
+func (tx *Tx) queue(w wakeup) {
+	if !slices.Contains(tx.queued, w) {
+		tx.queued = append(tx.queued, w)
+	}
+}
+
+// announceCreated has other processes' workers told, after the commit,
+// that the transaction created tasks (announce.go).
+func (tx *Tx) announceCreated() { tx.created = true }
+
+// committed runs what follows the commit of tx.
+func (tx *Tx) committed() {
+	d := tx.db
+	var final []string
+	for _, ev := range tx.published {
+		if arbiter.FinalEvent(ev.Type) {
+			final = append(final, ev.TaskID)
+		}
+	}
+	if len(final) > 0 {
+		d.watchers.wake(final...)
+	}
+	for _, w := range tx.queued {
+		w.signal()
+	}
+	if tx.created {
+		d.announceCreated()
+	}
+}
