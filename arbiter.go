@@ -23,6 +23,10 @@
 //     notify.go, decisionlink.go): the task events a change publishes to
 //     every outbound channel, webhook deliveries, Slack, the reviewers'
 //     digests, decision links in mail.
+//   - Approval integrity (action.go, receipt.go): the action a task asks
+//     about, its canonical form and digest, edits as a JSON Patch between
+//     the proposed and the approved action; the signed receipts of final
+//     decisions and their keys.
 //   - The curated demo queue (demo.go) and health (health.go).
 //   - What every request shares (error.go, ratelimit.go, inflight.go, this
 //     file): the error codes, per-client rate limits, in-flight limits,
@@ -32,8 +36,8 @@
 // no web, SQL or template package (see ARCHITECTURE.md). Helpers that are
 // not the domain's live under internal/: jsonfields (a struct's exact JSON
 // member names), useragent (browser names for the audit log), secretbox
-// (secrets sealed at rest), taskview (how the desk shows a task's context)
-// and testutil.
+// (secrets sealed at rest), taskview (how the desk shows a task's context),
+// jcs (the RFC 8785 canonical form of JSON) and testutil.
 package arbiter
 
 import (
