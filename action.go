@@ -510,13 +510,13 @@ func SimpleEdit(fields []EditableField) bool {
 	return len(fields) > 0
 }
 
-// actionSchema is a compiled schema and its compact text.
+// actionSchema is a compiled schema and its canonical text.
 type actionSchema struct {
 	text     json.RawMessage
 	compiled *jsonschema.Schema
 }
 
-// schemaCache keeps compiled schemas by their compact text, so that the
+// schemaCache keeps compiled schemas by their canonical text, so that the
 // creates of one tool and the edits of its tasks compile its schema once.
 // It holds at most maxCachedSchemas and starts again when full.
 var schemaCache = struct {
@@ -530,18 +530,25 @@ const maxCachedSchemas = 256
 // answer.
 const schemaResource = "arbiter:action-schema.json"
 
-// compileActionSchema compacts and compiles raw, a JSON Schema object.
+// compileActionSchema compiles raw, a JSON Schema object, and keeps it in
+// canonical form, so that the same schema written another way is the same.
 // Returns an EINVALID error in the field "action.schema" when it is not
 // one, is too large, or does not compile (remote references are refused).
 func compileActionSchema(raw json.RawMessage) (*actionSchema, error) {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
 		return nil, FieldErrorf("action.schema", "action.schema must be a JSON Schema: a JSON object.")
 	}
-	if buf.Len() > MaxActionSchemaBytes {
+	if JSONDepth(raw) > MaxContextDepth {
+		return nil, FieldErrorf("action.schema", "action.schema must nest arrays and objects at most %d levels deep.", MaxContextDepth)
+	}
+	text, err := jcs.Canonicalize(raw)
+	if err != nil {
+		return nil, FieldErrorf("action.schema", "action.schema must be a JSON Schema: a JSON object (I-JSON).")
+	}
+	if len(text) > MaxActionSchemaBytes {
 		return nil, FieldErrorf("action.schema", "action.schema must be at most %d bytes of JSON.", MaxActionSchemaBytes)
 	}
-	text := json.RawMessage(buf.Bytes())
 	schemaCache.Lock()
 	compiled, ok := schemaCache.m[string(text)]
 	schemaCache.Unlock()
@@ -554,8 +561,10 @@ func compileActionSchema(raw json.RawMessage) (*actionSchema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	// No loader: a $ref or $schema naming anything outside the schema
-	// fails to compile rather than reach a file or the network.
+	// The compiler reads file:// references by default: a $ref or
+	// $schema naming anything outside the schema (but the drafts'
+	// metaschemas, which it holds) must fail instead.
+	c.UseLoader(refuseLoader{})
 	if err := c.AddResource(schemaResource, doc); err != nil {
 		return nil, FieldErrorf("action.schema", "action.schema does not compile.")
 	}
@@ -596,6 +605,14 @@ func (s *actionSchema) check(field string, args json.RawMessage) error {
 		where = "the top level"
 	}
 	return FieldErrorf(field, "%s does not satisfy action.schema at %s: %s.", field, where, strings.TrimSuffix(leaf.ErrorKind.LocalizedString(schemaPrinter), "."))
+}
+
+// refuseLoader loads no schema: an action's schema stands alone.
+type refuseLoader struct{}
+
+// Load refuses url.
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, errors.New("an action's schema may not refer to anything outside itself")
 }
 
 // schemaPrinter words the schema's validation errors.

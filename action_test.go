@@ -3,6 +3,7 @@ package arbiter_test
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -117,6 +118,22 @@ func TestParseAction_RefusesBadInput(t *testing.T) {
 				t.Errorf("field = %q, want %q (%v)", f, c.field, err)
 			}
 		})
+	}
+}
+
+// TestParseAction_SchemaReadsNoFile: a $ref to a schema file that exists
+// and would compile is refused; the compiler would read it by default.
+func TestParseAction_SchemaReadsNoFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "amount.json")
+	if err := os.WriteFile(path, []byte(`{"type": "object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := arbiter.ParseAction(json.RawMessage(`{"name": "t", "args": {}, "schema": {"$ref": "file://` + path + `"}}`))
+	if arbiter.ErrorField(err) != "action.schema" {
+		t.Fatalf("ParseAction with a file $ref = %v, want it refused", err)
+	}
+	if strings.Contains(arbiter.ErrorMessage(err), path) && !strings.Contains(arbiter.ErrorMessage(err), "outside itself") {
+		t.Errorf("message = %q", arbiter.ErrorMessage(err))
 	}
 }
 

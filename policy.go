@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // TierFallback is the final_tier of a task its on-expiry outcome decided
@@ -196,6 +197,10 @@ type Policy struct {
 	// Alerts are the policy's reminders and escalation rungs
 	// (escalation.go); none when zero.
 	Alerts Alerts `json:"-"`
+	// EditVerdicts, when not empty, are the verdicts that allow a
+	// reviewer to edit the action of a task of the type whose create
+	// gives no edit_verdicts (action.go).
+	EditVerdicts []string `json:"edit_verdicts"`
 }
 
 // Validate returns an EINVALID error naming the field at fault unless p's
@@ -239,6 +244,17 @@ func (p *Policy) Validate() error {
 	if p.Alerts.NeedsDeadline() && p.DeadlineSeconds == nil {
 		return FieldErrorf("deadline_seconds", "A policy whose reminders or escalation wait a share of the deadline needs deadline_seconds.")
 	}
+	if len(p.EditVerdicts) > MaxVerdicts {
+		return FieldErrorf("edit_verdicts", "edit_verdicts may name at most %d verdicts.", MaxVerdicts)
+	}
+	for i, v := range p.EditVerdicts {
+		switch {
+		case strings.TrimSpace(v) == "" || utf8.RuneCountInString(v) > MaxVerdictChars || !isText(v):
+			return FieldErrorf("edit_verdicts", "edit_verdicts must hold verdicts of 1 to %d characters.", MaxVerdictChars)
+		case slices.Contains(p.EditVerdicts[:i], v):
+			return FieldErrorf("edit_verdicts", "edit_verdicts names %q twice.", v)
+		}
+	}
 	return nil
 }
 
@@ -253,7 +269,7 @@ func stringPointers(list []string) []*string {
 }
 
 // PolicyFields is a set of the create fields a policy can fill.
-type PolicyFields uint8
+type PolicyFields uint16
 
 // The create fields a policy can fill.
 const (
@@ -269,10 +285,13 @@ const (
 	FieldReview
 	FieldReminders
 	FieldEscalation
+	// FieldEditVerdicts is the create's edit_verdicts, which a policy
+	// fills for a create whose action has editable members.
+	FieldEditVerdicts
 
 	// AllPolicyFields is every field a policy can fill.
 	AllPolicyFields = FieldThreshold | FieldDeadline | FieldAuditRate | FieldOnExpiry | FieldNotify | FieldReview |
-		FieldReminders | FieldEscalation
+		FieldReminders | FieldEscalation | FieldEditVerdicts
 )
 
 // Apply returns in with the policy's values in the fields in.Omitted (the
@@ -314,6 +333,15 @@ func (p *Policy) Apply(in TaskCreate) (TaskCreate, error) {
 		}
 		if in.Omitted&FieldEscalation != 0 && len(p.Alerts.Escalation) > 0 {
 			in.Alerts.Escalation = p.Alerts.Escalation
+		}
+		if in.Omitted&FieldEditVerdicts != 0 && len(p.EditVerdicts) > 0 && in.Action != nil && len(in.Action.Editable) > 0 {
+			for _, v := range p.EditVerdicts {
+				if !slices.Contains(in.AllowedVerdicts, v) {
+					return TaskCreate{}, FieldErrorf("edit_verdicts", "The policy of task_type %q lets %q edit the action, which is not one of allowed_verdicts; give edit_verdicts on the create, or change the policy.",
+						p.TaskType, v)
+				}
+			}
+			in.EditVerdicts = slices.Clone(p.EditVerdicts)
 		}
 	}
 	if err := in.OnExpiry.CheckVerdicts(in.AllowedVerdicts); err != nil {
@@ -502,6 +530,9 @@ func (p *Policy) Summary() string {
 	for i, r := range p.Alerts.Escalation {
 		parts = append(parts, fmt.Sprintf("rung %d: %s to %s", i+1, r.After, r.To))
 	}
+	if len(p.EditVerdicts) > 0 {
+		parts = append(parts, "edits with "+strings.Join(p.EditVerdicts, " "))
+	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -523,6 +554,7 @@ type policyRequest struct {
 	Veto             []*string `json:"veto"`
 	ExcludeRequester *bool     `json:"exclude_requester"`
 	Tiebreak         *string   `json:"tiebreak"`
+	EditVerdicts     []*string `json:"edit_verdicts"`
 	policyAlertsRequest
 }
 
@@ -544,6 +576,7 @@ var policyTypeErrors = map[string]string{
 	"tiebreak":             reviewRequirementTypeErrors["tiebreak"],
 	"reminders":            alertsTypeErrors["reminders"],
 	"escalation":           alertsTypeErrors["escalation"],
+	"edit_verdicts":        fieldTypeErrors["edit_verdicts"],
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -594,6 +627,12 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 	}
 	if p.Alerts.Escalation, err = ParseEscalation(req.Escalation); err != nil {
 		return Policy{}, err
+	}
+	for i, v := range req.EditVerdicts {
+		if v == nil {
+			return Policy{}, FieldErrorf("edit_verdicts", "edit_verdicts must hold strings only; entry %d is null.", i)
+		}
+		p.EditVerdicts = append(p.EditVerdicts, *v)
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

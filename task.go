@@ -116,6 +116,36 @@ type Task struct {
 	// other read, the webhooks' and Slack's included, leaves it nil, and
 	// then it is absent from the JSON.
 	GoldVerdict *string `json:"gold_verdict,omitempty"`
+
+	// Action is the tool call the task asks about, as its create proposed
+	// it, with its digest (action.go); nil, and absent from the JSON,
+	// for a task without one.
+	Action *TaskAction `json:"action,omitempty"`
+	// EditVerdicts are the verdicts with which a reviewer may edit the
+	// action's editable members; absent unless it has some.
+	EditVerdicts []string `json:"edit_verdicts,omitempty"`
+	// ApprovedAction is the action the final decision bound itself to
+	// (the proposal, or a reviewer's edit of it); absent until the task
+	// is completed, and for a task without an action.
+	ApprovedAction *ApprovedAction `json:"approved_action,omitempty"`
+	// ActionEdit is the edit of the action in force: a consensus
+	// voter's, which the other voters now vote on, or the deciding
+	// reviewer's; nil without one.
+	ActionEdit *ActionEdit `json:"-"`
+}
+
+// CurrentAction returns the action a decision on the task now binds to:
+// the edit in force, or the proposal. ok is false for a task without an
+// action.
+func (t *Task) CurrentAction() (a ApprovedAction, ok bool) {
+	if t.Action == nil {
+		return ApprovedAction{}, false
+	}
+	cur, err := t.Action.WithEdit(t.ActionEdit)
+	if err != nil {
+		return t.Action.Proposed(), true
+	}
+	return cur, true
 }
 
 // Allows reports whether verdict is one of the task's allowed verdicts.
@@ -166,6 +196,9 @@ type Attempt struct {
 	// and when none was set. A new prompt or model starts a new series
 	// in the calibration report.
 	Version *string `json:"version"`
+	// ActionDigest is the digest of the action the attempt decided on,
+	// on a task with an action; nil, and absent from the JSON, without.
+	ActionDigest *string `json:"action_digest,omitempty"`
 }
 
 // AuditWaiting reports whether the task waits in the reviewers' queue as a
@@ -234,6 +267,14 @@ type TaskCreate struct {
 	// whose known answer it is: one of AllowedVerdicts. Left out of the
 	// Fingerprint when empty.
 	GoldVerdict string `json:",omitempty"`
+	// Action, when not nil, is the tool call the task asks about
+	// (ParseAction), its args canonical and its digest set. It takes part
+	// in the Fingerprint, digest included, when set.
+	Action *TaskAction `json:",omitempty"`
+	// EditVerdicts are the verdicts that allow an edit of the action's
+	// editable members (CheckEditVerdicts); nil without an editable
+	// action. Left out of the Fingerprint when nil.
+	EditVerdicts []string `json:",omitempty"`
 
 	// IdempotencyKey, when not empty, makes the create happen at most once
 	// per account and key (see idempotency.go). It is not part of the
@@ -261,6 +302,8 @@ type taskCreateRequest struct {
 	Notify              []*string       `json:"notify" null:"refuse"`
 	Display             json.RawMessage `json:"display" null:"refuse"`
 	GoldVerdict         *string         `json:"gold_verdict" null:"refuse"`
+	Action              json.RawMessage `json:"action" null:"refuse"`
+	EditVerdicts        []*string       `json:"edit_verdicts" null:"refuse"`
 	reviewRequirementRequest
 	alertsRequest
 }
@@ -284,6 +327,8 @@ var fieldTypeErrors = map[string]string{
 	"reminders":            alertsTypeErrors["reminders"],
 	"escalation":           alertsTypeErrors["escalation"],
 	"gold_verdict":         "gold_verdict must be a string: one of allowed_verdicts.",
+	"action":               "action must be an object: the tool call's name, args, and optionally schema and editable.",
+	"edit_verdicts":        "edit_verdicts must be an array of allowed verdicts.",
 }
 
 // errDeadline is the EINVALID error of a deadline_seconds out of range.
@@ -451,6 +496,7 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		{req.reviewRequirementRequest.given(), FieldReview},
 		{req.Reminders != nil, FieldReminders},
 		{req.Escalation != nil, FieldEscalation},
+		{req.EditVerdicts != nil, FieldEditVerdicts},
 	} {
 		if !f.given {
 			in.Omitted |= f.field
@@ -487,6 +533,24 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 			return TaskCreate{}, FieldErrorf("gold_verdict", "gold_verdict makes a task that one reviewer answers; leave reviews_required at 1.")
 		}
 		in.GoldVerdict = *g
+	}
+	if len(req.Action) > 0 {
+		if in.Action, err = ParseAction(req.Action); err != nil {
+			return TaskCreate{}, err
+		}
+	}
+	var editVerdicts []string
+	for i, v := range req.EditVerdicts {
+		if v == nil {
+			return TaskCreate{}, FieldErrorf("edit_verdicts", "edit_verdicts must hold strings only; entry %d is null.", i)
+		}
+		editVerdicts = append(editVerdicts, *v)
+	}
+	if req.EditVerdicts != nil && editVerdicts == nil {
+		editVerdicts = []string{}
+	}
+	if in.EditVerdicts, err = CheckEditVerdicts(editVerdicts, in.Action, in.AllowedVerdicts); err != nil {
+		return TaskCreate{}, err
 	}
 	return in, nil
 }

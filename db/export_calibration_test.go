@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -26,15 +28,18 @@ func (d *DB) URLForTest() string { return d.url }
 // UndoMigrationForTest rolls back the one migration version, leaving the
 // later ones applied.
 func (d *DB) UndoMigrationForTest(ctx context.Context, version int64) error {
-	conn, done, err := d.migrationPool()
-	if err != nil {
+	return d.withMigrations(func(p *goose.Provider) error {
+		_, err := p.ApplyVersion(ctx, version, false)
 		return err
-	}
-	defer done()
-	p, err := d.migrations(conn)
-	if err != nil {
+	})
+}
+
+// UndoMigrationsDownToForTest rolls back every migration from the newest
+// down to version, that one included, newest first: the store as it was
+// before version was applied.
+func (d *DB) UndoMigrationsDownToForTest(ctx context.Context, version int64) error {
+	return d.withMigrations(func(p *goose.Provider) error {
+		_, err := p.DownTo(ctx, version-1)
 		return err
-	}
-	_, err = p.ApplyVersion(ctx, version, false)
-	return err
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db/internal/group"
 )
@@ -80,6 +82,15 @@ func (d *DB) Queued() int { return d.creates.Queued() + d.reads.Queued() }
 // MigrateUpTo applies the migrations up to version and no further, as an
 // older release of Arbiter left the database.
 func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
+	return d.withMigrations(func(p *goose.Provider) error {
+		_, err := p.UpTo(ctx, version)
+		return err
+	})
+}
+
+// withMigrations runs fn with the store's migrations on their own
+// connection.
+func (d *DB) withMigrations(fn func(p *goose.Provider) error) error {
 	conn, done, err := d.migrationPool()
 	if err != nil {
 		return err
@@ -89,8 +100,7 @@ func (d *DB) MigrateUpTo(ctx context.Context, version int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.UpTo(ctx, version)
-	return err
+	return fn(p)
 }
 
 // MigrateVersion applies the one migration, as a build that had it but not

@@ -16,7 +16,7 @@ import (
 var _ arbiter.PolicyService = (*DB)(nil)
 
 // policyColumns lists, in scan order, the columns scanPolicy reads.
-const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts`
+const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts, edit_verdicts`
 
 // scanPolicy reads a row of policyColumns.
 func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
@@ -25,12 +25,17 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		threshold, auditRate sql.NullFloat64
 		deadline             sql.NullInt64
 		onExpiry, review     sql.NullString
-		alerts               sql.NullString
+		alerts, editVerdicts sql.NullString
 		updated              int64
 		notify               string
 	)
-	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts); err != nil {
+	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts, &editVerdicts); err != nil {
 		return arbiter.Policy{}, err
+	}
+	if editVerdicts.Valid {
+		if err := json.Unmarshal([]byte(editVerdicts.String), &p.EditVerdicts); err != nil {
+			return p, fmt.Errorf("policy %s: edit_verdicts: %w", p.TaskType, err)
+		}
 	}
 	if notify != "" {
 		p.Notify = strings.Split(notify, ",")
@@ -64,6 +69,16 @@ func alertsColumn(a arbiter.Alerts) any {
 		return nil
 	}
 	b, _ := json.Marshal(a) // waits and strings: never fails
+	return string(b)
+}
+
+// editVerdictsColumn is the stored form of a policy's edit verdicts: their
+// JSON, or NULL for none.
+func editVerdictsColumn(verdicts []string) any {
+	if len(verdicts) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(verdicts) // strings: never fails
 	return string(b)
 }
 
@@ -157,13 +172,14 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,
 				deadline_seconds = excluded.deadline_seconds, audit_rate = excluded.audit_rate,
 				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at,
-				notify = excluded.notify, review_rule = excluded.review_rule, alerts = excluded.alerts`),
+				notify = excluded.notify, review_rule = excluded.review_rule, alerts = excluded.alerts,
+				edit_verdicts = excluded.edit_verdicts`),
 			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt),
-			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts)); err != nil {
+			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts), editVerdictsColumn(p.EditVerdicts)); err != nil {
 			return accountDeleted(fmt.Errorf("put policy: %w", err))
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewPolicyAuditEvent(arbiter.AuditPolicyChanged, accountID, p.TaskType, p.Summary(), by))

@@ -259,7 +259,7 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = task_states.account_id))`
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
-	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version, action_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertAttempt records a through insert, insertAttemptSQL's statement.
 func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
@@ -268,7 +268,8 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 		finished = int64(*a.FinishedAt)
 	}
 	_, err := insert.ExecContext(ctx,
-		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID), a.Version)
+		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID), a.Version,
+		a.ActionDigest)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}

@@ -32,17 +32,18 @@ const msPerDay = 24 * 60 * 60 * 1000
 // and the view is re-created with it in a migration.
 
 // bodyColumns are the columns of task_bodies, besides its id.
-var bodyColumns = []string{"prompt", "allowed_verdicts", "context", "display"}
+var bodyColumns = []string{"prompt", "allowed_verdicts", "context", "display", "action"}
 
 // taskColumns lists, in scan order, the columns scanTask reads.
 const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint, t.prompt,
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
-	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule, t.alerts, t.escalated_at, t.escalation_rung`
+	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule, t.alerts, t.escalated_at, t.escalation_rung,
+	t.action, t.action_edit, t.approved_digest`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at, a.audit, a.person_id, a.version`
+	a.error, a.started_at, a.finished_at, a.audit, a.person_id, a.version, a.action_digest`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -92,11 +93,11 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
 	}
-	// A create asking for reviews, reminders, escalation or gold goes the
-	// batch's way, whose transaction stores them with the task
-	// (storeReviews, storeAlerts, storeGold).
+	// A create asking for reviews, reminders, escalation, gold or an
+	// action goes the batch's way, whose transaction stores them with the
+	// task (storeReviews, storeAlerts, storeGold, storeActions).
 	if !d.takesArrays() || len(creates) > 1 || creates[0].task.Review != nil || !creates[0].task.Alerts.IsZero() ||
-		creates[0].gold != "" {
+		creates[0].gold != "" || creates[0].action != "" {
 		out, err := d.createBatch(ctx, accountID, creates)
 		if err != nil {
 			return nil, accountDeleted(err)
@@ -176,6 +177,9 @@ type newCreate struct {
 	display string
 	// gold is the create's gold verdict (gold.go); "" for none.
 	gold string
+	// action is the task's proposed action as stored (storedAction's
+	// JSON); "" for none.
+	action string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -235,6 +239,13 @@ func (d *DB) newCreate(accountID string, in arbiter.TaskCreate, now arbiter.Time
 			return newCreate{}, err
 		}
 		c.task.Display, c.display = in.Display, string(display)
+	}
+	if in.Action != nil {
+		action, err := json.Marshal(storedAction{TaskAction: in.Action, EditVerdicts: in.EditVerdicts})
+		if err != nil {
+			return newCreate{}, err
+		}
+		c.task.Action, c.task.EditVerdicts, c.action = in.Action, in.EditVerdicts, string(action)
 	}
 	if in.DeadlineSeconds > 0 {
 		deadline := now + arbiter.Timestamp(in.DeadlineSeconds)*1000
@@ -424,13 +435,15 @@ type taskRow struct {
 	reviewRule                                                            sql.NullString
 	alerts                                                                sql.NullString
 	escalatedAt, escalationRung                                           sql.NullInt64
+	action, actionEdit, approvedDigest                                    sql.NullString
 }
 
 func (r *taskRow) dest() []any {
 	return []any{&r.id, &r.accountID, &r.status, &r.taskType, &r.source, &r.touchpoint, &r.prompt,
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
-		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule, &r.alerts, &r.escalatedAt, &r.escalationRung}
+		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule, &r.alerts, &r.escalatedAt, &r.escalationRung,
+		&r.action, &r.actionEdit, &r.approvedDigest}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -485,6 +498,9 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		}
 		t.Escalation = arbiter.EscalationOf(t.Alerts, int(r.escalationRung.Int64), arbiter.Timestamp(r.escalatedAt.Int64))
 	}
+	if err := readAction(t, r.action, r.actionEdit, r.approvedDigest); err != nil {
+		return nil, fmt.Errorf("task %s: %w", r.id, err)
+	}
 	return t, nil
 }
 
@@ -496,28 +512,29 @@ type attemptRow struct {
 	rationale, model, reviewer, errs sql.NullString
 	startedAt, finishedAt            sql.NullInt64
 	audit                            sql.NullBool
-	personID, version                sql.NullString
+	personID, version, actionDigest  sql.NullString
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID, &r.version}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID, &r.version, &r.actionDigest}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
 	return arbiter.Attempt{
-		Tier:       r.tier.String,
-		Verdict:    nullString(r.verdict),
-		Confidence: nullFloat(r.confidence),
-		Rationale:  r.rationale.String,
-		Model:      nullString(r.model),
-		Reviewer:   nullString(r.reviewer),
-		Error:      nullString(r.errs),
-		StartedAt:  arbiter.Timestamp(r.startedAt.Int64),
-		FinishedAt: nullTimestamp(r.finishedAt),
-		Audit:      r.audit.Bool,
-		PersonID:   r.personID.String,
-		Version:    nullString(r.version),
+		Tier:         r.tier.String,
+		Verdict:      nullString(r.verdict),
+		Confidence:   nullFloat(r.confidence),
+		Rationale:    r.rationale.String,
+		Model:        nullString(r.model),
+		Reviewer:     nullString(r.reviewer),
+		Error:        nullString(r.errs),
+		StartedAt:    arbiter.Timestamp(r.startedAt.Int64),
+		FinishedAt:   nullTimestamp(r.finishedAt),
+		Audit:        r.audit.Bool,
+		PersonID:     r.personID.String,
+		Version:      nullString(r.version),
+		ActionDigest: nullString(r.actionDigest),
 	}
 }
 

@@ -128,6 +128,9 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 			if _, err := stmts.in(ctx, tx, addUsageSQL).ExecContext(ctx, accountID, day, len(admitted)); err != nil {
 				return fmt.Errorf("count tasks: %w", err)
 			}
+			if err := d.storeActions(ctx, tx, admitted); err != nil {
+				return err
+			}
 			if err := d.storeReviews(ctx, tx, admitted); err != nil {
 				return err
 			}

@@ -608,6 +608,10 @@ export interface components {
             escalation?: components["schemas"]["Escalation"];
             /** @description Makes the task a gold task: the answer the account already knows, one of allowed_verdicts (anything else is refused with 400 and nothing is created). A gold task goes straight to people (the agent never decides it), is served on the desk at the account's gold rate, looks to its reviewer like any other task, and completes with this verdict (final_tier human); the reviewer's answer is their attempt and counts toward their gold accuracy in GET /v1/agreement. Only GET /v1/tasks/{id} and GET /v1/tasks return it; never a webhook, Slack or a reviewer's page. Not with reviews_required above 1. */
             gold_verdict?: string;
+            /** @description The tool call the task asks about (see ActionCreate); every decision on the task records the action it approved. */
+            action?: components["schemas"]["ActionCreate"];
+            /** @description The verdicts with which a reviewer may edit the action's editable members; each one of allowed_verdicts. Only with an action whose editable is not empty. When left out, the policy of the task's task_type gives them, else the first allowed verdict. */
+            edit_verdicts?: string[];
         };
         /** @description A batch of 1 to 100 tasks to create. */
         TaskBatch: {
@@ -811,6 +815,12 @@ export interface components {
             escalation?: components["schemas"]["TaskEscalation"];
             /** @description The create's gold_verdict, on a gold task only, and only in the account's own reads (GET /v1/tasks/{id}, GET /v1/tasks); absent everywhere else, webhooks included. */
             gold_verdict?: string;
+            /** @description The proposed action with its digest; absent for a task without one. */
+            action?: components["schemas"]["Action"];
+            /** @description The verdicts that allow an edit of the action; absent unless the action has editable members. */
+            edit_verdicts?: string[];
+            /** @description The action the final decision approved (person, agent, fallback or consensus): present once the task is completed, for a task with an action. */
+            approved_action?: components["schemas"]["ApprovedAction"];
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -844,6 +854,8 @@ export interface components {
             finished_at: number | null;
             /** @description True on a reviewer's answer to a blind audit of a task the agent completed: it leaves the task's status and final fields as the agent set them. */
             audit: boolean;
+            /** @description The digest of the action the attempt decided on; absent on a task without an action. */
+            action_digest?: string;
         };
         /** @description A task of the curated demo queue. */
         DemoTask: {
@@ -1498,6 +1510,8 @@ export interface components {
             reminders: components["schemas"]["Reminders"];
             /** @description As the create's; [] for none. Shares of the deadline need the policy's deadline_seconds. */
             escalation: components["schemas"]["Escalation"];
+            /** @description The verdicts that allow a reviewer to edit the action of a task of this type whose create gives no edit_verdicts; null: the create's default (its first allowed verdict). */
+            edit_verdicts: string[] | null;
         };
         /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
         PolicyPut: {
@@ -1561,6 +1575,8 @@ export interface components {
             reminders?: components["schemas"]["Reminders"] | null;
             /** @description As the create's; left out, null or [] for none. Shares of the deadline need the policy's deadline_seconds. */
             escalation?: components["schemas"]["Escalation"] | null;
+            /** @description The verdicts that allow a reviewer to edit the action of a task of this type whose create gives no edit_verdicts; null: the create's default (its first allowed verdict). */
+            edit_verdicts?: string[] | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
@@ -1744,6 +1760,64 @@ export interface components {
              * @description When the task reached the rung, in Unix epoch seconds.
              */
             escalated_at: number;
+        };
+        /** @description The tool call the task asks about. The server keeps args in RFC 8785 canonical form and computes the digest. Each bad input is a 400 naming its field: action.name, action.args (not an object, not I-JSON, an integer beyond 2^53-1, failing the schema), action.schema (not compiling, or referring outside itself) or action.editable (naming a member not in args). */
+        ActionCreate: {
+            /** @description The tool's name: 1 to 200 characters without control characters. */
+            name: string;
+            /** @description The tool's arguments: a JSON object, I-JSON (no member twice, no lone surrogates, integers within ±(2^53−1)), at most 64 KiB in canonical form and 32 levels deep. */
+            args: {
+                [key: string]: unknown;
+            };
+            /** @description A JSON Schema (2020-12 unless it names another draft with $schema) that args satisfies, and every edit must; no $ref outside itself. At most 64 KiB. */
+            schema?: {
+                [key: string]: unknown;
+            };
+            /** @description The members of args a reviewer may change before approving; each must be a member of args. */
+            editable?: string[];
+        };
+        /** @description The task's action as its create proposed it, with its digest. */
+        Action: {
+            name: string;
+            /** @description The arguments, in RFC 8785 canonical form. */
+            args: {
+                [key: string]: unknown;
+            };
+            /** @description The create's JSON Schema of args, canonical; absent without one. */
+            schema?: {
+                [key: string]: unknown;
+            };
+            /** @description The members a reviewer may change; absent when none. */
+            editable?: string[];
+            /** @description sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical form of {"args": args, "name": name}. */
+            digest: string;
+        };
+        /** @description One operation of an RFC 6902 JSON Patch. An edit replaces top-level members of args. */
+        JSONPatchOperation: {
+            /** @enum {string} */
+            op: "add" | "remove" | "replace";
+            /** @description An RFC 6901 JSON Pointer into args. */
+            path: string;
+            /** @description The new value (absent for remove). */
+            value?: unknown;
+        };
+        /** @description The action the final decision bound itself to: the proposal, or a reviewer's edit of it. Execute exactly this call: name and args, whose digest the SDKs check. */
+        ApprovedAction: {
+            name: string;
+            /** @description The approved arguments, in RFC 8785 canonical form. */
+            args: {
+                [key: string]: unknown;
+            };
+            /** @description sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical form of {"args": args, "name": name}. */
+            digest: string;
+            /** @description True when a reviewer changed the args; an approve without changes is not an edit. */
+            edited: boolean;
+            /** @description The digest of the action the create proposed. */
+            proposed_digest: string;
+            /** @description The RFC 6902 JSON Patch from the proposed args to the approved ones; absent when not edited. */
+            patch?: components["schemas"]["JSONPatchOperation"][];
+            /** @description The person (per_…) who made the edit; absent when not edited. */
+            edited_by?: string;
         };
     };
     responses: {
@@ -3955,7 +4029,8 @@ export interface operations {
                      *           "exclude_requester": false,
                      *           "tiebreak": null,
                      *           "reminders": [],
-                     *           "escalation": []
+                     *           "escalation": [],
+                     *           "edit_verdicts": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -3974,7 +4049,8 @@ export interface operations {
                      *           "exclude_requester": false,
                      *           "tiebreak": null,
                      *           "reminders": [],
-                     *           "escalation": []
+                     *           "escalation": [],
+                     *           "edit_verdicts": null
                      *         },
                      *         {
                      *           "task_type": "refund",
@@ -4005,7 +4081,8 @@ export interface operations {
                      *           "quorum": null,
                      *           "veto": null,
                      *           "exclude_requester": false,
-                     *           "tiebreak": null
+                     *           "tiebreak": null,
+                     *           "edit_verdicts": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -4024,7 +4101,8 @@ export interface operations {
                      *           "quorum": null,
                      *           "veto": null,
                      *           "exclude_requester": false,
-                     *           "tiebreak": null
+                     *           "tiebreak": null,
+                     *           "edit_verdicts": null
                      *         }
                      *       ]
                      *     }
@@ -4095,7 +4173,8 @@ export interface operations {
                      *           "after": "2h",
                      *           "to": "email:lead@example.com"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "edit_verdicts": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -4214,7 +4293,8 @@ export interface operations {
                      *           "after": "2h",
                      *           "to": "email:lead@example.com"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "edit_verdicts": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
