@@ -298,3 +298,82 @@ func TestTaskAction_EditableFields(t *testing.T) {
 		t.Error("SimpleEdit of scalar fields = false")
 	}
 }
+
+func TestHumanDecision_BindAction(t *testing.T) {
+	p := mustAction(t, refundAction)
+	task := func() *arbiter.Task {
+		return &arbiter.Task{Status: arbiter.StatusHumanNeeded, AllowedVerdicts: []string{"approve", "reject"},
+			Action: p, EditVerdicts: []string{"approve"}}
+	}
+	edited := json.RawMessage(`{"amount": 80, "currency": "EUR", "note": "late", "order": "o-1"}`)
+	dec := func(verdict, digest string, args json.RawMessage) arbiter.HumanDecision {
+		return arbiter.HumanDecision{Verdict: verdict, Reviewer: "r@example.com", ActionDigest: digest, EditedArgs: args}
+	}
+	t.Run("approve as shown binds the proposal", func(t *testing.T) {
+		a, err := dec("approve", p.Digest, nil).Attempt(task(), 1)
+		if err != nil || a.ActionDigest == nil || *a.ActionDigest != p.Digest {
+			t.Fatalf("Attempt = %+v, %v", a, err)
+		}
+	})
+	t.Run("an edit binds the edited action", func(t *testing.T) {
+		got, err := dec("approve", p.Digest, edited).BindAction(task())
+		if err != nil || !got.Edited || got.Digest == p.Digest {
+			t.Fatalf("BindAction = %+v, %v", got, err)
+		}
+		a, err := dec("approve", p.Digest, edited).Attempt(task(), 1)
+		if err != nil || *a.ActionDigest != got.Digest {
+			t.Errorf("the attempt's digest %v, want the edit's %s", a.ActionDigest, got.Digest)
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		dec   arbiter.HumanDecision
+		task  func() *arbiter.Task
+		code  string
+		field string
+	}{
+		{"a copy without the digest", dec("approve", "", nil), task, arbiter.ECONFLICT, ""},
+		{"a copy of another action", dec("approve", "sha256:"+strings.Repeat("0", 64), nil), task, arbiter.ECONFLICT, ""},
+		{"an edit with a verdict that does not allow one", dec("reject", p.Digest, edited), task, arbiter.EINVALID, "args"},
+		{"an edit the schema refuses", dec("approve", p.Digest, json.RawMessage(`{"amount": -1, "currency": "EUR", "note": "late", "order": "o-1"}`)), task, arbiter.EINVALID, "args"},
+		{"an edit of a task without an action", dec("approve", "", edited), func() *arbiter.Task {
+			return &arbiter.Task{Status: arbiter.StatusHumanNeeded, AllowedVerdicts: []string{"approve"}}
+		}, arbiter.EINVALID, "args"},
+		{"an edit on a blind audit", dec("approve", p.Digest, edited), func() *arbiter.Task {
+			tk := task()
+			tk.Status, tk.AuditState = arbiter.StatusCompleted, arbiter.AuditStateWaiting
+			return tk
+		}, arbiter.EINVALID, "args"},
+		{"a copy made before a voter's edit", dec("approve", p.Digest, nil), func() *arbiter.Task {
+			tk := task()
+			cur, err := p.Approve(p.Proposed(), edited)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.ActionEdit = cur.Edit("per_1", "v@example.com")
+			return tk
+		}, arbiter.ECONFLICT, ""},
+	} {
+		t.Run("refuses "+c.name, func(t *testing.T) {
+			a, err := c.dec.Attempt(c.task(), 1)
+			if arbiter.ErrorCode(err) != c.code || arbiter.ErrorField(err) != c.field {
+				t.Errorf("Attempt = %+v, %v; want %s about %q", a, err, c.code, c.field)
+			}
+		})
+	}
+	t.Run("a copy made after a voter's edit binds the edit", func(t *testing.T) {
+		tk := task()
+		cur, _ := p.Approve(p.Proposed(), edited)
+		tk.ActionEdit = cur.Edit("per_1", "v@example.com")
+		got, err := dec("approve", cur.Digest, nil).BindAction(tk)
+		if err != nil || got.Digest != cur.Digest || !got.Edited || got.EditedBy == nil || *got.EditedBy != "per_1" {
+			t.Errorf("BindAction = %+v, %v", got, err)
+		}
+	})
+	t.Run("a task without an action binds none", func(t *testing.T) {
+		a, err := dec("approve", "", nil).Attempt(&arbiter.Task{Status: arbiter.StatusHumanNeeded, AllowedVerdicts: []string{"approve"}}, 1)
+		if err != nil || a.ActionDigest != nil {
+			t.Errorf("Attempt = %+v, %v", a, err)
+		}
+	})
+}

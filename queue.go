@@ -2,10 +2,13 @@ package arbiter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -133,6 +136,84 @@ type HumanDecision struct {
 	// Via names the channel of a decision made outside the desk ("slack",
 	// "link"), for the account's audit log; "" on the desk and the API.
 	Via string
+	// ActionDigest is the digest of the action the person was shown, on
+	// a task with an action: the desk's form, the Slack message and the
+	// decision link carry it. A decision whose copy shows another action
+	// than the one now in force (a voter edited it since) is refused.
+	ActionDigest string
+	// EditedArgs, when not nil, are the args the person approves instead
+	// of the action's (edit on approve): only its editable members may
+	// differ, the schema must hold, and the verdict must be one of the
+	// task's EditVerdicts.
+	EditedArgs json.RawMessage
+}
+
+// BindAction returns the action the decision binds itself to on t (see
+// TaskAction.Approve): the action in force, or the person's edit of it;
+// nil for a task without an action. Returns ECONFLICT when the person's
+// copy showed another action than the one in force, and EINVALID (field
+// "args") for an edit the task does not allow: none on a task without an
+// action or on a blind audit, none with a verdict that is not one of its
+// EditVerdicts, and none that Approve refuses.
+func (d HumanDecision) BindAction(t *Task) (*ApprovedAction, error) {
+	cur, ok := t.CurrentAction()
+	if !ok {
+		if d.EditedArgs != nil {
+			return nil, FieldErrorf("args", "This task has no action to edit.")
+		}
+		return nil, nil
+	}
+	if d.ActionDigest != cur.Digest {
+		return nil, ActionChangedError(cur)
+	}
+	if d.EditedArgs != nil {
+		switch {
+		case t.AuditWaiting():
+			return nil, FieldErrorf("args", "A blind audit answers the agent's decision as it was; it takes no edit.")
+		case !slices.Contains(t.EditVerdicts, d.Verdict):
+			return nil, FieldErrorf("args", "Only %s may come with an edit of the action; %q may not.", quoteList(t.EditVerdicts), d.Verdict)
+		}
+	}
+	approved, err := t.Action.Approve(cur, d.EditedArgs)
+	if err != nil {
+		return nil, err
+	}
+	return &approved, nil
+}
+
+// ActionChangedError is the ECONFLICT error of a decision made on a copy
+// of a task whose action is no longer cur, the one in force.
+func ActionChangedError(cur ApprovedAction) *Error {
+	by := ""
+	if cur.Edited {
+		by = " (a reviewer edited it)"
+	}
+	return Errorf(ECONFLICT, "The task's action changed since this copy was shown%s; nothing was recorded. Open the task again to see the action now in force, %s.", by, ShortDigest(cur.Digest))
+}
+
+// ShortDigest returns the first 12 hex digits of an action digest, enough
+// for a person to tell two actions apart.
+func ShortDigest(digest string) string {
+	hex := strings.TrimPrefix(digest, DigestPrefix)
+	if len(hex) > 12 {
+		hex = hex[:12]
+	}
+	return hex
+}
+
+// quoteList writes verdicts as “a”, “b” or “c”.
+func quoteList(verdicts []string) string {
+	quoted := make([]string, len(verdicts))
+	for i, v := range verdicts {
+		quoted[i] = strconv.Quote(v)
+	}
+	switch len(quoted) {
+	case 0:
+		return "no verdict"
+	case 1:
+		return quoted[0]
+	}
+	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
 }
 
 // Validate checks a decision before it is stored, whatever the task: a
@@ -201,9 +282,18 @@ func (d HumanDecision) Attempt(t *Task, now Timestamp) (Attempt, error) {
 	if !t.Allows(d.Verdict) {
 		return Attempt{}, Errorf(EINVALID, "%q is not one of the task's allowed verdicts.", d.Verdict)
 	}
+	approved, err := d.BindAction(t)
+	if err != nil {
+		return Attempt{}, err
+	}
 	verdict, confidence, reviewer, finished := d.Verdict, 1.0, d.Reviewer, now
-	return Attempt{Tier: TierHuman, Verdict: &verdict, Confidence: &confidence, Rationale: d.Rationale,
-		Reviewer: &reviewer, StartedAt: now, FinishedAt: &finished, Audit: audit}, nil
+	a := Attempt{Tier: TierHuman, Verdict: &verdict, Confidence: &confidence, Rationale: d.Rationale,
+		Reviewer: &reviewer, StartedAt: now, FinishedAt: &finished, Audit: audit}
+	if approved != nil {
+		digest := approved.Digest
+		a.ActionDigest = &digest
+	}
+	return a, nil
 }
 
 // AuditedBy names the reviewer of the task's last audit attempt, or
