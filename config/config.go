@@ -37,6 +37,11 @@ type Config struct {
 	// for a connection included (ARBITER_DB_TIMEOUT); a call that runs out
 	// is answered 503.
 	DatabaseTimeout time.Duration
+	// MigrateAtStart applies the store's migrations when a process starts
+	// (ARBITER_MIGRATE=auto, the default); off (ARBITER_MIGRATE=off), a
+	// process only checks the schema, and refuses to start on one older
+	// than it needs: `arbiter migrate` is then a deploy step of its own.
+	MigrateAtStart bool
 	// SecretKey seals the secrets the store keeps (webhook secrets, Slack
 	// tokens) at rest (ARBITER_SECRET_KEY: base64 32-byte keys, comma
 	// separated, the sealing key first); nil without one.
@@ -46,6 +51,10 @@ type Config struct {
 	DailyTaskCap int
 	// Workers is the number of concurrent verifier calls (ARBITER_WORKERS).
 	Workers int
+	// DrainDelay is how long serve goes on answering after a stop signal,
+	// /readyz answering 503, before it stops taking connections
+	// (ARBITER_DRAIN_DELAY), so that a load balancer sees it leave first.
+	DrainDelay time.Duration
 	// ShutdownGrace bounds how long in-flight requests and verifier calls
 	// may finish after a stop signal (ARBITER_SHUTDOWN_GRACE).
 	ShutdownGrace time.Duration
@@ -255,6 +264,19 @@ var Settings = []Setting{
 			c.DatabaseTimeout = d
 			return nil
 		}},
+	{Env: "ARBITER_MIGRATE", Default: "auto", Scope: ScopeStore,
+		Help: "auto: apply the store's migrations at start; off: only check the schema and refuse an older one (run `arbiter migrate` as a deploy step)",
+		Set: func(c *Config, v string) error {
+			switch v {
+			case "auto":
+				c.MigrateAtStart = true
+			case "off":
+				c.MigrateAtStart = false
+			default:
+				return errors.New("must be auto or off")
+			}
+			return nil
+		}},
 	{Env: "ARBITER_SECRET_KEY", Scope: ScopeStore, Secret: true,
 		Help: "base64 32-byte keys, comma-separated, that seal stored secrets (first seals, all open); needed for Slack",
 		Set: func(c *Config, v string) error {
@@ -367,6 +389,9 @@ var Settings = []Setting{
 	{Env: "ARBITER_ADDR", Flag: "addr", Default: DefaultAddr, Scope: ScopeHTTP,
 		Help: "listen address",
 		Set:  stringSetting(func(c *Config) *string { return &c.Addr })},
+	{Env: "ARBITER_DRAIN_DELAY", Default: "0s", Scope: ScopeHTTP,
+		Help: "how long serve goes on answering after SIGTERM, /readyz not ready, before it stops taking connections; behind a load balancer, a few of its health-check periods",
+		Set:  durationSetting(func(c *Config) *time.Duration { return &c.DrainDelay })},
 	{Env: "ARBITER_METRICS_ADDR", Flag: "metrics-addr", Scope: ScopeWorker,
 		Help: "serve Prometheus metrics at /metrics on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.MetricsAddr })},

@@ -103,8 +103,8 @@ type DB struct {
 	goldDraw func() float64
 	// writes counts failed writes for Health.
 	writes writeHealth
-	// health shares and keeps Health's look at the store.
-	health healthCheck
+	// health shares and keeps Health's look at the store; ready, Ready's.
+	health, ready healthCheck
 
 	idempotencyTTL time.Duration
 

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -354,4 +355,69 @@ func (d *DB) ExplainDecideDueTasks(ctx context.Context) (string, error) {
 // finds the tasks whose next reminder or rung may be due.
 func (d *DB) ExplainFireDueAlerts(ctx context.Context) (string, error) {
 	return d.explain(ctx, d.dueAlertsSQL("?"), int64(d.nowMS()), 100)
+}
+
+// ApplyLaterMigration applies stmt as migration version of a later release
+// would: its statements, its row in goose's table, and whether that release
+// recorded it additive.
+func (d *DB) ApplyLaterMigration(ctx context.Context, version int64, stmt string, additive bool) error {
+	if _, err := d.db.ExecContext(ctx, stmt); err != nil {
+		return err
+	}
+	if _, err := d.db.ExecContext(ctx, d.rebind(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, ?)`), version, true); err != nil {
+		return err
+	}
+	_, err := d.db.ExecContext(ctx, d.rebind(`INSERT INTO schema_changes (version, additive) VALUES (?, ?)`), version, additive)
+	return err
+}
+
+// MigrationUp returns the Up section of each of the dialect's embedded
+// migrations, by version.
+func MigrationUp(dialect string) (map[int64]string, error) {
+	entries, err := migrations.ReadDir("migrations/" + dialect)
+	if err != nil {
+		return nil, err
+	}
+	up := make(map[int64]string, len(entries))
+	for _, e := range entries {
+		n, _, _ := strings.Cut(e.Name(), "_")
+		version, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		b, err := migrations.ReadFile("migrations/" + dialect + "/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		text, _, _ := strings.Cut(string(b), "-- +goose Down")
+		up[version] = text
+	}
+	return up, nil
+}
+
+// SchemaChanges returns what schema_changes records: whether each
+// migration is additive, by version.
+func (d *DB) SchemaChanges(ctx context.Context) (map[int64]bool, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT version, additive FROM schema_changes`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	changes := map[int64]bool{}
+	for rows.Next() {
+		var v int64
+		var additive bool
+		if err := rows.Scan(&v, &additive); err != nil {
+			return nil, err
+		}
+		changes[v] = additive
+	}
+	return changes, rows.Err()
+}
+
+// ForgetSchemaChange deletes what schema_changes says of version, as a
+// release that did not record it would have left it.
+func (d *DB) ForgetSchemaChange(ctx context.Context, version int64) error {
+	_, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM schema_changes WHERE version = ?`), version)
+	return err
 }

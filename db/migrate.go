@@ -30,6 +30,9 @@ const maxMigrateRounds = 10
 // SQLite migrations must therefore fail when applied twice: CREATE without
 // IF NOT EXISTS, ALTER TABLE … ADD COLUMN, and no data-only migration,
 // which a second process could apply again.
+//
+// Once migrated, it records whether each migration is additive
+// (schema_changes), for older releases' CheckSchema.
 func (d *DB) Migrate(ctx context.Context) error {
 	conn, done, err := d.migrationPool()
 	if err != nil {
@@ -43,7 +46,7 @@ func (d *DB) Migrate(ctx context.Context) error {
 		}
 		_, err = p.Up(ctx)
 		if err == nil {
-			return nil
+			return d.recordSchemaChanges(ctx, conn)
 		}
 		if d.dialect != SQLite || !appliedMeanwhile(err) || round == maxMigrateRounds {
 			return fmt.Errorf("migrate: %w", err)

@@ -115,7 +115,7 @@ func TestAPI_MethodsAllowAndHead(t *testing.T) {
 				t.Errorf("%s %s: Allow %q, code %q; want %q, method_not_allowed", c.method, c.path, h.Get("Allow"), code, c.allow)
 			}
 		}
-		for _, path := range []string{"/v1/tasks", "/v1/tasks/" + task["id"].(string), "/demo/tasks", "/v1/openapi.json", "/v1/calibration", "/healthz"} {
+		for _, path := range []string{"/v1/tasks", "/v1/tasks/" + task["id"].(string), "/demo/tasks", "/v1/openapi.json", "/v1/calibration", "/healthz", "/livez", "/readyz"} {
 			getStatus, getHeader, _ := a.do("GET", path, key, "")
 			status, h, b := a.do("HEAD", path, key, "")
 			if status != getStatus || len(b) != 0 || h.Get("Content-Type") != getHeader.Get("Content-Type") || h.Get("X-Request-Id") == "" {

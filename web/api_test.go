@@ -589,6 +589,35 @@ func TestHealthz(t *testing.T) {
 	})
 }
 
+// TestLivezReadyz: /livez answers whatever the store does, and /readyz
+// asks of this process and its store, not whether some worker runs: both
+// are 200 where /healthz, without a worker anywhere, is 503.
+func TestLivezReadyz(t *testing.T) {
+	t.Parallel()
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		for _, path := range []string{"/livez", "/readyz"} {
+			status, h, b := a.do("GET", path, "", "")
+			if status != http.StatusOK || strings.TrimSpace(string(b)) != `{"ok":true}` || h.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s without a worker = %d %s %v, want 200", path, status, b, h)
+			}
+		}
+		a.store.Close()
+		if status, _, b := a.do("GET", "/livez", "", ""); status != http.StatusOK {
+			t.Errorf("/livez with the store closed = %d %s, want 200", status, b)
+		}
+		// Ready's look is kept for db.HealthyFor.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			status, _, b := a.do("GET", "/readyz", "", "")
+			if status == http.StatusServiceUnavailable && strings.Contains(string(b), `"ok":false`) {
+				break
+			}
+			if status != http.StatusOK || time.Now().After(deadline) {
+				t.Fatalf("/readyz with the store closed = %d %s, want 503", status, b)
+			}
+		}
+	})
+}
+
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestAPI_NoServerErrorForAnythingACallerSends(t *testing.T) {

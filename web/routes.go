@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -25,7 +26,9 @@ type Services struct {
 	Keys   arbiter.APIKeyService
 	Demo   arbiter.DemoService
 	Health arbiter.HealthService
-	Queue  arbiter.QueueService // the human queue of the reviewer site
+	// Ready answers /readyz: whether this process should be sent traffic.
+	Ready arbiter.ReadinessService
+	Queue arbiter.QueueService // the human queue of the reviewer site
 	// Watcher wakes task reads that wait for a final state; nil, they
 	// wait out their time.
 	Watcher arbiter.TaskWatcher
@@ -203,6 +206,12 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Use(handlers.API, limitHeader)
 		r.Method(http.MethodGet, "/healthz", handlers.Healthz(rt.Services.Health))
 		r.Method(http.MethodHead, "/healthz", handlers.Healthz(rt.Services.Health))
+		// Kubernetes' probes: /livez asks nothing of the store, /readyz
+		// whether this process should be sent traffic.
+		r.Method(http.MethodGet, "/livez", handlers.Livez())
+		r.Method(http.MethodHead, "/livez", handlers.Livez())
+		r.Method(http.MethodGet, "/readyz", handlers.Readyz(rt.ready()))
+		r.Method(http.MethodHead, "/readyz", handlers.Readyz(rt.ready()))
 		r.Method(http.MethodGet, "/demo/tasks", handlers.DemoTasks(rt.Services.Demo))
 		r.Method(http.MethodPost, "/demo/verdicts", handlers.DemoVerdictCreate(rt.Services.Demo, rt.DemoLimit))
 		// What an MCP client that meets a 401 on /v1/mcp looks for: keys
@@ -442,3 +451,22 @@ func (rt *Router) parker() handlers.Parker {
 	}
 	return rt.Parking
 }
+
+// ready is what /readyz asks: Services.Ready, or else the health service
+// when it can say (the store can), or else a process that answers is
+// ready.
+func (rt *Router) ready() arbiter.ReadinessService {
+	if rt.Services.Ready != nil {
+		return rt.Services.Ready
+	}
+	if r, ok := rt.Services.Health.(arbiter.ReadinessService); ok {
+		return r
+	}
+	return alwaysReady{}
+}
+
+// alwaysReady is the readiness of a router given no way to tell.
+type alwaysReady struct{}
+
+// Ready returns nil.
+func (alwaysReady) Ready(context.Context) error { return nil }

@@ -83,7 +83,7 @@ var commands = []*command{
 	{name: "worker", scopes: workerScopes, run: runServe,
 		summary: "run only the worker: claim pending tasks and ask the verifier"},
 	{name: "migrate", scopes: storeScopes, run: runMigrate,
-		summary: "apply the database migrations (every serve and worker start does too)"},
+		summary: "apply the database migrations: the deploy step before replicas start (serve and worker also do, unless told not to)"},
 	{name: "admin",
 		summary: "operator commands on the store: API keys, daily caps and stored secrets"},
 	{name: "admin create-key", args: "--email E [--name N]", scopes: storeScopes, run: runCreateKey,

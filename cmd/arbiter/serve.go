@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/config"
+	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/web"
 )
@@ -79,10 +81,14 @@ func newHTTPServer(handler http.Handler, ln *web.ConnLimiter, logger *slog.Logge
 // open tasks for the arbiter_tasks gauge.
 const metricsCountEvery = 15 * time.Second
 
-// metricsMux serves the metrics at /metrics.
-func metricsMux(m *metrics.Metrics) http.Handler {
+// metricsMux serves the metrics at /metrics, and the process's probes at
+// /livez and /readyz, which is where a worker, that serves no HTTP else,
+// answers Kubernetes' probes.
+func metricsMux(m *metrics.Metrics, ready arbiter.ReadinessService) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	mux.Handle("GET /livez", handlers.Livez())
+	mux.Handle("GET /readyz", handlers.Readyz(ready))
 	return mux
 }
 
@@ -147,12 +153,18 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// runMigrate runs `arbiter migrate`.
+// runMigrate runs `arbiter migrate`, the deploy step: it migrates
+// whatever ARBITER_MIGRATE says.
 func runMigrate(ctx context.Context, c *command, p *process, args []string) error {
 	if err := c.parse(c.flagSet(p), p, args); err != nil {
 		return err
 	}
-	s, err := newStoreServer(ctx, p.getenv)
+	s, err := newStoreServer(ctx, func(name string) string {
+		if name == "ARBITER_MIGRATE" {
+			return "auto"
+		}
+		return p.getenv(name)
+	})
 	if err != nil {
 		return err
 	}
@@ -161,9 +173,10 @@ func runMigrate(ctx context.Context, c *command, p *process, args []string) erro
 	return nil
 }
 
-// newStoreServer opens and migrates the store for a command that does no
-// more with it than its own work (migrate, admin): it reads the settings of
-// config.ScopeStore only, and seeds nothing.
+// newStoreServer opens the store for a command that does no more with it
+// than its own work (migrate, admin), migrating it unless ARBITER_MIGRATE
+// is off: it reads the settings of config.ScopeStore only, and seeds
+// nothing.
 func newStoreServer(ctx context.Context, getenv func(string) string) (*server, error) {
 	cfg, err := config.FromEnv(getenv, config.ScopeStore)
 	if err != nil {

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -43,6 +45,14 @@ type server struct {
 	notify func(n int)
 	// slack calls Slack's Web API (ARBITER_SLACK_API_URL).
 	slack *slack.Client
+	// stopping is closed when the stop signal comes: the process drains
+	// and is no longer ready (Ready).
+	stopping <-chan struct{}
+	// beating is set once this process's worker stored its first
+	// heartbeat: until then a process that runs one is not ready.
+	beating atomic.Bool
+	// endDrain, when not nil, ends ARBITER_DRAIN_DELAY early (tests).
+	endDrain <-chan struct{}
 
 	// background is the context of the loops that must outlive the stop
 	// signal (the key-use flusher, the collector's tuning, the metrics'
@@ -74,6 +84,7 @@ func (s *server) Run(ctx context.Context) error {
 	}
 	s.slack = slack.NewClient(s.cfg.SlackAPIURL, nil)
 	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
+	s.stopping = ctx.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.loops.Go(func() { tuneGC(s.background) })
@@ -118,7 +129,9 @@ func (s *server) Close() {
 	}
 }
 
-// openStore opens and migrates the store ARBITER_DATABASE_URL names.
+// openStore opens the store ARBITER_DATABASE_URL names, migrates it
+// unless ARBITER_MIGRATE=off, and refuses a schema this release cannot
+// serve.
 func (s *server) openStore(ctx context.Context) error {
 	store, err := db.Open(ctx, s.cfg.DatabaseURL, db.Options{
 		DailyTaskCap: s.cfg.DailyTaskCap, MaxOpenConns: s.cfg.DatabaseMaxConns, Timeout: s.cfg.DatabaseTimeout,
@@ -131,7 +144,61 @@ func (s *server) openStore(ctx context.Context) error {
 		return err
 	}
 	s.store = store
-	return store.Migrate(ctx)
+	if s.cfg.MigrateAtStart {
+		if err := store.Migrate(ctx); err != nil {
+			return err
+		}
+	}
+	return s.checkSchema(ctx)
+}
+
+// checkSchema refuses a schema older than this release needs, or newer
+// by a change that is not additive, with a sentence that says what to do;
+// it logs the additive migrations of a later release it serves on.
+func (s *server) checkSchema(ctx context.Context) error {
+	state, err := s.store.CheckSchema(ctx)
+	if err != nil {
+		return err
+	}
+	if err := state.Err(); err != nil {
+		return err
+	}
+	if len(state.Newer) > 0 && s.logger != nil {
+		s.logger.Info("the schema has additive migrations of a later release", "migrations", fmt.Sprint(state.Newer))
+	}
+	return nil
+}
+
+// Ready reports whether this process should be sent traffic (/readyz):
+// not once the stop signal came, not before its worker, when it runs one,
+// stored its first heartbeat, and not while the store does not answer or
+// its schema is one this release cannot serve.
+func (s *server) Ready(ctx context.Context) error {
+	select {
+	case <-s.stopping:
+		return arbiter.Errorf(arbiter.EUNAVAILABLE, "This process is shutting down.")
+	default:
+	}
+	if s.worker && !s.beating.Load() {
+		return arbiter.Errorf(arbiter.EUNAVAILABLE, "This process's worker has not started.")
+	}
+	return s.store.Ready(ctx)
+}
+
+// firstBeat passes the worker's heartbeats to the store and marks the
+// process's worker started at the first one stored.
+type firstBeat struct {
+	worker.Heartbeater
+	beating *atomic.Bool
+}
+
+// Heartbeat records the beat and, once stored, that the worker started.
+func (b firstBeat) Heartbeat(ctx context.Context, workerID string) error {
+	err := b.Heartbeater.Heartbeat(ctx, workerID)
+	if err == nil {
+		b.beating.Store(true)
+	}
+	return err
 }
 
 // startMetrics, when ARBITER_METRICS_ADDR is set, serves the metrics on
@@ -146,7 +213,7 @@ func (s *server) startMetrics() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: metricsMux(s.metrics), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metricsMux(s.metrics, s), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("metrics", "error", err.Error())
@@ -190,7 +257,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		observer, webhookObserver = s.metrics, s.metrics
 	}
 	wcfg := worker.Config{
-		Queue: s.store, Verifier: verifier, Health: s.store, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
+		Queue: s.store, Verifier: verifier, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
 		Version: s.cfg.AgentVersion,
@@ -279,6 +346,7 @@ func (s *server) serveHTTP(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
+	s.drain()
 	s.logger.Info("shutting down", "grace", s.cfg.ShutdownGrace)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()
@@ -289,6 +357,22 @@ func (s *server) serveHTTP(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// drain goes on serving for ARBITER_DRAIN_DELAY after the stop signal,
+// /readyz answering 503 all the while (Ready), so that a load balancer
+// stops sending requests before the listener closes.
+func (s *server) drain() {
+	if s.cfg.DrainDelay <= 0 {
+		return
+	}
+	s.logger.Info("draining", "delay", s.cfg.DrainDelay)
+	timer := time.NewTimer(s.cfg.DrainDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-s.endDrain:
+	}
 }
 
 // router returns the routes' configuration: the store's services, the
@@ -310,7 +394,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 	store := s.store
 	router := &web.Router{
 		Services: web.Services{
-			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store, Watcher: store,
+			Tasks: store, Keys: store, Demo: store, Health: store, Ready: s, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 			Calibration: store, Policies: store, Slack: store, DecisionLinks: store, Agreement: store,
 		},

@@ -1,0 +1,12 @@
+-- +goose Up
+-- Whether each migration is additive, written by the release that
+-- migrates (db.breakingMigrations), so that an older release, which does
+-- not know the migrations applied after it, can tell whether it may serve
+-- the schema: it may when every one it does not know is additive.
+CREATE TABLE schema_changes (
+    version  BIGINT PRIMARY KEY,
+    additive BOOLEAN NOT NULL
+);
+
+-- +goose Down
+DROP TABLE schema_changes;
