@@ -120,7 +120,7 @@ var commands = []*command{
 	{name: "mcp", env: clientEnv, run: runMCP,
 		summary: "serve the agents' tools (ask_verdict, get_task, list_tasks) over MCP on stdin and stdout, through the API"},
 	{name: "version", run: runVersion,
-		summary: "print the version, the VCS revision and the Go version"},
+		summary: "print the version, the commit and the Go version"},
 }
 
 // lookup returns the command with the given name, or nil.
@@ -371,14 +371,23 @@ func runVersion(_ context.Context, c *command, p *process, args []string) error 
 		return err
 	}
 	info, _ := debug.ReadBuildInfo()
-	_, err := fmt.Fprintln(p.stdout, versionLine(info))
+	_, err := fmt.Fprintln(p.stdout, versionLine(info, buildStamp{stampedVersion, stampedCommit}))
 	return err
 }
 
-// versionLine describes the build: the module version, the VCS revision,
-// its time and whether the tree was modified when they are known, and the
-// Go version and platform.
-func versionLine(info *debug.BuildInfo) string {
+// buildStamp is what a release build stamps into the binary with
+// -ldflags -X (make dist, scripts/dist): its version and the commit it was
+// built from. Both are empty in a build that was not stamped.
+type buildStamp struct{ version, commit string }
+
+// stampedVersion and stampedCommit are set by make dist
+// (-X main.stampedVersion=… -X main.stampedCommit=…).
+var stampedVersion, stampedCommit string
+
+// versionLine describes the build: the version and commit stamped into it,
+// or else the module version, the VCS revision, its time and whether the
+// tree was modified when they are known; then the Go version and platform.
+func versionLine(info *debug.BuildInfo, stamped buildStamp) string {
 	version, goVersion := "(devel)", runtime.Version()
 	var vcs []string
 	if info != nil {
@@ -401,6 +410,12 @@ func versionLine(info *debug.BuildInfo) string {
 		if settings["vcs.modified"] == "true" {
 			vcs = append(vcs, "modified")
 		}
+	}
+	if stamped.version != "" {
+		version = stamped.version
+	}
+	if stamped.commit != "" {
+		vcs = []string{"commit " + stamped.commit}
 	}
 	line := "arbiter " + version
 	if len(vcs) > 0 {

@@ -407,23 +407,29 @@ func TestVersionLine(t *testing.T) {
 	t.Parallel()
 	platform := " " + runtime.GOOS + "/" + runtime.GOARCH
 	for _, tc := range []struct {
-		info *debug.BuildInfo
-		want string
+		info    *debug.BuildInfo
+		stamped buildStamp
+		want    string
 	}{
-		{nil, "arbiter (devel) " + runtime.Version() + platform},
-		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+		{nil, buildStamp{}, "arbiter (devel) " + runtime.Version() + platform},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, buildStamp{},
 			"arbiter (devel) go1.26.8" + platform},
+		// make dist stamps the version and commit; -trimpath and
+		// -buildvcs=false leave no VCS settings.
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			buildStamp{version: "v1.5.0", commit: "2f8bfeb0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6"},
+			"arbiter v1.5.0 (commit 2f8bfeb0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6) go1.26.8" + platform},
 		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{
 			{Key: "vcs", Value: "git"},
 			{Key: "vcs.revision", Value: "2f8bfeb0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6"},
 			{Key: "vcs.time", Value: "2026-01-02T03:04:05Z"},
 			{Key: "vcs.modified", Value: "true"},
-		}}, "arbiter v1.4.0 (revision 2f8bfeb0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6, 2026-01-02T03:04:05Z, modified) go1.26.8" + platform},
+		}}, buildStamp{}, "arbiter v1.4.0 (revision 2f8bfeb0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6, 2026-01-02T03:04:05Z, modified) go1.26.8" + platform},
 		{&debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "2f8bfeb"}, {Key: "vcs.modified", Value: "false"},
-		}}, "arbiter (devel) (revision 2f8bfeb) go1.26.8" + platform},
+		}}, buildStamp{}, "arbiter (devel) (revision 2f8bfeb) go1.26.8" + platform},
 	} {
-		if got := versionLine(tc.info); got != tc.want {
+		if got := versionLine(tc.info, tc.stamped); got != tc.want {
 			t.Errorf("versionLine = %q, want %q", got, tc.want)
 		}
 	}
