@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: run test test-go test-python test-typescript sdk-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: dist image image-check deploy-check package-check run test test-go test-python test-typescript sdk-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
@@ -70,6 +70,8 @@ lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd cmd/arbiter-bench/river && $(GO) vet ./...
+	cd cmd/arbiter-image && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 # contract-lint runs two third-party OpenAPI linters on the API's document,
 # Redocly CLI (redocly.yaml, .redocly.lint-ignore.yaml) and Spectral
@@ -138,5 +140,46 @@ bench-sdk: build $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# The release: VERSION and COMMIT are stamped into the binaries and the
+# image (arbiter version prints them).
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+export VERSION COMMIT
+HELM_VERSION := v3.22.0
+
+# dist builds the release archives into dist/: arbiter for linux and darwin
+# on amd64 and arm64 (static, -trimpath, stamped), each with README.md,
+# LICENSE and docs/; a CycloneDX SBOM of each binary; SHA256SUMS.
+dist:
+	scripts/dist
+
+# image builds the OCI image from dist/'s linux binaries without a
+# container engine (cmd/arbiter-image, its own module): dist/image (an OCI
+# layout, linux/amd64 and linux/arm64) and dist/arbiter_VERSION_oci.tar.
+image:
+	cd cmd/arbiter-image && $(GO) run . -dist $(CURDIR)/dist
+
+# image-check builds the image again in its tests, reads its config back
+# and runs its linux/amd64 root filesystem in a chroot (as root, with
+# unshare); the Dockerfile is held to the builder. Needs make dist.
+image-check:
+	cd cmd/arbiter-image && ARBITER_DIST=$(CURDIR)/dist ARBITER_REQUIRE_IMAGE=1 $(GO) test -count=1 -v ./...
+
+# bin/helm is Helm from the Go module proxy, pinned.
+bin/helm:
+	GOBIN=$(CURDIR)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# deploy-check checks deploy/ (its own module): the compose file with the
+# Compose Specification's loader, the Helm chart with helm lint and helm
+# template decoded strictly into Kubernetes' types, the systemd units with
+# systemd-analyze, the licence's every mention, and dist/'s archives,
+# SBOMs and checksums. Needs make dist.
+deploy-check: bin/helm
+	cd deploy && HELM=$(CURDIR)/bin/helm ARBITER_DIST=$(CURDIR)/dist ARBITER_REQUIRE_DIST=1 ARBITER_REQUIRE_DEPLOY_TOOLS=1 \
+		$(GO) test -count=1 -v ./...
+
+# package-check is what CI runs of the release: dist, image, their checks.
+package-check: dist image image-check deploy-check
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
