@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -20,13 +21,22 @@ var migrations embed.FS
 // another process applied a migration first.
 const maxMigrateRounds = 10
 
+// sqliteMigrationWaits bounds how long Migrate waits on SQLite for other
+// processes that migrate the same file, in store timeouts (each the
+// busy_timeout of one wait for the write lock): five minutes by default.
+const sqliteMigrationWaits = 60
+
 // Migrate applies the embedded migrations of the store's dialect. Any
 // number of processes may migrate one database at once: on Postgres they
 // take turns under a session advisory lock; on SQLite, where each migration
 // is one transaction under the single writer, a process that finds a
 // migration applied by another in the meantime (its tables "already
 // exist", or its columns are a "duplicate column name", and its
-// transaction rolled back) starts over and finds nothing left to do.
+// transaction rolled back) starts over and finds nothing left to do, and
+// one that found the write lock held longer than its busy_timeout (other
+// processes applying their migrations one after another, which SQLite's
+// polling wait does not queue behind) waits and starts over, until
+// sqliteMigrationWaits store timeouts have passed.
 // SQLite migrations must therefore fail when applied twice: CREATE without
 // IF NOT EXISTS, ALTER TABLE … ADD COLUMN, and no data-only migration,
 // which a second process could apply again.
@@ -39,16 +49,32 @@ func (d *DB) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer done()
-	for round := 1; ; round++ {
+	deadline := time.Now().Add(sqliteMigrationWaits * d.timeout)
+	for round := 1; ; {
 		p, err := d.migrations(conn)
 		if err != nil {
 			return err
 		}
 		_, err = p.Up(ctx)
 		if err == nil {
-			return d.recordSchemaChanges(ctx, conn)
+			// Idempotent, and a write that may wait for the lock too.
+			err = d.recordSchemaChanges(ctx, conn)
 		}
-		if d.dialect != SQLite || !appliedMeanwhile(err) || round == maxMigrateRounds {
+		switch {
+		case err == nil:
+			return nil
+		case d.dialect != SQLite || time.Now().After(deadline):
+			return fmt.Errorf("migrate: %w", err)
+		case appliedMeanwhile(err) && round < maxMigrateRounds:
+			round++
+		case sqliteBusyError(err):
+			d.log.Info("migrate: another process holds the SQLite write lock; waiting for it", "error", err.Error())
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("migrate: %w", err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		default:
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}

@@ -3,7 +3,9 @@ package db_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // TestMigrate_Concurrent starts four processes' worth of stores at once, as
@@ -136,5 +139,58 @@ func TestMigrate_OtherSchemasDoNotWait(t *testing.T) {
 	defer cancel()
 	if err := d.Migrate(bounded); err != nil {
 		t.Fatalf("a store in its own schema waited for the public schema's migration lock: %v", err)
+	}
+}
+
+// TestMigrate_SQLiteWaitsForAnotherProcessesLock holds SQLite's write lock
+// in another process's transaction for longer than the store's timeout, as
+// three processes applying their migrations one after another did on a
+// loaded machine (SQLITE_BUSY in TestRun_ConcurrentMigrate): Migrate waits
+// and applies every migration once the lock is free, and when it is never
+// free, gives up with the lock's error after its bound instead of hanging.
+func TestMigrate_SQLiteWaitsForAnotherProcessesLock(t *testing.T) {
+	t.Parallel()
+	for _, released := range []bool{true, false} {
+		url := dbtest.URL(t, db.SQLite)
+		var log testutil.SyncBuffer
+		d, err := db.Open(ctx, url, db.Options{Timeout: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := d.MigrateUpTo(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		holder, err := openRaw(t, db.SQLite, url).BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.ExecContext(ctx, `CREATE TABLE another_process (n INTEGER)`); err != nil {
+			t.Fatal(err)
+		}
+		migrated := make(chan error, 1)
+		go func() { migrated <- d.Migrate(ctx) }()
+		if !released {
+			err := within(t, func() error { return <-migrated })
+			holder.Rollback()
+			if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") {
+				t.Errorf("Migrate under a lock never released = %v, want SQLITE_BUSY after its bound", err)
+			}
+			continue
+		}
+		for !strings.Contains(log.String(), "waiting for it") {
+			select {
+			case err := <-migrated:
+				t.Fatalf("Migrate under another process's lock returned %v before it waited", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		holder.Rollback()
+		if err := within(t, func() error { return <-migrated }); err != nil {
+			t.Fatalf("Migrate once the lock was free: %v", err)
+		}
+		if err := d.SeedDemo(ctx); err != nil {
+			t.Fatalf("the migrated schema is not whole: %v", err)
+		}
 	}
 }
