@@ -133,6 +133,11 @@ type SlackMessage struct {
 	// ChannelID and TS are what Slack answered to a post: where the
 	// message is, for chat.update.
 	ChannelID, TS string
+	// PostStartedAt, when not zero, is when an attempt at this post began
+	// whose outcome was never recorded (its process died, or its call
+	// ended without Slack's answer): the post may be in Slack already,
+	// and is looked for before it is posted again.
+	PostStartedAt Timestamp
 }
 
 // NewSlackMessageID returns a fresh Slack message id.
@@ -151,6 +156,10 @@ type SlackDelivery struct {
 	// PostsPending reports whether a post of the task has not been
 	// sent yet, so an update waits for it.
 	PostsPending bool
+	// ChannelID is the id Slack gave the message's channel in answer to
+	// an earlier post to it, "" when none is known: where to look for an
+	// unrecorded post.
+	ChannelID string
 }
 
 // SlackResult is the outcome of one attempt at a Slack message.
@@ -172,6 +181,17 @@ type SlackResult struct {
 	// Defer, when positive, moves the message later without an attempt:
 	// its channel's pace, or an update waiting for its post.
 	Defer time.Duration
+	// Unposted reports that no copy of this post can be in Slack: any
+	// earlier unrecorded attempt was looked for and not found, and Slack
+	// refused this one. The next attempt need not look for it.
+	Unposted bool
+	// Recovered reports that the post was found in Slack, posted by an
+	// attempt whose outcome was never recorded, rather than posted now.
+	Recovered bool
+	// Quiet is how long the message's channel takes no other message
+	// after this attempt: the deliverer's pace, or longer when Slack
+	// asked (RetryAfter).
+	Quiet time.Duration
 }
 
 // MaxSlackAttempts bounds the failed attempts at a Slack message.
@@ -198,6 +218,19 @@ func NextSlackAttempt(attempts int, r SlackResult) (status string, counted int, 
 	return SlackPending, attempts + 1, time.Duration(1<<attempts) * time.Second
 }
 
+// SlackPostSettled reports whether, after an attempt that ended in r and
+// left its message in status (NextSlackAttempt), no attempt at the post
+// can have reached Slack unrecorded: the post was sent (its ts is
+// recorded), skipped or given up, or r says it is not in Slack.
+// Otherwise the next attempt looks for it first.
+func SlackPostSettled(status string, r SlackResult) bool {
+	return status != SlackPending || r.Unposted
+}
+
+// SlackReplayWindow is how long the signature of a request Slack signed
+// is remembered: the five minutes a timestamp is accepted, and one more.
+const SlackReplayWindow = 6 * time.Minute
+
 // SlackService connects accounts to Slack.
 type SlackService interface {
 	// ConnectSlack stores the account's connection (replacing one) with
@@ -214,6 +247,11 @@ type SlackService interface {
 	// opened, or ENOTFOUND.
 	FindSlackConnection(ctx context.Context, accountID string) (*SlackConnection, error)
 
+	// FirstSlackRequest records the signature of a request Slack signed
+	// and reports whether it is the first seen with it, by any process,
+	// within SlackReplayWindow: the same signature again is a replay.
+	FirstSlackRequest(ctx context.Context, signature string) (bool, error)
+
 	// ListSlackConnections returns every account's connection in a mode
 	// (SlackModeHTTP or SlackModeSocket), tokens opened, or, for teamID
 	// not "", those of that workspace.
@@ -225,8 +263,19 @@ type SlackDeliveryService interface {
 	// ClaimSlackMessages leases up to max due messages to owner for lease.
 	ClaimSlackMessages(ctx context.Context, owner string, max int, lease time.Duration) ([]*SlackDelivery, error)
 
+	// BeginSlackAttempt takes the turn of the channel of a message owner
+	// holds, for lease at most, and returns 0 and false. Otherwise it
+	// returns how long until the channel's pause (its last Quiet) ends,
+	// or true when another message holds the turn now: that ends when its
+	// attempt is recorded, which no one can say. Every process shares the
+	// turns. For a post it records, before the call, that an attempt
+	// began (SlackMessage.PostStartedAt), until its outcome is recorded.
+	// ECONFLICT when the lease was lost.
+	BeginSlackAttempt(ctx context.Context, owner, id string, lease time.Duration) (pause time.Duration, held bool, err error)
+
 	// RecordSlackAttempt records the outcome of an attempt at a message
-	// owner holds (NextSlackAttempt), ending its lease. ECONFLICT when
+	// owner holds (NextSlackAttempt), ending its lease, and gives back its
+	// channel's turn, if it held it, quiet for r.Quiet. ECONFLICT when
 	// the lease was lost.
 	RecordSlackAttempt(ctx context.Context, owner, id string, r SlackResult) error
 

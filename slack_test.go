@@ -63,6 +63,34 @@ func TestNextSlackAttempt(t *testing.T) {
 	}
 }
 
+// TestSlackPostSettled: a post's unrecorded attempt is looked for until
+// the post is sent, skipped or given up, or an attempt learnt that it is
+// not in Slack; a failure of unknown outcome (a timeout) or a lookup
+// that could not finish keeps it.
+func TestSlackPostSettled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    arbiter.SlackResult
+		want bool
+	}{
+		{"Sent", arbiter.SlackResult{Sent: true, TS: "1.2"}, true},
+		{"Recovered", arbiter.SlackResult{Sent: true, Recovered: true, TS: "1.2"}, true},
+		{"Skipped", arbiter.SlackResult{Skipped: true}, true},
+		{"Permanent", arbiter.SlackResult{Error: "not_in_channel", Permanent: true}, true},
+		{"RefusedByRateLimit", arbiter.SlackResult{Error: "429", RetryAfter: time.Second, Unposted: true}, true},
+		{"TimedOut", arbiter.SlackResult{Error: "context deadline exceeded"}, false},
+		{"LookupRateLimited", arbiter.SlackResult{Error: "429", RetryAfter: time.Second}, false},
+		{"Deferred", arbiter.SlackResult{Defer: time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, _ := arbiter.NextSlackAttempt(0, tc.r)
+			if got := arbiter.SlackPostSettled(status, tc.r); got != tc.want {
+				t.Errorf("SlackPostSettled(%s, %+v) = %v, want %v", status, tc.r, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseTaskCreate_Notify(t *testing.T) {
 	base := `{"prompt":"p","allowed_verdicts":["a","b"]`
 	for _, tc := range []struct {

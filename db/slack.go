@@ -199,28 +199,19 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *Tx, events []arbiter.TaskEven
 			ended = append(ended, ev.TaskID)
 		}
 	}
-	// A task that ended has copies to update when it was posted, and a
-	// task the agent completed is asked about when it waits for a blind
-	// audit.
-	posted, audited := map[string]bool{}, map[string]bool{}
+	// A task that ended has copies to update in each channel it was
+	// posted to, and a task the agent completed is asked about when it
+	// waits for a blind audit.
+	posted, audited := map[string][]string{}, map[string]bool{}
 	if len(ended) > 0 {
-		query, args, err := sqlx.In(`SELECT DISTINCT task_id FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
-			AND task_id IN (?)`, ended)
+		if posted, err = d.slackPostChannels(ctx, tx, ended); err != nil {
+			return err
+		}
+		query, args, err := sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
 		if err != nil {
 			return err
 		}
 		var ids []string
-		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
-			return fmt.Errorf("find Slack posts: %w", err)
-		}
-		for _, id := range ids {
-			posted[id] = true
-		}
-		query, args, err = sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
-		if err != nil {
-			return err
-		}
-		ids = ids[:0]
 		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
 			return fmt.Errorf("find audited tasks: %w", err)
 		}
@@ -268,27 +259,54 @@ func (d *DB) enqueueSlack(ctx context.Context, tx *Tx, events []arbiter.TaskEven
 				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
 					Kind: arbiter.SlackPost, Channel: c})
 			}
-		case posted[ev.TaskID]:
-			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
-				Kind: arbiter.SlackUpdate, Channel: channel})
+		default:
+			msgs = append(msgs, slackUpdates(ev.AccountID, ev.TaskID, posted[ev.TaskID])...)
 		}
 	}
 	return d.insertSlackMessages(ctx, tx, msgs)
 }
 
+// slackPostChannels returns, by task, the channels each of taskIDs was
+// posted to (posts sent or not), in one query.
+func (d *DB) slackPostChannels(ctx context.Context, tx *Tx, taskIDs []any) (map[string][]string, error) {
+	query, args, err := sqlx.In(`SELECT DISTINCT task_id, channel FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
+		AND task_id IN (?) ORDER BY task_id, channel`, taskIDs)
+	if err != nil {
+		return nil, err
+	}
+	var rows []struct {
+		TaskID  string `db:"task_id"`
+		Channel string `db:"channel"`
+	}
+	if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+		return nil, fmt.Errorf("find Slack posts: %w", err)
+	}
+	out := map[string][]string{}
+	for _, r := range rows {
+		out[r.TaskID] = append(out[r.TaskID], r.Channel)
+	}
+	return out, nil
+}
+
+// slackUpdates are the update messages of a task posted to channels: one
+// a channel, which rewrites the task's posts there and is paced by it.
+func slackUpdates(accountID, taskID string, channels []string) []*arbiter.SlackMessage {
+	msgs := make([]*arbiter.SlackMessage, 0, len(channels))
+	for _, c := range channels {
+		msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: accountID, TaskID: taskID,
+			Kind: arbiter.SlackUpdate, Channel: c})
+	}
+	return msgs
+}
+
 // enqueueSlackUpdate writes, in tx, an update of the task's posted copies,
 // when it has any: after a change no event announces (an audit answered).
 func (d *DB) enqueueSlackUpdate(ctx context.Context, tx *Tx, accountID, taskID string) error {
-	var channel string
-	err := tx.GetContext(ctx, &channel, d.rebind(`SELECT channel FROM slack_messages WHERE task_id = ? AND kind = ? LIMIT 1`),
-		taskID, arbiter.SlackPost)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("find Slack posts: %w", err)
+	posted, err := d.slackPostChannels(ctx, tx, []any{taskID})
+	if err != nil {
+		return err
 	}
-	m := &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: accountID, TaskID: taskID, Kind: arbiter.SlackUpdate, Channel: channel}
-	return d.insertSlackMessages(ctx, tx, []*arbiter.SlackMessage{m})
+	return d.insertSlackMessages(ctx, tx, slackUpdates(accountID, taskID, posted[taskID]))
 }
 
 // insertSlackMessages stores new messages in tx, due at once, and has the
@@ -319,7 +337,8 @@ func (d *DB) insertSlackMessages(ctx context.Context, tx *Tx, msgs []*arbiter.Sl
 // queued Slack messages, so an in-process deliverer sends them at once.
 func (d *DB) SlackMessagesQueued() <-chan struct{} { return d.slackWake }
 
-const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts`
+const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts,
+	COALESCE(post_started_at, 0) AS post_started_at`
 
 // slackMessageRow is a scanned row of slackMessageColumns.
 type slackMessageRow struct {
@@ -331,11 +350,13 @@ type slackMessageRow struct {
 	Attempts  int    `db:"attempts"`
 	ChannelID string `db:"channel_id"`
 	TS        string `db:"ts"`
+	// PostStartedAt is 0 for NULL.
+	PostStartedAt int64 `db:"post_started_at"`
 }
 
 func (r *slackMessageRow) message() *arbiter.SlackMessage {
 	return &arbiter.SlackMessage{ID: r.ID, AccountID: r.AccountID, TaskID: r.TaskID, Kind: r.Kind, Channel: r.Channel,
-		Attempts: r.Attempts, ChannelID: r.ChannelID, TS: r.TS}
+		Attempts: r.Attempts, ChannelID: r.ChannelID, TS: r.TS, PostStartedAt: arbiter.Timestamp(r.PostStartedAt)}
 }
 
 // ClaimSlackMessages leases up to max due messages to owner, oldest due
@@ -374,13 +395,22 @@ func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, leas
 		if err != nil && arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
 			return nil, err
 		}
+		if dl.Message.PostStartedAt != 0 {
+			// Where to look for the post an unrecorded attempt may have made.
+			err := d.db.GetContext(ctx, &dl.ChannelID, d.rebind(`SELECT channel_id FROM slack_channels
+				WHERE account_id = ? AND channel = ?`), dl.Message.AccountID, dl.Message.Channel)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("find Slack channel: %w", err)
+			}
+		}
 		if dl.Message.Kind == arbiter.SlackUpdate {
 			var posts []struct {
 				slackMessageRow
 				Status string `db:"status"`
 			}
 			if err := d.db.SelectContext(ctx, &posts, d.rebind(`SELECT `+slackMessageColumns+`, status FROM slack_messages
-				WHERE task_id = ? AND kind = ? ORDER BY created_at, id`), dl.Message.TaskID, arbiter.SlackPost); err != nil {
+				WHERE task_id = ? AND kind = ? AND channel = ? ORDER BY created_at, id`),
+				dl.Message.TaskID, arbiter.SlackPost, dl.Message.Channel); err != nil {
 				return nil, fmt.Errorf("find Slack posts: %w", err)
 			}
 			for j := range posts {
@@ -397,35 +427,139 @@ func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, leas
 	return out, nil
 }
 
-// RecordSlackAttempt records the outcome of owner's attempt at the
-// message, as arbiter.NextSlackAttempt rules, and ends its lease.
-func (d *DB) RecordSlackAttempt(ctx context.Context, owner, id string, r arbiter.SlackResult) (err error) {
+// BeginSlackAttempt takes the turn of the message's channel, in the
+// store so that every process shares it, as one upsert that takes it
+// only when it is free (nobody holds it, or their hold lapsed, and its
+// pause is over), on the database's clock; a post's attempt is recorded
+// as begun in the same transaction. When the turn is not free it
+// returns how long until its pause ends, or that another message holds
+// it.
+func (d *DB) BeginSlackAttempt(ctx context.Context, owner, id string, lease time.Duration) (pause time.Duration, held bool, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	return d.transact(ctx, func(tx *Tx) error {
-		var attempts int
-		if err := tx.GetContext(ctx, &attempts, d.rebind(`SELECT attempts FROM slack_messages WHERE id = ? AND lease_owner = ?`),
-			id, owner); errors.Is(err, sql.ErrNoRows) {
+	err = d.transact(ctx, func(tx *Tx) error {
+		var m struct {
+			AccountID string `db:"account_id"`
+			Channel   string `db:"channel"`
+			Kind      string `db:"kind"`
+		}
+		if err := tx.GetContext(ctx, &m, d.rebind(`SELECT account_id, channel, kind FROM slack_messages
+			WHERE id = ? AND lease_owner = ?`), id, owner); errors.Is(err, sql.ErrNoRows) {
 			return errSlackLeaseLost
 		} else if err != nil {
 			return fmt.Errorf("find Slack message: %w", err)
 		}
-		status, counted, delay := arbiter.NextSlackAttempt(attempts, r)
+		now := d.sqlNowMS()
+		var taken []string
+		if err := tx.SelectContext(ctx, &taken, d.rebind(`INSERT INTO slack_channels (account_id, channel, holder, held_until)
+			VALUES (?, ?, ?, `+now+` + ?)
+			ON CONFLICT (account_id, channel) DO UPDATE SET holder = excluded.holder, held_until = excluded.held_until
+			WHERE slack_channels.next_at <= `+now+`
+				AND (slack_channels.holder IS NULL OR slack_channels.held_until < `+now+`)
+			RETURNING holder`), m.AccountID, m.Channel, id, lease.Milliseconds()); err != nil {
+			return fmt.Errorf("take the Slack channel's turn: %w", err)
+		}
+		if len(taken) == 0 {
+			var turn struct {
+				Held  bool  `db:"held"`
+				Pause int64 `db:"pause"`
+			}
+			if err := tx.GetContext(ctx, &turn, d.rebind(`SELECT
+					CASE WHEN holder IS NOT NULL AND held_until >= `+now+` THEN 1 ELSE 0 END AS held,
+					next_at - `+now+` AS pause
+				FROM slack_channels WHERE account_id = ? AND channel = ?`), m.AccountID, m.Channel); err != nil {
+				return fmt.Errorf("find the Slack channel's turn: %w", err)
+			}
+			held = turn.Held
+			if !held {
+				pause = max(time.Duration(turn.Pause)*time.Millisecond, time.Millisecond)
+			}
+			return nil
+		}
+		if m.Kind == arbiter.SlackPost {
+			if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE slack_messages SET post_started_at = COALESCE(post_started_at, `+now+`)
+				WHERE id = ?`), id); err != nil {
+				return fmt.Errorf("record the Slack post's start: %w", err)
+			}
+		}
+		return nil
+	})
+	return pause, held, err
+}
+
+// RecordSlackAttempt records the outcome of owner's attempt at the
+// message, as arbiter.NextSlackAttempt rules, and ends its lease; a post
+// settled (arbiter.SlackPostSettled) forgets its unrecorded start. The
+// message's channel, when the attempt held its turn, is given back,
+// quiet for r.Quiet, and learns the id Slack answered to a post.
+func (d *DB) RecordSlackAttempt(ctx context.Context, owner, id string, r arbiter.SlackResult) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	return d.transact(ctx, func(tx *Tx) error {
+		var m struct {
+			Attempts  int    `db:"attempts"`
+			AccountID string `db:"account_id"`
+			Channel   string `db:"channel"`
+			Kind      string `db:"kind"`
+		}
+		if err := tx.GetContext(ctx, &m, d.rebind(`SELECT attempts, account_id, channel, kind FROM slack_messages
+			WHERE id = ? AND lease_owner = ?`), id, owner); errors.Is(err, sql.ErrNoRows) {
+			return errSlackLeaseLost
+		} else if err != nil {
+			return fmt.Errorf("find Slack message: %w", err)
+		}
+		status, counted, delay := arbiter.NextSlackAttempt(m.Attempts, r)
 		now := d.nowMS()
 		var sentAt sql.NullInt64
 		if status == arbiter.SlackSent {
 			sentAt = sql.NullInt64{Int64: int64(now), Valid: true}
 		}
+		settled := arbiter.SlackPostSettled(status, r)
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE slack_messages SET status = ?, attempts = ?, next_attempt_at = ?,
 			lease_owner = NULL, lease_expires_at = NULL, last_error = ?, sent_at = COALESCE(?, sent_at),
-			channel_id = CASE WHEN ? = '' THEN channel_id ELSE ? END, ts = CASE WHEN ? = '' THEN ts ELSE ? END
+			channel_id = CASE WHEN ? = '' THEN channel_id ELSE ? END, ts = CASE WHEN ? = '' THEN ts ELSE ? END,
+			post_started_at = CASE WHEN ? THEN NULL ELSE post_started_at END
 			WHERE id = ? AND lease_owner = ?`),
 			status, counted, int64(now)+delay.Milliseconds(), truncate(r.Error, 500), sentAt,
-			r.ChannelID, r.ChannelID, r.TS, r.TS, id, owner); err != nil {
+			r.ChannelID, r.ChannelID, r.TS, r.TS, settled, id, owner); err != nil {
 			return fmt.Errorf("record Slack attempt: %w", err)
+		}
+		learnt := ""
+		if m.Kind == arbiter.SlackPost {
+			learnt = r.ChannelID
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE slack_channels SET holder = NULL, held_until = NULL,
+			next_at = `+d.sqlNowMS()+` + ?, channel_id = CASE WHEN ? = '' THEN channel_id ELSE ? END
+			WHERE account_id = ? AND channel = ? AND holder = ?`),
+			r.Quiet.Milliseconds(), learnt, learnt, m.AccountID, m.Channel, id); err != nil {
+			return fmt.Errorf("give back the Slack channel's turn: %w", err)
 		}
 		return nil
 	})
+}
+
+// FirstSlackRequest records the signature, forgetting those older than
+// arbiter.SlackReplayWindow, and reports whether no process had recorded
+// it before: an insert that does nothing on a conflict, in one
+// transaction.
+func (d *DB) FirstSlackRequest(ctx context.Context, signature string) (first bool, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	err = d.transact(ctx, func(tx *Tx) error {
+		if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM slack_replays WHERE seen_at < `+d.sqlNowMS()+` - ?`),
+			arbiter.SlackReplayWindow.Milliseconds()); err != nil {
+			return fmt.Errorf("forget old Slack signatures: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO slack_replays (signature, seen_at) VALUES (?, `+d.sqlNowMS()+`)
+			ON CONFLICT (signature) DO NOTHING`), signature)
+		if err != nil {
+			return fmt.Errorf("record the Slack signature: %w", err)
+		}
+		n, err := res.RowsAffected()
+		first = n == 1
+		return err
+	})
+	return first, err
 }
 
 // truncate returns s cut to at most n bytes.

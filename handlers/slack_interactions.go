@@ -20,10 +20,11 @@ var (
 // SlackInteractions handles POST /integrations/slack/interactions, where
 // Slack posts the clicks and modal submissions of an app connected in
 // HTTP mode. The request must be signed by the signing secret of a
-// connection of its workspace, within five minutes, and not seen before:
-// otherwise 401 and nothing changes. A signed one is acknowledged at once
+// connection of its workspace, within five minutes, and not seen before
+// by any process (the store keeps the signatures): otherwise 401 and
+// nothing changes. A signed one is acknowledged at once
 // (Slack waits 3 seconds at most), and handled after.
-func SlackInteractions(in *slack.Interactions, guard *slack.ReplayGuard) http.Handler {
+func SlackInteractions(in *slack.Interactions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSlackInteraction))
 		if err != nil {
@@ -51,7 +52,10 @@ func SlackInteractions(in *slack.Interactions, guard *slack.ReplayGuard) http.Ha
 			Error(w, r, errSlackUnsigned)
 			return
 		}
-		if !guard.First(r.Header.Get("X-Slack-Signature")) {
+		if first, err := in.Store.FirstSlackRequest(r.Context(), r.Header.Get("X-Slack-Signature")); err != nil {
+			Error(w, r, err)
+			return
+		} else if !first {
 			Error(w, r, errSlackReplayed)
 			return
 		}

@@ -8,8 +8,10 @@ package slack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,10 +70,85 @@ func (c *Client) TeamOf(ctx context.Context, botToken string) (string, error) {
 }
 
 // Post posts msg to channel and returns where Slack put it: the channel's
-// id and the message's ts, for Update.
-func (c *Client) Post(ctx context.Context, botToken, channel string, msg Message) (channelID, ts string, err error) {
+// id and the message's ts, for Update. The message carries its outbox
+// row's id and its task's in its metadata (MetadataEvent), by which
+// FindPost finds it when its answer was lost.
+func (c *Client) Post(ctx context.Context, botToken, channel, messageID, taskID string, msg Message) (channelID, ts string, err error) {
 	return c.API(botToken, "").PostMessageContext(ctx, channel,
-		slackgo.MsgOptionText(msg.Text, false), slackgo.MsgOptionBlocks(msg.Blocks...))
+		slackgo.MsgOptionText(msg.Text, false), slackgo.MsgOptionBlocks(msg.Blocks...),
+		slackgo.MsgOptionMetadata(slackgo.SlackMetadata{EventType: MetadataEvent,
+			EventPayload: map[string]any{"message_id": messageID, "task_id": taskID}}))
+}
+
+// MetadataEvent is the event type of the metadata of Arbiter's posts.
+const MetadataEvent = "arbiter_question"
+
+// Bounds of the searches for a post whose answer was lost: the history
+// from a minute before the attempt began (clocks differ), and the
+// channels of the workspace, each a page at a time.
+const (
+	historySlack   = time.Minute
+	historyPage    = 200
+	maxHistoryRead = 10 // pages: 2,000 messages since the attempt
+	channelsPage   = 1000
+	maxChannelRead = 20 // pages: 20,000 channels
+)
+
+// FindPost looks through the channel's history since the time an attempt
+// at the post began for the message whose metadata names messageID, and
+// returns its ts, or "" when it is not there: the attempt did not post
+// it. channelID is the channel's id (conversations.history takes no
+// name).
+func (c *Client) FindPost(ctx context.Context, botToken, channelID string, since time.Time, messageID string) (string, error) {
+	api := c.API(botToken, "")
+	oldest := since.Add(-historySlack)
+	params := &slackgo.GetConversationHistoryParameters{ChannelID: channelID, Limit: historyPage, IncludeAllMetadata: true,
+		Oldest: strconv.FormatInt(oldest.Unix(), 10) + "." + fmt.Sprintf("%06d", oldest.Nanosecond()/1000)}
+	for range maxHistoryRead {
+		page, err := api.GetConversationHistoryContext(ctx, params)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range page.Messages {
+			if m.Metadata.EventType == MetadataEvent && m.Metadata.EventPayload["message_id"] == messageID {
+				return m.Timestamp, nil
+			}
+		}
+		if !page.HasMore || page.ResponseMetaData.NextCursor == "" {
+			return "", nil
+		}
+		params.Cursor = page.ResponseMetaData.NextCursor
+	}
+	return "", errors.New("the channel's history since the attempt is longer than Arbiter reads")
+}
+
+// ChannelIDOf returns the id of the channel named channel: itself when it
+// is an id, else the id of the public or private channel of that name
+// the app can see (conversations.list), or "" when there is none.
+func (c *Client) ChannelIDOf(ctx context.Context, botToken, channel string) (string, error) {
+	name, isName := strings.CutPrefix(channel, "#")
+	if !isName {
+		return channel, nil
+	}
+	api := c.API(botToken, "")
+	params := &slackgo.GetConversationsParameters{Types: []string{"public_channel", "private_channel"},
+		ExcludeArchived: true, Limit: channelsPage}
+	for range maxChannelRead {
+		channels, cursor, err := api.GetConversationsContext(ctx, params)
+		if err != nil {
+			return "", err
+		}
+		for _, ch := range channels {
+			if ch.Name == name {
+				return ch.ID, nil
+			}
+		}
+		if cursor == "" {
+			return "", nil
+		}
+		params.Cursor = cursor
+	}
+	return "", errors.New("the workspace has more channels than Arbiter reads")
 }
 
 // Update replaces the message at channelID and ts with msg.
@@ -133,6 +210,22 @@ var permanentErrors = map[string]bool{
 	"channel_not_found": true, "not_in_channel": true, "is_archived": true, "invalid_auth": true,
 	"account_inactive": true, "token_revoked": true, "not_authed": true, "missing_scope": true,
 	"msg_too_long": true, "invalid_blocks": true, "message_not_found": true, "cant_update_message": true,
+}
+
+// Refused reports whether err is Slack's answer that it did not do what
+// it was asked (ok: false, or 429), rather than a failure that leaves
+// the outcome unknown (a timeout, a dropped connection, a 5xx).
+func Refused(err error) bool {
+	var se slackgo.SlackErrorResponse
+	var rl *slackgo.RateLimitedError
+	return errors.As(err, &se) || errors.As(err, &rl)
+}
+
+// MissingScope reports whether err is Slack's refusal for a scope the
+// app was not granted.
+func MissingScope(err error) bool {
+	var se slackgo.SlackErrorResponse
+	return errors.As(err, &se) && se.Err == "missing_scope" || err != nil && err.Error() == "missing_scope"
 }
 
 // Permanent reports whether err is an answer of Slack's that no retry

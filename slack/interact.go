@@ -24,6 +24,7 @@ type Store interface {
 	FindMemberByEmail(ctx context.Context, accountID, email string) (*arbiter.Membership, error)
 	FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error)
 	DecideTask(ctx context.Context, accountID, taskID string, d arbiter.HumanDecision) (*arbiter.Task, error)
+	FirstSlackRequest(ctx context.Context, signature string) (bool, error)
 }
 
 // The answers a clicking person sees, ephemerally.
@@ -213,44 +214,4 @@ func Verify(header http.Header, body []byte, secret string) error {
 		return err
 	}
 	return sv.Ensure()
-}
-
-// ReplayGuard refuses a signed request seen before: Slack signs each
-// delivery anew, so the same signature twice is a replay. It remembers
-// signatures for the verification window and a minute more. Only
-// requests whose signature verified reach it, so a lookup reveals
-// nothing a caller did not send.
-type ReplayGuard struct {
-	mu    sync.Mutex
-	seen  map[string]time.Time
-	swept time.Time
-	now   func() time.Time
-}
-
-// NewReplayGuard returns an empty guard.
-func NewReplayGuard() *ReplayGuard {
-	return &ReplayGuard{seen: map[string]time.Time{}, now: time.Now}
-}
-
-// replayWindow is how long a signature is remembered.
-const replayWindow = 6 * time.Minute
-
-// First reports whether the signature is new, and remembers it.
-func (g *ReplayGuard) First(signature string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.now()
-	if now.Sub(g.swept) > time.Minute {
-		for s, at := range g.seen {
-			if now.Sub(at) > replayWindow {
-				delete(g.seen, s)
-			}
-		}
-		g.swept = now
-	}
-	if _, ok := g.seen[signature]; ok {
-		return false
-	}
-	g.seen[signature] = now
-	return true
 }

@@ -262,7 +262,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	if rt.Slack != nil {
 		// Signed by Slack, not a cookie: no session, no CSRF check.
 		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/slack/interactions",
-			handlers.SlackInteractions(rt.Slack, slack.NewReplayGuard()))
+			handlers.SlackInteractions(rt.Slack))
 	}
 	if rt.Sessions == nil {
 		return

@@ -33,6 +33,9 @@ type slackSite struct {
 	fake      *slackfake.Fake
 	in        *slack.Interactions
 	accountID string
+	// storeURL and opts open the store again, as a restarted process.
+	storeURL string
+	opts     db.Options
 }
 
 func newSlackSite(t *testing.T, dialect string, opts db.Options) *slackSite {
@@ -42,7 +45,8 @@ func newSlackSite(t *testing.T, dialect string, opts db.Options) *slackSite {
 		t.Fatal(err)
 	}
 	opts.Secrets = k
-	store := dbtest.Open(t, dialect, opts)
+	storeURL := dbtest.URL(t, dialect)
+	store := dbtest.OpenURL(t, storeURL, opts)
 	fake := slackfake.New(t)
 	acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
 	if err != nil {
@@ -59,15 +63,33 @@ func newSlackSite(t *testing.T, dialect string, opts db.Options) *slackSite {
 	fake.AddUser(slackfake.User{ID: "UOTHER", Email: "other@example.com", EmailConfirmed: true})
 	fake.AddUser(slackfake.User{ID: "UNOBODY", Email: "nobody@example.com", EmailConfirmed: true})
 	fake.AddUser(slackfake.User{ID: "UUNCONFIRMED", Email: "owner@example.com", EmailConfirmed: false})
-	in := &slack.Interactions{Store: store, Slack: slack.NewClient(fake.URL, nil), Logger: discardLogger()}
-	rt := &web.Router{Services: web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Queue: store},
-		KeyChecker: web.NewKeyChecker(store, nil), Logger: discardLogger(), Slack: in}
+	s := &slackSite{store: store, fake: fake, accountID: acct.ID, storeURL: storeURL, opts: opts}
+	s.serve(t)
+	return s
+}
+
+// serve starts the site's server over its store.
+func (s *slackSite) serve(t *testing.T) {
+	t.Helper()
+	s.in = &slack.Interactions{Store: s.store, Slack: slack.NewClient(s.fake.URL, nil), Logger: discardLogger()}
+	rt := &web.Router{Services: web.Services{Tasks: s.store, Keys: s.store, Demo: s.store, Health: s.store, Queue: s.store},
+		KeyChecker: web.NewKeyChecker(s.store, nil), Logger: discardLogger(), Slack: s.in}
 	srv := httptest.NewServer(nil)
 	t.Cleanup(srv.Close)
 	rt.Site = handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL}
 	srv.Config.Handler = rt.Routes()
-	t.Cleanup(in.Wait)
-	return &slackSite{store: store, url: srv.URL, fake: fake, in: in, accountID: acct.ID}
+	t.Cleanup(s.in.Wait)
+	s.url = srv.URL
+}
+
+// restarted returns the site as a new process serves it: a new server,
+// on the same data and Slack.
+func (s *slackSite) restarted(t *testing.T) *slackSite {
+	t.Helper()
+	again := *s
+	again.store = dbtest.OpenURL(t, s.storeURL, s.opts)
+	again.serve(t)
+	return &again
 }
 
 // click is the body Slack posts when user clicks the verdict's button.
@@ -371,4 +393,31 @@ func (s *slackSite) routedTask(t *testing.T, in arbiter.TaskCreate) *arbiter.Tas
 		t.Fatal(err)
 	}
 	return task
+}
+
+// TestSlackInteractions_ReplayRefusedAfterARestart: a signed click
+// replayed to a restarted server, or to another server over the same
+// store, is refused like one replayed to the server that took it: the
+// signatures seen are kept in the store.
+func TestSlackInteractions_ReplayRefusedAfterARestart(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+			body := s.click("UOWNER", task.ID, "approve")
+			header := signed(body, slackSecret, time.Now())
+			if got := s.post(t, body, header.Clone()); got != http.StatusOK {
+				t.Fatalf("the click: %d", got)
+			}
+			s.responses(t, 1)
+			again := s.restarted(t)
+			if got := again.post(t, body, header.Clone()); got != http.StatusUnauthorized {
+				t.Errorf("the click replayed after a restart: %d, want 401", got)
+			}
+			fresh := signed(body, slackSecret, time.Now().Add(time.Second))
+			if got := again.post(t, body, fresh); got != http.StatusOK {
+				t.Errorf("a new delivery after the restart: %d, want 200", got)
+			}
+		})
+	}
 }

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -13,8 +12,10 @@ import (
 // SlackSender is the part of Slack's Web API the Slack deliverer calls
 // (slack.Client implements it).
 type SlackSender interface {
-	Post(ctx context.Context, botToken, channel string, msg slack.Message) (channelID, ts string, err error)
+	Post(ctx context.Context, botToken, channel, messageID, taskID string, msg slack.Message) (channelID, ts string, err error)
 	Update(ctx context.Context, botToken, channelID, ts string, msg slack.Message) error
+	FindPost(ctx context.Context, botToken, channelID string, since time.Time, messageID string) (string, error)
+	ChannelIDOf(ctx context.Context, botToken, channel string) (string, error)
 }
 
 // SlackConfig configures a SlackDeliverer. Zero values take the defaults.
@@ -31,18 +32,18 @@ type SlackConfig struct {
 	Logger *slog.Logger
 	// ID names this deliverer in leases (default sld_ + random).
 	ID string
-	// Pace is the least time between two messages to one channel
-	// (default DefaultSlackPace: Slack allows about one a second).
+	// Pace is the least time between two messages to one channel, in
+	// every process (default DefaultSlackPace: Slack allows about one a
+	// second).
 	Pace time.Duration
 	// Concurrency bounds the messages in flight, to all channels
 	// (default DefaultSlackConcurrency); one channel has at most one.
 	Concurrency int
 	// Poll is the wait between claims when nothing is due (default 1s).
 	Poll time.Duration
-	// Lease is how long a claim holds (default DefaultWebhookLease).
+	// Lease is how long a claim holds, and a channel's turn (default
+	// DefaultWebhookLease).
 	Lease time.Duration
-	// Now is the clock of the pacing (default time.Now).
-	Now func() time.Time
 }
 
 // Defaults of SlackConfig.
@@ -55,31 +56,17 @@ const (
 )
 
 // SlackDeliverer sends the Slack outbox: it claims due messages, posts a
-// question or updates every posted copy of a task, and records each
-// attempt. It works several messages at once (Concurrency), on the
-// worker's Claimer, and paces each channel: one message in flight at a
-// time, the next no sooner than Pace after it ended (in this process), or
-// as long as a 429's Retry-After asks.
+// question or updates the posted copies of a task in one channel, and
+// records each attempt. It works several messages at once (Concurrency),
+// on the worker's Claimer, and paces each channel through the store, so
+// every process keeps one pace: one message in flight to a channel at a
+// time, the next no sooner than Pace after it ended, or as long as a
+// 429's Retry-After asks. A post is recorded as begun before its call;
+// when its outcome was never recorded (the process died, the call timed
+// out), the next attempt looks for it in the channel before posting.
 type SlackDeliverer struct {
 	cfg     SlackConfig
 	claimer *Claimer[*arbiter.SlackDelivery]
-
-	mu sync.Mutex
-	// turns is, per account and channel, its pacing; forgetAt is the size
-	// at which forget next drops the turns that hold nothing back.
-	turns    map[string]channelTurn
-	forgetAt int
-}
-
-// minForgetAt is the fewest turns kept before forget looks at them.
-const minForgetAt = 64
-
-// channelTurn is one channel's pacing.
-type channelTurn struct {
-	// busy is true while a message to the channel is being sent.
-	busy bool
-	// next is the earliest time the next message may go.
-	next time.Time
 }
 
 // NewSlackDeliverer returns a deliverer with cfg's defaults applied; Run
@@ -103,10 +90,7 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultWebhookLease
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	d := &SlackDeliverer{cfg: cfg, turns: map[string]channelTurn{}, forgetAt: minForgetAt}
+	d := &SlackDeliverer{cfg: cfg}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{
 		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.SlackDelivery) { d.DeliverSlack(ctx, dl) },
 		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Store.SlackMessagesQueued(),
@@ -148,95 +132,102 @@ func (d *SlackDeliverer) DeliverSlack(ctx context.Context, dl *arbiter.SlackDeli
 	return r
 }
 
-// attempt sends the message unless its channel's pace or its posts make
+// attempt sends the message unless its channel's turn or its posts make
 // it wait.
 func (d *SlackDeliverer) attempt(ctx context.Context, dl *arbiter.SlackDelivery) arbiter.SlackResult {
 	m, t, c := dl.Message, dl.Task, dl.Connection
+	unrecorded := m.Kind == arbiter.SlackPost && m.PostStartedAt != 0
 	switch {
 	case c == nil || t == nil:
 		return arbiter.SlackResult{Skipped: true}
-	case m.Kind == arbiter.SlackPost && slack.Ended(t):
+	case m.Kind == arbiter.SlackPost && slack.Ended(t) && !unrecorded:
 		return arbiter.SlackResult{Skipped: true}
 	case m.Kind == arbiter.SlackUpdate && dl.PostsPending:
 		return arbiter.SlackResult{Defer: d.cfg.Pace}
 	case m.Kind == arbiter.SlackUpdate && len(dl.Posts) == 0:
 		return arbiter.SlackResult{Skipped: true}
 	}
-	key := m.AccountID + " " + m.Channel
-	// The channel's turn is taken before the call, so that no other
-	// message to it goes while this one is in flight; the next turn
-	// counts from the end of this call.
-	if wait := d.reserve(key); wait > 0 {
-		return arbiter.SlackResult{Defer: wait}
+	// The channel's turn is taken before the call, in the store, so that
+	// no other message to it goes while this one is in flight, from any
+	// process; the next turn counts from the record of this one.
+	if pause, held, err := d.cfg.Store.BeginSlackAttempt(ctx, d.cfg.ID, m.ID, d.cfg.Lease); err != nil {
+		return arbiter.SlackResult{Defer: d.cfg.Pace, Error: "take the channel's turn: " + err.Error()}
+	} else if held {
+		return arbiter.SlackResult{Defer: d.cfg.Pace}
+	} else if pause > 0 {
+		return arbiter.SlackResult{Defer: pause}
 	}
-	hold := d.cfg.Pace
-	defer func() { d.done(key, hold) }()
+	r := d.send(ctx, dl, unrecorded)
+	r.Quiet = max(d.cfg.Pace, r.RetryAfter)
+	return r
+}
+
+// send makes the message's calls, with its channel's turn held.
+func (d *SlackDeliverer) send(ctx context.Context, dl *arbiter.SlackDelivery, unrecorded bool) arbiter.SlackResult {
+	m, t, c := dl.Message, dl.Task, dl.Connection
 	desk := d.cfg.DeskURL(t.ID)
-	var err error
-	var r arbiter.SlackResult
-	if m.Kind == arbiter.SlackPost {
-		r.ChannelID, r.TS, err = d.cfg.Slack.Post(ctx, c.BotToken, m.Channel, slack.Question(t, desk))
-	} else {
+	if m.Kind == arbiter.SlackUpdate {
 		msg := slack.Outcome(t, desk)
 		if !slack.Ended(t) {
 			msg = slack.Question(t, desk)
 		}
 		for _, p := range dl.Posts {
-			if err = d.cfg.Slack.Update(ctx, c.BotToken, p.ChannelID, p.TS, msg); err != nil {
-				break
+			if err := d.cfg.Slack.Update(ctx, c.BotToken, p.ChannelID, p.TS, msg); err != nil {
+				return failed(err, false)
 			}
 		}
+		return arbiter.SlackResult{Sent: true}
 	}
-	if after, ok := slack.RetryAfter(err); ok {
-		hold = max(hold, after)
-		return arbiter.SlackResult{RetryAfter: after, Error: err.Error()}
-	}
-	if err != nil {
-		return arbiter.SlackResult{Error: err.Error(), Permanent: slack.Permanent(err)}
-	}
-	r.Sent = true
-	return r
-}
-
-// reserve takes the channel key's turn and returns 0, or returns how long
-// to wait for it: until its next turn, or a pace while a message to it is
-// in flight. A turn taken is given back by done.
-func (d *SlackDeliverer) reserve(key string) time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	turn := d.turns[key]
-	if turn.busy {
-		return d.cfg.Pace
-	} else if now := d.cfg.Now(); now.Before(turn.next) {
-		return turn.next.Sub(now)
-	}
-	d.turns[key] = channelTurn{busy: true, next: turn.next}
-	return 0
-}
-
-// done gives back the channel key's turn and keeps it quiet for after
-// from now (its pace, or as long as Slack asked).
-func (d *SlackDeliverer) done(key string, after time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.cfg.Now()
-	d.turns[key] = channelTurn{next: now.Add(after)}
-	d.forget(now)
-}
-
-// forget drops, with d.mu held, the turns that no longer hold their
-// channel back (none in flight, their next turn come): an absent turn says
-// the same. It looks once the map has doubled since it last did, so a
-// deliverer that posts to ever new channels keeps about as many turns as
-// its channels in one pace, at a cost spread over the turns taken.
-func (d *SlackDeliverer) forget(now time.Time) {
-	if len(d.turns) < d.forgetAt {
-		return
-	}
-	for key, turn := range d.turns {
-		if !turn.busy && !now.Before(turn.next) {
-			delete(d.turns, key)
+	if unrecorded {
+		channelID, ts, err := d.findPost(ctx, dl)
+		switch {
+		case err != nil:
+			return failed(err, false)
+		case ts != "":
+			return arbiter.SlackResult{Sent: true, Recovered: true, ChannelID: channelID, TS: ts}
+		case slack.Ended(t):
+			// Not in Slack, and no longer a question to ask.
+			return arbiter.SlackResult{Skipped: true}
 		}
 	}
-	d.forgetAt = max(2*len(d.turns), minForgetAt)
+	channelID, ts, err := d.cfg.Slack.Post(ctx, c.BotToken, m.Channel, m.ID, t.ID, slack.Question(t, desk))
+	if err != nil {
+		// Slack's refusal says the post is not there; a timeout does not.
+		return failed(err, slack.Refused(err))
+	}
+	return arbiter.SlackResult{Sent: true, ChannelID: channelID, TS: ts}
+}
+
+// findPost looks in the message's channel for the post an attempt whose
+// outcome was never recorded may have made, and returns its channel's id
+// and ts, or "" when it is not there. An app without the scopes to read
+// the channel (an install older than this search) cannot look: it posts
+// again, as it did before, and the log says which scopes to add.
+func (d *SlackDeliverer) findPost(ctx context.Context, dl *arbiter.SlackDelivery) (channelID, ts string, err error) {
+	m, c := dl.Message, dl.Connection
+	channelID = dl.ChannelID
+	if channelID == "" {
+		if channelID, err = d.cfg.Slack.ChannelIDOf(ctx, c.BotToken, m.Channel); err != nil && !slack.MissingScope(err) {
+			return "", "", err
+		}
+	}
+	if channelID != "" && err == nil {
+		ts, err = d.cfg.Slack.FindPost(ctx, c.BotToken, channelID, m.PostStartedAt.Time(), m.ID)
+		if err == nil || !slack.MissingScope(err) {
+			return channelID, ts, err
+		}
+	}
+	d.cfg.Logger.Warn("Slack: cannot look for a post whose answer was lost, so it may be posted twice; "+
+		"add the channels:history, groups:history, channels:read and groups:read scopes to the Slack app",
+		"account_id", m.AccountID, "task_id", m.TaskID, "channel", m.Channel, "found_channel", channelID != "")
+	return "", "", nil
+}
+
+// failed is the result of a call that ended in err; unposted says no
+// copy of the post can be in Slack after it.
+func failed(err error, unposted bool) arbiter.SlackResult {
+	if after, ok := slack.RetryAfter(err); ok {
+		return arbiter.SlackResult{RetryAfter: after, Error: err.Error(), Unposted: unposted}
+	}
+	return arbiter.SlackResult{Error: err.Error(), Permanent: slack.Permanent(err), Unposted: unposted}
 }

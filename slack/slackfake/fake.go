@@ -1,7 +1,10 @@
 // Package slackfake is a fake Slack for tests: a Web API on httptest
 // that records every call and answers as Slack does (posts, updates,
-// users, modals, 429s), a response_url that records what is answered to
-// a click, and a Socket Mode server.
+// users, modals, 429s, a channel's history with its messages' metadata,
+// the list of channels), a response_url that records what is answered to
+// a click, and a Socket Mode server. A test can run code between a
+// call's effect and its answer (After), as a process killed there would
+// leave things.
 package slackfake
 
 import (
@@ -11,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +33,15 @@ type Call struct {
 	At   time.Time
 	// Status is what the fake answered.
 	Status int
+}
+
+// Message is a message the fake holds in a channel.
+type Message struct {
+	TS, Text, Blocks string
+	// Metadata is the message's metadata as posted ("" for none).
+	Metadata string
+	// Updates counts the chat.update calls that rewrote it.
+	Updates int
 }
 
 // User is a Slack user the fake knows.
@@ -51,6 +64,9 @@ type Fake struct {
 	limited  map[string][]time.Duration // method → Retry-After answers to give, in order
 	failures map[string][]string        // method → error codes to answer, in order
 	holds    map[string]chan struct{}
+	after    map[string]func()
+	messages map[string][]*Message // channel id → its messages, oldest first
+	names    map[string]string     // channel id → name, of the channels posted to by name
 	seq      int
 	changed  chan struct{}
 	socket   *socketServer
@@ -59,7 +75,8 @@ type Fake struct {
 // New starts a fake Slack, closed when the test ends.
 func New(t testing.TB) *Fake {
 	f := &Fake{users: map[string]User{}, limited: map[string][]time.Duration{}, failures: map[string][]string{},
-		holds: map[string]chan struct{}{}, changed: make(chan struct{})}
+		holds: map[string]chan struct{}{}, after: map[string]func(){}, messages: map[string][]*Message{},
+		names: map[string]string{}, changed: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	f.URL = f.srv.URL + "/api/"
@@ -105,6 +122,26 @@ func (f *Fake) Hold(method string) (release func()) {
 	}
 }
 
+// After makes the next successful call of method run fn once its effect
+// is in place (a post in its channel) and before it is answered: a
+// test's way to kill a process between its call and its record.
+func (f *Fake) After(method string, fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.after[method] = fn
+}
+
+// Messages returns copies of the messages in the channel (its id).
+func (f *Fake) Messages(channelID string) []Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Message
+	for _, m := range f.messages[channelID] {
+		out = append(out, *m)
+	}
+	return out
+}
+
 // Calls returns the calls of method so far ("" for all).
 func (f *Fake) Calls(method string) []Call {
 	f.mu.Lock()
@@ -122,12 +159,45 @@ func (f *Fake) Calls(method string) []Call {
 // fails the test after 30 s, and returns them.
 func (f *Fake) WaitCalls(t testing.TB, method string, n int) []Call {
 	t.Helper()
+	return f.WaitStatus(t, method, http.StatusOK, n)
+}
+
+// WaitAny waits until at least n calls of any of methods answered 200 in
+// all, or fails the test after 30 s.
+func (f *Fake) WaitAny(t testing.TB, n int, methods ...string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		f.mu.Lock()
+		got := 0
+		for _, c := range f.calls {
+			if c.Status == http.StatusOK && slices.Contains(methods, c.Method) {
+				got++
+			}
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("waited 30 s for %d successful calls of %v; got %d", n, methods, got)
+		}
+	}
+}
+
+// WaitStatus waits until at least n calls of method were answered
+// status, or fails the test after 30 s, and returns them.
+func (f *Fake) WaitStatus(t testing.TB, method string, status, n int) []Call {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		f.mu.Lock()
 		var ok []Call
 		for _, c := range f.calls {
-			if c.Method == method && c.Status == http.StatusOK {
+			if c.Method == method && c.Status == status {
 				ok = append(ok, c)
 			}
 		}
@@ -139,7 +209,7 @@ func (f *Fake) WaitCalls(t testing.TB, method string, n int) []Call {
 		select {
 		case <-ch:
 		case <-deadline:
-			t.Fatalf("waited 30 s for %d successful %s calls; got %d", n, method, len(ok))
+			t.Fatalf("waited 30 s for %d %s calls answered %d; got %d", n, method, status, len(ok))
 		}
 	}
 }
@@ -192,14 +262,39 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.record(c)
+	if fn := f.after[c.Method]; fn != nil {
+		delete(f.after, c.Method)
+		defer fn() // before the deferred unlock: the answer waits for it
+	}
 	switch c.Method {
 	case "auth.test":
 		writeJSON(w, map[string]any{"ok": true, "team_id": "T0FAKE", "team": "Fake", "user_id": "UBOT"})
 	case "chat.postMessage":
 		f.seq++
-		writeJSON(w, map[string]any{"ok": true, "channel": channelID(c.Form.Get("channel")), "ts": fmt.Sprintf("1700000000.%06d", f.seq)})
+		// Slack's ts is the time of the post, unique in its channel.
+		id, ts := channelID(c.Form.Get("channel")), fmt.Sprintf("%d.%06d", time.Now().Unix(), f.seq)
+		if name, ok := strings.CutPrefix(c.Form.Get("channel"), "#"); ok {
+			f.names[id] = name
+		}
+		f.messages[id] = append(f.messages[id], &Message{TS: ts, Text: c.Form.Get("text"), Blocks: c.Form.Get("blocks"),
+			Metadata: c.Form.Get("metadata")})
+		defer writeJSON(w, map[string]any{"ok": true, "channel": id, "ts": ts})
 	case "chat.update":
+		for _, m := range f.messages[c.Form.Get("channel")] {
+			if m.TS == c.Form.Get("ts") {
+				m.Text, m.Blocks = c.Form.Get("text"), c.Form.Get("blocks")
+				m.Updates++
+			}
+		}
 		writeJSON(w, map[string]any{"ok": true, "channel": c.Form.Get("channel"), "ts": c.Form.Get("ts")})
+	case "conversations.history":
+		f.history(w, c.Form)
+	case "conversations.list":
+		var channels []map[string]any
+		for id, name := range f.names {
+			channels = append(channels, map[string]any{"id": id, "name": name, "is_channel": true})
+		}
+		writeJSON(w, map[string]any{"ok": true, "channels": channels, "response_metadata": map[string]any{"next_cursor": ""}})
 	case "users.info":
 		u, ok := f.users[c.Form.Get("user")]
 		if !ok {
@@ -215,6 +310,45 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
+}
+
+// historyPage is how many messages a page of the fake's history holds at
+// most, whatever the limit asked: small, so that paging is exercised.
+const historyPage = 3
+
+// history answers conversations.history: the channel's messages at or
+// after oldest, newest first, a page at a time, with their metadata
+// when include_all_metadata is set. A channel named, not an id, is not
+// found, as in Slack.
+func (f *Fake) history(w http.ResponseWriter, form url.Values) {
+	id := form.Get("channel")
+	if strings.HasPrefix(id, "#") {
+		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+		return
+	}
+	oldest, _ := strconv.ParseFloat(form.Get("oldest"), 64)
+	var msgs []map[string]any
+	all := f.messages[id]
+	for i := len(all) - 1; i >= 0; i-- {
+		m := all[i]
+		if ts, _ := strconv.ParseFloat(m.TS, 64); ts < oldest {
+			continue
+		}
+		out := map[string]any{"type": "message", "ts": m.TS, "text": m.Text}
+		if m.Metadata != "" && form.Get("include_all_metadata") == "1" {
+			out["metadata"] = json.RawMessage(m.Metadata)
+		}
+		msgs = append(msgs, out)
+	}
+	start, _ := strconv.Atoi(form.Get("cursor"))
+	start = min(start, len(msgs))
+	end := min(start+historyPage, len(msgs))
+	next := ""
+	if end < len(msgs) {
+		next = strconv.Itoa(end)
+	}
+	writeJSON(w, map[string]any{"ok": true, "messages": msgs[start:end], "has_more": next != "",
+		"response_metadata": map[string]any{"next_cursor": next}})
 }
 
 // channelID is the id the fake gives a channel name: what Slack answers
