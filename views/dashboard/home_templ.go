@@ -209,9 +209,9 @@ func Home(p layouts.Page, v HomeView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var10 string
-			templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs("curl -s -X POST " + v.BaseURL + "/v1/tasks \\\n  -H \"Authorization: Bearer $SVC_API_KEY\" \\\n  -d '{\"prompt\": \"Approve this refund?\", \"allowed_verdicts\": [\"approve\", \"reject\"]}'")
+			templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs("curl -s -X POST " + v.BaseURL + "/v1/tasks \\\n  -H \"Authorization: Bearer $SVC_API_KEY\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{\"prompt\": \"Approve this refund?\", \"allowed_verdicts\": [\"approve\", \"reject\"]}'")
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/home.templ`, Line: 65, Col: 397}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/home.templ`, Line: 65, Col: 439}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 			if templ_7745c5c3_Err != nil {
