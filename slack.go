@@ -90,6 +90,15 @@ func (in *SlackConnectionInput) Validate() error {
 // no ARBITER_SECRET_KEY to seal them under.
 var ErrSlackNeedsKey = Errorf(ECONFLICT, "Slack cannot be connected until the operator sets ARBITER_SECRET_KEY, which keeps its tokens encrypted.")
 
+// MaxSlackAccountsPerWorkspace bounds the accounts one Slack workspace
+// connects to in HTTP mode: an interaction names only its workspace, so
+// its signature is checked against the signing secret of each of them.
+const MaxSlackAccountsPerWorkspace = 10
+
+// ErrSlackWorkspaceFull refuses to connect a workspace connected to
+// MaxSlackAccountsPerWorkspace other accounts already.
+var ErrSlackWorkspaceFull = Errorf(ECONFLICT, "This Slack workspace is connected to %d Arbiter accounts already, the most one workspace may be: disconnect it from one of them first.", MaxSlackAccountsPerWorkspace)
+
 // Slack audit event kinds.
 const (
 	AuditSlackConnected    = "slack_connected"
@@ -236,7 +245,9 @@ type SlackService interface {
 	// ConnectSlack stores the account's connection (replacing one) with
 	// its workspace's teamID, and records it in the audit log. Returns
 	// EINVALID for input Validate refuses, ErrSlackNeedsKey without a key
-	// to seal the tokens, ErrNotAllowed when by may not manage settings.
+	// to seal the tokens, ErrSlackWorkspaceFull past
+	// MaxSlackAccountsPerWorkspace, ErrNotAllowed when by may not manage
+	// settings.
 	ConnectSlack(ctx context.Context, accountID string, in SlackConnectionInput, teamID string, by Actor) (*SlackConnection, error)
 
 	// DisconnectSlack forgets the account's connection and its pending

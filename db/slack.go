@@ -88,6 +88,14 @@ func (d *DB) ConnectSlack(ctx context.Context, accountID string, in arbiter.Slac
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManageSettings); err != nil {
 			return err
 		}
+		var others int
+		if err := tx.GetContext(ctx, &others, d.rebind(`SELECT COUNT(*) FROM slack_connections
+			WHERE team_id = ? AND account_id <> ?`), teamID, accountID); err != nil {
+			return fmt.Errorf("count the workspace's Slack connections: %w", err)
+		}
+		if others >= arbiter.MaxSlackAccountsPerWorkspace {
+			return arbiter.ErrSlackWorkspaceFull
+		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO slack_connections (`+slackConnectionColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id) DO UPDATE SET mode = excluded.mode, bot_token = excluded.bot_token,

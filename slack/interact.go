@@ -42,21 +42,69 @@ const (
 // Interactions answers what people do with Arbiter's Slack messages, in
 // both modes: a click on a verdict decides as the desk does, "Add a
 // reason" opens a modal whose submission decides with the rationale.
-// Handle is the work after the ack; Dispatch runs it in the background,
-// so that the ack goes first.
+// Handle is the work after the ack; Dispatch and TryDispatch run it in
+// the background, so that the ack goes first, at most MaxInFlight at
+// once.
 type Interactions struct {
 	Store  Store
 	Slack  *Client
 	Logger *slog.Logger
-	wg     sync.WaitGroup
+	// MaxInFlight bounds the interactions handled at once in this
+	// process (default DefaultMaxInFlight): each holds a goroutine and
+	// up to three calls to Slack for as long as handleBudget.
+	MaxInFlight int
+
+	slotsOnce sync.Once
+	slots     chan struct{}
+	wg        sync.WaitGroup
+}
+
+// DefaultMaxInFlight is Interactions.MaxInFlight's default: far above
+// the clicks people make, far below what a process can hold.
+const DefaultMaxInFlight = 64
+
+func (in *Interactions) slotsOf() chan struct{} {
+	in.slotsOnce.Do(func() {
+		n := in.MaxInFlight
+		if n <= 0 {
+			n = DefaultMaxInFlight
+		}
+		in.slots = make(chan struct{}, n)
+	})
+	return in.slots
+}
+
+// TryDispatch handles cb in the background, after the caller
+// acknowledged it, and reports true; or reports false, doing nothing,
+// when MaxInFlight interactions are being handled already.
+func (in *Interactions) TryDispatch(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) bool {
+	select {
+	case in.slotsOf() <- struct{}{}:
+		in.run(ctx, conn, cb)
+		return true
+	default:
+		return false
+	}
 }
 
 // Dispatch handles cb in the background, after the caller acknowledged
-// it; Wait waits for every dispatched one.
+// it, once fewer than MaxInFlight are being handled: it waits for a
+// slot (or for ctx to end, dropping cb). Wait waits for every
+// dispatched one.
 func (in *Interactions) Dispatch(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) {
+	select {
+	case in.slotsOf() <- struct{}{}:
+		in.run(ctx, conn, cb)
+	case <-ctx.Done():
+	}
+}
+
+// run handles cb in a goroutine holding a slot, which it gives back.
+func (in *Interactions) run(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) {
 	in.wg.Add(1)
 	go func() {
 		defer in.wg.Done()
+		defer func() { <-in.slots }()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handleBudget)
 		defer cancel()
 		in.Handle(ctx, conn, cb)
@@ -73,7 +121,10 @@ func (in *Interactions) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// Handle does what the interaction asks of the connection's account.
+// Handle does what the interaction asks of the connection's account:
+// the first of its actions that is Arbiter's, only. A click is one action
+// (Slack sends one per block_actions payload), and a payload listing
+// many must not buy many decisions, lookups and answers.
 func (in *Interactions) Handle(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) {
 	switch cb.Type {
 	case slackgo.InteractionTypeBlockActions:
@@ -81,16 +132,16 @@ func (in *Interactions) Handle(ctx context.Context, conn *arbiter.SlackConnectio
 			switch {
 			case a.ActionID == ActionReason:
 				in.openReason(ctx, conn, cb, a.Value)
+				return
 			case strings.HasPrefix(a.ActionID, ActionDecide):
 				value := a.Value
 				if value == "" {
 					value = a.SelectedOption.Value
 				}
-				taskID, verdict, ok := DecodeValue(value)
-				if !ok {
-					continue
+				if taskID, verdict, ok := DecodeValue(value); ok {
+					in.decide(ctx, conn, cb, taskID, verdict, "")
 				}
-				in.decide(ctx, conn, cb, taskID, verdict, "")
+				return
 			}
 		}
 	case slackgo.InteractionTypeViewSubmission:

@@ -122,6 +122,21 @@ type Router struct {
 	// SlackSealed reports whether the store seals secrets
 	// (ARBITER_SECRET_KEY), without which Slack cannot be connected.
 	SlackSealed bool
+	// SlackFailureLimits bound the interactions that fail their
+	// signature check; nil limiters get DefaultSlackFailureLimits.
+	SlackFailureLimits handlers.SlackFailureLimits
+}
+
+// DefaultSlackFailureLimits allow one client address 10 failed signature
+// checks for a workspace at once and one more every 6 seconds, and a
+// workspace 60 from everywhere at once and one more a second: Slack's
+// own requests never fail, and holding a workspace's ceiling down takes
+// six clients at their limit. now is their clock (nil: time.Now).
+func DefaultSlackFailureLimits(now arbiter.Clock) handlers.SlackFailureLimits {
+	return handlers.SlackFailureLimits{
+		ByTeamAndClient: arbiter.NewRateLimiter(10, 6*time.Second, now),
+		ByTeam:          arbiter.NewRateLimiter(60, time.Second, now),
+	}
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
@@ -149,6 +164,9 @@ func (rt *Router) Routes() http.Handler {
 	site := rt.site()
 	if rt.DemoLimit == nil {
 		rt.DemoLimit = DefaultDemoLimit(rt.now())
+	}
+	if rt.SlackFailureLimits.ByTeam == nil || rt.SlackFailureLimits.ByTeamAndClient == nil {
+		rt.SlackFailureLimits = DefaultSlackFailureLimits(rt.now())
 	}
 	surfaces := []struct {
 		origin string
@@ -262,7 +280,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	if rt.Slack != nil {
 		// Signed by Slack, not a cookie: no session, no CSRF check.
 		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/slack/interactions",
-			handlers.SlackInteractions(rt.Slack))
+			handlers.SlackInteractions(rt.Slack, rt.SlackFailureLimits))
 	}
 	if rt.Sessions == nil {
 		return

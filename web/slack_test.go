@@ -1,15 +1,18 @@
 package web_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,5 +422,134 @@ func TestSlackInteractions_ReplayRefusedAfterARestart(t *testing.T) {
 				t.Errorf("a new delivery after the restart: %d, want 200", got)
 			}
 		})
+	}
+}
+
+// TestSlackInteractions_OneActionAPayload: a signed payload listing
+// twenty decisions, of twenty tasks, does the first only: one lookup of
+// the clicker, one decision, one answer.
+func TestSlackInteractions_OneActionAPayload(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			var actions []map[string]any
+			var ids []string
+			for i := range 20 {
+				task := humanTask(t, s.store, "owner@example.com", fmt.Sprintf("Refund %d?", i), "")
+				ids = append(ids, task.ID)
+				actions = append(actions, map[string]any{"type": "button", "block_id": "decide",
+					"action_id": slack.ActionDecide + "_0", "value": slack.EncodeValue(task.ID, "approve")})
+			}
+			payload, _ := json.Marshal(map[string]any{"type": "block_actions", "team": map[string]any{"id": "T0FAKE"},
+				"user": map[string]any{"id": "UOWNER"}, "response_url": s.fake.ResponseURL, "actions": actions})
+			body := []byte(url.Values{"payload": {string(payload)}}.Encode())
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			s.in.Wait()
+			decided := 0
+			for _, id := range ids {
+				decided += len(s.humanAttempts(t, id))
+			}
+			if decided != 1 || len(s.humanAttempts(t, ids[0])) != 1 {
+				t.Errorf("%d tasks decided, want the first only", decided)
+			}
+			if n := len(s.fake.Calls("users.info")); n != 1 {
+				t.Errorf("users.info called %d times, want once", n)
+			}
+			if n := len(s.fake.Calls("response")); n != 1 {
+				t.Errorf("%d answers, want one", n)
+			}
+		})
+	}
+}
+
+// TestSlackInteractions_BoundsClicksInFlight: while the clicks being
+// handled hold every slot (Slack slow to answer users.info), a further
+// signed click is answered 429 with Retry-After, not given a goroutine;
+// once they end, the held ones are answered.
+func TestSlackInteractions_BoundsClicksInFlight(t *testing.T) {
+	const slots = slack.DefaultMaxInFlight
+	s := newSlackSite(t, db.SQLite, db.Options{})
+	task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+	release := s.fake.Hold("users.info")
+	defer release()
+	now := time.Now()
+	statuses := map[int]int{}
+	for i := range slots + 3 {
+		body := s.click("UNOBODY", task.ID, "approve")
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/integrations/slack/interactions", strings.NewReader(string(body)))
+		req.Header = signed(body, slackSecret, now.Add(time.Duration(i)*time.Second))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			t.Error("a 429 without Retry-After")
+		}
+	}
+	if statuses[http.StatusOK] != slots || statuses[http.StatusTooManyRequests] != 3 {
+		t.Errorf("answers %v, want %d × 200 and 3 × 429", statuses, slots)
+	}
+	release()
+	if got := len(s.responses(t, slots)); got != slots {
+		t.Errorf("%d clicks answered, want %d", got, slots)
+	}
+}
+
+// countingStore counts the lookups of Slack connections.
+type countingStore struct {
+	slack.Store
+	mu      sync.Mutex
+	lookups int
+}
+
+func (c *countingStore) ListSlackConnections(ctx context.Context, mode, teamID string) ([]*arbiter.SlackConnection, error) {
+	c.mu.Lock()
+	c.lookups++
+	c.mu.Unlock()
+	return c.Store.ListSlackConnections(ctx, mode, teamID)
+}
+
+// TestSlackInteractions_BoundsFailedSignatures: requests naming a
+// connected workspace whose signatures fail are refused 401; past ten
+// from one client they are refused 429 with Retry-After, before any
+// lookup or MAC; a request whose timestamp is out of the window is
+// refused before any lookup too.
+func TestSlackInteractions_BoundsFailedSignatures(t *testing.T) {
+	s := newSlackSite(t, db.SQLite, db.Options{})
+	counted := &countingStore{Store: s.store}
+	s.in.Store = counted
+	task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+	body := s.click("UOWNER", task.ID, "approve")
+	stale := signed(body, slackSecret, time.Now().Add(-time.Hour))
+	if got := s.post(t, body, stale); got != http.StatusUnauthorized || counted.lookups != 0 {
+		t.Errorf("a stale request: %d after %d lookups, want 401 before any", got, counted.lookups)
+	}
+	for i := range 10 {
+		if got := s.post(t, body, signed(body, "00000000000000000000", time.Now())); got != http.StatusUnauthorized {
+			t.Fatalf("bad signature %d: %d, want 401", i, got)
+		}
+	}
+	before := counted.lookups
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/integrations/slack/interactions", strings.NewReader(string(body)))
+	req.Header = signed(body, "00000000000000000000", time.Now())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("the eleventh bad signature: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if counted.lookups != before {
+		t.Errorf("the refused request looked the workspace up")
+	}
+	if n := len(s.humanAttempts(t, task.ID)); n != 0 {
+		t.Errorf("%d attempts recorded", n)
 	}
 }
