@@ -245,18 +245,31 @@ func (s ConfidenceBucket) effectiveN() float64 {
 const WilsonZ = 1.959963984540054
 
 // WilsonInterval returns the Wilson score interval at 95% of a share p
-// observed on n trials (n may be an effective, fractional count):
+// observed on n trials (n may be an effective, fractional count).
+func WilsonInterval(p, n float64) (lower, upper float64) { return WilsonIntervalZ(p, n, WilsonZ) }
+
+// WilsonIntervalZ returns the Wilson score interval of a share p observed
+// on n trials with the normal quantile z:
 // (p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n). For n = 0 it is
 // [0, 1].
-func WilsonInterval(p, n float64) (lower, upper float64) {
+func WilsonIntervalZ(p, n, z float64) (lower, upper float64) {
 	if n <= 0 {
 		return 0, 1
 	}
-	z2 := WilsonZ * WilsonZ
+	z2 := z * z
 	center := p + z2/(2*n)
-	spread := WilsonZ * math.Sqrt(p*(1-p)/n+z2/(4*n*n))
+	spread := z * math.Sqrt(p*(1-p)/n+z2/(4*n*n))
 	den := 1 + z2/n
 	return max(0, (center-spread)/den), min(1, (center+spread)/den)
+}
+
+// IntervalZ returns the normal quantile of a two-sided interval at a
+// confidence: Φ⁻¹((1 + confidence)/2), WilsonZ at 95%.
+func IntervalZ(confidence float64) float64 {
+	if confidence == 0.95 {
+		return WilsonZ
+	}
+	return NormalQuantile((1 + confidence) / 2)
 }
 
 // DefaultTargetErrorRate is the error rate the recommendation aims under
@@ -351,8 +364,10 @@ type Recommendation struct {
 
 // Calibrate computes the report from the pairs summed by confidence bucket
 // (in any order; a bucket may appear more than once) for a target error
-// rate in (0, 1), certifying a threshold at a confidence in (0, 1).
-func Calibrate(buckets []ConfidenceBucket, target, confidence float64) Calibration {
+// rate in (0, 1), its estimates at a confidence in (0, 1), certifying a
+// threshold at that confidence from the same pairs as evidence cells
+// (Certify).
+func Calibrate(buckets []ConfidenceBucket, evidence []EvidenceCell, target, confidence float64) Calibration {
 	var byBucket [101]ConfidenceBucket
 	var all ConfidenceBucket
 	for _, b := range buckets {
@@ -390,7 +405,9 @@ func Calibrate(buckets []ConfidenceBucket, target, confidence float64) Calibrati
 	}
 
 	// The risk–coverage curve, threshold by threshold from 1 down, and the
-	// lowest threshold that meets the target.
+	// lowest threshold that meets the target, with intervals at the
+	// confidence asked for.
+	z := IntervalZ(confidence)
 	var above ConfidenceBucket
 	points := make([]RiskCoveragePoint, 101)
 	for k := 100; k >= 0; k-- {
@@ -400,14 +417,14 @@ func Calibrate(buckets []ConfidenceBucket, target, confidence float64) Calibrati
 			p.Coverage = above.W / all.W
 			rate := 1 - above.WCorrect/above.W
 			rate = max(rate, 0)
-			_, hi := WilsonInterval(rate, above.effectiveN())
+			_, hi := WilsonIntervalZ(rate, above.effectiveN(), z)
 			p.ErrorRate, p.ErrorUpper = &rate, &hi
 		}
 		points[k] = p
 	}
 	c.RiskCoverage = points
-	c.Recommendation = recommend(points, byBucket, target)
-	c.Certification = certify(byBucket, all, target, confidence)
+	c.Recommendation = recommend(points, byBucket, target, confidence)
+	c.Certification = Certify(evidence, target, confidence)
 	// The threshold the estimate points at: its recommendation, or where
 	// it says more audits would give one.
 	if at := cmp.Or(c.Recommendation.Threshold, c.Recommendation.AtThreshold); at != nil {
@@ -425,16 +442,17 @@ func Calibrate(buckets []ConfidenceBucket, target, confidence float64) Calibrati
 	return c
 }
 
-// recommend picks the lowest threshold whose upper bound is below target,
-// or says what is missing.
-func recommend(points []RiskCoveragePoint, byBucket [101]ConfidenceBucket, target float64) Recommendation {
+// recommend picks the lowest threshold whose upper bound (at confidence)
+// is below target, or says what is missing.
+func recommend(points []RiskCoveragePoint, byBucket [101]ConfidenceBucket, target, confidence float64) Recommendation {
 	r := Recommendation{TargetErrorRate: target}
+	z := IntervalZ(confidence)
 	for _, p := range points {
 		if p.ErrorUpper != nil && *p.ErrorUpper < target {
 			threshold, coverage := p.Threshold, p.Coverage
 			r.Threshold, r.AutomationRate, r.ErrorRate, r.ErrorUpper = &threshold, &coverage, p.ErrorRate, p.ErrorUpper
-			r.Message = fmt.Sprintf("At a threshold of %.2f the agent decides %s of tasks alone, with an estimated error rate of %s (at most %s at 95%% confidence), under the %s target.",
-				threshold, FormatShare(coverage), FormatShare(*p.ErrorRate), FormatShare(*p.ErrorUpper), FormatShare(target))
+			r.Message = fmt.Sprintf("At a threshold of %.2f the agent decides %s of tasks alone, with an estimated error rate of %s (at most %s at %s confidence), under the %s target.",
+				threshold, FormatShare(coverage), FormatShare(*p.ErrorRate), FormatShare(*p.ErrorUpper), FormatShare(confidence), FormatShare(target))
 			return r
 		}
 	}
@@ -449,7 +467,7 @@ func recommend(points []RiskCoveragePoint, byBucket [101]ConfidenceBucket, targe
 		}
 		seen = true
 		rate := max(1-above.WCorrect/above.W, 0)
-		need, ok := pairsNeeded(rate, target)
+		need, ok := pairsNeeded(rate, target, z)
 		if !ok {
 			continue
 		}
@@ -460,7 +478,7 @@ func recommend(points []RiskCoveragePoint, byBucket [101]ConfidenceBucket, targe
 	}
 	switch {
 	case !seen:
-		need, _ := pairsNeeded(0, target)
+		need, _ := pairsNeeded(0, target, z)
 		r.MoreAuditsNeeded = &need
 		r.Message = fmt.Sprintf("Not enough data yet: there are no labelled pairs. With no errors, at least %d audited tasks are needed before any threshold can be shown to keep the error rate under %s; set an audit rate above 0 to collect them.",
 			need, FormatShare(target))
@@ -478,10 +496,11 @@ func recommend(points []RiskCoveragePoint, byBucket [101]ConfidenceBucket, targe
 }
 
 // pairsNeeded returns the smallest number of pairs n for which the upper
-// end of the Wilson interval of an error rate observed at rate is below
-// target; ok is false when no n up to maxAuditsNeeded does.
-func pairsNeeded(rate, target float64) (n int, ok bool) {
-	below := func(n int) bool { _, hi := WilsonInterval(rate, float64(n)); return hi < target }
+// end of the Wilson interval (with the normal quantile z) of an error
+// rate observed at rate is below target; ok is false when no n up to
+// maxAuditsNeeded does.
+func pairsNeeded(rate, target, z float64) (n int, ok bool) {
+	below := func(n int) bool { _, hi := WilsonIntervalZ(rate, float64(n), z); return hi < target }
 	if !below(maxAuditsNeeded) {
 		return 0, false
 	}
@@ -655,18 +674,22 @@ const MaxListedDisagreements = 20
 // many audits wait for a reviewer.
 type CalibrationData struct {
 	Buckets []ConfidenceBucket
-	// Strata are the same pairs summed by bucket per task_type, per
+	// Evidence is the same pairs as evidence cells, for the certificate.
+	Evidence []EvidenceCell
+	// Strata are the same pairs as evidence cells per task_type, per
 	// verifier model and per verifier version.
 	Strata        []StratumBuckets
 	Confusion     []VerdictAgreement
 	Disagreements []AuditDisagreement
 	AuditsWaiting int
-	// RecentAudits counts the blind audits among the pairs f selects that
-	// were answered in the last AuditPaceDays days.
-	RecentAudits int
-	// Drift is the account's open crossing of its audited error rate
-	// above the target (NextDrift), or nil.
-	Drift *Drift
+	// RecentLabels counts the pairs f selects whose answer a person
+	// labelled in the last AuditPaceDays days.
+	RecentLabels int
+	// Drifts are the account's open crossings of an audited error rate
+	// above its policy's target (NextDrift) that concern the report: its
+	// task type's policy's, or every policy's for a report of every
+	// type.
+	Drifts []Drift
 	// Capped is true when MaxCalibrationPairs pairs or more matched; the
 	// newest were read.
 	Capped bool
@@ -691,9 +714,10 @@ type CalibrationService interface {
 	// labelled pairs unless it is there; cheap when it is.
 	SeedDemoHistory(ctx context.Context) error
 
-	// CalibrationDrift returns the account's open crossing of its audited
-	// error rate above the target (NextDrift), or nil.
-	CalibrationDrift(ctx context.Context, accountID string) (*Drift, error)
+	// CalibrationDrifts returns the account's open crossings of an
+	// audited error rate above its policy's target (NextDrift), by
+	// policy.
+	CalibrationDrifts(ctx context.Context, accountID string) ([]Drift, error)
 
 	// SetAuditRate sets the account's audit rate, which applies to the
 	// tasks the agent completes from then on unless their create set one.
@@ -712,8 +736,11 @@ type CalibrationReport struct {
 	// AgentPerson is the agent × person agreement over the confusion
 	// table: raw, Cohen's κ and Gwet's AC1.
 	AgentPerson AgreementStats `json:"agent_person"`
-	// Drift is the account's open crossing (NextDrift), or nil.
+	// Drift is the first of Drifts, or nil.
 	Drift *Drift `json:"drift"`
+	// Drifts are the open crossings (NextDrift) of the policies the
+	// report concerns.
+	Drifts []Drift `json:"drifts"`
 	// Strata certify each task_type, verifier model and verifier version
 	// apart.
 	Strata        []CalibrationStratum `json:"strata"`
@@ -735,10 +762,15 @@ type VerdictSummary struct {
 // NewCalibrationReport computes the report from the store's data for a
 // target error rate and a certificate's confidence.
 func NewCalibrationReport(d CalibrationData, target, confidence float64) CalibrationReport {
-	r := CalibrationReport{Calibration: Calibrate(d.Buckets, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
-		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drift: d.Drift,
+	r := CalibrationReport{Calibration: Calibrate(d.Buckets, d.Evidence, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
+		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drifts: d.Drifts,
 		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
-	r.Certification.PlanAuditDays(d.Buckets, d.RecentAudits)
+	r.Certification.PlanAuditDays(d.Buckets, d.RecentLabels)
+	if len(r.Drifts) > 0 {
+		r.Drift = &r.Drifts[0]
+	} else {
+		r.Drifts = []Drift{}
+	}
 	if r.Confusion == nil {
 		r.Confusion = []VerdictAgreement{}
 	}

@@ -50,20 +50,28 @@ func OfferThreshold(c Certification, f CalibrationFilter, current *float64) (_ T
 }
 
 // CheckCertifiedThreshold returns ECONFLICT unless c certifies threshold:
-// an offer is stale when the certificate changed after the page showed it.
+// never one below where c's evidence ends (its floor: no label covers an
+// answer below it), and never one c does not certify — an offer is stale
+// when the certificate changed after the page showed it.
 func CheckCertifiedThreshold(c Certification, threshold float64) error {
 	switch {
+	case c.Floor == nil:
+		return Errorf(ECONFLICT, "Nobody has labelled an answer of the agent yet, so no threshold is certified and %s was not applied.", FormatThreshold(threshold))
+	case threshold < *c.Floor && !sameThreshold(threshold, *c.Floor):
+		return Errorf(ECONFLICT, "%s is below where the evidence ends (%s): nobody has labelled an answer of the agent below it, so nothing was applied.",
+			FormatThreshold(threshold), FormatThreshold(*c.Floor))
 	case c.Threshold == nil:
-		return Errorf(ECONFLICT, "The report no longer certifies a threshold (it certified %.2f when the page was shown), so nothing was applied. Open the calibration report again to see why.", threshold)
+		return Errorf(ECONFLICT, "The report no longer certifies a threshold (it certified %s when the page was shown), so nothing was applied. Open the calibration report again to see why.", FormatThreshold(threshold))
 	case !sameThreshold(*c.Threshold, threshold):
-		return Errorf(ECONFLICT, "The certified threshold changed since the page was shown: it is %.2f now, not %.2f, so nothing was applied. Open the calibration report again to apply the new one.", *c.Threshold, threshold)
+		return Errorf(ECONFLICT, "The certified threshold changed since the page was shown: it is %s now, not %s, so nothing was applied. Open the calibration report again to apply the new one.",
+			FormatThreshold(*c.Threshold), FormatThreshold(threshold))
 	}
 	return nil
 }
 
-// sameThreshold reports whether a and b are the same threshold to the
-// hundredth, the step of the certificate's thresholds.
-func sameThreshold(a, b float64) bool { return math.Round(a*100) == math.Round(b*100) }
+// sameThreshold reports whether a and b are the same threshold, to within
+// the rounding of a number written in a form.
+func sameThreshold(a, b float64) bool { return math.Abs(a-b) <= 1e-9 }
 
 // PolicyName names a policy in a sentence: "the default policy", "the
 // policy of refund".

@@ -35,17 +35,20 @@ func TestOfferThreshold(t *testing.T) {
 }
 
 func TestCheckCertifiedThreshold(t *testing.T) {
-	at := 0.87
+	at, floor := 0.87, 0.6
 	for _, tc := range []struct {
 		name      string
 		c         arbiter.Certification
 		threshold float64
 		code      string
 	}{
-		{"the threshold shown is certified", arbiter.Certification{Threshold: &at}, 0.87, ""},
-		{"to the hundredth", arbiter.Certification{Threshold: &at}, 0.8700001, ""},
-		{"another threshold is stale", arbiter.Certification{Threshold: &at}, 0.86, arbiter.ECONFLICT},
-		{"no certificate is stale", arbiter.Certification{}, 0.87, arbiter.ECONFLICT},
+		{"the threshold shown is certified", arbiter.Certification{Threshold: &at, Floor: &floor}, 0.87, ""},
+		{"to within a form's rounding", arbiter.Certification{Threshold: &at, Floor: &floor}, 0.87000000001, ""},
+		{"another threshold is stale", arbiter.Certification{Threshold: &at, Floor: &floor}, 0.86, arbiter.ECONFLICT},
+		{"a thousandth off is another threshold", arbiter.Certification{Threshold: &at, Floor: &floor}, 0.871, arbiter.ECONFLICT},
+		{"no certificate is stale", arbiter.Certification{Floor: &floor}, 0.87, arbiter.ECONFLICT},
+		{"below the evidence is refused", arbiter.Certification{Threshold: &at, Floor: &floor}, 0.5, arbiter.ECONFLICT},
+		{"no labels is refused", arbiter.Certification{}, 0.87, arbiter.ECONFLICT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := arbiter.CheckCertifiedThreshold(tc.c, tc.threshold); arbiter.ErrorCode(err) != tc.code {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,18 +18,38 @@ import (
 // arXiv 2110.01052), as Trust or Escalate (Jung, Brahman and Choi, arXiv
 // 2407.18370) applies it to LLM judges: the thresholds are tested from high
 // to low; at each, the null hypothesis "the agent's error rate at or above
-// this threshold exceeds α" is tested with an exact binomial p-value on the
-// blind audits at or above it; the sequence stops at the first threshold
-// whose null it cannot reject, and the certified threshold is the last one
-// rejected. With probability at least 1−δ, the agent's error rate at or
-// above the certified threshold is at most α.
+// this threshold exceeds α" is tested on the labelled answers at or above
+// it; the sequence stops at the first threshold whose null it cannot
+// reject, and the certified threshold is the last one rejected. With
+// probability at least 1−δ, the agent's error rate at or above the
+// certified threshold is at most α.
 //
-// Only audits enter the test: they are a uniform sample of the agent's
-// confident answers, where the routed pairs below the threshold are every
-// answer a person was asked about, and the weights that join the two in the
-// estimate would break an exact bound. So the sequence also stops at the
-// first confidence bucket that holds a routed pair: below it, the audits no
-// longer sample the agent's answers uniformly.
+// Every label counts, as it was sampled. A person's decision on a routed
+// task labels an answer the agent gave below the task's threshold, and
+// every such answer is labelled; a blind audit labels an answer at or
+// above it, and only a share r of those is (the audit rate). The labels
+// of one sampling rate — its stratum: weight 1 for routed tasks (and
+// audits at rate 1), 1/r for audits at rate r — are a uniform sample of
+// the answers they stand for, so the errors among a stratum's n labels at
+// or above a threshold bound that stratum's error rate exactly
+// (Clopper–Pearson). The error rate at or above the threshold is the
+// strata's rates weighted by the share of answers each stands for
+// (n·weight, the Horvitz–Thompson count), so the weighted sum of the
+// strata's upper bounds bounds it, when every stratum's bound holds: the
+// strata split δ (Bonferroni), each in proportion to its weight, which is
+// how the split minimises the bound when no label is wrong (an audit at
+// rate 5% stands for twenty answers and needs most of the confidence).
+// With one stratum this is the exact binomial test at δ.
+//
+// Never beyond the evidence. A threshold is only tested where labels
+// exist: at each thousandth of confidence holding a labelled answer, the
+// lowest confidence labelled in it. Below the lowest labelled confidence
+// nothing is known of the agent's answers, so no threshold there is
+// tested (the floor, where the evidence ends). Which thresholds are
+// tested, and where the sequence starts — past those it could not certify
+// even if every label were right — depend on the answers' confidences and
+// how they were sampled, never on whether people agreed: the sequence is
+// fixed before the labels are read, as the method requires.
 
 // DefaultCertificationConfidence is the confidence 1−δ of a certificate
 // when the reader chooses none: 95%.
@@ -40,11 +61,11 @@ const CertificationPower = 0.8
 
 // CertificationMethod says in words how a threshold is certified; the
 // report and the page repeat it.
-const CertificationMethod = "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence."
+const CertificationMethod = "Fixed-sequence testing (Learn then Test): thresholds are tested from the top down, at each thousandth of confidence that holds a labelled answer and never below the lowest one. People's decisions on routed tasks and blind audits both count: the labels of each sampling rate get an exact Clopper–Pearson bound, and the bounds are weighted by the share of the agent's answers each stands for, δ split between them in proportion to their weights. The certified threshold is the last one at which that bound is at most the target, with the stated confidence."
 
 // Certification is the certified threshold of a report: the lowest
 // threshold the fixed sequence reached, with what it rests on. Threshold
-// is nil when none is certified; Message says why and, where more audits
+// is nil when none is certified; Message says why and, where more labels
 // would do, AuditsNeeded says about how many.
 type Certification struct {
 	TargetErrorRate float64  `json:"target_error_rate"` // α
@@ -54,26 +75,53 @@ type Certification struct {
 	// Coverage is the estimated share of the agent's answers at or above
 	// the threshold (from the weighted pairs, as the estimate's).
 	Coverage *float64 `json:"coverage"`
-	// N and Errors are the blind audits at or above the threshold and how
-	// many of them a person disagreed with; ErrorUpper is their one-sided
-	// Clopper–Pearson upper bound at the confidence, at most α.
+	// N and Errors are the labelled answers at or above the threshold
+	// and how many of them a person disagreed with; Audits and Routed
+	// split N into blind audits and people's decisions on routed tasks.
+	// ErrorUpper is the bound on the error rate there at the confidence
+	// (the strata's, weighted): at most α.
 	N          int      `json:"n"`
 	Errors     int      `json:"errors"`
+	Audits     int      `json:"audits"`
+	Routed     int      `json:"routed"`
 	ErrorUpper *float64 `json:"error_upper"`
-	// Floor is the lowest threshold the audits sample uniformly: below
-	// it, people were asked about the agent's answers (routed pairs).
+	// Evidence is the labels at or above the threshold by sampling rate,
+	// with what each bounds; empty when nothing is certified.
+	Evidence []EvidenceStratum `json:"evidence"`
+	// Floor is where the evidence ends: the lowest confidence a label
+	// covers. No threshold below it is certified or may be applied; nil
+	// when nothing is labelled.
 	Floor *float64 `json:"floor"`
-	// AuditsNeeded, with AtThreshold, is how many more blind audits at or
-	// above that threshold would give the certificate there, with the
-	// power CertificationPower, if the error rate seen holds (the
+	// AuditsNeeded, with AtThreshold, is how many more labelled answers
+	// at or above that threshold would give the certificate there, with
+	// the power CertificationPower, if the error rate seen holds (the
 	// estimate's threshold; nil when there is none or it is certified).
 	AuditsNeeded *int     `json:"audits_needed"`
 	AtThreshold  *float64 `json:"at_threshold"`
 	// AuditDays is about how many days of traffic would bring those
-	// audits, at the pace of the last 30 days' audits at or above
+	// labels, at the pace of the last 30 days' labels at or above
 	// AtThreshold (PlanAuditDays); nil when there were none.
 	AuditDays *int   `json:"audit_days"`
 	Message   string `json:"message"`
+}
+
+// EvidenceStratum is the labels of one sampling rate at or above a
+// certified threshold: a uniform sample of the agent's answers they stand
+// for, and the exact bound on those answers' error rate.
+type EvidenceStratum struct {
+	// SamplingRate is the chance each answer had of being labelled: 1
+	// for people's decisions on routed tasks (and audits at rate 1), the
+	// audit rate for blind audits.
+	SamplingRate float64 `json:"sampling_rate"`
+	N            int     `json:"n"`
+	Errors       int     `json:"errors"`
+	// Share is the share of the agent's answers at or above the
+	// threshold the stratum stands for (n / SamplingRate of them).
+	Share float64 `json:"share"`
+	// ErrorUpper is the one-sided Clopper–Pearson upper bound of the
+	// stratum's error rate at Confidence, its part of the certificate's.
+	ErrorUpper float64 `json:"error_upper"`
+	Confidence float64 `json:"confidence"`
 }
 
 // Feasibility says whether a target error rate can be met at all. When the
@@ -118,82 +166,312 @@ func CheckFeasibility(mu *float64, target float64) Feasibility {
 	return f
 }
 
-// minRejectable returns the fewest audits with no error that could reject
-// the null at level delta for target alpha: ⌈ln δ / ln(1−α)⌉. Thresholds
-// with fewer audits at or above them cannot be certified by any labels.
+// minRejectable returns the fewest labels of one stratum with no error
+// that could reject the null at level delta for target alpha:
+// ⌈ln δ / ln(1−α)⌉.
 func minRejectable(alpha, delta float64) int {
 	return int(math.Ceil(math.Log(delta)/math.Log1p(-alpha) - 1e-9))
 }
 
-// Certify runs the fixed sequence over the confidence buckets (in any
-// order; a bucket may appear more than once) for a target error rate
-// alpha in (0, 1) and a confidence in (0, 1).
-//
-// The sequence starts at the highest threshold with at least
-// ⌈ln δ / ln(1−α)⌉ audits at or above it — no threshold above can be
-// rejected whatever the labels, and the start depends on the audits'
-// confidences only, not on whether people agreed — and goes down one
-// hundredth at a time.
-func Certify(buckets []ConfidenceBucket, alpha, confidence float64) Certification {
-	var byBucket [101]ConfidenceBucket
-	var all ConfidenceBucket
-	for _, b := range buckets {
-		k := min(max(b.Bucket, 0), 100)
-		byBucket[k].add(b)
-		all.add(b)
-	}
-	return certify(byBucket, all, alpha, confidence)
+// Evidence.
+
+// FineBucketOf returns the thousandth a confidence falls in, 0 to 1000:
+// floor(1000c + 1e-9), as ConfidenceBucketOf does for hundredths. The
+// certificate tests its thresholds on this grid.
+func FineBucketOf(c float64) int {
+	scaled := float64(c * 1000) // rounded here, never fused with the addition
+	k := int(math.Floor(scaled + 1e-9))
+	return min(max(k, 0), 1000)
 }
 
-func certify(byBucket [101]ConfidenceBucket, all ConfidenceBucket, alpha, confidence float64) Certification {
-	c := Certification{TargetErrorRate: alpha, Confidence: confidence, Method: CertificationMethod}
-	delta := 1 - confidence
-	start := minRejectable(alpha, delta)
-	// The floor: below the highest bucket that holds a routed pair, the
-	// audits no longer sample the agent's answers uniformly.
-	floor := 101
-	for floor > 0 && byBucket[floor-1].N == byBucket[floor-1].Audits {
-		floor--
+// EvidenceCell sums the labelled answers of one thousandth of confidence
+// (FineBucketOf) that were labelled alike: by a blind audit or by a
+// person's decision on a routed task, with one weight. The store adds
+// them up in SQL; Evidence does the same in Go.
+type EvidenceCell struct {
+	Bucket int
+	// Weight is the pairs' weight, 1/π with π the chance the answer was
+	// labelled: 1 for a routed task, 1/r for an audit at rate r.
+	Weight float64
+	Audit  bool
+	N      int
+	Errors int     // those a person disagreed with
+	Lowest float64 // the lowest confidence among them
+}
+
+// Evidence sums pairs into their evidence cells, in bucket order (then
+// weight, routed before audits).
+func Evidence(pairs []LabelledPair) []EvidenceCell {
+	type key struct {
+		bucket int
+		weight float64
+		audit  bool
 	}
-	var above ConfidenceBucket
-	certifiedAt, stoppedAt := -1, -1
-	for k := 100; k >= floor; k-- {
-		above.add(byBucket[k])
-		if above.Audits < start {
+	by := map[key]*EvidenceCell{}
+	for _, p := range pairs {
+		k := key{FineBucketOf(p.Confidence), p.Weight, p.Audit}
+		c := by[k]
+		if c == nil {
+			c = &EvidenceCell{Bucket: k.bucket, Weight: k.weight, Audit: k.audit, Lowest: p.Confidence}
+			by[k] = c
+		}
+		c.N++
+		if !p.Correct() {
+			c.Errors++
+		}
+		c.Lowest = min(c.Lowest, p.Confidence)
+	}
+	out := make([]EvidenceCell, 0, len(by))
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, compareCells)
+	return out
+}
+
+// compareCells orders evidence cells by bucket, weight and kind.
+func compareCells(a, b EvidenceCell) int {
+	return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Weight, b.Weight), compareBool(a.Audit, b.Audit))
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// samplingStratum is the labels of one weight at or above a threshold,
+// with the bound of its errors last computed (at level, for n and errors).
+type samplingStratum struct {
+	weight           float64
+	n, errors, audit int
+	boundN, boundE   int
+	level, upper     float64
+}
+
+// stratifiedUpper returns the bound on the error rate at or above a
+// threshold from the strata's labels there (each with n > 0), at level
+// delta: Σ q_s·U_s, where q_s = n_s·w_s / Σ n·w is the share of answers
+// stratum s stands for and U_s the one-sided Clopper–Pearson upper bound
+// of its errors at confidence 1 − δ·w_s/Σw. With clean true, every label
+// is taken as right: the best bound the labels could give. A stratum
+// keeps its last bound for the next call that asks the same of it.
+func stratifiedUpper(strata []samplingStratum, delta float64, clean bool) float64 {
+	var mass, weights float64
+	for _, s := range strata {
+		mass += float64(s.n) * s.weight
+		weights += s.weight
+	}
+	var upper float64
+	for i := range strata {
+		s := &strata[i]
+		level := 1 - delta*s.weight/weights
+		var u float64
+		switch {
+		case clean:
+			u = 1 - math.Pow(1-level, 1/float64(s.n)) // the bound with no error, Beta(1, n)'s quantile
+		case s.boundN == s.n && s.boundE == s.errors && s.level == level:
+			u = s.upper
+		default:
+			u = ClopperPearsonUpper(float64(s.errors), float64(s.n), level)
+			s.boundN, s.boundE, s.level, s.upper = s.n, s.errors, level, u
+		}
+		upper += float64(s.n) * s.weight / mass * u
+	}
+	return min(upper, 1)
+}
+
+// evidenceOf returns the strata's part in a certificate: each one's
+// labels, share and bound, as stratifiedUpper last computed them.
+func evidenceOf(strata []samplingStratum) []EvidenceStratum {
+	var mass float64
+	for _, s := range strata {
+		mass += float64(s.n) * s.weight
+	}
+	out := make([]EvidenceStratum, 0, len(strata))
+	for _, s := range strata {
+		out = append(out, EvidenceStratum{SamplingRate: 1 / s.weight, N: s.n, Errors: s.errors,
+			Share: float64(s.n) * s.weight / mass, ErrorUpper: s.upper, Confidence: s.level})
+	}
+	slices.SortFunc(out, func(a, b EvidenceStratum) int { return cmp.Compare(b.SamplingRate, a.SamplingRate) })
+	return out
+}
+
+// evidenceLevels gathers the cells by thousandth: the cells of each, the
+// lowest confidence labelled in it, and the weight all of them stand for.
+type evidenceLevels struct {
+	cells  [1001][]EvidenceCell
+	lowest [1001]float64
+	mass   float64
+	labels int
+}
+
+func levelsOf(cells []EvidenceCell) *evidenceLevels {
+	l := &evidenceLevels{}
+	for _, cell := range cells {
+		if cell.N <= 0 || !(cell.Weight >= 1) {
 			continue
 		}
-		if BinomialCDF(above.AuditsDisagree, above.Audits, alpha) > delta {
-			stoppedAt = k
+		k := min(max(cell.Bucket, 0), 1000)
+		if len(l.cells[k]) == 0 || cell.Lowest < l.lowest[k] {
+			l.lowest[k] = cell.Lowest
+		}
+		l.cells[k] = append(l.cells[k], cell)
+		l.mass += float64(cell.N) * cell.Weight
+		l.labels += cell.N
+	}
+	return l
+}
+
+// walk calls visit at each thousandth that holds labels, from the top
+// down, with the strata of the labels at or above it and the weight they
+// stand for; visit returns false to stop.
+func (l *evidenceLevels) walk(visit func(k int, strata []samplingStratum, above float64) bool) {
+	var strata []samplingStratum
+	var above float64
+	for k := 1000; k >= 0; k-- {
+		if len(l.cells[k]) == 0 {
+			continue
+		}
+		for _, cell := range l.cells[k] {
+			i := slices.IndexFunc(strata, func(s samplingStratum) bool { return s.weight == cell.Weight })
+			if i < 0 {
+				i = len(strata)
+				strata = append(strata, samplingStratum{weight: cell.Weight})
+			}
+			s := &strata[i]
+			s.n += cell.N
+			s.errors += cell.Errors
+			if cell.Audit {
+				s.audit += cell.N
+			}
+			above += float64(cell.N) * cell.Weight
+		}
+		if !visit(k, strata, above) {
+			return
+		}
+	}
+}
+
+// Certify runs the fixed sequence over the evidence (in any order; a cell
+// may appear more than once) for a target error rate alpha in (0, 1) and a
+// confidence in (0, 1). The thresholds it may test are, from the top down,
+// the lowest labelled confidence of each thousandth that holds a label,
+// less those where labels that were all right could not give a bound at
+// most α. It starts at the first whose bound with no error would be at
+// most α/2, which leaves room for an error or two where a start at the
+// first possible threshold would stop at the first error (or, when none
+// would, at the first it may test); it stops at the first whose bound
+// exceeds α.
+func Certify(cells []EvidenceCell, alpha, confidence float64) Certification {
+	c := Certification{TargetErrorRate: alpha, Confidence: confidence, Method: CertificationMethod, Evidence: []EvidenceStratum{}}
+	delta := 1 - confidence
+	l := levelsOf(cells)
+	for k := range l.cells {
+		if len(l.cells[k]) > 0 {
+			floor := l.lowest[k]
+			c.Floor = &floor
 			break
 		}
-		certifiedAt = k
-		t, n, e := float64(k)/100, above.Audits, above.AuditsDisagree
-		upper := ClopperPearsonUpper(float64(e), float64(n), confidence)
-		c.Threshold, c.N, c.Errors, c.ErrorUpper = &t, n, e, &upper
-		if all.W > 0 {
-			coverage := above.W / all.W
-			c.Coverage = &coverage
+	}
+	// Where the sequence starts depends on how the answers were
+	// labelled, never on whether people agreed.
+	start, first := -1, -1
+	l.walk(func(k int, strata []samplingStratum, _ float64) bool {
+		clean := stratifiedUpper(strata, delta, true)
+		if clean <= alpha && first < 0 {
+			first = k
 		}
+		if clean <= alpha/2 {
+			start = k
+			return false
+		}
+		return true
+	})
+	if start < 0 {
+		start = first
 	}
-	if floor <= 100 {
-		f := float64(floor) / 100
-		c.Floor = &f
+	tested, stopped := false, -1.0
+	if start >= 0 {
+		l.walk(func(k int, strata []samplingStratum, above float64) bool {
+			if k > start || stratifiedUpper(strata, delta, true) > alpha {
+				return true // not in the sequence
+			}
+			tested = true
+			upper := stratifiedUpper(strata, delta, false)
+			if upper > alpha {
+				stopped = l.lowest[k]
+				return false
+			}
+			t, cov := l.lowest[k], above/l.mass
+			c.Threshold, c.Coverage, c.ErrorUpper, c.Evidence = &t, &cov, &upper, evidenceOf(strata)
+			c.N, c.Errors, c.Audits = 0, 0, 0
+			for _, s := range strata {
+				c.N += s.n
+				c.Errors += s.errors
+				c.Audits += s.audit
+			}
+			c.Routed = c.N - c.Audits
+			return true
+		})
 	}
+	need := minRejectable(alpha, delta)
 	switch {
-	case certifiedAt >= 0:
-		c.Message = fmt.Sprintf("At or above %.2f the agent is wrong at most %s of the time, with %s confidence (%d blind audits, %d disagreements).",
-			*c.Threshold, FormatShare(alpha), FormatShare(confidence), c.N, c.Errors)
-	case all.Audits == 0:
-		c.Message = fmt.Sprintf("Not yet: there are no blind audits. At least %d audits with no disagreement are needed before any threshold can be certified at %s; set an audit rate above 0 to collect them.",
-			start, FormatShare(alpha))
-	case stoppedAt >= 0:
-		c.Message = fmt.Sprintf("Not yet: at %.2f the blind audits do not show an error rate under %s with %s confidence.",
-			float64(stoppedAt)/100, FormatShare(alpha), FormatShare(confidence))
-	default:
-		c.Message = fmt.Sprintf("Not yet: fewer than %d blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify %s.",
-			start, FormatShare(alpha))
+	case c.Threshold != nil:
+		c.Message = fmt.Sprintf("At or above %s the agent is wrong at most %s of the time, with %s confidence (%s).",
+			FormatThreshold(*c.Threshold), FormatShare(alpha), FormatShare(confidence), c.labelsPhrase())
+	case l.labels == 0:
+		c.Message = fmt.Sprintf("Not yet: nobody has labelled an answer of the agent. A person's decision on a routed task labels an answer below the threshold, a blind audit one at or above it: send tasks to people (a threshold of 1 sends them all) or set an audit rate above 0. With no error, at least %d labelled answers are needed before any threshold can be certified at %s.",
+			need, FormatShare(alpha))
+	case stopped >= 0:
+		c.Message = fmt.Sprintf("Not yet: at or above %s the labelled answers do not show an error rate under %s with %s confidence.",
+			FormatThreshold(stopped), FormatShare(alpha), FormatShare(confidence))
+	case !tested:
+		c.Message = fmt.Sprintf("Not yet: too few labelled answers (%d). With no error, at least %d labelled alike are needed to certify %s; audits at a low rate stand for many answers each and need more.",
+			l.labels, need, FormatShare(alpha))
 	}
 	return c
+}
+
+// labelsPhrase says what a certificate rests on: "412 labelled answers
+// (300 people's decisions on routed tasks, 112 blind audits), 3 wrong".
+func (c Certification) labelsPhrase() string {
+	var kinds []string
+	if c.Routed > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d %s on routed tasks", c.Routed, plural(c.Routed, "person's decision", "people's decisions")))
+	}
+	if c.Audits > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d blind %s", c.Audits, plural(c.Audits, "audit", "audits")))
+	}
+	return fmt.Sprintf("%d labelled %s: %s; %d wrong", c.N, plural(c.N, "answer", "answers"), strings.Join(kinds, ", "), c.Errors)
+}
+
+// EvidenceEnds says where the evidence ends, for the page: below the
+// floor nothing is labelled, so nothing is certified or applied.
+func (c Certification) EvidenceEnds() string {
+	if c.Floor == nil {
+		return "Nobody has labelled an answer of the agent yet: no threshold can be certified or applied."
+	}
+	return fmt.Sprintf("The evidence ends at %s: nobody has labelled an answer of the agent below it, so no threshold below it is certified, and none below it can be applied.",
+		FormatThreshold(*c.Floor))
+}
+
+// FormatThreshold writes a threshold with at least two decimals and at
+// most four: "0.90", "0.973", "0.9987".
+func FormatThreshold(t float64) string {
+	s := strconv.FormatFloat(t, 'f', -1, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	switch {
+	case len(frac) < 2:
+		return whole + "." + frac + strings.Repeat("0", 2-len(frac))
+	case len(frac) > 4:
+		return strconv.FormatFloat(t, 'f', 4, 64)
+	}
+	return s
 }
 
 // AuditsForCertificate returns how many blind audits at or above a
@@ -227,19 +505,20 @@ func (c *Certification) planAudits(byBucket [101]ConfidenceBucket, at int, rate 
 	}
 	have := 0
 	for k := at; k <= 100; k++ {
-		have += byBucket[k].Audits
+		have += byBucket[k].N
 	}
 	more, t := max(need-have, 1), float64(at)/100
 	c.AuditsNeeded, c.AtThreshold = &more, &t
-	c.Message += fmt.Sprintf(" About %d more blind audits at or above %.2f would certify it there, if the error rate seen (%s) holds.", more, t, FormatShare(rate))
+	c.Message += fmt.Sprintf(" About %d more labelled answers at or above %.2f would certify it there, if the error rate seen (%s) holds: blind audits above the policy's threshold, people's decisions below it.", more, t, FormatShare(rate))
 }
 
-// AuditPaceDays is the window whose audits set the pace of AuditDays.
+// AuditPaceDays is the window whose labels set the pace of AuditDays.
 const AuditPaceDays = 30
 
-// PlanAuditDays fills c's AuditDays from the blind audits answered in the
-// last AuditPaceDays days (recent, with the report's filter) and the share
-// of the report's audits at or above AtThreshold:
+// PlanAuditDays fills c's AuditDays from the answers people labelled in
+// the last AuditPaceDays days (recent, with the report's filter: blind
+// audits and decisions on routed tasks) and the share of the report's
+// labels at or above AtThreshold:
 // ⌈AuditsNeeded / (recent / AuditPaceDays · share)⌉.
 func (c *Certification) PlanAuditDays(buckets []ConfidenceBucket, recent int) {
 	if c.AuditsNeeded == nil || c.AtThreshold == nil || recent <= 0 {
@@ -248,9 +527,9 @@ func (c *Certification) PlanAuditDays(buckets []ConfidenceBucket, recent int) {
 	at := int(math.Round(*c.AtThreshold * 100))
 	all, above := 0, 0
 	for _, b := range buckets {
-		all += b.Audits
+		all += b.N
 		if b.Bucket >= at {
-			above += b.Audits
+			above += b.N
 		}
 	}
 	if all == 0 || above == 0 {
@@ -259,7 +538,7 @@ func (c *Certification) PlanAuditDays(buckets []ConfidenceBucket, recent int) {
 	perDay := float64(recent) / AuditPaceDays * float64(above) / float64(all)
 	days := int(math.Ceil(float64(*c.AuditsNeeded)/perDay - 1e-9))
 	c.AuditDays = &days
-	c.Message += fmt.Sprintf(" At the pace of the last %d days' audits, that is about %d %s.", AuditPaceDays, days, plural(days, "day", "days"))
+	c.Message += fmt.Sprintf(" At the pace of the last %d days' labels, that is about %d %s.", AuditPaceDays, days, plural(days, "day", "days"))
 }
 
 // Exact binomial tools.
@@ -316,22 +595,38 @@ func NormalQuantile(p float64) float64 {
 	return math.Sqrt2 * math.Erfinv(2*p-1)
 }
 
-// BetaQuantile returns the x in [0, 1] with I_x(a, b) = q, by bisection on
-// RegularizedBeta to within 1e-14.
+// BetaQuantile returns the x in [0, 1] with I_x(a, b) = q: Newton's
+// method on RegularizedBeta from the mean a/(a+b), each step kept inside
+// the bracket the signs so far allow (bisecting when it would leave it),
+// to within 1e-14.
 func BetaQuantile(q, a, b float64) float64 {
+	la, _ := math.Lgamma(a)
+	lb, _ := math.Lgamma(b)
+	lab, _ := math.Lgamma(a + b)
+	lbeta := la + lb - lab
 	lo, hi := 0.0, 1.0
+	x := a / (a + b)
 	for range 200 {
-		mid := (lo + hi) / 2
-		if RegularizedBeta(mid, a, b) < q {
-			lo = mid
+		f := RegularizedBeta(x, a, b) - q
+		if f < 0 {
+			lo = x
 		} else {
-			hi = mid
+			hi = x
 		}
-		if hi-lo < 1e-14 {
+		if hi-lo < 1e-14 || f == 0 {
 			break
 		}
+		density := math.Exp((a-1)*math.Log(x) + (b-1)*math.Log1p(-x) - lbeta)
+		next := x - f/density
+		if !(next > lo && next < hi) {
+			next = (lo + hi) / 2
+		}
+		if math.Abs(next-x) < 1e-16 {
+			break
+		}
+		x = next
 	}
-	return (lo + hi) / 2
+	return x
 }
 
 // RegularizedBeta returns the regularized incomplete beta function
@@ -475,12 +770,12 @@ const (
 // with the most pairs.
 const MaxStrata = 20
 
-// StratumBuckets is one stratum's pairs summed by confidence bucket, as the
-// store reads them.
+// StratumBuckets is one stratum's labelled answers as evidence cells, as
+// the store reads them.
 type StratumBuckets struct {
 	Dimension string
 	Value     string
-	Buckets   []ConfidenceBucket
+	Evidence  []EvidenceCell
 }
 
 // CalibrationStratum is the certificate of one stratum of the report's
@@ -500,21 +795,32 @@ type CalibrationStratum struct {
 // of each.
 func Stratify(strata []StratumBuckets, target, confidence float64) []CalibrationStratum {
 	out := make([]CalibrationStratum, 0, len(strata))
+	cells := make([][]EvidenceCell, 0, len(strata))
 	for _, s := range strata {
-		var all ConfidenceBucket
-		for _, b := range s.Buckets {
-			all.add(b)
+		c := CalibrationStratum{Dimension: s.Dimension, Value: s.Value}
+		for _, e := range s.Evidence {
+			c.N += e.N
+			if e.Audit {
+				c.Audits += e.N
+			}
 		}
-		out = append(out, CalibrationStratum{Dimension: s.Dimension, Value: s.Value, N: all.N, Audits: all.Audits,
-			Certification: Certify(s.Buckets, target, confidence)})
+		out = append(out, c)
+		cells = append(cells, s.Evidence)
 	}
-	slices.SortStableFunc(out, func(a, b CalibrationStratum) int {
+	order := make([]int, len(out))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		a, b := out[i], out[j]
 		return cmp.Or(strings.Compare(a.Dimension, b.Dimension), b.N-a.N, strings.Compare(a.Value, b.Value))
 	})
-	kept, n := out[:0], map[string]int{}
-	for _, s := range out {
+	kept, n := make([]CalibrationStratum, 0, len(out)), map[string]int{}
+	for _, i := range order {
+		s := out[i]
 		if n[s.Dimension] < MaxStrata {
 			n[s.Dimension]++
+			s.Certification = Certify(cells[i], target, confidence)
 			kept = append(kept, s)
 		}
 	}

@@ -12,16 +12,19 @@ import (
 // A certificate holds for the agent it was computed on. A new prompt, a new
 // model or new kinds of tasks can make the agent wrong more often above its
 // threshold, and the audits are where that shows first: each is a uniform
-// draw of the agent's confident answers. Over a rolling window of the
-// account's latest blind audits, the account has drifted when the audits
-// show, with the certificate's confidence, that the error rate above the
-// threshold exceeds the target: the one-sided Clopper–Pearson lower bound
-// of the window's error rate is above α. Noise under that bound never
-// fires, and nor does a window of fewer than MinDriftAudits audits (or the
-// whole window, when it is smaller): one wrong answer among the first few
-// audits of an account says little. The account is told once per
-// crossing; it is ready to be told again once the window's error rate is
-// back at or under α.
+// draw of the agent's confident answers. Drift is watched per policy, at
+// the target the policy holds the agent to (Policy.Target: the target its
+// certified threshold was applied at, or one set by hand), else at the
+// default policy's, else at the account's defaults (2% at 95%). Over a
+// rolling window of the latest blind audits of the task types a policy
+// governs, the policy has drifted when the audits show, with the target's
+// confidence, that the error rate above the threshold exceeds the target:
+// the one-sided Clopper–Pearson lower bound of the window's error rate is
+// above α. Noise under that bound never fires, and nor does a window of
+// fewer than MinDriftAudits audits (or the whole window, when it is
+// smaller): one wrong answer among the first few audits says little. The
+// account is told once per crossing; it is ready to be told again once
+// the window's error rate is back at or under α.
 
 // The drift window's defaults: the latest DefaultDriftAudits blind audits
 // answered within DefaultDriftAge.
@@ -39,6 +42,15 @@ type DriftSettings struct {
 	Age        time.Duration // answered within this long
 	Target     float64       // α
 	Confidence float64       // 1−δ
+}
+
+// Targeting returns s with the target and confidence of t, when t is not
+// nil: the settings of a policy that holds the agent to t.
+func (s DriftSettings) Targeting(t *ErrorTarget) DriftSettings {
+	if t != nil {
+		s.Target, s.Confidence = t.ErrorRate, t.Confidence
+	}
+	return s
 }
 
 // DefaultDriftSettings are the window of DefaultDriftAudits and
@@ -90,7 +102,11 @@ func NextDrift(drifted bool, w DriftWindow, s DriftSettings) (after, crossed boo
 // Drift is one crossing: when the account drifted, what the window held
 // then, and when it came back (nil while it is drifted).
 type Drift struct {
-	AccountID  string     `json:"-"`
+	AccountID string `json:"-"`
+	// TaskType names the policy whose audits drifted: a task type, or
+	// DefaultPolicyName for the default policy's (every type without
+	// its own).
+	TaskType   string     `json:"task_type"`
 	TaskID     string     `json:"task_id"` // the audit that crossed
 	Audits     int        `json:"audits"`
 	Errors     int        `json:"errors"`
@@ -102,17 +118,18 @@ type Drift struct {
 	ClearedAt  *Timestamp `json:"cleared_at"`
 }
 
-// NewDrift returns the crossing the window w makes for the account at now,
-// on the audit of taskID.
-func NewDrift(accountID, taskID string, w DriftWindow, s DriftSettings, now Timestamp) Drift {
-	return Drift{AccountID: accountID, TaskID: taskID, Audits: w.Audits, Errors: w.Errors, ErrorRate: w.ErrorRate(),
+// NewDrift returns the crossing the window w of the policy of taskType
+// makes for the account at now, on the audit of taskID.
+func NewDrift(accountID, taskType, taskID string, w DriftWindow, s DriftSettings, now Timestamp) Drift {
+	return Drift{AccountID: accountID, TaskType: taskType, TaskID: taskID, Audits: w.Audits, Errors: w.Errors, ErrorRate: w.ErrorRate(),
 		ErrorLower: w.ErrorLower(s.Confidence), Target: s.Target, Confidence: s.Confidence, DriftedAt: now}
 }
 
 // Summary says the crossing in one sentence, for the banner and the mail.
 func (d Drift) Summary() string {
-	return fmt.Sprintf("The agent's audited error rate has drifted above the %s target: %d of the latest %d blind audits were wrong (%s; at least %s with %s confidence).",
-		FormatShare(d.Target), d.Errors, d.Audits, FormatShare(d.ErrorRate), FormatShare(d.ErrorLower), FormatShare(d.Confidence))
+	return fmt.Sprintf("The agent's audited error rate under %s has drifted above its %s target: %d of the latest %d blind audits were wrong (%s; at least %s with %s confidence).",
+		PolicyName(cmp.Or(d.TaskType, DefaultPolicyName)), FormatShare(d.Target), d.Errors, d.Audits, FormatShare(d.ErrorRate),
+		FormatShare(d.ErrorLower), FormatShare(d.Confidence))
 }
 
 // DriftMail is the mail that tells an owner or admin of the account about

@@ -54,10 +54,10 @@ func TestDriftWindow_LowerBoundMatchesTheReference(t *testing.T) {
 }
 
 func TestDriftMail(t *testing.T) {
-	d := arbiter.NewDrift("acc_1", "tsk_1", arbiter.DriftWindow{Audits: 200, Errors: 11}, arbiter.DefaultDriftSettings, 0)
+	d := arbiter.NewDrift("acc_1", "refund", "tsk_1", arbiter.DriftWindow{Audits: 200, Errors: 11}, arbiter.DefaultDriftSettings, 0)
 	m := arbiter.DriftMail{Drift: d, AccountName: "acme@example.com", Email: "owner@example.com"}
 	body := m.Body("https://app.example.com/calibration")
-	for _, want := range []string{"11 of the latest 200 blind audits were wrong (5.5%", "above the 2% target",
+	for _, want := range []string{"11 of the latest 200 blind audits were wrong (5.5%", "under the policy of refund has drifted above its 2% target",
 		"https://app.example.com/calibration", "once per crossing"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the mail lacks %q:\n%s", want, body)
@@ -65,5 +65,35 @@ func TestDriftMail(t *testing.T) {
 	}
 	if !strings.Contains(m.Subject(), "acme@example.com") || d.ErrorLower <= 0.02 || d.ErrorLower >= d.ErrorRate {
 		t.Errorf("subject %q, lower %v", m.Subject(), d.ErrorLower)
+	}
+}
+
+// TestNextDrift_WatchesThePolicysTarget checks that drift is judged at the
+// target the policy holds the agent to: 11 wrong in the latest 200 audits
+// (5.5%) cross a 2% line but not the 15% one an operator certified at,
+// and 40 (20%) cross 15%. Before, the line was 2% whatever was certified.
+func TestNextDrift_WatchesThePolicysTarget(t *testing.T) {
+	at15 := arbiter.DefaultDriftSettings.Targeting(&arbiter.ErrorTarget{ErrorRate: 0.15, Confidence: 0.9})
+	if at15.Target != 0.15 || at15.Confidence != 0.9 || at15.Audits != arbiter.DefaultDriftAudits {
+		t.Fatalf("settings %+v", at15)
+	}
+	if got := arbiter.DefaultDriftSettings.Targeting(nil); got != arbiter.DefaultDriftSettings {
+		t.Errorf("no target changed the defaults: %+v", got)
+	}
+	for _, tc := range []struct {
+		name    string
+		errors  int
+		s       arbiter.DriftSettings
+		crossed bool
+	}{
+		{"5.5% crosses the default 2%", 11, arbiter.DefaultDriftSettings, true},
+		{"5.5% is within a 15% target", 11, at15, false},
+		{"20% crosses a 15% target at 90%", 40, at15, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, crossed := arbiter.NextDrift(false, arbiter.DriftWindow{Audits: 200, Errors: tc.errors}, tc.s); crossed != tc.crossed {
+				t.Errorf("crossed %v, want %v", crossed, tc.crossed)
+			}
+		})
 	}
 }

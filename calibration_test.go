@@ -232,7 +232,7 @@ func TestCalibrate_MatchesTheReference(t *testing.T) {
 			buckets := arbiter.Bucketize(referencePairs(t, name))
 			for target, rec := range want.Recommendations {
 				tgt, _ := strconv.ParseFloat(target, 64)
-				c := arbiter.Calibrate(buckets, tgt, arbiter.DefaultCertificationConfidence)
+				c := arbiter.Calibrate(buckets, nil, tgt, arbiter.DefaultCertificationConfidence)
 				if c.N != want.N {
 					t.Fatalf("n = %d, want %d", c.N, want.N)
 				}
@@ -296,7 +296,7 @@ func derefInt(n *int) any {
 }
 
 func TestCalibrate_Messages(t *testing.T) {
-	empty := arbiter.Calibrate(nil, 0.02, arbiter.DefaultCertificationConfidence)
+	empty := arbiter.Calibrate(nil, nil, 0.02, arbiter.DefaultCertificationConfidence)
 	if empty.ECE != nil || empty.Recommendation.Threshold != nil || empty.Recommendation.MoreAuditsNeeded == nil {
 		t.Fatalf("no pairs: %+v", empty.Recommendation)
 	}
@@ -308,7 +308,7 @@ func TestCalibrate_Messages(t *testing.T) {
 		{Confidence: 0.9, AgentVerdict: "a", HumanVerdict: "a", Weight: 1},
 		{Confidence: 0.9, AgentVerdict: "a", HumanVerdict: "b", Weight: 1},
 	}
-	r := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.02, arbiter.DefaultCertificationConfidence).Recommendation
+	r := arbiter.Calibrate(arbiter.Bucketize(pairs), arbiter.Evidence(pairs), 0.02, arbiter.DefaultCertificationConfidence).Recommendation
 	if r.Threshold != nil || r.MoreAuditsNeeded != nil || !contains(r.Message, "more audits will not change that") {
 		t.Errorf("a bad agent: %+v", r)
 	}

@@ -201,6 +201,31 @@ type Policy struct {
 	// reviewer to edit the action of a task of the type whose create
 	// gives no edit_verdicts (action.go).
 	EditVerdicts []string `json:"edit_verdicts"`
+	// Target, when not nil, is the error rate the policy holds the
+	// agent's answers to, with the confidence it is certified at: applying
+	// a certified threshold sets it to the certificate's, and drift is
+	// watched against it.
+	Target *ErrorTarget `json:"-"`
+}
+
+// ErrorTarget is an error rate the agent is held to and the confidence a
+// certificate of it is given at.
+type ErrorTarget struct {
+	ErrorRate  float64 // α, in (0, 1)
+	Confidence float64 // 1−δ, from 0.5 to below 1
+}
+
+// Validate returns an EINVALID error naming the field at fault unless the
+// error rate is in (0, 1) and the confidence from 0.5 to below 1, as a
+// calibration report takes them.
+func (t ErrorTarget) Validate() error {
+	if math.IsNaN(t.ErrorRate) || t.ErrorRate <= 0 || t.ErrorRate >= 1 {
+		return FieldErrorf("target_error_rate", "target_error_rate must be a share between 0 and 1, such as 0.02.")
+	}
+	if math.IsNaN(t.Confidence) || t.Confidence < 0.5 || t.Confidence >= 1 {
+		return FieldErrorf("target_confidence", "target_confidence must be a share from 0.5 to below 1, such as 0.95.")
+	}
+	return nil
 }
 
 // Validate returns an EINVALID error naming the field at fault unless p's
@@ -254,6 +279,9 @@ func (p *Policy) Validate() error {
 		case slices.Contains(p.EditVerdicts[:i], v):
 			return FieldErrorf("edit_verdicts", "edit_verdicts names %q twice.", v)
 		}
+	}
+	if p.Target != nil {
+		return p.Target.Validate()
 	}
 	return nil
 }
@@ -405,12 +433,18 @@ type PolicyService interface {
 	// DeletePolicy removes the account's policy of a task type. Returns
 	// ENOTFOUND when it has none, EFORBIDDEN as PutPolicy.
 	DeletePolicy(ctx context.Context, accountID, taskType string, by Actor) error
-	// ApplyPolicyThreshold sets the confidence_threshold of the account's
-	// policy of taskType to a certified threshold, creating the policy
-	// with that value alone when there is none and leaving its other
-	// values as they are, and records who did in the audit log. Returns
-	// EINVALID (see Policy.Validate) and EFORBIDDEN as PutPolicy.
-	ApplyPolicyThreshold(ctx context.Context, accountID, taskType string, threshold float64, by Actor) (*Policy, error)
+	// ApplyCertifiedThreshold sets the confidence_threshold of the policy
+	// the calibration report of f concerns (f.PolicyTaskType) to
+	// threshold when the report's certificate, computed again from the
+	// labels as they are now, certifies that threshold
+	// (CheckCertifiedThreshold), and the policy's target to the
+	// certificate's (f's target error rate and confidence). A policy that
+	// does not exist is created with those values alone; the others are
+	// left as they are. Records who did in the audit log. Returns EINVALID
+	// for a report that concerns no policy, ECONFLICT when the certificate
+	// does not certify threshold (below where the evidence ends, none, or
+	// another), and EFORBIDDEN as PutPolicy.
+	ApplyCertifiedThreshold(ctx context.Context, accountID string, f CalibrationFilter, threshold float64, by Actor) (*Policy, error)
 }
 
 // MarshalJSON writes the policy with its on-expiry and review fields flat
@@ -419,13 +453,18 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	type plain Policy
 	out := struct {
 		plain
-		OnExpiry   string   `json:"on_expiry"`
-		AgentFloor *float64 `json:"agent_floor"`
-		Fallback   *string  `json:"on_expiry_fallback"`
+		OnExpiry         string   `json:"on_expiry"`
+		AgentFloor       *float64 `json:"agent_floor"`
+		Fallback         *string  `json:"on_expiry_fallback"`
+		TargetErrorRate  *float64 `json:"target_error_rate"`
+		TargetConfidence *float64 `json:"target_confidence"`
 		policyReviewJSON
 		alertsJSON
 	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, policyReviewJSON: reviewJSON(p.Review),
 		alertsJSON: p.Alerts.json()}
+	if t := p.Target; t != nil {
+		out.TargetErrorRate, out.TargetConfidence = &t.ErrorRate, &t.Confidence
+	}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
 	}
@@ -533,6 +572,9 @@ func (p *Policy) Summary() string {
 	if len(p.EditVerdicts) > 0 {
 		parts = append(parts, "edits with "+strings.Join(p.EditVerdicts, " "))
 	}
+	if t := p.Target; t != nil {
+		parts = append(parts, "target "+FormatShare(t.ErrorRate)+" at "+FormatShare(t.Confidence))
+	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -556,6 +598,9 @@ type policyRequest struct {
 	Tiebreak         *string   `json:"tiebreak"`
 	EditVerdicts     []*string `json:"edit_verdicts"`
 	policyAlertsRequest
+	// The target the agent is held to (Policy.Target).
+	TargetErrorRate  *float64 `json:"target_error_rate"`
+	TargetConfidence *float64 `json:"target_confidence"`
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets
@@ -577,6 +622,8 @@ var policyTypeErrors = map[string]string{
 	"reminders":            alertsTypeErrors["reminders"],
 	"escalation":           alertsTypeErrors["escalation"],
 	"edit_verdicts":        fieldTypeErrors["edit_verdicts"],
+	"target_error_rate":    "target_error_rate must be a number between 0 and 1, such as 0.02.",
+	"target_confidence":    "target_confidence must be a number from 0.5 to below 1, such as 0.95.",
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -633,6 +680,15 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 			return Policy{}, FieldErrorf("edit_verdicts", "edit_verdicts must hold strings only; entry %d is null.", i)
 		}
 		p.EditVerdicts = append(p.EditVerdicts, *v)
+	}
+	switch {
+	case req.TargetErrorRate != nil:
+		p.Target = &ErrorTarget{ErrorRate: *req.TargetErrorRate, Confidence: DefaultCertificationConfidence}
+		if req.TargetConfidence != nil {
+			p.Target.Confidence = *req.TargetConfidence
+		}
+	case req.TargetConfidence != nil:
+		return Policy{}, FieldErrorf("target_confidence", "target_confidence goes with target_error_rate; give target_error_rate too.")
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

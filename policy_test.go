@@ -1,6 +1,8 @@
 package arbiter_test
 
 import (
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -439,6 +441,43 @@ func TestReviewRequirement_ForPolicy(t *testing.T) {
 			t.Errorf("%+v: %v, want EINVALID naming %s", tc.in, err, tc.field)
 		} else if tc.field == "" && (err != nil || got.Describe() != tc.want) {
 			t.Errorf("%+v: %q, %v; want %q", tc.in, got.Describe(), err, tc.want)
+		}
+	}
+}
+
+// TestParsePolicy_Target reads the error rate a policy holds the agent to:
+// its confidence defaults to 95%, a confidence alone or out of range is
+// refused naming the field, and the answer writes both back.
+func TestParsePolicy_Target(t *testing.T) {
+	p, err := arbiter.ParsePolicy("refund", []byte(`{"target_error_rate":0.15,"target_confidence":0.9}`))
+	if err != nil || p.Target == nil || *p.Target != (arbiter.ErrorTarget{ErrorRate: 0.15, Confidence: 0.9}) {
+		t.Fatalf("got %+v, %v", p.Target, err)
+	}
+	out, _ := json.Marshal(p)
+	if !strings.Contains(string(out), `"target_error_rate":0.15,"target_confidence":0.9`) {
+		t.Errorf("the answer: %s", out)
+	}
+	if p, err := arbiter.ParsePolicy("refund", []byte(`{"target_error_rate":0.02}`)); err != nil || p.Target.Confidence != 0.95 {
+		t.Errorf("without a confidence: %+v, %v", p.Target, err)
+	}
+	if p, err := arbiter.ParsePolicy("refund", []byte(`{}`)); err != nil || p.Target != nil {
+		t.Errorf("without a target: %+v, %v", p.Target, err)
+	}
+	if out, _ := json.Marshal(arbiter.Policy{TaskType: "x"}); !strings.Contains(string(out), `"target_error_rate":null,"target_confidence":null`) {
+		t.Errorf("a policy without a target: %s", out)
+	}
+	for body, field := range map[string]string{
+		`{"target_confidence":0.9}`:                          "target_confidence",
+		`{"target_error_rate":0}`:                            "target_error_rate",
+		`{"target_error_rate":1}`:                            "target_error_rate",
+		`{"target_error_rate":"5%"}`:                         "target_error_rate",
+		`{"target_error_rate":0.05,"target_confidence":0.4}`: "target_confidence",
+		`{"target_error_rate":0.05,"target_confidence":1}`:   "target_confidence",
+	} {
+		_, err := arbiter.ParsePolicy("refund", []byte(body))
+		var e *arbiter.Error
+		if arbiter.ErrorCode(err) != arbiter.EINVALID || !errors.As(err, &e) || e.Field != field {
+			t.Errorf("%s: %v, want EINVALID naming %s", body, err, field)
 		}
 	}
 }

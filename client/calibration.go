@@ -74,17 +74,12 @@ type CalibrationReport struct {
 	Certification Certification  `json:"certification"`
 	Feasibility   Feasibility    `json:"feasibility"`
 	AgentPerson   AgreementStats `json:"agent_person"`
-	// Drift is the account's open calibration drift, or nil: the latest
-	// blind audits show the verifier wrong more often than the target.
-	Drift *struct {
-		TaskID     string  `json:"task_id"`
-		Audits     int     `json:"audits"`
-		Errors     int     `json:"errors"`
-		ErrorRate  float64 `json:"error_rate"`
-		ErrorLower float64 `json:"error_lower"`
-		Target     float64 `json:"target_error_rate"`
-		Confidence float64 `json:"confidence"`
-	} `json:"drift"`
+	// Drift is the first of Drifts, or nil.
+	Drift *Drift `json:"drift"`
+	// Drifts are the open calibration drifts of the policies the report
+	// concerns: the latest blind audits under a policy show the verifier
+	// wrong more often than the policy's target.
+	Drifts []Drift `json:"drifts"`
 	// Strata certify each task_type and each verifier model apart.
 	Strata []struct {
 		Dimension     string        `json:"dimension"` // "task_type" or "model"
@@ -110,6 +105,19 @@ type CalibrationReport struct {
 	Disagreements []AuditDisagreement `json:"disagreements"`
 }
 
+// Drift is a crossing of the audited error rate under one policy above its
+// target.
+type Drift struct {
+	TaskType   string  `json:"task_type"` // the policy's; "default" for the default policy
+	TaskID     string  `json:"task_id"`
+	Audits     int     `json:"audits"`
+	Errors     int     `json:"errors"`
+	ErrorRate  float64 `json:"error_rate"`
+	ErrorLower float64 `json:"error_lower"`
+	Target     float64 `json:"target_error_rate"`
+	Confidence float64 `json:"confidence"`
+}
+
 // ReliabilityBin is one of the reliability diagram's ten confidence bins.
 type ReliabilityBin struct {
 	Lower          float64  `json:"lower"`
@@ -129,8 +137,11 @@ type ReliabilityBin struct {
 // Certification is the threshold certified by fixed-sequence testing: with
 // probability at least Confidence, the verifier is wrong at most
 // TargetErrorRate of the time at or above Threshold (nil when none is
-// certified yet; Message says why, AuditsNeeded how many more audits at or
-// above AtThreshold would do).
+// certified yet; Message says why, AuditsNeeded how many more labelled
+// answers at or above AtThreshold would do). N labelled answers rest under
+// it: Audits blind audits and Routed people's decisions on routed tasks,
+// by sampling rate in Evidence. Floor is where the evidence ends: nothing
+// below it is certified.
 type Certification struct {
 	TargetErrorRate float64  `json:"target_error_rate"`
 	Confidence      float64  `json:"confidence"`
@@ -139,12 +150,22 @@ type Certification struct {
 	Coverage        *float64 `json:"coverage"`
 	N               int      `json:"n"`
 	Errors          int      `json:"errors"`
+	Audits          int      `json:"audits"`
+	Routed          int      `json:"routed"`
 	ErrorUpper      *float64 `json:"error_upper"`
-	Floor           *float64 `json:"floor"`
-	AuditsNeeded    *int     `json:"audits_needed"`
-	AtThreshold     *float64 `json:"at_threshold"`
-	AuditDays       *int     `json:"audit_days"`
-	Message         string   `json:"message"`
+	Evidence        []struct {
+		SamplingRate float64 `json:"sampling_rate"`
+		N            int     `json:"n"`
+		Errors       int     `json:"errors"`
+		Share        float64 `json:"share"`
+		ErrorUpper   float64 `json:"error_upper"`
+		Confidence   float64 `json:"confidence"`
+	} `json:"evidence"`
+	Floor        *float64 `json:"floor"`
+	AuditsNeeded *int     `json:"audits_needed"`
+	AtThreshold  *float64 `json:"at_threshold"`
+	AuditDays    *int     `json:"audit_days"`
+	Message      string   `json:"message"`
 }
 
 // Feasibility says whether the target can be met: when the verifier's

@@ -41,6 +41,12 @@ type Policy struct {
 	// Reminders and Escalation are as TaskCreate's; nil for none.
 	Reminders  []string         `json:"reminders,omitempty"`
 	Escalation []EscalationRung `json:"escalation,omitempty"`
+	// TargetErrorRate and TargetConfidence are the error rate the policy
+	// holds the verifier to and its confidence: applying a certified
+	// threshold sets them, and drift is watched against them. nil for
+	// none (the default policy's, else 2% at 95%).
+	TargetErrorRate  *float64 `json:"target_error_rate,omitempty"`
+	TargetConfidence *float64 `json:"target_confidence,omitempty"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
 }

@@ -26,6 +26,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},
 	{"labelled pairs", `DELETE FROM labelled_pairs WHERE account_id = ?`},
 	{"calibration drifts", `DELETE FROM calibration_drifts WHERE account_id = ?`},
+	{"policy drifts", `DELETE FROM policy_drifts WHERE account_id = ?`},
 	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"demo verdicts", `DELETE FROM demo_verdicts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"gold tasks", `DELETE FROM gold_tasks WHERE account_id = ?`},

@@ -168,7 +168,10 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			out.Confusion = out.Confusion[:arbiter.MaxConfusionCells]
 		}
 
-		if out.Strata, err = readStrata(ctx, tx, d, where, with(d.calibrationCap, maxStrataGroups)); err != nil {
+		if out.Evidence, err = d.readEvidence(ctx, tx, where, with(d.calibrationCap)); err != nil {
+			return err
+		}
+		if out.Strata, err = readStrata(ctx, tx, d, where, with(d.calibrationCap, d.calibrationCap)); err != nil {
 			return err
 		}
 
@@ -195,14 +198,62 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			return fmt.Errorf("count waiting audits: %w", err)
 		}
 		since := int64(out.ComputedAt) - int64(arbiter.AuditPaceDays)*86_400_000
-		if err := tx.GetContext(ctx, &out.RecentAudits, d.rebind(`SELECT count(*) FROM labelled_pairs
-			WHERE `+where+` AND audit = 1 AND labelled_at > ?`), with(since)...); err != nil {
-			return fmt.Errorf("count recent audits: %w", err)
+		if err := tx.GetContext(ctx, &out.RecentLabels, d.rebind(`SELECT count(*) FROM labelled_pairs
+			WHERE `+where+` AND labelled_at > ?`), with(since)...); err != nil {
+			return fmt.Errorf("count recent labels: %w", err)
 		}
-		out.Drift, err = d.openDrift(ctx, tx, accountID)
+		out.Drifts, err = d.reportDrifts(ctx, tx, accountID, f)
 		return err
 	})
 	return out, err
+}
+
+// reportDrifts reads, inside tx, the open crossings a report of f
+// concerns: every policy's for a report of every task type, else that of
+// the policy governing f's task type (its own, or the default policy).
+func (d *DB) reportDrifts(ctx context.Context, tx *Tx, accountID string, f arbiter.CalibrationFilter) ([]arbiter.Drift, error) {
+	if f.TaskType == "" {
+		return d.openDrifts(ctx, tx, accountID, "")
+	}
+	scope, _, err := d.driftScope(ctx, tx, accountID, f.TaskType)
+	if err != nil {
+		return nil, err
+	}
+	return d.openDrifts(ctx, tx, accountID, scope)
+}
+
+// fineBucketSQL is the SQL of arbiter.FineBucketOf(confidence): the
+// confidence's thousandth, floor(1000c + 1e-9), in double precision as Go
+// computes it (a confidence is from 0 to 1).
+func (d *DB) fineBucketSQL() string {
+	if d.dialect == Postgres {
+		return `CAST(floor(confidence * 1000 + CAST(1e-9 AS DOUBLE PRECISION)) AS INTEGER)`
+	}
+	return `CAST(confidence * 1000 + 1e-9 AS INTEGER)`
+}
+
+// readEvidence sums, inside tx, the report's pairs as the certificate's
+// evidence cells (arbiter.EvidenceCell): by thousandth of confidence,
+// weight and kind. args are the report's filter arguments and the pair
+// cap.
+func (d *DB) readEvidence(ctx context.Context, tx *Tx, where string, args []any) ([]arbiter.EvidenceCell, error) {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT fine, weight, audit, count(*), SUM(1 - correct), MIN(confidence)
+		FROM (SELECT `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM labelled_pairs
+			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		GROUP BY fine, weight, audit`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum evidence: %w", err)
+	}
+	defer rows.Close()
+	var out []arbiter.EvidenceCell
+	for rows.Next() {
+		var c arbiter.EvidenceCell
+		if err := rows.Scan(&c.Bucket, &c.Weight, &c.Audit, &c.N, &c.Errors, &c.Lowest); err != nil {
+			return nil, fmt.Errorf("sum evidence: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // calibrationWhere returns the WHERE clause of the pairs f selects for the
@@ -229,43 +280,39 @@ func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []
 	return strings.Join(where, " AND "), args
 }
 
-// maxStrataGroups bounds the groups the strata's scan returns: every
-// confidence bucket of many task types and models.
-const maxStrataGroups = 101 * 200
-
 // readStrata sums, inside tx, the same pairs as the report by task_type,
-// model, version and bucket in one scan, and returns them per task_type,
-// per model and per version. args are the report's filter arguments, the pair cap and the
-// group cap.
+// model, version and evidence cell in one scan, and returns them per
+// task_type, per model and per version. args are the report's filter
+// arguments, the pair cap and the group cap (no more groups than pairs).
 func readStrata(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
-	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, version, bucket, count(*), SUM(audit),
-		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct)
-		FROM (SELECT task_type, model, version, bucket, audit, correct, weight FROM labelled_pairs
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, version, fine, weight, audit, count(*), SUM(1 - correct),
+		MIN(confidence)
+		FROM (SELECT task_type, model, version, `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM labelled_pairs
 			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
-		GROUP BY task_type, model, version, bucket LIMIT ?`), args...)
+		GROUP BY task_type, model, version, fine, weight, audit LIMIT ?`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum strata: %w", err)
 	}
 	defer rows.Close()
 	type key struct{ dimension, value string }
 	by := map[key]*arbiter.StratumBuckets{}
-	add := func(k key, g arbiter.ConfidenceBucket) {
+	add := func(k key, c arbiter.EvidenceCell) {
 		s := by[k]
 		if s == nil {
 			s = &arbiter.StratumBuckets{Dimension: k.dimension, Value: k.value}
 			by[k] = s
 		}
-		s.Buckets = append(s.Buckets, g)
+		s.Evidence = append(s.Evidence, c)
 	}
 	for rows.Next() {
-		var g arbiter.ConfidenceBucket
+		var c arbiter.EvidenceCell
 		var taskType, model, version string
-		if err := rows.Scan(&taskType, &model, &version, &g.Bucket, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect); err != nil {
+		if err := rows.Scan(&taskType, &model, &version, &c.Bucket, &c.Weight, &c.Audit, &c.N, &c.Errors, &c.Lowest); err != nil {
 			return nil, fmt.Errorf("sum strata: %w", err)
 		}
-		add(key{arbiter.StratumTaskType, taskType}, g)
-		add(key{arbiter.StratumModel, model}, g)
-		add(key{arbiter.StratumVersion, version}, g)
+		add(key{arbiter.StratumTaskType, taskType}, c)
+		add(key{arbiter.StratumModel, model}, c)
+		add(key{arbiter.StratumVersion, version}, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sum strata: %w", err)

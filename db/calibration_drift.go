@@ -1,52 +1,63 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/arbiterhq/arbiter"
 )
 
-// checkDrift applies arbiter.NextDrift, inside tx, to the account's drift
-// window after the audit of taskID was answered: a crossing is stored (at
-// most one open per account, by the calibration_drifts_open index, so two
-// audits answered at once tell the account once) and announced to the
-// account's endpoints as calibration.drifted; a window back under the
-// target closes the open crossing.
-func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskID string) error {
-	s := d.drift
-	// Answers to the account's audits take turns here, so that the last of
-	// several answered at once reads a window holding all of them: without
-	// it, each would read the window before the others commit, and none
-	// might cross. SQLite's single writer takes turns already.
+// checkDrift applies arbiter.NextDrift, inside tx, to the drift window of
+// the policy that governs taskType after the audit of taskID was answered:
+// the task type's own policy, or the default policy for a type without
+// one. The window is the latest audits of the task types the policy
+// governs; the target is the policy's (Policy.Target), else the default
+// policy's, else the store's (Options.Drift). A crossing is stored (at most
+// one open per policy, by the policy_drifts_open index, so two audits
+// answered at once tell the account once) and announced to the account's
+// endpoints as calibration.drifted; a window back under the target closes
+// the open crossing.
+func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskType, taskID string) error {
+	scope, target, err := d.driftScope(ctx, tx, accountID, taskType)
+	if err != nil {
+		return err
+	}
+	s := d.drift.Targeting(target)
+	// Answers to the audits of a policy take turns here, so that the last
+	// of several answered at once reads a window holding all of them:
+	// without it, each would read the window before the others commit,
+	// and none might cross. SQLite's single writer takes turns already.
 	if turn := d.sqlTurnLock(); turn != "" {
-		if _, err := tx.ExecContext(ctx, turn, "calibration_drift:"+accountID); err != nil {
+		if _, err := tx.ExecContext(ctx, turn, "calibration_drift:"+accountID+":"+scope); err != nil {
 			return fmt.Errorf("drift lock: %w", err)
 		}
 	}
 	now := d.nowMS()
 	since := int64(now) - s.Age.Milliseconds()
+	types, args := driftTypes(accountID, scope)
 	var w arbiter.DriftWindow
 	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*), COALESCE(SUM(1 - correct), 0) FROM
-		(SELECT correct FROM labelled_pairs WHERE account_id = ? AND audit = 1 AND labelled_at > ?
-			ORDER BY labelled_at DESC LIMIT ?) w`), accountID, since, s.Audits).Scan(&w.Audits, &w.Errors); err != nil {
+		(SELECT correct FROM labelled_pairs WHERE account_id = ? AND audit = 1 AND labelled_at > ? AND `+types+`
+			ORDER BY labelled_at DESC LIMIT ?) w`), append(append([]any{accountID, since}, args...), s.Audits)...).Scan(&w.Audits, &w.Errors); err != nil {
 		return fmt.Errorf("drift window: %w", err)
 	}
-	open, err := d.openDrift(ctx, tx, accountID)
+	open, err := d.openDrifts(ctx, tx, accountID, scope)
 	if err != nil {
 		return err
 	}
-	drifted := open != nil
+	drifted := len(open) > 0
 	after, crossed := arbiter.NextDrift(drifted, w, s)
 	switch {
 	case crossed:
-		dr := arbiter.NewDrift(accountID, taskID, w, s, now)
-		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO calibration_drifts (account_id, task_id, audits, errors, error_rate,
-			error_lower, target, confidence, drifted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (account_id) WHERE cleared_at IS NULL DO NOTHING`),
-			accountID, taskID, dr.Audits, dr.Errors, dr.ErrorRate, dr.ErrorLower, dr.Target, dr.Confidence, int64(now))
+		dr := arbiter.NewDrift(accountID, scope, taskID, w, s, now)
+		res, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policy_drifts (account_id, task_type, task_id, audits, errors,
+			error_rate, error_lower, target, confidence, drifted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (account_id, task_type) WHERE cleared_at IS NULL DO NOTHING`),
+			accountID, scope, taskID, dr.Audits, dr.Errors, dr.ErrorRate, dr.ErrorLower, dr.Target, dr.Confidence, int64(now))
 		if err != nil {
 			return fmt.Errorf("store drift: %w", err)
 		}
@@ -57,12 +68,68 @@ func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskID string) e
 		}
 		return d.enqueueAccountEvent(ctx, tx, accountID, taskID, arbiter.EventCalibrationDrifted, dr)
 	case drifted && !after:
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE calibration_drifts SET cleared_at = ?
-			WHERE account_id = ? AND cleared_at IS NULL`), int64(now), accountID); err != nil {
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE policy_drifts SET cleared_at = ?
+			WHERE account_id = ? AND task_type = ? AND cleared_at IS NULL`), int64(now), accountID, scope); err != nil {
 			return fmt.Errorf("clear drift: %w", err)
 		}
 	}
 	return nil
+}
+
+// driftScope returns, inside tx, the policy that governs the account's
+// tasks of taskType for drift (the type's own, or DefaultPolicyName) and
+// the target drift is watched against: that policy's, else the default
+// policy's, nil when neither sets one.
+func (d *DB) driftScope(ctx context.Context, tx *Tx, accountID, taskType string) (scope string, target *arbiter.ErrorTarget, err error) {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, target_error_rate, target_confidence FROM policies
+		WHERE account_id = ? AND task_type IN (?, ?)`), accountID, taskType, arbiter.DefaultPolicyName)
+	if err != nil {
+		return "", nil, fmt.Errorf("drift policy: %w", err)
+	}
+	defer rows.Close()
+	scope = arbiter.DefaultPolicyName
+	var own, fallback *arbiter.ErrorTarget
+	for rows.Next() {
+		var name string
+		var rate, confidence sql.NullFloat64
+		if err := rows.Scan(&name, &rate, &confidence); err != nil {
+			return "", nil, fmt.Errorf("drift policy: %w", err)
+		}
+		t := targetOf(rate, confidence)
+		if name == taskType && taskType != arbiter.DefaultPolicyName {
+			scope, own = name, t
+		} else {
+			fallback = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", nil, fmt.Errorf("drift policy: %w", err)
+	}
+	return scope, cmp.Or(own, fallback), nil
+}
+
+// targetOf reads a policy's stored target: nil when it sets none.
+func targetOf(rate, confidence sql.NullFloat64) *arbiter.ErrorTarget {
+	if !rate.Valid {
+		return nil
+	}
+	t := &arbiter.ErrorTarget{ErrorRate: rate.Float64, Confidence: arbiter.DefaultCertificationConfidence}
+	if confidence.Valid {
+		t.Confidence = confidence.Float64
+	}
+	return t
+}
+
+// driftTypes returns the condition on labelled_pairs.task_type of the
+// tasks the policy scope governs, and its arguments: the task type
+// itself, or for the default policy every type without a policy of its
+// own.
+func driftTypes(accountID, scope string) (string, []any) {
+	if scope != arbiter.DefaultPolicyName {
+		return "task_type = ?", []any{scope}
+	}
+	return `task_type NOT IN (SELECT task_type FROM policies WHERE account_id = ? AND task_type <> ?)`,
+		[]any{accountID, arbiter.DefaultPolicyName}
 }
 
 // enqueueAccountEvent writes, in tx, a message of an event about the
@@ -94,13 +161,13 @@ func (d *DB) enqueueAccountEvent(ctx context.Context, tx *Tx, accountID, taskID,
 }
 
 // driftColumns are the columns of a crossing, in arbiter.Drift's order.
-const driftColumns = `account_id, task_id, audits, errors, error_rate, error_lower, target, confidence, drifted_at, cleared_at`
+const driftColumns = `account_id, task_type, task_id, audits, errors, error_rate, error_lower, target, confidence, drifted_at, cleared_at`
 
 func scanDrift(row interface{ Scan(...any) error }) (arbiter.Drift, error) {
 	var dr arbiter.Drift
 	var cleared sql.NullInt64
-	err := row.Scan(&dr.AccountID, &dr.TaskID, &dr.Audits, &dr.Errors, &dr.ErrorRate, &dr.ErrorLower, &dr.Target, &dr.Confidence,
-		&dr.DriftedAt, &cleared)
+	err := row.Scan(&dr.AccountID, &dr.TaskType, &dr.TaskID, &dr.Audits, &dr.Errors, &dr.ErrorRate, &dr.ErrorLower, &dr.Target,
+		&dr.Confidence, &dr.DriftedAt, &cleared)
 	if cleared.Valid {
 		c := arbiter.Timestamp(cleared.Int64)
 		dr.ClearedAt = &c
@@ -108,27 +175,36 @@ func scanDrift(row interface{ Scan(...any) error }) (arbiter.Drift, error) {
 	return dr, err
 }
 
-// CalibrationDrift returns the account's open crossing, or nil when its
-// audited error rate has not drifted.
-func (d *DB) CalibrationDrift(ctx context.Context, accountID string) (_ *arbiter.Drift, err error) {
+// CalibrationDrifts returns the account's open crossings, by policy; none
+// when no audited error rate has drifted.
+func (d *DB) CalibrationDrifts(ctx context.Context, accountID string) (_ []arbiter.Drift, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	return d.openDrift(ctx, d.db, accountID)
+	return d.openDrifts(ctx, d.db, accountID, "")
 }
 
-// openDrift reads, with q (the pool or a transaction), the account's open
-// crossing (calibration_drifts_open holds one at most), or nil.
-func (d *DB) openDrift(ctx context.Context, q interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, accountID string) (*arbiter.Drift, error) {
-	dr, err := scanDrift(q.QueryRowContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
-		WHERE account_id = ? AND cleared_at IS NULL`), accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("find drift: %w", err)
+// openDrifts reads, with q (the pool or a transaction), the account's open
+// crossings (policy_drifts_open holds one at most per policy) by
+// policy: every policy's, or scope's alone when it is not "".
+func (d *DB) openDrifts(ctx context.Context, q sqlx.QueryerContext, accountID, scope string) ([]arbiter.Drift, error) {
+	where, args := "account_id = ? AND cleared_at IS NULL", []any{accountID}
+	if scope != "" {
+		where, args = where+" AND task_type = ?", append(args, scope)
 	}
-	return &dr, nil
+	rows, err := q.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM policy_drifts WHERE `+where+` ORDER BY task_type`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("find drifts: %w", err)
+	}
+	defer rows.Close()
+	out := []arbiter.Drift{}
+	for rows.Next() {
+		dr, err := scanDrift(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find drifts: %w", err)
+		}
+		out = append(out, dr)
+	}
+	return out, rows.Err()
 }
 
 // ClaimDriftMails claims the crossings not yet mailed, at most max, and
@@ -140,8 +216,8 @@ func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMai
 	var mails []arbiter.DriftMail
 	err = d.transact(ctx, func(tx *Tx) error {
 		mails = nil
-		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM calibration_drifts
-			WHERE mailed = 0 ORDER BY drifted_at, account_id LIMIT ?`), max)
+		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM policy_drifts
+			WHERE mailed = 0 ORDER BY drifted_at, account_id, task_type LIMIT ?`), max)
 		if err != nil {
 			return fmt.Errorf("find drifts to mail: %w", err)
 		}
@@ -159,8 +235,8 @@ func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMai
 			return fmt.Errorf("find drifts to mail: %w", err)
 		}
 		for _, dr := range due {
-			res, err := tx.ExecContext(ctx, d.rebind(`UPDATE calibration_drifts SET mailed = 1
-				WHERE account_id = ? AND drifted_at = ? AND mailed = 0`), dr.AccountID, int64(dr.DriftedAt))
+			res, err := tx.ExecContext(ctx, d.rebind(`UPDATE policy_drifts SET mailed = 1
+				WHERE account_id = ? AND task_type = ? AND drifted_at = ? AND mailed = 0`), dr.AccountID, dr.TaskType, int64(dr.DriftedAt))
 			if err != nil {
 				return fmt.Errorf("claim drift mail: %w", err)
 			}
@@ -189,12 +265,12 @@ func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMai
 }
 
 // CountDriftedAccounts counts the accounts whose audited error rate has
-// drifted, for the metrics' gauge, along the calibration_drifts_open index.
+// drifted, for the metrics' gauge, along the policy_drifts_open index.
 func (d *DB) CountDriftedAccounts(ctx context.Context) (_ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var n int
-	if err := d.db.GetContext(ctx, &n, `SELECT count(*) FROM calibration_drifts WHERE cleared_at IS NULL`); err != nil {
+	if err := d.db.GetContext(ctx, &n, `SELECT count(DISTINCT account_id) FROM policy_drifts WHERE cleared_at IS NULL`); err != nil {
 		return 0, fmt.Errorf("count drifts: %w", err)
 	}
 	return n, nil

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,13 @@ var driftSettings = arbiter.DriftSettings{Audits: 20, Age: 24 * time.Hour, Targe
 // second before each answer.
 func answerAudits(t *testing.T, d *db.DB, c *clock, accountID string, n int, wrong func(i int) bool) []string {
 	t.Helper()
-	ids := auditedTasks(t, d, accountID, n)
+	return answerAuditsOf(t, d, c, accountID, "", n, wrong)
+}
+
+// answerAuditsOf is answerAudits with tasks of taskType.
+func answerAuditsOf(t *testing.T, d *db.DB, c *clock, accountID, taskType string, n int, wrong func(i int) bool) []string {
+	t.Helper()
+	ids := auditedTasksOf(t, d, accountID, taskType, n)
 	for i, id := range ids {
 		c.Add(time.Second)
 		verdict := "approve"
@@ -38,11 +45,17 @@ func answerAudits(t *testing.T, d *db.DB, c *clock, accountID string, n int, wro
 // complete them at 0.93: each waits for its blind audit.
 func auditedTasks(t *testing.T, d *db.DB, accountID string, n int) []string {
 	t.Helper()
+	return auditedTasksOf(t, d, accountID, "", n)
+}
+
+// auditedTasksOf is auditedTasks with tasks of taskType.
+func auditedTasksOf(t *testing.T, d *db.DB, accountID, taskType string, n int) []string {
+	t.Helper()
 	one := 1.0
 	var ids []string
 	for range n {
 		in := taskCreate("audit me")
-		in.AuditRate = &one
+		in.AuditRate, in.TaskType = &one, taskType
 		task, err := d.CreateTask(ctx, accountID, in)
 		if err != nil {
 			t.Fatal(err)
@@ -87,11 +100,14 @@ func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
 		}
 		drift := func() *arbiter.Drift {
 			t.Helper()
-			dr, err := d.CalibrationDrift(ctx, acct.ID)
-			if err != nil {
-				t.Fatal(err)
+			drifts, err := d.CalibrationDrifts(ctx, acct.ID)
+			if err != nil || len(drifts) > 1 {
+				t.Fatalf("drifts %+v, %v", drifts, err)
 			}
-			return dr
+			if len(drifts) == 0 {
+				return nil
+			}
+			return &drifts[0]
 		}
 
 		// 17 right and 3 wrong: 15%, but under the bound.
@@ -105,21 +121,22 @@ func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
 		// Three more wrong ones cross once, whatever follows.
 		ids := answerAudits(t, d, c, acct.ID, 6, func(i int) bool { return i < 3 })
 		dr := drift()
-		if dr == nil || dr.Audits != 20 || dr.Errors < 4 || dr.ErrorLower <= 0.05 || dr.Target != 0.05 || dr.ClearedAt != nil {
+		if dr == nil || dr.Audits != 20 || dr.Errors < 4 || dr.ErrorLower <= 0.05 || dr.Target != 0.05 || dr.ClearedAt != nil ||
+			dr.TaskType != arbiter.DefaultPolicyName {
 			t.Fatalf("no crossing after the errors: %+v", dr)
 		}
 		if msgs := driftMessages(t, d, acct.ID, e.ID); len(msgs) != 1 || !containsID(ids, msgs[0].TaskID) {
 			t.Fatalf("messages after the crossing: %+v, want one calibration.drifted about one of %v", msgs, ids)
 		}
-		if other, err := d.CalibrationDrift(ctx, other.ID); err != nil || other != nil {
+		if other, err := d.CalibrationDrifts(ctx, other.ID); err != nil || len(other) != 0 {
 			t.Errorf("another account drifted: %+v, %v", other, err)
 		}
 		if n, err := d.CountDriftedAccounts(ctx); err != nil || n != 1 {
 			t.Errorf("CountDriftedAccounts = %d, %v", n, err)
 		}
 		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TargetErrorRate: 0.02})
-		if err != nil || data.Drift == nil || data.Drift.DriftedAt != dr.DriftedAt {
-			t.Errorf("the report's data does not carry the drift: %+v, %v", data.Drift, err)
+		if err != nil || len(data.Drifts) != 1 || data.Drifts[0].DriftedAt != dr.DriftedAt {
+			t.Errorf("the report's data does not carry the drift: %+v, %v", data.Drifts, err)
 		}
 
 		// The owner is mailed once, however often workers ask.
@@ -200,4 +217,67 @@ func containsID(ids []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestCalibrationDrift_WatchesEachPolicysTarget answers the audits of two
+// task types: refund, whose policy holds the agent to 15% at 90% (as
+// applying a certificate at that target sets it), and moderation, under
+// the default policy and the store's 5%. 4 wrong in 20 (20%) cross 5% but
+// not 15%; 9 more in the next 20 cross 15%. Each policy crosses alone, with its own
+// target. Before, one window per account fired at 2% whatever the
+// operator certified.
+func TestCalibrationDrift_WatchesEachPolicysTarget(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now, Drift: driftSettings}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "a@example.com")
+		owner := personOf(t, d, "a@example.com")
+		if _, err := d.PutPolicy(ctx, acct.ID, arbiter.Policy{TaskType: "refund",
+			Target: &arbiter.ErrorTarget{ErrorRate: 0.15, Confidence: 0.9}}, actor(owner)); err != nil {
+			t.Fatal(err)
+		}
+		drifts := func() map[string]arbiter.Drift {
+			t.Helper()
+			list, err := d.CalibrationDrifts(ctx, acct.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]arbiter.Drift{}
+			for _, dr := range list {
+				out[dr.TaskType] = dr
+			}
+			return out
+		}
+		fourIn20 := func(i int) bool { return i%5 == 0 }
+		answerAuditsOf(t, d, c, acct.ID, "refund", 20, fourIn20)
+		answerAuditsOf(t, d, c, acct.ID, "moderation", 20, fourIn20)
+		got := drifts()
+		if _, ok := got["refund"]; ok || len(got) != 1 {
+			t.Fatalf("drifts %+v: 20%% crossed refund's 15%% target, or not the default policy's 5%%", got)
+		}
+		if dr := got[arbiter.DefaultPolicyName]; dr.Target != 0.05 || dr.Audits != 20 || dr.Errors != 4 {
+			t.Errorf("the default policy's crossing: %+v", dr)
+		}
+		data, err := d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TaskType: "refund", TargetErrorRate: 0.15, Confidence: 0.9})
+		if err != nil || len(data.Drifts) != 0 {
+			t.Errorf("refund's report carries another policy's drift: %+v, %v", data.Drifts, err)
+		}
+
+		answerAuditsOf(t, d, c, acct.ID, "refund", 20, func(i int) bool { return i%2 == 0 && i < 18 })
+		got = drifts()
+		dr, ok := got["refund"]
+		if !ok || dr.Target != 0.15 || dr.Confidence != 0.9 || dr.ErrorLower <= 0.15 || len(got) != 2 {
+			t.Fatalf("after 9 wrong in 20: %+v", got)
+		}
+		if !strings.Contains(dr.Summary(), "the policy of refund") || !strings.Contains(dr.Summary(), "15% target") {
+			t.Errorf("summary %q", dr.Summary())
+		}
+		data, err = d.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{TaskType: "refund", TargetErrorRate: 0.15, Confidence: 0.9})
+		if err != nil || len(data.Drifts) != 1 || data.Drifts[0].TaskType != "refund" {
+			t.Errorf("refund's report: %+v, %v", data.Drifts, err)
+		}
+		if n, err := d.CountDriftedAccounts(ctx); err != nil || n != 1 {
+			t.Errorf("CountDriftedAccounts = %d, %v; want one account", n, err)
+		}
+	})
 }

@@ -317,12 +317,20 @@ func TestQueueService_RoutedDecisionMakesAPair(t *testing.T) {
 	})
 }
 
-// TestCalibrationService_SumsMatchThePureEstimator stores a reference data
-// set and checks that the report from the store's SQL sums is the report
-// of the same pairs summed in Go, and that the filters select.
+// TestCalibrationService_SumsMatchThePureEstimator stores reference data
+// sets (set_mixed.csv: routed decisions and audits at two rates, at
+// thousandths) and checks that the report from the store's SQL sums,
+// certificate included, is the report of the same pairs summed in Go, and
+// that the filters select.
 func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(filepath.Join("..", "testdata", "calibration", "set_generated.csv"))
+	for _, set := range []string{"set_generated.csv", "set_mixed.csv"} {
+		t.Run(set, func(t *testing.T) { sumsMatchThePureEstimator(t, set) })
+	}
+}
+
+func sumsMatchThePureEstimator(t *testing.T, set string) {
+	f, err := os.Open(filepath.Join("..", "testdata", "calibration", set))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +362,7 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := arbiter.NewCalibrationReport(data, 0.1, arbiter.DefaultCertificationConfidence)
-			want := arbiter.Calibrate(arbiter.Bucketize(pairs), 0.1, arbiter.DefaultCertificationConfidence)
+			want := arbiter.Calibrate(arbiter.Bucketize(pairs), arbiter.Evidence(pairs), 0.1, arbiter.DefaultCertificationConfidence)
 			if got.N != want.N || got.Audits != want.Audits || got.N == 0 || data.Capped {
 				t.Fatalf("n %d audits %d, want %d %d", got.N, got.Audits, want.N, want.Audits)
 			}
@@ -369,6 +377,13 @@ func TestCalibrationService_SumsMatchThePureEstimator(t *testing.T) {
 			if (got.Recommendation.Threshold == nil) != (want.Recommendation.Threshold == nil) ||
 				(want.Recommendation.Threshold != nil && *got.Recommendation.Threshold != *want.Recommendation.Threshold) {
 				t.Errorf("recommendation %+v, want %+v", got.Recommendation, want.Recommendation)
+			}
+			// The evidence summed by thousandth in SQL certifies as the
+			// pairs summed in Go do.
+			gc, wc := got.Certification, want.Certification
+			if !nearPtr(gc.Threshold, wc.Threshold) || !nearPtr(gc.Floor, wc.Floor) || !nearPtr(gc.ErrorUpper, wc.ErrorUpper) ||
+				gc.N != wc.N || gc.Errors != wc.Errors || gc.Audits != wc.Audits || gc.Routed != wc.Routed || wc.Floor == nil {
+				t.Errorf("certificate %+v, want %+v", gc, wc)
 			}
 			n := 0
 			for _, v := range got.Agreement {
@@ -606,7 +621,7 @@ func TestCalibrationService_CertifiesEachStratum(t *testing.T) {
 		certified := 0
 		for _, s := range report.Strata {
 			own := by[[2]string{s.Dimension, s.Value}]
-			want := arbiter.Certify(arbiter.Bucketize(own), 0.02, 0.95)
+			want := arbiter.Certify(arbiter.Evidence(own), 0.02, 0.95)
 			if s.N != len(own) || !nearPtr(s.Certification.Threshold, want.Threshold) || s.Certification.N != want.N || s.Certification.Errors != want.Errors {
 				t.Errorf("%s %s: n %d, certificate %v on %d audits; want n %d, %v on %d", s.Dimension, s.Value, s.N,
 					s.Certification.Threshold, s.Certification.N, len(own), want.Threshold, want.N)
@@ -630,10 +645,11 @@ func nearPtr(got, want *float64) bool {
 	return math.Abs(*got-*want) < 1e-9
 }
 
-// TestCalibrationService_CountsRecentAudits counts the blind audits of the
-// last 30 days among the pairs the filter selects: older audits, routed
-// pairs, other task types and other accounts are left out.
-func TestCalibrationService_CountsRecentAudits(t *testing.T) {
+// TestCalibrationService_CountsRecentLabels counts the answers labelled in
+// the last 30 days among the pairs the filter selects, audits and routed
+// decisions alike: older labels, other task types and other accounts are
+// left out.
+func TestCalibrationService_CountsRecentLabels(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
@@ -661,8 +677,8 @@ func TestCalibrationService_CountsRecentAudits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if data.RecentAudits != 5 {
-			t.Errorf("RecentAudits = %d, want 5", data.RecentAudits)
+		if data.RecentLabels != 6 {
+			t.Errorf("RecentLabels = %d, want 6", data.RecentLabels)
 		}
 	})
 }

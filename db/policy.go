@@ -16,20 +16,23 @@ import (
 var _ arbiter.PolicyService = (*DB)(nil)
 
 // policyColumns lists, in scan order, the columns scanPolicy reads.
-const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts, edit_verdicts`
+const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts, edit_verdicts,
+	target_error_rate, target_confidence`
 
 // scanPolicy reads a row of policyColumns.
 func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 	var (
 		p                    arbiter.Policy
 		threshold, auditRate sql.NullFloat64
+		target, confidence   sql.NullFloat64
 		deadline             sql.NullInt64
 		onExpiry, review     sql.NullString
 		alerts, editVerdicts sql.NullString
 		updated              int64
 		notify               string
 	)
-	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts, &editVerdicts); err != nil {
+	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts, &editVerdicts,
+		&target, &confidence); err != nil {
 		return arbiter.Policy{}, err
 	}
 	if editVerdicts.Valid {
@@ -37,6 +40,7 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 			return p, fmt.Errorf("policy %s: edit_verdicts: %w", p.TaskType, err)
 		}
 	}
+	p.Target = targetOf(target, confidence)
 	if notify != "" {
 		p.Notify = strings.Split(notify, ",")
 	}
@@ -154,9 +158,12 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 		return nil, err
 	}
 	p.UpdatedAt = d.nowMS()
-	var deadline, review any
+	var deadline, review, target, confidence any
 	if p.DeadlineSeconds != nil {
 		deadline = *p.DeadlineSeconds
+	}
+	if p.Target != nil {
+		target, confidence = p.Target.ErrorRate, p.Target.Confidence
 	}
 	if p.Review != nil {
 		r, _ := p.Review.ForPolicy() // valid: its defaults applied
@@ -172,14 +179,15 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,
 				deadline_seconds = excluded.deadline_seconds, audit_rate = excluded.audit_rate,
 				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at,
 				notify = excluded.notify, review_rule = excluded.review_rule, alerts = excluded.alerts,
-				edit_verdicts = excluded.edit_verdicts`),
+				edit_verdicts = excluded.edit_verdicts,
+				target_error_rate = excluded.target_error_rate, target_confidence = excluded.target_confidence`),
 			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt),
-			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts), editVerdictsColumn(p.EditVerdicts)); err != nil {
+			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts), editVerdictsColumn(p.EditVerdicts), target, confidence); err != nil {
 			return accountDeleted(fmt.Errorf("put policy: %w", err))
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewPolicyAuditEvent(arbiter.AuditPolicyChanged, accountID, p.TaskType, p.Summary(), by))

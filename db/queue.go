@@ -448,7 +448,7 @@ func (d *DB) answerAudit(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbit
 			return err
 		}
 	}
-	return d.checkDrift(ctx, tx, t.AccountID, t.ID)
+	return d.checkDrift(ctx, tx, t.AccountID, t.TaskType, t.ID)
 }
 
 // inReviewQueue is the SQL condition of a task in the reviewers' queue

@@ -64,11 +64,13 @@ func thresholdOffer(r *http.Request, policies arbiter.PolicyService, accountID s
 
 // DashboardCalibrationApply handles POST /calibration/apply: it sets the
 // confidence_threshold of the policy the report of the form's query
-// concerns to the form's threshold, audited, when the report still
-// certifies that threshold, and shows the policy. A stale form (the
-// certificate changed since the page was shown) is refused with 409 and
-// changes nothing.
-func DashboardCalibrationApply(cal arbiter.CalibrationService, policies arbiter.PolicyService) http.Handler {
+// concerns to the form's threshold, and the policy's target to the
+// report's, audited, when the report still certifies that threshold
+// (arbiter.PolicyService.ApplyCertifiedThreshold), and shows the policy.
+// A stale form (the certificate changed since the page was shown) or a
+// threshold below where the evidence ends is refused with 409 and changes
+// nothing.
+func DashboardCalibrationApply(policies arbiter.PolicyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil {
 			Error(w, r, arbiter.Errorf(arbiter.EINVALID, "The form could not be read."))
@@ -86,22 +88,12 @@ func DashboardCalibrationApply(cal arbiter.CalibrationService, policies arbiter.
 		}
 		v := strings.TrimSpace(r.PostForm.Get("threshold"))
 		threshold, err := strconv.ParseFloat(v, 64)
-		if err != nil || len(v) > 10 || !(threshold >= 0 && threshold <= 1) {
+		if err != nil || len(v) > 32 || !(threshold >= 0 && threshold <= 1) {
 			Error(w, r, arbiter.FieldErrorf("threshold", "threshold must be a number from 0 to 1, such as 0.87."))
 			return
 		}
 		accountID := arbiter.AccountIDFromContext(r.Context())
-		data, err := cal.CalibrationData(r.Context(), accountID, f)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		report := arbiter.NewCalibrationReport(data, f.TargetErrorRate, f.Confidence)
-		if err := arbiter.CheckCertifiedThreshold(report.Certification, threshold); err != nil {
-			Error(w, r, err)
-			return
-		}
-		if _, err := policies.ApplyPolicyThreshold(r.Context(), accountID, taskType, *report.Certification.Threshold, ActorOf(r)); err != nil {
+		if _, err := policies.ApplyCertifiedThreshold(r.Context(), accountID, f, threshold, ActorOf(r)); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -29,12 +29,12 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService, 
 			Error(w, r, err)
 			return
 		}
-		drift, err := cal.CalibrationDrift(r.Context(), accountID)
+		drifts, err := cal.CalibrationDrifts(r.Context(), accountID)
 		if err != nil {
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drift: drift}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drifts: drifts}
 		for _, k := range list {
 			if k.Active() {
 				v.ActiveKeys++

@@ -68,7 +68,8 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback"),
 			Notify: f.Get("notify"), Reviews: f.Get("reviews_required"), Consensus: f.Get("consensus"), Quorum: f.Get("quorum"),
 			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak"),
-			Reminders: f.Get("reminders"), Escalation: f.Get("escalation")}
+			Reminders: f.Get("reminders"), Escalation: f.Get("escalation"),
+			TargetErrorRate: f.Get("target_error_rate"), TargetConfidence: f.Get("target_confidence")}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		p, err := readPolicyForm(v)
 		if err == nil {
@@ -136,6 +137,9 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 		rungs = append(rungs, r.After.String()+" "+r.To)
 	}
 	v.Reminders, v.Escalation = strings.Join(waits, ", "), strings.Join(rungs, ", ")
+	if t := p.Target; t != nil {
+		v.TargetErrorRate, v.TargetConfidence = num(&t.ErrorRate), num(&t.Confidence)
+	}
 	return v
 }
 
@@ -159,6 +163,22 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 			}
 			*f.out = &n
 		}
+	}
+	switch rate, confidence := strings.TrimSpace(v.TargetErrorRate), strings.TrimSpace(v.TargetConfidence); {
+	case rate != "":
+		t := arbiter.ErrorTarget{Confidence: arbiter.DefaultCertificationConfidence}
+		var err error
+		if t.ErrorRate, err = strconv.ParseFloat(rate, 64); err != nil {
+			return arbiter.Policy{}, arbiter.FieldErrorf("target_error_rate", "target_error_rate must be a number between 0 and 1, such as 0.02.")
+		}
+		if confidence != "" {
+			if t.Confidence, err = strconv.ParseFloat(confidence, 64); err != nil {
+				return arbiter.Policy{}, arbiter.FieldErrorf("target_confidence", "target_confidence must be a number from 0.5 to below 1, such as 0.95.")
+			}
+		}
+		p.Target = &t
+	case confidence != "":
+		return arbiter.Policy{}, arbiter.FieldErrorf("target_confidence", "target_confidence goes with target_error_rate; give target_error_rate too.")
 	}
 	if s := strings.TrimSpace(v.Deadline); s != "" {
 		n, err := strconv.Atoi(s)

@@ -641,7 +641,8 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 		if !ok || th == 0.9 {
 			t.Fatalf("the history certifies %v, want a threshold other than the policy's 0.90", report["certification"])
 		}
-		certified := strconv.FormatFloat(th, 'f', 2, 64)
+		certified, exact := arbiter.FormatThreshold(th), strconv.FormatFloat(th, 'f', -1, 64)
+		floor, _ := report["certification"].(map[string]any)["floor"].(float64)
 		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.9"},
 			"deadline_seconds": {"3600"}, "on_expiry": {"expire"}}); r.status != http.StatusSeeOther {
 			t.Fatalf("saving the policy: %d\n%.1000s", r.status, r.body)
@@ -661,8 +662,12 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 
 		button := `data-testid="apply-threshold-button">Apply ` + certified + ` to policy refund</button>`
 		for name, b := range map[string]*browser{"owner": owner, "admin": admin} {
-			if r := b.get("/calibration?" + query); !strings.Contains(r.body, button) || !strings.Contains(r.body, `name="threshold" value="`+certified+`"`) {
+			r := b.get("/calibration?" + query)
+			if !strings.Contains(r.body, button) || !strings.Contains(r.body, `name="threshold" value="`+exact+`"`) {
 				t.Errorf("the %s is not offered to apply %s:\n%.6000s", name, certified, r.body)
+			}
+			if ends := "The evidence ends at " + arbiter.FormatThreshold(floor); !strings.Contains(r.body, ends) {
+				t.Errorf("the %s's page does not say where the evidence ends (%q)", name, ends)
 			}
 		}
 		if r := owner.get("/calibration?target_error_rate=0.1&confidence=0.9"); !strings.Contains(r.body, "to the default policy</button>") {
@@ -684,6 +689,10 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 		if r.status != http.StatusConflict || !strings.Contains(r.body, "changed since the page was shown: it is "+certified+" now, not 0.55") {
 			t.Errorf("a stale post = %d\n%.3000s", r.status, r.body)
 		}
+		r = apply(owner, "0.3", nil)
+		if below := "0.30 is below where the evidence ends (" + arbiter.FormatThreshold(floor) + ")"; r.status != http.StatusConflict || !strings.Contains(r.body, below) {
+			t.Errorf("a post below the evidence = %d, want 409 saying %q\n%.3000s", r.status, below, r.body)
+		}
 		r = owner.do("POST", "/calibration/apply", url.Values{"query": {"task_type=refund&target_error_rate=0.001"}, "threshold": {certified}}, nil)
 		if r.status != http.StatusConflict || !strings.Contains(r.body, "no longer certifies a threshold") {
 			t.Errorf("a post for a report that certifies nothing = %d\n%.3000s", r.status, r.body)
@@ -698,12 +707,13 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 			t.Fatalf("a refused post changed the policy: %+v", p)
 		}
 
-		r = apply(admin, certified, nil)
+		r = apply(admin, exact, nil)
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
 			t.Fatalf("the admin's post = %d to %q\n%.2000s", r.status, r.header.Get("Location"), r.body)
 		}
-		if p := policy(); *p.ConfidenceThreshold != th || p.DeadlineSeconds == nil || *p.DeadlineSeconds != 3600 {
-			t.Errorf("after applying: %+v, want threshold %v and the deadline kept", p, th)
+		if p := policy(); *p.ConfidenceThreshold != th || p.DeadlineSeconds == nil || *p.DeadlineSeconds != 3600 ||
+			p.Target == nil || *p.Target != (arbiter.ErrorTarget{ErrorRate: 0.1, Confidence: 0.9}) {
+			t.Errorf("after applying: %+v, want threshold %v, the report's target, and the deadline kept", p, th)
 		}
 		events, _ := d.store.ListAuditEvents(ctx, acct.ID, 1)
 		if len(events) != 1 || events[0].Kind != arbiter.AuditPolicyChanged || events[0].Actor != "admin@example.com" ||

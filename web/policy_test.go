@@ -481,3 +481,42 @@ func TestReview_EscalatedFirstAndOutcomeLines(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicies_Target puts a policy's target through the API and the
+// dashboard's form: the answer and the form show it, a form saved without
+// touching it keeps it, and a bad one is refused naming its field.
+func TestPolicies_Target(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		status, _, body := a.do("PUT", "/v1/policies/refund", key, `{"confidence_threshold":0.9,"target_error_rate":0.15,"target_confidence":0.9}`)
+		if status != http.StatusOK || !strings.Contains(string(body), `"target_error_rate":0.15,"target_confidence":0.9`) {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		status, h, b := a.do("PUT", "/v1/policies/refund", key, `{"target_confidence":0.9}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "target_error_rate") {
+			t.Errorf("a confidence alone: %q", msg)
+		}
+	})
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "target_error_rate": {"0.15"}, "target_confidence": {"0.9"}})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.1000s", r.status, r.body)
+		}
+		r = owner.follow(r)
+		if !strings.Contains(r.body, `value="0.15"`) || !strings.Contains(r.body, `value="0.9"`) {
+			t.Errorf("the form does not show the target:\n%.4000s", r.body)
+		}
+		if p, err := d.store.FindPolicy(ctx, acct.ID, "refund"); err != nil || p.Target == nil || *p.Target != (arbiter.ErrorTarget{ErrorRate: 0.15, Confidence: 0.9}) {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "target_error_rate": {"high"}}); r.status != http.StatusBadRequest ||
+			!strings.Contains(r.body, "target_error_rate") {
+			t.Errorf("a bad target: %d", r.status)
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); p.Target == nil || p.Target.ErrorRate != 0.15 {
+			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+	})
+}

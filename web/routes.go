@@ -351,7 +351,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			}
 			rt.webhookRoutes(r, now)
 			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, s.Policies, now))
-			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/calibration/apply", handlers.DashboardCalibrationApply(s.Calibration, s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/calibration/apply", handlers.DashboardCalibrationApply(s.Policies))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policies", handlers.DashboardPolicies(s.Policies))

@@ -112,7 +112,7 @@ var commands = []*command{
 		summary: "list the account's policies; prints them as JSON"},
 	{name: "policy get", exits: true, args: "TASK_TYPE", positional: "TASK_TYPE", env: clientEnv, run: runPolicyGet,
 		summary: "read the policy of a task type (default: the default policy); prints it as JSON"},
-	{name: "policy put", exits: true, args: "[--threshold T] [--deadline D] [--audit-rate R] [--on-expiry O] [--notify N] [--reviews N] [flags] TASK_TYPE",
+	{name: "policy put", exits: true, args: "[--threshold T] [--deadline D] [--audit-rate R] [--target-error-rate A] [--on-expiry O] [--notify N] [--reviews N] [flags] TASK_TYPE",
 		positional: "TASK_TYPE", env: clientEnv, run: runPolicyPut,
 		summary: "replace the policy of a task type with the flags' values; prints it as JSON"},
 	{name: "policy delete", exits: true, args: "TASK_TYPE", positional: "TASK_TYPE", env: clientEnv, run: runPolicyDelete,

@@ -55,6 +55,8 @@ func runPolicyPut(ctx context.Context, c *command, p *process, args []string) er
 		return nil
 	})
 	fs.Func("audit-rate", "the share of the verifier's confident answers a person also checks, blind, 0 to 1", number(&in.AuditRate))
+	fs.Func("target-error-rate", "the error rate the policy holds the verifier to, which drift is watched against, between 0 and 1", number(&in.TargetErrorRate))
+	fs.Func("target-confidence", "the confidence the target is certified and watched at, 0.5 to below 1 (default 0.95)", number(&in.TargetConfidence))
 	onExpiryFlags(fs, &in.OnExpiry, &in.AgentFloor, func(v string) { in.OnExpiryFallback = &v })
 	reviewFlags(fs, reviewFlagsOf{notify: &in.Notify, reviews: &in.ReviewsRequired, consensus: &in.Consensus, quorum: &in.Quorum,
 		veto: &in.Veto, excludeRequester: &in.ExcludeRequester, tiebreak: &in.Tiebreak}, true)

@@ -14,11 +14,13 @@ certify_expected.json, which TestCertify_MatchesTheReference
 import csv
 import json
 import math
+import random
 
 from scipy.stats import beta, binom, norm
 
 SETS = ["set_small.csv", "set_generated.csv", "set_confident.csv",
-        "set_overconfident.csv", "set_empty.csv"]
+        "set_overconfident.csv", "set_empty.csv", "set_mixed.csv", "set_routed_first.csv",
+        "set_top_only.csv"]
 
 
 def bucket(c):
@@ -46,28 +48,101 @@ def cp_two_sided(k, n, conf):
     return lo, hi
 
 
+def fine(c):
+    """The thousandth of a confidence, as the certificate's grid."""
+    return min(max(math.floor(1000 * c + 1e-9), 0), 1000)
+
+
 def certify(pairs, alpha, conf):
-    """Fixed sequence from 1.00 down over the audits alone."""
+    """Fixed sequence from the top down over every labelled answer.
+
+    The thresholds tested are the lowest labelled confidence of each
+    thousandth that holds a label. At each, the labels at or above it are
+    split by weight (the sampling stratum: 1 for routed tasks, 1/r for
+    audits at rate r); each stratum's errors get a one-sided Clopper-Pearson
+    bound at confidence 1 - delta * w / (sum of the weights present), and
+    the bound on the error rate is the sum of those weighted by the share of
+    answers each stratum stands for (n * w / sum of n * w). A threshold whose
+    bound could not be at most alpha even with no error is not tested. The
+    sequence starts at the first threshold whose bound with no error is at
+    most alpha / 2 (or, when none is, at the first where it is at most
+    alpha); the first tested whose bound exceeds alpha stops it.
+    """
     delta = 1 - conf
-    start = math.ceil(math.log(delta) / math.log(1 - alpha) - 1e-9)
+    out = dict(threshold=None, n=0, errors=0, audits=0, routed=0, error_upper=None, floor=None, coverage=None)
+    if not pairs:
+        return out
     total_w = sum(p["w"] for p in pairs)
-    out = dict(threshold=None, n=0, errors=0, error_upper=None, floor=None, coverage=None)
-    routed = [bucket(p["c"]) for p in pairs if not p["audit"]]
-    floor = max(routed) + 1 if routed else 0
-    if floor <= 100:
-        out["floor"] = floor / 100
-    for k in range(100, floor - 1, -1):
-        above = [p for p in pairs if bucket(p["c"]) >= k]
-        audits = [p for p in above if p["audit"]]
-        n = len(audits)
-        e = sum(1 for p in audits if p["agent"] != p["human"])
-        if n < start:
-            continue
-        if float(binom.cdf(e, n, alpha)) > delta:
+    out["floor"] = min(p["c"] for p in pairs)
+    candidates = []
+    for k in sorted({fine(p["c"]) for p in pairs}, reverse=True):
+        t = min(p["c"] for p in pairs if fine(p["c"]) == k)
+        above = [p for p in pairs if p["c"] >= t]
+        strata = {}
+        for p in above:
+            strata.setdefault(p["w"], []).append(p)
+        weights = sum(strata)
+        mass = sum(p["w"] for p in above)
+        clean = upper = 0.0
+        for w, ps in strata.items():
+            errors = sum(1 for p in ps if p["agent"] != p["human"])
+            level = 1 - delta * w / weights
+            clean += len(ps) * w / mass * cp_upper(0, len(ps), level)
+            upper += len(ps) * w / mass * cp_upper(errors, len(ps), level)
+        audits = sum(1 for p in above if p["audit"])
+        candidates.append(dict(threshold=t, clean=min(clean, 1.0), upper=min(upper, 1.0), n=len(above),
+                               errors=sum(1 for p in above if p["agent"] != p["human"]), audits=audits,
+                               routed=len(above) - audits, coverage=mass / total_w))
+    tested = [c for c in candidates if c["clean"] <= alpha]
+    roomy = [i for i, c in enumerate(tested) if c["clean"] <= alpha / 2]
+    for c in tested[roomy[0] if roomy else 0:]:
+        if c["upper"] > alpha:
             break
-        out.update(threshold=k / 100, n=n, errors=e, error_upper=cp_upper(e, n, conf),
-                   coverage=sum(p["w"] for p in above) / total_w)
+        out.update(threshold=c["threshold"], n=c["n"], errors=c["errors"], audits=c["audits"], routed=c["routed"],
+                   error_upper=c["upper"], coverage=c["coverage"])
     return out
+
+
+def write(name, rows):
+    with open(name, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["confidence", "agent_verdict", "human_verdict", "audit", "weight"])
+        for c, right, audit, weight in rows:
+            w.writerow([repr(c), "approve", "approve" if right else "reject", "1" if audit else "0", repr(weight)])
+
+
+def make_sets():
+    """The data sets of mixed evidence, from fixed seeds."""
+    # Routed below a threshold of 0.9, audited above it at 10% for the
+    # first half of the time and at 25% for the second: three strata.
+    rng = random.Random(41)
+    rows = []
+    for i in range(6000):
+        c = round(0.5 + 0.5 * rng.random(), 3)
+        right = rng.random() >= 0.25 * (1 - c)
+        rate = 0.1 if i < 3000 else 0.25
+        if c < 0.9:
+            rows.append((c, right, False, 1.0))
+        elif rng.random() < rate:
+            rows.append((c, right, True, 1 / rate))
+    write("set_mixed.csv", rows)
+    # Everything routed to people first (a threshold of 1): 250 answers,
+    # 58% of them in [0.99, 1) with one in ten of those wrong, the rest
+    # spread below with more errors.
+    rng = random.Random(42)
+    rows = []
+    for _ in range(250):
+        if rng.random() < 0.58:
+            c = round(0.99 + 0.01 * rng.random(), 4)
+            right = rng.random() >= (0.2 if c < 0.995 else 0.02)
+        else:
+            c = round(0.6 + 0.39 * rng.random(), 3)
+            right = rng.random() >= 0.35 * (1 - c) + 0.05
+        rows.append((min(c, 1.0), right, False, 1.0))
+    write("set_routed_first.csv", rows)
+    # Every blind audit at 0.97 and no person's decision yet: the evidence
+    # ends at 0.97.
+    write("set_top_only.csv", [(0.97, True, True, 10.0)] * 160)
 
 
 def bins_cp(pairs):
@@ -120,11 +195,12 @@ def audits_needed(p, alpha, delta, power):
 
 
 def main():
+    make_sets()
     out = {"sets": {}}
     for name in SETS:
         pairs = read(name)
         out["sets"][name] = {
-            "certify": {f"{a}/{c}": certify(pairs, a, c) for a in (0.02, 0.05, 0.1) for c in (0.9, 0.95)},
+            "certify": {f"{a}/{c}": certify(pairs, a, c) for a in (0.02, 0.05, 0.1, 0.15) for c in (0.9, 0.95)},
             "bins_clopper_pearson": bins_cp(pairs),
             "agreement": agreement(pairs),
             "feasibility": {str(a): feasibility(pairs, a) for a in (0.02, 0.1)},

@@ -60,7 +60,7 @@ func optNumber(x *float64) string {
 }
 
 // threshold writes a threshold with two decimals.
-func threshold(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
+func threshold(x float64) string { return arbiter.FormatThreshold(x) }
 
 // ratePercentInput writes an audit rate for the settings form: "5" for 5%.
 func ratePercentInput(rate float64) string {

@@ -33,9 +33,9 @@ func TestCalibrationCharts_DrawWhatTheStringsDrew(t *testing.T) {
 		return out
 	}
 	for name, c := range map[string]arbiter.Calibration{
-		"empty":      arbiter.Calibrate(nil, 0.02, arbiter.DefaultCertificationConfidence),
-		"n40-t0.3":   arbiter.Calibrate(arbiter.Bucketize(pairs(40)), 0.3, arbiter.DefaultCertificationConfidence),
-		"n3000-t0.1": arbiter.Calibrate(arbiter.Bucketize(pairs(3000)), 0.1, arbiter.DefaultCertificationConfidence),
+		"empty":      arbiter.Calibrate(nil, nil, 0.02, arbiter.DefaultCertificationConfidence),
+		"n40-t0.3":   arbiter.Calibrate(arbiter.Bucketize(pairs(40)), arbiter.Evidence(pairs(40)), 0.3, arbiter.DefaultCertificationConfidence),
+		"n3000-t0.1": arbiter.Calibrate(arbiter.Bucketize(pairs(3000)), arbiter.Evidence(pairs(3000)), 0.1, arbiter.DefaultCertificationConfidence),
 	} {
 		t.Run(name, func(t *testing.T) {
 			want, err := os.ReadFile("testdata/charts/" + name + ".svg")

@@ -69,7 +69,7 @@ func Calibration(p layouts.Page, v CalibrationView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = DriftBanner(v.Report.Drift).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = DriftBanner(v.Report.Drifts).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -64,3 +64,16 @@ func stratumLabel(dimension, value string) string {
 	}
 	return dimension + " " + value
 }
+
+// evidenceLine says one sampling stratum's part in a certificate: "People's
+// decisions on routed tasks: 400 answers, 2 wrong; 12% of the agent's
+// answers at or above the threshold, wrong at most 1.6% (99.5%
+// confidence)".
+func evidenceLine(s arbiter.EvidenceStratum) string {
+	kind := "Answers labelled in full (people's decisions on routed tasks, audits at 100%)"
+	if s.SamplingRate < 1 {
+		kind = "Blind audits at " + percentText(s.SamplingRate)
+	}
+	return kind + ": " + formatInt(s.N) + " answers, " + formatInt(s.Errors) + " wrong; they stand for " + percentText(s.Share) +
+		" of the agent's answers at or above the threshold, wrong at most " + percentText(s.ErrorUpper) + " (" + percentText(s.Confidence) + " confidence)"
+}

@@ -58,8 +58,8 @@ func Home(p layouts.Page, v HomeView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Drift != nil {
-				templ_7745c5c3_Err = DriftBanner(v.Drift).Render(ctx, templ_7745c5c3_Buffer)
+			if len(v.Drifts) > 0 {
+				templ_7745c5c3_Err = DriftBanner(v.Drifts).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -43,8 +43,8 @@ type HomeView struct {
 	Used, Cap  int    // today's tasks and the daily cap
 	ActiveKeys int    // keys that can still authenticate
 	BaseURL    string // the API's origin, for the example
-	// Drift is the account's open calibration drift, or nil.
-	Drift *arbiter.Drift
+	// Drifts are the account's open calibration drifts, by policy.
+	Drifts []arbiter.Drift
 }
 
 // KeysView is the API keys page.

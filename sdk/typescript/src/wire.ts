@@ -152,6 +152,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/livez": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness of the process
+         * @description Kubernetes' liveness probe: answers 200 whenever the process can answer at all. It asks nothing of the store, so a database outage restarts no replica. Never cached (Cache-Control: no-store).
+         */
+        get: operations["getLiveness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Liveness, without the body
+         * @description The status GET /livez answers, without the body.
+         */
+        head: operations["headLiveness"];
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness of this process for traffic
+         * @description Kubernetes' readiness probe, and a load balancer's: ready when this process is not shutting down, its worker (when it runs one) has started, the store answers within 2 seconds and the database's schema is one this release serves. Unlike /healthz it asks of this process only, not whether some worker runs anywhere. Never cached (Cache-Control: no-store); the cause of a 503 is logged.
+         */
+        get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Readiness, without the body
+         * @description The status GET /readyz answers, without the body, for load balancers that send HEAD.
+         */
+        head: operations["headReadiness"];
+        patch?: never;
+        trace?: never;
+    };
     "/v1/mcp": {
         parameters: {
             query?: never;
@@ -1104,7 +1152,7 @@ export interface components {
             error_rate: number | null;
             /**
              * Format: double
-             * @description The upper end of its Wilson 95% interval.
+             * @description The upper end of the Wilson interval of the error rate at the report's confidence, with the pairs' effective number.
              */
             error_upper: number | null;
         };
@@ -1132,7 +1180,7 @@ export interface components {
             error_rate: number | null;
             /**
              * Format: double
-             * @description Its upper 95% bound.
+             * @description Its upper bound at the report's confidence (the upper end of the Wilson interval at that confidence).
              */
             error_upper: number | null;
             /**
@@ -1242,8 +1290,10 @@ export interface components {
             agent_person: components["schemas"]["AgreementStats"];
             /** @description The certificate per task_type and per verifier model, the strata with the most pairs first, at most 20 of each. */
             strata: components["schemas"]["CalibrationStratum"][];
-            /** @description The account's open calibration drift, or null. */
+            /** @description The first of drifts, or null. */
             drift: components["schemas"]["CalibrationDrift"] | null;
+            /** @description The open crossings of the policies the report concerns: every policy's for a report of every task type, else that of the policy governing its task type. */
+            drifts: components["schemas"]["CalibrationDrift"][];
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -1264,7 +1314,7 @@ export interface components {
              */
             resource_documentation?: string;
         };
-        /** @description The certified threshold: fixed-sequence testing (Learn then Test). Thresholds are tested from 1.00 down; at each, the null hypothesis that the agent's error rate at or above it exceeds target_error_rate is tested with an exact binomial test on the blind audits at or above it, and the sequence stops at the first it cannot reject. With probability at least confidence, the agent's error rate at or above threshold is at most target_error_rate. Only audits enter the test (a uniform sample of the agent's confident answers); the sequence starts at the first threshold with enough audits to reject at all (⌈ln δ / ln(1−α)⌉) and stops at floor, below which people were asked about the agent's answers. */
+        /** @description The certified threshold: fixed-sequence testing (Learn then Test). Thresholds are tested from the top down at each thousandth of confidence that holds a labelled answer (the lowest confidence labelled in it), never below floor, where the evidence ends. At each, the null hypothesis that the agent's error rate at or above it exceeds target_error_rate is tested on every labelled answer at or above it: people's decisions on routed tasks (every answer below the task's threshold is labelled) and blind audits (a share, the audit rate, of those at or above it). The labels of each sampling rate are a uniform sample of the answers they stand for and get an exact one-sided Clopper–Pearson bound; the bound on the error rate is those bounds weighted by the share of answers each stands for (n / sampling rate), δ split between the rates in proportion to 1 / rate (Bonferroni); with one rate it is the exact binomial test. The sequence passes over thresholds no labels could certify (with no error, the bound would exceed the target), starts at the first where the bound with no error is at most half the target (or, when none is, at the first it may test) and stops at the first it cannot reject. With probability at least confidence, the agent's error rate at or above threshold is at most target_error_rate. Which thresholds are tested depends on the answers' confidences and how they were labelled, never on whether people agreed. */
         CalibrationCertification: {
             /**
              * Format: double
@@ -1280,7 +1330,7 @@ export interface components {
             method: string;
             /**
              * Format: double
-             * @description The certified threshold; null when none is certified yet.
+             * @description The certified threshold, a confidence some label had; null when none is certified yet.
              */
             threshold: number | null;
             /**
@@ -1290,7 +1340,7 @@ export interface components {
             coverage: number | null;
             /**
              * Format: int64
-             * @description Blind audits at or above the threshold.
+             * @description Labelled answers at or above the threshold: audits + routed.
              */
             n: number;
             /**
@@ -1299,18 +1349,30 @@ export interface components {
              */
             errors: number;
             /**
-             * Format: double
-             * @description The one-sided Clopper–Pearson upper bound of the error rate at the confidence: at most target_error_rate.
+             * Format: int64
+             * @description Of n, the blind audits.
              */
-            error_upper: number | null;
+            audits: number;
+            /**
+             * Format: int64
+             * @description Of n, people's decisions on routed tasks.
+             */
+            routed: number;
             /**
              * Format: double
-             * @description The lowest threshold the audits sample uniformly: below it, the buckets hold routed pairs. Null when the highest bucket does.
+             * @description The bound on the error rate at or above the threshold at the confidence (each sampling rate's Clopper–Pearson bound, weighted by the share of answers it stands for): at most target_error_rate.
+             */
+            error_upper: number | null;
+            /** @description The labels at or above the threshold by sampling rate, with what each bounds; empty when nothing is certified. */
+            evidence: components["schemas"]["CalibrationEvidence"][];
+            /**
+             * Format: double
+             * @description Where the evidence ends: the lowest confidence a label (a person's decision on a routed task or a blind audit) covers. No threshold below it is certified, and applying one below it is refused. Null when nothing is labelled.
              */
             floor: number | null;
             /**
              * Format: int64
-             * @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more blind audits at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already.
+             * @description When the estimate's threshold (recommendation.threshold) is not certified: about how many more labelled answers at or above at_threshold would certify it, with 80% power, if the error rate seen there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already.
              */
             audits_needed: number | null;
             /**
@@ -1318,11 +1380,11 @@ export interface components {
              * @description Where audits_needed counts the audits.
              */
             at_threshold: number | null;
-            /** @description The certificate in one sentence: "At or above 0.91 the agent is wrong at most 2% of the time, with 95% confidence", or why not yet. */
+            /** @description The certificate in one sentence: "At or above 0.912 the agent is wrong at most 2% of the time, with 95% confidence (412 labelled answers: …)", or why not yet. */
             message: string;
             /**
              * Format: int64
-             * @description About how many days of traffic would bring audits_needed, at the pace of the blind audits answered in the last 30 days (with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent audits.
+             * @description About how many days of traffic would bring audits_needed, at the pace of the answers labelled in the last 30 days (blind audits and decisions on routed tasks, with the report's filter) and the share of them at or above at_threshold; null without audits_needed or without recent labels.
              */
             audit_days: number | null;
         };
@@ -1370,7 +1432,7 @@ export interface components {
             value: string;
             /**
              * Format: int64
-             * @description Labelled pairs in the stratum.
+             * @description Labelled answers in the stratum (people's decisions on routed tasks and blind audits).
              */
             n: number;
             /**
@@ -1381,8 +1443,9 @@ export interface components {
             certification: components["schemas"]["CalibrationCertification"];
         };
         /**
-         * @description A crossing of the account's audited error rate above its target: over the window of the latest blind audits (default 200, answered within 30 days), the one-sided Clopper–Pearson lower bound of the error rate at the confidence exceeded the target. The account is told once per crossing (a banner, a mail to owners and admins, the calibration.drifted event); it clears when the window's error rate is back at or under the target.
+         * @description A crossing of the audited error rate under one policy above the policy's target: over the window of the latest blind audits of the task types the policy governs (default 200, answered within 30 days), the one-sided Clopper–Pearson lower bound of the error rate at the target's confidence exceeded the target. The target is the policy's (target_error_rate and target_confidence: applying a certified threshold sets them), else the default policy's, else 2% at 95%. The account is told once per crossing (a banner, a mail to owners and admins, the calibration.drifted event); it clears when the window's error rate is back at or under the target.
          * @example {
+         *       "task_type": "refund",
          *       "task_id": "tsk_3a4b5c6d7e8f9a0b",
          *       "audits": 200,
          *       "errors": 11,
@@ -1395,6 +1458,8 @@ export interface components {
          *     }
          */
         CalibrationDrift: {
+            /** @description The policy whose audits drifted: a task type, or default for the default policy (every type without its own). */
+            task_type: string;
             /** @description The blind audit whose answer crossed. */
             task_id: string;
             /**
@@ -1512,6 +1577,18 @@ export interface components {
             escalation: components["schemas"]["Escalation"];
             /** @description The verdicts that allow a reviewer to edit the action of a task of this type whose create gives no edit_verdicts; null: the create's default (its first allowed verdict). */
             edit_verdicts: string[] | null;
+            /**
+             * Format: double
+             * @description The error rate the policy holds the agent's answers to: applying a certified threshold from the calibration report sets it (with target_confidence) to the report's target, and drift under the policy is watched against it (null: the default policy's, else 2%).
+             * @example 0.15
+             */
+            target_error_rate: number | null;
+            /**
+             * Format: double
+             * @description The confidence the target is certified and watched at, from 0.5 to below 1 (0.95 when target_error_rate is given without it); null with target_error_rate null.
+             * @example 0.95
+             */
+            target_confidence: number | null;
         };
         /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
         PolicyPut: {
@@ -1577,6 +1654,18 @@ export interface components {
             escalation?: components["schemas"]["Escalation"] | null;
             /** @description The verdicts that allow a reviewer to edit the action of a task of this type whose create gives no edit_verdicts; null: the create's default (its first allowed verdict). */
             edit_verdicts?: string[] | null;
+            /**
+             * Format: double
+             * @description The error rate the policy holds the agent's answers to: applying a certified threshold from the calibration report sets it (with target_confidence) to the report's target, and drift under the policy is watched against it (null: the default policy's, else 2%).
+             * @example 0.15
+             */
+            target_error_rate?: number | null;
+            /**
+             * Format: double
+             * @description The confidence the target is certified and watched at, from 0.5 to below 1; 0.95 when left out. Needs target_error_rate.
+             * @example 0.95
+             */
+            target_confidence?: number | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
@@ -1818,6 +1907,39 @@ export interface components {
             patch?: components["schemas"]["JSONPatchOperation"][];
             /** @description The person (per_…) who made the edit; absent when not edited. */
             edited_by?: string;
+        };
+        /** @description The labels of one sampling rate at or above a certified threshold: a uniform sample of the agent's answers they stand for, and the exact bound of those answers' error rate. */
+        CalibrationEvidence: {
+            /**
+             * Format: double
+             * @description The chance each answer had of being labelled: 1 for people's decisions on routed tasks (and audits at rate 1), the audit rate for blind audits.
+             */
+            sampling_rate: number;
+            /**
+             * Format: int64
+             * @description Labels of this rate at or above the threshold.
+             */
+            n: number;
+            /**
+             * Format: int64
+             * @description Of them, how many a person disagreed with.
+             */
+            errors: number;
+            /**
+             * Format: double
+             * @description The share of the agent's answers at or above the threshold these labels stand for (n / sampling_rate of them).
+             */
+            share: number;
+            /**
+             * Format: double
+             * @description The one-sided Clopper–Pearson upper bound of their error rate at confidence.
+             */
+            error_upper: number;
+            /**
+             * Format: double
+             * @description 1 − δ·w/Σw: this rate's part of the certificate's δ, in proportion to its weight w = 1 / sampling_rate.
+             */
+            confidence: number;
         };
     };
     responses: {
@@ -2756,6 +2878,124 @@ export interface operations {
             };
         };
     };
+    getLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process runs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "ok": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    headLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process runs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "ok": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description Not ready: the process is shutting down (from the stop signal on, while it finishes its requests during ARBITER_DRAIN_DELAY), its worker has not stored its first heartbeat, the store does not answer within 2 seconds, or the database's schema is older than this release needs (run `arbiter migrate`) or newer by a migration that is not additive. The body says which. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "ok": false,
+                     *       "error": "This process is shutting down."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    headReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description Not ready: see GET /readyz. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     mcp: {
         parameters: {
             query?: never;
@@ -2909,12 +3149,12 @@ export interface operations {
                  */
                 created_before?: number;
                 /**
-                 * @description The error rate the recommendation aims under: a share between 0 and 1 (0.02) or a percentage (2%). Default 0.02.
+                 * @description The error rate the certificate and the recommendation aim under: a share between 0 and 1 (0.02) or a percentage (2%). Default 0.02.
                  * @example 0.02
                  */
                 target_error_rate?: string;
                 /**
-                 * @description The confidence 1−δ of the certified threshold: a share from 0.5 to below 1 (0.95) or a percentage (95%). Default 0.95.
+                 * @description The confidence 1−δ of the certified threshold, and of the recommendation's and the risk–coverage points' upper bounds (Wilson intervals at that confidence): a share from 0.5 to below 1 (0.95) or a percentage (95%). Default 0.95.
                  * @example 0.95
                  */
                 confidence?: string;
@@ -3785,17 +4025,20 @@ export interface operations {
                      *       "certification": {
                      *         "target_error_rate": 0.2,
                      *         "confidence": 0.95,
-                     *         "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *         "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from the top down, at each thousandth of confidence that holds a labelled answer and never below the lowest one. People's decisions on routed tasks and blind audits both count: the labels of each sampling rate get an exact Clopper–Pearson bound, and the bounds are weighted by the share of the agent's answers each stands for, δ split between them in proportion to their weights. The certified threshold is the last one at which that bound is at most the target, with the stated confidence.",
                      *         "threshold": null,
                      *         "coverage": null,
                      *         "n": 0,
                      *         "errors": 0,
+                     *         "audits": 0,
+                     *         "routed": 0,
                      *         "error_upper": null,
+                     *         "evidence": [],
                      *         "floor": 0.8,
                      *         "audits_needed": 10,
                      *         "at_threshold": 0.85,
                      *         "audit_days": null,
-                     *         "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%. About 10 more blind audits at or above 0.85 would certify it there, if the error rate seen (0%) holds."
+                     *         "message": "Not yet: too few labelled answers (12). With no error, at least 14 labelled alike are needed to certify 20%; audits at a low rate stand for many answers each and need more. About 10 more labelled answers at or above 0.85 would certify it there, if the error rate seen (0%) holds: blind audits above the policy's threshold, people's decisions below it."
                      *       },
                      *       "feasibility": {
                      *         "agent_error_rate": 0.13043478260869568,
@@ -3824,6 +4067,7 @@ export interface operations {
                      *         "ac1": 0.5182481751824818
                      *       },
                      *       "drift": null,
+                     *       "drifts": [],
                      *       "strata": [
                      *         {
                      *           "dimension": "model",
@@ -3833,17 +4077,20 @@ export interface operations {
                      *           "certification": {
                      *             "target_error_rate": 0.2,
                      *             "confidence": 0.95,
-                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from the top down, at each thousandth of confidence that holds a labelled answer and never below the lowest one. People's decisions on routed tasks and blind audits both count: the labels of each sampling rate get an exact Clopper–Pearson bound, and the bounds are weighted by the share of the agent's answers each stands for, δ split between them in proportion to their weights. The certified threshold is the last one at which that bound is at most the target, with the stated confidence.",
                      *             "threshold": null,
                      *             "coverage": null,
                      *             "n": 0,
                      *             "errors": 0,
+                     *             "audits": 0,
+                     *             "routed": 0,
                      *             "error_upper": null,
+                     *             "evidence": [],
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
                      *             "audit_days": null,
-                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *             "message": "Not yet: too few labelled answers (12). With no error, at least 14 labelled alike are needed to certify 20%; audits at a low rate stand for many answers each and need more."
                      *           }
                      *         },
                      *         {
@@ -3854,17 +4101,20 @@ export interface operations {
                      *           "certification": {
                      *             "target_error_rate": 0.2,
                      *             "confidence": 0.95,
-                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from 1.00 down with an exact binomial test on the blind audits at or above each; the certified threshold is the last one at which the error rate is shown to be at most the target, with the stated confidence.",
+                     *             "method": "Fixed-sequence testing (Learn then Test): thresholds are tested from the top down, at each thousandth of confidence that holds a labelled answer and never below the lowest one. People's decisions on routed tasks and blind audits both count: the labels of each sampling rate get an exact Clopper–Pearson bound, and the bounds are weighted by the share of the agent's answers each stands for, δ split between them in proportion to their weights. The certified threshold is the last one at which that bound is at most the target, with the stated confidence.",
                      *             "threshold": null,
                      *             "coverage": null,
                      *             "n": 0,
                      *             "errors": 0,
+                     *             "audits": 0,
+                     *             "routed": 0,
                      *             "error_upper": null,
+                     *             "evidence": [],
                      *             "floor": 0.8,
                      *             "audits_needed": null,
                      *             "at_threshold": null,
                      *             "audit_days": null,
-                     *             "message": "Not yet: fewer than 14 blind audits sample the agent's answers uniformly; with no disagreement, that many are needed to certify 20%."
+                     *             "message": "Not yet: too few labelled answers (12). With no error, at least 14 labelled alike are needed to certify 20%; audits at a low rate stand for many answers each and need more."
                      *           }
                      *         }
                      *       ],
@@ -4030,7 +4280,9 @@ export interface operations {
                      *           "tiebreak": null,
                      *           "reminders": [],
                      *           "escalation": [],
-                     *           "edit_verdicts": null
+                     *           "edit_verdicts": null,
+                     *           "target_error_rate": null,
+                     *           "target_confidence": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -4050,7 +4302,9 @@ export interface operations {
                      *           "tiebreak": null,
                      *           "reminders": [],
                      *           "escalation": [],
-                     *           "edit_verdicts": null
+                     *           "edit_verdicts": null,
+                     *           "target_error_rate": null,
+                     *           "target_confidence": null
                      *         },
                      *         {
                      *           "task_type": "refund",
@@ -4082,7 +4336,9 @@ export interface operations {
                      *           "veto": null,
                      *           "exclude_requester": false,
                      *           "tiebreak": null,
-                     *           "edit_verdicts": null
+                     *           "edit_verdicts": null,
+                     *           "target_error_rate": null,
+                     *           "target_confidence": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -4102,7 +4358,9 @@ export interface operations {
                      *           "veto": null,
                      *           "exclude_requester": false,
                      *           "tiebreak": null,
-                     *           "edit_verdicts": null
+                     *           "edit_verdicts": null,
+                     *           "target_error_rate": null,
+                     *           "target_confidence": null
                      *         }
                      *       ]
                      *     }
@@ -4174,7 +4432,9 @@ export interface operations {
                      *           "to": "email:lead@example.com"
                      *         }
                      *       ],
-                     *       "edit_verdicts": null
+                     *       "edit_verdicts": null,
+                     *       "target_error_rate": 0.02,
+                     *       "target_confidence": 0.95
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -4294,7 +4554,9 @@ export interface operations {
                      *           "to": "email:lead@example.com"
                      *         }
                      *       ],
-                     *       "edit_verdicts": null
+                     *       "edit_verdicts": null,
+                     *       "target_error_rate": null,
+                     *       "target_confidence": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];

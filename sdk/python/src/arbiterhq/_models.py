@@ -56,10 +56,13 @@ class Attempt(APIObject):
     #: when the agent answered; null for a human, and when none was set. The
     #: calibration report splits by it.
     version: Optional[str] = None
+    #: The digest of the action the attempt decided on; absent on a task
+    #: without an action.
+    action_digest: Optional[str] = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'tier', 'verdict', 'confidence', 'rationale', 'model', 'version', 'reviewer', 'error', 'started_at', 'finished_at', 'audit'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'tier', 'verdict', 'confidence', 'rationale', 'model', 'version', 'reviewer', 'error', 'started_at', 'finished_at', 'audit', 'action_digest'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Attempt":
@@ -76,6 +79,7 @@ class Attempt(APIObject):
             finished_at=_opt(d.get('finished_at'), float),
             audit=bool(d['audit']),
             version=_opt(d.get('version'), str),
+            action_digest=_opt(d.get('action_digest'), str),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -95,6 +99,8 @@ class Attempt(APIObject):
         d['audit'] = self.audit
         if self.version is not None:
             d['version'] = self.version
+        if self.action_digest is not None:
+            d['action_digest'] = self.action_digest
         return d
 
 
@@ -322,10 +328,19 @@ class Task(TaskMixin, APIObject):
     #: account's own reads (GET /v1/tasks/{id}, GET /v1/tasks); absent
     #: everywhere else, webhooks included.
     gold_verdict: Optional[str] = None
+    #: The proposed action with its digest; absent for a task without one.
+    action: Optional[TaskAction] = None
+    #: The verdicts that allow an edit of the action; absent unless the
+    #: action has editable members.
+    edit_verdicts: Optional[List[str]] = None
+    #: The action the final decision approved (person, agent, fallback or
+    #: consensus): present once the task is completed, for a task with an
+    #: action.
+    approved_action: Optional[TaskApprovedAction] = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Task":
@@ -351,6 +366,9 @@ class Task(TaskMixin, APIObject):
             review=_opt(d.get('review'), ReviewRequirement.from_dict),
             escalation=_opt(d.get('escalation'), TaskEscalation.from_dict),
             gold_verdict=_opt(d.get('gold_verdict'), str),
+            action=_opt(d.get('action'), TaskAction.from_dict),
+            edit_verdicts=_opt(d.get('edit_verdicts'), lambda v: [str(x) for x in v]),
+            approved_action=_opt(d.get('approved_action'), TaskApprovedAction.from_dict),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -382,6 +400,12 @@ class Task(TaskMixin, APIObject):
             d['escalation'] = self.escalation.to_dict()
         if self.gold_verdict is not None:
             d['gold_verdict'] = self.gold_verdict
+        if self.action is not None:
+            d['action'] = self.action.to_dict()
+        if self.edit_verdicts is not None:
+            d['edit_verdicts'] = list(self.edit_verdicts)
+        if self.approved_action is not None:
+            d['approved_action'] = self.approved_action.to_dict()
         return d
 
 
@@ -475,10 +499,23 @@ class Policy(APIObject):
     #: As the create's; [] for none. Shares of the deadline need the policy's
     #: deadline_seconds.
     escalation: List[EscalationRung]
+    #: The verdicts that allow a reviewer to edit the action of a task of
+    #: this type whose create gives no edit_verdicts; null: the create's
+    #: default (its first allowed verdict).
+    edit_verdicts: Optional[List[str]]
+    #: The error rate the policy holds the agent's answers to: applying a
+    #: certified threshold from the calibration report sets it (with
+    #: target_confidence) to the report's target, and drift under the policy
+    #: is watched against it (null: the default policy's, else 2%).
+    target_error_rate: Optional[float]
+    #: The confidence the target is certified and watched at, from 0.5 to
+    #: below 1 (0.95 when target_error_rate is given without it); null with
+    #: target_error_rate null.
+    target_confidence: Optional[float]
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_type', 'confidence_threshold', 'deadline_seconds', 'audit_rate', 'on_expiry', 'agent_floor', 'on_expiry_fallback', 'updated_at', 'notify', 'reviews_required', 'consensus', 'quorum', 'veto', 'exclude_requester', 'tiebreak', 'reminders', 'escalation'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_type', 'confidence_threshold', 'deadline_seconds', 'audit_rate', 'on_expiry', 'agent_floor', 'on_expiry_fallback', 'updated_at', 'notify', 'reviews_required', 'consensus', 'quorum', 'veto', 'exclude_requester', 'tiebreak', 'reminders', 'escalation', 'edit_verdicts', 'target_error_rate', 'target_confidence'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Policy":
@@ -501,6 +538,9 @@ class Policy(APIObject):
             tiebreak=_opt(d.get('tiebreak'), str),
             reminders=[str(x) for x in d['reminders']],
             escalation=[EscalationRung.from_dict(x) for x in d['escalation']],
+            edit_verdicts=_opt(d.get('edit_verdicts'), lambda v: [str(x) for x in v]),
+            target_error_rate=_opt(d.get('target_error_rate'), float),
+            target_confidence=_opt(d.get('target_confidence'), float),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -525,6 +565,9 @@ class Policy(APIObject):
         d['tiebreak'] = self.tiebreak
         d['reminders'] = list(self.reminders)
         d['escalation'] = [x.to_dict() for x in self.escalation]
+        d['edit_verdicts'] = None if self.edit_verdicts is None else list(self.edit_verdicts)
+        d['target_error_rate'] = self.target_error_rate
+        d['target_confidence'] = self.target_confidence
         return d
 
 
@@ -608,7 +651,8 @@ class RiskCoveragePoint(APIObject):
     coverage: float
     #: The estimated error rate among them; null without pairs.
     error_rate: Optional[float]
-    #: The upper end of its Wilson 95% interval.
+    #: The upper end of the Wilson interval of the error rate at the report's
+    #: confidence, with the pairs' effective number.
     error_upper: Optional[float]
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
@@ -655,7 +699,8 @@ class CalibrationRecommendation(APIObject):
     automation_rate: Optional[float]
     #: The estimated error rate at that threshold (or at at_threshold).
     error_rate: Optional[float]
-    #: Its upper 95% bound.
+    #: Its upper bound at the report's confidence (the upper end of the
+    #: Wilson interval at that confidence).
     error_upper: Optional[float]
     #: When no threshold qualifies yet: about how many more audited tasks
     #: (with a confidence of at least at_threshold) would make one qualify,
@@ -704,15 +749,26 @@ class CalibrationRecommendation(APIObject):
 @dataclass(frozen=True)
 class CalibrationCertification(APIObject):
     """The certified threshold: fixed-sequence testing (Learn then Test).
-    Thresholds are tested from 1.00 down; at each, the null hypothesis that
-    the agent's error rate at or above it exceeds target_error_rate is
-    tested with an exact binomial test on the blind audits at or above it,
-    and the sequence stops at the first it cannot reject. With probability
-    at least confidence, the agent's error rate at or above threshold is at
-    most target_error_rate. Only audits enter the test (a uniform sample of
-    the agent's confident answers); the sequence starts at the first
-    threshold with enough audits to reject at all (⌈ln δ / ln(1−α)⌉) and
-    stops at floor, below which people were asked about the agent's answers.
+    Thresholds are tested from the top down at each thousandth of confidence
+    that holds a labelled answer (the lowest confidence labelled in it),
+    never below floor, where the evidence ends. At each, the null hypothesis
+    that the agent's error rate at or above it exceeds target_error_rate is
+    tested on every labelled answer at or above it: people's decisions on
+    routed tasks (every answer below the task's threshold is labelled) and
+    blind audits (a share, the audit rate, of those at or above it). The
+    labels of each sampling rate are a uniform sample of the answers they
+    stand for and get an exact one-sided Clopper–Pearson bound; the bound on
+    the error rate is those bounds weighted by the share of answers each
+    stands for (n / sampling rate), δ split between the rates in proportion
+    to 1 / rate (Bonferroni); with one rate it is the exact binomial test.
+    The sequence passes over thresholds no labels could certify (with no
+    error, the bound would exceed the target), starts at the first where the
+    bound with no error is at most half the target (or, when none is, at the
+    first it may test) and stops at the first it cannot reject. With
+    probability at least confidence, the agent's error rate at or above
+    threshold is at most target_error_rate. Which thresholds are tested
+    depends on the answers' confidences and how they were labelled, never on
+    whether people agreed.
     """
 
     #: α: the error rate certified against.
@@ -721,41 +777,55 @@ class CalibrationCertification(APIObject):
     confidence: float
     #: The method, in words.
     method: str
-    #: The certified threshold; null when none is certified yet.
+    #: The certified threshold, a confidence some label had; null when none
+    #: is certified yet.
     threshold: Optional[float]
     #: The estimated share of the agent's answers at or above the threshold
     #: (from the weighted pairs).
     coverage: Optional[float]
-    #: Blind audits at or above the threshold.
+    #: Labelled answers at or above the threshold: audits + routed.
     n: int
     #: Of them, how many a person disagreed with.
     errors: int
-    #: The one-sided Clopper–Pearson upper bound of the error rate at the
-    #: confidence: at most target_error_rate.
+    #: Of n, the blind audits.
+    audits: int
+    #: Of n, people's decisions on routed tasks.
+    routed: int
+    #: The bound on the error rate at or above the threshold at the
+    #: confidence (each sampling rate's Clopper–Pearson bound, weighted by
+    #: the share of answers it stands for): at most target_error_rate.
     error_upper: Optional[float]
-    #: The lowest threshold the audits sample uniformly: below it, the
-    #: buckets hold routed pairs. Null when the highest bucket does.
+    #: The labels at or above the threshold by sampling rate, with what each
+    #: bounds; empty when nothing is certified.
+    evidence: List[CalibrationCertificationEvidenceItem]
+    #: Where the evidence ends: the lowest confidence a label (a person's
+    #: decision on a routed task or a blind audit) covers. No threshold below
+    #: it is certified, and applying one below it is refused. Null when
+    #: nothing is labelled.
     floor: Optional[float]
     #: When the estimate's threshold (recommendation.threshold) is not
-    #: certified: about how many more blind audits at or above at_threshold
-    #: would certify it, with 80% power, if the error rate seen there holds —
-    #: the normal approximation n = ((z₁₋δ·√(α(1−α)) + z₀.₈·√(p(1−p))) / (α −
-    #: p))², at least ⌈ln δ / ln(1−α)⌉, less the audits there already.
+    #: certified: about how many more labelled answers at or above
+    #: at_threshold would certify it, with 80% power, if the error rate seen
+    #: there holds — the normal approximation n = ((z₁₋δ·√(α(1−α)) +
+    #: z₀.₈·√(p(1−p))) / (α − p))², at least ⌈ln δ / ln(1−α)⌉, less the
+    #: audits there already.
     audits_needed: Optional[int]
     #: Where audits_needed counts the audits.
     at_threshold: Optional[float]
-    #: The certificate in one sentence: "At or above 0.91 the agent is wrong
-    #: at most 2% of the time, with 95% confidence", or why not yet.
+    #: The certificate in one sentence: "At or above 0.912 the agent is wrong
+    #: at most 2% of the time, with 95% confidence (412 labelled answers:
+    #: …)", or why not yet.
     message: str
     #: About how many days of traffic would bring audits_needed, at the pace
-    #: of the blind audits answered in the last 30 days (with the report's
-    #: filter) and the share of them at or above at_threshold; null without
-    #: audits_needed or without recent audits.
+    #: of the answers labelled in the last 30 days (blind audits and
+    #: decisions on routed tasks, with the report's filter) and the share of
+    #: them at or above at_threshold; null without audits_needed or without
+    #: recent labels.
     audit_days: Optional[int]
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'target_error_rate', 'confidence', 'method', 'threshold', 'coverage', 'n', 'errors', 'error_upper', 'floor', 'audits_needed', 'at_threshold', 'message', 'audit_days'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'target_error_rate', 'confidence', 'method', 'threshold', 'coverage', 'n', 'errors', 'audits', 'routed', 'error_upper', 'evidence', 'floor', 'audits_needed', 'at_threshold', 'message', 'audit_days'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationCertification":
@@ -768,7 +838,10 @@ class CalibrationCertification(APIObject):
             coverage=_opt(d.get('coverage'), float),
             n=int(d['n']),
             errors=int(d['errors']),
+            audits=int(d['audits']),
+            routed=int(d['routed']),
             error_upper=_opt(d.get('error_upper'), float),
+            evidence=[CalibrationCertificationEvidenceItem.from_dict(x) for x in d['evidence']],
             floor=_opt(d.get('floor'), float),
             audits_needed=_opt(d.get('audits_needed'), int),
             at_threshold=_opt(d.get('at_threshold'), float),
@@ -788,7 +861,10 @@ class CalibrationCertification(APIObject):
         d['coverage'] = self.coverage
         d['n'] = self.n
         d['errors'] = self.errors
+        d['audits'] = self.audits
+        d['routed'] = self.routed
         d['error_upper'] = self.error_upper
+        d['evidence'] = [x.to_dict() for x in self.evidence]
         d['floor'] = self.floor
         d['audits_needed'] = self.audits_needed
         d['at_threshold'] = self.at_threshold
@@ -892,7 +968,8 @@ class CalibrationStratum(APIObject):
     dimension: str
     #: The task_type, the model or the verifier version label ("" for none).
     value: str
-    #: Labelled pairs in the stratum.
+    #: Labelled answers in the stratum (people's decisions on routed tasks
+    #: and blind audits).
     n: int
     #: Of them, blind audits.
     audits: int
@@ -928,15 +1005,20 @@ class CalibrationStratum(APIObject):
 
 @dataclass(frozen=True)
 class CalibrationDrift(APIObject):
-    """A crossing of the account's audited error rate above its target: over
-    the window of the latest blind audits (default 200, answered within 30
-    days), the one-sided Clopper–Pearson lower bound of the error rate at
-    the confidence exceeded the target. The account is told once per
-    crossing (a banner, a mail to owners and admins, the calibration.drifted
-    event); it clears when the window's error rate is back at or under the
-    target.
+    """A crossing of the audited error rate under one policy above the policy's
+    target: over the window of the latest blind audits of the task types the
+    policy governs (default 200, answered within 30 days), the one-sided
+    Clopper–Pearson lower bound of the error rate at the target's confidence
+    exceeded the target. The target is the policy's (target_error_rate and
+    target_confidence: applying a certified threshold sets them), else the
+    default policy's, else 2% at 95%. The account is told once per crossing
+    (a banner, a mail to owners and admins, the calibration.drifted event);
+    it clears when the window's error rate is back at or under the target.
     """
 
+    #: The policy whose audits drifted: a task type, or default for the
+    #: default policy (every type without its own).
+    task_type: str
     #: The blind audit whose answer crossed.
     task_id: str
     #: Blind audits in the window.
@@ -960,12 +1042,13 @@ class CalibrationDrift(APIObject):
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_id', 'audits', 'errors', 'error_rate', 'error_lower', 'target_error_rate', 'confidence', 'drifted_at', 'cleared_at'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_type', 'task_id', 'audits', 'errors', 'error_rate', 'error_lower', 'target_error_rate', 'confidence', 'drifted_at', 'cleared_at'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationDrift":
         """Reads the CalibrationDrift as the API sends it."""
         return cls(
+            task_type=str(d['task_type']),
             task_id=str(d['task_id']),
             audits=int(d['audits']),
             errors=int(d['errors']),
@@ -982,6 +1065,7 @@ class CalibrationDrift(APIObject):
         """The CalibrationDrift as JSON: what from_dict read, properties left out
         when they were absent (None) and not required."""
         d: Dict[str, Any] = dict(self.extra)
+        d['task_type'] = self.task_type
         d['task_id'] = self.task_id
         d['audits'] = self.audits
         d['errors'] = self.errors
@@ -1046,12 +1130,16 @@ class CalibrationReport(APIObject):
     #: The certificate per task_type and per verifier model, the strata with
     #: the most pairs first, at most 20 of each.
     strata: List[CalibrationStratum]
-    #: The account's open calibration drift, or null.
+    #: The first of drifts, or null.
     drift: Optional[CalibrationDrift]
+    #: The open crossings of the policies the report concerns: every policy's
+    #: for a report of every task type, else that of the policy governing its
+    #: task type.
+    drifts: List[CalibrationDrift]
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'n', 'audits', 'audits_disagree', 'weight', 'ece', 'mce', 'brier', 'bins', 'risk_coverage', 'recommendation', 'capped', 'audits_waiting', 'agreement', 'confusion', 'disagreements', 'computed_at', 'certification', 'feasibility', 'agent_person', 'strata', 'drift'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'n', 'audits', 'audits_disagree', 'weight', 'ece', 'mce', 'brier', 'bins', 'risk_coverage', 'recommendation', 'capped', 'audits_waiting', 'agreement', 'confusion', 'disagreements', 'computed_at', 'certification', 'feasibility', 'agent_person', 'strata', 'drift', 'drifts'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationReport":
@@ -1078,6 +1166,7 @@ class CalibrationReport(APIObject):
             agent_person=AgreementStats.from_dict(d['agent_person']),
             strata=[CalibrationStratum.from_dict(x) for x in d['strata']],
             drift=_opt(d.get('drift'), CalibrationDrift.from_dict),
+            drifts=[CalibrationDrift.from_dict(x) for x in d['drifts']],
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -1106,6 +1195,7 @@ class CalibrationReport(APIObject):
         d['agent_person'] = self.agent_person.to_dict()
         d['strata'] = [x.to_dict() for x in self.strata]
         d['drift'] = None if self.drift is None else self.drift.to_dict()
+        d['drifts'] = [x.to_dict() for x in self.drifts]
         return d
 
 
@@ -1363,6 +1453,164 @@ class VoteRecordedEvent(APIObject):
 
 
 @dataclass(frozen=True)
+class TaskAction(APIObject):
+    """The task's action as its create proposed it, with its digest."""
+
+    name: str
+    #: The arguments, in RFC 8785 canonical form.
+    args: Dict[str, Any]
+    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
+    #: form of {"args": args, "name": name}.
+    digest: str
+    #: The create's JSON Schema of args, canonical; absent without one.
+    schema: Optional[Dict[str, Any]] = None
+    #: The members a reviewer may change; absent when none.
+    editable: Optional[List[str]] = None
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'schema', 'editable', 'digest'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TaskAction":
+        """Reads the TaskAction as the API sends it."""
+        return cls(
+            name=str(d['name']),
+            args=dict(d['args']),
+            digest=str(d['digest']),
+            schema=_opt(d.get('schema'), dict),
+            editable=_opt(d.get('editable'), lambda v: [str(x) for x in v]),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The TaskAction as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['name'] = self.name
+        d['args'] = dict(self.args)
+        d['digest'] = self.digest
+        if self.schema is not None:
+            d['schema'] = dict(self.schema)
+        if self.editable is not None:
+            d['editable'] = list(self.editable)
+        return d
+
+
+@dataclass(frozen=True)
+class TaskApprovedAction(APIObject):
+    """The action the final decision bound itself to: the proposal, or a
+    reviewer's edit of it. Execute exactly this call: name and args, whose
+    digest the SDKs check.
+    """
+
+    name: str
+    #: The approved arguments, in RFC 8785 canonical form.
+    args: Dict[str, Any]
+    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
+    #: form of {"args": args, "name": name}.
+    digest: str
+    #: True when a reviewer changed the args; an approve without changes is
+    #: not an edit.
+    edited: bool
+    #: The digest of the action the create proposed.
+    proposed_digest: str
+    #: The RFC 6902 JSON Patch from the proposed args to the approved ones;
+    #: absent when not edited.
+    patch: Optional[List[TaskApprovedActionPatchItem]] = None
+    #: The person (per_…) who made the edit; absent when not edited.
+    edited_by: Optional[str] = None
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'digest', 'edited', 'proposed_digest', 'patch', 'edited_by'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TaskApprovedAction":
+        """Reads the TaskApprovedAction as the API sends it."""
+        return cls(
+            name=str(d['name']),
+            args=dict(d['args']),
+            digest=str(d['digest']),
+            edited=bool(d['edited']),
+            proposed_digest=str(d['proposed_digest']),
+            patch=_opt(d.get('patch'), lambda v: [TaskApprovedActionPatchItem.from_dict(x) for x in v]),
+            edited_by=_opt(d.get('edited_by'), str),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The TaskApprovedAction as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['name'] = self.name
+        d['args'] = dict(self.args)
+        d['digest'] = self.digest
+        d['edited'] = self.edited
+        d['proposed_digest'] = self.proposed_digest
+        if self.patch is not None:
+            d['patch'] = [x.to_dict() for x in self.patch]
+        if self.edited_by is not None:
+            d['edited_by'] = self.edited_by
+        return d
+
+
+@dataclass(frozen=True)
+class CalibrationCertificationEvidenceItem(APIObject):
+    """The labels of one sampling rate at or above a certified threshold: a
+    uniform sample of the agent's answers they stand for, and the exact
+    bound of those answers' error rate.
+    """
+
+    #: The chance each answer had of being labelled: 1 for people's decisions
+    #: on routed tasks (and audits at rate 1), the audit rate for blind
+    #: audits.
+    sampling_rate: float
+    #: Labels of this rate at or above the threshold.
+    n: int
+    #: Of them, how many a person disagreed with.
+    errors: int
+    #: The share of the agent's answers at or above the threshold these
+    #: labels stand for (n / sampling_rate of them).
+    share: float
+    #: The one-sided Clopper–Pearson upper bound of their error rate at
+    #: confidence.
+    error_upper: float
+    #: 1 − δ·w/Σw: this rate's part of the certificate's δ, in proportion to
+    #: its weight w = 1 / sampling_rate.
+    confidence: float
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'sampling_rate', 'n', 'errors', 'share', 'error_upper', 'confidence'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationCertificationEvidenceItem":
+        """Reads the CalibrationCertificationEvidenceItem as the API sends it."""
+        return cls(
+            sampling_rate=float(d['sampling_rate']),
+            n=int(d['n']),
+            errors=int(d['errors']),
+            share=float(d['share']),
+            error_upper=float(d['error_upper']),
+            confidence=float(d['confidence']),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The CalibrationCertificationEvidenceItem as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['sampling_rate'] = self.sampling_rate
+        d['n'] = self.n
+        d['errors'] = self.errors
+        d['share'] = self.share
+        d['error_upper'] = self.error_upper
+        d['confidence'] = self.confidence
+        return d
+
+
+@dataclass(frozen=True)
 class CalibrationReportAgreementItem(APIObject):
     """The API's CalibrationReportAgreementItem."""
 
@@ -1533,6 +1781,43 @@ class VoteRecordedEventData(APIObject):
         return d
 
 
+@dataclass(frozen=True)
+class TaskApprovedActionPatchItem(APIObject):
+    """One operation of an RFC 6902 JSON Patch. An edit replaces top-level
+    members of args.
+    """
+
+    op: str
+    #: An RFC 6901 JSON Pointer into args.
+    path: str
+    #: The new value (absent for remove).
+    value: Any = None
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'op', 'path', 'value'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TaskApprovedActionPatchItem":
+        """Reads the TaskApprovedActionPatchItem as the API sends it."""
+        return cls(
+            op=str(d['op']),
+            path=str(d['path']),
+            value=d.get('value'),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The TaskApprovedActionPatchItem as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['op'] = self.op
+        d['path'] = self.path
+        if self.value is not None:
+            d['value'] = self.value
+        return d
+
+
 class _TaskCreateParamsRequired(TypedDict):
     prompt: str
     allowed_verdicts: Sequence[str]
@@ -1644,6 +1929,14 @@ class TaskCreateOptions(TypedDict, total=False):
     #: /v1/tasks/{id} and GET /v1/tasks return it; never a webhook, Slack or
     #: a reviewer's page. Not with reviews_required above 1.
     gold_verdict: str
+    #: The tool call the task asks about (see ActionCreate); every decision
+    #: on the task records the action it approved.
+    action: Mapping[str, Any]
+    #: The verdicts with which a reviewer may edit the action's editable
+    #: members; each one of allowed_verdicts. Only with an action whose
+    #: editable is not empty. When left out, the policy of the task's
+    #: task_type gives them, else the first allowed verdict.
+    edit_verdicts: Sequence[str]
 
 
 class TaskCreateParams(_TaskCreateParamsRequired, TaskCreateOptions, total=False):
@@ -1816,6 +2109,18 @@ class PolicyUpdateParams(TypedDict, total=False):
     #: As the create's; left out, null or [] for none. Shares of the deadline
     #: need the policy's deadline_seconds.
     escalation: Optional[Sequence[Mapping[str, Any]]]
+    #: The verdicts that allow a reviewer to edit the action of a task of
+    #: this type whose create gives no edit_verdicts; null: the create's
+    #: default (its first allowed verdict).
+    edit_verdicts: Optional[Sequence[str]]
+    #: The error rate the policy holds the agent's answers to: applying a
+    #: certified threshold from the calibration report sets it (with
+    #: target_confidence) to the report's target, and drift under the policy
+    #: is watched against it (null: the default policy's, else 2%).
+    target_error_rate: Optional[float]
+    #: The confidence the target is certified and watched at, from 0.5 to
+    #: below 1; 0.95 when left out. Needs target_error_rate.
+    target_confidence: Optional[float]
 
 
 __all__ = [
@@ -1823,6 +2128,7 @@ __all__ = [
     'AgreementStats',
     'Attempt',
     'CalibrationCertification',
+    'CalibrationCertificationEvidenceItem',
     'CalibrationDrift',
     'CalibrationDriftedEvent',
     'CalibrationFeasibility',
@@ -1844,6 +2150,9 @@ __all__ = [
     'ReviewerAgreement',
     'RiskCoveragePoint',
     'Task',
+    'TaskAction',
+    'TaskApprovedAction',
+    'TaskApprovedActionPatchItem',
     'TaskBatchItemParams',
     'TaskCreateOptions',
     'TaskCreateParams',
