@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // OpenAI is the backend for any OpenAI-compatible Chat Completions server
@@ -181,6 +182,10 @@ func verdictFormat(verdicts []string) map[string]any {
 // post sends body to the model server and returns its successful answer.
 func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(body))
+	if err == nil {
+		// The provider continues the worker's trace (traceparent).
+		telemetry.Inject(ctx, req.Header)
+	}
 	if err != nil {
 		return nil, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}

@@ -48,6 +48,8 @@ func (d *DB) ClaimTasksStarted(ctx context.Context, owner string, max int, lease
 func (d *DB) claimTasks(ctx context.Context, query, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
+	ctx, endSpan := d.traced(ctx, "ClaimTasks")
+	defer endSpan(&err)
 	if max <= 0 {
 		return nil, nil
 	}
@@ -155,6 +157,8 @@ var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds
 func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
+	ctx, endSpan := d.traced(ctx, "FinishAgentAttempt")
+	defer endSpan(&err)
 	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS()}
 	if d.grouping() {
 		_, err = d.finishes.Do(ctx, f)
@@ -294,6 +298,8 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) (err error) {
 func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (_ *arbiter.Task, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
+	ctx, endSpan := d.traced(ctx, "DecideTask")
+	defer endSpan(&err)
 	if err := dec.Validate(); err != nil {
 		return nil, err
 	}

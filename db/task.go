@@ -63,6 +63,8 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) (_ []arbiter.TaskCreated, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
+	ctx, endSpan := d.traced(ctx, "CreateTasks")
+	defer endSpan(&err)
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -339,6 +341,8 @@ func capUsedUp(now arbiter.Timestamp) error {
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
+	ctx, endSpan := d.traced(ctx, "FindTaskByID")
+	defer endSpan(&err)
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound
 	}

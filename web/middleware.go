@@ -12,9 +12,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // RequestIDHeader names the request's id in the answer, and in a request
@@ -222,6 +226,7 @@ func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
 				handlers.Error(w, r, err)
 				return
 			}
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("arbiter.account_id", accountID))
 			next.ServeHTTP(w, r.WithContext(arbiter.NewContextWithAccountID(r.Context(), accountID)))
 		})
 	}
@@ -258,4 +263,44 @@ func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 		handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
 			"This address does not accept the method %s; it takes %s.", r.Method, strings.Join(allowed, ", ")))
 	}
+}
+
+// traceRequests makes a server span of each request (telemetry), a child
+// of the caller's trace when it sends a traceparent: named by the method
+// and the route's pattern (/v1/tasks/{id}, never an id), with the status.
+// Nothing else of the request goes on it: no query, no header, no body;
+// bearerAuth adds the account. A parked request's span ends when it is
+// answered.
+func traceRequests(next http.Handler) http.Handler {
+	tracer := telemetry.Tracer()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span := tracer.Start(telemetry.Extract(r.Context(), r.Header), r.Method,
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		r = r.WithContext(ctx)
+		next.ServeHTTP(ww, r)
+		route := ""
+		if rc := chi.RouteContext(ctx); rc != nil {
+			route = rc.RoutePattern()
+		}
+		if route != "" {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		end := func(status int) {
+			if status == 0 {
+				status = http.StatusOK
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, "")
+			}
+			span.End()
+		}
+		if handlers.IsParked(ctx) {
+			handlers.AnswerLater(ctx, func(status, _ int) { end(status) })
+			return
+		}
+		end(ww.Status())
+	})
 }

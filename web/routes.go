@@ -77,6 +77,9 @@ type Router struct {
 	// Metrics, when set, records every request by route pattern, method
 	// and status (metrics.Metrics).
 	Metrics RequestObserver
+	// Tracing makes a span of every request (internal/telemetry), when
+	// the process exports traces.
+	Tracing bool
 	// ShuttingDown, closed when the server begins to shut down, answers
 	// the requests waiting for a task at once with the task as it is.
 	ShuttingDown <-chan struct{}
@@ -206,6 +209,9 @@ func (rt *Router) newMux(site handlers.Site) *chi.Mux {
 	r := chi.NewRouter()
 	// The metrics inside the request log, whose context tells them of a
 	// parked request (handlers.AnswerLater).
+	if rt.Tracing {
+		r.Use(traceRequests)
+	}
 	r.Use(clientIP(rt.TrustedProxies), requestLogger(rt.Logger, rt.TrustedProxies))
 	if rt.Metrics != nil {
 		r.Use(observeRequests(rt.Metrics))

@@ -13,7 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // WebhookConfig configures a Deliverer. Zero values take the defaults.
@@ -277,6 +282,18 @@ func (d *Deliverer) recordLoop(ctx context.Context) {
 func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now time.Time) (arbiter.WebhookAttempt, time.Duration) {
 	m := del.Message
 	a := arbiter.WebhookAttempt{MessageID: m.ID, AttemptedAt: arbiter.TimestampOf(now)}
+	ctx, span := telemetry.Tracer().Start(ctx, "webhook deliver", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("arbiter.webhook.message_id", m.ID), attribute.String("arbiter.webhook.event_type", m.EventType),
+		attribute.String("arbiter.task_id", m.TaskID), attribute.Int("arbiter.webhook.attempt", m.Attempts+1)))
+	defer func() {
+		if a.StatusCode != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", a.StatusCode))
+		}
+		if a.StatusCode < 200 || a.StatusCode > 299 {
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, arbiter.WebhookTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Payload))
@@ -284,6 +301,8 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 		a.Error = "The URL could not be requested."
 		return a, 0
 	}
+	// The receiver continues the trace (traceparent).
+	telemetry.Inject(ctx, req.Header)
 	ts := now.Unix()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", arbiter.WebhookUserAgent)

@@ -9,7 +9,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // Heartbeater records that a worker is alive; /healthz reads it.
@@ -78,6 +82,9 @@ type Config struct {
 	// Version is the verifier version label recorded on each agent
 	// attempt (ARBITER_AGENT_VERSION); "" records none.
 	Version string
+	// Backend names the verifier's backend (ARBITER_AGENT) on the spans of
+	// its calls.
+	Backend string
 
 	// ID names this worker in leases and heartbeats (default wrk_ + random).
 	ID string
@@ -448,6 +455,9 @@ func (w *Worker) pace(ctx context.Context, claimed time.Time) error {
 // verify calls the verifier, turning a panic in a backend into a failed
 // attempt rather than a dead process.
 func (w *Worker) verify(ctx context.Context, t *arbiter.Task) (v arbiter.Verification, err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", w.cfg.Backend)))
+	defer func() { endVerifierSpan(span, v, err) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = &arbiter.VerifierError{Reason: arbiter.VerifierFailed, Err: fmt.Errorf("panic: %v", p)}

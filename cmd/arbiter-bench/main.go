@@ -86,7 +86,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider", "tracing"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -230,6 +230,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["provider"] {
 		if err := b.measureProvider(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["tracing"] {
+		if err := b.measureTracing(ctx); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,7 @@ func runServe(ctx context.Context, c *command, p *process, args []string) error 
 	s := &server{api: c.name == "serve", worker: true, stderr: p.stderr}
 	fs := c.flagSet(p)
 	getenv := c.settingFlags(fs, p.getenv)
+	s.getenv = getenv
 	if s.api {
 		fs.BoolVar(&s.worker, "worker", true, "also run the worker in this process")
 	}

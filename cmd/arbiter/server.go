@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/slack"
@@ -28,7 +29,9 @@ import (
 // runs it until its context ends; Close closes what the steps opened, in
 // the reverse order.
 type server struct {
-	cfg    config.Config
+	cfg config.Config
+	// getenv reads the OTEL_* variables (startTracing); nil, no traces.
+	getenv func(string) string
 	logger *slog.Logger // nil for the commands that only open the store
 	stderr io.Writer    // where the mailer writes sign-in links without SMTP
 	// api serves HTTP (serve); worker runs the worker tier in this process.
@@ -53,6 +56,8 @@ type server struct {
 	beating atomic.Bool
 	// endDrain, when not nil, ends ARBITER_DRAIN_DELAY early (tests).
 	endDrain <-chan struct{}
+	// tracing is set when the process exports traces (startTracing).
+	tracing bool
 
 	// background is the context of the loops that must outlive the stop
 	// signal (the key-use flusher, the collector's tuning, the metrics'
@@ -73,6 +78,9 @@ type server struct {
 // HTTP server drains its requests and the worker its verifier calls,
 // within ARBITER_SHUTDOWN_GRACE. Call Close after it, whatever it returns.
 func (s *server) Run(ctx context.Context) error {
+	if err := s.startTracing(ctx); err != nil {
+		return err
+	}
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
@@ -127,6 +135,30 @@ func (s *server) Close() {
 	if s.store != nil {
 		s.store.Close()
 	}
+}
+
+// startTracing, when the OTEL_* variables ask for traces, exports them by
+// OTLP over HTTP (internal/telemetry); Close flushes what is left, last.
+func (s *server) startTracing(ctx context.Context) error {
+	if s.getenv == nil {
+		return nil
+	}
+	version := stampedVersion
+	if version == "" {
+		version = "(devel)"
+	}
+	shutdown, err := telemetry.Setup(ctx, s.getenv, version)
+	if err != nil || shutdown == nil {
+		return err
+	}
+	s.tracing = true
+	s.closers = append(s.closers, func() error {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return shutdown(flush)
+	})
+	s.logger.Info("exporting traces by OTLP over HTTP")
+	return nil
 }
 
 // openStore opens the store ARBITER_DATABASE_URL names, migrates it
@@ -260,7 +292,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		Queue: s.store, Verifier: verifier, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
-		Version: s.cfg.AgentVersion,
+		Version: s.cfg.AgentVersion, Backend: s.cfg.Agent.Backend,
 	}
 	mailer, err := mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr)
 	if err != nil {
@@ -404,6 +436,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		ShuttingDown:   shuttingDown,
 		Parking:        web.NewParkingLot(shuttingDown, s.logger),
 		TrustedProxies: s.cfg.TrustedProxies,
+		Tracing:        s.tracing,
 
 		WebhookAllowPrivate: s.cfg.WebhookAllowPrivate,
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// The tracing phase measures what traces cost the hot path: `arbiter serve
+// --worker=false` answering creates and gets with tracing off, then on
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER=always_on: every
+// request's span and its store call's, exported by OTLP over HTTP to a
+// receiver that reads and discards them), each for -duration at
+// -concurrency connections, alternating off, on, off, on so that the
+// database's growth weighs on both alike. The figure to read is the
+// change in creates and gets a second, which the issue wants under 10%.
+
+// measureTracing runs the tracing phase.
+func (b *bench) measureTracing(ctx context.Context) error {
+	keys, accountIDs, err := b.createKeys(ctx)
+	if err != nil {
+		return err
+	}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer receiver.Close()
+	for round := 1; round <= 2; round++ {
+		for _, on := range []bool{false, true} {
+			env := b.env()
+			label := "traces off"
+			if on {
+				label = "traces on"
+				env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+receiver.URL, "OTEL_TRACES_SAMPLER=always_on")
+			}
+			if err := b.tracingRound(ctx, env, fmt.Sprintf("%s, round %d", label, round), keys, accountIDs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tracingRound starts serve with env and measures its creates and gets.
+func (b *bench) tracingRound(ctx context.Context, env []string, label string, keys, accountIDs []string) error {
+	logFile, err := os.CreateTemp("", "arbiter-bench-tracing-*.log")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(b.bin, "serve", "--worker=false")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	b.serverPID = cmd.Process.Pid
+	base := "http://" + b.addr
+	if err := waitReady(ctx, base+"/demo/tasks"); err != nil {
+		return fmt.Errorf("%w (server log: %s)", err, logFile.Name())
+	}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: b.concurrency, MaxIdleConnsPerHost: b.concurrency, MaxConnsPerHost: b.concurrency,
+		DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+	}}
+	ids := make([][]idAt, b.concurrency)
+	b.logf("POST /v1/tasks, %s", label)
+	b.results = append(b.results, b.phase(ctx, "create (HTTP, "+label+")", func(w, i int) error {
+		a := (w + i*b.concurrency) % len(keys)
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tasks", bytes.NewReader(taskBody))
+		req.Header.Set("Authorization", "Bearer "+keys[a])
+		req.Header.Set("Content-Type", "application/json")
+		var task struct{ ID string }
+		if err := do(client, req, &task); err != nil {
+			return err
+		}
+		if len(ids[w]) < 100_000 {
+			ids[w] = append(ids[w], idAt{id: task.ID, accountID: accountIDs[a], key: keys[a]})
+		}
+		return nil
+	}))
+	b.logf("GET /v1/tasks/{id}, %s", label)
+	b.results = append(b.results, b.phase(ctx, "get (HTTP, "+label+")", func(w, i int) error {
+		mine := ids[w]
+		if len(mine) == 0 {
+			return fmt.Errorf("connection %d created no task", w)
+		}
+		t := mine[(i*7919)%len(mine)]
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+t.id, nil)
+		req.Header.Set("Authorization", "Bearer "+t.key)
+		return do(client, req, nil)
+	}))
+	return nil
+}

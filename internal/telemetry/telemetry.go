@@ -1,0 +1,232 @@
+// Package telemetry sets up OpenTelemetry tracing from the standard OTEL_*
+// variables: off unless OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set or OTEL_TRACES_EXPORTER=otlp,
+// exported by OTLP over HTTP (protobuf). The packages that make spans use
+// the otel API's global tracer provider, which does nothing until Setup
+// installs one.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DefaultEndpoint is where traces go when OTEL_TRACES_EXPORTER=otlp names
+// no endpoint: a collector on this machine.
+const DefaultEndpoint = "http://localhost:4318"
+
+// Instrumentation is the name spans are made under.
+const Instrumentation = "github.com/arbiterhq/arbiter"
+
+// Tracer returns the tracer the packages make their spans with: the
+// global provider's, a no-op until Setup.
+func Tracer() trace.Tracer { return otel.Tracer(Instrumentation) }
+
+// Enabled reports whether the variables getenv reads turn tracing on.
+func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	switch getenv("OTEL_TRACES_EXPORTER") {
+	case "otlp":
+		return true
+	case "":
+		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	}
+	return false
+}
+
+// Setup installs a tracer provider exporting by OTLP over HTTP, configured
+// by the OTEL_* variables getenv reads, when they turn tracing on (see
+// Enabled), and the W3C trace context and baggage propagators. It returns
+// the function that flushes and stops it (nil when tracing is off), and
+// an error naming the variable at fault.
+//
+// Read: OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER (otlp or none),
+// OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf only),
+// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION,
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG; the SDK reads the OTEL_BSP_* variables itself.
+func Setup(ctx context.Context, getenv func(string) string, version string) (func(context.Context) error, error) {
+	switch e := getenv("OTEL_TRACES_EXPORTER"); e {
+	case "", "otlp", "none":
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER must be otlp or none, not %q", e)
+	}
+	if !Enabled(getenv) {
+		return nil, nil
+	}
+	if p := first(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" && p != "http/protobuf" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf, not %q: Arbiter exports OTLP over HTTP", p)
+	}
+	endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if endpoint == "" {
+		base := getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+		if base == "" {
+			base = DefaultEndpoint
+		}
+		endpoint = strings.TrimSuffix(base, "/") + "/v1/traces"
+	}
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL such as %s", DefaultEndpoint)
+	}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpoint)}
+	headers, err := keyValues(first(getenv, "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"))
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS %w", err)
+	}
+	if len(headers) > 0 {
+		opts = append(opts, otlptracehttp.WithHeaders(headers))
+	}
+	if t := first(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"); t != "" {
+		ms, err := strconv.Atoi(t)
+		if err != nil || ms <= 0 {
+			return nil, errors.New("OTEL_EXPORTER_OTLP_TIMEOUT must be a whole number of milliseconds")
+		}
+		opts = append(opts, otlptracehttp.WithTimeout(time.Duration(ms)*time.Millisecond))
+	}
+	switch c := first(getenv, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"); c {
+	case "", "none":
+	case "gzip":
+		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	default:
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION must be gzip or none, not %q", c)
+	}
+	sampler, err := samplerOf(getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG"))
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := keyValues(getenv("OTEL_RESOURCE_ATTRIBUTES"))
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES %w", err)
+	}
+	name := getenv("OTEL_SERVICE_NAME")
+	if name == "" {
+		name = attrs["service.name"]
+	}
+	if name == "" {
+		name = "arbiter"
+	}
+	kv := []attribute.KeyValue{attribute.String("service.name", name), attribute.String("service.version", version)}
+	for k, v := range attrs {
+		if k != "service.name" {
+			kv = append(kv, attribute.String(k, v))
+		}
+	}
+	exporter, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithSampler(sampler),
+		sdktrace.WithResource(resource.NewSchemaless(kv...)))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
+
+// first returns the first non-empty of the variables.
+func first(getenv func(string) string, names ...string) string {
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// keyValues parses the OTEL list form key1=value1,key2=value2, its values
+// URL-encoded.
+func keyValues(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, errors.New("must be key=value pairs separated by commas")
+		}
+		value, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("has a value that is not URL-encoded: %q", k)
+		}
+		m[k] = value
+	}
+	return m, nil
+}
+
+// samplerOf returns the sampler OTEL_TRACES_SAMPLER names (default
+// parentbased_always_on: every trace, unless the caller's traceparent says
+// not sampled).
+func samplerOf(name, arg string) (sdktrace.Sampler, error) {
+	ratio := 1.0
+	if arg != "" {
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return nil, errors.New("OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1")
+		}
+		ratio = r
+	}
+	switch name {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio":
+		return sdktrace.TraceIDRatioBased(ratio), nil
+	case "parentbased_traceidratio":
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), nil
+	}
+	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER %q is not one this build knows (always_on, always_off, traceidratio and their parentbased_ forms)", name)
+}
+
+// Transport returns base, or http.DefaultTransport when nil, with the
+// trace context of each request's context written into its headers
+// (traceparent), so the other side continues the trace.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return propagating{base}
+}
+
+// propagating writes the trace context into outgoing requests.
+type propagating struct{ base http.RoundTripper }
+
+// RoundTrip injects the context's trace into a copy of r's headers.
+func (p propagating) RoundTrip(r *http.Request) (*http.Response, error) {
+	if trace.SpanContextFromContext(r.Context()).IsValid() {
+		r = r.Clone(r.Context())
+		otel.GetTextMapPropagator().Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	}
+	return p.base.RoundTrip(r)
+}
+
+// Inject writes ctx's trace context into h.
+func Inject(ctx context.Context, h http.Header) {
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// Extract returns ctx with the trace context h carries (traceparent).
+func Extract(ctx context.Context, h http.Header) context.Context {
+	return otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
+}
