@@ -60,6 +60,16 @@ type envVar struct {
 	name, help, def string
 }
 
+// tracingEnv are the OpenTelemetry variables serve and worker read
+// (internal/telemetry); each has its _TRACES_ form too.
+var tracingEnv = []envVar{
+	{name: "OTEL_EXPORTER_OTLP_ENDPOINT", help: "export traces by OTLP over HTTP to this collector (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL); unset, no traces"},
+	{name: "OTEL_TRACES_EXPORTER", help: "otlp turns traces on (to http://localhost:4318 unless an endpoint is set), none off; OTEL_SDK_DISABLED=true also turns them off"},
+	{name: "OTEL_EXPORTER_OTLP_HEADERS", help: "key=value,… sent with each export; OTEL_EXPORTER_OTLP_TIMEOUT (ms), OTEL_EXPORTER_OTLP_COMPRESSION (gzip), OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf only)"},
+	{name: "OTEL_SERVICE_NAME", help: "the service's name on traces; OTEL_RESOURCE_ATTRIBUTES adds key=value,…", def: "arbiter"},
+	{name: "OTEL_TRACES_SAMPLER", help: "always_on, always_off, traceidratio or their parentbased_ forms; OTEL_TRACES_SAMPLER_ARG is the ratio", def: "parentbased_always_on"},
+}
+
 // process is what run receives from main: the environment and the streams.
 type process struct {
 	getenv         func(string) string
@@ -78,9 +88,9 @@ var (
 
 // commands are every command, in the order help lists them.
 var commands = []*command{
-	{name: "serve", scopes: serveScopes, run: runServe,
+	{name: "serve", scopes: serveScopes, env: tracingEnv, run: runServe,
 		summary: "serve the API, the dashboard and the reviewer site, and run the worker"},
-	{name: "worker", scopes: workerScopes, run: runServe,
+	{name: "worker", scopes: workerScopes, env: tracingEnv, run: runServe,
 		summary: "run only the worker: claim pending tasks and ask the verifier"},
 	{name: "migrate", scopes: storeScopes, run: runMigrate,
 		summary: "apply the database migrations: the deploy step before replicas start (serve and worker also do, unless told not to)"},
