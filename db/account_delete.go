@@ -21,6 +21,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"callback secret", `DELETE FROM webhook_callback_secrets WHERE account_id = ?`},
 	{"Slack messages", `DELETE FROM slack_messages WHERE account_id = ?`},
 	{"Slack channels", `DELETE FROM slack_channels WHERE account_id = ?`},
+	{"chat link offers", `DELETE FROM chat_link_offers WHERE account_id = ?`},
 	{"Slack connection", `DELETE FROM slack_connections WHERE account_id = ?`},
 	{"decision links", `DELETE FROM decision_links WHERE account_id = ?`},
 	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},

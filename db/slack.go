@@ -578,23 +578,6 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// FindMemberByEmail returns the account's member who signed in with the
-// address (their own or an identity's, both verified), or ENOTFOUND.
-func (d *DB) FindMemberByEmail(ctx context.Context, accountID, email string) (_ *arbiter.Membership, err error) {
-	ctx, end := d.begin(ctx)
-	defer end(&err)
-	email = strings.ToLower(strings.TrimSpace(email))
-	var m arbiter.Membership
-	err = d.db.QueryRowxContext(ctx, d.rebind(`SELECT m.account_id, m.person_id, p.email, m.role FROM memberships m
-		JOIN people p ON p.id = m.person_id
-		WHERE m.account_id = ? AND (p.email = ? OR EXISTS (SELECT 1 FROM identities i WHERE i.person_id = p.id AND i.email = ?))
-		ORDER BY m.person_id LIMIT 1`), accountID, email, email).Scan(&m.AccountID, &m.PersonID, &m.Email, &m.Role)
-	if err != nil {
-		return nil, notFound(err, "Nobody in this account signs in with that address.")
-	}
-	return &m, nil
-}
-
 // slackChannels returns, by account, the default channel of each account
 // of accountIDs that has Slack connected.
 func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []any) (map[string]string, error) {

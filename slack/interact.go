@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -17,14 +18,16 @@ import (
 )
 
 // Store is what answering a click needs from the store: the connection,
-// the member behind a Slack user, the task, and the desk's decision.
+// the member linked to a Slack user (or a link to offer), the task, the
+// desk's decision, and the replay guard.
 type Store interface {
 	FindSlackConnection(ctx context.Context, accountID string) (*arbiter.SlackConnection, error)
 	ListSlackConnections(ctx context.Context, mode, teamID string) ([]*arbiter.SlackConnection, error)
-	FindMemberByEmail(ctx context.Context, accountID, email string) (*arbiter.Membership, error)
 	FindTaskByID(ctx context.Context, accountID, id string) (*arbiter.Task, error)
 	DecideTask(ctx context.Context, accountID, taskID string, d arbiter.HumanDecision) (*arbiter.Task, error)
 	FirstSlackRequest(ctx context.Context, signature string) (bool, error)
+	FindChatMember(ctx context.Context, accountID string, u arbiter.ChatUser) (*arbiter.Membership, error)
+	OfferChatLink(ctx context.Context, accountID string, u arbiter.ChatUser) (string, error)
 }
 
 // The answers a clicking person sees, ephemerally.
@@ -36,6 +39,8 @@ const (
 	votedText    = "Your vote, “%s”, is recorded; the task is decided when enough reviewers have voted."
 	endedPrefix  = "This task already ended: "
 	audited      = "You answered the blind audit."
+	linkText     = "Before your clicks decide, link your Slack account to Arbiter, once: <%s|open this link> and sign in as %s (the link works for 15 minutes). Then click again."
+	noLinkText   = "Link your Slack account to Arbiter before deciding here; this server cannot offer the link, so decide on the desk."
 	handleBudget = 30 * time.Second
 )
 
@@ -49,6 +54,10 @@ type Interactions struct {
 	Store  Store
 	Slack  *Client
 	Logger *slog.Logger
+	// LinkURL is the reviewer site's page of a chat link's token
+	// (arbiter.ChatLinkService), where a person links the Slack user
+	// who clicked to themselves; nil offers no link.
+	LinkURL func(token string) string
 	// MaxInFlight bounds the interactions handled at once in this
 	// process (default DefaultMaxInFlight): each holds a goroutine and
 	// up to three calls to Slack for as long as handleBudget.
@@ -154,33 +163,50 @@ func (in *Interactions) Handle(ctx context.Context, conn *arbiter.SlackConnectio
 	}
 }
 
-// member returns the account's member behind the Slack user, by the
-// e-mail address Slack confirmed, when their role may decide.
-func (in *Interactions) member(ctx context.Context, conn *arbiter.SlackConnection, userID string) (*arbiter.Membership, error) {
-	email, err := in.Slack.VerifiedEmail(ctx, conn.BotToken, userID)
-	if err != nil || email == "" {
-		return nil, err
+// member returns the account's member linked to the Slack user, when
+// their role may decide. A user linked to nobody whose address Slack
+// confirmed is a member's gets a link to link themselves, answered here
+// (offered is true): Slack's word for an address is not enough, since
+// whoever administers a workspace can give any user any address (see
+// arbiter's chatlink.go).
+func (in *Interactions) member(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback) (_ *arbiter.Membership, offered bool, err error) {
+	u := arbiter.ChatUser{Provider: arbiter.ChatSlack, Workspace: conn.TeamID, UserID: cb.User.ID}
+	m, err := in.Store.FindChatMember(ctx, conn.AccountID, u)
+	switch {
+	case err == nil && arbiter.Can(m.Role, arbiter.ActionReview):
+		return m, false, nil
+	case err == nil:
+		return nil, false, nil
+	case arbiter.ErrorCode(err) != arbiter.ENOTFOUND:
+		return nil, false, err
 	}
-	m, err := in.Store.FindMemberByEmail(ctx, conn.AccountID, email)
+	if u.Email, err = in.Slack.VerifiedEmail(ctx, conn.BotToken, cb.User.ID); err != nil || u.Email == "" {
+		return nil, false, err
+	}
+	if in.LinkURL == nil {
+		in.respond(ctx, cb, noLinkText)
+		return nil, true, nil
+	}
+	token, err := in.Store.OfferChatLink(ctx, conn.AccountID, u)
 	if arbiter.ErrorCode(err) == arbiter.ENOTFOUND {
-		return nil, nil
+		return nil, false, nil
 	} else if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if !arbiter.Can(m.Role, arbiter.ActionReview) {
-		return nil, nil
-	}
-	return m, nil
+	in.respond(ctx, cb, fmt.Sprintf(linkText, in.LinkURL(token), escape(u.Email)))
+	return nil, true, nil
 }
 
 func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID, verdict, rationale string) {
-	m, err := in.member(ctx, conn, cb.User.ID)
-	if err != nil {
+	m, offered, err := in.member(ctx, conn, cb)
+	switch {
+	case err != nil:
 		in.logger().Warn("Slack interaction: find the member", "account_id", conn.AccountID, "error", err.Error())
 		in.respond(ctx, cb, failedText)
 		return
-	}
-	if m == nil {
+	case offered:
+		return
+	case m == nil:
 		in.respond(ctx, cb, RefusalText)
 		return
 	}
@@ -212,8 +238,10 @@ func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnectio
 }
 
 func (in *Interactions) openReason(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID string) {
-	m, err := in.member(ctx, conn, cb.User.ID)
-	if err != nil || m == nil {
+	m, offered, err := in.member(ctx, conn, cb)
+	if offered {
+		return
+	} else if err != nil || m == nil {
 		in.respond(ctx, cb, RefusalText)
 		return
 	}

@@ -47,6 +47,19 @@ func TestSocketMode_ConnectAckDecideReconnect(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			owner, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail,
+				Subject: "owner@example.com", Email: "owner@example.com", EmailVerified: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, err := store.OfferChatLink(ctx, acct.ID, arbiter.ChatUser{Provider: arbiter.ChatSlack, Workspace: "T0FAKE",
+				UserID: "UOWNER", Email: owner.Email})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.LinkChatUser(ctx, token, arbiter.Actor{Email: owner.Email, PersonID: owner.ID}); err != nil {
+				t.Fatal(err)
+			}
 			fake := slackfake.New(t)
 			fake.AddUser(slackfake.User{ID: "UOWNER", Email: "owner@example.com", EmailConfirmed: true})
 			client := slack.NewClient(fake.URL, nil)

@@ -58,6 +58,9 @@ type Services struct {
 	// DecisionLinks finds and uses digests' decision links; nil serves
 	// none.
 	DecisionLinks arbiter.DecisionLinkService
+	// ChatLinks links chat users (Slack's, Teams') to people; nil
+	// serves no link page.
+	ChatLinks arbiter.ChatLinkService
 	// Agreement reads the votes of the reviewers' agreement report.
 	Agreement arbiter.AgreementService
 }
@@ -304,6 +307,11 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 		r.Method(http.MethodPost, "/signin/email/confirm", handlers.AuthEmailSignIn(s.Logins, s.Identities, rt.Sessions))
 		r.Method(http.MethodGet, "/auth/{provider}", handlers.AuthOAuthBegin(rt.Providers, rt.Sessions))
 		r.Method(http.MethodGet, "/auth/{provider}/callback", handlers.AuthOAuthCallback(rt.Providers, s.Identities, rt.Sessions))
+		if s.ChatLinks != nil {
+			// The person who opens it must sign in: that is the proof.
+			r.With(requireSession).Method(http.MethodGet, "/chat-links/{token}", handlers.ChatLinkShow(s.ChatLinks))
+			r.With(requireSession).Method(http.MethodPost, "/chat-links/{token}", handlers.ChatLinkUse(s.ChatLinks))
+		}
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.Method(http.MethodGet, "/invitations/accept", handlers.InvitationShow(s.Members))
 
@@ -419,6 +427,11 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			// The token is the credential: no session needed.
 			r.Method(http.MethodGet, "/links/{token}", handlers.DecisionLinkShow(s.DecisionLinks))
 			r.Method(http.MethodPost, "/links/{token}", handlers.DecisionLinkUse(s.DecisionLinks))
+		}
+		if s.ChatLinks != nil {
+			// The person who opens it must sign in: that is the proof.
+			r.With(requireSession).Method(http.MethodGet, "/chat-links/{token}", handlers.ChatLinkShow(s.ChatLinks))
+			r.With(requireSession).Method(http.MethodPost, "/chat-links/{token}", handlers.ChatLinkUse(s.ChatLinks))
 		}
 		r.Method(http.MethodPost, "/signout", handlers.AuthSignOut(rt.Sessions, s.Audit))
 		r.With(requireSession).Method(http.MethodPost, "/account", handlers.AccountSwitch(rt.Sessions))

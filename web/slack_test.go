@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,13 +70,41 @@ func newSlackSite(t *testing.T, dialect string, opts db.Options) *slackSite {
 	fake.AddUser(slackfake.User{ID: "UUNCONFIRMED", Email: "owner@example.com", EmailConfirmed: false})
 	s := &slackSite{store: store, fake: fake, accountID: acct.ID, storeURL: storeURL, opts: opts}
 	s.serve(t)
+	s.linkSlackUser(t, "UOWNER", "owner@example.com", s.person(t, "owner@example.com"))
 	return s
+}
+
+// person returns the person who signs in with email, signing them in by
+// e-mail once.
+func (s *slackSite) person(t *testing.T, email string) *arbiter.Person {
+	t.Helper()
+	p, err := s.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email,
+		Email: email, EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// linkSlackUser links the Slack user, whose confirmed address is email,
+// to the person, as the person's visit to the link page would.
+func (s *slackSite) linkSlackUser(t *testing.T, userID, email string, p *arbiter.Person) {
+	t.Helper()
+	token, err := s.store.OfferChatLink(ctx, s.accountID, arbiter.ChatUser{Provider: arbiter.ChatSlack, Workspace: "T0FAKE",
+		UserID: userID, Email: email})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.LinkChatUser(ctx, token, arbiter.Actor{Email: p.Email, PersonID: p.ID}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // serve starts the site's server over its store.
 func (s *slackSite) serve(t *testing.T) {
 	t.Helper()
-	s.in = &slack.Interactions{Store: s.store, Slack: slack.NewClient(s.fake.URL, nil), Logger: discardLogger()}
+	s.in = &slack.Interactions{Store: s.store, Slack: slack.NewClient(s.fake.URL, nil), Logger: discardLogger(),
+		LinkURL: func(token string) string { return "https://review.example.com/review/chat-links/" + token }}
 	rt := &web.Router{Services: web.Services{Tasks: s.store, Keys: s.store, Demo: s.store, Health: s.store, Queue: s.store},
 		KeyChecker: web.NewKeyChecker(s.store, nil), Logger: discardLogger(), Slack: s.in}
 	srv := httptest.NewServer(nil)
@@ -247,13 +277,17 @@ func TestSlackInteractions_HTTP(t *testing.T) {
 }
 
 // TestSlackInteractions_AckBeforeWork: the click is acknowledged while
-// the work it starts (users.info) is still held, and decides after.
+// the work it starts (finding the member) is still held, and decides
+// after.
 func TestSlackInteractions_AckBeforeWork(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newSlackSite(t, dialect, db.Options{})
 			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
-			release := s.fake.Hold("users.info")
+			held := &countingStore{Store: s.store, hold: make(chan struct{})}
+			s.in.Store = held
+			var once sync.Once
+			release := func() { once.Do(func() { close(held.hold) }) }
 			defer release()
 			body := s.click("UOWNER", task.ID, "reject")
 			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
@@ -331,7 +365,7 @@ func TestSlackInteractions_VoteRecorded(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			s := newSlackSite(t, dialect, db.Options{})
-			s.addMember(t, "other@example.com", arbiter.RoleReviewer)
+			s.linkSlackUser(t, "UOTHER", "other@example.com", s.addMember(t, "other@example.com", arbiter.RoleReviewer))
 			in, err := arbiter.ParseTaskCreate([]byte(`{"prompt":"Release?","allowed_verdicts":["approve","reject"],"reviews_required":2}`))
 			if err != nil {
 				t.Fatal(err)
@@ -362,19 +396,12 @@ func TestSlackInteractions_VoteRecorded(t *testing.T) {
 // in once (by e-mail, so its address is verified).
 func (s *slackSite) addMember(t *testing.T, email, role string) *arbiter.Person {
 	t.Helper()
-	owner, err := s.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: "owner@example.com",
-		Email: "owner@example.com", EmailVerified: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := s.person(t, "owner@example.com")
 	_, token, err := s.store.CreateInvitation(ctx, s.accountID, email, role, arbiter.Actor{Email: owner.Email, PersonID: owner.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := s.person(t, email)
 	if _, err := s.store.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
 		t.Fatal(err)
 	}
@@ -440,6 +467,8 @@ func TestSlackInteractions_OneActionAPayload(t *testing.T) {
 				actions = append(actions, map[string]any{"type": "button", "block_id": "decide",
 					"action_id": slack.ActionDecide + "_0", "value": slack.EncodeValue(task.ID, "approve")})
 			}
+			counted := &countingStore{Store: s.store}
+			s.in.Store = counted
 			payload, _ := json.Marshal(map[string]any{"type": "block_actions", "team": map[string]any{"id": "T0FAKE"},
 				"user": map[string]any{"id": "UOWNER"}, "response_url": s.fake.ResponseURL, "actions": actions})
 			body := []byte(url.Values{"payload": {string(payload)}}.Encode())
@@ -454,8 +483,8 @@ func TestSlackInteractions_OneActionAPayload(t *testing.T) {
 			if decided != 1 || len(s.humanAttempts(t, ids[0])) != 1 {
 				t.Errorf("%d tasks decided, want the first only", decided)
 			}
-			if n := len(s.fake.Calls("users.info")); n != 1 {
-				t.Errorf("users.info called %d times, want once", n)
+			if counted.members != 1 {
+				t.Errorf("the clicker looked up %d times, want once", counted.members)
 			}
 			if n := len(s.fake.Calls("response")); n != 1 {
 				t.Errorf("%d answers, want one", n)
@@ -500,11 +529,24 @@ func TestSlackInteractions_BoundsClicksInFlight(t *testing.T) {
 	}
 }
 
-// countingStore counts the lookups of Slack connections.
+// countingStore counts the lookups of Slack connections and of members
+// behind Slack users; the latter wait for hold, when set, to close.
 type countingStore struct {
 	slack.Store
+	hold    chan struct{}
 	mu      sync.Mutex
 	lookups int
+	members int
+}
+
+func (c *countingStore) FindChatMember(ctx context.Context, accountID string, u arbiter.ChatUser) (*arbiter.Membership, error) {
+	if c.hold != nil {
+		<-c.hold
+	}
+	c.mu.Lock()
+	c.members++
+	c.mu.Unlock()
+	return c.Store.FindChatMember(ctx, accountID, u)
 }
 
 func (c *countingStore) ListSlackConnections(ctx context.Context, mode, teamID string) ([]*arbiter.SlackConnection, error) {
@@ -551,5 +593,99 @@ func TestSlackInteractions_BoundsFailedSignatures(t *testing.T) {
 	}
 	if n := len(s.humanAttempts(t, task.ID)); n != 0 {
 		t.Errorf("%d attempts recorded", n)
+	}
+}
+
+var chatLinkInText = regexp.MustCompile(`/review/chat-links/([0-9a-f]{64})\|`)
+
+// TestSlackInteractions_LinkBeforeDeciding: the first click of a Slack
+// user whose confirmed address is a member's decides nothing and answers
+// a link, to the clicker only, naming the address to sign in with; the
+// link links the user to that member only, once; then the user's click
+// decides as them.
+func TestSlackInteractions_LinkBeforeDeciding(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			ann := s.addMember(t, "ann@example.com", arbiter.RoleReviewer)
+			owner := s.person(t, "owner@example.com")
+			s.fake.AddUser(slackfake.User{ID: "UANN", Email: "ann@example.com", EmailConfirmed: true})
+			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
+			body := s.click("UANN", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			answer := s.responses(t, 1)[0]
+			m := chatLinkInText.FindStringSubmatch(answer)
+			if m == nil || !strings.Contains(answer, "sign in as ann@example.com") {
+				t.Fatalf("the first click was answered %q, want a link naming ann@example.com", answer)
+			}
+			if n := len(s.humanAttempts(t, task.ID)); n != 0 {
+				t.Fatalf("an unlinked click recorded %d attempts", n)
+			}
+			if _, err := s.store.LinkChatUser(ctx, m[1], arbiter.Actor{Email: owner.Email, PersonID: owner.ID}); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+				t.Errorf("another member used the link: %v", err)
+			}
+			if _, err := s.store.LinkChatUser(ctx, m[1], arbiter.Actor{Email: ann.Email, PersonID: ann.ID}); err != nil {
+				t.Fatalf("ann's link: %v", err)
+			}
+			if _, err := s.store.LinkChatUser(ctx, m[1], arbiter.Actor{Email: ann.Email, PersonID: ann.ID}); !errors.Is(err, arbiter.ErrChatLinkInvalid) {
+				t.Errorf("the link used again: %v", err)
+			}
+			body = s.click("UANN", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now().Add(time.Second))); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			if got := s.responses(t, 2)[1]; got != "You decided “approve”." {
+				t.Errorf("the linked click was answered %q", got)
+			}
+			if a := s.humanAttempts(t, task.ID); len(a) != 1 || *a[0].Reviewer != "ann@example.com" {
+				t.Errorf("attempts %+v, want one by ann@example.com", a)
+			}
+		})
+	}
+}
+
+// TestSlackInteractions_OnePersonCannotMeetTwoVotes: an owner who
+// controls the connected workspace votes on the desk, then gives a Slack
+// user of theirs another member's address and clicks as it: the click
+// is not a second vote (it is offered a link that only that member can
+// use), so the task still waits for a second person.
+func TestSlackInteractions_OnePersonCannotMeetTwoVotes(t *testing.T) {
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newSlackSite(t, dialect, db.Options{})
+			s.addMember(t, "ann@example.com", arbiter.RoleReviewer)
+			owner := s.person(t, "owner@example.com")
+			// The workspace's admin confirms any address they like.
+			s.fake.AddUser(slackfake.User{ID: "UFAKEANN", Email: "ann@example.com", EmailConfirmed: true})
+			in, err := arbiter.ParseTaskCreate([]byte(`{"prompt":"Wire 90,000 EUR?","allowed_verdicts":["approve","reject"],"reviews_required":2}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := s.routedTask(t, in)
+			if _, err := s.store.DecideTask(ctx, s.accountID, task.ID, arbiter.HumanDecision{Verdict: "approve",
+				Reviewer: owner.Email, ReviewerID: owner.ID}); err != nil {
+				t.Fatal(err)
+			}
+			body := s.click("UFAKEANN", task.ID, "approve")
+			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				t.Fatalf("%d", got)
+			}
+			answer := s.responses(t, 1)[0]
+			if m := chatLinkInText.FindStringSubmatch(answer); m != nil {
+				if _, err := s.store.LinkChatUser(ctx, m[1], arbiter.Actor{Email: owner.Email, PersonID: owner.ID}); err == nil {
+					t.Error("the owner linked a Slack user to another member's address")
+				}
+			}
+			now, err := s.store.FindTaskByID(ctx, s.accountID, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.Status != arbiter.StatusHumanNeeded || len(s.humanAttempts(t, task.ID)) != 1 {
+				t.Errorf("after the owner's vote and a click as ann@example.com: %s with %d votes, want one vote, waiting",
+					now.Status, len(s.humanAttempts(t, task.ID)))
+			}
+		})
 	}
 }

@@ -146,6 +146,21 @@ func (b *bench) measureSlackAcks(ctx context.Context, store *db.DB, client *slac
 	if err != nil {
 		return err
 	}
+	// The clicking Slack user is linked to the account's owner, as the
+	// owner's visit to the link page would.
+	owner, err := store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail,
+		Subject: "bench-slack@example.com", Email: "bench-slack@example.com", EmailVerified: true})
+	if err != nil {
+		return err
+	}
+	token, err := store.OfferChatLink(ctx, accountID, arbiter.ChatUser{Provider: arbiter.ChatSlack, Workspace: "TBENCH",
+		UserID: "UBENCH", Email: owner.Email})
+	if err != nil {
+		return err
+	}
+	if _, err := store.LinkChatUser(ctx, token, arbiter.Actor{Email: owner.Email, PersonID: owner.ID}); err != nil {
+		return err
+	}
 	in := &slack.Interactions{Store: store, Slack: client, Logger: slog.New(slog.DiscardHandler)}
 	rt := &web.Router{Services: web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Queue: store},
 		KeyChecker: web.NewKeyChecker(store, nil), Logger: slog.New(slog.DiscardHandler), Slack: in}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -428,7 +429,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Ready: s, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store, Policies: store, Slack: store, DecisionLinks: store, Agreement: store,
+			Calibration: store, Policies: store, Slack: store, DecisionLinks: store, ChatLinks: store, Agreement: store,
 		},
 		KeyChecker:     keys,
 		Logger:         s.logger,
@@ -446,7 +447,9 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 	// Slack: the settings page, the interactions of apps in HTTP mode, and
 	// a socket per account in Socket Mode; interactions in flight finish
 	// before the store closes.
-	interactions := &slack.Interactions{Store: store, Slack: s.slack, Logger: s.logger}
+	review := cmp.Or(s.cfg.ReviewURL, config.DefaultOrigin)
+	interactions := &slack.Interactions{Store: store, Slack: s.slack, Logger: s.logger,
+		LinkURL: func(token string) string { return review + "/review/chat-links/" + token }}
 	router.SlackTeams, router.SlackSealed = s.slack, s.cfg.SecretKey != nil
 	if s.cfg.SecretKey != nil {
 		router.Slack = interactions

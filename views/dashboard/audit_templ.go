@@ -270,6 +270,8 @@ func eventLabel(kind string) string {
 		return "Slack connected"
 	case arbiter.AuditSlackDisconnected:
 		return "Slack disconnected"
+	case arbiter.AuditChatLinked:
+		return "Chat account linked"
 	}
 	return kind
 }
