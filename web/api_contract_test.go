@@ -108,6 +108,8 @@ func TestAPI_MethodsAllowAndHead(t *testing.T) {
 			{"POST", "/v1/tasks/" + task["id"].(string), "GET, HEAD"},
 			{"GET", "/demo/verdicts", "POST"},
 			{"DELETE", "/healthz", "GET, HEAD"},
+			{"GET", "/v1/tasks/batch", "POST"},
+			{"PUT", "/v1/tasks/batch", "POST"},
 		} {
 			status, h, b := a.do(c.method, c.path, key, "")
 			wantError(t, status, h, b, http.StatusMethodNotAllowed)

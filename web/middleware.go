@@ -259,9 +259,7 @@ func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 				allowed = append(allowed, m)
 			}
 		}
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
-			"This address does not accept the method %s; it takes %s.", r.Method, strings.Join(allowed, ", ")))
+		refuseMethod(w, r, allowed)
 	}
 }
 
@@ -302,5 +300,26 @@ func traceRequests(next http.Handler) http.Handler {
 			return
 		}
 		end(ww.Status())
+	})
+}
+
+// refuseMethod answers 405 with the methods the address takes in Allow.
+func refuseMethod(w http.ResponseWriter, r *http.Request, allowed []string) {
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	handlers.Error(w, r, handlers.StatusError(http.StatusMethodNotAllowed,
+		"This address does not accept the method %s; it takes %s.", r.Method, strings.Join(allowed, ", ")))
+}
+
+// only serves an address that takes one method and whose path a pattern
+// route with other methods also matches (POST /v1/tasks/batch beside GET
+// /v1/tasks/{id}): any other method is answered 405 with Allow naming that
+// one, instead of reaching the pattern's handler.
+func only(method string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			refuseMethod(w, r, []string{method})
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

@@ -253,7 +253,8 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		r.Group(func(r chi.Router) {
 			r.Use(bearerAuth(rt.KeyChecker))
 			r.Method(http.MethodPost, "/tasks", handlers.TaskCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
-			r.Method(http.MethodPost, "/tasks/batch", handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate))
+			// Every method: GET /v1/tasks/batch is no task to read.
+			r.Handle("/tasks/batch", only(http.MethodPost, handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate)))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.parker()))
 			// Agents' tools over MCP (Streamable HTTP); it answers 405

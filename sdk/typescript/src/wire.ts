@@ -563,7 +563,7 @@ export interface components {
          *     }
          */
         TaskCreate: {
-            /** @description The question, a non-empty string of at most 32 KiB of UTF-8, without NUL. */
+            /** @description The question, a non-empty string of at most 32 KiB of UTF-8 that is not only whitespace (as Go's unicode.IsSpace has it), without NUL. */
             prompt: string;
             /** @description The answers allowed: 1 to 64 distinct non-empty strings of at most 200 characters. */
             allowed_verdicts: string[];
@@ -668,7 +668,7 @@ export interface components {
         };
         /** @description A task of a batch: a TaskCreate that may carry its own idempotency key. No field but context may be null. */
         TaskBatchItem: {
-            /** @description The question, a non-empty string of at most 32 KiB of UTF-8, without NUL. */
+            /** @description The question, a non-empty string of at most 32 KiB of UTF-8 that is not only whitespace (as Go's unicode.IsSpace has it), without NUL. */
             prompt: string;
             /** @description The answers allowed: 1 to 64 distinct non-empty strings of at most 200 characters. */
             allowed_verdicts: string[];
@@ -1036,6 +1036,8 @@ export interface components {
                 data?: unknown;
             };
         };
+        /** @description An MCP request refused before it reached JSON-RPC (a body that is not a JSON-RPC message, an unsupported MCP-Protocol-Version): the API's Error. Its own name, so that generators that rename Error (typescript-fetch's ModelError) type the 400's oneOf. */
+        MCPRequestError: components["schemas"]["Error"];
         /**
          * @description The body of a task event, posted to the account's endpoints that want its type and to the task's callback_url. Delivered at least once and in no promised order: act on data.status, and skip a webhook-id already handled.
          * @example {
@@ -2172,12 +2174,12 @@ export interface operations {
                  */
                 final_tier?: components["schemas"]["Tier"];
                 /**
-                 * @description Only tasks created after this time (exclusive), in Unix epoch seconds; fractions are milliseconds.
+                 * @description Only tasks created after this time (exclusive), in Unix epoch seconds; fractions are milliseconds; at most 253402300799 (the last second of the year 9999).
                  * @example 1795415400
                  */
                 created_after?: number;
                 /**
-                 * @description Only tasks created before this time (exclusive), in Unix epoch seconds; fractions are milliseconds.
+                 * @description Only tasks created before this time (exclusive), in Unix epoch seconds; fractions are milliseconds; at most 253402300799 (the last second of the year 9999).
                  * @example 1795501800.5
                  */
                 created_before?: number;
@@ -3057,7 +3059,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] | components["schemas"]["JSONRPCResponse"];
+                    "application/json": components["schemas"]["MCPRequestError"] | components["schemas"]["JSONRPCResponse"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -3139,12 +3141,12 @@ export interface operations {
                  */
                 version?: string;
                 /**
-                 * @description Only pairs of tasks created after this time (exclusive), in Unix epoch seconds.
+                 * @description Only pairs of tasks created after this time (exclusive), in Unix epoch seconds; at most 253402300799 (the last second of the year 9999).
                  * @example 1795415525
                  */
                 created_after?: number;
                 /**
-                 * @description Only pairs of tasks created before this time (exclusive), in Unix epoch seconds.
+                 * @description Only pairs of tasks created before this time (exclusive), in Unix epoch seconds; at most 253402300799 (the last second of the year 9999).
                  * @example 1795501925
                  */
                 created_before?: number;
