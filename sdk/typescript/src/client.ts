@@ -7,8 +7,22 @@
 import type { components } from "./wire.js";
 import { APIConnectionError, ArbiterError, errorFor } from "./errors.js";
 
-/** A verification task as the API answers it. */
-export type Task = components["schemas"]["Task"];
+/** A task as the wire types say it. */
+type WireTask = components["schemas"]["Task"];
+
+/**
+ * A verification task as the API answers it. `V` narrows the verdicts: a
+ * task asked with `ask(prompt, ["approve", "reject"])` is a
+ * `Task<"approve" | "reject">`, whose `final_verdict` is one of them or null.
+ */
+export type Task<V extends string = string> = Omit<WireTask, "allowed_verdicts" | "final_verdict" | "gold_verdict"> & {
+  /** The answers allowed, as created. */
+  allowed_verdicts: V[];
+  /** The decision, one of allowed_verdicts; null until the task is completed. */
+  final_verdict: V | null;
+  /** A gold task's known answer, in the account's own reads only. */
+  gold_verdict?: V;
+};
 /** One verifier call or one person's decision on a task. */
 export type Attempt = components["schemas"]["Attempt"];
 /** A task's status; later servers may add values. */
@@ -28,24 +42,47 @@ export type TaskResult =
   | { ok: true; status: 200; task: Task; replayed: boolean }
   | { ok: false; status: number; error: ArbiterError };
 
-/** The filters of listTasks. */
+/** Who decided a completed task: agent, human, or fallback (its on-expiry outcome, at the deadline). */
+export type Tier = components["schemas"]["Tier"];
+
+/** The filters of listTasks, as the API's query names them. */
 export interface ListFilters {
   status?: TaskStatus;
   task_type?: string;
   source?: string;
   touchpoint?: string;
-  final_tier?: "agent" | "human";
+  final_tier?: Tier;
   created_after?: number;
   created_before?: number;
-  /** The page size, 1 to 100. */
-  pageSize?: number;
+  /** The page size, 1 to 100 (the server's 20 when left out). */
+  limit?: number;
+  /** The id of the task after which the page starts: a page's starting_after. */
+  starting_after?: string;
 }
+
+/** One page of the account's tasks, newest first. */
+export interface TaskPage extends AsyncIterable<Task> {
+  /** This page's tasks. */
+  tasks: Task[];
+  /** Whether older tasks follow. */
+  has_more: boolean;
+  /** The cursor of the next page (the last task's id); undefined when none follows. */
+  starting_after: string | undefined;
+  /** The next page, or undefined when this one is the last. */
+  nextPage(): Promise<TaskPage | undefined>;
+}
+
+/**
+ * What listTasks returns: awaited, the first page; iterated with `for
+ * await`, every matching task, page after page.
+ */
+export interface TaskPager extends PromiseLike<TaskPage>, AsyncIterable<Task> {}
 
 /** Options of a client. */
 export interface ArbiterOptions {
-  /** The API key; default SVC_API_KEY. */
+  /** The API key; default SVC_API_KEY, else ARBITER_API_KEY. */
   apiKey?: string;
-  /** The server; default SVC_BASE_URL, else http://localhost:8080. */
+  /** The server; default SVC_BASE_URL, else ARBITER_BASE_URL, else http://localhost:8080. */
   baseURL?: string;
   /** Each request's limit in ms (a long-poll gets its wait on top); default 30 s. */
   timeoutMs?: number;
@@ -62,7 +99,7 @@ export class WaitTimeout extends ArbiterError {
   constructor(
     message: string,
     /** The task as last read, if it was. */
-    readonly task: Task | undefined,
+    readonly task: Task<string> | undefined,
   ) {
     super(message);
   }
@@ -71,15 +108,22 @@ export class WaitTimeout extends ArbiterError {
 /** The longest wait the server grants one long-poll request, in seconds. */
 export const MAX_LONG_POLL_SECONDS = 60;
 
+/**
+ * How long ask and waitTask wait for a final task when the caller gives no
+ * time, in seconds: a person may take hours, so a caller that means to wait
+ * that long says so (Infinity).
+ */
+export const DEFAULT_WAIT_SECONDS = 600;
+
 const FINAL = new Set<string>(["completed", "expired"]);
 
 /** Whether the task is completed or expired. */
-export function isFinal(task: Task): boolean {
+export function isFinal(task: { status: string }): boolean {
   return FINAL.has(task.status);
 }
 
 /** The reason given with the deciding answer ("" when none). */
-export function rationaleOf(task: Task): string {
+export function rationaleOf(task: Task<string>): string {
   if (task.final_verdict === null) return "";
   for (let i = task.attempts.length - 1; i >= 0; i--) {
     const a = task.attempts[i]!;
@@ -88,9 +132,14 @@ export function rationaleOf(task: Task): string {
   return "";
 }
 
-function env(name: string): string | undefined {
+/** The first of the environment variables that is set and not empty. */
+function env(...names: string[]): string | undefined {
   const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
-  return p?.env?.[name];
+  for (const name of names) {
+    const v = p?.env?.[name];
+    if (v) return v;
+  }
+  return undefined;
 }
 
 /** A fresh idempotency key for a create the caller gave none. */
@@ -166,7 +215,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /** The fields of ask besides the prompt, verdicts and context. */
 export type AskOptions = Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context"> & {
-  /** Seconds to wait for a final state; undefined waits until it is final. */
+  /** Seconds to wait for a final state: 600 unless given; Infinity waits until it is final. */
   wait?: number;
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -182,10 +231,10 @@ export class Arbiter {
   private readonly fetch: typeof fetch;
 
   constructor(opts: ArbiterOptions = {}) {
-    const key = opts.apiKey ?? env("SVC_API_KEY");
-    if (!key) throw new Error("no API key: pass apiKey or set SVC_API_KEY");
+    const key = opts.apiKey ?? env("SVC_API_KEY", "ARBITER_API_KEY");
+    if (!key) throw new Error("no API key: pass apiKey or set SVC_API_KEY (or ARBITER_API_KEY)");
     this.apiKey = key;
-    this.baseURL = (opts.baseURL ?? env("SVC_BASE_URL") ?? "http://localhost:8080").replace(/\/+$/, "");
+    this.baseURL = (opts.baseURL ?? env("SVC_BASE_URL", "ARBITER_BASE_URL") ?? "http://localhost:8080").replace(/\/+$/, "");
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.maxRetries = opts.maxRetries ?? 3;
     this.maxRetryWaitMs = opts.maxRetryWaitMs ?? 60_000;
@@ -232,9 +281,12 @@ export class Arbiter {
     }
   }
 
-  /** Creates a task. With idempotencyKey, a repeat returns the task that key made. */
-  async createTask(input: TaskCreate, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<Task> {
-    return this.send<Task>({
+  /**
+   * Creates a task. With idempotencyKey, a repeat returns the task that key
+   * made. `V` narrows the verdicts of the task it answers.
+   */
+  async createTask<V extends string = string>(input: TaskCreate, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<Task<V>> {
+    return this.send<Task<V>>({
       method: "POST", path: "/v1/tasks", body: input,
       idempotencyKey: opts.idempotencyKey ?? newIdempotencyKey(), repeatable: true, signal: opts.signal,
     });
@@ -253,45 +305,67 @@ export class Arbiter {
     });
   }
 
-  /** Reads a task; with wait (0–60 s) the server answers as soon as it is final. */
-  async getTask(id: string, opts: { wait?: number; signal?: AbortSignal } = {}): Promise<Task> {
+  /**
+   * Reads a task; with wait (0–60 s) the server answers as soon as it is
+   * final. `V` names the task's verdicts when the caller knows them.
+   */
+  async getTask<V extends string = string>(id: string, opts: { wait?: number; signal?: AbortSignal } = {}): Promise<Task<V>> {
     if (!id || /[/?#]/.test(id)) throw new Error(`not a task id: ${JSON.stringify(id)}`);
     const wait = opts.wait && opts.wait > 0 ? Math.min(Math.floor(opts.wait), MAX_LONG_POLL_SECONDS) : undefined;
-    return this.send<Task>({
+    return this.send<Task<V>>({
       method: "GET", path: `/v1/tasks/${id}`, query: { wait }, extraMs: (wait ?? 0) * 1000, signal: opts.signal,
     });
   }
 
   /**
    * Waits until the task is completed or expired, long-polling. Past
-   * timeoutMs, WaitTimeout carries the task as last read; without it, waits
-   * as long as it takes.
+   * timeoutMs (10 minutes unless given; Infinity: as long as it takes,
+   * which for a person may be days), WaitTimeout carries the task as last
+   * read; the wait is never cut short.
    */
-  async waitTask(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
-    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
-    let last: Task | undefined;
+  async waitTask<V extends string = string>(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task<V>> {
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_WAIT_SECONDS * 1000;
+    if (!(timeoutMs >= 0)) throw new Error("a wait's timeoutMs must be 0 or more");
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const remaining = deadline === undefined ? undefined : deadline - Date.now();
-      if (remaining !== undefined && remaining <= 0) throw waitTimeout(id, last);
-      const wait = remaining === undefined ? MAX_LONG_POLL_SECONDS : Math.max(0, Math.min(MAX_LONG_POLL_SECONDS, Math.floor(remaining / 1000)));
-      last = await this.getTask(id, { wait, signal: opts.signal });
+      const remaining = Math.max(0, deadline - Date.now());
+      const wait = Math.min(MAX_LONG_POLL_SECONDS, Math.ceil(remaining / 1000));
+      const last = await this.getTask<V>(id, { wait, signal: opts.signal });
       if (isFinal(last)) return last;
-      if (remaining !== undefined && remaining < 1000) throw waitTimeout(id, last);
+      if (Date.now() >= deadline) throw waitTimeout(id, last);
     }
   }
 
-  /** The account's tasks, newest first, page after page. */
-  async *listTasks(filters: ListFilters = {}): AsyncGenerator<Task, void, undefined> {
-    const { pageSize, ...rest } = filters;
-    let startingAfter: string | undefined;
-    for (;;) {
-      const page = await this.send<{ tasks: Task[]; has_more: boolean }>({
-        method: "GET", path: "/v1/tasks", query: { ...rest, limit: pageSize, starting_after: startingAfter },
+  /**
+   * The account's tasks that match the filters, newest first: `await` it
+   * for the first page (`tasks`, `has_more`, `starting_after`,
+   * `nextPage()`), or `for await` over it for every task, page after page.
+   */
+  listTasks(filters: ListFilters = {}, opts: { signal?: AbortSignal } = {}): TaskPager {
+    const fetchPage = async (startingAfter: string | undefined): Promise<TaskPage> => {
+      const data = await this.send<{ tasks: Task[]; has_more: boolean }>({
+        method: "GET", path: "/v1/tasks", query: { ...filters, starting_after: startingAfter ?? filters.starting_after },
+        signal: opts.signal,
       });
-      yield* page.tasks;
-      if (!page.has_more || page.tasks.length === 0) return;
-      startingAfter = page.tasks[page.tasks.length - 1]!.id;
-    }
+      const hasMore = data.has_more && data.tasks.length > 0;
+      const cursor = hasMore ? data.tasks[data.tasks.length - 1]!.id : undefined;
+      const page: TaskPage = {
+        tasks: data.tasks,
+        has_more: hasMore,
+        starting_after: cursor,
+        nextPage: async () => (cursor === undefined ? undefined : fetchPage(cursor)),
+        async *[Symbol.asyncIterator]() {
+          for (let p: TaskPage | undefined = page; p !== undefined; p = await p.nextPage()) yield* p.tasks;
+        },
+      };
+      return page;
+    };
+    return {
+      then: (onFulfilled, onRejected) => fetchPage(undefined).then(onFulfilled, onRejected),
+      async *[Symbol.asyncIterator]() {
+        yield* await fetchPage(undefined);
+      },
+    };
   }
 
   /** The account's policies, by task type. */
@@ -315,14 +389,19 @@ export class Arbiter {
     await this.send<void>({ method: "DELETE", path: policyPath(taskType), signal: opts.signal });
   }
 
-  /** Creates the task (with an idempotency key) and waits for it to be final. */
-  async ask(prompt: string, allowedVerdicts: string[], context?: unknown, opts: AskOptions = {}): Promise<Task> {
+  /**
+   * Creates the task (with an idempotency key) and waits for it to be final,
+   * up to `wait` seconds (10 minutes unless given; Infinity: as long as it
+   * takes). The verdicts narrow the answer's type: `ask("Refund?",
+   * ["approve", "reject"])` resolves to a `Task<"approve" | "reject">`.
+   */
+  async ask<const V extends string>(prompt: string, allowedVerdicts: readonly V[], context?: unknown, opts: AskOptions = {}): Promise<Task<V>> {
     const { wait, idempotencyKey, signal, ...fields } = opts;
-    const input: TaskCreate = { prompt, allowed_verdicts: allowedVerdicts, ...fields };
+    const input: TaskCreate = { prompt, allowed_verdicts: [...allowedVerdicts], ...fields };
     if (context !== undefined) input.context = context;
-    const task = await this.createTask(input, { idempotencyKey, signal });
+    const task = await this.createTask<V>(input, { idempotencyKey, signal });
     if (isFinal(task)) return task;
-    return this.waitTask(task.id, { timeoutMs: wait === undefined ? undefined : wait * 1000, signal });
+    return this.waitTask<V>(task.id, { timeoutMs: (wait ?? DEFAULT_WAIT_SECONDS) * 1000, signal });
   }
 }
 
@@ -331,7 +410,7 @@ function policyPath(taskType: string): string {
   return `/v1/policies/${encodeURIComponent(taskType)}`;
 }
 
-function waitTimeout(id: string, last: Task | undefined): WaitTimeout {
+function waitTimeout(id: string, last: Task<string> | undefined): WaitTimeout {
   return new WaitTimeout(`task ${id} is not final yet (${last ? `still ${last.status}` : "never read"})`, last);
 }
 

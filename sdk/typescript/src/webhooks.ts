@@ -1,6 +1,20 @@
 /** Standard Webhooks verification of the messages Arbiter sends. */
 
 import { ArbiterError } from "./errors.js";
+import type { webhooks } from "./wire.js";
+
+/** The body of the webhook event named K, as the API's document gives it. */
+export type WebhookEventOf<K extends keyof webhooks> = NonNullable<
+  webhooks[K]["post"]["requestBody"]
+>["content"]["application/json"];
+
+/**
+ * A webhook event as verifyWebhook returns it: one of the document's
+ * events, told apart by `type` (a task event's `data` is the Task). A later
+ * server may send types this version does not know: give a `switch` on
+ * `type` a default.
+ */
+export type WebhookEvent = { [K in keyof webhooks]: WebhookEventOf<K> }[keyof webhooks];
 
 /** A message is not one Arbiter signed with this secret, or is too old or too new. */
 export class WebhookVerificationError extends ArbiterError {}
@@ -58,7 +72,7 @@ export interface VerifyOptions {
 }
 
 /**
- * Checks a webhook message and returns its decoded JSON body. `body` is the
+ * Checks a webhook message and returns its event. `body` is the
  * raw body exactly as received, `headers` the request's headers (a Headers
  * or a plain object, any case), `secret` the endpoint's (or the callback)
  * signing secret, `whsec_…`. Any one of several signatures may match (both
@@ -70,7 +84,7 @@ export async function verifyWebhook(
   headers: HeaderBag,
   secret: string,
   opts: VerifyOptions = {},
-): Promise<unknown> {
+): Promise<WebhookEvent> {
   const raw = typeof body === "string" ? new TextEncoder().encode(body) : body;
   const id = header(headers, "webhook-id");
   const ts = header(headers, "webhook-timestamp");
@@ -94,9 +108,15 @@ export async function verifyWebhook(
     if (version === "v1" && value !== undefined && equal(expected, value)) matched = true;
   }
   if (!matched) throw new WebhookVerificationError("no signature matches the message");
+  let event: unknown;
   try {
-    return JSON.parse(new TextDecoder().decode(raw));
+    event = JSON.parse(new TextDecoder().decode(raw));
   } catch {
     throw new WebhookVerificationError("the message's body is not JSON");
   }
+  const e = event as { type?: unknown; timestamp?: unknown; data?: unknown } | null;
+  if (e === null || typeof e !== "object" || typeof e.type !== "string" || typeof e.timestamp !== "string" || !("data" in e)) {
+    throw new WebhookVerificationError("the message's body is not an event: it needs type, timestamp and data");
+  }
+  return e as WebhookEvent;
 }

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 
 import {
-  APIConnectionError, Arbiter, BadRequest, IdempotencyMismatch, NotFound, PayloadTooLarge, RateLimited,
+  APIConnectionError, Arbiter, BadRequest, DEFAULT_WAIT_SECONDS, IdempotencyMismatch, NotFound, PayloadTooLarge, RateLimited,
   Unauthorized, Unavailable, WaitTimeout, WebhookVerificationError, rationaleOf, verifyWebhook, type Task,
 } from "../src/index.js";
 import { Proxy, Receiver, Reviewer, newAccount, serverForTests, waitFor } from "./harness.js";
@@ -26,16 +26,24 @@ describe("Arbiter", () => {
   // last, so the other tests pass the time.
   let expiring: Promise<Task> | undefined;
 
+  let fallbackSource = "";
+
   it("makes a task with the shortest deadline", async () => {
+    fallbackSource = source();
+    await arbiter.createTask({ prompt: "Decided at the deadline.", allowed_verdicts: ["yes", "no"], deadline_seconds: 60, on_expiry: "verdict:no", source: fallbackSource });
     const task = await arbiter.createTask({ prompt: "Nobody will answer this.", allowed_verdicts: ["yes", "no"], deadline_seconds: 60 });
     assert.ok(task.deadline_at !== null && Math.abs(task.deadline_at - (task.created_at + 60)) < 0.002, `deadline_at ${task.deadline_at}`);
     expiring = Promise.resolve(task);
   });
 
-  it("asks and returns the agent tier's verdict", async () => {
+  it("asks and returns the agent tier's verdict, typed by the verdicts asked", async () => {
     const task = await arbiter.ask("Approve this refund?", ["approve", "reject"], { auto: "approve" }, { wait: 30 });
+    const verdict: "approve" | "reject" | null = task.final_verdict;
+    // @ts-expect-error "hold" is not one of the verdicts asked
+    const other: "hold" | null = task.final_verdict;
+    assert.equal(other, "approve");
     assert.equal(task.status, "completed");
-    assert.equal(task.final_verdict, "approve");
+    assert.equal(verdict, "approve");
     assert.equal(task.final_tier, "agent");
     assert.equal(task.attempts[0]?.model, "rules");
   });
@@ -103,9 +111,34 @@ describe("Arbiter", () => {
     const made = await arbiter.createTasks(Array.from({ length: 7 }, (_, i) => ({ prompt: `T${i}?`, allowed_verdicts: ["yes"], source: src })));
     const ids = new Set(made.flatMap((r) => (r.ok ? [r.task.id] : [])));
     const listed: Task[] = [];
-    for await (const t of arbiter.listTasks({ source: src, pageSize: 3 })) listed.push(t);
+    for await (const t of arbiter.listTasks({ source: src, limit: 3 })) listed.push(t);
     assert.equal(listed.length, 7);
     assert.deepEqual(new Set(listed.map((t) => t.id)), ids);
+  });
+
+  it("answers a page with has_more and the starting_after of the next", async () => {
+    const src = source();
+    await arbiter.createTasks(Array.from({ length: 5 }, (_, i) => ({ prompt: `P${i}?`, allowed_verdicts: ["yes"], source: src })));
+    const whole = await arbiter.listTasks({ source: src, limit: 100 });
+    const order = whole.tasks.map((t) => t.id);
+    assert.equal(order.length, 5);
+    assert.equal(whole.has_more, false);
+    assert.equal(whole.starting_after, undefined);
+    const page = await arbiter.listTasks({ source: src, limit: 2 });
+    assert.deepEqual(page.tasks.map((t) => t.id), order.slice(0, 2));
+    assert.equal(page.has_more, true);
+    assert.equal(page.starting_after, order[1]);
+    const second = await page.nextPage();
+    assert.deepEqual(second?.tasks.map((t) => t.id), order.slice(2, 4));
+    const byCursor = await arbiter.listTasks({ source: src, limit: 2, starting_after: page.starting_after });
+    assert.deepEqual(byCursor.tasks.map((t) => t.id), order.slice(2, 4));
+    const last = await second!.nextPage();
+    assert.deepEqual(last?.tasks.map((t) => t.id), order.slice(4));
+    assert.equal(last?.has_more, false);
+    assert.equal(await last!.nextPage(), undefined);
+    const fromPage: string[] = [];
+    for await (const t of page) fromPage.push(t.id);
+    assert.deepEqual(fromPage, order);
   });
 
   it("waits until a person decides on the desk", async () => {
@@ -131,9 +164,32 @@ describe("Arbiter", () => {
     assert.equal(done.attempts.at(-1)?.verdict, "ship");
   });
 
-  it("gives up waiting with the last task read", async () => {
+  it("gives up waiting with the last task read, never before the time given", async () => {
     const task = await arbiter.createTask({ prompt: "Nobody looks?", allowed_verdicts: ["yes"] });
-    await assert.rejects(arbiter.waitTask(task.id, { timeoutMs: 1500 }), (e: unknown) => e instanceof WaitTimeout && e.task?.id === task.id);
+    for (const timeoutMs of [1500, 400]) {
+      const start = Date.now();
+      await assert.rejects(arbiter.waitTask(task.id, { timeoutMs }), (e: unknown) => e instanceof WaitTimeout && e.task?.id === task.id);
+      assert.ok(Date.now() - start >= timeoutMs, `gave up after ${Date.now() - start} ms of ${timeoutMs}`);
+    }
+    assert.ok(DEFAULT_WAIT_SECONDS > 0 && Number.isFinite(DEFAULT_WAIT_SECONDS));
+  });
+
+  it("reads the key and the address from either name, the specification's first", async () => {
+    const saved = { ...process.env };
+    try {
+      for (const name of ["SVC_API_KEY", "SVC_BASE_URL", "ARBITER_API_KEY", "ARBITER_BASE_URL"]) delete process.env[name];
+      process.env.ARBITER_API_KEY = key;
+      process.env.ARBITER_BASE_URL = server.baseURL;
+      const named = new Arbiter();
+      assert.equal(named.baseURL, server.baseURL);
+      assert.ok((await named.createTask({ prompt: "Named for the service?", allowed_verdicts: ["yes"] })).id.startsWith("tsk_"));
+      process.env.SVC_BASE_URL = "http://127.0.0.1:9";
+      assert.equal(new Arbiter().baseURL, "http://127.0.0.1:9");
+      delete process.env.ARBITER_API_KEY;
+      assert.throws(() => new Arbiter(), /SVC_API_KEY \(or ARBITER_API_KEY\)/);
+    } finally {
+      process.env = saved;
+    }
   });
 
   it("throws typed errors", async () => {
@@ -190,9 +246,14 @@ describe("Arbiter", () => {
       const secret = await reviewer.callbackSecret();
       const task = await arbiter.createTask({ prompt: "Callback?", allowed_verdicts: ["approve", "reject"], context: { auto: "approve" }, callback_url: receiver.url });
       const msg = await waitFor(() => receiver.forTask(task.id, "task.completed"), "the callback");
-      const event = (await verifyWebhook(msg.body, msg.headers, secret)) as { type: string; data: Task };
-      assert.equal(event.type, "task.completed");
-      assert.equal(event.data.final_verdict, "approve");
+      const event = await verifyWebhook(msg.body, msg.headers, secret);
+      if (event.type !== "task.completed") assert.fail(`event ${event.type}`);
+      // The event is typed: a task event's data is the Task.
+      const verdict: string | null = event.data.final_verdict;
+      const tier: "agent" | "human" | "fallback" | null = event.data.final_tier;
+      // @ts-expect-error a Task has no such field
+      assert.equal(event.data.context, undefined);
+      assert.deepEqual([event.data.id, verdict, tier], [task.id, "approve", "agent"]);
       const tampered = msg.body.toString().replace('"approve"', '"reject"');
       await assert.rejects(verifyWebhook(tampered, msg.headers, secret), WebhookVerificationError);
       await assert.rejects(verifyWebhook(msg.body, msg.headers, "whsec_" + "A".repeat(43) + "="), WebhookVerificationError);
@@ -208,5 +269,15 @@ describe("Arbiter", () => {
     assert.equal(done.status, "expired");
     assert.equal(done.final_verdict, null);
     assert.ok(done.expired_at !== null && done.expired_at >= made.created_at + 60);
+  });
+
+  it("filters by final_tier fallback: the task its on-expiry outcome decided", async () => {
+    const decided = await waitFor(async () => {
+      const page = await arbiter.listTasks({ source: fallbackSource, final_tier: "fallback" });
+      return page.tasks.length > 0 ? page.tasks : undefined;
+    }, "the fallback decision");
+    assert.equal(decided.length, 1);
+    assert.deepEqual([decided[0]!.final_verdict, decided[0]!.final_tier], ["no", "fallback"]);
+    assert.equal((await arbiter.listTasks({ source: fallbackSource, final_tier: "human" })).tasks.length, 0);
   });
 });
