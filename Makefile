@@ -4,15 +4,17 @@
 GO ?= go
 BIN := bin/arbiter
 
-.PHONY: dist image image-check deploy-check package-check run test test-go test-python test-typescript sdk-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
+.PHONY: dist image image-check deploy-check package-check run test test-go test-python test-typescript sdk-deps generator-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
 run: build
 	./$(BIN) serve
 
 test: test-go test-python test-typescript
 
-test-go:
-	$(GO) test -race -count=1 -timeout 30m ./...
+# The Go tests; the generator tests in openapi/ run the binary built here
+# against the clients third-party generators write (see generator-deps).
+test-go: build
+	ARBITER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 30m ./...
 
 # The Python SDK (sdk/python): mypy --strict on the package (and on
 # tests/typecheck_params.py, which holds what mypy must refuse), then its tests
@@ -27,6 +29,19 @@ PYTHON ?= python3
 # list: the Python packages into sdk/python/.venv, the TypeScript SDK's Node
 # packages from sdk/typescript/package-lock.json. Only when missing or stale.
 sdk-deps: $(PYVENV)/.installed $(TSDIR)/node_modules/.package-lock.json
+
+# generator-deps installs the OpenAPI generators the document's tests run
+# (openapi-python-client, and openapi-generator's jar in the
+# openapi-generator-cli package; Java runs it) with what the Python clients
+# they write import, from openapi/testdata/generators/requirements.txt into
+# a virtual environment beside it. Only when missing or stale.
+GENVENV := openapi/testdata/generators/.venv
+generator-deps: $(GENVENV)/.installed
+
+$(GENVENV)/.installed: openapi/testdata/generators/requirements.txt
+	$(PYTHON) -m venv $(GENVENV)
+	$(GENVENV)/bin/pip install -q --disable-pip-version-check -r openapi/testdata/generators/requirements.txt
+	touch $@
 
 $(PYVENV)/.installed: sdk/python/requirements-dev.txt
 	$(PYTHON) -m venv $(PYVENV)
