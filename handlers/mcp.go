@@ -99,6 +99,10 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 					// It waits for the task to be final, as long as that takes.
 					_ = rc.SetWriteDeadline(time.Time{})
 				}
+				if res := mcpserver.RefuseMalformedParams(req); res != nil {
+					writeJSONRPC(w, res)
+					return
+				}
 				if res := utility.Handle(r.Context(), req); res != nil {
 					writeJSONRPC(w, res)
 					return

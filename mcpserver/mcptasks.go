@@ -48,7 +48,7 @@ type taskHandle struct {
 func handleOf(t *client.Task) taskHandle {
 	h := taskHandle{
 		TaskID: t.ID, CreatedAt: rfc3339(&t.CreatedAt), LastUpdatedAt: rfc3339(&t.CreatedAt),
-		PollInterval: TaskPollInterval.Milliseconds(), StatusMessage: message(t, 0),
+		PollInterval: TaskPollInterval.Milliseconds(), StatusMessage: handleMessage(t),
 	}
 	switch t.Status {
 	case client.StatusCompleted:
@@ -67,6 +67,18 @@ func handleOf(t *client.Task) taskHandle {
 		h.LastUpdatedAt = h.CreatedAt
 	}
 	return h
+}
+
+// handleMessage says what the task's state means, in the Tasks utility's
+// words: a final task as ask_verdict says it; one still open names the
+// requests that follow it (tasks/get, tasks/result), not the get_task tool
+// a client of the Tasks utility need not call.
+func handleMessage(t *client.Task) string {
+	if t.Final() {
+		return message(t, 0)
+	}
+	return fmt.Sprintf("Not decided yet: the task is %s (%s). Poll tasks/get with this taskId (every pollInterval), "+
+		"or call tasks/result, which answers with the verdict once the task is decided.", t.Status, waitingFor(t.Status))
 }
 
 // TaskUtility answers the requests of the Tasks utility over tasks.

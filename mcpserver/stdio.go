@@ -131,6 +131,14 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			c.mu.Lock()
 			c.pending++
+			c.mu.Unlock()
+			if res := RefuseMalformedParams(req); res != nil {
+				if err := c.Write(ctx, res); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			c.mu.Lock()
 			if req.Method == "initialize" || req.Method == "tools/list" {
 				c.amend[req.ID] = req.Method
 			}

@@ -508,20 +508,26 @@ func message(task *client.Task, waited time.Duration) string {
 	case client.StatusExpired:
 		return "The task expired: its deadline passed before anyone decided it, so there is no verdict. Ask again if the question still stands."
 	}
-	where := map[string]string{
-		client.StatusPending:      "waiting for the automated verifier",
-		client.StatusAgentRunning: "the automated verifier is answering",
-		client.StatusHumanNeeded:  "waiting for a human reviewer, which may take minutes or hours",
-	}[task.Status]
-	if where == "" {
-		where = task.Status
-	}
+	where := waitingFor(task.Status)
 	not := "Not decided yet"
 	if waited > 0 {
 		not = fmt.Sprintf("Not decided within %s", approximately(waited))
 	}
 	return fmt.Sprintf("%s: the task is %s (%s). Do not ask again: call get_task with task_id %q (and wait_seconds up to %d) later to read the verdict.",
 		not, task.Status, where, task.ID, MaxWait)
+}
+
+// waitingFor says what an open task waits for, by its status.
+func waitingFor(status string) string {
+	where := map[string]string{
+		client.StatusPending:      "waiting for the automated verifier",
+		client.StatusAgentRunning: "the automated verifier is answering",
+		client.StatusHumanNeeded:  "waiting for a human reviewer, which may take minutes or hours",
+	}[status]
+	if where == "" {
+		where = status
+	}
+	return where
 }
 
 // rfc3339 writes t in RFC 3339 (UTC, to the millisecond), or "" for nil.

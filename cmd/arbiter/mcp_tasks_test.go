@@ -262,7 +262,10 @@ func TestMCPTasks_AHandleFollowsTheTaskToAPersonsVerdict(t *testing.T) {
 		}
 		// Waiting for the person: still working, saying so.
 		waitForStatus(t, s, accountID, h.TaskID, arbiter.StatusHumanNeeded)
-		if got := pollTask(t, c, h.TaskID, "working"); !strings.Contains(got.StatusMessage, "human reviewer") {
+		// In the Tasks utility's words: what to poll, not a tool to call.
+		if got := pollTask(t, c, h.TaskID, "working"); !strings.Contains(got.StatusMessage, "human reviewer") ||
+			!strings.Contains(got.StatusMessage, "tasks/get") || !strings.Contains(got.StatusMessage, "tasks/result") ||
+			strings.Contains(got.StatusMessage, "get_task") {
 			t.Errorf("a task waiting for a person reads %q", got.StatusMessage)
 		}
 		// tasks/result waits for the verdict.
@@ -358,6 +361,39 @@ func TestMCPTasks_ListsAndRefusesWhatItDoesNotKnow(t *testing.T) {
 		if a := c.call(t, "tools/call", map[string]any{"name": "ask_verdict", "arguments": map[string]any{"prompt": "No verdicts?"}, "task": map[string]any{}}); a.Error == nil ||
 			!strings.Contains(a.Error.Message, "allowed_verdicts") {
 			t.Errorf("bad arguments: %+v, want the API's sentence about allowed_verdicts", a)
+		}
+	})
+}
+
+// Params that are not what the method takes get the API's sentence, naming
+// the member and what it takes, and never the decoder's text, which quoted
+// the request back; on both transports, for the SDK's methods and the
+// Tasks utility's alike. The session goes on.
+func TestMCP_MalformedParamsGetTheAPIsSentence(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-hunter2-do-not-echo"
+	eachRawMCP(t, func(t *testing.T, s *mcpServer, c rawMCP, _ string) {
+		for _, tc := range []struct {
+			method string
+			params any
+			want   string
+		}{
+			{"tools/call", map[string]any{"name": 5, "arguments": map[string]any{"note": secret}}, "The params of tools/call are not valid: name must be a string."},
+			{"tools/call", secret, "The params of tools/call must be a JSON object."},
+			{"tools/list", map[string]any{"cursor": 5, "note": secret}, "The params of tools/list are not valid: cursor must be a string."},
+			{"initialize", map[string]any{"protocolVersion": 5, "clientInfo": map[string]any{"name": secret}}, "The params of initialize are not valid: protocolVersion must be a string."},
+			{"ping", []any{secret}, "The params of ping must be a JSON object."},
+			{"tasks/list", map[string]any{"cursor": []any{secret}}, "The params of tasks/list are not valid: cursor must be a string."},
+			{"tasks/get", map[string]any{"taskId": map[string]any{"id": secret}}, "The params of tasks/get are not valid: taskId must be a string."},
+		} {
+			a := c.call(t, tc.method, tc.params)
+			if a.Error == nil || a.Error.Code != -32602 || a.Error.Message != tc.want {
+				t.Errorf("%s %v answered %+v, want -32602 %q", tc.method, tc.params, a.Error, tc.want)
+			}
+		}
+		// Well-formed calls still work.
+		if a := c.call(t, "tools/list", map[string]any{}); a.Error != nil {
+			t.Errorf("tools/list after the refusals: %+v", a.Error)
 		}
 	})
 }
