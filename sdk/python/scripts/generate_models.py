@@ -28,6 +28,8 @@ MODELS: List[str] = [
     "Display",
     "ReviewRequirement",
     "TaskEscalation",
+    "Action",
+    "ApprovedAction",
     "Task",
     "EscalationRung",
     "Policy",

@@ -57,8 +57,11 @@ from ._errors import (
     WaitTimeoutError,
 )
 from ._models import (
+    Action,
     AgreementReport,
     AgreementStats,
+    ApprovedAction,
+    ApprovedActionPatchItem,
     Attempt,
     CalibrationCertification,
     CalibrationDrift,
@@ -96,9 +99,12 @@ from ._webhooks import UnknownEvent, WebhookEvent, WebhookVerificationError, par
 __all__ = [
     "AGENT_RUNNING",
     "APIConnectionError",
+    "Action",
     "Agreement",
     "AgreementReport",
     "AgreementStats",
+    "ApprovedAction",
+    "ApprovedActionPatchItem",
     "Arbiter",
     "ArbiterError",
     "AsyncAgreement",

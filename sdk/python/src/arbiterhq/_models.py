@@ -279,6 +279,109 @@ class TaskEscalation(APIObject):
 
 
 @dataclass(frozen=True)
+class Action(APIObject):
+    """The task's action as its create proposed it, with its digest."""
+
+    name: str
+    #: The arguments, in RFC 8785 canonical form.
+    args: Dict[str, Any]
+    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
+    #: form of {"args": args, "name": name}.
+    digest: str
+    #: The create's JSON Schema of args, canonical; absent without one.
+    schema: Optional[Dict[str, Any]] = None
+    #: The members a reviewer may change; absent when none.
+    editable: Optional[List[str]] = None
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'schema', 'editable', 'digest'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Action":
+        """Reads the Action as the API sends it."""
+        return cls(
+            name=str(d['name']),
+            args=dict(d['args']),
+            digest=str(d['digest']),
+            schema=_opt(d.get('schema'), dict),
+            editable=_opt(d.get('editable'), lambda v: [str(x) for x in v]),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The Action as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['name'] = self.name
+        d['args'] = dict(self.args)
+        d['digest'] = self.digest
+        if self.schema is not None:
+            d['schema'] = dict(self.schema)
+        if self.editable is not None:
+            d['editable'] = list(self.editable)
+        return d
+
+
+@dataclass(frozen=True)
+class ApprovedAction(APIObject):
+    """The action the final decision bound itself to: the proposal, or a
+    reviewer's edit of it. Execute exactly this call: name and args, whose
+    digest the SDKs check.
+    """
+
+    name: str
+    #: The approved arguments, in RFC 8785 canonical form.
+    args: Dict[str, Any]
+    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
+    #: form of {"args": args, "name": name}.
+    digest: str
+    #: True when a reviewer changed the args; an approve without changes is
+    #: not an edit.
+    edited: bool
+    #: The digest of the action the create proposed.
+    proposed_digest: str
+    #: The RFC 6902 JSON Patch from the proposed args to the approved ones;
+    #: absent when not edited.
+    patch: Optional[List[ApprovedActionPatchItem]] = None
+    #: The person (per_…) who made the edit; absent when not edited.
+    edited_by: Optional[str] = None
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'digest', 'edited', 'proposed_digest', 'patch', 'edited_by'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ApprovedAction":
+        """Reads the ApprovedAction as the API sends it."""
+        return cls(
+            name=str(d['name']),
+            args=dict(d['args']),
+            digest=str(d['digest']),
+            edited=bool(d['edited']),
+            proposed_digest=str(d['proposed_digest']),
+            patch=_opt(d.get('patch'), lambda v: [ApprovedActionPatchItem.from_dict(x) for x in v]),
+            edited_by=_opt(d.get('edited_by'), str),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The ApprovedAction as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['name'] = self.name
+        d['args'] = dict(self.args)
+        d['digest'] = self.digest
+        d['edited'] = self.edited
+        d['proposed_digest'] = self.proposed_digest
+        if self.patch is not None:
+            d['patch'] = [x.to_dict() for x in self.patch]
+        if self.edited_by is not None:
+            d['edited_by'] = self.edited_by
+        return d
+
+
+@dataclass(frozen=True)
 class Task(TaskMixin, APIObject):
     """A task and its attempts. Never carries its context."""
 
@@ -329,14 +432,14 @@ class Task(TaskMixin, APIObject):
     #: everywhere else, webhooks included.
     gold_verdict: Optional[str] = None
     #: The proposed action with its digest; absent for a task without one.
-    action: Optional[TaskAction] = None
+    action: Optional[Action] = None
     #: The verdicts that allow an edit of the action; absent unless the
     #: action has editable members.
     edit_verdicts: Optional[List[str]] = None
     #: The action the final decision approved (person, agent, fallback or
     #: consensus): present once the task is completed, for a task with an
     #: action.
-    approved_action: Optional[TaskApprovedAction] = None
+    approved_action: Optional[ApprovedAction] = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -366,9 +469,9 @@ class Task(TaskMixin, APIObject):
             review=_opt(d.get('review'), ReviewRequirement.from_dict),
             escalation=_opt(d.get('escalation'), TaskEscalation.from_dict),
             gold_verdict=_opt(d.get('gold_verdict'), str),
-            action=_opt(d.get('action'), TaskAction.from_dict),
+            action=_opt(d.get('action'), Action.from_dict),
             edit_verdicts=_opt(d.get('edit_verdicts'), lambda v: [str(x) for x in v]),
-            approved_action=_opt(d.get('approved_action'), TaskApprovedAction.from_dict),
+            approved_action=_opt(d.get('approved_action'), ApprovedAction.from_dict),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -1453,105 +1556,39 @@ class VoteRecordedEvent(APIObject):
 
 
 @dataclass(frozen=True)
-class TaskAction(APIObject):
-    """The task's action as its create proposed it, with its digest."""
-
-    name: str
-    #: The arguments, in RFC 8785 canonical form.
-    args: Dict[str, Any]
-    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
-    #: form of {"args": args, "name": name}.
-    digest: str
-    #: The create's JSON Schema of args, canonical; absent without one.
-    schema: Optional[Dict[str, Any]] = None
-    #: The members a reviewer may change; absent when none.
-    editable: Optional[List[str]] = None
-    #: Properties a later server added, kept as sent.
-    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'schema', 'editable', 'digest'})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TaskAction":
-        """Reads the TaskAction as the API sends it."""
-        return cls(
-            name=str(d['name']),
-            args=dict(d['args']),
-            digest=str(d['digest']),
-            schema=_opt(d.get('schema'), dict),
-            editable=_opt(d.get('editable'), lambda v: [str(x) for x in v]),
-            extra=_extra(d, cls._FIELDS),
-        )
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The TaskAction as JSON: what from_dict read, properties left out
-        when they were absent (None) and not required."""
-        d: Dict[str, Any] = dict(self.extra)
-        d['name'] = self.name
-        d['args'] = dict(self.args)
-        d['digest'] = self.digest
-        if self.schema is not None:
-            d['schema'] = dict(self.schema)
-        if self.editable is not None:
-            d['editable'] = list(self.editable)
-        return d
-
-
-@dataclass(frozen=True)
-class TaskApprovedAction(APIObject):
-    """The action the final decision bound itself to: the proposal, or a
-    reviewer's edit of it. Execute exactly this call: name and args, whose
-    digest the SDKs check.
+class ApprovedActionPatchItem(APIObject):
+    """One operation of an RFC 6902 JSON Patch. An edit replaces top-level
+    members of args.
     """
 
-    name: str
-    #: The approved arguments, in RFC 8785 canonical form.
-    args: Dict[str, Any]
-    #: sha256: and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical
-    #: form of {"args": args, "name": name}.
-    digest: str
-    #: True when a reviewer changed the args; an approve without changes is
-    #: not an edit.
-    edited: bool
-    #: The digest of the action the create proposed.
-    proposed_digest: str
-    #: The RFC 6902 JSON Patch from the proposed args to the approved ones;
-    #: absent when not edited.
-    patch: Optional[List[TaskApprovedActionPatchItem]] = None
-    #: The person (per_…) who made the edit; absent when not edited.
-    edited_by: Optional[str] = None
+    op: str
+    #: An RFC 6901 JSON Pointer into args.
+    path: str
+    #: The new value (absent for remove).
+    value: Any = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'name', 'args', 'digest', 'edited', 'proposed_digest', 'patch', 'edited_by'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'op', 'path', 'value'})
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TaskApprovedAction":
-        """Reads the TaskApprovedAction as the API sends it."""
+    def from_dict(cls, d: Mapping[str, Any]) -> "ApprovedActionPatchItem":
+        """Reads the ApprovedActionPatchItem as the API sends it."""
         return cls(
-            name=str(d['name']),
-            args=dict(d['args']),
-            digest=str(d['digest']),
-            edited=bool(d['edited']),
-            proposed_digest=str(d['proposed_digest']),
-            patch=_opt(d.get('patch'), lambda v: [TaskApprovedActionPatchItem.from_dict(x) for x in v]),
-            edited_by=_opt(d.get('edited_by'), str),
+            op=str(d['op']),
+            path=str(d['path']),
+            value=d.get('value'),
             extra=_extra(d, cls._FIELDS),
         )
 
     def to_dict(self) -> Dict[str, Any]:
-        """The TaskApprovedAction as JSON: what from_dict read, properties left out
+        """The ApprovedActionPatchItem as JSON: what from_dict read, properties left out
         when they were absent (None) and not required."""
         d: Dict[str, Any] = dict(self.extra)
-        d['name'] = self.name
-        d['args'] = dict(self.args)
-        d['digest'] = self.digest
-        d['edited'] = self.edited
-        d['proposed_digest'] = self.proposed_digest
-        if self.patch is not None:
-            d['patch'] = [x.to_dict() for x in self.patch]
-        if self.edited_by is not None:
-            d['edited_by'] = self.edited_by
+        d['op'] = self.op
+        d['path'] = self.path
+        if self.value is not None:
+            d['value'] = self.value
         return d
 
 
@@ -1778,43 +1815,6 @@ class VoteRecordedEventData(APIObject):
         d['task_id'] = self.task_id
         d['votes'] = self.votes
         d['reviews_required'] = self.reviews_required
-        return d
-
-
-@dataclass(frozen=True)
-class TaskApprovedActionPatchItem(APIObject):
-    """One operation of an RFC 6902 JSON Patch. An edit replaces top-level
-    members of args.
-    """
-
-    op: str
-    #: An RFC 6901 JSON Pointer into args.
-    path: str
-    #: The new value (absent for remove).
-    value: Any = None
-    #: Properties a later server added, kept as sent.
-    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'op', 'path', 'value'})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TaskApprovedActionPatchItem":
-        """Reads the TaskApprovedActionPatchItem as the API sends it."""
-        return cls(
-            op=str(d['op']),
-            path=str(d['path']),
-            value=d.get('value'),
-            extra=_extra(d, cls._FIELDS),
-        )
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The TaskApprovedActionPatchItem as JSON: what from_dict read, properties left out
-        when they were absent (None) and not required."""
-        d: Dict[str, Any] = dict(self.extra)
-        d['op'] = self.op
-        d['path'] = self.path
-        if self.value is not None:
-            d['value'] = self.value
         return d
 
 
@@ -2124,8 +2124,11 @@ class PolicyUpdateParams(TypedDict, total=False):
 
 
 __all__ = [
+    'Action',
     'AgreementReport',
     'AgreementStats',
+    'ApprovedAction',
+    'ApprovedActionPatchItem',
     'Attempt',
     'CalibrationCertification',
     'CalibrationCertificationEvidenceItem',
@@ -2150,9 +2153,6 @@ __all__ = [
     'ReviewerAgreement',
     'RiskCoveragePoint',
     'Task',
-    'TaskAction',
-    'TaskApprovedAction',
-    'TaskApprovedActionPatchItem',
     'TaskBatchItemParams',
     'TaskCreateOptions',
     'TaskCreateParams',
