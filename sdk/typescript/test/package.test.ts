@@ -1,16 +1,16 @@
 /**
- * The package as a user installs it: the tarball `npm pack` makes, and a
- * `file:` dependency on a checkout that was never built, each installed
+ * The package as a user installs it: a `file:` dependency on a checkout
+ * that was never built, and the tarball `npm pack` makes, each installed
  * into a project of its own (offline: the SDK has no dependencies) and
  * driving a real server through its ES module and its type declarations.
  */
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { serverForTests } from "./harness.js";
@@ -19,14 +19,18 @@ const sdk = resolve(fileURLToPath(new URL(".", import.meta.url)), "../..");
 let key = "";
 const { server } = serverForTests((s) => ({ key } = s));
 
-/** A copy of the package's sources, as a checkout has them: no dist/. */
+/**
+ * A checkout of the package: its sources, no dist/, and its own
+ * development dependencies as `npm ci` installs them (offline, from npm's
+ * cache; scripts off, so nothing is built yet). Nothing is linked to this
+ * repository's node_modules, which npm's installs must not touch.
+ */
 function checkout(): string {
   const dir = mkdtempSync(join(tmpdir(), "arbiter-sdk-src-"));
   for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "README.md", "src"]) {
     cpSync(join(sdk, f), join(dir, f), { recursive: true });
   }
-  // The package's own development dependencies, as `npm ci` there installs them.
-  symlinkSync(join(sdk, "node_modules"), join(dir, "node_modules"));
+  npm(dir, "ci", "--ignore-scripts");
   return dir;
 }
 
@@ -76,8 +80,21 @@ function use(dir: string, source: string): { id: string; read: string; listed: s
 }
 
 describe("the package", () => {
+  let src = "";
+  before(() => {
+    src = checkout();
+  });
+
+  it("a file: dependency on an unbuilt checkout builds dist/ and works", () => {
+    assert.equal(existsSync(join(src, "dist")), false);
+    const got = use(project("file:" + src), "file-" + process.pid);
+    assert.ok(existsSync(join(src, "dist", "src", "index.js")), "prepare did not build dist/");
+    assert.equal(got.read, got.id);
+    assert.deepEqual(got.listed, [got.id]);
+    assert.ok(existsSync(join(src, "node_modules", "typescript")), "the install removed the checkout's own packages");
+  });
+
   it("npm pack makes a tarball of the built package, which installs and works", () => {
-    const src = checkout();
     const out = mkdtempSync(join(tmpdir(), "arbiter-sdk-pack-"));
     const listing = JSON.parse(npm(src, "pack", "--json", "--pack-destination", out)) as Array<{ filename: string; files: Array<{ path: string }> }>;
     const files = listing[0]!.files.map((f) => f.path);
@@ -92,14 +109,5 @@ describe("the package", () => {
     assert.equal(got.read, got.id);
     assert.deepEqual(got.listed, [got.id]);
     assert.equal(got.adapter, "function");
-  });
-
-  it("a file: dependency on an unbuilt checkout builds dist/ and works", () => {
-    const src = checkout();
-    assert.equal(existsSync(join(src, "dist")), false);
-    const got = use(project("file:" + src), "file-" + process.pid);
-    assert.ok(existsSync(join(src, "dist", "src", "index.js")), "prepare did not build dist/");
-    assert.equal(got.read, got.id);
-    assert.deepEqual(got.listed, [got.id]);
   });
 });
