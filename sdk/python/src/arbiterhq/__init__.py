@@ -94,6 +94,7 @@ from ._models import (
     WebhookTaskEvent,
 )
 from ._pages import AsyncTaskPage, AsyncTaskPager, TaskPage
+from ._resume import Decision, MemoryResumeStore, ResumeStore, SQLResumeStore
 from ._webhooks import UnknownEvent, WebhookEvent, WebhookVerificationError, parse_webhook_event, verify_webhook
 
 __all__ = [
@@ -131,6 +132,7 @@ __all__ = [
     "CalibrationStratum",
     "ConflictError",
     "DEFAULT_WAIT",
+    "Decision",
     "Display",
     "DisplayField",
     "EXPIRED",
@@ -139,6 +141,7 @@ __all__ = [
     "HUMAN_NEEDED",
     "IdempotencyMismatchError",
     "InternalServerError",
+    "MemoryResumeStore",
     "NotFoundError",
     "PENDING",
     "PayloadTooLargeError",
@@ -150,9 +153,11 @@ __all__ = [
     "RateLimitError",
     "ReliabilityBin",
     "Response",
+    "ResumeStore",
     "ReviewRequirement",
     "ReviewerAgreement",
     "RiskCoveragePoint",
+    "SQLResumeStore",
     "ServiceUnavailableError",
     "TIER_AGENT",
     "TIER_FALLBACK",

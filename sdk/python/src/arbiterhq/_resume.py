@@ -3,9 +3,11 @@ which run and which pause a task answers, and whether it was resumed."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from ._base import COMPLETED
 from ._models import Task
@@ -13,7 +15,8 @@ from ._models import Task
 
 class ResumeStore(Protocol):
     """The caller's small store behind an adapter. In production it is a
-    table of the application's database, for example::
+    table of the application's database (SQLResumeStore is one, for SQLite
+    and Postgres), for example::
 
         CREATE TABLE arbiter_resumes (
             task_id    text PRIMARY KEY,
@@ -61,6 +64,85 @@ class MemoryResumeStore:
                 return False
             self._claimed[task_id] = True
             return True
+
+
+# The dialects SQLResumeStore speaks: the parameter marker, the type of
+# the ref column and of the times.
+_DIALECTS: Dict[str, Dict[str, str]] = {
+    "sqlite": {"p": "?", "ref": "TEXT", "ref_value": "?", "time": "TEXT"},
+    "postgres": {"p": "%s", "ref": "jsonb", "ref_value": "CAST(%s AS jsonb)", "time": "timestamptz"},
+}
+
+
+class SQLResumeStore:
+    """A ResumeStore in a table of the application's database: SQLite
+    (the standard library's sqlite3) or Postgres (psycopg 3, or another
+    DB-API driver whose parameter marker is %s). Any number of processes
+    may share it: ``remember`` inserts a row unless the task has one,
+    ``recall`` reads it, and ``claim`` is a conditional update whose row
+    count says which one caller resumes the run.
+
+    ``connect`` returns a new DB-API connection (``lambda:
+    sqlite3.connect(path)``, ``lambda: psycopg.connect(url)``, or a pool's);
+    each call opens one, commits and closes it. ``table`` is created when
+    missing unless ``create`` is False (make it in your migrations then:
+    ``create_table_sql()`` is its statement)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        dialect: str = "sqlite",
+        table: str = "arbiter_resumes",
+        create: bool = True,
+    ) -> None:
+        if dialect not in _DIALECTS:
+            raise ValueError(f"dialect must be one of {sorted(_DIALECTS)}, not {dialect!r}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?", table):
+            raise ValueError(f"not a table name: {table!r}")
+        self._connect = connect
+        self._d = _DIALECTS[dialect]
+        self.table = table
+        if create:
+            self._run(self.create_table_sql(), ())
+
+    def create_table_sql(self) -> str:
+        """The statement that makes the table."""
+        d = self._d
+        return (f"CREATE TABLE IF NOT EXISTS {self.table} (task_id TEXT PRIMARY KEY, ref {d['ref']} NOT NULL, "
+                f"resumed_at {d['time']})")
+
+    def _run(self, sql: str, params: Any) -> Any:
+        conn = self._connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(sql, params)
+            got = (cur.rowcount, cur.fetchone() if sql.lstrip().upper().startswith("SELECT") else None)
+            conn.commit()
+            return got
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+    def remember(self, task_id: str, ref: Mapping[str, Any]) -> None:
+        d = self._d
+        self._run(f"INSERT INTO {self.table} (task_id, ref) VALUES ({d['p']}, {d['ref_value']}) "
+                  "ON CONFLICT (task_id) DO NOTHING", (task_id, json.dumps(dict(ref))))
+
+    def recall(self, task_id: str) -> Optional[Dict[str, Any]]:
+        _, row = self._run(f"SELECT ref FROM {self.table} WHERE task_id = {self._d['p']}", (task_id,))
+        if row is None:
+            return None
+        ref = row[0]
+        return dict(json.loads(ref) if isinstance(ref, (str, bytes)) else ref)
+
+    def claim(self, task_id: str) -> bool:
+        p = self._d["p"]
+        rowcount, _ = self._run(f"UPDATE {self.table} SET resumed_at = CURRENT_TIMESTAMP "
+                                f"WHERE task_id = {p} AND resumed_at IS NULL", (task_id,))
+        return bool(rowcount == 1)
 
 
 @dataclass(frozen=True)

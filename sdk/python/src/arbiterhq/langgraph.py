@@ -35,9 +35,9 @@ from langgraph.types import Command, interrupt
 from ._client import Arbiter
 from ._core import DEFAULT_WAIT
 from ._models import Task
-from ._resume import Decision, MemoryResumeStore, ResumeStore
+from ._resume import Decision, MemoryResumeStore, ResumeStore, SQLResumeStore
 
-__all__ = ["LangGraphBridge", "ask_arbiter", "Decision", "MemoryResumeStore", "ResumeStore"]
+__all__ = ["LangGraphBridge", "ask_arbiter", "Decision", "MemoryResumeStore", "ResumeStore", "SQLResumeStore"]
 
 # The key of an interrupt's value that holds an Arbiter question.
 QUESTION = "arbiter"

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 from ._client import AsyncArbiter
 from ._base import COMPLETED
 from ._models import Task
-from ._resume import Decision, MemoryResumeStore, ResumeStore
+from ._resume import Decision, MemoryResumeStore, ResumeStore, SQLResumeStore
 
-__all__ = ["ArbiterApprovals", "Decision", "MemoryResumeStore", "ResumeStore"]
+__all__ = ["ArbiterApprovals", "Decision", "MemoryResumeStore", "ResumeStore", "SQLResumeStore"]
 
 ApprovalPolicy = Callable[[RunContextWrapper[Any], Dict[str, Any], str], Awaitable[bool]]
 
