@@ -140,7 +140,7 @@ def test_task_reads_unknown_fields_and_statuses() -> None:
 def test_every_webhook_event_is_typed() -> None:
     task_event = {"type": "task.escalated", "timestamp": "2026-11-26T00:00:00Z", "data": TASK}
     drift = {"type": "calibration.drifted", "timestamp": "2026-11-26T00:00:00Z", "data": {
-        "task_id": "tsk_1", "audits": 40, "errors": 6, "error_rate": 0.15, "error_lower": 0.07,
+        "task_type": "refund", "task_id": "tsk_1", "audits": 40, "errors": 6, "error_rate": 0.15, "error_lower": 0.07,
         "target_error_rate": 0.05, "confidence": 0.95, "drifted_at": 1.5, "cleared_at": None}}
     vote = {"type": "task.vote_recorded", "timestamp": "2026-11-26T00:00:00Z",
             "data": {"task_id": "tsk_1", "votes": 1, "reviews_required": 3}}
