@@ -1,12 +1,16 @@
-// Package agent holds the verifier backends of the agent tier, chosen by
-// ARBITER_AGENT: none (every task goes to a human), openai (any
-// OpenAI-compatible Chat Completions server) and rules (CEL expressions read
-// from a file). Each implements arbiter.Verifier; New builds the configured
-// one at start, so bad configuration stops the process before it serves.
+// Package agent holds the verifier backends of the agent tier: none (every
+// task goes to a human), openai (any OpenAI-compatible Chat Completions
+// server), anthropic (Anthropic's Messages API) and rules (CEL expressions
+// read from a file). Each implements arbiter.Verifier; New builds the one
+// ARBITER_AGENT configures, and Build every verifier of a verifiers file
+// (LoadVerifiers), at start, so bad configuration stops the process before
+// it serves. A model backend's confidence source (confidence.go) says how
+// many answers to ask for and how to combine them.
 //
 // # Confidence tempered by logprobs
 //
-// The openai backend asks for token log-probabilities. When the server
+// The openai backend's default source, logprobs, asks for token
+// log-probabilities. When the server
 // returns them, the log-probabilities of the tokens that spell the verdict
 // value are summed and exponentiated, p = exp(Σ logprob), which is the
 // model's own probability of having produced that verdict, and the
@@ -47,25 +51,34 @@ import (
 
 // Backend names, the values of Config.Backend.
 const (
-	BackendNone   = "none"
-	BackendOpenAI = "openai"
-	BackendRules  = "rules"
+	BackendNone      = arbiter.BackendNone
+	BackendOpenAI    = arbiter.BackendOpenAI
+	BackendAnthropic = arbiter.BackendAnthropic
+	BackendRules     = arbiter.BackendRules
 )
 
 // Config selects and configures a backend. The comments name the
-// environment variables config.Config reads them from.
+// environment variables config.Config reads them from, for the one
+// verifier they configure; a verifiers file configures each of its
+// verifiers the same way (Build).
 type Config struct {
-	Backend   string // ARBITER_AGENT: none (default), openai or rules
+	Backend   string // ARBITER_AGENT: none (default), openai, anthropic or rules
 	BaseURL   string // ARBITER_AGENT_BASE_URL, e.g. http://127.0.0.1:11434/v1
-	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token when set
+	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token (x-api-key to Anthropic) when set
 	Model     string // ARBITER_AGENT_MODEL
 	RulesFile string // ARBITER_AGENT_RULES
-	// MaxRPS, when above zero, is the most calls a second the openai
-	// backend makes from this process (ARBITER_AGENT_MAX_RPS); its
-	// Limiter slows it further while the provider throttles.
+	// MaxRPS, when above zero, is the most calls a second a model backend
+	// makes from this process (ARBITER_AGENT_MAX_RPS); its Limiter slows
+	// it further while the provider throttles.
 	MaxRPS float64
+	// Confidence is a model backend's confidence source; the zero value
+	// is logprobs for openai (today's signal) and self for anthropic.
+	Confidence arbiter.ConfidenceSpec
+	// Limiter, when set, paces a model backend's requests instead of a
+	// new Limiter at MaxRPS (one shared by several processes).
+	Limiter RateLimiter
 
-	// HTTPClient is used by the openai backend (default: a new client).
+	// HTTPClient is used by the model backends (default: a new client).
 	// A call's one time limit is its context's deadline, which the worker
 	// sets from ARBITER_AGENT_TIMEOUT, not the client's timeout.
 	HTTPClient *http.Client
@@ -79,13 +92,15 @@ func New(cfg Config) (arbiter.Verifier, error) {
 		return None{}, nil
 	case BackendOpenAI:
 		return NewOpenAI(cfg)
+	case BackendAnthropic:
+		return NewAnthropic(cfg)
 	case BackendRules:
 		if cfg.RulesFile == "" {
 			return nil, fmt.Errorf("ARBITER_AGENT=rules needs ARBITER_AGENT_RULES, the rules file")
 		}
 		return LoadRules(cfg.RulesFile)
 	}
-	return nil, fmt.Errorf("ARBITER_AGENT must be %s, %s or %s, not %q", BackendNone, BackendOpenAI, BackendRules, cfg.Backend)
+	return nil, fmt.Errorf("ARBITER_AGENT must be %s, %s, %s or %s, not %q", BackendNone, BackendOpenAI, BackendAnthropic, BackendRules, cfg.Backend)
 }
 
 // None decides nothing, so every task goes to a human.

@@ -56,7 +56,7 @@ func TestNew(t *testing.T) {
 		cfg     agent.Config
 		wantErr string
 	}{
-		{"ErrUnknownBackend", agent.Config{Backend: "gpt"}, `must be none, openai or rules, not "gpt"`},
+		{"ErrUnknownBackend", agent.Config{Backend: "gpt"}, `must be none, openai, anthropic or rules, not "gpt"`},
 		{"ErrOpenAIWithoutBaseURL", agent.Config{Backend: "openai", Model: "m"}, "ARBITER_AGENT_BASE_URL"},
 		{"ErrOpenAIWithBadBaseURL", agent.Config{Backend: "openai", BaseURL: "localhost:11434", Model: "m"}, "http or https URL"},
 		{"ErrOpenAIWithoutModel", agent.Config{Backend: "openai", BaseURL: "http://x/v1"}, "ARBITER_AGENT_MODEL"},

@@ -171,8 +171,8 @@ func (l *Limiter) pauseLeft() time.Duration {
 	return max(0, l.pausedUntil.Sub(l.now()))
 }
 
-// sent counts a call going out and returns its time, for throttled.
-func (l *Limiter) sent() time.Time {
+// Sent counts a call going out and returns its time, for Throttled.
+func (l *Limiter) Sent() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -217,10 +217,10 @@ func (c *callCount) rate(now time.Time) (rate.Limit, bool) {
 	return rate.Limit(n / c.span.Seconds()), n > 0 && now.Sub(c.since) >= c.span
 }
 
-// throttled records a call sent at sent that the provider turned away,
+// Throttled records a call sent at sent that the provider turned away,
 // asking callers to wait retryAfter (0 when it did not say), and returns
 // how long the call's task is to wait: retryAfter, or the backoff.
-func (l *Limiter) throttled(sent time.Time, retryAfter time.Duration) time.Duration {
+func (l *Limiter) Throttled(sent time.Time, retryAfter time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -294,10 +294,10 @@ func (l *Limiter) backoff() time.Duration {
 	return d/2 + time.Duration(l.jitter()*float64(d/2))
 }
 
-// succeeded records a call the provider answered: the rate grows back
+// Succeeded records a call the provider answered: the rate grows back
 // from the last cut (regrownRate), and the limit is lifted once it
 // reaches twice the rate where the provider throttled.
-func (l *Limiter) succeeded() {
+func (l *Limiter) Succeeded() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()

@@ -40,7 +40,7 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	l := newLimiter(0, clock.Now, halfJitter)
 	wantDelay(t, l, 0) // no limit before the provider throttles
 	wantDelay(t, l, 0)
-	if wait := l.throttled(l.sent(), 5*time.Second); wait != 5*time.Second {
+	if wait := l.Throttled(l.Sent(), 5*time.Second); wait != 5*time.Second {
 		t.Fatalf("the task waits %v, want the Retry-After 5s", wait)
 	}
 	if delay, _, ok := l.reserve(4 * time.Second); ok || delay != 5*time.Second {
@@ -53,7 +53,7 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	limit := l.currentLimit()
 	sentBeforeTheCut := clock.Now().Add(-1001 * time.Millisecond)
 	clock.Advance(time.Second)
-	if wait := l.throttled(sentBeforeTheCut, 5*time.Second); wait != 5*time.Second {
+	if wait := l.Throttled(sentBeforeTheCut, 5*time.Second); wait != 5*time.Second {
 		t.Fatalf("the second task waits %v, want 5s", wait)
 	}
 	if l.currentLimit() != limit {
@@ -78,18 +78,18 @@ func TestLimiter_HalvesWhileNothingIsAnswered(t *testing.T) {
 	l := newLimiter(0, clock.Now, halfJitter)
 	var sent []time.Time
 	for range 8 { // eight slots call at once
-		sent = append(sent, l.sent())
+		sent = append(sent, l.Sent())
 	}
 	clock.Advance(100 * time.Millisecond)
 	for _, at := range sent { // and all are throttled
-		l.throttled(at, time.Second)
+		l.Throttled(at, time.Second)
 	}
 	if got := l.currentLimit(); got != 4 {
 		t.Fatalf("after a round of 8 calls a second throttled, the rate is %v, want 4", got)
 	}
 	for _, want := range []rate.Limit{2, 1, minRate, minRate} {
 		clock.Advance(time.Second)
-		l.throttled(l.sent(), time.Second)
+		l.Throttled(l.Sent(), time.Second)
 		if got := l.currentLimit(); got != want {
 			t.Fatalf("after another throttled round the rate is %v, want %v", got, want)
 		}
@@ -97,8 +97,8 @@ func TestLimiter_HalvesWhileNothingIsAnswered(t *testing.T) {
 	prev, successes := l.currentLimit(), 0
 	for l.currentLimit() != rate.Inf {
 		clock.Advance(time.Second)
-		l.sent()
-		l.succeeded()
+		l.Sent()
+		l.Succeeded()
 		successes++
 		got := l.currentLimit()
 		if got != rate.Inf && (got < prev || got > 2*prev) {
@@ -127,11 +127,11 @@ func TestLimiter_PacesFromTheObservedLimit(t *testing.T) {
 	// rate by half: nothing was answered yet.
 	for second := range 4 {
 		for i := range 40 {
-			at := l.sent()
+			at := l.Sent()
 			if i%4 == 0 {
-				l.succeeded()
+				l.Succeeded()
 			} else if second == 3 && i == 39 {
-				l.throttled(at, 0)
+				l.Throttled(at, 0)
 			}
 			clock.Advance(25 * time.Millisecond)
 		}
@@ -148,7 +148,7 @@ func TestLimiter_PacesFromTheObservedLimit(t *testing.T) {
 		{2 * regrowTime, 10, 11.1},
 	} {
 		clock.now = l.lastCut.Add(tc.after)
-		l.succeeded()
+		l.Succeeded()
 		if got := l.currentLimit(); got < tc.min || got > tc.max {
 			t.Errorf("%v after the cut the rate is %v, want %v to %v", tc.after, got, tc.min, tc.max)
 		}
@@ -236,12 +236,12 @@ func TestLimiter_BackoffWithoutRetryAfter(t *testing.T) {
 		l := newLimiter(0, clock.Now, func() float64 { return tc.jitter })
 		for round := range 2 {
 			for i, want := range tc.want {
-				got := l.throttled(l.sent(), 0)
+				got := l.Throttled(l.Sent(), 0)
 				if got < want-time.Millisecond || got > want {
 					t.Errorf("jitter %v, round %d, throttle %d: waits %v, want %v", tc.jitter, round, i+1, got, want)
 				}
 			}
-			l.succeeded()
+			l.Succeeded()
 		}
 	}
 }
@@ -255,13 +255,13 @@ func TestLimiter_MaxRPS(t *testing.T) {
 	wantDelay(t, l, 500*time.Millisecond)
 	wantDelay(t, l, time.Second)
 	clock.Advance(time.Second)
-	l.throttled(l.sent(), time.Second)
+	l.Throttled(l.Sent(), time.Second)
 	if got := l.currentLimit(); got != 1 {
 		t.Fatalf("a throttle halves the fixed limit to %v, want 1", got)
 	}
 	for range 60 {
 		clock.Advance(time.Second)
-		l.succeeded()
+		l.Succeeded()
 	}
 	if got := l.currentLimit(); got != 2 {
 		t.Errorf("recovered to %v, want the fixed limit 2", got)
@@ -272,7 +272,7 @@ func TestLimiter_MaxRPS(t *testing.T) {
 // when its context ends, and gives the turn back.
 func TestLimiter_PaceEndsWithItsContext(t *testing.T) {
 	l := NewLimiter(0)
-	l.throttled(l.sent(), time.Hour)
+	l.Throttled(l.Sent(), time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := l.Pace(ctx, 2*time.Hour); !errors.Is(err, context.DeadlineExceeded) {

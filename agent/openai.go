@@ -6,34 +6,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
-	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // OpenAI is the backend for any OpenAI-compatible Chat Completions server
 // (OpenAI, vLLM, Ollama, llama.cpp server, …). It asks for structured
 // output, a JSON schema whose verdict is an enum of the task's allowed
-// verdicts, with a confidence and a rationale, and tempers the confidence by
-// the verdict tokens' logprobs as the package documentation describes.
+// verdicts, with a confidence and a rationale; its confidence source
+// (self, logprobs or sampling) says how many answers to ask for and how
+// to combine them. Several answers go in one request with n; a server
+// that returns fewer is asked again for the rest.
 //
-// Its calls go through one Limiter: the worker waits for each call's turn
-// (Pace), and a call the provider throttles (HTTP 429, or 503 with
-// Retry-After) is a *arbiter.ThrottledError, not a failure.
+// Its requests go through one RateLimiter: the worker waits for each
+// call's turn (Pace), and a request the provider throttles (HTTP 429, or
+// 503 with Retry-After) is a *arbiter.ThrottledError, not a failure.
 type OpenAI struct {
-	url     string
-	apiKey  string
-	model   string
-	client  *http.Client
-	limiter *Limiter
+	modelVerifier
+	api endpoint
 }
 
 // maxResponseBytes bounds a model server's answer.
@@ -42,58 +38,74 @@ const maxResponseBytes = 1 << 20
 // maxExcerptBytes bounds the part of a model server's text quoted in an error.
 const maxExcerptBytes = 200
 
+// maxAnswersPerRequest bounds the answers one request asks for.
+const maxAnswersPerRequest = arbiter.MaxVerifierSamples
+
 // NewOpenAI returns the openai backend. BaseURL (an http or https URL) and
 // Model are required.
 func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if cfg.BaseURL == "" {
 		return nil, errors.New("ARBITER_AGENT=openai needs ARBITER_AGENT_BASE_URL, e.g. https://api.openai.com/v1")
 	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("ARBITER_AGENT_BASE_URL must be an http or https URL such as https://api.openai.com/v1, not %q", cfg.BaseURL)
+	if err := checkBaseURL(cfg.BaseURL); err != nil {
+		return nil, fmt.Errorf("ARBITER_AGENT_BASE_URL %w", err)
 	}
 	if cfg.Model == "" {
 		return nil, errors.New("ARBITER_AGENT=openai needs ARBITER_AGENT_MODEL, the model name")
 	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{}
+	source := cfg.Confidence
+	if source == (arbiter.ConfidenceSpec{}) {
+		source.Source = arbiter.ConfidenceLogprobs
 	}
-	return &OpenAI{
-		url:     strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		apiKey:  cfg.APIKey,
-		model:   cfg.Model,
-		client:  client,
-		limiter: NewLimiter(cfg.MaxRPS),
-	}, nil
+	limiter := limiterOf(cfg)
+	o := &OpenAI{api: endpoint{url: strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions", apiKey: cfg.APIKey,
+		client: httpClientOf(cfg), limiter: limiter, throttled: throttledFor,
+		authorize: func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }}}
+	o.modelVerifier = modelVerifier{model: cfg.Model, client: o, source: NewConfidenceSource(source), limiter: limiter}
+	return o, nil
 }
 
-// Pace waits for the next call's turn with the provider, up to maxWait
-// (Limiter.Pace). The worker calls it before each call's time limit starts.
-func (o *OpenAI) Pace(ctx context.Context, maxWait time.Duration) error {
-	return o.limiter.Pace(ctx, maxWait)
+// checkBaseURL returns an error unless u is an http or https URL.
+func checkBaseURL(u string) error {
+	if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("must be an http or https URL such as https://api.openai.com/v1, not %q", u)
+	}
+	return nil
 }
 
-// Verify asks the model server for a verdict on t within ctx's deadline.
-// Every way the call or its answer can go wrong is a *arbiter.VerifierError,
-// which the worker records as a failed attempt: its reason is fit for API
-// callers, its cause (the URL, the server's words) is for the log. The
-// Verification names the model whether the call answered or failed.
-func (o *OpenAI) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verification, error) {
-	// A failed call's attempt names the model that was called, too.
-	called := arbiter.Verification{Model: o.model}
-	body, err := o.requestBody(t)
-	if err != nil {
-		return called, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
+// httpClientOf returns cfg's HTTP client, or a new one.
+func httpClientOf(cfg Config) *http.Client {
+	if cfg.HTTPClient != nil {
+		return cfg.HTTPClient
 	}
-	raw, err := o.post(ctx, body)
-	if err != nil {
-		return called, err
+	return &http.Client{}
+}
+
+// limiterOf returns cfg's limiter, or a new Limiter at cfg's MaxRPS.
+func limiterOf(cfg Config) RateLimiter {
+	if cfg.Limiter != nil {
+		return cfg.Limiter
 	}
-	v, err := o.parse(t, raw)
+	return NewLimiter(cfg.MaxRPS)
+}
+
+// perRequest is the most answers one Chat Completions request asks for.
+func (o *OpenAI) perRequest() int { return maxAnswersPerRequest }
+
+// ask makes one Chat Completions request for n answers on t. Every way the
+// request or its answer can go wrong is a *arbiter.VerifierError, which
+// the worker records as a failed attempt: its reason is fit for API
+// callers, its cause (the URL, the server's words) is for the log.
+func (o *OpenAI) ask(ctx context.Context, t *arbiter.Task, n int, temperature float64, logprobs bool) ([]Answer, arbiter.Usage, error) {
+	body, err := o.requestBody(t, n, temperature, logprobs)
 	if err != nil {
-		return called, err
+		return nil, arbiter.Usage{}, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
 	}
-	return v, nil
+	raw, err := o.api.post(ctx, body)
+	if err != nil {
+		return nil, arbiter.Usage{}, err
+	}
+	return o.parse(t, raw)
 }
 
 // failed returns the failure of a call with the reason for callers and the
@@ -120,6 +132,7 @@ type chatRequest struct {
 	ResponseFormat map[string]any `json:"response_format"`
 	Temperature    float64        `json:"temperature"`
 	Logprobs       bool           `json:"logprobs"`
+	N              int            `json:"n,omitempty"`
 }
 
 // taskDocument is the task as the model sees it, in the user message.
@@ -132,8 +145,8 @@ type taskDocument struct {
 	Context         json.RawMessage `json:"context"` // null when absent
 }
 
-// requestBody builds the Chat Completions request for t.
-func (o *OpenAI) requestBody(t *arbiter.Task) ([]byte, error) {
+// taskMessage is the user message that holds t, as a JSON document.
+func taskMessage(t *arbiter.Task) (string, error) {
 	var doc bytes.Buffer
 	enc := json.NewEncoder(&doc)
 	enc.SetEscapeHTML(false)
@@ -143,18 +156,28 @@ func (o *OpenAI) requestBody(t *arbiter.Task) ([]byte, error) {
 		AllowedVerdicts: t.AllowedVerdicts, Context: t.Context,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encode the task: %w", err)
+		return "", fmt.Errorf("encode the task: %w", err)
 	}
-	return json.Marshal(chatRequest{
-		Model: o.model,
-		Messages: []chatMessage{
-			{Role: "system", Content: systemPrompt},
-			{Role: "user", Content: "The task, as a JSON document:\n\n" + doc.String()},
-		},
+	return "The task, as a JSON document:\n\n" + doc.String(), nil
+}
+
+// requestBody builds the Chat Completions request for n answers on t.
+func (o *OpenAI) requestBody(t *arbiter.Task, n int, temperature float64, logprobs bool) ([]byte, error) {
+	msg, err := taskMessage(t)
+	if err != nil {
+		return nil, err
+	}
+	req := chatRequest{
+		Model:          o.model,
+		Messages:       []chatMessage{{Role: "system", Content: systemPrompt}, {Role: "user", Content: msg}},
 		ResponseFormat: verdictFormat(t.AllowedVerdicts),
-		Temperature:    0,
-		Logprobs:       true,
-	})
+		Temperature:    temperature,
+		Logprobs:       logprobs,
+	}
+	if n > 1 {
+		req.N = n
+	}
+	return json.Marshal(req)
 }
 
 // verdictFormat is the structured-output request: a verdict from verdicts,
@@ -177,47 +200,6 @@ func verdictFormat(verdicts []string) map[string]any {
 			},
 		},
 	}
-}
-
-// post sends body to the model server and returns its successful answer.
-func (o *OpenAI) post(ctx context.Context, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(body))
-	if err == nil {
-		// The provider continues the worker's trace (traceparent).
-		telemetry.Inject(ctx, req.Header)
-	}
-	if err != nil {
-		return nil, failed(arbiter.VerifierFailed, fmt.Errorf("build the model request: %w", err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if o.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+o.apiKey)
-	}
-	sent := o.limiter.sent()
-	res, err := o.client.Do(req)
-	if err != nil {
-		return nil, o.callError(ctx, "call the model server", err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	if err != nil {
-		return nil, o.callError(ctx, "read the model server's answer", err)
-	}
-	if wait, ok := throttledFor(res, raw); ok {
-		wait = o.limiter.throttled(sent, wait)
-		return nil, &arbiter.ThrottledError{RetryAfter: wait,
-			Err: fmt.Errorf("%s answered %s (Retry-After %q): %s", o.url, res.Status, res.Header.Get("Retry-After"), o.excerpt(raw))}
-	}
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, failed(arbiter.VerifierHTTPStatus(res.StatusCode),
-			fmt.Errorf("%s answered %s: %s", o.url, res.Status, o.excerpt(raw)))
-	}
-	o.limiter.succeeded()
-	if len(raw) > maxResponseBytes {
-		return nil, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is larger than %d bytes", maxResponseBytes))
-	}
-	return raw, nil
 }
 
 // maxRetryAfter bounds the wait a provider's Retry-After can ask for.
@@ -258,20 +240,12 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return min(wait, maxRetryAfter), true
 }
 
-// callError explains a failed call: the deadline passed, the caller gave
-// up, or the transport failed. The API key never appears in it.
-func (o *OpenAI) callError(ctx context.Context, doing string, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return failed(arbiter.VerifierTimedOut, fmt.Errorf("%s: the model server did not answer in time: %w", doing, ctx.Err()))
-	case ctx.Err() != nil:
-		return fmt.Errorf("%s: %w", doing, ctx.Err())
-	}
-	return failed(arbiter.VerifierUnreachable, fmt.Errorf("%s: %s", doing, o.redact(err.Error())))
-}
-
 type chatResponse struct {
 	Choices []chatChoice `json:"choices"`
+	Usage   struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
 }
 
 type chatChoice struct {
@@ -299,49 +273,51 @@ type answer struct {
 	Rationale  string   `json:"rationale"`
 }
 
-// parse reads the verdict from a Chat Completions answer to t.
-func (o *OpenAI) parse(t *arbiter.Task, raw []byte) (arbiter.Verification, error) {
+// parse reads the answers of a Chat Completions answer to t, one a
+// choice, and the tokens it took.
+func (o *OpenAI) parse(t *arbiter.Task, raw []byte) ([]Answer, arbiter.Usage, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(raw, &cr); err != nil {
-		return arbiter.Verification{}, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is not Chat Completions JSON: %s", o.excerpt(raw)))
+		return nil, arbiter.Usage{}, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model server's answer is not Chat Completions JSON: %s", o.api.excerpt(raw)))
 	}
+	usage := arbiter.Usage{InputTokens: max(cr.Usage.PromptTokens, 0), OutputTokens: max(cr.Usage.CompletionTokens, 0)}
 	if len(cr.Choices) == 0 {
-		return arbiter.Verification{}, failed(arbiter.VerifierUnreadable, errors.New("the model server's answer has no choices"))
+		return nil, usage, failed(arbiter.VerifierUnreadable, errors.New("the model server's answer has no choices"))
 	}
-	choice := cr.Choices[0]
-	if choice.Message.Refusal != "" {
-		return arbiter.Verification{}, failed(arbiter.VerifierRefused, fmt.Errorf("the model refused: %s", o.excerpt([]byte(choice.Message.Refusal))))
-	}
-	a, err := o.decodeAnswer(t, choice.Message.Content)
-	if err != nil {
-		return arbiter.Verification{}, err
-	}
-	confidence := *a.Confidence
-	if choice.Logprobs != nil {
-		if p, ok := verdictProbability(choice.Message.Content, *a.Verdict, choice.Logprobs.Content); ok {
-			confidence = math.Min(confidence, p)
+	answers := make([]Answer, 0, len(cr.Choices))
+	for _, choice := range cr.Choices {
+		if choice.Message.Refusal != "" {
+			return nil, usage, failed(arbiter.VerifierRefused, fmt.Errorf("the model refused: %s", o.api.excerpt([]byte(choice.Message.Refusal))))
 		}
+		a, err := decodeAnswer(t, choice.Message.Content, o.api.excerpt)
+		if err != nil {
+			return nil, usage, err
+		}
+		ans := Answer{Verdict: *a.Verdict, Confidence: *a.Confidence, Rationale: a.Rationale}
+		if choice.Logprobs != nil {
+			ans.Probability, ans.HasProbability = verdictProbability(choice.Message.Content, *a.Verdict, choice.Logprobs.Content)
+		}
+		answers = append(answers, ans)
 	}
-	return arbiter.Verification{
-		Decided: true, Verdict: *a.Verdict, Confidence: confidence, Rationale: a.Rationale, Model: o.model,
-	}, nil
+	return answers, usage, nil
 }
 
-// decodeAnswer reads and checks the model's structured output.
-func (o *OpenAI) decodeAnswer(t *arbiter.Task, content string) (answer, error) {
+// decodeAnswer reads and checks the model's structured output; excerpt
+// shortens the model's words for an error.
+func decodeAnswer(t *arbiter.Task, content string, excerpt func([]byte) string) (answer, error) {
 	var a answer
 	if err := json.Unmarshal([]byte(content), &a); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			return a, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model's %s is a JSON %s, not a %s", typeErr.Field, typeErr.Value, typeErr.Type))
 		}
-		return a, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model's content is not the requested JSON object: %s", o.excerpt([]byte(content))))
+		return a, failed(arbiter.VerifierUnreadable, fmt.Errorf("the model's content is not the requested JSON object: %s", excerpt([]byte(content))))
 	}
 	switch {
 	case a.Verdict == nil:
 		return a, failed(arbiter.VerifierUnreadable, errors.New("the model's answer has no verdict"))
 	case !t.Allows(*a.Verdict):
-		return a, failed(arbiter.VerifierVerdictOutsideSet, fmt.Errorf("the model answered %q, which is not one of the allowed verdicts", o.excerpt([]byte(*a.Verdict))))
+		return a, failed(arbiter.VerifierVerdictOutsideSet, fmt.Errorf("the model answered %q, which is not one of the allowed verdicts", excerpt([]byte(*a.Verdict))))
 	case a.Confidence == nil:
 		return a, failed(arbiter.VerifierUnreadable, errors.New("the model's answer has no confidence"))
 	case *a.Confidence < 0 || *a.Confidence > 1:
@@ -437,27 +413,4 @@ func verdictSpan(content, verdict string) (start, end int, ok bool) {
 		return 0, 0, false
 	}
 	return start, end, true
-}
-
-// excerpt shortens a model server's text for an error message, on one line,
-// with the API key blanked out should the server echo it.
-func (o *OpenAI) excerpt(b []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "\uFFFD")), " ")
-	s = o.redact(s)
-	if len(s) <= maxExcerptBytes {
-		return s
-	}
-	cut := maxExcerptBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// redact blanks out the API key in s.
-func (o *OpenAI) redact(s string) string {
-	if o.apiKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, o.apiKey, "[api key]")
 }

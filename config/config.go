@@ -304,7 +304,7 @@ var Settings = []Setting{
 		Help: "concurrent verifier calls per worker process",
 		Set:  intSetting(func(c *Config) *int { return &c.Workers }, 1)},
 	{Env: "ARBITER_AGENT", Default: DefaultAgentBackend, Scope: ScopeWorker,
-		Help: "the verifier backend: none, openai or rules",
+		Help: "the verifier backend: none, openai, anthropic or rules",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Backend })},
 	{Env: "ARBITER_AGENT_BASE_URL", Scope: ScopeWorker,
 		Help: "openai: the model server's API root, e.g. https://api.openai.com/v1",
