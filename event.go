@@ -48,7 +48,8 @@ const (
 var InternalEventTypes = []string{EventTaskReminded, EventTaskAuditAnswered}
 
 // TaskEvent is one event about one task, published by the transition
-// that caused it.
+// that caused it; an event of the account a task caused
+// (calibration.drifted) names the task too.
 type TaskEvent struct {
 	Type      string
 	TaskID    string
@@ -56,6 +57,8 @@ type TaskEvent struct {
 	// CallbackURL is the task's callback_url, which receives its events
 	// too; "" without one.
 	CallbackURL string
+	// Drift is the crossing a calibration.drifted event announces.
+	Drift *Drift
 }
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a

@@ -66,7 +66,7 @@ func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskType, taskID
 		} else if n == 0 {
 			return nil // another transaction stored this crossing
 		}
-		return d.enqueueAccountEvent(ctx, tx, accountID, taskID, arbiter.EventCalibrationDrifted, dr)
+		return tx.publish(ctx, arbiter.TaskEvent{Type: arbiter.EventCalibrationDrifted, AccountID: accountID, TaskID: taskID, Drift: &dr})
 	case drifted && !after:
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE policy_drifts SET cleared_at = ?
 			WHERE account_id = ? AND task_type = ? AND cleared_at IS NULL`), int64(now), accountID, scope); err != nil {
@@ -130,34 +130,6 @@ func driftTypes(accountID, scope string) (string, []any) {
 	}
 	return `task_type NOT IN (SELECT task_type FROM policies WHERE account_id = ? AND task_type <> ?)`,
 		[]any{accountID, arbiter.DefaultPolicyName}
-}
-
-// enqueueAccountEvent writes, in tx, a message of an event about the
-// account (not one task's change) for each of its endpoints that wants it,
-// held for a disabled one, the payload holding data; taskID is the task
-// that caused it. Callback URLs belong to tasks and get none.
-func (d *DB) enqueueAccountEvent(ctx context.Context, tx *Tx, accountID, taskID, eventType string, data any) error {
-	var endpoints []endpointTarget
-	if err := tx.SelectContext(ctx, &endpoints, d.rebind(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
-		WHERE account_id = ? ORDER BY id`), accountID); err != nil {
-		return fmt.Errorf("find endpoints: %w", err)
-	}
-	now := d.now()
-	payload, err := arbiter.NewWebhookPayload(eventType, now, data)
-	if err != nil {
-		return fmt.Errorf("webhook payload: %w", err)
-	}
-	var msgs []*arbiter.WebhookMessage
-	for _, e := range endpoints {
-		status, ok := e.statusFor(eventType)
-		if !ok {
-			continue
-		}
-		msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: accountID, EndpointID: e.ID,
-			EventType: eventType, TaskID: taskID, Payload: payload, Status: status,
-			NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
-	}
-	return d.insertMessages(ctx, tx, msgs)
 }
 
 // driftColumns are the columns of a crossing, in arbiter.Drift's order.

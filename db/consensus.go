@@ -198,7 +198,7 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET votes_open = ? WHERE id = ?`), out.Open, taskID); err != nil {
 			return nil, fmt.Errorf("record vote: %w", err)
 		}
-		return t, tx.publishTaskEvent(ctx, accountID, taskID, arbiter.EventTaskVoteRecorded)
+		return t, tx.publishTaskEvents(ctx, accountID, taskID, arbiter.EventTaskVoteRecorded)
 	}
 	now := a.StartedAt
 	verdict, confidence, tier := out.Verdict, 1.0, arbiter.TierHuman

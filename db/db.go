@@ -146,12 +146,9 @@ type DB struct {
 	// announcer tells other processes' workers of creates (announce.go).
 	announcer *pglisten.Sender
 
-	// webhookWake signals that this process queued webhook messages
-	// (WebhooksQueued).
-	webhookWake wakeup
-	// slackWake signals that this process queued Slack messages
-	// (SlackMessagesQueued).
-	slackWake wakeup
+	// outboxes are the outbound channels every publish reaches
+	// (outbox.go), registered in Open.
+	outboxes []outbox
 
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
@@ -187,13 +184,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		opts.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
 	}
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
-		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped, webhookWake: newWakeup(),
-		slackWake:      newWakeup(),
+		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped,
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets, goldDraw: opts.GoldDraw}
 	if d.goldDraw == nil {
 		d.goldDraw = rand.Float64
 	}
+	d.register(newWebhookOutbox(d))
+	d.register(newSlackOutbox(d))
 	d.watchers.created = make(chan struct{}, 1)
 	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {

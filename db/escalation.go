@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -83,9 +82,8 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 			return fmt.Errorf("read due alerts: %w", err)
 		}
 		var (
-			events   []arbiter.TaskEvent
-			reposted []alertTask
-			members  = map[string][]*arbiter.Membership{}
+			events  []arbiter.TaskEvent
+			members = map[string][]*arbiter.Membership{}
 		)
 		for _, t := range tasks {
 			var alerts arbiter.Alerts
@@ -131,8 +129,8 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 			if o, err := parseOnExpiry(t.OnExpiry); err == nil {
 				mail.Outcome = (&arbiter.Task{DeadlineAt: deadline, OnExpiry: o}).ExpiryOutcome()
 			}
-			// Each step, reminder or rung, also asks in Slack again.
-			reposted = append(reposted, t)
+			// Each step, reminder or rung, is published: Slack asks again.
+			ev := arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskReminded, CallbackURL: t.CallbackURL.String}
 			var to []string
 			if fire.Rung == 0 {
 				for _, m := range members[t.AccountID] {
@@ -142,8 +140,7 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 				}
 			} else {
 				mail.Kind, mail.Escalation = arbiter.AlertEscalation, arbiter.EscalationOf(alerts, fire.Rung, now)
-				events = append(events, arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskEscalated,
-					CallbackURL: t.CallbackURL.String})
+				ev.Type = arbiter.EventTaskEscalated
 				rung := alerts.Escalation[fire.Rung-1]
 				if role, ok := rung.Role(); ok {
 					for _, m := range members[t.AccountID] {
@@ -155,53 +152,17 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 					to = append(to, email)
 				}
 			}
+			events = append(events, ev)
 			for _, addr := range to {
 				m := mail
 				m.To = addr
 				mails = append(mails, m)
 			}
 		}
-		if err := tx.publish(ctx, events...); err != nil {
-			return err
-		}
-		return d.enqueueSlackReposts(ctx, tx, reposted)
+		return tx.publish(ctx, events...)
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	return taken, mails, nil
-}
-
-// enqueueSlackReposts writes, in tx, the task's question again to the
-// Slack channels it went to (its own notify list, else the account's
-// channel) for each reminded or escalated task whose account has Slack
-// connected; an escalated task's question says whom it went to.
-func (d *DB) enqueueSlackReposts(ctx context.Context, tx *Tx, tasks []alertTask) error {
-	if len(tasks) == 0 {
-		return nil
-	}
-	var accountIDs []any
-	for _, t := range tasks {
-		accountIDs = append(accountIDs, t.AccountID)
-	}
-	channels, err := d.slackChannels(ctx, tx, accountIDs)
-	if err != nil {
-		return err
-	}
-	var msgs []*arbiter.SlackMessage
-	for _, t := range tasks {
-		channel, ok := channels[t.AccountID]
-		if !ok {
-			continue
-		}
-		to := []string{channel}
-		if own := arbiter.SlackChannels(strings.Split(t.Notify, ",")); len(own) > 0 {
-			to = own
-		}
-		for _, c := range to {
-			msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: t.AccountID, TaskID: t.ID,
-				Kind: arbiter.SlackPost, Channel: c})
-		}
-	}
-	return d.insertSlackMessages(ctx, tx, msgs)
 }

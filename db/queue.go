@@ -444,15 +444,14 @@ func (d *DB) answerAudit(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbit
 	}
 	t.AuditState = arbiter.AuditStateDone
 	t.Attempts = append(t.Attempts, a)
-	// The audit's Slack copies show it answered (slack.go).
-	if err := d.enqueueSlackUpdate(ctx, tx, t.AccountID, t.ID); err != nil {
-		return err
-	}
+	// The audit's Slack copies show it answered; a disagreement is
+	// announced.
+	events := []string{arbiter.EventTaskAuditAnswered}
 	if *a.Verdict != *t.FinalVerdict {
-		// The disagreement is announced in the same transaction (outbox).
-		if err := tx.publishTaskEvent(ctx, t.AccountID, t.ID, arbiter.EventTaskAuditDisagreed); err != nil {
-			return err
-		}
+		events = append(events, arbiter.EventTaskAuditDisagreed)
+	}
+	if err := tx.publishTaskEvents(ctx, t.AccountID, t.ID, events...); err != nil {
+		return err
 	}
 	return d.checkDrift(ctx, tx, t.AccountID, t.TaskType, t.ID)
 }

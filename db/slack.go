@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -21,9 +19,8 @@ var (
 
 // Slack: an account's connection, and the outbox of its messages.
 //
-// A task that goes to a person gets a "post" row in the transaction that
-// sends it there (enqueueSlack, beside the webhook messages); a task that
-// ends gets an "update" row, which rewrites every posted copy. Delivery
+// The transaction that sends a task to a person writes its "post" rows,
+// and one that ends it its "update" rows (outbox_slack.go). Delivery
 // workers claim due rows under a lease, as for webhook messages, and
 // render each message from the task as it is when it is sent.
 
@@ -174,176 +171,6 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 	}
 	return out, nil
 }
-
-// enqueueSlack writes, in tx, the Slack messages of events: a post to the
-// account's channel, or to each channel of the task's own notify list,
-// for a task that now waits for a person (a blind audit included), an
-// update for a task that ended and has posts. It costs one query when no
-// account of the events is connected.
-func (d *DB) enqueueSlack(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
-	// An escalation changes nothing a posted copy shows.
-	escalated := func(ev arbiter.TaskEvent) bool { return ev.Type == arbiter.EventTaskEscalated }
-	if slices.ContainsFunc(events, escalated) {
-		events = slices.DeleteFunc(slices.Clone(events), escalated)
-	}
-	accounts := map[string]bool{}
-	var accountIDs []any
-	for _, ev := range events {
-		if !accounts[ev.AccountID] {
-			accounts[ev.AccountID] = true
-			accountIDs = append(accountIDs, ev.AccountID)
-		}
-	}
-	if len(accountIDs) == 0 {
-		return nil
-	}
-	channels, err := d.slackChannels(ctx, tx, accountIDs)
-	if err != nil || len(channels) == 0 {
-		return err
-	}
-	var ended []any
-	for _, ev := range events {
-		if _, ok := channels[ev.AccountID]; ok && ev.Type != arbiter.EventTaskHumanNeeded {
-			ended = append(ended, ev.TaskID)
-		}
-	}
-	// A task that ended has copies to update in each channel it was
-	// posted to, and a task the agent completed is asked about when it
-	// waits for a blind audit.
-	posted, audited := map[string][]string{}, map[string]bool{}
-	if len(ended) > 0 {
-		if posted, err = d.slackPostChannels(ctx, tx, ended); err != nil {
-			return err
-		}
-		query, args, err := sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		if err := tx.SelectContext(ctx, &ids, d.rebind(query), args...); err != nil {
-			return fmt.Errorf("find audited tasks: %w", err)
-		}
-		for _, id := range ids {
-			audited[id] = true
-		}
-	}
-	// A task's own notify list takes the place of the account's channel.
-	var asked []any
-	for _, ev := range events {
-		if _, ok := channels[ev.AccountID]; ok && (ev.Type == arbiter.EventTaskHumanNeeded || audited[ev.TaskID]) {
-			asked = append(asked, ev.TaskID)
-		}
-	}
-	notify := map[string][]string{}
-	if len(asked) > 0 {
-		query, args, err := sqlx.In(`SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked)
-		if err != nil {
-			return err
-		}
-		var rows []struct {
-			ID     string `db:"id"`
-			Notify string `db:"notify"`
-		}
-		if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
-			return fmt.Errorf("find tasks' notify lists: %w", err)
-		}
-		for _, r := range rows {
-			notify[r.ID] = arbiter.SlackChannels(strings.Split(r.Notify, ","))
-		}
-	}
-	var msgs []*arbiter.SlackMessage
-	for _, ev := range events {
-		channel, ok := channels[ev.AccountID]
-		if !ok {
-			continue
-		}
-		switch {
-		case ev.Type == arbiter.EventTaskHumanNeeded || audited[ev.TaskID]:
-			to := []string{channel}
-			if own := notify[ev.TaskID]; len(own) > 0 {
-				to = own
-			}
-			for _, c := range to {
-				msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
-					Kind: arbiter.SlackPost, Channel: c})
-			}
-		default:
-			msgs = append(msgs, slackUpdates(ev.AccountID, ev.TaskID, posted[ev.TaskID])...)
-		}
-	}
-	return d.insertSlackMessages(ctx, tx, msgs)
-}
-
-// slackPostChannels returns, by task, the channels each of taskIDs was
-// posted to (posts sent or not), in one query.
-func (d *DB) slackPostChannels(ctx context.Context, tx *Tx, taskIDs []any) (map[string][]string, error) {
-	query, args, err := sqlx.In(`SELECT DISTINCT task_id, channel FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
-		AND task_id IN (?) ORDER BY task_id, channel`, taskIDs)
-	if err != nil {
-		return nil, err
-	}
-	var rows []struct {
-		TaskID  string `db:"task_id"`
-		Channel string `db:"channel"`
-	}
-	if err := tx.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
-		return nil, fmt.Errorf("find Slack posts: %w", err)
-	}
-	out := map[string][]string{}
-	for _, r := range rows {
-		out[r.TaskID] = append(out[r.TaskID], r.Channel)
-	}
-	return out, nil
-}
-
-// slackUpdates are the update messages of a task posted to channels: one
-// a channel, which rewrites the task's posts there and is paced by it.
-func slackUpdates(accountID, taskID string, channels []string) []*arbiter.SlackMessage {
-	msgs := make([]*arbiter.SlackMessage, 0, len(channels))
-	for _, c := range channels {
-		msgs = append(msgs, &arbiter.SlackMessage{ID: arbiter.NewSlackMessageID(), AccountID: accountID, TaskID: taskID,
-			Kind: arbiter.SlackUpdate, Channel: c})
-	}
-	return msgs
-}
-
-// enqueueSlackUpdate writes, in tx, an update of the task's posted copies,
-// when it has any: after a change no event announces (an audit answered).
-func (d *DB) enqueueSlackUpdate(ctx context.Context, tx *Tx, accountID, taskID string) error {
-	posted, err := d.slackPostChannels(ctx, tx, []any{taskID})
-	if err != nil {
-		return err
-	}
-	return d.insertSlackMessages(ctx, tx, slackUpdates(accountID, taskID, posted[taskID]))
-}
-
-// insertSlackMessages stores new messages in tx, due at once, and has the
-// deliverer woken after the commit.
-func (d *DB) insertSlackMessages(ctx context.Context, tx *Tx, msgs []*arbiter.SlackMessage) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	tx.queue(d.slackWake)
-	now := int64(d.nowMS())
-	var b strings.Builder
-	b.WriteString(`INSERT INTO slack_messages (id, account_id, task_id, kind, channel, status, next_attempt_at, created_at) VALUES `)
-	args := make([]any, 0, 8*len(msgs))
-	for i, m := range msgs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, m.ID, m.AccountID, m.TaskID, m.Kind, m.Channel, arbiter.SlackPending, now, now)
-	}
-	if _, err := tx.ExecContext(ctx, d.rebind(b.String()), args...); err != nil {
-		return fmt.Errorf("insert Slack messages: %w", err)
-	}
-	return nil
-}
-
-// SlackMessagesQueued returns a channel that receives when this process
-// queued Slack messages, so an in-process deliverer sends them at once.
-func (d *DB) SlackMessagesQueued() <-chan struct{} { return d.slackWake }
 
 const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts,
 	COALESCE(post_started_at, 0) AS post_started_at`
@@ -576,25 +403,4 @@ func truncate(s string, n int) string {
 		return s[:n]
 	}
 	return s
-}
-
-// slackChannels returns, by account, the default channel of each account
-// of accountIDs that has Slack connected.
-func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []any) (map[string]string, error) {
-	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
-	if err != nil {
-		return nil, err
-	}
-	var conns []struct {
-		AccountID string `db:"account_id"`
-		Channel   string `db:"default_channel"`
-	}
-	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
-		return nil, fmt.Errorf("find Slack connections: %w", err)
-	}
-	channels := make(map[string]string, len(conns))
-	for _, c := range conns {
-		channels[c.AccountID] = c.Channel
-	}
-	return channels, nil
 }

@@ -81,7 +81,7 @@ func (tx *Tx) publish(ctx context.Context, events ...arbiter.TaskEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := tx.db.enqueueTaskEvents(ctx, tx, events); err != nil {
+	if err := tx.db.fanOut(ctx, tx, events); err != nil {
 		return err
 	}
 	tx.published = append(tx.published, events...)
@@ -118,4 +118,31 @@ func (tx *Tx) committed() {
 	if tx.created {
 		d.announceCreated()
 	}
+}
+
+// publishTaskEvents publishes, in tx, events of the types about the
+// account's task, with the task's callback URL: how a change elsewhere in
+// the store emits a new event type.
+func (tx *Tx) publishTaskEvents(ctx context.Context, accountID, taskID string, eventTypes ...string) error {
+	var callback sql.NullString
+	if err := tx.GetContext(ctx, &callback, tx.db.rebind(`SELECT callback_url FROM tasks WHERE id = ? AND account_id = ?`),
+		taskID, accountID); err != nil {
+		return notFound(err, errTaskNotFound.Message)
+	}
+	events := make([]arbiter.TaskEvent, len(eventTypes))
+	for i, t := range eventTypes {
+		events[i] = arbiter.TaskEvent{TaskID: taskID, AccountID: accountID, Type: t, CallbackURL: callback.String}
+	}
+	return tx.publish(ctx, events...)
+}
+
+// eventsOf returns the events that the tasks' new statuses announce.
+func eventsOf(changed []updatedTask) []arbiter.TaskEvent {
+	var events []arbiter.TaskEvent
+	for _, u := range changed {
+		if t := arbiter.TaskEventOf(u.status); t != "" {
+			events = append(events, arbiter.TaskEvent{TaskID: u.id, AccountID: u.accountID, Type: t, CallbackURL: u.callbackURL})
+		}
+	}
+	return events
 }

@@ -24,8 +24,8 @@ var (
 
 // Webhooks: the outbox and its delivery.
 //
-// A change that callers care about enqueues its messages in its own
-// transaction (enqueueTaskEvents): one row of webhook_messages per
+// A change that callers care about publishes its events in its own
+// transaction (outbox_webhook.go): one row of webhook_messages per
 // destination, the endpoints of the account that want the event and the
 // task's callback_url, with the payload as it is at that moment. Delivery
 // workers claim due rows under a lease, as task workers claim tasks
@@ -204,7 +204,7 @@ func (d *DB) SetWebhookEndpointEnabled(ctx context.Context, accountID, id string
 		hold := d.holdMessages
 		if enabled {
 			hold = d.releaseHeldMessages
-			tx.queue(d.webhookWake)
+			tx.queue(outboxOf[*webhookOutbox](d).wake)
 		}
 		if err := hold(ctx, tx, id); err != nil {
 			return err
@@ -407,7 +407,7 @@ func (d *DB) SendWebhookPing(ctx context.Context, accountID, endpointID string) 
 			return err
 		}
 		m.URL = e.URL
-		return d.insertMessages(ctx, tx, []*arbiter.WebhookMessage{m})
+		return outboxOf[*webhookOutbox](d).insert(ctx, tx, []*arbiter.WebhookMessage{m})
 	})
 	if err != nil {
 		return nil, err
@@ -528,7 +528,7 @@ func (d *DB) ResendWebhookMessage(ctx context.Context, accountID, endpointID, me
 		} else if n == 0 {
 			return errMessageInFlight
 		}
-		tx.queue(d.webhookWake)
+		tx.queue(outboxOf[*webhookOutbox](d).wake)
 		return nil
 	})
 	if err == errMessageInFlight {
@@ -558,7 +558,7 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 			return fmt.Errorf("resend failed messages: %w", err)
 		}
 		if n, err = res.RowsAffected(); n > 0 {
-			tx.queue(d.webhookWake)
+			tx.queue(outboxOf[*webhookOutbox](d).wake)
 		}
 		return err
 	})
@@ -568,190 +568,6 @@ func (d *DB) ResendFailedWebhookMessages(ctx context.Context, accountID, endpoin
 	return int(n), nil
 }
 
-// insertMessages stores new messages in tx, pending unless their Status
-// says otherwise, and has the deliverer woken after the commit.
-func (d *DB) insertMessages(ctx context.Context, tx *Tx, msgs []*arbiter.WebhookMessage) error {
-	if len(msgs) > 0 {
-		tx.queue(d.webhookWake)
-	}
-	const cols = 10
-	for start := 0; start < len(msgs); start += 100 {
-		chunk := msgs[start:min(start+100, len(msgs))]
-		var b strings.Builder
-		b.WriteString(`INSERT INTO webhook_messages (id, account_id, endpoint_id, url, event_type, task_id, payload,
-			status, next_attempt_at, created_at) VALUES `)
-		args := make([]any, 0, len(chunk)*(cols+1))
-		for i, m := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-			var endpoint, task, url any
-			url = ""
-			if m.EndpointID != "" {
-				endpoint = m.EndpointID
-			} else {
-				url = m.URL
-			}
-			if m.TaskID != "" {
-				task = m.TaskID
-			}
-			status := m.Status
-			if status == "" {
-				status = arbiter.WebhookPending
-			}
-			args = append(args, m.ID, m.AccountID, endpoint, url, m.EventType, task, string(m.Payload),
-				status, int64(m.NextAttemptAt), int64(m.CreatedAt))
-		}
-		if _, err := tx.ExecContext(ctx, d.rebind(b.String()), args...); err != nil {
-			return fmt.Errorf("insert webhook messages: %w", err)
-		}
-	}
-	return nil
-}
-
-// eventsOf returns the events that the tasks' new statuses announce.
-func eventsOf(changed []updatedTask) []arbiter.TaskEvent {
-	var events []arbiter.TaskEvent
-	for _, u := range changed {
-		if t := arbiter.TaskEventOf(u.status); t != "" {
-			events = append(events, arbiter.TaskEvent{TaskID: u.id, AccountID: u.accountID, Type: t, CallbackURL: u.callbackURL})
-		}
-	}
-	return events
-}
-
-// publishTaskEvent publishes, in tx, an event of the account's task with
-// the task's callback URL: how a change elsewhere in the store emits a
-// new event type.
-func (tx *Tx) publishTaskEvent(ctx context.Context, accountID, taskID, eventType string) error {
-	var callback sql.NullString
-	if err := tx.GetContext(ctx, &callback, tx.db.rebind(`SELECT callback_url FROM tasks WHERE id = ? AND account_id = ?`),
-		taskID, accountID); err != nil {
-		return notFound(err, errTaskNotFound.Message)
-	}
-	return tx.publish(ctx, arbiter.TaskEvent{TaskID: taskID, AccountID: accountID, Type: eventType, CallbackURL: callback.String})
-}
-
-// enqueueTaskEvents writes, in tx, a message of each event for each
-// endpoint of its account that wants it (held for a disabled one) and for
-// its task's callback_url, the payload holding the task as it is in tx. It
-// costs one query when no endpoint and no callback wants any of them.
-func (d *DB) enqueueTaskEvents(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
-	if len(events) == 0 {
-		return nil
-	}
-	// The Slack outbox rides on the same events (slack.go).
-	if err := d.enqueueSlack(ctx, tx, events); err != nil {
-		return err
-	}
-	accounts := map[string]bool{}
-	var accountIDs []any
-	for _, ev := range events {
-		if !accounts[ev.AccountID] {
-			accounts[ev.AccountID] = true
-			accountIDs = append(accountIDs, ev.AccountID)
-		}
-	}
-	query, args, err := sqlx.In(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
-		WHERE account_id IN (?)`, accountIDs)
-	if err != nil {
-		return err
-	}
-	var endpoints []endpointTarget
-	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
-		return fmt.Errorf("find endpoints: %w", err)
-	}
-	type destination struct{ endpointID, url, status string }
-	dests := make([][]destination, len(events))
-	var taskIDs []any
-	for i, ev := range events {
-		for _, e := range endpoints {
-			if status, ok := e.statusFor(ev.Type); ok && e.AccountID == ev.AccountID {
-				dests[i] = append(dests[i], destination{endpointID: e.ID, status: status})
-			}
-		}
-		if ev.CallbackURL != "" {
-			dests[i] = append(dests[i], destination{url: ev.CallbackURL})
-			if err := d.ensureCallbackSecret(ctx, tx, ev.AccountID); err != nil {
-				return err
-			}
-		}
-		if len(dests[i]) > 0 {
-			taskIDs = append(taskIDs, ev.TaskID)
-		}
-	}
-	if len(taskIDs) == 0 {
-		return nil
-	}
-	query, args, err = sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, taskIDs)
-	if err != nil {
-		return err
-	}
-	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
-	if err != nil {
-		return fmt.Errorf("read tasks for webhooks: %w", err)
-	}
-	tasks, err := scanTasksWithAttempts(rows)
-	if err != nil {
-		return fmt.Errorf("read tasks for webhooks: %w", err)
-	}
-	byID := make(map[string]*arbiter.Task, len(tasks))
-	for _, t := range tasks {
-		byID[t.ID] = t
-	}
-	now := d.now()
-	var msgs []*arbiter.WebhookMessage
-	for i, ev := range events {
-		t := byID[ev.TaskID]
-		if t == nil || len(dests[i]) == 0 {
-			continue
-		}
-		var data any = t
-		if ev.Type == arbiter.EventTaskVoteRecorded {
-			data = arbiter.VoteCountOf(t) // the count only: votes are blind
-		}
-		payload, err := arbiter.NewWebhookPayload(ev.Type, arbiter.TaskEventTime(ev.Type, t, now), data)
-		if err != nil {
-			return fmt.Errorf("webhook payload: %w", err)
-		}
-		for _, dest := range dests[i] {
-			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.AccountID,
-				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.Type, TaskID: ev.TaskID, Payload: payload, Status: dest.status,
-				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
-		}
-	}
-	return d.insertMessages(ctx, tx, msgs)
-}
-
-// endpointTarget is what the outbox reads of an endpoint to queue an
-// event's message for it.
-type endpointTarget struct {
-	ID         string `db:"id"`
-	AccountID  string `db:"account_id"`
-	EventTypes string `db:"event_types"`
-	Disabled   string `db:"disabled"`
-}
-
-// statusFor says whether the endpoint wants an event of the type, and the
-// status its message starts in: pending, or held while it is disabled.
-func (e endpointTarget) statusFor(eventType string) (string, bool) {
-	if !(&arbiter.WebhookEndpoint{EventTypes: splitTypes(e.EventTypes)}).Wants(eventType) {
-		return "", false
-	}
-	if e.Disabled != "" {
-		return arbiter.WebhookHeld, true
-	}
-	return arbiter.WebhookPending, true
-}
-
-func splitTypes(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
-
 func containsString(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -759,27 +575,6 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// WebhooksQueued returns a channel that receives when messages were queued
-// by this process, so an in-process delivery worker sends them at once
-// instead of at its next poll.
-func (d *DB) WebhooksQueued() <-chan struct{} { return d.webhookWake }
-
-// wakeup tells an outbox's deliverer in this process that messages were
-// queued. Signals never block, and those sent before the deliverer looks
-// make one: it claims every due message anyway.
-type wakeup chan struct{}
-
-// newWakeup returns a wakeup that holds one signal.
-func newWakeup() wakeup { return make(wakeup, 1) }
-
-// signal wakes the deliverer, or leaves the signal waiting for it.
-func (w wakeup) signal() {
-	select {
-	case w <- struct{}{}:
-	default:
-	}
 }
 
 // ClaimWebhookMessages leases up to max due messages to owner (see

@@ -1,0 +1,166 @@
+package db_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/secretbox"
+)
+
+// outboxStores runs fn on each store with an account whose webhook
+// endpoint takes every event and whose Slack is connected, a task of it,
+// and a third outbox registered after the store's own.
+func outboxStores(t *testing.T, fn func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task,
+	e *arbiter.WebhookEndpoint, third *db.RecordingOutbox)) {
+	t.Helper()
+	key, err := secretbox.Parse(secretbox.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Each(t, db.Options{Secrets: key}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		e, err := d.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://hooks.example.com/arbiter"}, false,
+			arbiter.Actor{Email: arbiter.OperatorActor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ConnectSlack(ctx, acct.ID, arbiter.SlackConnectionInput{Mode: arbiter.SlackModeHTTP,
+			BotToken: "xoxb-test", SigningSecret: "0123456789abcdef0123", DefaultChannel: "#refunds"}, "T0FAKE",
+			arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+			t.Fatal(err)
+		}
+		third := &db.RecordingOutbox{}
+		d.RegisterOutbox(third)
+		task, err := d.CreateTask(ctx, acct.ID, taskCreate("refund 12 EUR?"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, d, acct, task, e, third)
+	})
+}
+
+// webhookEvents returns the event types of the endpoint's messages, oldest
+// first.
+func webhookEvents(t *testing.T, d *db.DB, accountID, endpointID string) []string {
+	t.Helper()
+	msgs, err := d.ListWebhookMessages(ctx, accountID, endpointID, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, m := range slices.Backward(msgs) {
+		types = append(types, m.EventType)
+	}
+	return types
+}
+
+// slackKinds returns the kinds of the Slack messages due, claimed and
+// released again.
+func slackKinds(t *testing.T, d *db.DB) []string {
+	t.Helper()
+	claimed, err := d.ClaimSlackMessages(ctx, "probe", 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, dl := range claimed {
+		kinds = append(kinds, dl.Message.Kind)
+	}
+	slices.Sort(kinds)
+	if err := d.Exec(ctx, `UPDATE slack_messages SET lease_owner = NULL, lease_expires_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	return kinds
+}
+
+// drained empties a wakeup channel.
+func drained(c <-chan struct{}) <-chan struct{} {
+	select {
+	case <-c:
+	default:
+	}
+	return c
+}
+
+// TestPublish_ReachesEveryRegisteredOutbox: a transition's events reach the
+// webhook and Slack outboxes and one registered after them, in its
+// transaction, and each outbox that queued is woken after the commit.
+func TestPublish_ReachesEveryRegisteredOutbox(t *testing.T) {
+	t.Parallel()
+	outboxStores(t, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+		webhooks, slack := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued())
+		toHuman(t, d)
+		woken(t, webhooks, "of the webhook deliverer")
+		woken(t, slack, "of the Slack deliverer")
+		decided, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"})
+		if err != nil || decided.Status != arbiter.StatusCompleted {
+			t.Fatalf("decide: %+v %v", decided, err)
+		}
+		want := []string{arbiter.EventTaskHumanNeeded, arbiter.EventTaskCompleted}
+		var got []string
+		for _, ev := range third.Events() {
+			if ev.TaskID != task.ID || ev.AccountID != acct.ID {
+				t.Errorf("an event of another task: %+v", ev)
+			}
+			got = append(got, ev.Type)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the third outbox got %v, want %v", got, want)
+		}
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, want) {
+			t.Errorf("webhook messages %v, want %v", got, want)
+		}
+		if got := slackKinds(t, d); !slices.Equal(got, []string{arbiter.SlackPost, arbiter.SlackUpdate}) {
+			t.Errorf("Slack messages %v, want a post and an update", got)
+		}
+	})
+}
+
+// TestPublish_AnOutboxThatFailsRollsEveryOutboxBack: when one outbox
+// refuses a transition's events, the transition fails whole: the task does
+// not move, no outbox keeps a message of it, no waiter and no deliverer is
+// woken; once it accepts, the same transition goes through.
+func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
+	t.Parallel()
+	outboxStores(t, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+		toHuman(t, d)
+		before, slackBefore := webhookEvents(t, d, acct.ID, e.ID), slackKinds(t, d)
+		wake, stop := d.WatchTask(task.ID)
+		defer stop()
+		listening(t, d, wake)
+		webhooks, slack := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued())
+
+		refused := errors.New("the third outbox refuses")
+		third.SetFail(refused)
+		dec := arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"}
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, dec); !errors.Is(err, refused) {
+			t.Fatalf("decide with a failing outbox: %v", err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusHumanNeeded || len(got.Attempts) != 1 {
+			t.Errorf("the task moved: %s with %d attempts", got.Status, len(got.Attempts))
+		}
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, before) {
+			t.Errorf("webhook messages %v after the failure, %v before", got, before)
+		}
+		if got := slackKinds(t, d); !slices.Equal(got, slackBefore) {
+			t.Errorf("Slack messages %v after the failure, %v before", got, slackBefore)
+		}
+		notWoken(t, wake, "of the task's waiter")
+		notWoken(t, webhooks, "of the webhook deliverer")
+		notWoken(t, slack, "of the Slack deliverer")
+
+		third.SetFail(nil)
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, dec); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, wake, "of the task's waiter")
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before, arbiter.EventTaskCompleted)) {
+			t.Errorf("webhook messages %v once it accepts", got)
+		}
+	})
+}
