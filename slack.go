@@ -206,25 +206,39 @@ type SlackResult struct {
 // MaxSlackAttempts bounds the failed attempts at a Slack message.
 const MaxSlackAttempts = 8
 
+// SlackRetry is Slack's retry rule (NextDelivery): failures back off 2^n
+// seconds, up to MaxSlackAttempts; a 429 paces the channel, waiting its
+// Retry-After, and counts nothing.
+var SlackRetry = RetryRule{Delays: slackDelays()}
+
+// slackDelays are 1, 2, 4 … seconds, one fewer than MaxSlackAttempts.
+func slackDelays() []time.Duration {
+	delays := make([]time.Duration, MaxSlackAttempts-1)
+	for i := range delays {
+		delays[i] = time.Duration(1<<i) * time.Second
+	}
+	return delays
+}
+
 // NextSlackAttempt returns the status a message takes after an attempt
 // that ended in r, its attempts counted so far (r's included when it
-// counts), and the delay before its next attempt when it stays pending.
-// A 429 and a deferral wait as asked and count nothing; other failures
-// back off 2^n seconds up to MaxSlackAttempts.
+// counts), and the delay before its next attempt when it stays pending,
+// by SlackRetry: a 429 and a deferral wait as asked and count nothing;
+// other failures back off 2^n seconds up to MaxSlackAttempts.
 func NextSlackAttempt(attempts int, r SlackResult) (status string, counted int, delay time.Duration) {
-	switch {
-	case r.Sent:
-		return SlackSent, attempts + 1, 0
-	case r.Skipped:
-		return SlackSkipped, attempts, 0
-	case r.Defer > 0:
-		return SlackPending, attempts, r.Defer
-	case r.RetryAfter > 0:
-		return SlackPending, attempts, r.RetryAfter
-	case r.Permanent || attempts+1 >= MaxSlackAttempts:
-		return SlackFailed, attempts + 1, 0
+	step := NextDelivery(SlackRetry, attempts, DeliveryOutcome{Sent: r.Sent, Skipped: r.Skipped, Permanent: r.Permanent,
+		RetryAfter: r.RetryAfter, Defer: r.Defer}, 0)
+	switch step.State {
+	case DeliveryDone:
+		status = SlackSent
+	case DeliverySkipped:
+		status = SlackSkipped
+	case DeliveryRetry:
+		status = SlackPending
+	default:
+		status = SlackFailed
 	}
-	return SlackPending, attempts + 1, time.Duration(1<<attempts) * time.Second
+	return status, step.Attempts, step.Delay
 }
 
 // SlackPostSettled reports whether, after an attempt that ended in r and

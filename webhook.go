@@ -81,8 +81,6 @@ const (
 	// WebhookRetention is how long delivered, failed and held messages,
 	// with their attempts, are kept; workers delete them after.
 	WebhookRetention = 30 * 24 * time.Hour
-	// maxRetryAfter bounds how far a Retry-After may push an attempt.
-	maxRetryAfter = 24 * time.Hour
 )
 
 // WebhookUserAgent is the User-Agent of every delivery.
@@ -103,6 +101,11 @@ const WebhookCatchUp = 2
 
 // WebhookJitter is the largest fraction by which a retry delay is varied.
 const WebhookJitter = 0.1
+
+// WebhookRetry is the webhooks' retry rule (NextDelivery): their schedule,
+// varied by WebhookJitter; a 429 or 503 counts as a failed attempt and
+// waits its Retry-After when that is longer.
+var WebhookRetry = RetryRule{Delays: WebhookRetryDelays, Jitter: WebhookJitter, ThrottleCounts: true}
 
 // WebhookEndpoint is a URL of an account that receives its events.
 type WebhookEndpoint struct {
@@ -532,16 +535,17 @@ func NextWebhookStep(a WebhookAttempt, attempts int, endpoint bool, retryAfter t
 	case a.StatusCode == 410 && endpoint:
 		step.Status, step.DisableEndpoint = WebhookFailed, WebhookDisabledGone
 		return step
-	case attempts < 1 || attempts > len(WebhookRetryDelays):
+	}
+	var o DeliveryOutcome
+	if a.StatusCode == 429 || a.StatusCode == 503 {
+		o.RetryAfter = retryAfter
+	}
+	next := NextDelivery(WebhookRetry, attempts-1, o, jitter)
+	if next.State != DeliveryRetry {
 		step.Status = WebhookFailed
 		return step
 	}
-	jitter = max(-WebhookJitter, min(WebhookJitter, jitter))
-	delay := time.Duration(float64(WebhookRetryDelays[attempts-1]) * (1 + jitter))
-	if (a.StatusCode == 429 || a.StatusCode == 503) && retryAfter > delay {
-		delay = min(retryAfter, maxRetryAfter)
-	}
-	step.Status, step.NextAttemptAt = WebhookPending, TimestampOf(now.Add(delay))
+	step.Status, step.NextAttemptAt = WebhookPending, TimestampOf(now.Add(next.Delay))
 	return step
 }
 
