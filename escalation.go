@@ -32,7 +32,8 @@ const (
 )
 
 // Escalation targets: "role:<role>" tells the account's members with
-// that role, "email:<address>" one address.
+// that role, "email:<address>" the member who signs in with the address
+// (the store refuses a rung to anyone else: RungOutsideAccount).
 const (
 	EscalateRolePrefix  = "role:"
 	EscalateEmailPrefix = "email:"
@@ -402,6 +403,43 @@ func EscalationOf(a Alerts, rung int, at Timestamp) *TaskEscalation {
 	return &TaskEscalation{Rung: rung, After: r.After.String(), To: r.To, EscalatedAt: at}
 }
 
+// AlertTargets returns the addresses a reminder (rung nil) or an
+// escalation rung mails, of the account's members: a reminder each member
+// who may review; a "role:" rung each member of the role; an "email:"
+// rung its address when the address is a member's (memberAddress), and
+// nobody otherwise: rungs and reminders never mail outside the account.
+func AlertTargets(rung *Rung, members []*Membership, memberAddress bool) []string {
+	var to []string
+	if rung == nil {
+		for _, m := range members {
+			if Can(m.Role, ActionReview) {
+				to = append(to, m.Email)
+			}
+		}
+		return to
+	}
+	if role, ok := rung.Role(); ok {
+		for _, m := range members {
+			if m.Role == role {
+				to = append(to, m.Email)
+			}
+		}
+		return to
+	}
+	if email, ok := rung.Email(); ok && memberAddress {
+		to = append(to, email)
+	}
+	return to
+}
+
+// RungOutsideAccount is the EINVALID error of an "email:" rung (its
+// number from 1) whose address belongs to no member of the account:
+// rungs and reminders tell members only.
+func RungOutsideAccount(rung int, email string) *Error {
+	return FieldErrorf("escalation", "escalation: rung %d tells %s, who is not a member of this account. Rungs tell members only: invite them first, or name a role such as role:admin.",
+		rung, email)
+}
+
 // Kinds of alert mail.
 const (
 	AlertReminder   = "reminder"
@@ -446,7 +484,7 @@ func (m AlertMail) Body(queueURL string) string {
 	} else {
 		lines = append(lines, fmt.Sprintf("A task of %s has waited %s for a person.", m.AccountName, m.Waited.Round(time.Minute)))
 	}
-	lines = append(lines, "", "“"+string(prompt)+"”", "", "Decide it: "+queueURL+"/tasks/"+m.TaskID, "")
+	lines = append(lines, "", "“"+string(prompt)+"”", "", QuotedFrom(m.AccountName), "", "Decide it: "+queueURL+"/tasks/"+m.TaskID, "")
 	if m.Outcome != "" {
 		lines = append(lines, "If nobody decides: "+m.Outcome+".", "")
 	}
@@ -459,13 +497,13 @@ func (m AlertMail) Body(queueURL string) string {
 type AlertService interface {
 	// FireDueAlerts takes up to max tasks waiting for a person whose next
 	// step may be due by the store's clock, and fires each step that is
-	// (NextAlert), once however many workers call at once: a rung marks
-	// the task escalated and queues its task.escalated event; a reminder
-	// queues the task's Slack question again when the account has Slack.
-	// It returns how many tasks it took (fewer than max: none is left)
-	// and the mails to send: a reminder to each member who may review, a
-	// rung to its target.
-	FireDueAlerts(ctx context.Context, max int) (int, []AlertMail, error)
+	// (NextAlert), once however many workers call at once: a reminder
+	// publishes task.reminded, a rung marks the task escalated and
+	// publishes task.escalated; each asks again in Slack, and queues its
+	// mail (a reminder to each member who may review, a rung to its
+	// members) in the mail outbox. It returns how many tasks it took
+	// (fewer than max: none is left).
+	FireDueAlerts(ctx context.Context, max int) (int, error)
 }
 
 // ExpiryOutcome says what happens to t at its deadline if nobody decides

@@ -65,6 +65,9 @@ func (d Digest) Body(queueURL string) string {
 		"Open the queue: " + queueURL,
 		"",
 	}
+	if len(d.Tasks) > 0 {
+		lines = append(lines, QuotedFrom(d.AccountName), "")
+	}
 	for _, t := range d.Tasks {
 		prompt := []rune(strings.Join(strings.Fields(t.Prompt), " "))
 		if len(prompt) > 120 {
@@ -89,6 +92,12 @@ func (d Digest) Body(queueURL string) string {
 	), "\r\n")
 }
 
+// QuotedFrom is the line of a mail that quotes a task's text, saying
+// whose it is: the account's API callers wrote it, not Arbiter.
+func QuotedFrom(accountName string) string {
+	return "Quoted from the Arbiter account " + accountName + ": its API callers wrote this text, not Arbiter."
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
@@ -102,17 +111,19 @@ type MailSender interface {
 	Send(ctx context.Context, to, subject, body string) error
 }
 
-// NotificationService finds and claims the digests due.
+// NotificationService queues the digests and drift mails due.
 type NotificationService interface {
 	// ClaimDigests claims, for the current hour by the store's clock, the
 	// digest of every member who may review in an account that mails
 	// reviewers and whose oldest waiting task has waited the account's
-	// minutes, unless that digest was claimed already, and returns them, at
-	// most max. A digest is claimed once however many workers ask at once.
-	ClaimDigests(ctx context.Context, max int) ([]Digest, error)
+	// minutes, unless that digest was claimed already, and queues each
+	// in the mail outbox, at most max; it returns how many it queued. A
+	// digest is claimed once however many workers ask at once.
+	ClaimDigests(ctx context.Context, max int) (int, error)
 
 	// ClaimDriftMails claims the calibration drifts not yet mailed, at
-	// most max, and returns a mail for each owner and admin of their
-	// accounts; each drift is claimed once however many workers ask.
-	ClaimDriftMails(ctx context.Context, max int) ([]DriftMail, error)
+	// most max, and queues a mail for each owner and admin of their
+	// accounts in the mail outbox; it returns how many mails it queued.
+	// Each drift is claimed once however many workers ask.
+	ClaimDriftMails(ctx context.Context, max int) (int, error)
 }

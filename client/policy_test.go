@@ -91,9 +91,13 @@ func TestClient_PolicyRemindersAndEscalation(t *testing.T) {
 			t.Errorf("a share of no deadline: %v, want a 400", err)
 		}
 		task, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve"}, TaskType: "refund",
-			Escalation: []client.EscalationRung{{After: "1h", To: "email:lead@example.com"}}})
+			Escalation: []client.EscalationRung{{After: "1h", To: "email:ops@example.com"}}})
 		if err != nil || task.Escalation != nil {
 			t.Errorf("a create with its own rung = %+v, %v", task, err)
+		}
+		if _, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve"},
+			Escalation: []client.EscalationRung{{After: "1h", To: "email:lead@example.com"}}}); !client.IsInvalid(err) {
+			t.Errorf("a create with a rung to an outsider: %v, want a 400", err)
 		}
 	})
 }

@@ -180,32 +180,20 @@ func (d *DB) openDrifts(ctx context.Context, q sqlx.QueryerContext, accountID, s
 }
 
 // ClaimDriftMails claims the crossings not yet mailed, at most max, and
-// returns a mail for each owner and admin of their accounts. A crossing is
-// claimed once however many workers ask at once.
-func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMail, err error) {
+// queues a mail for each owner and admin of their accounts in the mail
+// outbox, in one transaction. A crossing is claimed once however many
+// workers ask at once.
+func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	var mails []arbiter.DriftMail
+	var queued int
 	err = d.transact(ctx, func(tx *Tx) error {
-		mails = nil
-		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM policy_drifts
-			WHERE mailed = 0 ORDER BY drifted_at, account_id, task_type LIMIT ?`), max)
+		queued = 0
+		due, err := d.driftsToMail(ctx, tx, max)
 		if err != nil {
-			return fmt.Errorf("find drifts to mail: %w", err)
+			return err
 		}
-		var due []arbiter.Drift
-		for rows.Next() {
-			dr, err := scanDrift(rows)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("find drifts to mail: %w", err)
-			}
-			due = append(due, dr)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find drifts to mail: %w", err)
-		}
+		var msgs []*arbiter.MailMessage
 		for _, dr := range due {
 			res, err := tx.ExecContext(ctx, d.rebind(`UPDATE policy_drifts SET mailed = 1
 				WHERE account_id = ? AND task_type = ? AND drifted_at = ? AND mailed = 0`), dr.AccountID, dr.TaskType, int64(dr.DriftedAt))
@@ -217,23 +205,68 @@ func (d *DB) ClaimDriftMails(ctx context.Context, max int) (_ []arbiter.DriftMai
 			} else if n == 0 {
 				continue // another worker claimed it
 			}
-			var name string
-			if err := tx.GetContext(ctx, &name, d.rebind(`SELECT email FROM accounts WHERE id = ?`), dr.AccountID); err != nil {
-				return fmt.Errorf("drift mail account: %w", err)
-			}
-			members, err := d.membersOf(ctx, tx, dr.AccountID)
+			mails, err := d.driftMails(ctx, tx, dr)
 			if err != nil {
 				return err
 			}
-			for _, m := range members {
-				if arbiter.Can(m.Role, arbiter.ActionManageSettings) {
-					mails = append(mails, arbiter.DriftMail{Drift: dr, AccountName: name, Email: m.Email})
-				}
-			}
+			msgs = append(msgs, mails...)
 		}
-		return nil
+		queued = len(msgs)
+		return outboxOf[*mailOutbox](d).write(ctx, tx, msgs)
 	})
-	return mails, err
+	if err != nil {
+		return 0, err
+	}
+	return queued, nil
+}
+
+// driftsToMail returns, inside tx, up to max crossings not yet mailed,
+// oldest first.
+func (d *DB) driftsToMail(ctx context.Context, tx *Tx, max int) ([]arbiter.Drift, error) {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+driftColumns+` FROM policy_drifts
+		WHERE mailed = 0 ORDER BY drifted_at, account_id, task_type LIMIT ?`), max)
+	if err != nil {
+		return nil, fmt.Errorf("find drifts to mail: %w", err)
+	}
+	defer rows.Close()
+	var due []arbiter.Drift
+	for rows.Next() {
+		dr, err := scanDrift(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find drifts to mail: %w", err)
+		}
+		due = append(due, dr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find drifts to mail: %w", err)
+	}
+	return due, nil
+}
+
+// driftMails returns the mails of a crossing, one to each owner and admin
+// of its account.
+func (d *DB) driftMails(ctx context.Context, tx *Tx, dr arbiter.Drift) ([]*arbiter.MailMessage, error) {
+	var name string
+	if err := tx.GetContext(ctx, &name, d.rebind(`SELECT email FROM accounts WHERE id = ?`), dr.AccountID); err != nil {
+		return nil, fmt.Errorf("drift mail account: %w", err)
+	}
+	members, err := d.membersOf(ctx, tx, dr.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*arbiter.MailMessage
+	for _, m := range members {
+		if !arbiter.Can(m.Role, arbiter.ActionManageSettings) {
+			continue
+		}
+		msg, err := arbiter.NewMail(arbiter.MailDrift, dr.AccountID, m.Email, "",
+			arbiter.DriftMail{Drift: dr, AccountName: name, Email: m.Email})
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
 }
 
 // CountDriftedAccounts counts the accounts whose audited error rate has

@@ -140,12 +140,15 @@ func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
 		}
 
 		// The owner is mailed once, however often workers ask.
-		mails, err := d.ClaimDriftMails(ctx, 10)
-		if err != nil || len(mails) != 1 || mails[0].Email != "a@example.com" || mails[0].AccountID != acct.ID {
-			t.Fatalf("drift mails %+v, %v; want one to the owner", mails, err)
+		if n, err := d.ClaimDriftMails(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("queued %d drift mails, %v; want one to the owner", n, err)
 		}
-		if again, err := d.ClaimDriftMails(ctx, 10); err != nil || len(again) != 0 {
-			t.Errorf("claimed again: %+v, %v", again, err)
+		if mails := takeMail(t, d); len(mails) != 1 || mails[0].To != "a@example.com" || mails[0].AccountID != acct.ID ||
+			mails[0].Kind != arbiter.MailDrift {
+			t.Fatalf("drift mails %+v; want one to the owner", mails)
+		}
+		if again, err := d.ClaimDriftMails(ctx, 10); err != nil || again != 0 || len(takeMail(t, d)) != 0 {
+			t.Errorf("claimed again: %d, %v", again, err)
 		}
 
 		// Twenty right answers bring the window back: cleared, nothing sent.

@@ -78,6 +78,10 @@ type Options struct {
 	// tokens) at rest (secrets.go); nil keeps webhook secrets in
 	// plaintext, as before ARBITER_SECRET_KEY, and refuses Slack.
 	Secrets *secretbox.Keyring
+	// QuotingMailsPerDay bounds the mails that quote an account's
+	// callers' text written for it in a UTC day (default
+	// arbiter.DefaultQuotingMailsPerDay); tests lower it.
+	QuotingMailsPerDay int
 	// GoldDraw is the random source of the desk's gold rate
 	// (arbiter.GoldFirst): uniform in [0, 1), default math/rand/v2's
 	// Float64; tests make it deterministic.
@@ -192,6 +196,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	}
 	d.register(newWebhookOutbox(d))
 	d.register(newSlackOutbox(d))
+	d.register(newMailOutbox(d, opts.QuotingMailsPerDay))
 	d.watchers.created = make(chan struct{}, 1)
 	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {

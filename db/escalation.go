@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -38,42 +37,35 @@ func (d *DB) dueAlertsSQL(now string) string {
 type alertTask struct {
 	ID          string         `db:"id"`
 	AccountID   string         `db:"account_id"`
-	AccountName string         `db:"account_name"`
 	Alerts      string         `db:"alerts"`
 	Step        int            `db:"alert_step"`
 	DeadlineAt  sql.NullInt64  `db:"deadline_at"`
 	HumanAt     int64          `db:"human_at"`
-	Prompt      string         `db:"prompt"`
-	OnExpiry    sql.NullString `db:"on_expiry"`
 	CallbackURL sql.NullString `db:"callback_url"`
-	Notify      string         `db:"notify"`
 }
 
 // FireDueAlerts fires the steps due of up to max tasks, in one
-// transaction (see arbiter.AlertService).
-func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.AlertMail, err error) {
+// transaction (see arbiter.AlertService): each step is published, and the
+// outboxes ask again in Slack and queue its mail.
+func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	if max <= 0 {
-		return 0, nil, nil
+		return 0, nil
 	}
-	now := d.nowMS()
-	var (
-		taken int
-		mails []arbiter.AlertMail
-	)
+	var taken int
 	err = d.transact(ctx, func(tx *Tx) error {
-		taken, mails = 0, nil
+		taken = 0
 		var ids []string
-		if err := tx.SelectContext(ctx, &ids, d.dueAlertsSQL("?"), int64(now), max); err != nil {
+		if err := tx.SelectContext(ctx, &ids, d.dueAlertsSQL("?"), int64(tx.now), max); err != nil {
 			return fmt.Errorf("find due alerts: %w", err)
 		} else if len(ids) == 0 {
 			return nil
 		}
 		taken = len(ids)
-		query, args, err := sqlx.In(`SELECT t.id, t.account_id, acc.email AS account_name, t.alerts, t.alert_step, t.deadline_at,
-			`+wentToHuman+` AS human_at, t.prompt, t.on_expiry, t.callback_url, t.notify
-			FROM tasks t JOIN accounts acc ON acc.id = t.account_id WHERE t.id IN (?) ORDER BY t.alert_at, t.id`, ids)
+		query, args, err := sqlx.In(`SELECT t.id, t.account_id, t.alerts, t.alert_step, t.deadline_at,
+			`+wentToHuman+` AS human_at, t.callback_url
+			FROM tasks t WHERE t.id IN (?) ORDER BY t.alert_at, t.id`, ids)
 		if err != nil {
 			return err
 		}
@@ -81,88 +73,61 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, _ []arbiter.Ale
 		if err := tx.SelectContext(ctx, &tasks, d.rebind(query), args...); err != nil {
 			return fmt.Errorf("read due alerts: %w", err)
 		}
-		var (
-			events  []arbiter.TaskEvent
-			members = map[string][]*arbiter.Membership{}
-		)
+		var events []arbiter.TaskEvent
 		for _, t := range tasks {
-			var alerts arbiter.Alerts
-			if err := json.Unmarshal([]byte(t.Alerts), &alerts); err != nil {
-				return fmt.Errorf("task %s: alerts: %w", t.ID, err)
-			}
-			deadline := nullTimestamp(t.DeadlineAt)
-			fire, next := arbiter.NextAlert(alerts, arbiter.Timestamp(t.HumanAt), deadline, t.Step, now)
-			var nextAt sql.NullInt64
-			if next != nil {
-				nextAt = sql.NullInt64{Int64: int64(*next), Valid: true}
-			}
-			if fire == nil {
-				// Not due yet (the first guess was early), or nothing left.
-				if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET alert_at = ? WHERE id = ? AND alert_step = ?`),
-					nextAt, t.ID, t.Step); err != nil {
-					return fmt.Errorf("reschedule alerts: %w", err)
-				}
-				continue
-			}
-			// The claim: the step moves on from the value read, once.
-			set, args := `alert_step = ?, alert_at = ?`, []any{t.Step + 1, nextAt}
-			if fire.Rung > 0 {
-				set, args = set+`, escalated_at = ?, escalation_rung = ?`, append(args, int64(now), fire.Rung)
-			}
-			res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET `+set+`
-				WHERE id = ? AND alert_step = ? AND status = '`+arbiter.StatusHumanNeeded+`'`), append(args, t.ID, t.Step)...)
+			ev, err := d.fireAlert(ctx, tx, t)
 			if err != nil {
-				return fmt.Errorf("claim alert: %w", err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return fmt.Errorf("claim alert: %w", err)
-			} else if n == 0 {
-				continue // another sweep fired it, or the task was decided
-			}
-			if _, ok := members[t.AccountID]; !ok {
-				if members[t.AccountID], err = d.membersOf(ctx, tx, t.AccountID); err != nil {
-					return err
-				}
-			}
-			mail := arbiter.AlertMail{Kind: arbiter.AlertReminder, AccountID: t.AccountID, AccountName: t.AccountName,
-				TaskID: t.ID, Prompt: t.Prompt, Waited: time.Duration(int64(now)-t.HumanAt) * time.Millisecond}
-			if o, err := parseOnExpiry(t.OnExpiry); err == nil {
-				mail.Outcome = (&arbiter.Task{DeadlineAt: deadline, OnExpiry: o}).ExpiryOutcome()
-			}
-			// Each step, reminder or rung, is published: Slack asks again.
-			ev := arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskReminded, CallbackURL: t.CallbackURL.String}
-			var to []string
-			if fire.Rung == 0 {
-				for _, m := range members[t.AccountID] {
-					if arbiter.Can(m.Role, arbiter.ActionReview) {
-						to = append(to, m.Email)
-					}
-				}
-			} else {
-				mail.Kind, mail.Escalation = arbiter.AlertEscalation, arbiter.EscalationOf(alerts, fire.Rung, now)
-				ev.Type = arbiter.EventTaskEscalated
-				rung := alerts.Escalation[fire.Rung-1]
-				if role, ok := rung.Role(); ok {
-					for _, m := range members[t.AccountID] {
-						if m.Role == role {
-							to = append(to, m.Email)
-						}
-					}
-				} else if email, ok := rung.Email(); ok {
-					to = append(to, email)
-				}
-			}
-			events = append(events, ev)
-			for _, addr := range to {
-				m := mail
-				m.To = addr
-				mails = append(mails, m)
+				return err
+			} else if ev != nil {
+				events = append(events, *ev)
 			}
 		}
 		return tx.publish(ctx, events...)
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	return taken, mails, nil
+	return taken, nil
+}
+
+// fireAlert fires the task's step due at tx.now, if one is, and returns
+// its event: task.reminded, or task.escalated for a rung, which marks the
+// task escalated. The step is claimed by moving alert_step on from the
+// value read, with the task still waiting, so it fires once however many
+// sweeps read it; a task with no step due gets its next time instead.
+func (d *DB) fireAlert(ctx context.Context, tx *Tx, t alertTask) (*arbiter.TaskEvent, error) {
+	var alerts arbiter.Alerts
+	if err := json.Unmarshal([]byte(t.Alerts), &alerts); err != nil {
+		return nil, fmt.Errorf("task %s: alerts: %w", t.ID, err)
+	}
+	fire, next := arbiter.NextAlert(alerts, arbiter.Timestamp(t.HumanAt), nullTimestamp(t.DeadlineAt), t.Step, tx.now)
+	var nextAt sql.NullInt64
+	if next != nil {
+		nextAt = sql.NullInt64{Int64: int64(*next), Valid: true}
+	}
+	if fire == nil {
+		// Not due yet (the first guess was early), or nothing left.
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET alert_at = ? WHERE id = ? AND alert_step = ?`),
+			nextAt, t.ID, t.Step); err != nil {
+			return nil, fmt.Errorf("reschedule alerts: %w", err)
+		}
+		return nil, nil
+	}
+	set, args := `alert_step = ?, alert_at = ?`, []any{t.Step + 1, nextAt}
+	ev := &arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskReminded, CallbackURL: t.CallbackURL.String}
+	if fire.Rung > 0 {
+		set, args = set+`, escalated_at = ?, escalation_rung = ?`, append(args, int64(tx.now), fire.Rung)
+		ev.Type = arbiter.EventTaskEscalated
+	}
+	res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET `+set+`
+		WHERE id = ? AND alert_step = ? AND status = '`+arbiter.StatusHumanNeeded+`'`), append(args, t.ID, t.Step)...)
+	if err != nil {
+		return nil, fmt.Errorf("claim alert: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("claim alert: %w", err)
+	} else if n == 0 {
+		return nil, nil // another sweep fired it, or the task was decided
+	}
+	return ev, nil
 }

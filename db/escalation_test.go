@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -115,9 +116,16 @@ func TestAlertService_PolicyValuesAndSlack(t *testing.T) {
 
 		fire := func() []arbiter.AlertMail {
 			t.Helper()
-			_, mails, err := d.FireDueAlerts(ctx, 100)
-			if err != nil {
+			if _, err := d.FireDueAlerts(ctx, 100); err != nil {
 				t.Fatal(err)
+			}
+			var mails []arbiter.AlertMail
+			for _, m := range takeMail(t, d) {
+				var a arbiter.AlertMail
+				if err := json.Unmarshal(m.Content, &a); err != nil || m.Kind != a.Kind || m.To != a.To || m.TaskID != a.TaskID {
+					t.Fatalf("mail %+v reads %+v (%v)", m, a, err)
+				}
+				mails = append(mails, a)
 			}
 			return mails
 		}
@@ -225,7 +233,7 @@ func TestQueueService_EscalatedFirst(t *testing.T) {
 			t.Fatalf("before any rung: %v, want the oldest first %v", got, ids)
 		}
 		c.Add(time.Hour)
-		if _, _, err := d.FireDueAlerts(ctx, 10); err != nil {
+		if _, err := d.FireDueAlerts(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{ids[1], ids[3], ids[0], ids[2]}

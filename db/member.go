@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -522,4 +523,38 @@ func (d *DB) verifiedAddresses(ctx context.Context, tx *Tx, p *arbiter.Person) (
 		addresses = append(addresses, e)
 	}
 	return addresses, rows.Err()
+}
+
+// memberByEmail returns, with q (the pool or a transaction), the account's
+// member who signs in with the address (their own or an identity's, both
+// verified), or ENOTFOUND.
+func (d *DB) memberByEmail(ctx context.Context, q sqlx.QueryerContext, accountID, email string) (*arbiter.Membership, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	var m arbiter.Membership
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT m.account_id, m.person_id, p.email, m.role FROM memberships m
+		JOIN people p ON p.id = m.person_id
+		WHERE m.account_id = ? AND (p.email = ? OR EXISTS (SELECT 1 FROM identities i WHERE i.person_id = p.id AND i.email = ?))
+		ORDER BY m.person_id LIMIT 1`), accountID, email, email).Scan(&m.AccountID, &m.PersonID, &m.Email, &m.Role)
+	if err != nil {
+		return nil, notFound(err, "Nobody in this account signs in with that address.")
+	}
+	return &m, nil
+}
+
+// checkRungsTellMembers returns arbiter.RungOutsideAccount for the first
+// "email:" rung whose address is no member's of the account, read with q
+// (the pool or a transaction): a rung mails the account's members only.
+func (d *DB) checkRungsTellMembers(ctx context.Context, q sqlx.QueryerContext, accountID string, rungs []arbiter.Rung) error {
+	for i, r := range rungs {
+		email, ok := r.Email()
+		if !ok {
+			continue
+		}
+		if _, err := d.memberByEmail(ctx, q, accountID, email); arbiter.ErrorCode(err) == arbiter.ENOTFOUND {
+			return arbiter.RungOutsideAccount(i+1, email)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }

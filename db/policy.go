@@ -178,6 +178,9 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 		if _, err := d.authorize(ctx, tx, accountID, by, arbiter.ActionManagePolicies); err != nil {
 			return err
 		}
+		if err := d.checkRungsTellMembers(ctx, tx, accountID, p.Alerts.Escalation); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,

@@ -26,6 +26,7 @@ var sealedColumns = []struct {
 	{"webhook_endpoints", "id", []string{"secret", "previous_secret"}},
 	{"webhook_callback_secrets", "account_id", []string{"secret", "previous_secret"}},
 	{"slack_connections", "account_id", []string{"bot_token", "app_token", "signing_secret"}},
+	{"mail_messages", "id", []string{"data"}},
 }
 
 // SecretsReport counts what ResealSecrets found.

@@ -77,6 +77,10 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 			return nil, err
 		}
 		applied, err := policy.Apply(in[i])
+		if err == nil {
+			// The create's own rungs; its policy's were checked when it was put.
+			err = d.checkRungsTellMembers(ctx, d.db, accountID, in[i].Alerts.Escalation)
+		}
 		if err != nil && len(in) == 1 {
 			return nil, err
 		} else if err != nil {

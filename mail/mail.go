@@ -5,6 +5,7 @@ package mail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,10 +20,12 @@ import (
 )
 
 // Mailer sends every mail Arbiter sends: sign-in links and invitations
-// (arbiter.LoginMailer and more) and webhook notices.
+// (arbiter.LoginMailer and more), webhook notices, and the mail outbox's
+// reminders, rungs, digests and drift mails (arbiter.MailSender).
 type Mailer interface {
 	arbiter.LoginMailer
 	arbiter.WebhookMailer
+	arbiter.MailSender
 }
 
 // New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "":
@@ -157,7 +160,7 @@ func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 		return fmt.Errorf("mail from: %w", err)
 	}
 	if err := m.To(to); err != nil {
-		return fmt.Errorf("mail to: %w", err)
+		return fmt.Errorf("mail to: %w: %w", errBadAddress, err)
 	}
 	m.Subject(subject)
 	m.SetBodyString(gomail.TypeTextPlain, body)
@@ -182,6 +185,22 @@ func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 		return fmt.Errorf("via %s:%d: %w", s.host, s.port, err)
 	}
 	return nil
+}
+
+// errBadAddress marks a recipient the message cannot carry.
+var errBadAddress = errors.New("not an address a mail can go to")
+
+// Permanent reports whether a send failed in a way no retry mends: an
+// address a message cannot carry, or a recipient the SMTP server refuses
+// for good (5xx to RCPT TO). A server that is down, that says to try later
+// (4xx), or that refuses the sender or the login (a setting to mend, after
+// which the mail should go) is worth trying again.
+func Permanent(err error) bool {
+	if errors.Is(err, errBadAddress) {
+		return true
+	}
+	var send *gomail.SendError
+	return errors.As(err, &send) && send.Reason == gomail.ErrSMTPRcptTo && !send.IsTemp() && send.ErrorCode() >= 500
 }
 
 // SendWebhookDisabled tells the address that the endpoint was disabled, and

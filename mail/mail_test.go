@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/mail/mailtest"
 )
 
 func TestLog_WritesTheLinkOnALineOfItsOwn(t *testing.T) {
@@ -94,5 +95,44 @@ func TestLog_LabelsAnInvitationAsOne(t *testing.T) {
 	if !strings.Contains(line, `msg="invitation link (`) || strings.Contains(line, "sign-in") ||
 		!strings.Contains(line, "account=a@example.com") || !strings.Contains(line, "role=reviewer") || !strings.Contains(line, `url="`+link+`"`) {
 		t.Errorf("log line = %q", line)
+	}
+}
+
+// TestPermanent: only a recipient refused for good, or an address no mail
+// can carry, is permanent; a server that says to try later, or that is
+// not there, is worth trying again.
+func TestPermanent(t *testing.T) {
+	sink := mailtest.NewSink(t)
+	s, err := NewSMTP(sink.URL(), "arbiter@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(to string) error { return s.Send(t.Context(), to, "Subject", "Body") }
+	for _, tc := range []struct {
+		name      string
+		refuse    int
+		to        string
+		permanent bool
+	}{
+		{"refused for good", 550, "lead@example.com", true},
+		{"told to try later", 451, "lead@example.com", false},
+		{"not an address", 0, "not an address", true},
+	} {
+		sink.Refuse(tc.refuse)
+		err := send(tc.to)
+		if err == nil || Permanent(err) != tc.permanent {
+			t.Errorf("%s: %v, permanent %v, want %v", tc.name, err, Permanent(err), tc.permanent)
+		}
+	}
+	sink.Refuse(0)
+	if err := send("lead@example.com"); err != nil || len(sink.Take()) != 1 {
+		t.Fatalf("accepted: %v", err)
+	}
+	down, err := NewSMTP("smtp://127.0.0.1:1", "arbiter@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Send(t.Context(), "lead@example.com", "Subject", "Body"); err == nil || Permanent(err) {
+		t.Errorf("a server that is down: %v, permanent %v", err, Permanent(err))
 	}
 }

@@ -3,8 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 
@@ -16,25 +14,19 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/handlers"
-	"github.com/arbiterhq/arbiter/mail"
 )
 
 // ConfigureSignIn sets the router's origins and what signing in needs, from
 // the configuration: sessions keyed by ARBITER_SESSION_SECRET or else the
 // store's generated secret, the identity providers configured, and the
-// mailer (SMTP, or the log: logger, with each link on a line of its own in
-// logOut, the stream logger writes to).
-func (rt *Router) ConfigureSignIn(ctx context.Context, cfg config.Config, store arbiter.SessionService, logger *slog.Logger, logOut io.Writer) error {
+// mailer of sign-in links (the process's one mailer, built by its command).
+func (rt *Router) ConfigureSignIn(ctx context.Context, cfg config.Config, store arbiter.SessionService, mailer arbiter.LoginMailer) error {
 	secret := cfg.SessionSecret
 	if secret == "" {
 		var err error
 		if secret, err = store.SessionSecret(ctx); err != nil {
 			return err
 		}
-	}
-	mailer, err := mail.New(cfg.SMTPURL, cfg.MailFrom, logger, logOut)
-	if err != nil {
-		return err
 	}
 	rt.Site = handlers.Site{BaseURL: cfg.BaseURL, AppURL: cfg.AppURL, ReviewURL: cfg.ReviewURL}
 	rt.Sessions = NewSessions(store, secret, strings.HasPrefix(cfg.AppURL, "https://"), cfg.CookieDomain)

@@ -13,19 +13,30 @@ import (
 
 var decisionLinkPattern = regexp.MustCompile(`(approve|reject): https?://[^/]+/review/links/([0-9a-f]{64})`)
 
-// digestLinks claims the digests due and returns, per address, its links
-// by verdict, as the mail's body reads them.
+// digestLinks queues the digests due, takes their mails from the outbox as
+// the deliverer does, and returns, per address, its links by verdict, as
+// the mail's body reads them.
 func digestLinks(t *testing.T, d *dash) map[string]map[string]string {
 	t.Helper()
-	digests, err := d.store.ClaimDigests(ctx, 10)
+	if _, err := d.store.ClaimDigests(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	mails, err := d.store.ClaimMail(ctx, "test", 10, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]map[string]string{}
-	for _, dg := range digests {
-		out[dg.Email] = map[string]string{}
-		for _, m := range decisionLinkPattern.FindAllStringSubmatch(dg.Body(d.url+"/review"), -1) {
-			out[dg.Email][m[1]] = "/review/links/" + m[2]
+	for _, m := range mails {
+		_, body, err := m.Compose(arbiter.MailLinks{QueueURL: d.url + "/review"})
+		if err != nil || m.Kind != arbiter.MailDigest {
+			t.Fatalf("mail %+v (%v), want a digest", m, err)
+		}
+		out[m.To] = map[string]string{}
+		for _, l := range decisionLinkPattern.FindAllStringSubmatch(body, -1) {
+			out[m.To][l[1]] = "/review/links/" + l[2]
+		}
+		if err := d.store.RecordMailAttempt(ctx, "test", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return out

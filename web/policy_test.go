@@ -310,9 +310,9 @@ func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
 	eachAPI(t, db.Options{Now: c.Now}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
 		status, _, body := a.do("PUT", "/v1/policies/refund", key,
-			`{"deadline_seconds":7200,"reminders":["1h","15m"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:Lead@Example.com"}]}`)
+			`{"deadline_seconds":7200,"reminders":["1h","15m"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:A@Example.com"}]}`)
 		if status != http.StatusOK || !strings.Contains(string(body),
-			`"reminders":["15m","1h"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:lead@example.com"}]`) {
+			`"reminders":["15m","1h"],"escalation":[{"after":"30m","to":"role:owner"},{"after":"2h","to":"email:a@example.com"}]`) {
 			t.Fatalf("put = %d %s", status, body)
 		}
 		for _, bad := range []struct{ body, field string }{
@@ -321,6 +321,8 @@ func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
 			{`{"reminders":"15m"}`, "reminders"},
 			{`{"escalation":[{"after":"30m","to":"admin"}]}`, "escalation"},
 			{`{"escalation":[{"after":"30m","to":"email:root@localhost"}]}`, "escalation"},
+			// A rung tells the account's members only.
+			{`{"escalation":[{"after":"30m","to":"email:lead@example.com"}]}`, "lead@example.com, who is not a member of this account"},
 			{`{"escalation":[{"after":"1h","to":"role:admin"},{"after":"30m","to":"role:owner"}]}`, "escalation"},
 		} {
 			status, h, b := a.do("PUT", "/v1/policies/refund", key, bad.body)
@@ -332,7 +334,6 @@ func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
 		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "deadline") {
 			t.Errorf("a share without a deadline: %q", msg)
 		}
-
 		task := createTask(t, a, key, `{"prompt":"p","allowed_verdicts":["approve","reject"],"task_type":"refund"}`)
 		id := task["id"].(string)
 		if _, ok := task["escalation"]; ok {
@@ -348,7 +349,7 @@ func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
 		}
 		c.Add(30 * time.Minute)
 		for range 2 { // the reminder, then the rung
-			if _, _, err := a.store.FireDueAlerts(t.Context(), 10); err != nil {
+			if _, err := a.store.FireDueAlerts(t.Context(), 10); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -356,6 +357,20 @@ func TestPolicies_APIRemindersAndEscalation(t *testing.T) {
 		if status != http.StatusOK || !strings.Contains(string(body), `"escalation":{"rung":1,"after":"30m","to":"role:owner","escalated_at":`) ||
 			!strings.Contains(string(body), `"deadline_at":`+strconv.FormatFloat(task["deadline_at"].(float64), 'f', -1, 64)) {
 			t.Errorf("the escalated task = %d %s", status, body)
+		}
+		// A create's own rung tells members only too, and the refusal
+		// stores nothing.
+		status, h, b = a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a"],"task_type":"other",
+			"escalation":[{"after":"30m","to":"email:lead@example.com"}]}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "not a member") {
+			t.Errorf("a create's rung to an outsider: %q", msg)
+		}
+		if status, _, b := a.do("GET", "/v1/tasks?task_type=other", key, ""); status != http.StatusOK || strings.Contains(string(b), `"id"`) {
+			t.Errorf("the refused create stored a task: %d %s", status, b)
+		}
+		if status, _, b := a.do("POST", "/v1/tasks", key, `{"prompt":"p","allowed_verdicts":["a"],"task_type":"other",
+			"escalation":[{"after":"30m","to":"email:a@example.com"}]}`); status != http.StatusOK {
+			t.Errorf("a create's rung to a member: %d %s", status, b)
 		}
 	})
 }
@@ -377,24 +392,28 @@ func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
 		owner, _, _ := d.team()
 		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
 		form := url.Values{"task_type": {"refund"}, "deadline_seconds": {"3600"}, "reminders": {"1h, 15m 50%"},
-			"escalation": {"30m role:admin, 45m email:Lead@Example.com"}}
+			"escalation": {"30m role:admin, 45m email:Rev@Example.com"}}
 		r := owner.post("/settings/policy", form)
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("saving: %d\n%.1000s", r.status, r.body)
 		}
 		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
-		if err != nil || len(p.Alerts.Reminders) != 3 || len(p.Alerts.Escalation) != 2 || p.Alerts.Escalation[1].To != "email:lead@example.com" {
+		if err != nil || len(p.Alerts.Reminders) != 3 || len(p.Alerts.Escalation) != 2 || p.Alerts.Escalation[1].To != "email:rev@example.com" {
 			t.Fatalf("stored %+v (%v)", p, err)
 		}
 		r = owner.follow(r)
-		if !strings.Contains(r.body, `value="15m, 1h, 50%"`) || !strings.Contains(r.body, `value="30m role:admin, 45m email:lead@example.com"`) {
+		if !strings.Contains(r.body, `value="15m, 1h, 50%"`) || !strings.Contains(r.body, `value="30m role:admin, 45m email:rev@example.com"`) {
 			t.Errorf("after saving:\n%.4000s", r.body)
 		}
-		for _, bad := range []string{"30m", "30m role:boss", "1h role:admin, 30m role:owner"} {
+		for _, bad := range []string{"30m", "30m role:boss", "1h role:admin, 30m role:owner", "30m email:lead@example.com"} {
 			r = owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "escalation": {bad}})
 			if r.status != http.StatusBadRequest || !strings.Contains(r.body, "escalation") {
 				t.Errorf("%q: %d", bad, r.status)
 			}
+		}
+		// The outsider's refusal says why, on the form.
+		if !strings.Contains(r.body, "lead@example.com, who is not a member of this account") {
+			t.Errorf("a rung to an outsider:\n%.4000s", r.body)
 		}
 		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); len(p.Alerts.Escalation) != 2 {
 			t.Errorf("a refused form changed the policy: %+v", p)
@@ -432,7 +451,7 @@ func TestReview_EscalatedFirstAndOutcomeLines(t *testing.T) {
 		sendToHuman(t, d.store)
 		d.clock.Advance(31 * time.Minute)
 		for range 2 {
-			if _, _, err := d.store.FireDueAlerts(ctx, 10); err != nil {
+			if _, err := d.store.FireDueAlerts(ctx, 10); err != nil {
 				t.Fatal(err)
 			}
 		}

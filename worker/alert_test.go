@@ -39,7 +39,7 @@ func joinAs(t *testing.T, store *db.DB, accountID, email, role string) {
 // escalation rounds of two workers at once, on stores of their own, with
 // an injected clock and a real SMTP server. Each task waits for a person
 // with a reminder at 15 minutes and rungs at 30 minutes (the admins) and
-// an hour (an address): nothing is told before its time; at each time
+// an hour (a member's address): nothing is told before its time; at each time
 // every task's step is told once, to the right people; a rung marks the
 // task escalated and fires task.escalated once; a task decided before a
 // step never gets it; the deadline never moves.
@@ -65,9 +65,10 @@ func TestAlerts_EachStepOncePerTaskAcrossTwoWorkers(t *testing.T) {
 			}
 			workers := []*worker.Worker{}
 			for _, s := range []*db.DB{store, other} {
-				workers = append(workers, worker.New(worker.Config{Queue: s, Health: s, Alerts: s, Mail: mailer,
-					QueueURL: "https://review.example.com/review", Logger: slog.New(slog.DiscardHandler)}))
+				workers = append(workers, worker.New(worker.Config{Queue: s, Health: s, Alerts: s, Logger: slog.New(slog.DiscardHandler)}))
 			}
+			deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: store, Mail: mailer,
+				Links: arbiter.MailLinks{QueueURL: "https://review.example.com/review"}, Logger: slog.New(slog.DiscardHandler)})
 			// round runs both workers at once and returns the mails, as
 			// "kind to task", sorted.
 			round := func() []string {
@@ -75,12 +76,15 @@ func TestAlerts_EachStepOncePerTaskAcrossTwoWorkers(t *testing.T) {
 				var wg sync.WaitGroup
 				for _, w := range workers {
 					wg.Go(func() {
-						if _, err := w.SendAlerts(ctx); err != nil {
+						if _, err := w.FireAlerts(ctx); err != nil {
 							t.Error(err)
 						}
 					})
 				}
 				wg.Wait()
+				if _, err := deliverer.DeliverDue(ctx); err != nil {
+					t.Fatal(err)
+				}
 				var out []string
 				for _, m := range sink.Take() {
 					kind := "reminder"
@@ -100,6 +104,8 @@ func TestAlerts_EachStepOncePerTaskAcrossTwoWorkers(t *testing.T) {
 			}
 			joinAs(t, store, acct.ID, "adm@example.com", arbiter.RoleAdmin)
 			joinAs(t, store, acct.ID, "rev@example.com", arbiter.RoleReviewer)
+			// The last rung names a member by address: rungs mail members only.
+			joinAs(t, store, acct.ID, "lead@example.com", arbiter.RoleReviewer)
 			endpoint, err := store.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://example.com/hooks"}, false, arbiter.Actor{})
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +188,7 @@ func TestAlerts_EachStepOncePerTaskAcrossTwoWorkers(t *testing.T) {
 			clock.Add(15*time.Minute - time.Millisecond)
 			check("a millisecond before the reminder", round(), nil)
 			clock.Add(time.Millisecond)
-			reviewers := []string{"adm@example.com", "owner@example.com", "rev@example.com"}
+			reviewers := []string{"adm@example.com", "lead@example.com", "owner@example.com", "rev@example.com"}
 			check("at the reminder", round(), want("reminder", reviewers, ids[1:]))
 			check("again at the reminder", round(), nil)
 

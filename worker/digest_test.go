@@ -40,14 +40,20 @@ func TestDigests_OnePerReviewerPerHour(t *testing.T) {
 			t.Fatal(err)
 		}
 		newWorker := func() *worker.Worker {
-			return worker.New(worker.Config{Queue: store, Health: store, Digests: store, Mail: mailer,
-				QueueURL: "https://review.example.com/review", Logger: slog.New(slog.DiscardHandler)})
+			return worker.New(worker.Config{Queue: store, Health: store, Digests: store, Logger: slog.New(slog.DiscardHandler)})
 		}
 		w1, w2 := newWorker(), newWorker()
+		deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: store, Mail: mailer,
+			Links: arbiter.MailLinks{QueueURL: "https://review.example.com/review"}, Logger: slog.New(slog.DiscardHandler)})
+		// send queues w's digests and returns how many, once the deliverer
+		// has sent every mail queued.
 		send := func(w *worker.Worker) int {
 			t.Helper()
-			n, err := w.SendDigests(ctx)
+			n, err := w.QueueDigests(ctx)
 			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := deliverer.DeliverDue(ctx); err != nil {
 				t.Fatal(err)
 			}
 			return n

@@ -32,10 +32,10 @@ func TestDriftMails_OncePerCrossingToOwnersAndAdmins(t *testing.T) {
 			t.Fatal(err)
 		}
 		newWorker := func() *worker.Worker {
-			return worker.New(worker.Config{Queue: store, Health: store, Digests: store, Mail: mailer,
-				QueueURL: "https://review.example.com/review", ReportURL: "https://app.example.com/calibration",
-				Logger: slog.New(slog.DiscardHandler)})
+			return worker.New(worker.Config{Queue: store, Health: store, Digests: store, Logger: slog.New(slog.DiscardHandler)})
 		}
+		deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: store, Mail: mailer, Logger: slog.New(slog.DiscardHandler),
+			Links: arbiter.MailLinks{QueueURL: "https://review.example.com/review", ReportURL: "https://app.example.com/calibration"}})
 		acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestDriftMails_OncePerCrossingToOwnersAndAdmins(t *testing.T) {
 		var sent [2]int
 		for i, w := range []*worker.Worker{newWorker(), newWorker()} {
 			wg.Go(func() {
-				n, err := w.SendDigests(ctx)
+				n, err := w.QueueDigests(ctx)
 				if err != nil {
 					t.Error(err)
 				}
@@ -95,6 +95,9 @@ func TestDriftMails_OncePerCrossingToOwnersAndAdmins(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		if _, err := deliverer.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
 		got := sink.Take()
 		to := map[string]mailtest.Message{}
 		for _, m := range got {
@@ -108,7 +111,7 @@ func TestDriftMails_OncePerCrossingToOwnersAndAdmins(t *testing.T) {
 			!strings.Contains(m.Body, "https://app.example.com/calibration") {
 			t.Errorf("the drift mail reads %q:\n%s", m.Subject, m.Body)
 		}
-		if n, err := newWorker().SendDigests(ctx); err != nil || n != 0 || len(sink.Take()) != 0 {
+		if n, err := newWorker().QueueDigests(ctx); err != nil || n != 0 || len(sink.Take()) != 0 {
 			t.Errorf("a later round sent %d, %v", n, err)
 		}
 	})

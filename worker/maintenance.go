@@ -9,7 +9,7 @@ import (
 )
 
 // The maintenance services: the worker's jobs that are not the claim loop
-// (the heartbeat, the expiry sweep, pruning, digests), each a small
+// (the heartbeat, the expiry sweep, pruning, digests, reminders), each a small
 // service with its interval, as River's internal/maintenance. The worker
 // starts them before it claims and stops them after its last release.
 
@@ -168,12 +168,12 @@ func keyPruning(w *Worker, every time.Duration) *periodic {
 	}}
 }
 
-// digestSending sends the reviewers' digests due (Worker.SendDigests), at
-// start and then every interval.
-func digestSending(w *Worker, every time.Duration) *periodic {
+// digestQueueing queues the reviewers' digests and the drift mails due
+// (Worker.QueueDigests), at start and then every interval.
+func digestQueueing(w *Worker, every time.Duration) *periodic {
 	return &periodic{every: every, round: func(ctx context.Context) {
-		if _, err := w.SendDigests(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("send digests", "error", err.Error())
+		if _, err := w.QueueDigests(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("queue digests", "error", err.Error())
 		}
 	}}
 }
@@ -182,12 +182,12 @@ func digestSending(w *Worker, every time.Duration) *periodic {
 // takes batches until one holds fewer.
 const alertBatch = 200
 
-// alertSending fires the reminders and escalation rungs due
-// (Worker.SendAlerts), at start and then every interval.
-func alertSending(w *Worker, every time.Duration) *periodic {
+// alertFiring fires the reminders and escalation rungs due
+// (Worker.FireAlerts), at start and then every interval.
+func alertFiring(w *Worker, every time.Duration) *periodic {
 	return &periodic{every: every, round: func(ctx context.Context) {
-		if _, err := w.SendAlerts(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("send reminders and escalations", "error", err.Error())
+		if _, err := w.FireAlerts(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("fire reminders and escalations", "error", err.Error())
 		}
 	}}
 }
@@ -204,6 +204,25 @@ func webhookPruning(store arbiter.WebhookDeliveryService, now arbiter.Clock, eve
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Error("prune webhook messages", "error", err.Error())
+				}
+				return
+			}
+			if n < pruneBatch {
+				return
+			}
+		}
+	}}
+}
+
+// mailPruning deletes the sent and failed mails older than
+// arbiter.MailRetention, at start and then every interval.
+func mailPruning(store arbiter.MailDeliveryService, now arbiter.Clock, every time.Duration, log *slog.Logger) *periodic {
+	return &periodic{every: every, round: func(ctx context.Context) {
+		for {
+			n, err := store.PruneMail(ctx, arbiter.TimestampOf(now().Add(-arbiter.MailRetention)), pruneBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error("prune mail", "error", err.Error())
 				}
 				return
 			}

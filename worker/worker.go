@@ -137,24 +137,18 @@ type Config struct {
 	// that of its deadline. Any number of workers may sweep at once: each
 	// task expires once.
 	ExpireEvery time.Duration
-	// Digests, with Mail, has the worker e-mail reviewers the digests due
-	// (arbiter.NotificationService) at start and every DigestEvery
-	// (default DefaultDigestEvery), with a link to QueueURL, the reviewer
-	// site's queue.
+	// Digests, when set, has the worker queue the reviewers' digests and
+	// the calibration drift mails due (arbiter.NotificationService) in the
+	// mail outbox at start and every DigestEvery (default
+	// DefaultDigestEvery); the mail deliverer sends them.
 	Digests     arbiter.NotificationService
-	Mail        arbiter.MailSender
-	QueueURL    string
 	DigestEvery time.Duration
 	// Alerts, when set, has the worker fire the reminders and escalation
 	// rungs due (arbiter.AlertService) at start and every AlertEvery
-	// (default DefaultAlertEvery), mailing them through Mail when it is
-	// set, with links to QueueURL.
+	// (default DefaultAlertEvery); their webhooks, Slack questions and
+	// mails go through the outboxes.
 	Alerts     arbiter.AlertService
 	AlertEvery time.Duration
-	// ReportURL is the calibration report the drift mails link to
-	// (Digests' ClaimDriftMails, sent with the digests); "" names the
-	// page without a link.
-	ReportURL string
 }
 
 // Defaults of Config, which the server's settings also show.
@@ -296,11 +290,11 @@ func (w *Worker) Run(ctx context.Context) {
 	if w.cfg.Keys != nil {
 		services = append(services, keyPruning(w, w.cfg.PruneKeysEvery))
 	}
-	if w.cfg.Digests != nil && w.cfg.Mail != nil {
-		services = append(services, digestSending(w, w.cfg.DigestEvery))
+	if w.cfg.Digests != nil {
+		services = append(services, digestQueueing(w, w.cfg.DigestEvery))
 	}
 	if w.cfg.Alerts != nil {
-		services = append(services, alertSending(w, w.cfg.AlertEvery))
+		services = append(services, alertFiring(w, w.cfg.AlertEvery))
 	}
 	for _, s := range services {
 		s.Start(maintain)
@@ -488,70 +482,38 @@ func (w *Worker) PruneIdempotencyKeys(ctx context.Context) error {
 	return nil
 }
 
-// SendDigests claims the digests due and mails each, once, and then the
-// calibration drift mails (arbiter.DriftMail) the same way; Run does it
-// every DigestEvery when Digests and Mail are set. A digest is claimed in
-// the store before it is sent, so several workers never send one twice; a
-// send that fails is logged and not retried within the hour. It returns
-// how many were sent.
-func (w *Worker) SendDigests(ctx context.Context) (int, error) {
-	if w.cfg.Digests == nil || w.cfg.Mail == nil {
+// QueueDigests queues the digests due in the mail outbox, each once, and
+// then the calibration drift mails (arbiter.DriftMail); Run does it every
+// DigestEvery when Digests is set. A digest is claimed in the store as it
+// is queued, so several workers never queue one twice. It returns how
+// many mails it queued.
+func (w *Worker) QueueDigests(ctx context.Context) (int, error) {
+	if w.cfg.Digests == nil {
 		return 0, nil
 	}
-	due, err := w.cfg.Digests.ClaimDigests(ctx, arbiter.MaxDigestsPerRound)
+	digests, err := w.cfg.Digests.ClaimDigests(ctx, arbiter.MaxDigestsPerRound)
 	if err != nil {
 		return 0, err
 	}
-	sent := 0
-	for _, d := range due {
-		if err := w.cfg.Mail.Send(ctx, d.Email, d.Subject(), d.Body(w.cfg.QueueURL)); err != nil {
-			w.log.Error("send a digest", "account", d.AccountID, "person", d.PersonID, "error", err.Error())
-			continue
-		}
-		sent++
-	}
 	drifts, err := w.cfg.Digests.ClaimDriftMails(ctx, arbiter.MaxDigestsPerRound)
-	if err != nil {
-		return sent, err
-	}
-	for _, m := range drifts {
-		if err := w.cfg.Mail.Send(ctx, m.Email, m.Subject(), m.Body(w.cfg.ReportURL)); err != nil {
-			w.log.Error("send a drift mail", "account", m.AccountID, "error", err.Error())
-			continue
-		}
-		sent++
-	}
-	return sent, nil
+	return digests + drifts, err
 }
 
-// SendAlerts fires the reminders and escalation rungs due, a batch of
-// tasks at a time until none is left, and mails each (arbiter.AlertMail)
-// when Mail is set; Run does it every AlertEvery when Alerts is set. Each
-// step is claimed in the store before it is told, so several workers
-// never fire one twice; a send that fails is logged and not retried. It
-// returns how many mails were sent.
-func (w *Worker) SendAlerts(ctx context.Context) (int, error) {
+// FireAlerts fires the reminders and escalation rungs due, a batch of
+// tasks at a time until none is left; Run does it every AlertEvery when
+// Alerts is set. Each step is claimed in the store as it fires, so
+// several workers never fire one twice; its mails are queued in the mail
+// outbox. It returns how many tasks it took.
+func (w *Worker) FireAlerts(ctx context.Context) (int, error) {
 	if w.cfg.Alerts == nil {
 		return 0, nil
 	}
-	sent := 0
+	taken := 0
 	for {
-		taken, mails, err := w.cfg.Alerts.FireDueAlerts(ctx, alertBatch)
-		if err != nil {
-			return sent, err
-		}
-		for _, m := range mails {
-			if w.cfg.Mail == nil {
-				break
-			}
-			if err := w.cfg.Mail.Send(ctx, m.To, m.Subject(), m.Body(w.cfg.QueueURL)); err != nil {
-				w.log.Error("send a "+m.Kind, "account", m.AccountID, "task", m.TaskID, "error", err.Error())
-				continue
-			}
-			sent++
-		}
-		if taken < alertBatch {
-			return sent, nil
+		n, err := w.cfg.Alerts.FireDueAlerts(ctx, alertBatch)
+		taken += n
+		if err != nil || n < alertBatch {
+			return taken, err
 		}
 	}
 }

@@ -46,8 +46,7 @@ var sweeps = []sweepCase{
 		return len(ids), err
 	}},
 	{"alerts", func(ctx context.Context, s *db.DB, max int) (int, error) {
-		n, _, err := s.FireDueAlerts(ctx, max)
-		return n, err
+		return s.FireDueAlerts(ctx, max)
 	}},
 }
 

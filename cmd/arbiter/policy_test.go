@@ -57,7 +57,7 @@ func TestRun_Policy(t *testing.T) {
 func TestRun_PolicyRemindersAndEscalation(t *testing.T) {
 	getenv := taskServer(t, dbtest.URL(t, dbtest.Dialects[0]))
 	out := runOK(t, getenv, "policy", "put", "--deadline", "2h", "--remind", "1h", "--remind", "15m",
-		"--escalate", "30m=role:admin", "--escalate", "90m=email:lead@example.com", "refund")
+		"--escalate", "30m=role:admin", "--escalate", "90m=email:ops@example.com", "refund")
 	if !strings.Contains(out, `"reminders": [`) && !strings.Contains(out, `"reminders":[`) {
 		t.Fatalf("put printed %s", out)
 	}
@@ -69,12 +69,17 @@ func TestRun_PolicyRemindersAndEscalation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Join(p.Reminders, " ") != "15m 1h" || len(p.Escalation) != 2 || p.Escalation[1]["after"] != "1h30m" ||
-		p.Escalation[1]["to"] != "email:lead@example.com" {
+		p.Escalation[1]["to"] != "email:ops@example.com" {
 		t.Errorf("put printed %s", out)
 	}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"policy", "put", "--escalate", "30m", "refund"}, getenv, nil, &stdout, &stderr); err == nil {
 		t.Errorf("a rung without its target: %s", stdout.String())
+	}
+	// A rung tells the account's members only.
+	if err := run(context.Background(), []string{"policy", "put", "--escalate", "30m=email:lead@example.com", "refund"}, getenv, nil,
+		&stdout, &stderr); err == nil || !strings.Contains(err.Error(), "not a member") {
+		t.Errorf("a rung to an outsider: %v", err)
 	}
 	runOK(t, getenv, "task", "create", "--prompt", "Refund?", "--verdict", "approve", "--deadline", "1h", "--remind", "50%")
 }

@@ -59,6 +59,9 @@ type server struct {
 	endDrain <-chan struct{}
 	// tracing is set when the process exports traces (startTracing).
 	tracing bool
+	// mailer sends the process's mail (ARBITER_SMTP_URL, or the log):
+	// sign-in links, webhook notices and the mail outbox.
+	mailer mail.Mailer
 
 	// background is the context of the loops that must outlive the stop
 	// signal (the key-use flusher, the collector's tuning, the metrics'
@@ -78,7 +81,7 @@ type server struct {
 // Run runs the process until ctx ends, then shuts down gracefully: the
 // HTTP server drains its requests and the worker its verifier calls,
 // within ARBITER_SHUTDOWN_GRACE. Call Close after it, whatever it returns.
-func (s *server) Run(ctx context.Context) error {
+func (s *server) Run(ctx context.Context) (err error) {
 	if err := s.startTracing(ctx); err != nil {
 		return err
 	}
@@ -92,6 +95,9 @@ func (s *server) Run(ctx context.Context) error {
 		return err
 	}
 	s.slack = slack.NewClient(s.cfg.SlackAPIURL, nil)
+	if s.mailer, err = mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr); err != nil {
+		return err
+	}
 	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	s.stopping = ctx.Done()
 	ctx, cancel := context.WithCancel(ctx)
@@ -276,64 +282,43 @@ func (s *server) listenHTTP() error {
 }
 
 // startWorkers starts the worker, which claims pending tasks and asks the
-// verifier (and mails reviewers' digests), and the deliverer of webhooks.
-// Both stop claiming when ctx ends, while the HTTP server drains; both
-// have the grace period.
+// verifier, fires reminders and queues digests, and the deliverer of each
+// outbound channel (one line each below, its own deliver_<channel>.go).
+// All stop claiming when ctx ends, while the HTTP server drains; all have
+// the grace period.
 func (s *server) startWorkers(ctx context.Context) error {
 	verifier, err := agent.New(agentConfig(s.cfg.Agent))
 	if err != nil {
 		return err
 	}
 	var observer worker.Observer
-	var webhookObserver worker.WebhookObserver
 	if s.metrics != nil {
-		observer, webhookObserver = s.metrics, s.metrics
+		observer = s.metrics
 	}
 	wcfg := worker.Config{
 		Queue: s.store, Verifier: verifier, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
 		Version: s.cfg.AgentVersion, Backend: s.cfg.Agent.Backend,
+		// Reminders and escalation fire wherever the worker runs; their
+		// webhooks, Slack questions and mails go through the outboxes.
+		Alerts: s.store,
 	}
-	mailer, err := mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr)
-	if err != nil {
-		return err
-	}
-	// Reviewers' digests go out by the sign-in links' mail path and link
-	// to the reviewer site: serve knows its address, a worker alone only
-	// when ARBITER_REVIEW_URL is set, and without it claims no digest it
-	// could not link.
-	sender, ok := mailer.(arbiter.MailSender)
-	switch {
-	case ok && s.cfg.ReviewURL != "":
-		wcfg.Digests, wcfg.Mail, wcfg.QueueURL = s.store, sender, s.cfg.ReviewURL+"/review"
-		if s.cfg.AppURL != "" {
-			wcfg.ReportURL = s.cfg.AppURL + "/calibration"
-		}
-	case !s.api:
+	// Reviewers' digests link to the reviewer site: serve knows its
+	// address, a worker alone only when ARBITER_REVIEW_URL is set, and
+	// without it queues no digest.
+	if s.cfg.ReviewURL != "" {
+		wcfg.Digests = s.store
+	} else {
 		s.logger.Info("this worker sends no reviewer digests: ARBITER_REVIEW_URL is not set")
 	}
-	// Reminders and escalation fire their webhooks and Slack messages
-	// wherever the worker runs; their mails go with the digests'.
-	wcfg.Alerts = s.store
 	w := worker.New(wcfg)
 	s.notify = func(int) { w.Notify() }
 	s.loops.Go(func() { w.Run(ctx) })
-	deliverer := worker.NewDeliverer(worker.WebhookConfig{
-		Store: s.store, Queued: s.store.WebhooksQueued(), AllowPrivate: s.cfg.WebhookAllowPrivate,
-		Mailer: mailer, Logger: s.logger, Observer: webhookObserver,
-	})
-	s.loops.Go(func() { deliverer.Run(ctx) })
-	// Slack's messages link to the desk, as digests do.
-	switch {
-	case s.cfg.SecretKey != nil && s.cfg.ReviewURL != "":
-		review := s.cfg.ReviewURL
-		slackDeliverer := worker.NewSlackDeliverer(worker.SlackConfig{Store: s.store, Slack: s.slack, Logger: s.logger,
-			DeskURL: func(id string) string { return review + "/review/tasks/" + id }})
-		s.loops.Go(func() { slackDeliverer.Run(ctx) })
-	case s.cfg.SecretKey != nil:
-		s.logger.Info("this worker sends no Slack messages: ARBITER_REVIEW_URL is not set")
-	}
+
+	s.deliverWebhooks(ctx)
+	s.deliverSlack(ctx)
+	s.deliverMail(ctx)
 	return nil
 }
 
@@ -457,7 +442,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		s.loops.Go(func() { socket.Run(ctx) })
 	}
 	s.closers = append(s.closers, func() error { interactions.Wait(); return nil })
-	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.logger, s.stderr); err != nil {
+	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.mailer); err != nil {
 		return nil, err
 	}
 	return router, nil

@@ -25,7 +25,35 @@ type Sink struct {
 
 	mu       sync.Mutex
 	got      []Message
+	refuse   int // the code every recipient is refused with; 0 accepts
+	refused  int // how many recipients were refused
 	received chan struct{}
+}
+
+// Refused returns how many recipients the sink has refused.
+func (s *Sink) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// Refuse has the sink refuse every recipient with the SMTP code (451:
+// try later; 550: never), until Refuse(0) has it accept again.
+func (s *Sink) Refuse(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = code
+}
+
+// refusal is the error a recipient is refused with now, or nil.
+func (s *Sink) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse == 0 {
+		return nil
+	}
+	s.refused++
+	return &smtp.SMTPError{Code: s.refuse, Message: "The sink refuses mail for now."}
 }
 
 // NewSink starts a sink on a loopback port; it stops when the test ends.
@@ -57,6 +85,13 @@ func (s *Sink) Take() []Message {
 	return got
 }
 
+// Peek returns the messages received so far and keeps them.
+func (s *Sink) Peek() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.got...)
+}
+
 // Received is signalled after a message arrives; wait on it, then Take.
 func (s *Sink) Received() <-chan struct{} { return s.received }
 
@@ -65,10 +100,16 @@ type session struct {
 	to   string
 }
 
-func (s *session) Mail(string, *smtp.MailOptions) error      { return nil }
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error { s.to = to; return nil }
-func (s *session) Reset()                                    {}
-func (s *session) Logout() error                             { return nil }
+func (s *session) Mail(string, *smtp.MailOptions) error { return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := s.sink.refusal(); err != nil {
+		return err
+	}
+	s.to = to
+	return nil
+}
+func (s *session) Reset()        {}
+func (s *session) Logout() error { return nil }
 func (s *session) Data(r io.Reader) error {
 	msg, err := netmail.ReadMessage(r)
 	if err != nil {

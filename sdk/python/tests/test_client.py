@@ -253,7 +253,7 @@ def test_webhooks_the_server_sent_verify_and_a_tampered_one_does_not(arbiter: Ar
         receiver.close()
 
 
-def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter) -> None:
+def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter, account: Account) -> None:
     task_type = "refund-" + secrets.token_hex(4)
     put = arbiter.policies.update(task_type, confidence_threshold=0.95, deadline_seconds=600,
                                   on_expiry="agent_verdict", agent_floor=0.9, on_expiry_fallback="verdict:reject")
@@ -288,7 +288,9 @@ def test_policies_are_put_read_listed_and_deleted(arbiter: Arbiter) -> None:
     assert (put.reminders, put.escalation) == (["15m", "1h"], [arbiterhq.EscalationRung(after="30m", to="role:admin")])
     with pytest.raises(arbiterhq.BadRequestError):
         arbiter.tasks.create(prompt="Refund?", allowed_verdicts=["approve"], reminders=["50%"])
-    own = arbiter.tasks.create(prompt="Refund?", allowed_verdicts=["approve"], task_type=task_type, reminders=[], escalation=[{"after": "2h", "to": "email:lead@example.com"}])
+    with pytest.raises(arbiterhq.BadRequestError, match="not a member"):
+        arbiter.tasks.create(prompt="Refund?", allowed_verdicts=["approve"], escalation=[{"after": "2h", "to": "email:lead@example.com"}])
+    own = arbiter.tasks.create(prompt="Refund?", allowed_verdicts=["approve"], task_type=task_type, reminders=[], escalation=[{"after": "2h", "to": "email:" + account.email}])
     assert own.escalation is None and own.extra == {}
     arbiter.policies.delete(task_type)
     with pytest.raises(arbiterhq.NotFoundError):

@@ -1814,7 +1814,7 @@ export interface components {
         EscalationRung: {
             after: components["schemas"]["AlertWait"];
             /**
-             * @description role:<role> tells the account's members with that role; email:<address> any address at a full domain name (the limits of invitations), stored lower-cased.
+             * @description role:<role> tells the account's members with that role; email:<address> the member of the account who signs in with that address (a rung to anyone else is refused with 400), stored lower-cased.
              * @example role:admin
              */
             to: string;

@@ -521,8 +521,9 @@ class EscalationRung(APIObject):
 
     after: str
     #: role:<role> tells the account's members with that role;
-    #: email:<address> any address at a full domain name (the limits of
-    #: invitations), stored lower-cased.
+    #: email:<address> the member of the account who signs in with that
+    #: address (a rung to anyone else is refused with 400), stored
+    #: lower-cased.
     to: str
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)

@@ -1,0 +1,113 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+var _ arbiter.MailDeliveryService = (*DB)(nil)
+
+// Mail: the delivery side of the mail outbox (outbox_mail.go). Deliverers
+// claim due rows under a lease, as for webhook and Slack messages (SKIP
+// LOCKED on Postgres; the one writer on SQLite), and record each attempt,
+// which moves the mail on (arbiter.NextDelivery, arbiter.MailRetry).
+
+var errMailLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The mail deliverer no longer holds the mail's lease.")
+
+// mailRow is a claimed row of mail_messages.
+type mailRow struct {
+	ID        string `db:"id"`
+	AccountID string `db:"account_id"`
+	Kind      string `db:"kind"`
+	Recipient string `db:"recipient"`
+	TaskID    string `db:"task_id"`
+	Data      string `db:"data"`
+	Attempts  int    `db:"attempts"`
+}
+
+// ClaimMail leases up to max due mails to owner, oldest due first, in one
+// statement, and returns them with their content opened.
+func (d *DB) ClaimMail(ctx context.Context, owner string, max int, lease time.Duration) (_ []*arbiter.MailMessage, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if max <= 0 {
+		return nil, nil
+	}
+	var rows []mailRow
+	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE mail_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
+		WHERE id IN (SELECT m.id FROM mail_messages m
+			WHERE m.status = '`+arbiter.MailPending+`' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
+			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+d.sqlSkipLocked()+`)
+		RETURNING id, account_id, kind, recipient, task_id, data, attempts`), owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
+		return nil, fmt.Errorf("claim mail: %w", err)
+	}
+	out := make([]*arbiter.MailMessage, len(rows))
+	for i, r := range rows {
+		content, err := d.secrets.Open(r.Data, r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("open mail %s: %w", r.ID, err)
+		}
+		out[i] = &arbiter.MailMessage{ID: r.ID, AccountID: r.AccountID, Kind: r.Kind, To: r.Recipient, TaskID: r.TaskID,
+			Content: []byte(content), Attempts: r.Attempts}
+	}
+	return out, nil
+}
+
+// RecordMailAttempt moves a mail owner holds on as step says and ends its
+// lease: sent (its content dropped), pending again after step.Delay, or
+// failed.
+func (d *DB) RecordMailAttempt(ctx context.Context, owner, id string, step arbiter.DeliveryStep, lastError string) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	now := d.nowMS()
+	status, next := arbiter.MailFailed, int64(now)
+	var sentAt sql.NullInt64
+	switch step.State {
+	case arbiter.DeliveryDone:
+		status, sentAt = arbiter.MailSent, sql.NullInt64{Int64: int64(now), Valid: true}
+	case arbiter.DeliveryRetry:
+		status, next = arbiter.MailPending, int64(now)+step.Delay.Milliseconds()
+	}
+	var got string
+	err = d.db.GetContext(ctx, &got, d.rebind(`UPDATE mail_messages SET status = ?, attempts = ?, next_attempt_at = ?,
+		lease_owner = NULL, lease_expires_at = NULL, last_error = ?, sent_at = ?,
+		data = CASE WHEN ? = '`+arbiter.MailSent+`' THEN '' ELSE data END
+		WHERE id = ? AND lease_owner = ? AND status = '`+arbiter.MailPending+`' RETURNING id`),
+		status, step.Attempts, next, truncate(lastError, 500), sentAt, status, id, owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errMailLeaseLost
+	} else if err != nil {
+		return fmt.Errorf("record mail attempt: %w", err)
+	}
+	return nil
+}
+
+// ReleaseMail ends the leases owner still holds.
+func (d *DB) ReleaseMail(ctx context.Context, owner string) (err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	if _, err := d.db.ExecContext(ctx, d.rebind(`UPDATE mail_messages SET lease_owner = NULL, lease_expires_at = NULL
+		WHERE lease_owner = ? AND status = '`+arbiter.MailPending+`'`), owner); err != nil {
+		return fmt.Errorf("release mail: %w", err)
+	}
+	return nil
+}
+
+// PruneMail deletes up to max sent or failed mails created before before.
+func (d *DB) PruneMail(ctx context.Context, before arbiter.Timestamp, max int) (_ int, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	res, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM mail_messages WHERE id IN (SELECT id FROM mail_messages
+		WHERE status <> '`+arbiter.MailPending+`' AND created_at < ? ORDER BY created_at LIMIT ?)`), int64(before), max)
+	if err != nil {
+		return 0, fmt.Errorf("prune mail: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
