@@ -414,13 +414,13 @@ func (req *taskCreateRequest) validate() (TaskCreate, error) {
 		// The decoder has checked the JSON; most contexts come compact
 		// already, and are measured in one pass without a copy.
 		compact := []byte(req.Context)
-		depth, ok := compactDepth(compact)
+		depth, ok := jsonShape(compact)
 		if !ok {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, req.Context); err != nil {
 				return TaskCreate{}, FieldErrorf("context", "context must be valid JSON.")
 			}
-			compact, depth = buf.Bytes(), JSONDepth(buf.Bytes())
+			compact = buf.Bytes() // the same depth: whitespace nests nothing
 		}
 		switch {
 		case len(compact) > MaxContextBytes:
@@ -620,10 +620,20 @@ func inField(field string, err error) error {
 	return &named
 }
 
-// compactDepth returns JSONDepth(text) and whether text, valid JSON, is
+// JSONDepth returns how deeply the JSON text nests arrays and objects: 0 for
+// a scalar, 1 for an array or object of scalars. It reads the bytes once,
+// without recursion or allocation, so any depth is cheap to measure; for
+// text that is not valid JSON the answer is meaningless but still bounded.
+func JSONDepth(text []byte) int {
+	depth, _ := jsonShape(text)
+	return depth
+}
+
+// jsonShape returns JSONDepth(text) and whether text, valid JSON, is
 // compact already (no whitespace outside strings), in one pass.
-func compactDepth(text []byte) (depth int, compact bool) {
+func jsonShape(text []byte) (depth int, compact bool) {
 	level, inString := 0, false
+	compact = true
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		switch {
@@ -638,34 +648,10 @@ func compactDepth(text []byte) (depth int, compact bool) {
 		case c == ']' || c == '}':
 			level--
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return 0, false
+			compact = false
 		}
 	}
-	return depth, true
-}
-
-// JSONDepth returns how deeply the JSON text nests arrays and objects: 0 for
-// a scalar, 1 for an array or object of scalars. It reads the bytes once,
-// without recursion or allocation, so any depth is cheap to measure; for
-// text that is not valid JSON the answer is meaningless but still bounded.
-func JSONDepth(text []byte) int {
-	depth, deepest, inString := 0, 0, false
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case inString && c == '\\':
-			i++ // the escaped byte cannot end the string
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return deepest
+	return depth, compact
 }
 
 // DecodeJSONStrict decodes one JSON object from body into v, a pointer to a

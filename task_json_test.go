@@ -55,10 +55,10 @@ func TestSplitTaskBatch_AgreesWithTheDecoder(t *testing.T) {
 	}
 }
 
-// TestCompactDepth_AgreesWithCompactAndJSONDepth: for valid JSON,
-// compactDepth says compact exactly when json.Compact changes nothing, and
-// then measures the depth JSONDepth does.
-func TestCompactDepth_AgreesWithCompactAndJSONDepth(t *testing.T) {
+// TestJSONShape_AgreesWithCompactAndJSONDepth: for valid JSON, jsonShape
+// says compact exactly when json.Compact changes nothing, and measures the
+// depth JSONDepth does, of the text and of its compact form.
+func TestJSONShape_AgreesWithCompactAndJSONDepth(t *testing.T) {
 	for _, text := range []string{
 		`1`, `"a b"`, `{"a":[1,2,{"b":"\" {["}]}`, `{"a": 1}`, "[1,\n2]", `{"k":"\\"}`, `[[[[]]]]`,
 		`{"a":"tab\there"}`, `{"a":{"b":{"c":[" ", "\\\" ]"]}}}`,
@@ -67,12 +67,12 @@ func TestCompactDepth_AgreesWithCompactAndJSONDepth(t *testing.T) {
 		if err := json.Compact(&buf, []byte(text)); err != nil {
 			t.Fatalf("%q: %v", text, err)
 		}
-		depth, compact := compactDepth([]byte(text))
+		depth, compact := jsonShape([]byte(text))
 		if compact != (buf.String() == text) {
 			t.Errorf("%q: compact %v, json.Compact gives %q", text, compact, buf.String())
 		}
-		if compact && depth != JSONDepth([]byte(text)) {
-			t.Errorf("%q: depth %d, JSONDepth %d", text, depth, JSONDepth([]byte(text)))
+		if depth != JSONDepth([]byte(text)) || depth != JSONDepth(buf.Bytes()) {
+			t.Errorf("%q: depth %d, JSONDepth %d, of the compact form %d", text, depth, JSONDepth([]byte(text)), JSONDepth(buf.Bytes()))
 		}
 	}
 }
