@@ -3,14 +3,12 @@ package handlers
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/arbiterhq/arbiter"
 )
 
 // findProvider returns the provider named by the route's {provider}.
 func findProvider(providers []OAuthProvider, r *http.Request) (OAuthProvider, bool) {
-	name := chi.URLParam(r, "provider")
+	name := r.PathValue("provider")
 	for _, p := range providers {
 		if p.Name == name {
 			return p, true

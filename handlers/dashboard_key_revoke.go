@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -16,7 +14,7 @@ import (
 func DashboardKeyRevoke(keys arbiter.APIKeyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		k, err := keys.RevokeAPIKey(ctx, arbiter.AccountIDFromContext(ctx), chi.URLParam(r, "id"), ActorOf(r))
+		k, err := keys.RevokeAPIKey(ctx, arbiter.AccountIDFromContext(ctx), r.PathValue("id"), ActorOf(r))
 		switch arbiter.ErrorCode(err) {
 		case "":
 		case arbiter.ECONFLICT: // revoked already, perhaps in another tab

@@ -3,8 +3,6 @@ package handlers
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
 )
@@ -14,7 +12,7 @@ import (
 // page; this page is for browsers without it.
 func DashboardKeyRevokeConfirm(keys arbiter.APIKeyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, err := findAccountKey(r, keys, chi.URLParam(r, "id"))
+		k, err := findAccountKey(r, keys, r.PathValue("id"))
 		if err != nil {
 			Error(w, r, err)
 			return

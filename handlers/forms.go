@@ -14,7 +14,7 @@ import (
 // pages' middleware has parsed and held to valid UTF-8) into what its
 // handler needs, and refuses what no handler may take with the sentence
 // the page shows, an EINVALID error. Query strings are read where they are
-// used. verdictForm, the desk's, lives with the decision in review_decide.go.
+// used.
 
 // errNoEventTypes refuses an endpoint form with no event type ticked.
 var errNoEventTypes = arbiter.Errorf(arbiter.EINVALID, "Choose at least one event type.")
@@ -114,4 +114,17 @@ func resendSinceForm(r *http.Request) (time.Time, error) {
 		return since, nil
 	}
 	return time.Time{}, errResendSince
+}
+
+// verdictForm reads the verdict and the optional rationale of a posted
+// verdict form.
+func verdictForm(r *http.Request) (verdict, rationale string, err error) {
+	if err := r.ParseForm(); err != nil {
+		return "", "", arbiter.Errorf(arbiter.EINVALID, "The form could not be read.")
+	}
+	verdict, rationale = r.PostForm.Get("verdict"), r.PostForm.Get("rationale")
+	if verdict == "" {
+		return "", "", arbiter.Errorf(arbiter.EINVALID, "Pick a verdict.")
+	}
+	return verdict, rationale, nil
 }

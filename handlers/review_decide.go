@@ -89,19 +89,6 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 // queue changed under the reviewer; the navigation's count refreshes on it.
 const QueueChangedEvent = "queue-changed"
 
-// verdictForm reads the verdict and the optional rationale of a posted
-// verdict form.
-func verdictForm(r *http.Request) (verdict, rationale string, err error) {
-	if err := r.ParseForm(); err != nil {
-		return "", "", arbiter.Errorf(arbiter.EINVALID, "The form could not be read.")
-	}
-	verdict, rationale = r.PostForm.Get("verdict"), r.PostForm.Get("rationale")
-	if verdict == "" {
-		return "", "", arbiter.Errorf(arbiter.EINVALID, "Pick a verdict.")
-	}
-	return verdict, rationale, nil
-}
-
 // deskError shows why a verdict was refused on the task's own desk, with
 // the error's status. A task that cannot be shown (another account's, say)
 // gets the error page instead. htmx requests get 200 so the desk is
