@@ -259,25 +259,13 @@ func (d *DB) readEvidence(ctx context.Context, tx *Tx, where string, args []any)
 // calibrationWhere returns the WHERE clause of the pairs f selects for the
 // account, and its arguments.
 func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []any) {
-	where := []string{"account_id = ?"}
-	args := []any{accountID}
-	for _, eq := range []struct{ column, value string }{
-		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model}, {"version", f.Version},
-	} {
-		if eq.value != "" {
-			where = append(where, eq.column+" = ?")
-			args = append(args, eq.value)
-		}
-	}
-	if f.CreatedAfter != nil {
-		where = append(where, "created_at > ?")
-		args = append(args, int64(*f.CreatedAfter))
-	}
-	if f.CreatedBefore != nil {
-		where = append(where, "created_at < ?")
-		args = append(args, int64(*f.CreatedBefore))
-	}
-	return strings.Join(where, " AND "), args
+	w := accountWhere(accountID)
+	w.equal("task_type", f.TaskType)
+	w.equal("source", f.Source)
+	w.equal("model", f.Model)
+	w.equal("version", f.Version)
+	w.createdBetween(f.CreatedAfter, f.CreatedBefore)
+	return w.String(), w.args
 }
 
 // readStrata sums, inside tx, the same pairs as the report by task_type,

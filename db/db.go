@@ -343,6 +343,35 @@ func (d *DB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // rebind turns a query written with ? placeholders into the dialect's form.
 func (d *DB) rebind(query string) string { return d.db.Rebind(query) }
 
+// selectIn runs query, written with ? placeholders, one of which stands in
+// IN (?) for a slice of args (sqlx.In), with q (the pool or a
+// transaction), into dest.
+func (d *DB) selectIn(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+	query, args, err := sqlx.In(query, args...)
+	if err != nil {
+		return err
+	}
+	return sqlx.SelectContext(ctx, q, dest, d.rebind(query), args...)
+}
+
+// queryIn is selectIn for rows the caller scans.
+func (d *DB) queryIn(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {
+	query, args, err := sqlx.In(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return q.QueryContext(ctx, d.rebind(query), args...)
+}
+
+// execIn is selectIn for a statement that returns no rows.
+func (d *DB) execIn(ctx context.Context, q sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
+	query, args, err := sqlx.In(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return q.ExecContext(ctx, d.rebind(query), args...)
+}
+
 // nowMS returns the store clock's time as a Timestamp.
 func (d *DB) nowMS() arbiter.Timestamp { return arbiter.TimestampOf(d.now()) }
 

@@ -68,11 +68,7 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 			return nil
 		}
 		found = len(ids)
-		query, args, err := sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, ids)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+		rows, err := d.queryIn(ctx, tx, tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, ids)
 		if err != nil {
 			return fmt.Errorf("read due outcomes: %w", err)
 		}
@@ -101,13 +97,9 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 			updated = append(updated, *u)
 		}
 		if len(expire) > 0 {
-			query, args, err := sqlx.In(d.sqlPublishing(`UPDATE task_states SET status = 'expired', expired_at = `+d.sqlNowMS()+`,
+			rows, err := d.queryIn(ctx, tx, d.sqlPublishing(`UPDATE task_states SET status = 'expired', expired_at = `+d.sqlNowMS()+`,
 				lease_owner = NULL, lease_expires_at = NULL
 				WHERE id IN (?) AND status IN `+notFinal+` RETURNING `+updatedColumns), expire)
-			if err != nil {
-				return err
-			}
-			rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
 			if err != nil {
 				return fmt.Errorf("expire tasks: %w", err)
 			}

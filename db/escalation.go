@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -63,14 +61,10 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, err error) {
 			return nil
 		}
 		taken = len(ids)
-		query, args, err := sqlx.In(`SELECT t.id, t.account_id, t.alerts, t.alert_step, t.deadline_at,
-			`+wentToHuman+` AS human_at, t.callback_url
-			FROM tasks t WHERE t.id IN (?) ORDER BY t.alert_at, t.id`, ids)
-		if err != nil {
-			return err
-		}
 		var tasks []alertTask
-		if err := tx.SelectContext(ctx, &tasks, d.rebind(query), args...); err != nil {
+		if err := d.selectIn(ctx, tx, &tasks, `SELECT t.id, t.account_id, t.alerts, t.alert_step, t.deadline_at,
+			`+wentToHuman+` AS human_at, t.callback_url
+			FROM tasks t WHERE t.id IN (?) ORDER BY t.alert_at, t.id`, ids); err != nil {
 			return fmt.Errorf("read due alerts: %w", err)
 		}
 		var events []arbiter.TaskEvent

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -80,11 +78,7 @@ func (d *DB) GoldVerdicts(ctx context.Context, accountID string, ids []string) (
 	if len(ids) == 0 {
 		return out, nil
 	}
-	query, args, err := sqlx.In(`SELECT task_id, verdict FROM gold_tasks WHERE account_id = ? AND task_id IN (?)`, accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+	rows, err := d.queryIn(ctx, d.db, `SELECT task_id, verdict FROM gold_tasks WHERE account_id = ? AND task_id IN (?)`, accountID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("find gold verdicts: %w", err)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -77,20 +75,17 @@ func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskE
 	if len(ids) == 0 {
 		return nil
 	}
-	query, args, err := sqlx.In(`SELECT t.id, t.account_id, acc.email AS account_name, t.alerts, t.escalation_rung,
-		t.escalated_at, t.deadline_at, `+wentToHuman+` AS human_at, t.prompt, t.on_expiry
-		FROM tasks t JOIN accounts acc ON acc.id = t.account_id WHERE t.id IN (?) ORDER BY t.id`, ids)
-	if err != nil {
-		return err
-	}
 	var tasks []alertMailTask
-	if err := tx.SelectContext(ctx, &tasks, o.db.rebind(query), args...); err != nil {
+	if err := o.db.selectIn(ctx, tx, &tasks, `SELECT t.id, t.account_id, acc.email AS account_name, t.alerts, t.escalation_rung,
+		t.escalated_at, t.deadline_at, `+wentToHuman+` AS human_at, t.prompt, t.on_expiry
+		FROM tasks t JOIN accounts acc ON acc.id = t.account_id WHERE t.id IN (?) ORDER BY t.id`, ids); err != nil {
 		return fmt.Errorf("read reminded tasks: %w", err)
 	}
 	members := map[string][]*arbiter.Membership{}
 	var msgs []*arbiter.MailMessage
 	for _, t := range tasks {
 		if _, ok := members[t.AccountID]; !ok {
+			var err error
 			if members[t.AccountID], err = o.db.membersOf(ctx, tx, t.AccountID); err != nil {
 				return err
 			}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -130,16 +128,12 @@ func (o *slackOutbox) readPosts(ctx context.Context, tx *Tx, events []arbiter.Ta
 	if len(ended)+len(answered) == 0 {
 		return nil
 	}
-	query, args, err := sqlx.In(`SELECT DISTINCT task_id, channel FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
-		AND task_id IN (?) ORDER BY task_id, channel`, append(ended, answered...))
-	if err != nil {
-		return err
-	}
 	var posts []struct {
 		TaskID  string `db:"task_id"`
 		Channel string `db:"channel"`
 	}
-	if err := tx.SelectContext(ctx, &posts, o.db.rebind(query), args...); err != nil {
+	if err := o.db.selectIn(ctx, tx, &posts, `SELECT DISTINCT task_id, channel FROM slack_messages WHERE kind = '`+arbiter.SlackPost+`'
+		AND task_id IN (?) ORDER BY task_id, channel`, append(ended, answered...)); err != nil {
 		return fmt.Errorf("find Slack posts: %w", err)
 	}
 	for _, post := range posts {
@@ -148,12 +142,8 @@ func (o *slackOutbox) readPosts(ctx context.Context, tx *Tx, events []arbiter.Ta
 	if len(ended) == 0 {
 		return nil
 	}
-	query, args, err = sqlx.In(`SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended)
-	if err != nil {
-		return err
-	}
 	var ids []string
-	if err := tx.SelectContext(ctx, &ids, o.db.rebind(query), args...); err != nil {
+	if err := o.db.selectIn(ctx, tx, &ids, `SELECT id FROM tasks WHERE audit_state = '`+arbiter.AuditStateWaiting+`' AND id IN (?)`, ended); err != nil {
 		return fmt.Errorf("find audited tasks: %w", err)
 	}
 	for _, id := range ids {
@@ -176,15 +166,11 @@ func (o *slackOutbox) readNotify(ctx context.Context, tx *Tx, events []arbiter.T
 	if len(asked) == 0 {
 		return nil
 	}
-	query, args, err := sqlx.In(`SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked)
-	if err != nil {
-		return err
-	}
 	var rows []struct {
 		ID     string `db:"id"`
 		Notify string `db:"notify"`
 	}
-	if err := tx.SelectContext(ctx, &rows, o.db.rebind(query), args...); err != nil {
+	if err := o.db.selectIn(ctx, tx, &rows, `SELECT id, notify FROM tasks WHERE notify <> '' AND id IN (?)`, asked); err != nil {
 		return fmt.Errorf("find tasks' notify lists: %w", err)
 	}
 	for _, r := range rows {
@@ -220,15 +206,11 @@ func (o *slackOutbox) insert(ctx context.Context, tx *Tx, msgs []*arbiter.SlackM
 // slackChannels returns, by account, the default channel of each account
 // of accountIDs that has Slack connected.
 func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []any) (map[string]string, error) {
-	query, args, err := sqlx.In(`SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs)
-	if err != nil {
-		return nil, err
-	}
 	var conns []struct {
 		AccountID string `db:"account_id"`
 		Channel   string `db:"default_channel"`
 	}
-	if err := tx.SelectContext(ctx, &conns, d.rebind(query), args...); err != nil {
+	if err := d.selectIn(ctx, tx, &conns, `SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs); err != nil {
 		return nil, fmt.Errorf("find Slack connections: %w", err)
 	}
 	channels := make(map[string]string, len(conns))

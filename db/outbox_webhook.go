@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -64,13 +62,9 @@ func (o *webhookOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Ta
 // no event has anywhere to go.
 func (o *webhookOutbox) destinations(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) ([][]webhookDestination, error) {
 	d := o.db
-	query, args, err := sqlx.In(`SELECT id, account_id, event_types, disabled FROM webhook_endpoints
-		WHERE account_id IN (?) ORDER BY id`, accountsOf(events))
-	if err != nil {
-		return nil, err
-	}
 	var endpoints []endpointTarget
-	if err := tx.SelectContext(ctx, &endpoints, d.rebind(query), args...); err != nil {
+	if err := d.selectIn(ctx, tx, &endpoints, `SELECT id, account_id, event_types, disabled FROM webhook_endpoints
+		WHERE account_id IN (?) ORDER BY id`, accountsOf(events)); err != nil {
 		return nil, fmt.Errorf("find endpoints: %w", err)
 	}
 	dests := make([][]webhookDestination, len(events))
@@ -228,11 +222,7 @@ func (d *DB) tasksIn(ctx context.Context, tx *Tx, ids []string) (map[string]*arb
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	query, args, err := sqlx.In(tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, ids)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+	rows, err := d.queryIn(ctx, tx, tasksWithAttemptsSQL+` WHERE t.id IN (?) ORDER BY t.id, a.id`, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -74,11 +74,7 @@ func (d *DB) StartAgentCalls(ctx context.Context, owner string, taskIDs []string
 		return nil
 	}
 	const update = `UPDATE task_states SET call_started_at = %s WHERE status = 'agent_running' AND lease_owner = ? AND id IN (?)`
-	query, args, err := sqlx.In(fmt.Sprintf(update, d.sqlNowMS()), owner, taskIDs)
-	if err != nil {
-		return fmt.Errorf("start agent calls: %w", err)
-	}
-	if _, err := d.db.ExecContext(ctx, d.rebind(query), args...); err != nil {
+	if _, err := d.execIn(ctx, d.db, fmt.Sprintf(update, d.sqlNowMS()), owner, taskIDs); err != nil {
 		return fmt.Errorf("start agent calls: %w", err)
 	}
 	return nil

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -163,12 +161,8 @@ func (d *DB) earlierKeys(ctx context.Context, tx *Tx, accountID string, creates 
 	if len(keys) == 0 {
 		return earlier, nil
 	}
-	query, args, err := sqlx.In(`SELECT idempotency_key, fingerprint, task_id FROM idempotency_keys
+	rows, err := d.queryIn(ctx, tx, `SELECT idempotency_key, fingerprint, task_id FROM idempotency_keys
 		WHERE account_id = ? AND idempotency_key IN (?)`, accountID, keys)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("find idempotency keys: %w", err)
 	}
@@ -249,11 +243,7 @@ func (d *DB) readReplays(ctx context.Context, tx *Tx, accountID string, replays 
 	for id := range replays {
 		ids = append(ids, id)
 	}
-	query, args, err := sqlx.In(tasksWithAttemptsSQL+` WHERE t.account_id = ? AND t.id IN (?) ORDER BY t.id, a.id`, accountID, ids)
-	if err != nil {
-		return err
-	}
-	rows, err := tx.QueryContext(ctx, d.rebind(query), args...)
+	rows, err := d.queryIn(ctx, tx, tasksWithAttemptsSQL+` WHERE t.account_id = ? AND t.id IN (?) ORDER BY t.id, a.id`, accountID, ids)
 	if err != nil {
 		return fmt.Errorf("find replayed tasks: %w", err)
 	}

@@ -70,33 +70,20 @@ func (d *DB) validateTaskFilter(ctx context.Context, accountID string, f *arbite
 // its arguments. It asks for one task more than the page, which tells
 // whether another page follows.
 func listTasksQuery(accountID string, f arbiter.TaskFilter) (string, []any) {
-	where := []string{"account_id = ?"}
-	args := []any{accountID}
-	for _, eq := range []struct{ column, value string }{
-		{"status", f.Status}, {"task_type", f.TaskType}, {"source", f.Source},
-		{"touchpoint", f.Touchpoint}, {"final_tier", f.FinalTier},
-	} {
-		if eq.value != "" {
-			where = append(where, eq.column+" = ?")
-			args = append(args, eq.value)
-		}
-	}
-	if f.CreatedAfter != nil {
-		where = append(where, "created_at > ?")
-		args = append(args, int64(*f.CreatedAfter))
-	}
-	if f.CreatedBefore != nil {
-		where = append(where, "created_at < ?")
-		args = append(args, int64(*f.CreatedBefore))
-	}
+	w := accountWhere(accountID)
+	w.equal("status", f.Status)
+	w.equal("task_type", f.TaskType)
+	w.equal("source", f.Source)
+	w.equal("touchpoint", f.Touchpoint)
+	w.equal("final_tier", f.FinalTier)
+	w.createdBetween(f.CreatedAfter, f.CreatedBefore)
 	if f.After != nil {
-		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, int64(f.After.CreatedAt), f.After.ID)
+		w.add("(created_at, id) < (?, ?)", int64(f.After.CreatedAt), f.After.ID)
 	}
-	args = append(args, f.Limit+1)
+	args := append(w.args, f.Limit+1)
 	return `SELECT ` + listTaskColumns + `, ` + attemptColumns + `
 		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
-		WHERE t.id IN (SELECT id FROM tasks WHERE ` + strings.Join(where, " AND ") + `
+		WHERE t.id IN (SELECT id FROM tasks WHERE ` + w.String() + `
 			ORDER BY created_at DESC, id DESC LIMIT ?)
 		ORDER BY t.created_at DESC, t.id DESC, a.id`, args
 }

@@ -634,14 +634,12 @@ func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage)
 			accountIDs = append(accountIDs, m.AccountID)
 		}
 	}
+	var err error
 	endpoints := map[string]*arbiter.WebhookEndpoint{}
 	if len(endpointIDs) > 0 {
-		query, args, err := sqlx.In(`SELECT `+endpointColumns+` FROM webhook_endpoints WHERE id IN (?)`, endpointIDs)
-		if err != nil {
-			return nil, err
-		}
 		var rows []endpointRow
-		if err := d.db.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+		if err := d.selectIn(ctx, d.db, &rows, `SELECT `+endpointColumns+` FROM webhook_endpoints
+			WHERE id IN (?)`, endpointIDs); err != nil {
 			return nil, fmt.Errorf("read endpoints: %w", err)
 		}
 		for i := range rows {
@@ -652,12 +650,9 @@ func (d *DB) signingSecrets(ctx context.Context, msgs []*arbiter.WebhookMessage)
 	}
 	callbacks := map[string]*arbiter.CallbackSecret{}
 	if len(accountIDs) > 0 {
-		query, args, err := sqlx.In(`SELECT `+callbackSecretColumns+` FROM webhook_callback_secrets WHERE account_id IN (?)`, accountIDs)
-		if err != nil {
-			return nil, err
-		}
 		var rows []callbackSecretRow
-		if err := d.db.SelectContext(ctx, &rows, d.rebind(query), args...); err != nil {
+		if err := d.selectIn(ctx, d.db, &rows, `SELECT `+callbackSecretColumns+` FROM webhook_callback_secrets
+			WHERE account_id IN (?)`, accountIDs); err != nil {
 			return nil, fmt.Errorf("read callback secrets: %w", err)
 		}
 		for i := range rows {
@@ -969,11 +964,7 @@ func (d *DB) PruneWebhookMessages(ctx context.Context, before arbiter.Timestamp,
 			return nil
 		}
 		for _, q := range []string{`DELETE FROM webhook_attempts WHERE message_id IN (?)`, `DELETE FROM webhook_messages WHERE id IN (?)`} {
-			query, args, err := sqlx.In(q, ids)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, d.rebind(query), args...); err != nil {
+			if _, err := d.execIn(ctx, tx, q, ids); err != nil {
 				return fmt.Errorf("prune webhook messages: %w", err)
 			}
 		}
