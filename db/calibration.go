@@ -112,87 +112,19 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 
 	out := arbiter.CalibrationData{ComputedAt: d.nowMS()}
 	err = d.transactRead(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
-			SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),
-			SUM(weight * (confidence - correct) * (confidence - correct))
-			FROM (SELECT bucket, agent_verdict, human_verdict, audit, correct, weight, confidence FROM labelled_pairs
-				WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
-			GROUP BY bucket, agent_verdict, human_verdict LIMIT ?`), with(d.calibrationCap, maxCalibrationGroups)...)
-		if err != nil {
-			return fmt.Errorf("sum labelled pairs: %w", err)
+		if err := d.readBuckets(ctx, tx, where, with(d.calibrationCap, maxCalibrationGroups), &out); err != nil {
+			return err
 		}
-		defer rows.Close()
-		buckets := map[int]*arbiter.ConfidenceBucket{}
-		cells := map[[2]string]*arbiter.VerdictAgreement{}
-		n := 0
-		for rows.Next() {
-			var g arbiter.ConfidenceBucket
-			var agent, human string
-			if err := rows.Scan(&g.Bucket, &agent, &human, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect,
-				&g.WConfidence, &g.WSquaredError); err != nil {
-				return fmt.Errorf("sum labelled pairs: %w", err)
-			}
-			n += g.N
-			if b := buckets[g.Bucket]; b == nil {
-				buckets[g.Bucket] = &g
-			} else {
-				b.N, b.Audits, b.AuditsDisagree = b.N+g.N, b.Audits+g.Audits, b.AuditsDisagree+g.AuditsDisagree
-				b.W, b.W2, b.WCorrect = b.W+g.W, b.W2+g.W2, b.WCorrect+g.WCorrect
-				b.WConfidence, b.WSquaredError = b.WConfidence+g.WConfidence, b.WSquaredError+g.WSquaredError
-			}
-			key := [2]string{agent, human}
-			if c := cells[key]; c == nil {
-				cells[key] = &arbiter.VerdictAgreement{AgentVerdict: agent, HumanVerdict: human, N: g.N, Weight: g.W}
-			} else {
-				c.N, c.Weight = c.N+g.N, c.Weight+g.W
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sum labelled pairs: %w", err)
-		}
-		rows.Close()
-		out.Capped = n >= d.calibrationCap
-		for _, k := range slices.Sorted(maps.Keys(buckets)) {
-			out.Buckets = append(out.Buckets, *buckets[k])
-		}
-		for _, c := range cells {
-			out.Confusion = append(out.Confusion, *c)
-		}
-		slices.SortFunc(out.Confusion, func(a, b arbiter.VerdictAgreement) int {
-			if a.N != b.N {
-				return b.N - a.N
-			}
-			return cmp.Or(strings.Compare(a.AgentVerdict, b.AgentVerdict), strings.Compare(a.HumanVerdict, b.HumanVerdict))
-		})
-		if len(out.Confusion) > arbiter.MaxConfusionCells {
-			out.Confusion = out.Confusion[:arbiter.MaxConfusionCells]
-		}
-
+		var err error
 		if out.Evidence, err = d.readEvidence(ctx, tx, where, with(d.calibrationCap)); err != nil {
 			return err
 		}
 		if out.Strata, err = readStrata(ctx, tx, d, where, with(d.calibrationCap, d.calibrationCap)); err != nil {
 			return err
 		}
-
-		rows, err = tx.QueryContext(ctx, d.rebind(`SELECT task_id, agent_verdict, confidence, human_verdict, labelled_at
-			FROM labelled_pairs WHERE `+where+` AND audit = 1 AND correct = 0
-			ORDER BY labelled_at DESC, task_id DESC LIMIT ?`), with(arbiter.MaxListedDisagreements)...)
-		if err != nil {
-			return fmt.Errorf("audit disagreements: %w", err)
+		if out.Disagreements, err = readDisagreements(ctx, tx, d, where, with(arbiter.MaxListedDisagreements)); err != nil {
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var a arbiter.AuditDisagreement
-			if err := rows.Scan(&a.TaskID, &a.AgentVerdict, &a.Confidence, &a.HumanVerdict, &a.LabelledAt); err != nil {
-				return fmt.Errorf("audit disagreements: %w", err)
-			}
-			out.Disagreements = append(out.Disagreements, a)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("audit disagreements: %w", err)
-		}
-
 		if err := tx.GetContext(ctx, &out.AuditsWaiting, d.rebind(`SELECT count(*) FROM tasks
 			WHERE account_id = ? AND audit_state = ?`), accountID, arbiter.AuditStateWaiting); err != nil {
 			return fmt.Errorf("count waiting audits: %w", err)
@@ -310,6 +242,94 @@ func readStrata(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([
 		return cmp.Or(strings.Compare(a.dimension, b.dimension), strings.Compare(a.value, b.value))
 	}) {
 		out = append(out, *by[k])
+	}
+	return out, nil
+}
+
+// readBuckets sums, inside tx, the pairs where selects (args: its
+// arguments, the pair cap and the group cap) by confidence bucket and by
+// verdicts, into out's buckets and confusion cells, and notes whether the
+// cap was reached.
+func (d *DB) readBuckets(ctx context.Context, tx *Tx, where string, args []any, out *arbiter.CalibrationData) error {
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
+		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),
+		SUM(weight * (confidence - correct) * (confidence - correct))
+		FROM (SELECT bucket, agent_verdict, human_verdict, audit, correct, weight, confidence FROM labelled_pairs
+			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		GROUP BY bucket, agent_verdict, human_verdict LIMIT ?`), args...)
+	if err != nil {
+		return fmt.Errorf("sum labelled pairs: %w", err)
+	}
+	defer rows.Close()
+	buckets := map[int]*arbiter.ConfidenceBucket{}
+	cells := map[[2]string]*arbiter.VerdictAgreement{}
+	n := 0
+	for rows.Next() {
+		var g arbiter.ConfidenceBucket
+		var agent, human string
+		if err := rows.Scan(&g.Bucket, &agent, &human, &g.N, &g.Audits, &g.AuditsDisagree, &g.W, &g.W2, &g.WCorrect,
+			&g.WConfidence, &g.WSquaredError); err != nil {
+			return fmt.Errorf("sum labelled pairs: %w", err)
+		}
+		n += g.N
+		if b := buckets[g.Bucket]; b == nil {
+			buckets[g.Bucket] = &g
+		} else {
+			b.N, b.Audits, b.AuditsDisagree = b.N+g.N, b.Audits+g.Audits, b.AuditsDisagree+g.AuditsDisagree
+			b.W, b.W2, b.WCorrect = b.W+g.W, b.W2+g.W2, b.WCorrect+g.WCorrect
+			b.WConfidence, b.WSquaredError = b.WConfidence+g.WConfidence, b.WSquaredError+g.WSquaredError
+		}
+		key := [2]string{agent, human}
+		if c := cells[key]; c == nil {
+			cells[key] = &arbiter.VerdictAgreement{AgentVerdict: agent, HumanVerdict: human, N: g.N, Weight: g.W}
+		} else {
+			c.N, c.Weight = c.N+g.N, c.Weight+g.W
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sum labelled pairs: %w", err)
+	}
+	rows.Close()
+	out.Capped = n >= d.calibrationCap
+	for _, k := range slices.Sorted(maps.Keys(buckets)) {
+		out.Buckets = append(out.Buckets, *buckets[k])
+	}
+	for _, c := range cells {
+		out.Confusion = append(out.Confusion, *c)
+	}
+	slices.SortFunc(out.Confusion, func(a, b arbiter.VerdictAgreement) int {
+		if a.N != b.N {
+			return b.N - a.N
+		}
+		return cmp.Or(strings.Compare(a.AgentVerdict, b.AgentVerdict), strings.Compare(a.HumanVerdict, b.HumanVerdict))
+	})
+	if len(out.Confusion) > arbiter.MaxConfusionCells {
+		out.Confusion = out.Confusion[:arbiter.MaxConfusionCells]
+	}
+	return nil
+}
+
+// readDisagreements reads, inside tx, the latest audits where selects
+// (args: its arguments and the most to list) that disagreed with the
+// agent.
+func readDisagreements(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([]arbiter.AuditDisagreement, error) {
+	var out []arbiter.AuditDisagreement
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_id, agent_verdict, confidence, human_verdict, labelled_at
+		FROM labelled_pairs WHERE `+where+` AND audit = 1 AND correct = 0
+		ORDER BY labelled_at DESC, task_id DESC LIMIT ?`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit disagreements: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a arbiter.AuditDisagreement
+		if err := rows.Scan(&a.TaskID, &a.AgentVerdict, &a.Confidence, &a.HumanVerdict, &a.LabelledAt); err != nil {
+			return nil, fmt.Errorf("audit disagreements: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit disagreements: %w", err)
 	}
 	return out, nil
 }

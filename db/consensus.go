@@ -200,36 +200,47 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 		}
 		return t, tx.publishTaskEvents(ctx, accountID, taskID, arbiter.EventTaskVoteRecorded)
 	}
+	if err := d.completeByVotes(ctx, tx, t, a, out.Verdict); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// completeByVotes completes t, inside tx, with the verdict its votes
+// decided (the last vote being a): final tier human, its slots closed, the
+// consensus's labelled pair and task.completed.
+func (d *DB) completeByVotes(ctx context.Context, tx *Tx, t *arbiter.Task, a arbiter.Attempt, verdict string) error {
+	accountID, taskID := t.AccountID, t.ID
 	now := a.StartedAt
-	verdict, confidence, tier := out.Verdict, 1.0, arbiter.TierHuman
+	confidence, tier := 1.0, arbiter.TierHuman
 	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
 		final_tier = ?, final_confidence = ?, completed_at = ?, votes_open = 0
 		WHERE id = ? AND account_id = ? AND status = ?
 		RETURNING `+updatedColumns)),
 		arbiter.StatusCompleted, verdict, tier, confidence, int64(now), taskID, accountID, arbiter.StatusHumanNeeded)
 	if err != nil {
-		return nil, fmt.Errorf("decide task: %w", err)
+		return fmt.Errorf("decide task: %w", err)
 	}
 	updated, err := scanUpdated(rows)
 	if err != nil {
-		return nil, fmt.Errorf("decide task: %w", err)
+		return fmt.Errorf("decide task: %w", err)
 	} else if len(updated) != 1 {
-		return nil, arbiter.Errorf(arbiter.ECONFLICT, "The reviewers have decided this task already.")
+		return arbiter.Errorf(arbiter.ECONFLICT, "The reviewers have decided this task already.")
 	}
 	if _, err := tx.ExecContext(ctx, d.rebind(`DELETE FROM review_slots WHERE task_id = ?`), taskID); err != nil {
-		return nil, fmt.Errorf("close slots: %w", err)
+		return fmt.Errorf("close slots: %w", err)
 	}
 	// The labelled pair is the consensus's, not the last voter's.
 	consensus := a
 	consensus.Verdict = &verdict
 	if err := d.insertLabelledPair(ctx, tx, t, consensus); err != nil {
-		return nil, err
+		return err
 	}
 	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
-		return nil, err
+		return err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
-	return t, nil
+	return nil
 }
 
 var _ arbiter.AgreementService = (*DB)(nil)

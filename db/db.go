@@ -166,27 +166,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if rawURL == "" {
 		rawURL = DefaultURL
 	}
-	if opts.DailyTaskCap == 0 {
-		opts.DailyTaskCap = arbiter.DefaultDailyTaskCap
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.IdempotencyTTL <= 0 {
-		opts.IdempotencyTTL = arbiter.DefaultIdempotencyTTL
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.SessionIdle <= 0 {
-		opts.SessionIdle = arbiter.DefaultSessionIdle
-	}
-	if opts.MaxCalibrationPairs <= 0 {
-		opts.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
-	}
+	opts = opts.withDefaults()
 	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped,
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
@@ -206,35 +186,17 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.reads.Run, d.reads.Timeout = d.readGroupOf, opts.Timeout
 	d.finishes.Run, d.finishes.Timeout, d.finishes.Max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
+	if err := d.openPool(rawURL, opts.Timeout); err != nil {
+		return nil, err
+	}
+	d.claims.tasks, d.claims.tasksStarted = d.claimTasksSQL(false), d.claimTasksSQL(true)
+	d.claims.webhooks = d.claimWebhooksSQL()
 	// Few connections serve many requests: a query holds one for well
 	// under a millisecond, concurrent calls share statements (db/internal/group), and
 	// more backends than the database has cores only take turns on them.
 	// On SQLite, WAL lets readers run beside the single writer, and writers
 	// take turns in the order they came (db/internal/sqlitegate).
 	pool := 8
-	switch {
-	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		d.dialect = Postgres
-		connector, err := postgresConnector(rawURL, opts.Timeout)
-		if err != nil {
-			return nil, fmt.Errorf("open postgres: %w", err)
-		}
-		d.db = sqlx.NewDb(sql.OpenDB(connector), "postgres")
-	default:
-		d.dialect = SQLite
-		path := strings.TrimPrefix(rawURL, "sqlite:")
-		if err := createPrivate(path); err != nil {
-			return nil, fmt.Errorf("open sqlite: %w", err)
-		}
-		connector, err := sqlite.NewConnector(sqliteDSN(path, opts.Timeout))
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite: %w", err)
-		}
-		d.writeGate = sqlitegate.New(opts.Timeout)
-		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
-	}
-	d.claims.tasks, d.claims.tasksStarted = d.claimTasksSQL(false), d.claimTasksSQL(true)
-	d.claims.webhooks = d.claimWebhooksSQL()
 	if opts.MaxOpenConns > 0 {
 		pool = opts.MaxOpenConns
 	}
@@ -246,6 +208,60 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("connect to %s store: %w", d.dialect, err)
 	}
 	return d, nil
+}
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.DailyTaskCap == 0 {
+		o.DailyTaskCap = arbiter.DefaultDailyTaskCap
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.IdempotencyTTL <= 0 {
+		o.IdempotencyTTL = arbiter.DefaultIdempotencyTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = arbiter.DefaultSessionIdle
+	}
+	if o.MaxCalibrationPairs <= 0 {
+		o.MaxCalibrationPairs = arbiter.MaxCalibrationPairs
+	}
+	return o
+}
+
+// openPool opens the connection pool of rawURL's dialect: Postgres for
+// "postgres://" and "postgresql://", else an SQLite file (created private),
+// whose writers take turns through the write gate.
+func (d *DB) openPool(rawURL string, timeout time.Duration) error {
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		d.dialect = Postgres
+		connector, err := postgresConnector(rawURL, timeout)
+		if err != nil {
+			return fmt.Errorf("open postgres: %w", err)
+		}
+		d.db = sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	default:
+		d.dialect = SQLite
+		path := strings.TrimPrefix(rawURL, "sqlite:")
+		if err := createPrivate(path); err != nil {
+			return fmt.Errorf("open sqlite: %w", err)
+		}
+		connector, err := sqlite.NewConnector(sqliteDSN(path, timeout))
+		if err != nil {
+			return fmt.Errorf("open sqlite: %w", err)
+		}
+		d.writeGate = sqlitegate.New(timeout)
+		d.db = sqlx.NewDb(sql.OpenDB(d.writeGate.Connector(connector)), "sqlite")
+	}
+	return nil
 }
 
 // connect opens the pool's first connection. A new SQLite connection

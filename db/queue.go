@@ -328,75 +328,92 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 			decided, err = d.castVote(ctx, tx, insert, accountID, taskID, dec, a)
 			return err
 		}
-		// A gold task completes with its gold verdict; the reviewer's
-		// answer is their attempt, and labels no calibration pair.
-		gold, err := d.goldOf(ctx, tx, taskID)
-		if err != nil {
-			return err
-		}
-		final := *a.Verdict
-		if gold != "" {
-			final = gold
-		}
-		// A reviewer decides only a task nobody else holds: their own
-		// reservation, or one that ran out and nobody took over.
-		rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
-			final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
-			WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
-			AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
-			RETURNING `+updatedColumns)),
-			arbiter.StatusCompleted, final, a.Tier, *a.Confidence, int64(now),
-			taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
-		if err != nil {
-			return fmt.Errorf("decide task: %w", err)
-		}
-		updated, err := scanUpdated(rows)
-		if err != nil {
-			return fmt.Errorf("decide task: %w", err)
-		} else if len(updated) == 0 {
-			// Another decision or the expiry committed between the read
-			// and the update (Postgres re-checks the WHERE after the row
-			// lock), or the deadline passed and the worker has not yet
-			// expired the task. Under read committed a new read sees the
-			// change, so the error can say what happened.
-			if t, err = d.findTask(ctx, tx, accountID, taskID); err != nil {
-				return err
-			} else if _, err := dec.Attempt(t, now); err != nil {
-				return err
-			} else if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
-				return err
-			} else if passed {
-				return arbiter.DeadlinePassedError(t)
-			} else if r, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
-				return err
-			} else if r != nil && r.PersonID != dec.ReviewerID {
-				return arbiter.ReservedByOtherError(r)
-			}
-			return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
-		}
-		if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
-			return err
-		}
-		if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
-			return err
-		}
-		if gold == "" {
-			if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
-				return err
-			}
-		}
-		if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
-			return err
-		}
-		t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now
-		t.Attempts = append(t.Attempts, a)
-		decided = t
-		return nil
+		decided, err = d.decideOne(ctx, tx, insert, t, dec, a, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return decided, nil
+}
+
+// decideOne completes t, a task that asks one review, with the reviewer's
+// decision (attempt a), inside tx: the final fields, the attempt, the
+// audit log's line, the labelled pair (none for a gold task, which
+// completes with its gold verdict) and the task's events. It returns the
+// task as it stands.
+func (d *DB) decideOne(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter.Task, dec arbiter.HumanDecision, a arbiter.Attempt,
+	now arbiter.Timestamp) (*arbiter.Task, error) {
+	accountID, taskID := t.AccountID, t.ID
+	// A gold task completes with its gold verdict; the reviewer's
+	// answer is their attempt, and labels no calibration pair.
+	gold, err := d.goldOf(ctx, tx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	final := *a.Verdict
+	if gold != "" {
+		final = gold
+	}
+	// A reviewer decides only a task nobody else holds: their own
+	// reservation, or one that ran out and nobody took over.
+	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
+		final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
+		WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
+		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
+		RETURNING `+updatedColumns)),
+		arbiter.StatusCompleted, final, a.Tier, *a.Confidence, int64(now),
+		taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
+	if err != nil {
+		return nil, fmt.Errorf("decide task: %w", err)
+	}
+	updated, err := scanUpdated(rows)
+	if err != nil {
+		return nil, fmt.Errorf("decide task: %w", err)
+	} else if len(updated) == 0 {
+		return nil, d.decideRefused(ctx, tx, accountID, taskID, dec, now)
+	}
+	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
+		return nil, err
+	}
+	if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
+		return nil, err
+	}
+	if gold == "" {
+		if err := d.insertLabelledPair(ctx, tx, t, a); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
+		return nil, err
+	}
+	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now
+	t.Attempts = append(t.Attempts, a)
+	return t, nil
+}
+
+// decideRefused says why a reviewer's decision changed nothing, read
+// inside tx, the transaction it ran in: another decision or the expiry
+// committed between the read and the update (Postgres re-checks the WHERE
+// after the row lock), the deadline passed and the worker has not yet
+// expired the task, or another reviewer holds it. Under read committed a
+// new read sees the change, so the error can say what happened.
+func (d *DB) decideRefused(ctx context.Context, tx *Tx, accountID, taskID string, dec arbiter.HumanDecision, now arbiter.Timestamp) error {
+	t, err := d.findTask(ctx, tx, accountID, taskID)
+	if err != nil {
+		return err
+	} else if _, err := dec.Attempt(t, now); err != nil {
+		return err
+	} else if passed, err := d.deadlinePassed(ctx, tx, taskID); err != nil {
+		return err
+	} else if passed {
+		return arbiter.DeadlinePassedError(t)
+	} else if r, err := d.findReservation(ctx, tx, accountID, taskID); err != nil {
+		return err
+	} else if r != nil && r.PersonID != dec.ReviewerID {
+		return arbiter.ReservedByOtherError(r)
+	}
+	return arbiter.Errorf(arbiter.ECONFLICT, "The task was already decided by another reviewer.")
 }
 
 // answerAudit records, inside tx, a reviewer's answer a to the blind audit

@@ -83,42 +83,7 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 		if err != nil {
 			return err
 		}
-
-		var admitted []newCreate
-		replays := map[string][]int{} // task id → the creates that replay it
-		firstUse := map[string]int{}  // key → the create of the batch that used it first
-		for i, c := range creates {
-			if c.key != "" {
-				if k, ok := earlier[c.key]; ok {
-					if k.fingerprint != c.fingerprint {
-						out[i].Err = errKeyMismatch
-					} else {
-						replays[k.taskID] = append(replays[k.taskID], i)
-					}
-					continue
-				}
-				if first, ok := firstUse[c.key]; ok {
-					switch {
-					case creates[first].fingerprint != c.fingerprint:
-						out[i].Err = errKeyMismatch
-					case out[first].Err != nil:
-						out[i].Err = out[first].Err
-					default:
-						t := *out[first].Task
-						out[i] = arbiter.TaskCreated{Task: &t, Replayed: true}
-					}
-					continue
-				}
-				firstUse[c.key] = i
-			}
-			if used+len(admitted) >= capacity {
-				out[i].Err = capUsedUp(now)
-				continue
-			}
-			admitted = append(admitted, c)
-			out[i].Task = c.task
-		}
-
+		admitted, replays := admitBatch(creates, earlier, used, capacity, out)
 		if len(admitted) > 0 {
 			if err := d.insertBatch(ctx, tx, stmts, admitted); err != nil {
 				return err
@@ -146,6 +111,51 @@ func (d *DB) tryBatch(ctx context.Context, accountID string, creates []newCreate
 		return nil, err
 	}
 	return out, nil
+}
+
+// admitBatch sorts out, in order, which creates of a batch are stored: a
+// create whose idempotency key the account used before is replayed, or
+// refused when its request differs; a key used twice in the batch replays
+// its first use; the rest are admitted while the day's usage leaves room
+// under capacity. It fills out's refusals and the admitted creates' tasks,
+// and returns the admitted creates and, by task id, the creates that
+// replay it.
+func admitBatch(creates []newCreate, earlier map[string]earlierKey, used, capacity int, out []arbiter.TaskCreated) ([]newCreate, map[string][]int) {
+	var admitted []newCreate
+	replays := map[string][]int{} // task id → the creates that replay it
+	firstUse := map[string]int{}  // key → the create of the batch that used it first
+	for i, c := range creates {
+		if c.key != "" {
+			if k, ok := earlier[c.key]; ok {
+				if k.fingerprint != c.fingerprint {
+					out[i].Err = errKeyMismatch
+				} else {
+					replays[k.taskID] = append(replays[k.taskID], i)
+				}
+				continue
+			}
+			if first, ok := firstUse[c.key]; ok {
+				switch {
+				case creates[first].fingerprint != c.fingerprint:
+					out[i].Err = errKeyMismatch
+				case out[first].Err != nil:
+					out[i].Err = out[first].Err
+				default:
+					t := *out[first].Task
+					out[i] = arbiter.TaskCreated{Task: &t, Replayed: true}
+				}
+				continue
+			}
+			firstUse[c.key] = i
+		}
+		if used+len(admitted) >= capacity {
+			out[i].Err = capUsedUp(creates[0].task.CreatedAt)
+			continue
+		}
+		admitted = append(admitted, c)
+		out[i].Task = c.task
+	}
+	return admitted, replays
 }
 
 // earlierKeys returns the idempotency keys of creates that the account
