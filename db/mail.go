@@ -39,12 +39,8 @@ func (d *DB) ClaimMail(ctx context.Context, owner string, max int, lease time.Du
 		return nil, nil
 	}
 	var rows []mailRow
-	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE mail_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
-		WHERE id IN (SELECT m.id FROM mail_messages m
-			WHERE m.status = '`+arbiter.MailPending+`' AND m.next_attempt_at <= ?
-			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
-			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+d.sqlSkipLocked()+`)
-		RETURNING id, account_id, kind, recipient, task_id, data, attempts`), owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
+	if err := d.db.SelectContext(ctx, &rows, d.leaseDueSQL("mail_messages", "id, account_id, kind, recipient, task_id, data, attempts"),
+		owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
 		return nil, fmt.Errorf("claim mail: %w", err)
 	}
 	out := make([]*arbiter.MailMessage, len(rows))
@@ -92,8 +88,7 @@ func (d *DB) RecordMailAttempt(ctx context.Context, owner, id string, step arbit
 func (d *DB) ReleaseMail(ctx context.Context, owner string) (err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	if _, err := d.db.ExecContext(ctx, d.rebind(`UPDATE mail_messages SET lease_owner = NULL, lease_expires_at = NULL
-		WHERE lease_owner = ? AND status = '`+arbiter.MailPending+`'`), owner); err != nil {
+	if _, err := d.db.ExecContext(ctx, d.releaseLeasesSQL("mail_messages"), owner); err != nil {
 		return fmt.Errorf("release mail: %w", err)
 	}
 	return nil

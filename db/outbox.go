@@ -48,6 +48,27 @@ func (d *DB) fanOut(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) err
 	return nil
 }
 
+// leaseDueSQL is the statement that leases up to ? due pending rows of an
+// outbox's table to an owner, oldest due first, skipping rows whose lease
+// has not run out (SKIP LOCKED on Postgres; the one writer on SQLite), and
+// returns the columns named. Arguments: owner, lease (ms), now, max.
+func (d *DB) leaseDueSQL(table, returning string) string {
+	return d.rebind(`UPDATE ` + table + ` SET lease_owner = ?, lease_expires_at = ` + d.sqlNowMS() + ` + ?
+		WHERE id IN (SELECT m.id FROM ` + table + ` m
+			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < ` + d.sqlNowMS() + `)
+			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? ` + d.sqlSkipLocked() + `)
+		RETURNING ` + returning)
+}
+
+// releaseLeasesSQL is the statement that ends the leases an owner (its
+// one argument) holds on an outbox's pending rows, for a deliverer that
+// stops with messages unsent.
+func (d *DB) releaseLeasesSQL(table string) string {
+	return d.rebind(`UPDATE ` + table + ` SET lease_owner = NULL, lease_expires_at = NULL
+		WHERE lease_owner = ? AND status = 'pending'`)
+}
+
 // wakeup tells an outbox's deliverer in this process that messages were
 // queued. Signals never block, and those sent before the deliverer looks
 // make one: it claims every due message anyway.

@@ -205,12 +205,8 @@ func (d *DB) ClaimSlackMessages(ctx context.Context, owner string, max int, leas
 		return nil, nil
 	}
 	var rows []slackMessageRow
-	if err := d.db.SelectContext(ctx, &rows, d.rebind(`UPDATE slack_messages SET lease_owner = ?, lease_expires_at = `+d.sqlNowMS()+` + ?
-		WHERE id IN (SELECT m.id FROM slack_messages m
-			WHERE m.status = 'pending' AND m.next_attempt_at <= ?
-			AND (m.lease_expires_at IS NULL OR m.lease_expires_at < `+d.sqlNowMS()+`)
-			ORDER BY m.next_attempt_at, m.created_at, m.id LIMIT ? `+d.sqlSkipLocked()+`)
-		RETURNING `+slackMessageColumns), owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
+	if err := d.db.SelectContext(ctx, &rows, d.leaseDueSQL("slack_messages", slackMessageColumns),
+		owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
 		return nil, fmt.Errorf("claim Slack messages: %w", err)
 	}
 	out := make([]*arbiter.SlackDelivery, 0, len(rows))

@@ -942,8 +942,7 @@ func (d *DB) recordEndpointFailure(ctx context.Context, tx *Tx, endpointID strin
 func (d *DB) ReleaseWebhookMessages(ctx context.Context, owner string) (err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	if _, err := d.db.ExecContext(ctx, d.rebind(`UPDATE webhook_messages SET lease_owner = NULL, lease_expires_at = NULL
-		WHERE lease_owner = ? AND status = 'pending'`), owner); err != nil {
+	if _, err := d.db.ExecContext(ctx, d.releaseLeasesSQL("webhook_messages"), owner); err != nil {
 		return fmt.Errorf("release webhook messages: %w", err)
 	}
 	return nil
