@@ -14,15 +14,20 @@ import (
 
 // outboxStores runs fn on each store with an account whose webhook
 // endpoint takes every event and whose Slack is connected, a task of it,
-// and a third outbox registered after the store's own.
-func outboxStores(t *testing.T, fn func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task,
+// and a third outbox registered after the store's own. The stores read
+// the clock c, or the system's when c is nil.
+func outboxStores(t *testing.T, c *clock, fn func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task,
 	e *arbiter.WebhookEndpoint, third *db.RecordingOutbox)) {
 	t.Helper()
 	key, err := secretbox.Parse(secretbox.NewKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbtest.Each(t, db.Options{Secrets: key}, func(t *testing.T, d *db.DB) {
+	opts := db.Options{Secrets: key}
+	if c != nil {
+		opts.Now = c.Now
+	}
+	dbtest.Each(t, opts, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
 		e, err := d.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://hooks.example.com/arbiter"}, false,
 			arbiter.Actor{Email: arbiter.OperatorActor})
@@ -92,7 +97,7 @@ func drained(c <-chan struct{}) <-chan struct{} {
 // transaction, and each outbox that queued is woken after the commit.
 func TestPublish_ReachesEveryRegisteredOutbox(t *testing.T) {
 	t.Parallel()
-	outboxStores(t, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
 		webhooks, slack := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued())
 		toHuman(t, d)
 		woken(t, webhooks, "of the webhook deliverer")
@@ -127,7 +132,7 @@ func TestPublish_ReachesEveryRegisteredOutbox(t *testing.T) {
 // woken; once it accepts, the same transition goes through.
 func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 	t.Parallel()
-	outboxStores(t, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
 		toHuman(t, d)
 		before, slackBefore := webhookEvents(t, d, acct.ID, e.ID), slackKinds(t, d)
 		wake, stop := d.WatchTask(task.ID)
@@ -161,6 +166,74 @@ func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 		woken(t, wake, "of the task's waiter")
 		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before, arbiter.EventTaskCompleted)) {
 			t.Errorf("webhook messages %v once it accepts", got)
+		}
+	})
+}
+
+// TestPublish_ARungReachesEveryOutboxOrNone: an escalation rung's
+// transition reaches all four registered outboxes in its transaction (the
+// webhook's task.escalated, Slack's question asked again, the rung's mail
+// to the account's owner, the third outbox's event) and wakes each
+// deliverer that queued; while the third outbox refuses, the rung does
+// not fire and no channel keeps a row of it.
+func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	outboxStores(t, c, func(t *testing.T, d *db.DB, acct *arbiter.Account, _ *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+		in := taskCreate("Refund 900 EUR to Ada?")
+		in.Alerts = arbiter.Alerts{Escalation: []arbiter.Rung{{After: arbiter.AlertWait{After: time.Minute}, To: "role:owner"}}}
+		task, err := d.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toHuman(t, d)
+		before, slackBefore, seen := webhookEvents(t, d, acct.ID, e.ID), slackKinds(t, d), len(third.Events())
+		webhooks, slack, mail := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued()), drained(d.MailQueued())
+		c.Add(time.Minute)
+
+		refused := errors.New("the third outbox refuses")
+		third.SetFail(refused)
+		if _, err := d.FireDueAlerts(ctx, 10); !errors.Is(err, refused) {
+			t.Fatalf("fire with a failing outbox: %v", err)
+		}
+		if got := mustFind(t, d, acct.ID, task.ID); got.Escalation != nil {
+			t.Errorf("the task was escalated: %+v", got.Escalation)
+		}
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, before) {
+			t.Errorf("webhook messages %v after the failure, %v before", got, before)
+		}
+		if got := slackKinds(t, d); !slices.Equal(got, slackBefore) {
+			t.Errorf("Slack messages %v after the failure, %v before", got, slackBefore)
+		}
+		noneDue(t, d, "after the failure")
+		notWoken(t, webhooks, "of the webhook deliverer")
+		notWoken(t, slack, "of the Slack deliverer")
+		notWoken(t, mail, "of the mail deliverer")
+
+		third.SetFail(nil)
+		if n, err := d.FireDueAlerts(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("fired %d: %v", n, err)
+		}
+		woken(t, webhooks, "of the webhook deliverer")
+		woken(t, slack, "of the Slack deliverer")
+		woken(t, mail, "of the mail deliverer")
+		if got := mustFind(t, d, acct.ID, task.ID); got.Escalation == nil || got.Escalation.Rung != 1 {
+			t.Errorf("the task's escalation: %+v", got.Escalation)
+		}
+		if got := third.Events()[seen:]; len(got) != 1 || got[0].Type != arbiter.EventTaskEscalated || got[0].TaskID != task.ID {
+			t.Errorf("the third outbox got %+v", got)
+		}
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before, arbiter.EventTaskEscalated)) {
+			t.Errorf("webhook messages %v, %v before", got, before)
+		}
+		want := append(slices.Clone(slackBefore), arbiter.SlackPost)
+		slices.Sort(want)
+		if got := slackKinds(t, d); !slices.Equal(got, want) {
+			t.Errorf("Slack messages %v, want %v", got, want)
+		}
+		if mails := takeMail(t, d); len(mails) != 1 || mails[0].Kind != arbiter.MailEscalation || mails[0].To != "owner@example.com" ||
+			mails[0].TaskID != task.ID {
+			t.Errorf("mails %+v, want the rung's to the owner", mails)
 		}
 	})
 }
