@@ -6,10 +6,12 @@
 //     jsonobject.go): a create and its strict JSON, the display hint, the
 //     list's filters and pages, waiting for a final status, idempotency
 //     keys, and DecodeJSONObject.
-//   - A task's path (queue.go, verifier.go, policy.go, escalation.go):
-//     the pure steps NextAgentStep, LostAgentStep and HumanDecision, what a
-//     verifier answers, policies per task type and the on-expiry outcome at
-//     the deadline, reminders and escalation rungs.
+//   - A task's path (queue.go, verifier.go, cascade.go, policy.go,
+//     escalation.go): the pure steps NextAgentStep, LostAgentStep and
+//     HumanDecision, what a verifier answers and the named verifiers of a
+//     verifiers file, the agent tier's cascade and its step, policies per
+//     task type and the on-expiry outcome at the deadline, reminders and
+//     escalation rungs.
 //   - People deciding (reservation.go, consensus.go, gold.go, agreement.go,
 //     stats.go): reservations on the desk, votes and the consensus rule,
 //     gold tasks, agreement between reviewers, the desk's statistics.
@@ -39,7 +41,8 @@
 // not the domain's live under internal/: jsonfields (a struct's exact JSON
 // member names), useragent (browser names for the audit log), secretbox
 // (secrets sealed at rest), taskview (how the desk shows a task's context),
-// jcs (the RFC 8785 canonical form of JSON) and testutil.
+// jcs (the RFC 8785 canonical form of JSON), celtask (CEL expressions over
+// a task, for rules and require_person_if) and testutil.
 package arbiter
 
 import (

@@ -3,12 +3,16 @@ package arbiter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/arbiterhq/arbiter/internal/celtask"
 )
 
 // TierFallback is the final_tier of a task its on-expiry outcome decided
@@ -206,6 +210,92 @@ type Policy struct {
 	// a certified threshold sets it to the certificate's, and drift is
 	// watched against it.
 	Target *ErrorTarget `json:"-"`
+	// Agent is how the agent tier treats the tasks of the type
+	// (cascade.go): zero leaves the verifiers file's cascade, each
+	// verifier at the task's confidence_threshold.
+	Agent PolicyAgent `json:"-"`
+}
+
+// PolicyAgent is a policy's say on the agent tier's cascade.
+type PolicyAgent struct {
+	// Cascade names the verifiers asked, in order; nil for the
+	// verifiers file's cascade.
+	Cascade []string `json:"cascade,omitempty"`
+	// Thresholds are per verifier: an answer at or above decides. A
+	// verifier without one takes its certificate when Certified is set,
+	// else the task's confidence_threshold.
+	Thresholds map[string]*float64 `json:"thresholds,omitempty"`
+	// Certified, when set, has each verifier without a threshold decide
+	// at its current certificate for this target (none yet: it passes
+	// every task on).
+	Certified *ErrorTarget `json:"certified,omitempty"`
+	// RequirePersonIf is a CEL expression over task and context, as the
+	// rules verifier reads them: a task it matches goes to people
+	// whatever the verifiers would say; "" for none.
+	RequirePersonIf string `json:"require_person_if,omitempty"`
+}
+
+// IsZero reports whether the policy leaves the cascade as it is.
+func (a PolicyAgent) IsZero() bool {
+	return len(a.Cascade) == 0 && len(a.Thresholds) == 0 && a.Certified == nil && a.RequirePersonIf == ""
+}
+
+// asField returns err, an EINVALID *Error, naming field instead of its
+// own: the policy field whose part was at fault.
+func asField(field string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	named := *e
+	named.Field = field
+	return &named
+}
+
+// MaxRequirePersonIfChars bounds a require_person_if expression.
+const MaxRequirePersonIfChars = 1000
+
+// Validate returns an EINVALID error naming the field at fault unless the
+// cascade names verifiers (each once), the thresholds are from 0 to 1,
+// the certified target is one a report takes, and require_person_if is a
+// boolean CEL expression.
+func (a PolicyAgent) Validate() error {
+	if len(a.Cascade) > MaxVerifiers {
+		return FieldErrorf("cascade", "cascade may name at most %d verifiers.", MaxVerifiers)
+	}
+	for i, name := range a.Cascade {
+		if err := CheckVerifierName(name); err != nil {
+			return asField("cascade", err)
+		}
+		if slices.Contains(a.Cascade[:i], name) {
+			return FieldErrorf("cascade", "cascade names %q twice.", name)
+		}
+	}
+	if len(a.Thresholds) > MaxVerifiers {
+		return FieldErrorf("thresholds", "thresholds may name at most %d verifiers.", MaxVerifiers)
+	}
+	for name, t := range a.Thresholds {
+		if err := CheckVerifierName(name); err != nil {
+			return asField("thresholds", err)
+		}
+		if t == nil || math.IsNaN(*t) || *t < 0 || *t > 1 {
+			return FieldErrorf("thresholds", "The threshold of %s must be a number from 0 to 1.", name)
+		}
+	}
+	if c := a.Certified; c != nil {
+		if err := c.Validate(); err != nil {
+			return asField("certified", err)
+		}
+	}
+	if e := a.RequirePersonIf; e != "" {
+		if utf8.RuneCountInString(e) > MaxRequirePersonIfChars || !utf8.ValidString(e) {
+			return FieldErrorf("require_person_if", "require_person_if must be an expression of at most %d characters.", MaxRequirePersonIfChars)
+		}
+		if _, err := celtask.Compile(e, 0); err != nil {
+			return FieldErrorf("require_person_if", "require_person_if does not compile: %s.", err.Error())
+		}
+	}
+	return nil
 }
 
 // ErrorTarget is an error rate the agent is held to and the confidence a
@@ -281,9 +371,11 @@ func (p *Policy) Validate() error {
 		}
 	}
 	if p.Target != nil {
-		return p.Target.Validate()
+		if err := p.Target.Validate(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return p.Agent.Validate()
 }
 
 // stringPointers returns pointers to list's strings, the form ParseNotify
@@ -453,17 +545,28 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	type plain Policy
 	out := struct {
 		plain
-		OnExpiry         string   `json:"on_expiry"`
-		AgentFloor       *float64 `json:"agent_floor"`
-		Fallback         *string  `json:"on_expiry_fallback"`
-		TargetErrorRate  *float64 `json:"target_error_rate"`
-		TargetConfidence *float64 `json:"target_confidence"`
+		OnExpiry         string              `json:"on_expiry"`
+		AgentFloor       *float64            `json:"agent_floor"`
+		Fallback         *string             `json:"on_expiry_fallback"`
+		TargetErrorRate  *float64            `json:"target_error_rate"`
+		TargetConfidence *float64            `json:"target_confidence"`
+		Cascade          []string            `json:"cascade"`
+		Thresholds       map[string]*float64 `json:"thresholds"`
+		Certified        *errorTargetJSON    `json:"certified"`
+		RequirePersonIf  *string             `json:"require_person_if"`
 		policyReviewJSON
 		alertsJSON
 	}{plain: plain(p), OnExpiry: p.OnExpiry.Outcome, AgentFloor: p.OnExpiry.AgentFloor, policyReviewJSON: reviewJSON(p.Review),
 		alertsJSON: p.Alerts.json()}
 	if t := p.Target; t != nil {
 		out.TargetErrorRate, out.TargetConfidence = &t.ErrorRate, &t.Confidence
+	}
+	out.Cascade, out.Thresholds = p.Agent.Cascade, p.Agent.Thresholds
+	if c := p.Agent.Certified; c != nil {
+		out.Certified = &errorTargetJSON{ErrorRate: c.ErrorRate, Confidence: c.Confidence}
+	}
+	if e := p.Agent.RequirePersonIf; e != "" {
+		out.RequirePersonIf = &e
 	}
 	if out.OnExpiry == "" {
 		out.OnExpiry = OnExpiryExpire
@@ -575,7 +678,25 @@ func (p *Policy) Summary() string {
 	if t := p.Target; t != nil {
 		parts = append(parts, "target "+FormatShare(t.ErrorRate)+" at "+FormatShare(t.Confidence))
 	}
+	if a := p.Agent; len(a.Cascade) > 0 {
+		parts = append(parts, "cascade "+strings.Join(a.Cascade, " "))
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Agent.Thresholds)) {
+		parts = append(parts, "threshold of "+name+" "+strconv.FormatFloat(*p.Agent.Thresholds[name], 'f', -1, 64))
+	}
+	if c := p.Agent.Certified; c != nil {
+		parts = append(parts, "certified at "+FormatShare(c.ErrorRate)+" with "+FormatShare(c.Confidence))
+	}
+	if e := p.Agent.RequirePersonIf; e != "" {
+		parts = append(parts, "a person if "+e)
+	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// errorTargetJSON is an ErrorTarget as the API writes it.
+type errorTargetJSON struct {
+	ErrorRate  float64 `json:"target_error_rate"`
+	Confidence float64 `json:"confidence"`
 }
 
 // policyRequest is the wire form of a policy: every field may be left out
@@ -601,6 +722,14 @@ type policyRequest struct {
 	// The target the agent is held to (Policy.Target).
 	TargetErrorRate  *float64 `json:"target_error_rate"`
 	TargetConfidence *float64 `json:"target_confidence"`
+	// The agent tier's cascade (Policy.Agent).
+	Cascade    []*string           `json:"cascade"`
+	Thresholds map[string]*float64 `json:"thresholds"`
+	Certified  *struct {
+		ErrorRate  *float64 `json:"target_error_rate"`
+		Confidence *float64 `json:"confidence"`
+	} `json:"certified"`
+	RequirePersonIf *string `json:"require_person_if"`
 }
 
 // policyTypeErrors names, per policy field, what a wrong JSON type gets
@@ -624,6 +753,10 @@ var policyTypeErrors = map[string]string{
 	"edit_verdicts":        fieldTypeErrors["edit_verdicts"],
 	"target_error_rate":    "target_error_rate must be a number between 0 and 1, such as 0.02.",
 	"target_confidence":    "target_confidence must be a number from 0.5 to below 1, such as 0.95.",
+	"cascade":              "cascade must be a list of verifier names, such as [\"rules\", \"small\", \"large\"].",
+	"thresholds":           "thresholds must map verifier names to numbers from 0 to 1, such as {\"small\": 0.97}.",
+	"certified":            "certified must be an object {\"target_error_rate\": 0.05, \"confidence\": 0.95}.",
+	"require_person_if":    "require_person_if must be a CEL expression, such as \"context.amount > 1000\".",
 }
 
 // ParsePolicy decodes the body of a policy of taskType and validates it
@@ -689,6 +822,27 @@ func ParsePolicy(taskType string, body []byte) (Policy, error) {
 		}
 	case req.TargetConfidence != nil:
 		return Policy{}, FieldErrorf("target_confidence", "target_confidence goes with target_error_rate; give target_error_rate too.")
+	}
+	for _, name := range req.Cascade {
+		if name == nil {
+			return Policy{}, FieldErrorf("cascade", "cascade must hold verifier names only; an entry is null.")
+		}
+		p.Agent.Cascade = append(p.Agent.Cascade, *name)
+	}
+	if len(req.Thresholds) > 0 {
+		p.Agent.Thresholds = req.Thresholds
+	}
+	if c := req.Certified; c != nil {
+		if c.ErrorRate == nil {
+			return Policy{}, FieldErrorf("certified", "certified needs target_error_rate, such as {\"target_error_rate\": 0.05}.")
+		}
+		p.Agent.Certified = &ErrorTarget{ErrorRate: *c.ErrorRate, Confidence: DefaultCertificationConfidence}
+		if c.Confidence != nil {
+			p.Agent.Certified.Confidence = *c.Confidence
+		}
+	}
+	if e := req.RequirePersonIf; e != nil {
+		p.Agent.RequirePersonIf = *e
 	}
 	if err := p.Validate(); err != nil {
 		return Policy{}, err

@@ -32,6 +32,13 @@ type AgentStep struct {
 	// Err is the full error of a failed or throttled call, for the log;
 	// the attempt records only its reason (VerifierFailureReason).
 	Err error
+	// ResetFailures starts the task's failures count anew: the step
+	// passes it to the next verifier of its cascade, whose calls have
+	// failed none yet.
+	ResetFailures bool
+	// Stage is the task's cascade stage after the step (Task.CascadeStage):
+	// the next verifier's when it passed the task on.
+	Stage int
 }
 
 // AgentRetry is how a worker spaces the calls of a task, for NextAgentStep.

@@ -56,20 +56,23 @@ const (
 // Its JSON form is the Task object of the specification: it never carries the
 // context, and the final_* fields are null until the task is completed.
 type Task struct {
-	ID                  string     `json:"id"`
-	AccountID           string     `json:"-"`
-	Status              string     `json:"status"`
-	TaskType            string     `json:"task_type"`
-	Source              string     `json:"source"`
-	Touchpoint          string     `json:"touchpoint"`
-	Prompt              string     `json:"prompt"`
-	AllowedVerdicts     []string   `json:"allowed_verdicts"`
-	ConfidenceThreshold float64    `json:"confidence_threshold"`
-	FinalVerdict        *string    `json:"final_verdict"`
-	FinalTier           *string    `json:"final_tier"`
-	FinalConfidence     *float64   `json:"final_confidence"`
-	CreatedAt           Timestamp  `json:"created_at"`
-	CompletedAt         *Timestamp `json:"completed_at"`
+	ID                  string   `json:"id"`
+	AccountID           string   `json:"-"`
+	Status              string   `json:"status"`
+	TaskType            string   `json:"task_type"`
+	Source              string   `json:"source"`
+	Touchpoint          string   `json:"touchpoint"`
+	Prompt              string   `json:"prompt"`
+	AllowedVerdicts     []string `json:"allowed_verdicts"`
+	ConfidenceThreshold float64  `json:"confidence_threshold"`
+	FinalVerdict        *string  `json:"final_verdict"`
+	FinalTier           *string  `json:"final_tier"`
+	FinalConfidence     *float64 `json:"final_confidence"`
+	// FinalVerifier names the verifier of the agent tier's cascade that
+	// decided the task; nil unless final_tier is agent.
+	FinalVerifier *string    `json:"final_verifier"`
+	CreatedAt     Timestamp  `json:"created_at"`
+	CompletedAt   *Timestamp `json:"completed_at"`
 	// DeadlineAt is when the task expires unless it is final by then:
 	// created_at plus the create's deadline_seconds; null without one.
 	DeadlineAt *Timestamp `json:"deadline_at"`
@@ -94,8 +97,12 @@ type Task struct {
 	// It is deliberately absent from the API response.
 	Context json.RawMessage `json:"-"`
 	// Failures counts the task's failed verifier calls and its calls lost
-	// with their workers (counted by the claim that takes it again).
+	// with their workers (counted by the claim that takes it again), since
+	// its cascade stage began.
 	Failures int `json:"-"`
+	// CascadeStage is the index in the task's cascade of the verifier its
+	// next call asks (cascade.go): 0 until a verifier passes it on.
+	CascadeStage int `json:"-"`
 	// Reservation is who holds the task on the desk, in the human queue's
 	// list; nil when nobody does.
 	Reservation *Reservation `json:"-"`
@@ -199,6 +206,20 @@ type Attempt struct {
 	// ActionDigest is the digest of the action the attempt decided on,
 	// on a task with an action; nil, and absent from the JSON, without.
 	ActionDigest *string `json:"action_digest,omitempty"`
+	// Verifier names the verifier of the cascade an agent attempt asked;
+	// nil for a person, and for attempts recorded before cascades.
+	Verifier *string `json:"verifier"`
+	// PassedOn is true on the agent attempt that passed the task to the
+	// next verifier of its cascade: its answer was below that verifier's
+	// threshold, it declined, or its calls failed or were throttled too
+	// long.
+	PassedOn bool `json:"passed_on"`
+	// InputTokens, OutputTokens and Cost are what a model verifier's call
+	// took, and what that cost at the verifiers file's price; nil for a
+	// person and for a backend that calls no model.
+	InputTokens  *int     `json:"input_tokens"`
+	OutputTokens *int     `json:"output_tokens"`
+	Cost         *float64 `json:"cost"`
 }
 
 // AuditWaiting reports whether the task waits in the reviewers' queue as a

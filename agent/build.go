@@ -68,3 +68,12 @@ func SetOf(cfg Config, envKey string) arbiter.VerifierSet {
 	}
 	return arbiter.VerifierSet{Verifiers: []arbiter.VerifierSpec{spec}, Cascade: []string{backend}}
 }
+
+// Cascade names the verifiers of the set's default cascade, in order.
+func (v *Verifiers) Cascade() []string { return v.Set.Cascade }
+
+// Verifier returns the verifier named name, built, with its spec.
+func (v *Verifiers) Verifier(name string) (arbiter.Verifier, arbiter.VerifierSpec, bool) {
+	n, ok := v.byName[name]
+	return n.Verifier, n.Spec, ok
+}

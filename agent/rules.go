@@ -14,9 +14,9 @@ import (
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/common/types"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/celtask"
 )
 
 // Rules is the rules backend: CEL expressions, each with the verdict and
@@ -35,18 +35,6 @@ type rule struct {
 	expr       string
 	program    cel.Program
 }
-
-// rulesEnv declares what expressions see: task and context.
-var rulesEnv = func() *cel.Env {
-	env, err := cel.NewEnv(
-		cel.Variable("task", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("context", cel.DynType),
-	)
-	if err != nil {
-		panic(fmt.Sprintf("agent: the rules environment does not build: %v", err))
-	}
-	return env
-}()
 
 // LoadRules reads and compiles the rules file at path.
 func LoadRules(path string) (*Rules, error) {
@@ -103,28 +91,10 @@ func parseRule(line string) (rule, error) {
 		return r, errors.New("the rule has no expression")
 	}
 	column := utf8.RuneCountInString(line[:strings.LastIndex(line, r.expr)])
-	if r.program, err = compileRule(r.expr, column); err != nil {
+	if r.program, err = celtask.Compile(r.expr, column); err != nil {
 		return r, err
 	}
 	return r, nil
-}
-
-// compileRule compiles a boolean expression; column, the expression's
-// offset in its line, makes error positions point into the line.
-func compileRule(expr string, column int) (cel.Program, error) {
-	ast, iss := rulesEnv.Compile(expr)
-	if iss.Err() != nil {
-		first := iss.Errors()[0]
-		return nil, fmt.Errorf("column %d: %s", column+first.Location.Column()+1, first.Message)
-	}
-	if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
-		return nil, fmt.Errorf("the expression is of type %s, not bool", t)
-	}
-	program, err := rulesEnv.Program(ast)
-	if err != nil {
-		return nil, fmt.Errorf("plan the expression: %w", err)
-	}
-	return program, nil
 }
 
 // cutVerdict splits the leading verdict, a bare word or a JSON string, off
@@ -187,44 +157,15 @@ func (rs *Rules) Verify(ctx context.Context, t *arbiter.Task) (arbiter.Verificat
 	return arbiter.Verification{Model: BackendRules, Rationale: "No rule matched."}, nil
 }
 
-// ruleVars binds task and context for t. Both are built when a rule
-// first reads them, once per call: a rule set that never reads the
-// context (approve 0.99 true) does not decode it, which had been most of
-// an instant verifier's time. A context that is not JSON is refused at
-// once all the same.
-func ruleVars(t *arbiter.Task) (cel.Activation, error) {
-	if len(t.Context) > 0 && !json.Valid(t.Context) {
-		var v any
-		return nil, fmt.Errorf("decode the task context: %w", json.Unmarshal(t.Context, &v))
-	}
-	return cel.NewActivation(map[string]any{
-		"task": func() any {
-			return map[string]any{
-				"prompt":               t.Prompt,
-				"task_type":            t.TaskType,
-				"touchpoint":           t.Touchpoint,
-				"source":               t.Source,
-				"allowed_verdicts":     t.AllowedVerdicts,
-				"confidence_threshold": t.ConfidenceThreshold,
-			}
-		},
-		"context": func() any {
-			var taskContext any
-			if len(t.Context) > 0 {
-				_ = json.Unmarshal(t.Context, &taskContext) // valid, checked above
-			}
-			return taskContext
-		},
-	})
+// ruleVars binds task and context for t (celtask.Vars).
+func ruleVars(t *arbiter.Task) (cel.Activation, error) { return celtask.Vars(CELTask(t)) }
+
+// CELTask is what an expression sees of t.
+func CELTask(t *arbiter.Task) celtask.Task {
+	return celtask.Task{Prompt: t.Prompt, TaskType: t.TaskType, Touchpoint: t.Touchpoint, Source: t.Source,
+		AllowedVerdicts: t.AllowedVerdicts, ConfidenceThreshold: t.ConfidenceThreshold, Context: t.Context}
 }
 
 // matches reports whether the rule's expression is true for vars; an
 // evaluation error or a value that is not a bool is no match.
-func (r rule) matches(vars cel.Activation) bool {
-	out, _, err := r.program.Eval(vars)
-	if err != nil {
-		return false
-	}
-	matched, ok := out.Value().(bool)
-	return ok && matched
-}
+func (r rule) matches(vars cel.Activation) bool { return celtask.Matches(r.program, vars) }

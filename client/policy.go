@@ -47,8 +47,23 @@ type Policy struct {
 	// none (the default policy's, else 2% at 95%).
 	TargetErrorRate  *float64 `json:"target_error_rate,omitempty"`
 	TargetConfidence *float64 `json:"target_confidence,omitempty"`
+	// Cascade, Thresholds, Certified and RequirePersonIf are the policy's
+	// say on the agent tier's cascade: the verifiers asked in order, each
+	// one's threshold, certified mode's target, and the CEL expression
+	// that sends a task to people first. Nil for none.
+	Cascade         []string           `json:"cascade,omitempty"`
+	Thresholds      map[string]float64 `json:"thresholds,omitempty"`
+	Certified       *CertifiedTarget   `json:"certified,omitempty"`
+	RequirePersonIf *string            `json:"require_person_if,omitempty"`
 	// UpdatedAt is when it was last put (read only).
 	UpdatedAt time.Time `json:"-"`
+}
+
+// CertifiedTarget is a certified policy's target: each verifier decides at
+// its current certificate for it.
+type CertifiedTarget struct {
+	TargetErrorRate float64 `json:"target_error_rate"`
+	Confidence      float64 `json:"confidence"`
 }
 
 // UnmarshalJSON reads the API's Policy object.

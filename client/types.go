@@ -158,6 +158,9 @@ type Task struct {
 	// Escalation is the last escalation rung the task reached; nil until
 	// one is.
 	Escalation *TaskEscalation `json:"escalation,omitempty"`
+	// FinalVerifier names the verifier of the agent tier's cascade that
+	// decided the task; nil unless FinalTier is "agent".
+	FinalVerifier *string `json:"final_verifier"`
 }
 
 // EscalationRung is one step of a task's escalation: when the task has
@@ -233,6 +236,7 @@ type taskWire struct {
 	Review              *ReviewRequirement `json:"review,omitempty"`
 	GoldVerdict         *string            `json:"gold_verdict,omitempty"`
 	Escalation          *TaskEscalation    `json:"escalation,omitempty"`
+	FinalVerifier       *string            `json:"final_verifier"`
 }
 
 // UnmarshalJSON reads the API's Task object.
@@ -243,7 +247,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation, w.FinalVerifier}
 	return nil
 }
 
@@ -251,7 +255,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation, t.FinalVerifier})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields
@@ -270,20 +274,33 @@ type Attempt struct {
 	// Audit is true on a person's answer to a blind audit of a task the
 	// verifier completed; it leaves the task's final fields as they were.
 	Audit bool `json:"audit"`
+	// Verifier names the verifier of the cascade an agent attempt asked;
+	// PassedOn is true when it passed the task to the next one.
+	// InputTokens, OutputTokens and Cost are what a model call took.
+	Verifier     *string  `json:"verifier"`
+	PassedOn     bool     `json:"passed_on"`
+	InputTokens  *int     `json:"input_tokens"`
+	OutputTokens *int     `json:"output_tokens"`
+	Cost         *float64 `json:"cost"`
 }
 
 // attemptWire is Attempt as the API spells it.
 type attemptWire struct {
-	Tier       string   `json:"tier"`
-	Verdict    *string  `json:"verdict"`
-	Confidence *float64 `json:"confidence"`
-	Rationale  string   `json:"rationale"`
-	Model      *string  `json:"model"`
-	Reviewer   *string  `json:"reviewer"`
-	Error      *string  `json:"error"`
-	StartedAt  epoch    `json:"started_at"`
-	FinishedAt *epoch   `json:"finished_at"`
-	Audit      bool     `json:"audit"`
+	Tier         string   `json:"tier"`
+	Verdict      *string  `json:"verdict"`
+	Confidence   *float64 `json:"confidence"`
+	Rationale    string   `json:"rationale"`
+	Model        *string  `json:"model"`
+	Reviewer     *string  `json:"reviewer"`
+	Error        *string  `json:"error"`
+	StartedAt    epoch    `json:"started_at"`
+	FinishedAt   *epoch   `json:"finished_at"`
+	Audit        bool     `json:"audit"`
+	Verifier     *string  `json:"verifier"`
+	PassedOn     bool     `json:"passed_on"`
+	InputTokens  *int     `json:"input_tokens"`
+	OutputTokens *int     `json:"output_tokens"`
+	Cost         *float64 `json:"cost"`
 }
 
 // UnmarshalJSON reads the API's attempt object.
@@ -293,14 +310,14 @@ func (a *Attempt) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = Attempt{w.Tier, w.Verdict, w.Confidence, w.Rationale, w.Model, w.Reviewer, w.Error,
-		w.StartedAt.time(), w.FinishedAt.timePtr(), w.Audit}
+		w.StartedAt.time(), w.FinishedAt.timePtr(), w.Audit, w.Verifier, w.PassedOn, w.InputTokens, w.OutputTokens, w.Cost}
 	return nil
 }
 
 // MarshalJSON writes the API's attempt object.
 func (a Attempt) MarshalJSON() ([]byte, error) {
 	return json.Marshal(attemptWire{a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error,
-		epoch(a.StartedAt), epochPtr(a.FinishedAt), a.Audit})
+		epoch(a.StartedAt), epochPtr(a.FinishedAt), a.Audit, a.Verifier, a.PassedOn, a.InputTokens, a.OutputTokens, a.Cost})
 }
 
 // DemoTask is a task of the curated demo queue.

@@ -91,6 +91,10 @@ type Config struct {
 	// AgentTimeout bounds one verifier call (ARBITER_AGENT_TIMEOUT); the
 	// worker applies it, the call's one time limit.
 	AgentTimeout time.Duration
+	// Verifiers is the verifiers file (ARBITER_VERIFIERS): named
+	// verifiers and the default cascade. When set, the ARBITER_AGENT_*
+	// settings are not read for the verifier.
+	Verifiers string
 	// AgentVersion is the verifier version label the worker records on
 	// each agent attempt (ARBITER_AGENT_VERSION), so that the calibration
 	// report starts a new series when the prompt or model changes.
@@ -306,6 +310,9 @@ var Settings = []Setting{
 	{Env: "ARBITER_AGENT", Default: DefaultAgentBackend, Scope: ScopeWorker,
 		Help: "the verifier backend: none, openai, anthropic or rules",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.Backend })},
+	{Env: "ARBITER_VERIFIERS", Scope: ScopeWorker,
+		Help: "a verifiers file (YAML): named verifiers and the cascade a task's claims ask them in; replaces ARBITER_AGENT and ARBITER_AGENT_* but the timeout and version",
+		Set:  stringSetting(func(c *Config) *string { return &c.Verifiers })},
 	{Env: "ARBITER_AGENT_BASE_URL", Scope: ScopeWorker,
 		Help: "openai: the model server's API root, e.g. https://api.openai.com/v1",
 		Set:  stringSetting(func(c *Config) *string { return &c.Agent.BaseURL })},

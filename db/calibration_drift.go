@@ -78,10 +78,11 @@ func (d *DB) checkDrift(ctx context.Context, tx *Tx, accountID, taskType, taskID
 
 // driftScope returns, inside tx, the policy that governs the account's
 // tasks of taskType for drift (the type's own, or DefaultPolicyName) and
-// the target drift is watched against: that policy's, else the default
-// policy's, nil when neither sets one.
+// the target drift is watched against: that policy's (its target, else
+// the target it is certified at), else the default policy's, nil when
+// neither sets one.
 func (d *DB) driftScope(ctx context.Context, tx *Tx, accountID, taskType string) (scope string, target *arbiter.ErrorTarget, err error) {
-	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, target_error_rate, target_confidence FROM policies
+	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT `+policyColumns+` FROM policies
 		WHERE account_id = ? AND task_type IN (?, ?)`), accountID, taskType, arbiter.DefaultPolicyName)
 	if err != nil {
 		return "", nil, fmt.Errorf("drift policy: %w", err)
@@ -90,14 +91,13 @@ func (d *DB) driftScope(ctx context.Context, tx *Tx, accountID, taskType string)
 	scope = arbiter.DefaultPolicyName
 	var own, fallback *arbiter.ErrorTarget
 	for rows.Next() {
-		var name string
-		var rate, confidence sql.NullFloat64
-		if err := rows.Scan(&name, &rate, &confidence); err != nil {
+		p, err := scanPolicy(rows)
+		if err != nil {
 			return "", nil, fmt.Errorf("drift policy: %w", err)
 		}
-		t := targetOf(rate, confidence)
-		if name == taskType && taskType != arbiter.DefaultPolicyName {
-			scope, own = name, t
+		t := cmp.Or(p.Target, p.Agent.Certified)
+		if p.TaskType == taskType && taskType != arbiter.DefaultPolicyName {
+			scope, own = p.TaskType, t
 		} else {
 			fallback = t
 		}

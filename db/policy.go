@@ -17,7 +17,7 @@ var _ arbiter.PolicyService = (*DB)(nil)
 
 // policyColumns lists, in scan order, the columns scanPolicy reads.
 const policyColumns = `task_type, confidence_threshold, deadline_seconds, audit_rate, on_expiry, updated_at, notify, review_rule, alerts, edit_verdicts,
-	target_error_rate, target_confidence`
+	target_error_rate, target_confidence, agent`
 
 // scanPolicy reads a row of policyColumns.
 func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
@@ -28,11 +28,12 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		deadline             sql.NullInt64
 		onExpiry, review     sql.NullString
 		alerts, editVerdicts sql.NullString
+		agent                sql.NullString
 		updated              int64
 		notify               string
 	)
 	if err := row.Scan(&p.TaskType, &threshold, &deadline, &auditRate, &onExpiry, &updated, &notify, &review, &alerts, &editVerdicts,
-		&target, &confidence); err != nil {
+		&target, &confidence, &agent); err != nil {
 		return arbiter.Policy{}, err
 	}
 	if editVerdicts.Valid {
@@ -41,6 +42,11 @@ func scanPolicy(row interface{ Scan(...any) error }) (arbiter.Policy, error) {
 		}
 	}
 	p.Target = targetOf(target, confidence)
+	if agent.Valid {
+		if err := json.Unmarshal([]byte(agent.String), &p.Agent); err != nil {
+			return p, fmt.Errorf("policy %s: agent: %w", p.TaskType, err)
+		}
+	}
 	if notify != "" {
 		p.Notify = strings.Split(notify, ",")
 	}
@@ -83,6 +89,16 @@ func editVerdictsColumn(verdicts []string) any {
 		return nil
 	}
 	b, _ := json.Marshal(verdicts) // strings: never fails
+	return string(b)
+}
+
+// agentColumn is the stored form of a policy's say on the cascade: its
+// JSON, or NULL for none.
+func agentColumn(a arbiter.PolicyAgent) any {
+	if a.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(a) // names, numbers and a string: never fails
 	return string(b)
 }
 
@@ -182,15 +198,17 @@ func (d *DB) PutPolicy(ctx context.Context, accountID string, p arbiter.Policy, 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO policies (account_id, `+policyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (account_id, task_type) DO UPDATE SET confidence_threshold = excluded.confidence_threshold,
 				deadline_seconds = excluded.deadline_seconds, audit_rate = excluded.audit_rate,
 				on_expiry = excluded.on_expiry, updated_at = excluded.updated_at,
 				notify = excluded.notify, review_rule = excluded.review_rule, alerts = excluded.alerts,
 				edit_verdicts = excluded.edit_verdicts,
-				target_error_rate = excluded.target_error_rate, target_confidence = excluded.target_confidence`),
+				target_error_rate = excluded.target_error_rate, target_confidence = excluded.target_confidence,
+				agent = excluded.agent`),
 			accountID, p.TaskType, p.ConfidenceThreshold, deadline, p.AuditRate, onExpiryColumn(p.OnExpiry), int64(p.UpdatedAt),
-			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts), editVerdictsColumn(p.EditVerdicts), target, confidence); err != nil {
+			strings.Join(p.Notify, ","), review, alertsColumn(p.Alerts), editVerdictsColumn(p.EditVerdicts), target, confidence,
+			agentColumn(p.Agent)); err != nil {
 			return accountDeleted(fmt.Errorf("put policy: %w", err))
 		}
 		return d.insertAuditEvent(ctx, tx, arbiter.NewPolicyAuditEvent(arbiter.AuditPolicyChanged, accountID, p.TaskType, p.Summary(), by))
@@ -267,6 +285,23 @@ func (d *DB) policyFor(ctx context.Context, accountID string, in arbiter.TaskCre
 	if in.Omitted == 0 {
 		return nil, nil
 	}
+	return d.policyOf(ctx, accountID, in.TaskType)
+}
+
+// AgentPolicy returns the policy that governs the account's tasks of
+// taskType for the agent tier: the type's own, else the default policy,
+// else nil. It reads the policies the create path keeps
+// (policyCacheTTL), so a worker asks the store at most once per account
+// that often.
+func (d *DB) AgentPolicy(ctx context.Context, accountID, taskType string) (_ *arbiter.Policy, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	return d.policyOf(ctx, accountID, taskType)
+}
+
+// policyOf returns the account's policy of taskType, else its default
+// policy, else nil, from the policies kept for policyCacheTTL.
+func (d *DB) policyOf(ctx context.Context, accountID, taskType string) (*arbiter.Policy, error) {
 	now := d.now()
 	c := &d.policies
 	c.mu.Lock()
@@ -291,7 +326,7 @@ func (d *DB) policyFor(ctx context.Context, accountID string, in arbiter.TaskCre
 		}
 		c.mu.Unlock()
 	}
-	if p, ok := cached.byType[in.TaskType]; ok {
+	if p, ok := cached.byType[taskType]; ok {
 		return p, nil
 	}
 	return cached.byType[arbiter.DefaultPolicyName], nil

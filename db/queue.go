@@ -181,6 +181,15 @@ func (f agentFinish) finalFields() (verdict, tier, confidence, completedAt any) 
 	return nil, nil, nil, nil
 }
 
+// finalVerifier is the verifier that decided the task, when the step
+// completes it; nil otherwise.
+func (f agentFinish) finalVerifier() *string {
+	if f.step.Next == arbiter.StatusCompleted {
+		return f.step.Attempt.Verifier
+	}
+	return nil
+}
+
 // failed is 1 when the finish records a failed call, for the failures
 // count.
 func (f agentFinish) failed() int {
@@ -206,7 +215,8 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
 	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?, final_tier = ?,
-		final_confidence = ?, completed_at = ?, failures = failures + ?, run_after = ?,
+		final_confidence = ?, completed_at = ?, failures = CASE WHEN ? THEN 0 ELSE failures + ? END, run_after = ?,
+		final_verifier = ?, cascade_stage = ?,
 		lease_owner = NULL, lease_expires_at = NULL,
 		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
 		audit_state = CASE WHEN ? < `+effectiveAuditRate+` THEN '`+arbiter.AuditStateWaiting+`' ELSE audit_state END
@@ -222,7 +232,8 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	completed, draw := f.auditDraw()
 	return d.transact(ctx, func(tx *Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
-			f.step.Next, verdict, tier, confidence, completedAt, f.failed(), int64(f.step.RunAfter), completed, draw, f.taskID, f.owner)
+			f.step.Next, verdict, tier, confidence, completedAt, f.step.ResetFailures, f.failed(), int64(f.step.RunAfter), f.finalVerifier(), f.step.Stage,
+			completed, draw, f.taskID, f.owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
@@ -259,7 +270,8 @@ func (d *DB) finishRefused(ctx context.Context, q sqlx.QueryerContext, taskID st
 const effectiveAuditRate = `COALESCE(audit_rate, (SELECT a.audit_rate FROM accounts a WHERE a.id = task_states.account_id))`
 
 const insertAttemptSQL = `INSERT INTO attempts (task_id, tier, verdict, confidence,
-	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version, action_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rationale, model, reviewer, error, started_at, finished_at, audit, person_id, version, action_digest,
+	verifier, passed_on, input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertAttempt records a through insert, insertAttemptSQL's statement.
 func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbiter.Attempt) error {
@@ -269,7 +281,7 @@ func insertAttempt(ctx context.Context, insert *sql.Stmt, taskID string, a arbit
 	}
 	_, err := insert.ExecContext(ctx,
 		taskID, a.Tier, a.Verdict, a.Confidence, a.Rationale, a.Model, a.Reviewer, a.Error, int64(a.StartedAt), finished, a.Audit, nullText(a.PersonID), a.Version,
-		a.ActionDigest)
+		a.ActionDigest, a.Verifier, a.PassedOn, a.InputTokens, a.OutputTokens, a.Cost)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}

@@ -79,13 +79,15 @@ func (d *DB) finishManySQL() string {
 	return `WITH input AS MATERIALIZED (
 		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
 			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::float8[], ?::bool[], ?::text[])
+			?::float8[], ?::bool[], ?::text[], ?::text[], ?::bool[], ?::text[], ?::bool[], ?::int[], ?::int[], ?::float8[], ?::int[])
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
-			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record, version)
+			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record, version,
+			final_verifier, reset, verifier, passed_on, input_tokens, output_tokens, cost, stage)
 	), u AS (
 		UPDATE task_states t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
 			final_confidence = i.final_confidence, completed_at = i.completed_at,
-			failures = t.failures + i.failed, run_after = i.run_after,
+			failures = CASE WHEN i.reset THEN 0 ELSE t.failures + i.failed END, run_after = i.run_after,
+			final_verifier = i.final_verifier, cascade_stage = i.stage,
 			lease_owner = NULL, lease_expires_at = NULL,
 			audit_rate = CASE WHEN i.status = '` + arbiter.StatusCompleted + `' THEN ` + effectiveAuditRateT + ` ELSE t.audit_rate END,
 			audit_state = CASE WHEN i.draw < ` + effectiveAuditRateT + ` THEN '` + arbiter.AuditStateWaiting + `' ELSE t.audit_state END
@@ -93,8 +95,10 @@ func (d *DB) finishManySQL() string {
 		WHERE t.id = i.id AND t.status = i.claimed AND t.lease_owner = i.owner AND ` + d.beforeDeadline() + `
 		RETURNING t.id, t.status, t.account_id, t.callback_url
 	), a AS (
-		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at, version)
-		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at, i.version
+		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at, version,
+			verifier, passed_on, input_tokens, output_tokens, cost)
+		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at, i.version,
+			i.verifier, i.passed_on, i.input_tokens, i.output_tokens, i.cost
 		FROM input i JOIN u ON u.id = i.id WHERE i.record
 	)
 	SELECT u.id, u.status, u.account_id, u.callback_url,
@@ -124,6 +128,11 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
 		draws                     = make([]float64, n)
 		record                    = make([]bool, n) // false for a throttled call, which records no attempt
+		finalVerifiers, verifiers = make([]sql.NullString, n), make([]sql.NullString, n)
+		resets, passedOn          = make([]bool, n), make([]bool, n)
+		inTokens, outTokens       = make([]sql.NullInt64, n), make([]sql.NullInt64, n)
+		costs                     = make([]sql.NullFloat64, n)
+		stages                    = make([]int64, n)
 	)
 	for i, f := range batch {
 		a := f.step.Attempt
@@ -138,6 +147,15 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		_, draws[i] = f.auditDraw()
 		record[i] = !f.step.Throttled
 		verdicts[i], models[i], errs[i], versions[i] = nullOf(a.Verdict), nullOf(a.Model), nullOf(a.Error), nullOf(a.Version)
+		finalVerifiers[i] = nullOf(f.finalVerifier())
+		verifiers[i], resets[i], passedOn[i], stages[i] = nullOf(a.Verifier), f.step.ResetFailures, a.PassedOn, int64(f.step.Stage)
+		if a.InputTokens != nil && a.OutputTokens != nil {
+			inTokens[i] = sql.NullInt64{Int64: int64(*a.InputTokens), Valid: true}
+			outTokens[i] = sql.NullInt64{Int64: int64(*a.OutputTokens), Valid: true}
+		}
+		if a.Cost != nil {
+			costs[i] = sql.NullFloat64{Float64: *a.Cost, Valid: true}
+		}
 		if a.Confidence != nil {
 			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
 		}
@@ -156,7 +174,9 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
 			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
 			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
-			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions))
+			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions),
+			pq.Array(finalVerifiers), pq.Array(resets), pq.Array(verifiers), pq.Array(passedOn), pq.Array(inTokens),
+			pq.Array(outTokens), pq.Array(costs), pq.Array(stages))
 		if err != nil {
 			return fmt.Errorf("finish attempts: %w", err)
 		}

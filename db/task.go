@@ -39,11 +39,12 @@ const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touc
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
 	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule, t.alerts, t.escalated_at, t.escalation_rung,
-	t.action, t.action_edit, t.approved_digest`
+	t.action, t.action_edit, t.approved_digest, t.final_verifier, t.cascade_stage`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
-	a.error, a.started_at, a.finished_at, a.audit, a.person_id, a.version, a.action_digest`
+	a.error, a.started_at, a.finished_at, a.audit, a.person_id, a.version, a.action_digest,
+	a.verifier, a.passed_on, a.input_tokens, a.output_tokens, a.cost`
 
 // CreateTask stores a new pending task, counting it against the account's
 // daily cap in the same step. Returns ERATELIMIT when the cap is used up.
@@ -444,6 +445,8 @@ type taskRow struct {
 	alerts                                                                sql.NullString
 	escalatedAt, escalationRung                                           sql.NullInt64
 	action, actionEdit, approvedDigest                                    sql.NullString
+	finalVerifier                                                         sql.NullString
+	cascadeStage                                                          int
 }
 
 func (r *taskRow) dest() []any {
@@ -451,7 +454,7 @@ func (r *taskRow) dest() []any {
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
 		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule, &r.alerts, &r.escalatedAt, &r.escalationRung,
-		&r.action, &r.actionEdit, &r.approvedDigest}
+		&r.action, &r.actionEdit, &r.approvedDigest, &r.finalVerifier, &r.cascadeStage}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -467,12 +470,14 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		FinalVerdict:        nullString(r.finalVerdict),
 		FinalTier:           nullString(r.finalTier),
 		FinalConfidence:     nullFloat(r.finalConfidence),
+		FinalVerifier:       nullString(r.finalVerifier),
 		CreatedAt:           arbiter.Timestamp(r.createdAt),
 		CompletedAt:         nullTimestamp(r.completedAt),
 		DeadlineAt:          nullTimestamp(r.deadlineAt),
 		ExpiredAt:           nullTimestamp(r.expiredAt),
 		Attempts:            []arbiter.Attempt{},
 		Failures:            r.failures,
+		CascadeStage:        r.cascadeStage,
 		AuditRate:           nullFloat(r.auditRate),
 		AuditState:          r.auditState.String,
 	}
@@ -521,11 +526,16 @@ type attemptRow struct {
 	startedAt, finishedAt            sql.NullInt64
 	audit                            sql.NullBool
 	personID, version, actionDigest  sql.NullString
+	verifier                         sql.NullString
+	passedOn                         sql.NullBool
+	inputTokens, outputTokens        sql.NullInt64
+	cost                             sql.NullFloat64
 }
 
 func (r *attemptRow) dest() []any {
 	return []any{&r.tier, &r.verdict, &r.confidence, &r.rationale, &r.model, &r.reviewer,
-		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID, &r.version, &r.actionDigest}
+		&r.errs, &r.startedAt, &r.finishedAt, &r.audit, &r.personID, &r.version, &r.actionDigest,
+		&r.verifier, &r.passedOn, &r.inputTokens, &r.outputTokens, &r.cost}
 }
 
 func (r *attemptRow) attempt() arbiter.Attempt {
@@ -543,7 +553,20 @@ func (r *attemptRow) attempt() arbiter.Attempt {
 		PersonID:     r.personID.String,
 		Version:      nullString(r.version),
 		ActionDigest: nullString(r.actionDigest),
+		Verifier:     nullString(r.verifier),
+		PassedOn:     r.passedOn.Bool,
+		InputTokens:  nullInt(r.inputTokens),
+		OutputTokens: nullInt(r.outputTokens),
+		Cost:         nullFloat(r.cost),
 	}
+}
+
+func nullInt(n sql.NullInt64) *int {
+	if !n.Valid {
+		return nil
+	}
+	i := int(n.Int64)
+	return &i
 }
 
 func nullString(s sql.NullString) *string {

@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -69,7 +71,8 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 			Notify: f.Get("notify"), Reviews: f.Get("reviews_required"), Consensus: f.Get("consensus"), Quorum: f.Get("quorum"),
 			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak"),
 			Reminders: f.Get("reminders"), Escalation: f.Get("escalation"),
-			TargetErrorRate: f.Get("target_error_rate"), TargetConfidence: f.Get("target_confidence")}
+			TargetErrorRate: f.Get("target_error_rate"), TargetConfidence: f.Get("target_confidence"),
+			Cascade: f.Get("cascade"), Thresholds: f.Get("thresholds"), Certified: f.Get("certified"), RequirePersonIf: f.Get("require_person_if")}
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		p, err := readPolicyForm(v)
 		if err == nil {
@@ -140,6 +143,16 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 	if t := p.Target; t != nil {
 		v.TargetErrorRate, v.TargetConfidence = num(&t.ErrorRate), num(&t.Confidence)
 	}
+	a := p.Agent
+	v.Cascade, v.RequirePersonIf = strings.Join(a.Cascade, " "), a.RequirePersonIf
+	var thresholds []string
+	for _, name := range slices.Sorted(maps.Keys(a.Thresholds)) {
+		thresholds = append(thresholds, name+" "+num(a.Thresholds[name]))
+	}
+	v.Thresholds = strings.Join(thresholds, ", ")
+	if c := a.Certified; c != nil {
+		v.Certified = num(&c.ErrorRate) + " " + num(&c.Confidence)
+	}
 	return v
 }
 
@@ -179,6 +192,9 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 		p.Target = &t
 	case confidence != "":
 		return arbiter.Policy{}, arbiter.FieldErrorf("target_confidence", "target_confidence goes with target_error_rate; give target_error_rate too.")
+	}
+	if err := readAgentForm(&p, v); err != nil {
+		return arbiter.Policy{}, err
 	}
 	if s := strings.TrimSpace(v.Deadline); s != "" {
 		n, err := strconv.Atoi(s)
@@ -255,4 +271,41 @@ func listField(s string) []*string {
 		out = append(out, &f)
 	}
 	return out
+}
+
+// readAgentForm reads the form's cascade fields into p.Agent: verifier
+// names, "name threshold" pairs, "target confidence" and an expression;
+// a number that is not one is EINVALID naming its field, the rest
+// Policy.Validate checks.
+func readAgentForm(p *arbiter.Policy, v dashboard.PolicyView) error {
+	p.Agent.Cascade = strings.Fields(v.Cascade)
+	for _, pair := range strings.Split(v.Thresholds, ",") {
+		fields := strings.Fields(pair)
+		if len(fields) == 0 {
+			continue
+		}
+		t, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if len(fields) != 2 || err != nil {
+			return arbiter.FieldErrorf("thresholds", "thresholds are pairs of a verifier and a number, such as small 0.97, large 0.9.")
+		}
+		if p.Agent.Thresholds == nil {
+			p.Agent.Thresholds = map[string]*float64{}
+		}
+		p.Agent.Thresholds[fields[0]] = &t
+	}
+	if fields := strings.Fields(v.Certified); len(fields) > 0 {
+		target := arbiter.ErrorTarget{Confidence: arbiter.DefaultCertificationConfidence}
+		var err error
+		if target.ErrorRate, err = strconv.ParseFloat(fields[0], 64); err != nil || len(fields) > 2 {
+			return arbiter.FieldErrorf("certified", "certified is a target error rate and, if you like, its confidence, such as 0.05 0.95.")
+		}
+		if len(fields) == 2 {
+			if target.Confidence, err = strconv.ParseFloat(fields[1], 64); err != nil {
+				return arbiter.FieldErrorf("certified", "certified is a target error rate and, if you like, its confidence, such as 0.05 0.95.")
+			}
+		}
+		p.Agent.Certified = &target
+	}
+	p.Agent.RequirePersonIf = strings.TrimSpace(v.RequirePersonIf)
+	return nil
 }

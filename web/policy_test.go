@@ -539,3 +539,45 @@ func TestPolicies_Target(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicies_Cascade puts a policy's say on the cascade through the API
+// and the dashboard's form: both show it, saving the form keeps it, and a
+// require_person_if that does not compile is refused naming the field.
+func TestPolicies_Cascade(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("a@example.com")
+		status, _, body := a.do("PUT", "/v1/policies/refund", key, `{"cascade":["rules","small","large"],"thresholds":{"small":0.97},
+			"certified":{"target_error_rate":0.05},"require_person_if":"context.amount > 1000"}`)
+		if status != http.StatusOK || !strings.Contains(string(body), `"cascade":["rules","small","large"],"thresholds":{"small":0.97},"certified":{"target_error_rate":0.05,"confidence":0.95},"require_person_if":"context.amount \u003e 1000"`) {
+			t.Fatalf("put = %d %s", status, body)
+		}
+		status, h, b := a.do("PUT", "/v1/policies/refund", key, `{"require_person_if":"context.amount >"}`)
+		if msg := wantError(t, status, h, b, http.StatusBadRequest); !strings.Contains(msg, "require_person_if does not compile") {
+			t.Errorf("a bad expression: %q", msg)
+		}
+	})
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		form := url.Values{"task_type": {"refund"}, "cascade": {"small large"}, "thresholds": {"small 0.97, large 0.9"},
+			"certified": {"0.05 0.9"}, "require_person_if": {"context.amount > 1000"}}
+		if r := owner.post("/settings/policy", form); r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.1000s", r.status, r.body)
+		}
+		p, err := d.store.FindPolicy(ctx, acct.ID, "refund")
+		if err != nil || strings.Join(p.Agent.Cascade, " ") != "small large" || *p.Agent.Thresholds["large"] != 0.9 ||
+			*p.Agent.Certified != (arbiter.ErrorTarget{ErrorRate: 0.05, Confidence: 0.9}) || p.Agent.RequirePersonIf != "context.amount > 1000" {
+			t.Fatalf("stored %+v (%v)", p.Agent, err)
+		}
+		r := owner.get("/settings/policy?task_type=refund")
+		for _, want := range []string{`value="small large"`, `value="large 0.9, small 0.97"`, `value="0.05 0.9"`, `value="context.amount &gt; 1000"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the form lacks %s", want)
+			}
+		}
+		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "thresholds": {"small high"}}); r.status != http.StatusBadRequest ||
+			!strings.Contains(r.body, "thresholds") {
+			t.Errorf("bad thresholds: %d", r.status)
+		}
+	})
+}

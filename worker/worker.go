@@ -63,12 +63,42 @@ type InProcessVerifier interface {
 	InProcess() bool
 }
 
+// VerifierSet is the agent tier's verifiers by name, with the default
+// cascade (the agent package's Verifiers, built from a verifiers file or
+// from ARBITER_AGENT*).
+type VerifierSet interface {
+	// Cascade names the verifiers a task's claims ask, in order, when its
+	// policy names none.
+	Cascade() []string
+	// Verifier returns the verifier named name and what the file says of
+	// it; false when there is none.
+	Verifier(name string) (arbiter.Verifier, arbiter.VerifierSpec, bool)
+}
+
+// AgentPolicies gives the policy that governs a task for the agent tier:
+// its type's, else the default policy, else nil (the db package's
+// AgentPolicy).
+type AgentPolicies interface {
+	AgentPolicy(ctx context.Context, accountID, taskType string) (*arbiter.Policy, error)
+}
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
 	Queue arbiter.QueueService
-	// Verifier answers each claimed task (required).
+	// Verifiers are the cascade's verifiers. When nil, Verifier alone is
+	// the cascade, named DefaultVerifierName.
+	Verifiers VerifierSet
+	// Verifier answers each claimed task when Verifiers is nil.
 	Verifier arbiter.Verifier
+	// Policies, when set, gives each task's policy: its cascade, its
+	// thresholds per verifier and its require_person_if. Without it every
+	// task takes the default cascade at its own threshold.
+	Policies AgentPolicies
+	// Certificates, when set, gives the certified thresholds of a policy's
+	// verifiers in certified mode (arbiter.Certificates for the task's
+	// account and type).
+	Certificates func(ctx context.Context, t *arbiter.Task, target arbiter.ErrorTarget) arbiter.Certificates
 	// Health receives the worker's heartbeats (required).
 	Health Heartbeater
 	// Logger receives claim, record and heartbeat failures (default
@@ -80,9 +110,11 @@ type Config struct {
 	// time.Now).
 	Now arbiter.Clock
 	// Version is the verifier version label recorded on each agent
-	// attempt (ARBITER_AGENT_VERSION); "" records none.
+	// attempt (ARBITER_AGENT_VERSION) whose verifier sets none of its
+	// own; "" records none.
 	Version string
-	// Backend names the verifier's backend (ARBITER_AGENT) on the spans of
+	// Backend names the verifier's backend (ARBITER_AGENT), when Verifiers
+	// does not, on the spans of
 	// its calls.
 	Backend string
 
@@ -170,9 +202,9 @@ const recordTimeout = 10 * time.Second
 type Worker struct {
 	cfg   Config
 	retry arbiter.AgentRetry
-	pacer Pacer // the verifier's, when it paces its calls
-	// inProcess is set when the verifier answers in the process and does
-	// not pace its calls: claims mark the calls started.
+	set   VerifierSet
+	// inProcess is set when every verifier answers in the process and
+	// none paces its calls: claims mark the calls started.
 	inProcess bool
 	log       *slog.Logger
 	claimer   *Claimer[agentCall]
@@ -200,10 +232,21 @@ func New(cfg Config) *Worker {
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = DefaultAttemptTimeout
 	}
+	set := cfg.Verifiers
+	if set == nil {
+		set = oneVerifier{cfg.Verifier}
+	}
+	// The lease outlives the longest call any verifier may make.
+	longest := cfg.AttemptTimeout
+	for _, name := range allVerifiers(set) {
+		if _, spec, ok := set.Verifier(name); ok {
+			longest = max(longest, spec.Timeout)
+		}
+	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 2*cfg.AttemptTimeout + 10*time.Second
-	} else if cfg.Lease < cfg.AttemptTimeout+recordTimeout {
-		cfg.Lease = cfg.AttemptTimeout + recordTimeout
+		cfg.Lease = 2*longest + 10*time.Second
+	} else if cfg.Lease < longest+recordTimeout {
+		cfg.Lease = longest + recordTimeout
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
@@ -241,11 +284,14 @@ func New(cfg Config) *Worker {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.ID)}
+	w := &Worker{cfg: cfg, set: set, log: cfg.Logger.With("worker", cfg.ID)}
 	w.retry = arbiter.AgentRetry{Backoff: w.backoff, CallTimeout: cfg.AttemptTimeout}
-	w.pacer, _ = cfg.Verifier.(Pacer)
-	if v, ok := cfg.Verifier.(InProcessVerifier); ok && w.pacer == nil {
-		w.inProcess = v.InProcess()
+	w.inProcess = true
+	for _, name := range allVerifiers(set) {
+		v, _, _ := set.Verifier(name)
+		_, paces := v.(Pacer)
+		in, ok := v.(InProcessVerifier)
+		w.inProcess = w.inProcess && !paces && ok && in.InProcess()
 	}
 	w.claimer = NewClaimer(ClaimerConfig[agentCall]{
 		Claim: w.claim,
@@ -379,35 +425,24 @@ func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked
 	}
 }
 
-// work makes one verifier call on t, claimed at claimed, and records it,
-// once the call is marked started (marked closed). A call cut off by the
-// end of the grace period records nothing: its lease is released instead.
-// A task whose calls were lost with their workers too often gets no call
-// (arbiter.LostAgentStep). A verifier that paces its calls is waited for
-// first, as long as the lease leaves room for the call and its record; a
-// turn further away is a throttled call, made in the queue.
+// work makes one call of t's cascade, claimed at claimed, and records it,
+// once the call is marked started (marked closed): the call to the
+// verifier of the stage t is at (arbiter.StageOf), under t's policy. A
+// call cut off by the end of the grace period records nothing: its lease
+// is released instead. A task whose calls were lost with their workers too
+// often gets no call (arbiter.LostAgentStep), nor does one whose policy
+// requires a person (require_person_if) or whose stage names a verifier
+// this worker does not have (arbiter.SkipStep). A verifier that paces its
+// calls is waited for first, as long as the lease leaves room for the call
+// and its record; a turn further away is a throttled call, made in the
+// queue.
 func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) {
 	step, lost := arbiter.LostAgentStep(t, w.cfg.Now())
 	if !lost {
-		var v arbiter.Verification
-		err := w.pace(calls, claimed)
-		<-marked
-		started := w.cfg.Now()
-		if err == nil {
-			callCtx, cancel := context.WithTimeout(calls, w.cfg.AttemptTimeout)
-			v, err = w.verify(callCtx, t)
-			cancel()
-			if w.cfg.Observer != nil && calls.Err() == nil {
-				w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
-			}
-		}
+		step = w.call(calls, t, claimed, marked)
 		if calls.Err() != nil {
 			return
 		}
-		step = arbiter.NextAgentStep(t, v, err, started, w.cfg.Now(), w.retry)
-	}
-	if w.cfg.Version != "" && !step.Throttled {
-		step.Attempt.Version = &w.cfg.Version
 	}
 	switch {
 	case step.Throttled:
@@ -435,30 +470,123 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time,
 	w.log.Debug("attempt", "task", t.ID, "next", step.Next)
 }
 
+// call makes the call of t's cascade that is due and returns its step.
+func (w *Worker) call(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) arbiter.AgentStep {
+	policy := w.policy(calls, t)
+	if policy != nil && policy.Agent.RequirePersonIf != "" {
+		matched, err := arbiter.RequirePerson(policy.Agent.RequirePersonIf, t)
+		if err != nil {
+			w.log.Warn("require_person_if did not evaluate; the cascade goes on", "task", t.ID, "error", err.Error())
+		}
+		if matched {
+			<-marked
+			return arbiter.RequirePersonStep(policy.Agent.RequirePersonIf, w.cfg.Now())
+		}
+	}
+	var certified arbiter.Certificates
+	if policy != nil && policy.Agent.Certified != nil && w.cfg.Certificates != nil {
+		certified = w.cfg.Certificates(calls, t, *policy.Agent.Certified)
+	}
+	stages := arbiter.PlanCascade(t, policy, w.set.Cascade(), certified)
+	stage := min(arbiter.StageOf(t, stages), len(stages)-1)
+	verifier, spec, ok := w.set.Verifier(stages[stage].Verifier)
+	if !ok {
+		<-marked
+		return arbiter.SkipStep(stages, stage, w.cfg.Now())
+	}
+	var v arbiter.Verification
+	err := w.pace(calls, verifier, claimed)
+	<-marked
+	started := w.cfg.Now()
+	if err == nil {
+		timeout := w.cfg.AttemptTimeout
+		if spec.Timeout > 0 {
+			timeout = spec.Timeout
+		}
+		callCtx, cancel := context.WithTimeout(calls, timeout)
+		v, err = w.verify(callCtx, verifier, spec, t)
+		cancel()
+		if w.cfg.Observer != nil && calls.Err() == nil {
+			w.cfg.Observer.Verified(w.cfg.Now().Sub(started), err)
+		}
+	}
+	step := arbiter.NextCascadeStep(t, stages, stage, v, err, started, w.cfg.Now(), w.retry)
+	if !step.Throttled {
+		step.Attempt.Cost = arbiter.CostOf(spec.Price, v.Usage)
+		version := w.cfg.Version
+		if spec.Version != "" {
+			version = spec.Version
+		}
+		if version != "" {
+			step.Attempt.Version = &version
+		}
+	}
+	return step
+}
+
+// policy returns the policy that governs t for the agent tier, nil when
+// there is none or it could not be read (logged: the task then takes the
+// default cascade at its own threshold rather than wait).
+func (w *Worker) policy(ctx context.Context, t *arbiter.Task) *arbiter.Policy {
+	if w.cfg.Policies == nil {
+		return nil
+	}
+	p, err := w.cfg.Policies.AgentPolicy(ctx, t.AccountID, t.TaskType)
+	if err != nil && ctx.Err() == nil {
+		w.log.Error("read the task's policy", "task", t.ID, "error", err.Error())
+	}
+	return p
+}
+
 // pace waits for the call's turn when the verifier paces its calls, as
 // long as the lease of a task claimed at claimed leaves room for the call
 // and its record.
-func (w *Worker) pace(ctx context.Context, claimed time.Time) error {
-	if w.pacer == nil {
+func (w *Worker) pace(ctx context.Context, v arbiter.Verifier, claimed time.Time) error {
+	pacer, ok := v.(Pacer)
+	if !ok {
 		return nil
 	}
 	room := w.cfg.Lease - w.cfg.AttemptTimeout - recordTimeout - time.Since(claimed)
-	return w.pacer.Pace(ctx, max(room, 0))
+	return pacer.Pace(ctx, max(room, 0))
 }
 
 // verify calls the verifier, turning a panic in a backend into a failed
 // attempt rather than a dead process.
-func (w *Worker) verify(ctx context.Context, t *arbiter.Task) (v arbiter.Verification, err error) {
+func (w *Worker) verify(ctx context.Context, v arbiter.Verifier, spec arbiter.VerifierSpec, t *arbiter.Task) (out arbiter.Verification, err error) {
+	backend := spec.Backend
+	if backend == "" {
+		backend = w.cfg.Backend
+	}
 	ctx, span := telemetry.Tracer().Start(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", w.cfg.Backend)))
-	defer func() { endVerifierSpan(span, v, err) }()
+		attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", backend),
+		attribute.String("arbiter.verifier.name", spec.Name)))
+	defer func() { endVerifierSpan(span, out, err) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = &arbiter.VerifierError{Reason: arbiter.VerifierFailed, Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	return w.cfg.Verifier.Verify(ctx, t)
+	return v.Verify(ctx, t)
 }
+
+// DefaultVerifierName names Config.Verifier when it is the whole cascade.
+const DefaultVerifierName = "agent"
+
+// oneVerifier is a cascade of Config.Verifier alone.
+type oneVerifier struct{ v arbiter.Verifier }
+
+func (o oneVerifier) Cascade() []string { return []string{DefaultVerifierName} }
+
+func (o oneVerifier) Verifier(name string) (arbiter.Verifier, arbiter.VerifierSpec, bool) {
+	if name != DefaultVerifierName || o.v == nil {
+		return nil, arbiter.VerifierSpec{}, false
+	}
+	return o.v, arbiter.VerifierSpec{Name: DefaultVerifierName}, true
+}
+
+// allVerifiers names the set's verifiers a cascade may ask: those of its
+// default cascade (a policy's names only those).
+func allVerifiers(set VerifierSet) []string { return set.Cascade() }
 
 // backoff is the wait before retrying a task that failed failures times.
 func (w *Worker) backoff(failures int) time.Duration {

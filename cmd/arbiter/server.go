@@ -31,7 +31,8 @@ import (
 // the reverse order.
 type server struct {
 	cfg config.Config
-	// getenv reads the OTEL_* variables (startTracing); nil, no traces.
+	// getenv reads the OTEL_* variables (startTracing; nil, no traces)
+	// and the keys a verifiers file's api_key_env names.
 	getenv func(string) string
 	logger *slog.Logger // nil for the commands that only open the store
 	stderr io.Writer    // where the mailer writes sign-in links without SMTP
@@ -287,7 +288,7 @@ func (s *server) listenHTTP() error {
 // All stop claiming when ctx ends, while the HTTP server drains; all have
 // the grace period.
 func (s *server) startWorkers(ctx context.Context) error {
-	verifier, err := agent.New(agentConfig(s.cfg.Agent))
+	verifiers, err := s.verifiers()
 	if err != nil {
 		return err
 	}
@@ -296,7 +297,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		observer = s.metrics
 	}
 	wcfg := worker.Config{
-		Queue: s.store, Verifier: verifier, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
+		Queue: s.store, Verifiers: verifiers, Policies: s.store, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
 		Version: s.cfg.AgentVersion, Backend: s.cfg.Agent.Backend,
@@ -320,6 +321,30 @@ func (s *server) startWorkers(ctx context.Context) error {
 	s.deliverSlack(ctx)
 	s.deliverMail(ctx)
 	return nil
+}
+
+// verifiers builds the agent tier's verifiers: the verifiers file's
+// (ARBITER_VERIFIERS), or the one ARBITER_AGENT and ARBITER_AGENT_*
+// configure, a cascade of one named after its backend. A bad file, a
+// rules file that does not compile or a key variable that is not set
+// stops the process at start, saying where.
+func (s *server) verifiers() (*agent.Verifiers, error) {
+	getenv := s.getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.cfg.Verifiers != "" {
+		set, err := agent.LoadVerifiers(s.cfg.Verifiers)
+		if err != nil {
+			return nil, err
+		}
+		return agent.Build(set, getenv, nil)
+	}
+	cfg := agentConfig(s.cfg.Agent)
+	if _, err := agent.New(cfg); err != nil {
+		return nil, err
+	}
+	return agent.Build(agent.SetOf(cfg, "ARBITER_AGENT_API_KEY"), func(string) string { return cfg.APIKey }, nil)
 }
 
 // agentConfig is the verifier's part of the configuration, as agent.New

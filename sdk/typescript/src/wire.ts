@@ -835,6 +835,8 @@ export interface components {
              * @description The confidence of the deciding answer (a person's is 1); null until the task is completed.
              */
             final_confidence: number | null;
+            /** @description The verifier of the agent tier's cascade that decided the task; null unless final_tier is agent. Additive: final_tier stays agent, human or fallback. */
+            final_verifier?: string | null;
             /**
              * Format: double
              * @description When the task was created, in Unix epoch seconds with millisecond precision.
@@ -904,6 +906,25 @@ export interface components {
             audit: boolean;
             /** @description The digest of the action the attempt decided on; absent on a task without an action. */
             action_digest?: string;
+            /** @description The verifier of the agent tier's cascade an agent attempt asked (its name in the verifiers file); null for a person, and for attempts recorded before cascades. */
+            verifier?: string | null;
+            /** @description True on the agent attempt that passed the task to the next verifier of its cascade: its answer was below that verifier's threshold, it declined, or its calls failed or were throttled too long. Absent on attempts recorded before cascades (false). */
+            passed_on?: boolean;
+            /**
+             * Format: int64
+             * @description The input tokens a model verifier's call took (all its requests, when it asked for several answers); null for a person and for a backend that calls no model.
+             */
+            input_tokens?: number | null;
+            /**
+             * Format: int64
+             * @description The output tokens that call took; null as input_tokens.
+             */
+            output_tokens?: number | null;
+            /**
+             * Format: double
+             * @description What the call cost at the verifiers file's price per million tokens, in its currency; null without usage or price.
+             */
+            cost?: number | null;
         };
         /** @description A task of the curated demo queue. */
         DemoTask: {
@@ -1591,6 +1612,37 @@ export interface components {
              * @example 0.95
              */
             target_confidence: number | null;
+            /**
+             * @description The verifiers of the verifiers file a task's claims ask, in order, before people; null: the file's cascade.
+             * @example [
+             *       "rules",
+             *       "small",
+             *       "large"
+             *     ]
+             */
+            cascade: string[] | null;
+            /**
+             * @description Per verifier, the confidence at or above which its answer decides; a verifier left out takes its certificate in certified mode, else the task's confidence_threshold.
+             * @example {
+             *       "small": 0.97,
+             *       "large": 0.9
+             *     }
+             */
+            thresholds: {
+                [key: string]: number;
+            } | null;
+            /** @description Certified mode: each verifier the thresholds leave unset decides at its current certificate for this target (recomputed as labels arrive, never below the evidence); a verifier with no certificate yet passes every task on, so a new deployment starts with people and the verifiers take work as they earn it. null: off. */
+            certified: {
+                /** Format: double */
+                target_error_rate: number;
+                /** Format: double */
+                confidence: number;
+            } | null;
+            /**
+             * @description A CEL expression over task and context, as the rules verifier reads them: a task it matches goes to people without asking any verifier. null: none.
+             * @example context.amount > 1000
+             */
+            require_person_if: string | null;
         };
         /** @description A policy's values; a field left out or null is not set (the create's default applies). The whole policy is replaced. */
         PolicyPut: {
@@ -1668,6 +1720,37 @@ export interface components {
              * @example 0.95
              */
             target_confidence?: number | null;
+            /**
+             * @description The verifiers of the verifiers file a task's claims ask, in order, before people; null: the file's cascade.
+             * @example [
+             *       "rules",
+             *       "small",
+             *       "large"
+             *     ]
+             */
+            cascade?: string[] | null;
+            /**
+             * @description Per verifier, the confidence at or above which its answer decides; a verifier left out takes its certificate in certified mode, else the task's confidence_threshold.
+             * @example {
+             *       "small": 0.97,
+             *       "large": 0.9
+             *     }
+             */
+            thresholds?: {
+                [key: string]: number;
+            } | null;
+            /** @description As the policy's; confidence is 0.95 when left out. */
+            certified?: {
+                /** Format: double */
+                target_error_rate: number;
+                /** Format: double */
+                confidence?: number;
+            } | null;
+            /**
+             * @description A CEL expression over task and context, as the rules verifier reads them: a task it matches goes to people without asking any verifier. null: none.
+             * @example context.amount > 1000
+             */
+            require_person_if?: string | null;
         };
         PolicyList: {
             /** @description The account's policies, by task_type. */
@@ -4284,7 +4367,11 @@ export interface operations {
                      *           "escalation": [],
                      *           "edit_verdicts": null,
                      *           "target_error_rate": null,
-                     *           "target_confidence": null
+                     *           "target_confidence": null,
+                     *           "cascade": null,
+                     *           "thresholds": null,
+                     *           "certified": null,
+                     *           "require_person_if": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -4306,7 +4393,11 @@ export interface operations {
                      *           "escalation": [],
                      *           "edit_verdicts": null,
                      *           "target_error_rate": null,
-                     *           "target_confidence": null
+                     *           "target_confidence": null,
+                     *           "cascade": null,
+                     *           "thresholds": null,
+                     *           "certified": null,
+                     *           "require_person_if": null
                      *         },
                      *         {
                      *           "task_type": "refund",
@@ -4340,7 +4431,11 @@ export interface operations {
                      *           "tiebreak": null,
                      *           "edit_verdicts": null,
                      *           "target_error_rate": null,
-                     *           "target_confidence": null
+                     *           "target_confidence": null,
+                     *           "cascade": null,
+                     *           "thresholds": null,
+                     *           "certified": null,
+                     *           "require_person_if": null
                      *         },
                      *         {
                      *           "task_type": "default",
@@ -4362,7 +4457,11 @@ export interface operations {
                      *           "tiebreak": null,
                      *           "edit_verdicts": null,
                      *           "target_error_rate": null,
-                     *           "target_confidence": null
+                     *           "target_confidence": null,
+                     *           "cascade": null,
+                     *           "thresholds": null,
+                     *           "certified": null,
+                     *           "require_person_if": null
                      *         }
                      *       ]
                      *     }
@@ -4436,7 +4535,11 @@ export interface operations {
                      *       ],
                      *       "edit_verdicts": null,
                      *       "target_error_rate": 0.02,
-                     *       "target_confidence": 0.95
+                     *       "target_confidence": 0.95,
+                     *       "cascade": null,
+                     *       "thresholds": null,
+                     *       "certified": null,
+                     *       "require_person_if": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];
@@ -4558,7 +4661,11 @@ export interface operations {
                      *       ],
                      *       "edit_verdicts": null,
                      *       "target_error_rate": null,
-                     *       "target_confidence": null
+                     *       "target_confidence": null,
+                     *       "cascade": null,
+                     *       "thresholds": null,
+                     *       "certified": null,
+                     *       "require_person_if": null
                      *     }
                      */
                     "application/json": components["schemas"]["Policy"];

@@ -59,10 +59,28 @@ class Attempt(APIObject):
     #: The digest of the action the attempt decided on; absent on a task
     #: without an action.
     action_digest: Optional[str] = None
+    #: The verifier of the agent tier's cascade an agent attempt asked (its
+    #: name in the verifiers file); null for a person, and for attempts
+    #: recorded before cascades.
+    verifier: Optional[str] = None
+    #: True on the agent attempt that passed the task to the next verifier of
+    #: its cascade: its answer was below that verifier's threshold, it
+    #: declined, or its calls failed or were throttled too long. Absent on
+    #: attempts recorded before cascades (false).
+    passed_on: Optional[bool] = None
+    #: The input tokens a model verifier's call took (all its requests, when
+    #: it asked for several answers); null for a person and for a backend
+    #: that calls no model.
+    input_tokens: Optional[int] = None
+    #: The output tokens that call took; null as input_tokens.
+    output_tokens: Optional[int] = None
+    #: What the call cost at the verifiers file's price per million tokens,
+    #: in its currency; null without usage or price.
+    cost: Optional[float] = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'tier', 'verdict', 'confidence', 'rationale', 'model', 'version', 'reviewer', 'error', 'started_at', 'finished_at', 'audit', 'action_digest'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'tier', 'verdict', 'confidence', 'rationale', 'model', 'version', 'reviewer', 'error', 'started_at', 'finished_at', 'audit', 'action_digest', 'verifier', 'passed_on', 'input_tokens', 'output_tokens', 'cost'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Attempt":
@@ -80,6 +98,11 @@ class Attempt(APIObject):
             audit=bool(d['audit']),
             version=_opt(d.get('version'), str),
             action_digest=_opt(d.get('action_digest'), str),
+            verifier=_opt(d.get('verifier'), str),
+            passed_on=_opt(d.get('passed_on'), bool),
+            input_tokens=_opt(d.get('input_tokens'), int),
+            output_tokens=_opt(d.get('output_tokens'), int),
+            cost=_opt(d.get('cost'), float),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -101,6 +124,16 @@ class Attempt(APIObject):
             d['version'] = self.version
         if self.action_digest is not None:
             d['action_digest'] = self.action_digest
+        if self.verifier is not None:
+            d['verifier'] = self.verifier
+        if self.passed_on is not None:
+            d['passed_on'] = self.passed_on
+        if self.input_tokens is not None:
+            d['input_tokens'] = self.input_tokens
+        if self.output_tokens is not None:
+            d['output_tokens'] = self.output_tokens
+        if self.cost is not None:
+            d['cost'] = self.cost
         return d
 
 
@@ -423,6 +456,10 @@ class Task(TaskMixin, APIObject):
     expired_at: Optional[float]
     #: Every verifier call and human decision on the task, oldest first.
     attempts: List[Attempt]
+    #: The verifier of the agent tier's cascade that decided the task; null
+    #: unless final_tier is agent. Additive: final_tier stays agent, human or
+    #: fallback.
+    final_verifier: Optional[str] = None
     #: The create's display hint; absent when it had none.
     display: Optional[Display] = None
     review: Optional[ReviewRequirement] = None
@@ -443,7 +480,7 @@ class Task(TaskMixin, APIObject):
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'final_verifier', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Task":
@@ -465,6 +502,7 @@ class Task(TaskMixin, APIObject):
             deadline_at=_opt(d.get('deadline_at'), float),
             expired_at=_opt(d.get('expired_at'), float),
             attempts=[Attempt.from_dict(x) for x in d['attempts']],
+            final_verifier=_opt(d.get('final_verifier'), str),
             display=_opt(d.get('display'), Display.from_dict),
             review=_opt(d.get('review'), ReviewRequirement.from_dict),
             escalation=_opt(d.get('escalation'), TaskEscalation.from_dict),
@@ -495,6 +533,8 @@ class Task(TaskMixin, APIObject):
         d['deadline_at'] = self.deadline_at
         d['expired_at'] = self.expired_at
         d['attempts'] = [x.to_dict() for x in self.attempts]
+        if self.final_verifier is not None:
+            d['final_verifier'] = self.final_verifier
         if self.display is not None:
             d['display'] = self.display.to_dict()
         if self.review is not None:
@@ -616,10 +656,27 @@ class Policy(APIObject):
     #: below 1 (0.95 when target_error_rate is given without it); null with
     #: target_error_rate null.
     target_confidence: Optional[float]
+    #: The verifiers of the verifiers file a task's claims ask, in order,
+    #: before people; null: the file's cascade.
+    cascade: Optional[List[str]]
+    #: Per verifier, the confidence at or above which its answer decides; a
+    #: verifier left out takes its certificate in certified mode, else the
+    #: task's confidence_threshold.
+    thresholds: Optional[Dict[str, Any]]
+    #: Certified mode: each verifier the thresholds leave unset decides at
+    #: its current certificate for this target (recomputed as labels arrive,
+    #: never below the evidence); a verifier with no certificate yet passes
+    #: every task on, so a new deployment starts with people and the
+    #: verifiers take work as they earn it. null: off.
+    certified: Optional[PolicyCertified]
+    #: A CEL expression over task and context, as the rules verifier reads
+    #: them: a task it matches goes to people without asking any verifier.
+    #: null: none.
+    require_person_if: Optional[str]
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_type', 'confidence_threshold', 'deadline_seconds', 'audit_rate', 'on_expiry', 'agent_floor', 'on_expiry_fallback', 'updated_at', 'notify', 'reviews_required', 'consensus', 'quorum', 'veto', 'exclude_requester', 'tiebreak', 'reminders', 'escalation', 'edit_verdicts', 'target_error_rate', 'target_confidence'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'task_type', 'confidence_threshold', 'deadline_seconds', 'audit_rate', 'on_expiry', 'agent_floor', 'on_expiry_fallback', 'updated_at', 'notify', 'reviews_required', 'consensus', 'quorum', 'veto', 'exclude_requester', 'tiebreak', 'reminders', 'escalation', 'edit_verdicts', 'target_error_rate', 'target_confidence', 'cascade', 'thresholds', 'certified', 'require_person_if'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Policy":
@@ -645,6 +702,10 @@ class Policy(APIObject):
             edit_verdicts=_opt(d.get('edit_verdicts'), lambda v: [str(x) for x in v]),
             target_error_rate=_opt(d.get('target_error_rate'), float),
             target_confidence=_opt(d.get('target_confidence'), float),
+            cascade=_opt(d.get('cascade'), lambda v: [str(x) for x in v]),
+            thresholds=_opt(d.get('thresholds'), dict),
+            certified=_opt(d.get('certified'), PolicyCertified.from_dict),
+            require_person_if=_opt(d.get('require_person_if'), str),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -672,6 +733,10 @@ class Policy(APIObject):
         d['edit_verdicts'] = None if self.edit_verdicts is None else list(self.edit_verdicts)
         d['target_error_rate'] = self.target_error_rate
         d['target_confidence'] = self.target_confidence
+        d['cascade'] = None if self.cascade is None else list(self.cascade)
+        d['thresholds'] = None if self.thresholds is None else dict(self.thresholds)
+        d['certified'] = None if self.certified is None else self.certified.to_dict()
+        d['require_person_if'] = self.require_person_if
         return d
 
 
@@ -1594,6 +1659,40 @@ class ApprovedActionPatchItem(APIObject):
 
 
 @dataclass(frozen=True)
+class PolicyCertified(APIObject):
+    """Certified mode: each verifier the thresholds leave unset decides at its
+    current certificate for this target (recomputed as labels arrive, never
+    below the evidence); a verifier with no certificate yet passes every
+    task on, so a new deployment starts with people and the verifiers take
+    work as they earn it. null: off.
+    """
+
+    target_error_rate: float
+    confidence: float
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'target_error_rate', 'confidence'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PolicyCertified":
+        """Reads the PolicyCertified as the API sends it."""
+        return cls(
+            target_error_rate=float(d['target_error_rate']),
+            confidence=float(d['confidence']),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The PolicyCertified as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['target_error_rate'] = self.target_error_rate
+        d['confidence'] = self.confidence
+        return d
+
+
+@dataclass(frozen=True)
 class CalibrationCertificationEvidenceItem(APIObject):
     """The labels of one sampling rate at or above a certified threshold: a
     uniform sample of the agent's answers they stand for, and the exact
@@ -2122,6 +2221,19 @@ class PolicyUpdateParams(TypedDict, total=False):
     #: The confidence the target is certified and watched at, from 0.5 to
     #: below 1; 0.95 when left out. Needs target_error_rate.
     target_confidence: Optional[float]
+    #: The verifiers of the verifiers file a task's claims ask, in order,
+    #: before people; null: the file's cascade.
+    cascade: Optional[Sequence[str]]
+    #: Per verifier, the confidence at or above which its answer decides; a
+    #: verifier left out takes its certificate in certified mode, else the
+    #: task's confidence_threshold.
+    thresholds: Optional[Mapping[str, Any]]
+    #: As the policy's; confidence is 0.95 when left out.
+    certified: Optional[Mapping[str, Any]]
+    #: A CEL expression over task and context, as the rules verifier reads
+    #: them: a task it matches goes to people without asking any verifier.
+    #: null: none.
+    require_person_if: Optional[str]
 
 
 __all__ = [
@@ -2148,6 +2260,7 @@ __all__ = [
     'PingEvent',
     'PingEventData',
     'Policy',
+    'PolicyCertified',
     'PolicyUpdateParams',
     'ReliabilityBin',
     'ReviewRequirement',
