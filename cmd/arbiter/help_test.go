@@ -197,7 +197,7 @@ func runUntilLogged(t *testing.T, getenv func(string) string, line string, args 
 	logs := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, getenv, nil, &bytes.Buffer{}, logs) }()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {
+	for deadline := testutil.Patience(t); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-done:
 			t.Fatalf("arbiter %s stopped: %v\n%s", strings.Join(args, " "), err, logs.String())

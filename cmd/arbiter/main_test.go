@@ -58,12 +58,12 @@ func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (st
 			if err != nil {
 				t.Errorf("serve returned %v", err)
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop within 30s")
+		case <-time.After(time.Until(testutil.Patience(t))):
+			t.Error("serve did not stop")
 		}
 	})
 	listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := listening.FindStringSubmatch(logs.String()); m != nil {
 			return "http://" + m[1], logs
 		}
@@ -80,7 +80,7 @@ func serveWithLogs(t *testing.T, getenv func(string) string, args ...string) (st
 // waitStatus polls the task until its status is want.
 func waitStatus(t *testing.T, base, key, id, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Patience(t)
 	for {
 		status, task := testutil.APICall(t, "GET", base+"/v1/tasks/"+id, key, "")
 		if status != 200 {

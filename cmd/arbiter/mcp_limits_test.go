@@ -141,7 +141,7 @@ func runStdioMCP(t *testing.T, s *mcpServer, key, input string) []string {
 		if err != nil {
 			t.Fatalf("arbiter mcp returned %v\n%s", err, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Until(testutil.Patience(t))):
 		t.Fatal("arbiter mcp did not return after its input ended")
 	}
 	return lines
@@ -344,7 +344,7 @@ func TestMCP_HTTPCapsTheCallsOfAnAccountAtOnce(t *testing.T) {
 			leave()
 			wg.Wait()
 			waitForWatches(t, s, 0)
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			for deadline := testutil.Patience(t); ; time.Sleep(10 * time.Millisecond) {
 				status, _, b := postMCP(t, s.base, "POST", auth, askCall(2))
 				if status == http.StatusOK {
 					break

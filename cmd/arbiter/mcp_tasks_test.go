@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // rpcAnswer is a JSON-RPC answer: its result, or its error.
@@ -123,7 +124,7 @@ func (c *stdioMCP) call(t *testing.T, method string, params any) rpcAnswer {
 	select {
 	case a := <-ch:
 		return a
-	case <-time.After(60 * time.Second):
+	case <-time.After(time.Until(testutil.Patience(t))):
 		t.Fatalf("%s: no answer on stdio", method)
 	}
 	return rpcAnswer{}
@@ -182,7 +183,7 @@ func askAsTask(t *testing.T, c rawMCP, args map[string]any) mcpTaskHandle {
 // pollTask reads the handle with tasks/get until it has status.
 func pollTask(t *testing.T, c rawMCP, id, status string) mcpTaskHandle {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Patience(t)
 	for {
 		h := decode[mcpTaskHandle](t, c.call(t, "tasks/get", map[string]any{"taskId": id}))
 		if h.Status == status {
@@ -198,7 +199,7 @@ func pollTask(t *testing.T, c rawMCP, id, status string) mcpTaskHandle {
 // waitForStatus waits until the store has the task in status.
 func waitForStatus(t *testing.T, s *mcpServer, accountID, id string, status string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testutil.Patience(t); ; time.Sleep(10 * time.Millisecond) {
 		task, err := s.store.FindTaskByID(context.Background(), accountID, id)
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +284,7 @@ func TestMCPTasks_AHandleFollowsTheTaskToAPersonsVerdict(t *testing.T) {
 		var res rpcAnswer
 		select {
 		case res = <-results:
-		case <-time.After(45 * time.Second):
+		case <-time.After(time.Until(testutil.Patience(t))):
 			t.Fatal("tasks/result did not answer after the decision")
 		}
 		result := decode[struct {

@@ -173,7 +173,7 @@ func startStdioMCP(t *testing.T, s *mcpServer, key string) (*io.PipeReader, *io.
 			if err != nil {
 				t.Errorf("arbiter mcp returned %v\n%s", err, stderr.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Until(testutil.Patience(t))):
 			t.Errorf("arbiter mcp did not return after its stdin closed")
 		}
 	})
@@ -384,7 +384,7 @@ func TestMCP_AskVerdictWaitsForAReviewer(t *testing.T) {
 		}()
 		// The rules leave 500 to a person: wait for the task in the queue.
 		var id string
-		for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(10 * time.Millisecond) {
+		for deadline := testutil.Patience(t); id == ""; time.Sleep(10 * time.Millisecond) {
 			queue, _, err := s.store.ListHumanQueue(context.Background(), accountID, arbiter.QueueView{Touchpoint: "mcp"}, 10)
 			if err != nil {
 				t.Fatal(err)
@@ -406,7 +406,7 @@ func TestMCP_AskVerdictWaitsForAReviewer(t *testing.T) {
 		var res *mcp.CallToolResult
 		select {
 		case res = <-answered:
-		case <-time.After(45 * time.Second):
+		case <-time.After(time.Until(testutil.Patience(t))):
 			t.Fatal("ask_verdict did not answer after the decision")
 		}
 		if res == nil {
@@ -771,7 +771,7 @@ func TestRun_MCPNeedsAKey(t *testing.T) {
 // waitForWatches waits until the server's store has n watches open.
 func waitForWatches(t *testing.T, s *mcpServer, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); s.store.Waiting() != n; time.Sleep(5 * time.Millisecond) {
+	for deadline := testutil.Patience(t); s.store.Waiting() != n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d watches open, want %d", s.store.Waiting(), n)
 		}
@@ -827,7 +827,7 @@ func TestMCP_HTTPShutdownAnswersAWaitingCall(t *testing.T) {
 	var a answer
 	select {
 	case a = <-answered:
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Until(testutil.Patience(t))):
 		t.Fatal("the waiting call was not answered at shutdown")
 	}
 	var res struct {

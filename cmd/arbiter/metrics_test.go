@@ -121,7 +121,7 @@ func TestRun_Metrics(t *testing.T) {
 	// The worker records its calls after they finish, and the deliverer
 	// its attempts; wait for all four calls and both attempts.
 	var families map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
 		families = scrape(t, metricsURL)
 		verified, _ := sample(families, "arbiter_verifier_duration_seconds", map[string]string{"outcome": "ok"})
 		delivered, _ := sample(families, "arbiter_webhook_delivery_duration_seconds", map[string]string{"outcome": "delivered"})

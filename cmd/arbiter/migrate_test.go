@@ -121,7 +121,7 @@ func probeStatus(t *testing.T, url string) int {
 // for db.HealthyFor.
 func waitProbe(t *testing.T, url string, want int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); probeStatus(t, url) != want; time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); probeStatus(t, url) != want; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never answered %d", url, want)
 		}

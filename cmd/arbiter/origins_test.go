@@ -18,7 +18,7 @@ import (
 func loggedLink(t *testing.T, logs *testutil.SyncBuffer) string {
 	t.Helper()
 	link := regexp.MustCompile(`url="?(http://[^"\s]+/signin/email/confirm\?token=[0-9a-f]{64})`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := link.FindStringSubmatch(logs.String()); m != nil {
 			return m[1]
 		}

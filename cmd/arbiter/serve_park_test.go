@@ -62,7 +62,7 @@ func TestServe_ParkedWaiterAnsweredAtShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Parked: its goroutine is the parking lot's.
-			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(goroutines(t, profiler), "web.(*ParkingLot).wait"); time.Sleep(10 * time.Millisecond) {
+			for deadline := testutil.Patience(t); !strings.Contains(goroutines(t, profiler), "web.(*ParkingLot).wait"); time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the waiting request was never parked")
 				}
@@ -70,7 +70,7 @@ func TestServe_ParkedWaiterAnsweredAtShutdown(t *testing.T) {
 
 			stopped := time.Now()
 			cancel()
-			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_ = conn.SetReadDeadline(testutil.Patience(t))
 			r := bufio.NewReader(conn)
 			res, err = http.ReadResponse(r, nil)
 			if err != nil {
@@ -89,8 +89,8 @@ func TestServe_ParkedWaiterAnsweredAtShutdown(t *testing.T) {
 				if err != nil {
 					t.Fatalf("serve returned %v", err)
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("serve did not stop within 30s")
+			case <-time.After(time.Until(testutil.Patience(t))):
+				t.Fatal("serve did not stop")
 			}
 			if d := time.Since(stopped); d > 30*time.Second {
 				t.Errorf("serve stopped %s after it was asked to", d)
@@ -104,7 +104,7 @@ func TestServe_ParkedWaiterAnsweredAtShutdown(t *testing.T) {
 func logged(t *testing.T, logs *testutil.SyncBuffer, pattern string) string {
 	t.Helper()
 	re := regexp.MustCompile(pattern)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(logs.String()); m != nil {
 			return m[1]
 		}

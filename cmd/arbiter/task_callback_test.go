@@ -9,6 +9,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // TestRun_TaskCreateCallbackURL creates a task with --callback-url: the
@@ -34,7 +35,7 @@ func TestRun_TaskCreateCallbackURL(t *testing.T) {
 			if dialect == db.SQLite {
 				query = `SELECT url FROM webhook_messages WHERE task_id = ? AND endpoint_id IS NULL`
 			}
-			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
 				var queued string
 				err := conn.QueryRow(query, created["id"]).Scan(&queued)
 				if err == nil {

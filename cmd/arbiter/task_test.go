@@ -19,6 +19,7 @@ import (
 	"github.com/arbiterhq/arbiter/client"
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // taskServer boots `arbiter serve` on the store at url and returns a getenv
@@ -76,7 +77,7 @@ func TestRun_TaskCreateWaitGet(t *testing.T) {
 			// The default agent decides nothing, so the in-process worker
 			// hands the task to a person, who decides it here.
 			var id string
-			for deadline := time.Now().Add(15 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+			for deadline := testutil.Patience(t); id == ""; time.Sleep(20 * time.Millisecond) {
 				queue, _, err := store.ListHumanQueue(context.Background(), account.ID, arbiter.QueueView{}, 10)
 				if err != nil {
 					t.Fatal(err)
@@ -100,7 +101,7 @@ func TestRun_TaskCreateWaitGet(t *testing.T) {
 			var res result
 			select {
 			case res = <-done:
-			case <-time.After(45 * time.Second):
+			case <-time.After(time.Until(testutil.Patience(t))):
 				t.Fatal("task create --wait did not return after the decision")
 			}
 			if res.err != nil {
@@ -316,7 +317,7 @@ func TestRun_TaskCreateDeadline(t *testing.T) {
 				done <- result{stdout, stderr, err}
 			}()
 			var id string
-			for deadline := time.Now().Add(15 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+			for deadline := testutil.Patience(t); id == ""; time.Sleep(20 * time.Millisecond) {
 				page, err := store.ListTasks(context.Background(), account.ID, arbiter.TaskFilter{Limit: 1})
 				if err != nil {
 					t.Fatal(err)

@@ -151,7 +151,7 @@ func TestServe_Traces(t *testing.T) {
 		t.Fatalf("create = %d %v", res.StatusCode, task)
 	}
 	waitStatus(t, base, key, id, "completed")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
 		delivered := seen["webhook"] != ""
 		mu.Unlock()

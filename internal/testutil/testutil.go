@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SyncBuffer is an io.Writer safe for concurrent use: a log sink that a
@@ -56,4 +57,20 @@ func APICall(t testing.TB, method, url, key, body string) (int, map[string]any) 
 	var v map[string]any
 	json.NewDecoder(res.Body).Decode(&v)
 	return res.StatusCode, v
+}
+
+// Patience is the time until which a test waits for a state it expects (a
+// server listening, a row written, a goroutine parked) before it fails:
+// shortly before the test binary's own -timeout, so that a slow, loaded
+// machine only slows a test down, while a state that never comes still
+// fails with the test's own message rather than the binary's timeout panic.
+// A test that asserts a bound on time keeps its own bound instead.
+func Patience(t *testing.T) time.Time {
+	deadline, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(10 * time.Minute)
+	}
+	// The margin leaves the failing test time to print its log and to run
+	// its cleanups before the binary's timeout.
+	return deadline.Add(-30 * time.Second)
 }
