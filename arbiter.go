@@ -16,8 +16,9 @@
 //     stats.go): reservations on the desk, votes and the consensus rule,
 //     gold tasks, agreement between reviewers, the desk's statistics.
 //   - Calibration (calibration.go, calibration_certify.go,
-//     calibration_apply.go, calibration_drift.go): audit sampling and the
-//     estimators, the certified threshold, applying it to a policy, drift.
+//     calibration_apply.go, calibration_drift.go, verifier_pairs.go): audit
+//     sampling and the estimators, the certified threshold, applying it to
+//     a policy, drift, the labels of each verifier of a cascade.
 //   - Accounts and people (account.go, member.go, session.go, login.go,
 //     apikey.go, audit.go): members and roles, sessions, sign-in links, API
 //     keys, the audit log.

@@ -97,12 +97,15 @@ func ParseAuditRate(s string) (float64, error) {
 // 1/r for an audit at rate r (one in 1/r of those tasks is labelled, so each
 // stands for 1/r of them). This is the Horvitz–Thompson estimator.
 type LabelledPair struct {
-	TaskID       string
-	AccountID    string
-	TaskType     string
-	Source       string
-	Model        string // the agent's model; "" when it named none
-	Version      string // the agent attempt's version label; "" when none was set
+	TaskID    string
+	AccountID string
+	TaskType  string
+	Source    string
+	Model     string // the agent's model; "" when it named none
+	Version   string // the agent attempt's version label; "" when none was set
+	// Verifier names the verifier of the cascade whose answer the pair
+	// labels (VerifierPairsOf); "" for the agent tier's pair.
+	Verifier     string
 	Confidence   float64
 	AgentVerdict string
 	HumanVerdict string
@@ -538,6 +541,10 @@ type CalibrationFilter struct {
 	// Version is the verifier version label of the agent's answer
 	// (Attempt.Version); a version no pair has selects none.
 	Version string
+	// Verifier, when set, selects the answers of one verifier of the
+	// cascade (VerifierPairsOf): its own certificate, over the tasks that
+	// reached it. Unset, the report is the agent tier's as a whole.
+	Verifier string
 	// CreatedAfter and CreatedBefore bound the task's created_at, both
 	// exclusive.
 	CreatedAfter, CreatedBefore *Timestamp
@@ -549,10 +556,11 @@ type CalibrationFilter struct {
 
 // calibrationParameters are the query parameters of GET /v1/calibration
 // and of the dashboard's report.
-var calibrationParameters = []string{"task_type", "source", "model", "version", "created_after", "created_before", "target_error_rate", "confidence"}
+var calibrationParameters = []string{"task_type", "source", "model", "version", "verifier", "created_after", "created_before", "target_error_rate", "confidence"}
 
 // ParseCalibrationQuery reads the query of a calibration report: task_type,
-// source, model, version, created_after, created_before (epoch seconds, exclusive)
+// source, model, version, verifier (a verifier of the cascade: its own
+// report), created_after, created_before (epoch seconds, exclusive)
 // target_error_rate (a share in (0, 1), default 0.02, or a percentage
 // such as "2%") and confidence (the same, default 0.95), each at most once. Empty values are left out, as an HTML
 // form sends them. Every failure, an unknown parameter among them, is an
@@ -589,6 +597,11 @@ func ParseCalibrationQuery(rawQuery string) (CalibrationFilter, error) {
 			default:
 				f.Model = v
 			}
+		case "verifier":
+			if err := CheckVerifierName(v); err != nil {
+				return CalibrationFilter{}, asField("verifier", err)
+			}
+			f.Verifier = v
 		case "created_after", "created_before":
 			ts, err := parseEpochSeconds(name, v)
 			if err != nil {
@@ -622,6 +635,7 @@ func (f CalibrationFilter) Query() url.Values {
 	q := url.Values{}
 	for _, p := range []struct{ name, value string }{
 		{"task_type", f.TaskType}, {"source", f.Source}, {"model", f.Model}, {"version", f.Version},
+		{"verifier", f.Verifier},
 	} {
 		if p.value != "" {
 			q.Set(p.name, p.value)

@@ -17,9 +17,11 @@ import (
 // PolicyTaskType returns the task type of the policy a report of f
 // concerns: f's task type, or DefaultPolicyName for a report of every
 // type. ok is false for a report of one source, a part of the traffic of
-// the types it covers, whose certificate says nothing of the rest.
+// the types it covers, whose certificate says nothing of the rest, and
+// for the report of one verifier of a cascade, whose certificate is its
+// own threshold (a certified policy's), not the policy's.
 func (f CalibrationFilter) PolicyTaskType() (taskType string, ok bool) {
-	if f.Source != "" {
+	if f.Source != "" || f.Verifier != "" {
 		return "", false
 	}
 	if f.TaskType == "" {

@@ -24,6 +24,7 @@ func TestOfferThreshold(t *testing.T) {
 		{"the same threshold is no offer", certified, arbiter.CalibrationFilter{TaskType: "refund"}, p(0.8700000001), false, ""},
 		{"nothing certified is no offer", arbiter.Certification{}, arbiter.CalibrationFilter{TaskType: "refund"}, p(0.8), false, ""},
 		{"one source's report concerns no policy", certified, arbiter.CalibrationFilter{TaskType: "refund", Source: "bot"}, p(0.8), false, ""},
+		{"one verifier's report is its own threshold, not the policy's", certified, arbiter.CalibrationFilter{TaskType: "refund", Verifier: "small"}, p(0.8), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, ok := arbiter.OfferThreshold(tc.c, tc.f, tc.current)

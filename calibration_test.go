@@ -317,16 +317,16 @@ func TestCalibrate_Messages(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func TestParseCalibrationQuery(t *testing.T) {
-	f, err := arbiter.ParseCalibrationQuery("task_type=refund&source=bot&model=m1&version=prompt-3&created_after=1700000000&created_before=1700000100.5&target_error_rate=5%25")
+	f, err := arbiter.ParseCalibrationQuery("task_type=refund&source=bot&model=m1&version=prompt-3&verifier=small&created_after=1700000000&created_before=1700000100.5&target_error_rate=5%25")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.TaskType != "refund" || f.Source != "bot" || f.Model != "m1" || f.Version != "prompt-3" || *f.CreatedAfter != 1700000000000 ||
+	if f.TaskType != "refund" || f.Source != "bot" || f.Model != "m1" || f.Version != "prompt-3" || f.Verifier != "small" || *f.CreatedAfter != 1700000000000 ||
 		*f.CreatedBefore != 1700000100500 || math.Abs(f.TargetErrorRate-0.05) > 1e-12 {
 		t.Errorf("got %+v", f)
 	}
 	back, err := arbiter.ParseCalibrationQuery(f.Query().Encode())
-	if err != nil || back.TaskType != f.TaskType || back.Version != f.Version || *back.CreatedBefore != *f.CreatedBefore || back.TargetErrorRate != f.TargetErrorRate {
+	if err != nil || back.TaskType != f.TaskType || back.Version != f.Version || back.Verifier != "small" || *back.CreatedBefore != *f.CreatedBefore || back.TargetErrorRate != f.TargetErrorRate {
 		t.Errorf("Query does not read back: %+v, %v", back, err)
 	}
 	if f, err := arbiter.ParseCalibrationQuery("task_type=&source="); err != nil || f.TaskType != "" || f.TargetErrorRate != 0.02 {
@@ -334,9 +334,12 @@ func TestParseCalibrationQuery(t *testing.T) {
 	}
 	for _, q := range []string{"nope=1", "task_type=a&task_type=b", "target_error_rate=0", "target_error_rate=1",
 		"target_error_rate=abc", "created_after=-1", "created_before=x", "%zz", "version=a&version=b",
-		"version=" + strings.Repeat("v", arbiter.MaxLabelChars+1), "version=a%00b"} {
+		"version=" + strings.Repeat("v", arbiter.MaxLabelChars+1), "version=a%00b",
+		"verifier=Small", "verifier=a%20b", "verifier=" + strings.Repeat("v", 41), "verifier=a&verifier=b"} {
 		if _, err := arbiter.ParseCalibrationQuery(q); arbiter.ErrorCode(err) != arbiter.EINVALID {
 			t.Errorf("%q: got %v, want EINVALID", q, err)
+		} else if strings.HasPrefix(q, "verifier=") && arbiter.ErrorField(err) != "verifier" {
+			t.Errorf("%q: the error names %q, not verifier", q, arbiter.ErrorField(err))
 		}
 	}
 }

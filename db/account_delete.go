@@ -28,6 +28,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"decision links", `DELETE FROM decision_links WHERE account_id = ?`},
 	{"idempotency keys", `DELETE FROM idempotency_keys WHERE account_id = ?`},
 	{"labelled pairs", `DELETE FROM labelled_pairs WHERE account_id = ?`},
+	{"verifier pairs", `DELETE FROM verifier_pairs WHERE account_id = ?`},
 	{"calibration drifts", `DELETE FROM calibration_drifts WHERE account_id = ?`},
 	{"policy drifts", `DELETE FROM policy_drifts WHERE account_id = ?`},
 	{"attempts", `DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},

@@ -19,14 +19,32 @@ const insertLabelledPairSQL = `INSERT INTO labelled_pairs (task_id, account_id, 
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`
 
 // insertLabelledPair stores, inside tx, the pair a person's attempt h on t
-// makes (arbiter.LabelledPairOf), if it makes one.
+// makes (arbiter.LabelledPairOf), if it makes one, and those it makes for
+// the verifiers of t's cascade (arbiter.VerifierPairsOf).
 func (d *DB) insertLabelledPair(ctx context.Context, tx *Tx, t *arbiter.Task, h arbiter.Attempt) error {
 	p, ok := arbiter.LabelledPairOf(t, h)
 	if !ok {
 		return nil
 	}
-	return d.storeLabelledPair(ctx, tx, p)
+	if err := d.storeLabelledPair(ctx, tx, p); err != nil {
+		return err
+	}
+	for _, vp := range arbiter.VerifierPairsOf(t, h) {
+		_, err := tx.ExecContext(ctx, d.rebind(insertVerifierPairSQL), vp.TaskID, vp.Verifier, vp.AccountID, vp.TaskType, vp.Source,
+			vp.Model, vp.Version, vp.Confidence, vp.Bucket(), vp.AgentVerdict, vp.HumanVerdict, boolInt(vp.Correct()),
+			boolInt(vp.Audit), vp.Weight, int64(vp.CreatedAt), int64(vp.LabelledAt))
+		if err != nil {
+			return fmt.Errorf("insert verifier pair: %w", err)
+		}
+	}
+	return nil
 }
+
+// insertVerifierPairSQL stores the pair of one verifier of a task's
+// cascade (arbiter.VerifierPairsOf); a task makes one a verifier at most.
+const insertVerifierPairSQL = `INSERT INTO verifier_pairs (task_id, verifier, account_id, task_type, source, model, version,
+	confidence, bucket, agent_verdict, human_verdict, correct, audit, weight, created_at, labelled_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, verifier) DO NOTHING`
 
 // storeLabelledPair inserts p inside tx.
 func (d *DB) storeLabelledPair(ctx context.Context, tx *Tx, p arbiter.LabelledPair) error {
@@ -130,8 +148,7 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 			return fmt.Errorf("count waiting audits: %w", err)
 		}
 		since := int64(out.ComputedAt) - int64(arbiter.AuditPaceDays)*86_400_000
-		if err := tx.GetContext(ctx, &out.RecentLabels, d.rebind(`SELECT count(*) FROM labelled_pairs
-			WHERE `+where+` AND labelled_at > ?`), with(since)...); err != nil {
+		if err := tx.GetContext(ctx, &out.RecentLabels, d.rebind(`SELECT count(*) FROM `+where+` AND labelled_at > ?`), with(since)...); err != nil {
 			return fmt.Errorf("count recent labels: %w", err)
 		}
 		out.Drifts, err = d.reportDrifts(ctx, tx, accountID, f)
@@ -170,8 +187,7 @@ func (d *DB) fineBucketSQL() string {
 // cap.
 func (d *DB) readEvidence(ctx context.Context, tx *Tx, where string, args []any) ([]arbiter.EvidenceCell, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT fine, weight, audit, count(*), SUM(1 - correct), MIN(confidence)
-		FROM (SELECT `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM labelled_pairs
-			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		FROM (SELECT `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
 		GROUP BY fine, weight, audit`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum evidence: %w", err)
@@ -188,16 +204,22 @@ func (d *DB) readEvidence(ctx context.Context, tx *Tx, where string, args []any)
 	return out, rows.Err()
 }
 
-// calibrationWhere returns the WHERE clause of the pairs f selects for the
-// account, and its arguments.
+// calibrationWhere returns the table and WHERE clause of the pairs f
+// selects for the account ("labelled_pairs WHERE …", or verifier_pairs
+// for one verifier's), and its arguments.
 func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []any) {
 	w := accountWhere(accountID)
+	table := "labelled_pairs"
+	if f.Verifier != "" {
+		table = "verifier_pairs"
+		w.equal("verifier", f.Verifier)
+	}
 	w.equal("task_type", f.TaskType)
 	w.equal("source", f.Source)
 	w.equal("model", f.Model)
 	w.equal("version", f.Version)
 	w.createdBetween(f.CreatedAfter, f.CreatedBefore)
-	return w.String(), w.args
+	return table + " WHERE " + w.String(), w.args
 }
 
 // readStrata sums, inside tx, the same pairs as the report by task_type,
@@ -207,8 +229,7 @@ func calibrationWhere(accountID string, f arbiter.CalibrationFilter) (string, []
 func readStrata(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([]arbiter.StratumBuckets, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_type, model, version, fine, weight, audit, count(*), SUM(1 - correct),
 		MIN(confidence)
-		FROM (SELECT task_type, model, version, `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM labelled_pairs
-			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		FROM (SELECT task_type, model, version, `+d.fineBucketSQL()+` AS fine, weight, audit, correct, confidence FROM `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
 		GROUP BY task_type, model, version, fine, weight, audit LIMIT ?`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum strata: %w", err)
@@ -254,8 +275,7 @@ func (d *DB) readBuckets(ctx context.Context, tx *Tx, where string, args []any, 
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT bucket, agent_verdict, human_verdict, count(*), SUM(audit),
 		SUM(audit * (1 - correct)), SUM(weight), SUM(weight * weight), SUM(weight * correct), SUM(weight * confidence),
 		SUM(weight * (confidence - correct) * (confidence - correct))
-		FROM (SELECT bucket, agent_verdict, human_verdict, audit, correct, weight, confidence FROM labelled_pairs
-			WHERE `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
+		FROM (SELECT bucket, agent_verdict, human_verdict, audit, correct, weight, confidence FROM `+where+` ORDER BY created_at DESC, task_id DESC LIMIT ?) p
 		GROUP BY bucket, agent_verdict, human_verdict LIMIT ?`), args...)
 	if err != nil {
 		return fmt.Errorf("sum labelled pairs: %w", err)
@@ -315,7 +335,7 @@ func (d *DB) readBuckets(ctx context.Context, tx *Tx, where string, args []any, 
 func readDisagreements(ctx context.Context, tx *Tx, d *DB, where string, args []any) ([]arbiter.AuditDisagreement, error) {
 	var out []arbiter.AuditDisagreement
 	rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_id, agent_verdict, confidence, human_verdict, labelled_at
-		FROM labelled_pairs WHERE `+where+` AND audit = 1 AND correct = 0
+		FROM `+where+` AND audit = 1 AND correct = 0
 		ORDER BY labelled_at DESC, task_id DESC LIMIT ?`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("audit disagreements: %w", err)
@@ -332,4 +352,26 @@ func readDisagreements(ctx context.Context, tx *Tx, d *DB, where string, args []
 		return nil, fmt.Errorf("audit disagreements: %w", err)
 	}
 	return out, nil
+}
+
+// CertifiedThreshold returns the threshold the certificate of one
+// verifier gives at target: Certify over the labels of its answers at
+// version (its series: a new version starts anew) on the account's tasks
+// of taskType; nil when none is certified yet. It reads the evidence
+// alone, from the store each time: the worker keeps what it returns
+// (worker.CertificateFor).
+func (d *DB) CertifiedThreshold(ctx context.Context, accountID, taskType, verifier, version string, target arbiter.ErrorTarget) (_ *float64, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	where, args := calibrationWhere(accountID, arbiter.CalibrationFilter{TaskType: taskType, Verifier: verifier, Version: version})
+	var evidence []arbiter.EvidenceCell
+	err = d.transactRead(ctx, func(tx *Tx) error {
+		var err error
+		evidence, err = d.readEvidence(ctx, tx, where, append(args, d.calibrationCap))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return arbiter.Certify(evidence, target.ErrorRate, target.Confidence).Threshold, nil
 }

@@ -28,13 +28,14 @@ const (
 // calibrationKey names the pairs a report reads: the account and the
 // filter, less the target error rate, which the data does not depend on.
 type calibrationKey struct {
-	accountID, taskType, source, model, version string
-	after, before                               arbiter.Timestamp
-	hasAfter, hasBefore                         bool
+	accountID, taskType, source, model, version, verifier string
+	after, before                                         arbiter.Timestamp
+	hasAfter, hasBefore                                   bool
 }
 
 func calibrationKeyOf(accountID string, f arbiter.CalibrationFilter) calibrationKey {
-	k := calibrationKey{accountID: accountID, taskType: f.TaskType, source: f.Source, model: f.Model, version: f.Version}
+	k := calibrationKey{accountID: accountID, taskType: f.TaskType, source: f.Source, model: f.Model, version: f.Version,
+		verifier: f.Verifier}
 	if f.CreatedAfter != nil {
 		k.after, k.hasAfter = *f.CreatedAfter, true
 	}

@@ -20,7 +20,10 @@ func (d *DB) ApplyCertifiedThreshold(ctx context.Context, accountID string, f ar
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	taskType, ok := f.PolicyTaskType()
-	if !ok {
+	switch {
+	case !ok && f.Verifier != "":
+		return nil, arbiter.Errorf(arbiter.EINVALID, "A verifier's certificate is its own threshold, not the policy's: set \"certified\" on the policy to have each verifier decide at its certificate.")
+	case !ok:
 		return nil, arbiter.Errorf(arbiter.EINVALID, "A report of one source concerns no policy; open the report of its task type to apply a threshold.")
 	}
 	target := arbiter.ErrorTarget{ErrorRate: f.TargetErrorRate, Confidence: f.Confidence}

@@ -285,7 +285,7 @@ func TestCalibration_PageAndAPIShowTheSameReport(t *testing.T) {
 		if status, report := getAPI(otherKey, ""); status != http.StatusOK || report["n"] != 0.0 {
 			t.Errorf("another account's report: %d %v", status, report)
 		}
-		for _, q := range []string{"target_error_rate=2", "bogus=1", "created_after=yesterday"} {
+		for _, q := range []string{"target_error_rate=2", "bogus=1", "created_after=yesterday", "verifier=Not%20a%20name"} {
 			if status, body := getAPI(key, q); status != http.StatusBadRequest || body["error"] == "" {
 				t.Errorf("GET /v1/calibration?%s = %d %v, want 400", q, status, body)
 			}

@@ -1,10 +1,10 @@
 package worker_test
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +172,134 @@ func deref(s *string) string {
 
 func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
-var _ = fmt.Sprint
+// namedVerifiers is a cascade of in-process verifiers, for tests.
+type namedVerifiers struct {
+	cascade []string
+	specs   map[string]arbiter.VerifierSpec
+	answers map[string]verifierFunc
+}
+
+func (n namedVerifiers) Cascade() []string { return n.cascade }
+
+func (n namedVerifiers) Verifier(name string) (arbiter.Verifier, arbiter.VerifierSpec, bool) {
+	v, ok := n.answers[name]
+	return v, n.specs[name], ok
+}
+
+// TestWorker_CertifiedCascadeBootstrapsFromNothing runs a certified
+// policy (each verifier at its own certificate) from an empty store on
+// both stores: with no certificate, small and large pass every task on
+// and people decide; each decision labels both verifiers' answers; once
+// the labels certify a threshold, a worker that reads the certificates
+// anew has small decide at it; and a new version of small starts its
+// series anew, passing the task to large, which decides at its own.
+func TestWorker_CertifiedCascadeBootstrapsFromNothing(t *testing.T) {
+	t.Parallel()
+	target := arbiter.ErrorTarget{ErrorRate: 0.2, Confidence: 0.8}
+	cascade := func(smallVersion string) namedVerifiers {
+		return namedVerifiers{cascade: []string{"small", "large"},
+			specs:   map[string]arbiter.VerifierSpec{"small": {Name: "small", Version: smallVersion}, "large": {Name: "large", Version: "l1"}},
+			answers: map[string]verifierFunc{"small": answer("approve", 0.9), "large": answer("approve", 0.95)}}
+	}
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			store := dbtest.Open(t, dialect, db.Options{})
+			acct, err := store.FindOrCreateAccountByEmail(ctx, "ops@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.PutPolicy(ctx, acct.ID, arbiter.Policy{TaskType: "refund",
+				Agent: arbiter.PolicyAgent{Certified: &target}}, arbiter.Actor{Email: "ops@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			run := func(verifiers namedVerifiers) (stop func()) {
+				return runUntilStopped(t, "worker", 10*time.Second, worker.New(worker.Config{
+					Queue: store, Verifiers: verifiers, Policies: store, Certificates: store, Health: store,
+					Logger: slog.New(slog.DiscardHandler), Concurrency: 4, Poll: 10 * time.Millisecond, Backoff: 10 * time.Millisecond,
+					Grace: time.Second,
+				}).Run)
+			}
+			create := func() *arbiter.Task {
+				t.Helper()
+				task, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+					ConfidenceThreshold: 0.5, TaskType: "refund", Touchpoint: "chat", Context: []byte(`{}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return waitFor(t, store, acct.ID, task.ID, settled)
+			}
+			certified := func(verifier, version string) *float64 {
+				t.Helper()
+				c, err := store.CertifiedThreshold(ctx, acct.ID, "refund", verifier, version, target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			if certified("small", "s1") != nil || certified("large", "l1") != nil {
+				t.Fatal("a certificate with no label")
+			}
+
+			stop := run(cascade("s1"))
+			labels := 0
+			for certified("small", "s1") == nil {
+				if labels == 40 {
+					t.Fatalf("40 agreeing labels certify nothing")
+				}
+				task := create()
+				if task.Status != arbiter.StatusHumanNeeded || len(task.Attempts) != 2 || !task.Attempts[0].PassedOn ||
+					deref(task.Attempts[0].Verifier) != "small" || deref(task.Attempts[1].Verifier) != "large" {
+					t.Fatalf("with no certificate: %s, attempts %+v", task.Status, task.Attempts)
+				}
+				if _, err := store.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "rev@example.com"}); err != nil {
+					t.Fatal(err)
+				}
+				labels++
+			}
+			stop()
+			t.Logf("%d labels certify small", labels)
+			if c := certified("small", "s1"); labels < 2 || *c != 0.9 {
+				t.Fatalf("after %d labels small is certified at %v, want 0.9", labels, *c)
+			}
+			if c := certified("large", "l1"); c == nil || *c != 0.95 {
+				t.Fatalf("large is certified at %v, want 0.95", fmtThreshold(c))
+			}
+			for verifier, want := range map[string]int{"": labels, "small": labels, "large": labels, "rules": 0} {
+				data, err := store.CalibrationData(ctx, acct.ID, arbiter.CalibrationFilter{Verifier: verifier})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, confidence := 0, 0.0
+				for _, cell := range data.Evidence {
+					n += cell.N
+					confidence = cell.Lowest
+				}
+				if n != want || (n > 0 && confidence != map[string]float64{"": 0.95, "small": 0.9, "large": 0.95}[verifier]) {
+					t.Errorf("the report of verifier %q holds %d labels at %v, want %d", verifier, n, confidence, want)
+				}
+			}
+
+			stop = run(cascade("s1"))
+			task := create()
+			if task.Status != arbiter.StatusCompleted || deref(task.FinalTier) != arbiter.TierAgent || deref(task.FinalVerifier) != "small" ||
+				len(task.Attempts) != 1 {
+				t.Fatalf("small at its certificate: %s by %q, attempts %+v", task.Status, deref(task.FinalVerifier), task.Attempts)
+			}
+			stop()
+
+			run(cascade("s2"))
+			task = create()
+			if task.Status != arbiter.StatusCompleted || deref(task.FinalVerifier) != "large" || len(task.Attempts) != 2 ||
+				!task.Attempts[0].PassedOn || deref(task.Attempts[0].Version) != "s2" {
+				t.Fatalf("small's new version: %s by %q, attempts %+v", task.Status, deref(task.FinalVerifier), task.Attempts)
+			}
+		})
+	}
+}
+
+func fmtThreshold(c *float64) string {
+	if c == nil {
+		return "nothing"
+	}
+	return strconv.FormatFloat(*c, 'f', -1, 64)
+}

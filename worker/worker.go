@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -82,6 +83,23 @@ type AgentPolicies interface {
 	AgentPolicy(ctx context.Context, accountID, taskType string) (*arbiter.Policy, error)
 }
 
+// CertifiedThresholds gives the threshold a verifier's certificate gives
+// at a target (the db package's CertifiedThreshold): the labels of its
+// answers at version on the account's tasks of taskType; nil when none is
+// certified yet.
+type CertifiedThresholds interface {
+	CertifiedThreshold(ctx context.Context, accountID, taskType, verifier, version string, target arbiter.ErrorTarget) (*float64, error)
+}
+
+// DefaultCertificateFor is how long a worker keeps a verifier's
+// certificate: a certified threshold follows the audits within a minute,
+// and reads them at most once a minute per task type and verifier.
+const DefaultCertificateFor = time.Minute
+
+// maxKeptCertificates bounds the certificates a worker keeps; it forgets
+// them all when full.
+const maxKeptCertificates = 4096
+
 // Config configures a Worker. Zero values take the defaults.
 type Config struct {
 	// Queue is the store the worker claims from and records to (required).
@@ -95,10 +113,14 @@ type Config struct {
 	// thresholds per verifier and its require_person_if. Without it every
 	// task takes the default cascade at its own threshold.
 	Policies AgentPolicies
-	// Certificates, when set, gives the certified thresholds of a policy's
-	// verifiers in certified mode (arbiter.Certificates for the task's
-	// account and type).
-	Certificates func(ctx context.Context, t *arbiter.Task, target arbiter.ErrorTarget) arbiter.Certificates
+	// Certificates, when set, gives the thresholds of a certified
+	// policy's verifiers: each one's certificate, kept for
+	// CertificateFor. Without it a certified policy's verifiers decide
+	// nothing.
+	Certificates CertifiedThresholds
+	// CertificateFor is how long a verifier's certificate is kept before
+	// it is read again (default DefaultCertificateFor).
+	CertificateFor time.Duration
 	// Health receives the worker's heartbeats (required).
 	Health Heartbeater
 	// Logger receives claim, record and heartbeat failures (default
@@ -206,8 +228,12 @@ type Worker struct {
 	// inProcess is set when every verifier answers in the process and
 	// none paces its calls: claims mark the calls started.
 	inProcess bool
-	log       *slog.Logger
-	claimer   *Claimer[agentCall]
+	// certificates keeps the verifiers' certified thresholds
+	// (certificate).
+	certMu       sync.Mutex
+	certificates map[certificateKey]keptCertificate
+	log          *slog.Logger
+	claimer      *Claimer[agentCall]
 	// batch holds the calls of the last claim until the claimer has read
 	// them; the claim loop alone uses it.
 	batch []agentCall
@@ -247,6 +273,9 @@ func New(cfg Config) *Worker {
 		cfg.Lease = 2*longest + 10*time.Second
 	} else if cfg.Lease < longest+recordTimeout {
 		cfg.Lease = longest + recordTimeout
+	}
+	if cfg.CertificateFor <= 0 {
+		cfg.CertificateFor = DefaultCertificateFor
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
@@ -485,7 +514,8 @@ func (w *Worker) call(calls context.Context, t *arbiter.Task, claimed time.Time,
 	}
 	var certified arbiter.Certificates
 	if policy != nil && policy.Agent.Certified != nil && w.cfg.Certificates != nil {
-		certified = w.cfg.Certificates(calls, t, *policy.Agent.Certified)
+		target := *policy.Agent.Certified
+		certified = func(name string) *float64 { return w.certificate(calls, t, name, target) }
 	}
 	stages := arbiter.PlanCascade(t, policy, w.set.Cascade(), certified)
 	stage := min(arbiter.StageOf(t, stages), len(stages)-1)
@@ -513,15 +543,67 @@ func (w *Worker) call(calls context.Context, t *arbiter.Task, claimed time.Time,
 	step := arbiter.NextCascadeStep(t, stages, stage, v, err, started, w.cfg.Now(), w.retry)
 	if !step.Throttled {
 		step.Attempt.Cost = arbiter.CostOf(spec.Price, v.Usage)
-		version := w.cfg.Version
-		if spec.Version != "" {
-			version = spec.Version
-		}
-		if version != "" {
+		if version := w.versionOf(spec); version != "" {
 			step.Attempt.Version = &version
 		}
 	}
 	return step
+}
+
+// versionOf is the version label recorded on the attempts of the verifier
+// spec describes: its own, else ARBITER_AGENT_VERSION's.
+func (w *Worker) versionOf(spec arbiter.VerifierSpec) string {
+	if spec.Version != "" {
+		return spec.Version
+	}
+	return w.cfg.Version
+}
+
+// certificateKey names a verifier's certificate: its series (name and
+// version) on an account's tasks of a type, at a target.
+type certificateKey struct {
+	accountID, taskType, verifier, version string
+	target                                 arbiter.ErrorTarget
+}
+
+// keptCertificate is a certified threshold (nil: none yet) and when it is
+// to be read again.
+type keptCertificate struct {
+	threshold *float64
+	until     time.Time
+}
+
+// certificate returns the threshold the certificate of the verifier named
+// name gives t's account and type at target, kept for CertificateFor; nil
+// when there is none yet, or it could not be read (logged): that verifier
+// then passes t on, as a new one does.
+func (w *Worker) certificate(ctx context.Context, t *arbiter.Task, name string, target arbiter.ErrorTarget) *float64 {
+	_, spec, ok := w.set.Verifier(name)
+	if !ok {
+		return nil
+	}
+	key := certificateKey{accountID: t.AccountID, taskType: t.TaskType, verifier: name, version: w.versionOf(spec), target: target}
+	now := w.cfg.Now()
+	w.certMu.Lock()
+	kept, ok := w.certificates[key]
+	w.certMu.Unlock()
+	if ok && now.Before(kept.until) {
+		return kept.threshold
+	}
+	threshold, err := w.cfg.Certificates.CertifiedThreshold(ctx, t.AccountID, t.TaskType, name, key.version, target)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Error("read a verifier's certificate; it passes the task on", "task", t.ID, "verifier", name, "error", err.Error())
+		}
+		return nil
+	}
+	w.certMu.Lock()
+	if w.certificates == nil || len(w.certificates) >= maxKeptCertificates {
+		w.certificates = map[certificateKey]keptCertificate{}
+	}
+	w.certificates[key] = keptCertificate{threshold: threshold, until: now.Add(w.cfg.CertificateFor)}
+	w.certMu.Unlock()
+	return threshold
 }
 
 // policy returns the policy that governs t for the agent tier, nil when

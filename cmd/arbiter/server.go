@@ -297,7 +297,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 		observer = s.metrics
 	}
 	wcfg := worker.Config{
-		Queue: s.store, Verifiers: verifiers, Policies: s.store, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
+		Queue: s.store, Verifiers: verifiers, Policies: s.store, Certificates: s.store, Health: firstBeat{s.store, &s.beating}, Demo: s.store, Keys: s.store, Logger: s.logger, Observer: observer,
 		Created:     s.store.TasksCreated(),
 		Concurrency: s.cfg.Workers, AttemptTimeout: s.cfg.AgentTimeout, Grace: s.cfg.ShutdownGrace,
 		Version: s.cfg.AgentVersion, Backend: s.cfg.Agent.Backend,
