@@ -83,6 +83,29 @@ func slackKinds(t *testing.T, d *db.DB) []string {
 	return kinds
 }
 
+// outboxRows is what the webhook outbox holds for an endpoint (event
+// types, oldest first) and what the Slack outbox holds due (kinds).
+type outboxRows struct{ webhooks, slack []string }
+
+// rowsOf returns what the outboxes hold for the account's endpoint.
+func rowsOf(t *testing.T, d *db.DB, accountID, endpointID string) outboxRows {
+	t.Helper()
+	return outboxRows{webhookEvents(t, d, accountID, endpointID), slackKinds(t, d)}
+}
+
+// keptNothing fails the test if a transition that failed left a webhook
+// or Slack message: the outboxes hold what they held before it.
+func keptNothing(t *testing.T, d *db.DB, accountID, endpointID string, before outboxRows) {
+	t.Helper()
+	got := rowsOf(t, d, accountID, endpointID)
+	if !slices.Equal(got.webhooks, before.webhooks) {
+		t.Errorf("webhook messages %v after the failure, %v before", got.webhooks, before.webhooks)
+	}
+	if !slices.Equal(got.slack, before.slack) {
+		t.Errorf("Slack messages %v after the failure, %v before", got.slack, before.slack)
+	}
+}
+
 // drained empties a wakeup channel.
 func drained(c <-chan struct{}) <-chan struct{} {
 	select {
@@ -134,7 +157,7 @@ func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 	t.Parallel()
 	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
 		toHuman(t, d)
-		before, slackBefore := webhookEvents(t, d, acct.ID, e.ID), slackKinds(t, d)
+		before := rowsOf(t, d, acct.ID, e.ID)
 		wake, stop := d.WatchTask(task.ID)
 		defer stop()
 		listening(t, d, wake)
@@ -149,12 +172,7 @@ func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 		if got := mustFind(t, d, acct.ID, task.ID); got.Status != arbiter.StatusHumanNeeded || len(got.Attempts) != 1 {
 			t.Errorf("the task moved: %s with %d attempts", got.Status, len(got.Attempts))
 		}
-		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, before) {
-			t.Errorf("webhook messages %v after the failure, %v before", got, before)
-		}
-		if got := slackKinds(t, d); !slices.Equal(got, slackBefore) {
-			t.Errorf("Slack messages %v after the failure, %v before", got, slackBefore)
-		}
+		keptNothing(t, d, acct.ID, e.ID, before)
 		notWoken(t, wake, "of the task's waiter")
 		notWoken(t, webhooks, "of the webhook deliverer")
 		notWoken(t, slack, "of the Slack deliverer")
@@ -164,7 +182,7 @@ func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		woken(t, wake, "of the task's waiter")
-		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before, arbiter.EventTaskCompleted)) {
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before.webhooks, arbiter.EventTaskCompleted)) {
 			t.Errorf("webhook messages %v once it accepts", got)
 		}
 	})
@@ -187,7 +205,7 @@ func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
 			t.Fatal(err)
 		}
 		toHuman(t, d)
-		before, slackBefore, seen := webhookEvents(t, d, acct.ID, e.ID), slackKinds(t, d), len(third.Events())
+		before, seen := rowsOf(t, d, acct.ID, e.ID), len(third.Events())
 		webhooks, slack, mail := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued()), drained(d.MailQueued())
 		c.Add(time.Minute)
 
@@ -199,12 +217,7 @@ func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
 		if got := mustFind(t, d, acct.ID, task.ID); got.Escalation != nil {
 			t.Errorf("the task was escalated: %+v", got.Escalation)
 		}
-		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, before) {
-			t.Errorf("webhook messages %v after the failure, %v before", got, before)
-		}
-		if got := slackKinds(t, d); !slices.Equal(got, slackBefore) {
-			t.Errorf("Slack messages %v after the failure, %v before", got, slackBefore)
-		}
+		keptNothing(t, d, acct.ID, e.ID, before)
 		noneDue(t, d, "after the failure")
 		notWoken(t, webhooks, "of the webhook deliverer")
 		notWoken(t, slack, "of the Slack deliverer")
@@ -223,10 +236,10 @@ func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
 		if got := third.Events()[seen:]; len(got) != 1 || got[0].Type != arbiter.EventTaskEscalated || got[0].TaskID != task.ID {
 			t.Errorf("the third outbox got %+v", got)
 		}
-		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before, arbiter.EventTaskEscalated)) {
-			t.Errorf("webhook messages %v, %v before", got, before)
+		if got := webhookEvents(t, d, acct.ID, e.ID); !slices.Equal(got, append(before.webhooks, arbiter.EventTaskEscalated)) {
+			t.Errorf("webhook messages %v, %v before", got, before.webhooks)
 		}
-		want := append(slices.Clone(slackBefore), arbiter.SlackPost)
+		want := append(slices.Clone(before.slack), arbiter.SlackPost)
 		slices.Sort(want)
 		if got := slackKinds(t, d); !slices.Equal(got, want) {
 			t.Errorf("Slack messages %v, want %v", got, want)

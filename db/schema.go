@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/arbiterhq/arbiter"
 )
 
@@ -155,12 +153,9 @@ func (d *DB) CheckSchema(ctx context.Context) (state SchemaState, err error) {
 	if len(state.Newer) == 0 {
 		return state, nil
 	}
-	query, args, err := sqlx.In(`SELECT version FROM schema_changes WHERE additive AND version IN (?)`, state.Newer)
-	if err != nil {
-		return state, err
-	}
 	var additive []int64
-	if err := d.db.SelectContext(ctx, &additive, d.rebind(query), args...); err != nil {
+	if err := d.selectIn(ctx, d.db, &additive, `SELECT version FROM schema_changes WHERE additive AND version IN (?)`,
+		state.Newer); err != nil {
 		return state, fmt.Errorf("read the schema's changes: %w", err)
 	}
 	for _, v := range state.Newer {
