@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// The mail outbox: a reminder, an escalation rung, a reviewer's digest and
-// a calibration drift mail are rows written in the transaction that makes
-// them due, one per recipient, each with its content; the mail deliverer
+// The mail outbox: a reminder, an escalation rung, a reviewer's digest, a
+// calibration drift mail and the notice of a disabled webhook endpoint are
+// rows written in the transaction that makes them due, one per recipient,
+// each with its content; the mail deliverer
 // claims them under a lease, renders each with the addresses it knows
 // (MailLinks), sends it and moves it on by MailRetry. An SMTP server that
 // is down delays mail; it does not lose it.
@@ -20,6 +21,9 @@ const (
 	MailEscalation = AlertEscalation
 	MailDigest     = "digest"
 	MailDrift      = "drift"
+	// MailWebhookDisabled tells an account that an attempt disabled one
+	// of its webhook endpoints.
+	MailWebhookDisabled = "webhook_disabled"
 )
 
 // Mail statuses.
@@ -51,7 +55,13 @@ const DefaultQuotingMailsPerDay = 2000
 
 // QuotesCaller reports whether mail of the kind quotes text the account's
 // API callers wrote (a task's prompt): reminders, rungs and digests do.
-func QuotesCaller(kind string) bool { return kind != MailDrift }
+func QuotesCaller(kind string) bool {
+	switch kind {
+	case MailReminder, MailEscalation, MailDigest:
+		return true
+	}
+	return false
+}
 
 // MailMessage is a row of the mail outbox: one mail to one recipient.
 type MailMessage struct {
@@ -61,8 +71,8 @@ type MailMessage struct {
 	To        string
 	// TaskID is the task a reminder or rung is about; "" for the others.
 	TaskID string
-	// Content is what the mail says, as JSON: an AlertMail, a Digest or a
-	// DriftMail, as Kind says.
+	// Content is what the mail says, as JSON: an AlertMail, a Digest, a
+	// DriftMail or a WebhookDisabledMail, as Kind says.
 	Content  []byte
 	Attempts int
 }
@@ -71,7 +81,8 @@ type MailMessage struct {
 func NewMailMessageID() string { return NewID("mlm_", 12) }
 
 // NewMail returns the outbox row of a mail of the kind to one recipient,
-// content being the AlertMail, Digest or DriftMail it renders.
+// content being the AlertMail, Digest, DriftMail or WebhookDisabledMail it
+// renders.
 func NewMail(kind, accountID, to, taskID string, content any) (*MailMessage, error) {
 	b, err := json.Marshal(content)
 	if err != nil {
@@ -113,6 +124,12 @@ func (m *MailMessage) Compose(links MailLinks) (subject, body string, err error)
 			return "", "", err
 		}
 		return d.Subject(), d.Body(links.ReportURL), nil
+	case MailWebhookDisabled:
+		var w WebhookDisabledMail
+		if err := read(&w); err != nil {
+			return "", "", err
+		}
+		return w.Subject(), w.Body(), nil
 	}
 	return "", "", fmt.Errorf("mail %s: no such kind %q", m.ID, m.Kind)
 }

@@ -22,6 +22,7 @@ func TestMailCompose_QuotingMailSaysWhoseAccountItQuotes(t *testing.T) {
 	reminder.Kind = arbiter.AlertReminder
 	digest := arbiter.Digest{AccountName: "acme@example.com", Email: "rev@example.com", Waiting: 1, Oldest: time.Hour,
 		Tasks: []arbiter.DigestTask{{TaskID: "tsk_1", Prompt: prompt}}}
+	disabled := arbiter.WebhookDisabledMail{EndpointID: "whe_1", URL: "https://hooks.example.com/arbiter", Reason: arbiter.WebhookDisabledGone}
 	drift := arbiter.DriftMail{Drift: arbiter.Drift{TaskType: "refund", Audits: 50, Errors: 9, Target: 0.05, Confidence: 0.95},
 		AccountName: "acme@example.com", Email: "owner@example.com"}
 	for _, tc := range []struct {
@@ -33,6 +34,7 @@ func TestMailCompose_QuotingMailSaysWhoseAccountItQuotes(t *testing.T) {
 		{arbiter.MailEscalation, escalated, true},
 		{arbiter.MailDigest, digest, true},
 		{arbiter.MailDrift, drift, false},
+		{arbiter.MailWebhookDisabled, disabled, false},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			m, err := arbiter.NewMail(tc.kind, "acc_1", "rev@example.com", "tsk_1", tc.content)
@@ -52,6 +54,36 @@ func TestMailCompose_QuotingMailSaysWhoseAccountItQuotes(t *testing.T) {
 			}
 			if arbiter.QuotesCaller(tc.kind) != tc.quotes {
 				t.Errorf("QuotesCaller(%q) = %v, want %v", tc.kind, arbiter.QuotesCaller(tc.kind), tc.quotes)
+			}
+		})
+	}
+}
+
+// TestWebhookDisabledMail_SaysWhichEndpointAndWhy: the notice of a
+// disabled endpoint, as the mail deliverer renders it from its row, names
+// the endpoint's URL and the reason it was disabled.
+func TestWebhookDisabledMail_SaysWhichEndpointAndWhy(t *testing.T) {
+	for _, tc := range []struct{ reason, why string }{
+		{arbiter.WebhookDisabledGone, "it answered 410 Gone"},
+		{arbiter.WebhookDisabledFailing, "every delivery to it has failed for 5 days"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			content := arbiter.WebhookDisabledMail{EndpointID: "whe_1", URL: "https://hooks.example.com/arbiter", Reason: tc.reason}
+			m, err := arbiter.NewMail(arbiter.MailWebhookDisabled, "acc_1", "owner@example.com", "", content)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subject, body, err := m.Compose(arbiter.MailLinks{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if subject != "Arbiter disabled a webhook endpoint" {
+				t.Errorf("subject %q", subject)
+			}
+			for _, want := range []string{"because " + tc.why, "\r\nhttps://hooks.example.com/arbiter\r\n", "enable it on the Webhooks page"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("the body does not say %q:\n%s", want, body)
+				}
 			}
 		})
 	}

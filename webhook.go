@@ -695,16 +695,42 @@ type WebhookRecorded struct {
 	Err      error
 }
 
-// DisabledWebhookEndpoint is an endpoint an attempt disabled, and the
-// address of its account, to be told.
+// DisabledWebhookEndpoint is an endpoint an attempt disabled. The
+// transaction that disabled it wrote the mail that tells its account
+// (WebhookDisabledMail) to the mail outbox.
 type DisabledWebhookEndpoint struct {
 	Endpoint *WebhookEndpoint
-	Email    string
 }
 
-// WebhookMailer tells an account that one of its endpoints was disabled.
-type WebhookMailer interface {
-	SendWebhookDisabled(ctx context.Context, to string, e *WebhookEndpoint) error
+// WebhookDisabledMail is the mail that tells an account's address that an
+// attempt disabled one of its endpoints, and why.
+type WebhookDisabledMail struct {
+	EndpointID string
+	URL        string
+	// Reason is WebhookDisabledGone or WebhookDisabledFailing.
+	Reason string
+}
+
+// Subject is the webhook mail's subject.
+func (m WebhookDisabledMail) Subject() string { return "Arbiter disabled a webhook endpoint" }
+
+// Body is the webhook mail's text.
+func (m WebhookDisabledMail) Body() string {
+	why := "it answered 410 Gone, which says the URL is no longer in use"
+	if m.Reason == WebhookDisabledFailing {
+		why = "every delivery to it has failed for " + strconv.Itoa(int(WebhookFailingLimit.Hours()/24)) + " days"
+	}
+	return strings.Join([]string{
+		"Hello,",
+		"",
+		"Arbiter stopped sending webhooks to this endpoint of your account, because " + why + ":",
+		"",
+		m.URL,
+		"",
+		"Messages for it are kept. Once the endpoint answers again, enable it on the Webhooks page of the dashboard; its delivery log lists what failed, and \"Resend all failed\" sends it again.",
+		"",
+		"— Arbiter",
+	}, "\r\n")
 }
 
 // Audit event kinds of webhooks.

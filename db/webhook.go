@@ -901,8 +901,9 @@ func recordMessage(ctx context.Context, update, insert *sql.Stmt, owner string, 
 
 // recordEndpointFailure notes a failed attempt on the endpoint inside tx:
 // the start of its failures, and its disabling when step says so or it has
-// failed for arbiter.WebhookFailingLimit. It returns the endpoint when this
-// attempt disabled it, with its account's address.
+// failed for arbiter.WebhookFailingLimit, with the mail that tells its
+// account's address written to the mail outbox. It returns the endpoint
+// when this attempt disabled it.
 func (d *DB) recordEndpointFailure(ctx context.Context, tx *Tx, endpointID string, step arbiter.WebhookStep) (*arbiter.DisabledWebhookEndpoint, error) {
 	a := step.Attempt
 	var since int64
@@ -930,11 +931,25 @@ func (d *DB) recordEndpointFailure(ctx context.Context, tx *Tx, endpointID strin
 	if err != nil {
 		return nil, err
 	}
-	disabled := &arbiter.DisabledWebhookEndpoint{Endpoint: e}
-	if err := tx.GetContext(ctx, &disabled.Email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), r.AccountID); err != nil {
-		return nil, fmt.Errorf("find the endpoint's account: %w", err)
+	if err := d.mailEndpointDisabled(ctx, tx, e); err != nil {
+		return nil, err
 	}
-	return disabled, nil
+	return &arbiter.DisabledWebhookEndpoint{Endpoint: e}, nil
+}
+
+// mailEndpointDisabled writes, in tx, the mail that tells the endpoint's
+// account that it was disabled, and why, to the account's address.
+func (d *DB) mailEndpointDisabled(ctx context.Context, tx *Tx, e *arbiter.WebhookEndpoint) error {
+	var email string
+	if err := tx.GetContext(ctx, &email, d.rebind(`SELECT email FROM accounts WHERE id = ?`), e.AccountID); err != nil {
+		return fmt.Errorf("find the endpoint's account: %w", err)
+	}
+	m, err := arbiter.NewMail(arbiter.MailWebhookDisabled, e.AccountID, email, "",
+		arbiter.WebhookDisabledMail{EndpointID: e.ID, URL: e.URL, Reason: e.Disabled})
+	if err != nil {
+		return err
+	}
+	return outboxOf[*mailOutbox](d).write(ctx, tx, []*arbiter.MailMessage{m})
 }
 
 // ReleaseWebhookMessages ends the leases owner still holds, for a worker

@@ -20,11 +20,11 @@ import (
 )
 
 // Mailer sends every mail Arbiter sends: sign-in links and invitations
-// (arbiter.LoginMailer and more), webhook notices, and the mail outbox's
-// reminders, rungs, digests and drift mails (arbiter.MailSender).
+// (arbiter.LoginMailer and more), and the mail outbox's reminders, rungs,
+// digests, drift mails and notices of disabled webhook endpoints
+// (arbiter.MailSender).
 type Mailer interface {
 	arbiter.LoginMailer
-	arbiter.WebhookMailer
 	arbiter.MailSender
 }
 
@@ -201,46 +201,6 @@ func Permanent(err error) bool {
 	}
 	var send *gomail.SendError
 	return errors.As(err, &send) && send.Reason == gomail.ErrSMTPRcptTo && !send.IsTemp() && send.ErrorCode() >= 500
-}
-
-// SendWebhookDisabled tells the address that the endpoint was disabled, and
-// why.
-func (s *SMTP) SendWebhookDisabled(ctx context.Context, to string, e *arbiter.WebhookEndpoint) error {
-	if err := s.send(ctx, to, "Arbiter disabled a webhook endpoint", webhookDisabledBody(e)); err != nil {
-		return fmt.Errorf("send webhook mail: %w", err)
-	}
-	return nil
-}
-
-// SendWebhookDisabled logs that the endpoint was disabled, for a server
-// without a mail server.
-func (l *Log) SendWebhookDisabled(ctx context.Context, to string, e *arbiter.WebhookEndpoint) error {
-	logger := l.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger.WarnContext(ctx, "webhook endpoint disabled (no ARBITER_SMTP_URL set, so its owner is told here)",
-		"to", to, "endpoint", e.ID, "reason", e.Disabled)
-	return nil
-}
-
-// webhookDisabledBody is the text of the mail about a disabled endpoint.
-func webhookDisabledBody(e *arbiter.WebhookEndpoint) string {
-	why := "it answered 410 Gone, which says the URL is no longer in use"
-	if e.Disabled == arbiter.WebhookDisabledFailing {
-		why = fmt.Sprintf("every delivery to it has failed for %d days", int(arbiter.WebhookFailingLimit.Hours()/24))
-	}
-	return strings.Join([]string{
-		"Hello,",
-		"",
-		"Arbiter stopped sending webhooks to this endpoint of your account, because " + why + ":",
-		"",
-		e.URL,
-		"",
-		"Messages for it are kept. Once the endpoint answers again, enable it on the Webhooks page of the dashboard; its delivery log lists what failed, and \"Resend all failed\" sends it again.",
-		"",
-		"— Arbiter",
-	}, "\r\n")
 }
 
 // invitationBody is the text of an invitation mail.

@@ -36,9 +36,6 @@ type WebhookConfig struct {
 	AllowPrivate bool
 	// Client sends the deliveries (default NewWebhookClient(AllowPrivate)).
 	Client *http.Client
-	// Mailer, when set, tells an account that one of its endpoints was
-	// disabled.
-	Mailer arbiter.WebhookMailer
 	// Logger receives claim and record failures (default slog.Default()).
 	Logger *slog.Logger
 	// Observer, when set, is told of each attempt.
@@ -217,14 +214,8 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 		d.log.Info("webhook message failed", "message", m.ID, "endpoint", m.EndpointID, "attempts", m.Attempts+1)
 	}
 	if disabled != nil {
+		// The store wrote the mail that tells its owner to the mail outbox.
 		d.log.Warn("webhook endpoint disabled", "endpoint", disabled.Endpoint.ID, "reason", disabled.Endpoint.Disabled)
-		if d.cfg.Mailer != nil && disabled.Email != "" {
-			mailCtx, cancel := context.WithTimeout(ctx, recordTimeout)
-			defer cancel()
-			if err := d.cfg.Mailer.SendWebhookDisabled(mailCtx, disabled.Email, disabled.Endpoint); err != nil {
-				d.log.Error("mail the disabled endpoint's owner", "endpoint", disabled.Endpoint.ID, "error", err.Error())
-			}
-		}
 	}
 }
 

@@ -132,23 +132,33 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// sentMail is a WebhookMailer that keeps what it was asked to send.
-type sentMail struct {
-	mu   sync.Mutex
-	sent []string // "to endpoint-id reason"
-}
-
-func (m *sentMail) SendWebhookDisabled(_ context.Context, to string, e *arbiter.WebhookEndpoint) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sent = append(m.sent, to+" "+e.ID+" "+e.Disabled)
-	return nil
-}
-
-func (m *sentMail) list() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.sent...)
+// disabledMails takes the mail outbox's notices of disabled endpoints, as
+// "to endpoint-id reason", each recorded as sent so that it is taken once.
+func disabledMails(t *testing.T, store *db.DB) []string {
+	t.Helper()
+	var sent []string
+	for {
+		claimed, err := store.ClaimMail(ctx, "probe", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) == 0 {
+			return sent
+		}
+		for _, m := range claimed {
+			if err := store.RecordMailAttempt(ctx, "probe", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind != arbiter.MailWebhookDisabled {
+				continue
+			}
+			var w arbiter.WebhookDisabledMail
+			if err := json.Unmarshal(m.Content, &w); err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, m.To+" "+w.EndpointID+" "+w.Reason)
+		}
+	}
 }
 
 // startDeliverer runs a deliverer on the store until the test ends or stop
@@ -476,9 +486,8 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 		r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 		accountID, _ := createTask(t, store, "a@example.com")
 		e := newEndpoint(t, store, accountID, r.srv.URL)
-		mail := &sentMail{}
 		attempts := &attemptLog{}
-		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Mailer, c.Observer = mail, attempts })
+		startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Observer = attempts })
 		m, err := store.SendWebhookPing(ctx, accountID, e.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -493,12 +502,9 @@ func TestDeliverer_GoneDisablesTheEndpoint(t *testing.T) {
 		if got.Disabled != arbiter.WebhookDisabledGone {
 			t.Fatalf("after a 410 the endpoint is %q", got.Disabled)
 		}
-		waitFor := time.Now().Add(10 * time.Second)
-		for len(mail.list()) == 0 && time.Now().Before(waitFor) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+e.ID+" gone" {
-			t.Errorf("mail sent: %v", sent)
+		// The attempt that disabled it wrote the owner's mail to the outbox.
+		if sent := disabledMails(t, store); len(sent) != 1 || sent[0] != "a@example.com "+e.ID+" gone" {
+			t.Errorf("mail written: %v", sent)
 		}
 		if seen := attempts.list(); len(seen) != 1 || seen[0] != "failed for good" {
 			t.Errorf("the observer heard %v, want one attempt that failed for good", seen)
@@ -654,10 +660,7 @@ func TestDeliverer_FiveDaysOfFailuresDisable(t *testing.T) {
 			r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) })
 			accountID, _ := createTask(t, store, "a@example.com")
 			e := newEndpoint(t, store, accountID, r.srv.URL)
-			mail := &sentMail{}
-			startDeliverer(t, store, func(c *worker.WebhookConfig) {
-				c.Now, c.Mailer = clock.Now, mail
-			})
+			startDeliverer(t, store, func(c *worker.WebhookConfig) { c.Now = clock.Now })
 			first, err := store.SendWebhookPing(ctx, accountID, e.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -666,20 +669,21 @@ func TestDeliverer_FiveDaysOfFailuresDisable(t *testing.T) {
 			if got, _ := store.FindWebhookEndpoint(ctx, accountID, e.ID); !got.Enabled() || got.FailingSince == nil {
 				t.Fatalf("after one failure: disabled %q, failing since %v", got.Disabled, got.FailingSince)
 			}
+			if sent := disabledMails(t, store); len(sent) != 0 {
+				t.Fatalf("after one failure, mail written: %v", sent)
+			}
 			clock.Advance(arbiter.WebhookFailingLimit)
-			if _, err := store.SendWebhookPing(ctx, accountID, e.ID); err != nil {
+			second, err := store.SendWebhookPing(ctx, accountID, e.ID)
+			if err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for len(mail.list()) == 0 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitMessage(t, store, accountID, e.ID, second.ID, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool { return m.Attempts == 1 })
 			got, _ := store.FindWebhookEndpoint(ctx, accountID, e.ID)
 			if got.Disabled != arbiter.WebhookDisabledFailing {
 				t.Fatalf("after five days of failures the endpoint is %q", got.Disabled)
 			}
-			if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+e.ID+" failing" {
-				t.Errorf("mail sent: %v", sent)
+			if sent := disabledMails(t, store); len(sent) != 1 || sent[0] != "a@example.com "+e.ID+" failing" {
+				t.Errorf("mail written: %v", sent)
 			}
 		})
 	}
@@ -966,9 +970,8 @@ func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
 				}
 				goodIDs = append(goodIDs, g.ID)
 			}
-			mail := &sentMail{}
 			startDeliverer(t, store, func(c *worker.WebhookConfig) {
-				c.Now, c.Jitter, c.Mailer = clock.Now, func() float64 { return 0 }, mail
+				c.Now, c.Jitter = clock.Now, func() float64 { return 0 }
 			})
 			for _, id := range goodIDs {
 				waitMessage(t, store, goodAccount, eGood.ID, id, func(m *arbiter.WebhookMessage, _ []arbiter.WebhookAttempt) bool {
@@ -1006,12 +1009,8 @@ func TestDeliverer_ANulInAnAnswerFailsNoOneElse(t *testing.T) {
 			if e, _ := store.FindWebhookEndpoint(ctx, badAccount, eBad.ID); e.Disabled != arbiter.WebhookDisabledFailing {
 				t.Errorf("after five days of failures the endpoint is %q", e.Disabled)
 			}
-			deadline := time.Now().Add(20 * time.Second)
-			for len(mail.list()) == 0 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if sent := mail.list(); len(sent) != 1 || sent[0] != "a@example.com "+eBad.ID+" failing" {
-				t.Errorf("mail sent: %v", sent)
+			if sent := disabledMails(t, store); len(sent) != 1 || sent[0] != "a@example.com "+eBad.ID+" failing" {
+				t.Errorf("mail written: %v", sent)
 			}
 			seen := map[string]int{}
 			for _, d := range good.deliveries() {

@@ -6,8 +6,7 @@ import (
 	"github.com/arbiterhq/arbiter/worker"
 )
 
-// deliverWebhooks starts the deliverer of the webhook outbox, which
-// mails an endpoint's owner when it disables the endpoint.
+// deliverWebhooks starts the deliverer of the webhook outbox.
 func (s *server) deliverWebhooks(ctx context.Context) {
 	var observer worker.WebhookObserver
 	if s.metrics != nil {
@@ -15,7 +14,7 @@ func (s *server) deliverWebhooks(ctx context.Context) {
 	}
 	deliverer := worker.NewDeliverer(worker.WebhookConfig{
 		Store: s.store, Queued: s.store.WebhooksQueued(), AllowPrivate: s.cfg.WebhookAllowPrivate,
-		Mailer: s.mailer, Logger: s.logger, Observer: observer,
+		Logger: s.logger, Observer: observer,
 	})
 	s.loops.Go(func() { deliverer.Run(ctx) })
 }
