@@ -143,11 +143,11 @@ func TestCalibrationDrift_FiresOncePerCrossing(t *testing.T) {
 		if n, err := d.ClaimDriftMails(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("queued %d drift mails, %v; want one to the owner", n, err)
 		}
-		if mails := takeMail(t, d); len(mails) != 1 || mails[0].To != "a@example.com" || mails[0].AccountID != acct.ID ||
+		if mails := dbtest.TakeMail(t, d); len(mails) != 1 || mails[0].To != "a@example.com" || mails[0].AccountID != acct.ID ||
 			mails[0].Kind != arbiter.MailDrift {
 			t.Fatalf("drift mails %+v; want one to the owner", mails)
 		}
-		if again, err := d.ClaimDriftMails(ctx, 10); err != nil || again != 0 || len(takeMail(t, d)) != 0 {
+		if again, err := d.ClaimDriftMails(ctx, 10); err != nil || again != 0 || len(dbtest.TakeMail(t, d)) != 0 {
 			t.Errorf("claimed again: %d, %v", again, err)
 		}
 

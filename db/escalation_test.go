@@ -120,7 +120,7 @@ func TestAlertService_PolicyValuesAndSlack(t *testing.T) {
 				t.Fatal(err)
 			}
 			var mails []arbiter.AlertMail
-			for _, m := range takeMail(t, d) {
+			for _, m := range dbtest.TakeMail(t, d) {
 				var a arbiter.AlertMail
 				if err := json.Unmarshal(m.Content, &a); err != nil || m.Kind != a.Kind || m.To != a.To || m.TaskID != a.TaskID {
 					t.Fatalf("mail %+v reads %+v (%v)", m, a, err)

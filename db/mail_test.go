@@ -14,28 +14,6 @@ import (
 	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
-// takeMail claims every mail due in the store and records each sent, as a
-// deliverer would, and returns them in the order claimed.
-func takeMail(t *testing.T, d *db.DB) []*arbiter.MailMessage {
-	t.Helper()
-	var all []*arbiter.MailMessage
-	for {
-		claimed, err := d.ClaimMail(ctx, "probe", 100, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(claimed) == 0 {
-			return all
-		}
-		for _, m := range claimed {
-			if err := d.RecordMailAttempt(ctx, "probe", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-		all = append(all, claimed...)
-	}
-}
-
 // queueReminders creates n tasks of the account that remind its reviewers
 // a minute after they go to a person, sends them to a person, and fires
 // the reminders a minute later: one mail per task to the owner.
@@ -206,7 +184,7 @@ func TestMailOutbox_QuotingMailIsBoundedPerAccountPerDay(t *testing.T) {
 		queueReminders(t, d, c, other.ID, 1)
 		count := func() map[string]int {
 			out := map[string]int{}
-			for _, m := range takeMail(t, d) {
+			for _, m := range dbtest.TakeMail(t, d) {
 				out[m.To]++
 			}
 			return out
@@ -274,7 +252,7 @@ func TestAlertService_RungsTellMembersOnly(t *testing.T) {
 		if _, err := d.FireDueAlerts(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		if mails := takeMail(t, d); len(mails) != 1 || mails[0].To != "lead@example.com" || mails[0].Kind != arbiter.MailEscalation {
+		if mails := dbtest.TakeMail(t, d); len(mails) != 1 || mails[0].To != "lead@example.com" || mails[0].Kind != arbiter.MailEscalation {
 			t.Fatalf("the rung to a member mailed %+v", mails)
 		}
 		if _, err := d.RemoveMember(ctx, acct.ID, lead.ID, actor(owner)); err != nil {
@@ -283,7 +261,7 @@ func TestAlertService_RungsTellMembersOnly(t *testing.T) {
 		if _, err := d.FireDueAlerts(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
-		if mails := takeMail(t, d); len(mails) != 0 {
+		if mails := dbtest.TakeMail(t, d); len(mails) != 0 {
 			t.Fatalf("the rung to a member who left mailed %+v", mails)
 		}
 	})

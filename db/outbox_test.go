@@ -244,7 +244,7 @@ func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
 		if got := slackKinds(t, d); !slices.Equal(got, want) {
 			t.Errorf("Slack messages %v, want %v", got, want)
 		}
-		if mails := takeMail(t, d); len(mails) != 1 || mails[0].Kind != arbiter.MailEscalation || mails[0].To != "owner@example.com" ||
+		if mails := dbtest.TakeMail(t, d); len(mails) != 1 || mails[0].Kind != arbiter.MailEscalation || mails[0].To != "owner@example.com" ||
 			mails[0].TaskID != task.ID {
 			t.Errorf("mails %+v, want the rung's to the owner", mails)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/dbtest"
 )
 
 var decisionLinkPattern = regexp.MustCompile(`(approve|reject): https?://[^/]+/review/links/([0-9a-f]{64})`)
@@ -21,12 +22,8 @@ func digestLinks(t *testing.T, d *dash) map[string]map[string]string {
 	if _, err := d.store.ClaimDigests(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	mails, err := d.store.ClaimMail(ctx, "test", 10, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]string{}
-	for _, m := range mails {
+	for _, m := range dbtest.TakeMail(t, d.store) {
 		_, body, err := m.Compose(arbiter.MailLinks{QueueURL: d.url + "/review"})
 		if err != nil || m.Kind != arbiter.MailDigest {
 			t.Fatalf("mail %+v (%v), want a digest", m, err)
@@ -34,9 +31,6 @@ func digestLinks(t *testing.T, d *dash) map[string]map[string]string {
 		out[m.To] = map[string]string{}
 		for _, l := range decisionLinkPattern.FindAllStringSubmatch(body, -1) {
 			out[m.To][l[1]] = "/review/links/" + l[2]
-		}
-		if err := d.store.RecordMailAttempt(ctx, "test", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
-			t.Fatal(err)
 		}
 	}
 	return out

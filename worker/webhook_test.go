@@ -137,28 +137,17 @@ func (c *manualClock) Advance(d time.Duration) {
 func disabledMails(t *testing.T, store *db.DB) []string {
 	t.Helper()
 	var sent []string
-	for {
-		claimed, err := store.ClaimMail(ctx, "probe", 100, time.Minute)
-		if err != nil {
+	for _, m := range dbtest.TakeMail(t, store) {
+		if m.Kind != arbiter.MailWebhookDisabled {
+			continue
+		}
+		var w arbiter.WebhookDisabledMail
+		if err := json.Unmarshal(m.Content, &w); err != nil {
 			t.Fatal(err)
 		}
-		if len(claimed) == 0 {
-			return sent
-		}
-		for _, m := range claimed {
-			if err := store.RecordMailAttempt(ctx, "probe", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
-				t.Fatal(err)
-			}
-			if m.Kind != arbiter.MailWebhookDisabled {
-				continue
-			}
-			var w arbiter.WebhookDisabledMail
-			if err := json.Unmarshal(m.Content, &w); err != nil {
-				t.Fatal(err)
-			}
-			sent = append(sent, m.To+" "+w.EndpointID+" "+w.Reason)
-		}
+		sent = append(sent, m.To+" "+w.EndpointID+" "+w.Reason)
 	}
+	return sent
 }
 
 // startDeliverer runs a deliverer on the store until the test ends or stop

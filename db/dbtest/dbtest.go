@@ -120,3 +120,27 @@ func URL(t testing.TB, dialect string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// TakeMail claims every mail due in the store and records each sent, as a
+// mail deliverer would, and returns them in the order claimed: what the
+// mail outbox held.
+func TakeMail(t testing.TB, d *db.DB) []*arbiter.MailMessage {
+	t.Helper()
+	ctx := context.Background()
+	var all []*arbiter.MailMessage
+	for {
+		claimed, err := d.ClaimMail(ctx, "probe", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) == 0 {
+			return all
+		}
+		for _, m := range claimed {
+			if err := d.RecordMailAttempt(ctx, "probe", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, claimed...)
+	}
+}
