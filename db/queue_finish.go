@@ -114,6 +114,37 @@ const effectiveAuditRateT = `COALESCE(t.audit_rate, (SELECT a.audit_rate FROM ac
 // in one transaction, wakes the waiters of the tasks it left final, and
 // returns the ids of the tasks it moved.
 func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bool, error) {
+	stmt, err := d.stmt(ctx, d.finishManySQL())
+	if err != nil {
+		return nil, err
+	}
+	applied := make(map[string]bool, len(batch))
+	err = d.transact(ctx, func(tx *Tx) error {
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, finishManyArgs(batch)...)
+		if err != nil {
+			return fmt.Errorf("finish attempts: %w", err)
+		}
+		updated, err := scanUpdated(rows)
+		if err != nil {
+			return fmt.Errorf("finish attempts: %w", err)
+		}
+		for _, u := range updated {
+			applied[u.id] = true
+		}
+		// The webhook messages of the finishes, in their transaction,
+		// their attempts in.
+		return tx.publish(ctx, eventsOf(updated)...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// finishManyArgs returns finishManySQL's arguments for batch: the status
+// a finished task must be in, then one array a column, each holding the
+// batch's finishes in order.
+func finishManyArgs(batch []agentFinish) []any {
 	n := len(batch)
 	var (
 		ids, owners, statuses     = make([]string, n), make([]string, n), make([]string, n)
@@ -164,37 +195,13 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 			finishedAts[i] = sql.NullInt64{Int64: int64(*a.FinishedAt), Valid: true}
 		}
 	}
-	stmt, err := d.stmt(ctx, d.finishManySQL())
-	if err != nil {
-		return nil, err
-	}
-	applied := make(map[string]bool, n)
-	err = d.transact(ctx, func(tx *Tx) error {
-		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, arbiter.StatusAgentRunning,
-			pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
-			pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
-			pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
-			pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions),
-			pq.Array(finalVerifiers), pq.Array(resets), pq.Array(verifiers), pq.Array(passedOn), pq.Array(inTokens),
-			pq.Array(outTokens), pq.Array(costs), pq.Array(stages))
-		if err != nil {
-			return fmt.Errorf("finish attempts: %w", err)
-		}
-		updated, err := scanUpdated(rows)
-		if err != nil {
-			return fmt.Errorf("finish attempts: %w", err)
-		}
-		for _, u := range updated {
-			applied[u.id] = true
-		}
-		// The webhook messages of the finishes, in their transaction,
-		// their attempts in.
-		return tx.publish(ctx, eventsOf(updated)...)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return applied, nil
+	return []any{arbiter.StatusAgentRunning,
+		pq.Array(ids), pq.Array(owners), pq.Array(statuses), pq.Array(finalVerdicts), pq.Array(finalTiers),
+		pq.Array(finalConfidences), pq.Array(completedAts), pq.Array(failed), pq.Array(runAfters),
+		pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
+		pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions),
+		pq.Array(finalVerifiers), pq.Array(resets), pq.Array(verifiers), pq.Array(passedOn), pq.Array(inTokens),
+		pq.Array(outTokens), pq.Array(costs), pq.Array(stages)}
 }
 
 // nullOf is s as a nullable column value.
