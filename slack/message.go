@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -95,7 +94,7 @@ func Question(t *arbiter.Task, deskURL string) Message {
 		}
 	}
 	if !blind {
-		if a := lastAgentAnswer(t); a != nil {
+		if a := t.LastAgentAnswer(); a != nil {
 			facts = append(facts, fmt.Sprintf("Verifier: *%s* at %s confidence (threshold %s)", escape(*a.Verdict),
 				strconv.FormatFloat(*a.Confidence, 'f', 2, 64), strconv.FormatFloat(t.ConfidenceThreshold, 'f', 2, 64)))
 		}
@@ -151,28 +150,22 @@ func notification(s string) string {
 // OutcomeLine says how a task ended: "✅ approve — alice@example.com,
 // <time>", "⌛ expired", or that it still waits.
 func OutcomeLine(t *arbiter.Task) string {
-	if t.AuditState == arbiter.AuditStateDone {
-		if a := lastHuman(t, true); a != nil {
-			return "☑️ Audit answered — " + escape(*a.Reviewer) + ", " + slackDate(finished(a))
-		}
+	o := arbiter.OutcomeOf(t)
+	when := ""
+	if o.At != 0 {
+		when = ", " + slackDate(o.At)
 	}
-	switch {
-	case t.Status == arbiter.StatusExpired:
-		when := ""
-		if t.ExpiredAt != nil {
-			when = ", " + slackDate(*t.ExpiredAt)
-		}
+	switch o.State {
+	case arbiter.OutcomeAudited:
+		return "☑️ Audit answered — " + escape(o.By) + when
+	case arbiter.OutcomeExpired:
 		return "⌛ Expired" + when
-	case t.Status == arbiter.StatusCompleted && t.FinalVerdict != nil:
+	case arbiter.OutcomeCompleted:
 		by := "the verifier"
-		if a := lastHuman(t, false); a != nil && t.FinalTier != nil && *t.FinalTier == arbiter.TierHuman {
-			by = escape(*a.Reviewer)
+		if o.By != "" {
+			by = escape(o.By)
 		}
-		when := ""
-		if t.CompletedAt != nil {
-			when = ", " + slackDate(*t.CompletedAt)
-		}
-		return "✅ " + escape(*t.OutcomeForReviewers()) + " — " + by + when
+		return "✅ " + escape(o.Verdict) + " — " + by + when
 	}
 	return "⏳ Waiting for a decision"
 }
@@ -181,31 +174,6 @@ func OutcomeLine(t *arbiter.Task) string {
 // expired, or its audit answered.
 func Ended(t *arbiter.Task) bool {
 	return !t.InReviewQueue()
-}
-
-func lastAgentAnswer(t *arbiter.Task) *arbiter.Attempt {
-	for i := len(t.Attempts) - 1; i >= 0; i-- {
-		if a := &t.Attempts[i]; a.Tier == arbiter.TierAgent && a.Verdict != nil && a.Confidence != nil {
-			return a
-		}
-	}
-	return nil
-}
-
-func lastHuman(t *arbiter.Task, audit bool) *arbiter.Attempt {
-	for i := len(t.Attempts) - 1; i >= 0; i-- {
-		if a := &t.Attempts[i]; a.Tier == arbiter.TierHuman && a.Reviewer != nil && a.Audit == audit {
-			return a
-		}
-	}
-	return nil
-}
-
-func finished(a *arbiter.Attempt) arbiter.Timestamp {
-	if a.FinishedAt != nil {
-		return *a.FinishedAt
-	}
-	return a.StartedAt
 }
 
 // verdictOptions are the select menu's options, one per verdict.
@@ -250,7 +218,7 @@ func ReasonOf(v slackgo.View) (taskID, verdict, rationale string) {
 // section's fields, each cut to maxFieldChars; past maxFields, the last
 // says how many more there are and links to the desk.
 func contextFields(raw json.RawMessage, deskURL string) []*slackgo.TextBlockObject {
-	keys, values := topFields(raw, maxFields+1)
+	keys, values := arbiter.ContextFields(raw, maxFields+1)
 	var out []*slackgo.TextBlockObject
 	for i, k := range keys {
 		if i == maxFields-1 && len(keys) > maxFields {
@@ -261,38 +229,6 @@ func contextFields(raw json.RawMessage, deskURL string) []*slackgo.TextBlockObje
 		out = append(out, slackgo.NewTextBlockObject(slackgo.MarkdownType, text, false, false))
 	}
 	return out
-}
-
-// topFields returns up to n of a JSON object's fields in their order, each
-// value as text (a string as it is, anything else as compact JSON).
-func topFields(raw json.RawMessage, n int) (keys, values []string) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, nil
-	}
-	for dec.More() && len(keys) < n {
-		tok, err := dec.Token()
-		if err != nil {
-			return keys, values
-		}
-		k, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return keys, values
-		}
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			var buf bytes.Buffer
-			if json.Compact(&buf, v) == nil {
-				s = buf.String()
-			} else {
-				s = string(v)
-			}
-		}
-		keys, values = append(keys, k), append(values, s)
-	}
-	return keys, values
 }
 
 func section(text string) *slackgo.SectionBlock {
