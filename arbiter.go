@@ -23,11 +23,12 @@
 //     apikey.go, audit.go): members and roles, sessions, sign-in links, API
 //     keys, the audit log.
 //   - Telling people and programs (event.go, delivery.go, webhook.go,
-//     slack.go, chatlink.go, chatview.go, mailbox.go, notify.go,
+//     slack.go, teams.go, chatlink.go, chatview.go, mailbox.go, notify.go,
 //     decisionlink.go): the task events a change publishes to every
 //     outbound channel, the one retry rule of their deliveries, webhooks,
-//     Slack, chat users linked to the people they decide as, what a chat
-//     message shows of a task, the mail outbox, the reviewers' digests,
+//     Slack, Microsoft Teams, chat users linked to the people they decide
+//     as, what a chat message shows of a task, the mail outbox, the
+//     reviewers' digests,
 //     decision links in mail.
 //   - Approval integrity (action.go, receipt.go): the action a task asks
 //     about, its canonical form and digest, edits as a JSON Patch between

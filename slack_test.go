@@ -108,6 +108,11 @@ func TestParseTaskCreate_Notify(t *testing.T) {
 		{"NullItem", `[null]`, nil},
 		{"NotAnArray", `"slack:#a"`, nil},
 		{"Null", `null`, nil},
+		{"TeamsChannel", `["teams:finance/approvals"]`, []string{"teams:finance/approvals"}},
+		{"TeamsPersonal", `["teams:@ann@example.com","slack:#a"]`, []string{"teams:@ann@example.com", "slack:#a"}},
+		{"TeamsUpperCase", `["teams:Finance/Approvals"]`, nil},
+		{"TeamsEmpty", `["teams:"]`, nil},
+		{"TeamsSpace", `["teams:finance approvals"]`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := arbiter.ParseTaskCreate([]byte(base + `,"notify":` + tc.notify + `}`))

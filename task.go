@@ -582,11 +582,12 @@ const MaxNotifyTargets = 5
 // NotifySlackPrefix starts a Slack target of a task's notify list.
 const NotifySlackPrefix = "slack:"
 
-var errNotify = FieldErrorf("notify", "notify must be an array of up to %d targets such as \"slack:#refunds\" (a channel name in lower case, or a channel id such as slack:C0123456).", MaxNotifyTargets)
+var errNotify = FieldErrorf("notify", "notify must be an array of up to %d targets such as \"slack:#refunds\" (a channel name in lower case, or a channel id such as slack:C0123456) or \"teams:finance/approvals\" (a Teams conversation as the Teams settings name it).", MaxNotifyTargets)
 
 // ParseNotify checks a create's notify list: one to MaxNotifyTargets
-// Slack channels, "slack:#name" or "slack:C0123456"; a channel named twice
-// counts once. Returns errNotify (EINVALID) otherwise.
+// Slack channels, "slack:#name" or "slack:C0123456", or Teams
+// conversations, "teams:" and a name ValidTeamsTarget accepts; a target
+// named twice counts once. Returns errNotify (EINVALID) otherwise.
 func ParseNotify(list []*string) ([]string, error) {
 	if len(list) == 0 || len(list) > MaxNotifyTargets {
 		return nil, errNotify
@@ -596,8 +597,9 @@ func ParseNotify(list []*string) ([]string, error) {
 		if p == nil {
 			return nil, errNotify
 		}
-		channel, ok := strings.CutPrefix(*p, NotifySlackPrefix)
-		if !ok || !ValidSlackChannel(channel) {
+		channel, slack := strings.CutPrefix(*p, NotifySlackPrefix)
+		conversation, teams := strings.CutPrefix(*p, NotifyTeamsPrefix)
+		if !(slack && ValidSlackChannel(channel) || teams && ValidTeamsTarget(conversation)) {
 			return nil, errNotify
 		}
 		if !slices.Contains(out, *p) {
