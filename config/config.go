@@ -107,6 +107,11 @@ type Config struct {
 	// https://slack.com/api/), to reach it through a proxy, or a fake in
 	// tests.
 	SlackAPIURL string
+	// TeamsOpenIDURL is the Bot Framework's OpenID metadata, whose keys
+	// sign the activities Teams posts (ARBITER_TEAMS_OPENID_URL), and
+	// TeamsLoginURL the token service's root the bots' tokens come from
+	// (ARBITER_TEAMS_LOGIN_URL): Microsoft's by default, a fake in tests.
+	TeamsOpenIDURL, TeamsLoginURL string
 
 	// BaseURL, AppURL and ReviewURL are the origins of the API, the account
 	// dashboard and the reviewer site (ARBITER_BASE_URL, ARBITER_APP_URL,
@@ -352,14 +357,13 @@ var Settings = []Setting{
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Env: "ARBITER_SLACK_API_URL", Default: "https://slack.com/api/", Scope: ScopeWorker,
 		Help: "Slack's Web API, which Slack messages and Socket Mode go through",
-		Set: func(c *Config, v string) error {
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				return errors.New("must be an http(s) URL such as https://slack.com/api/")
-			}
-			c.SlackAPIURL = v
-			return nil
-		}},
+		Set:  urlSetting(func(c *Config) *string { return &c.SlackAPIURL })},
+	{Env: "ARBITER_TEAMS_OPENID_URL", Default: "https://login.botframework.com/v1/.well-known/openidconfiguration", Scope: ScopeWorker,
+		Help: "the Bot Framework's OpenID metadata, whose keys sign what Teams posts to the bots",
+		Set:  urlSetting(func(c *Config) *string { return &c.TeamsOpenIDURL })},
+	{Env: "ARBITER_TEAMS_LOGIN_URL", Default: "https://login.microsoftonline.com", Scope: ScopeWorker,
+		Help: "Microsoft's token service, which gives the Teams bots their access tokens",
+		Set:  urlSetting(func(c *Config) *string { return &c.TeamsLoginURL })},
 	{Env: "ARBITER_WEBHOOK_ALLOW_PRIVATE", Default: "0", Scope: ScopeWorker,
 		Help: "1 lets webhooks reach http:// URLs and loopback, private and link-local addresses: for development and tests only",
 		Set: func(c *Config, v string) error {
@@ -523,6 +527,18 @@ func FromEnv(getenv func(string) string, scopes ...Scope) (Config, error) {
 // stringSetting sets a string field to the value as it is.
 func stringSetting(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error {
+		*field(c) = v
+		return nil
+	}
+}
+
+// urlSetting sets a string field to an http(s) URL with a host.
+func urlSetting(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errors.New("must be an http(s) URL such as https://example.com/path")
+		}
 		*field(c) = v
 		return nil
 	}

@@ -27,6 +27,7 @@ var sealedColumns = []struct {
 	{"webhook_callback_secrets", "account_id", []string{"secret", "previous_secret"}},
 	{"slack_connections", "account_id", []string{"bot_token", "app_token", "signing_secret"}},
 	{"mail_messages", "id", []string{"data"}},
+	{"teams_connections", "account_id", []string{"client_secret"}},
 }
 
 // SecretsReport counts what ResealSecrets found.

@@ -17,6 +17,7 @@ import (
 	"github.com/arbiterhq/arbiter/handlers"
 	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/static"
+	"github.com/arbiterhq/arbiter/teams"
 )
 
 // Services are the store's services the server uses. The db package's *DB
@@ -61,6 +62,9 @@ type Services struct {
 	// ChatLinks links chat users (Slack's, Teams') to people; nil
 	// serves no link page.
 	ChatLinks arbiter.ChatLinkService
+	// Teams keeps accounts' Microsoft Teams bots; nil hides the Teams
+	// settings.
+	Teams arbiter.TeamsService
 	// Agreement reads the votes of the reviewers' agreement report.
 	Agreement arbiter.AgreementService
 }
@@ -131,6 +135,28 @@ type Router struct {
 	// SlackFailureLimits bound the interactions that fail their
 	// signature check; nil limiters get DefaultSlackFailureLimits.
 	SlackFailureLimits handlers.SlackFailureLimits
+
+	// Teams answers the activities Teams posts to accounts' bots, at the
+	// app origin's /integrations/teams/messages, once TeamsVerifier
+	// verified them; nil serves no messaging endpoint.
+	Teams         *teams.Bot
+	TeamsVerifier *teams.Verifier
+	// TeamsCredentials checks a bot's credentials when an account
+	// connects Teams.
+	TeamsCredentials handlers.TeamsCredentials
+	// TeamsSealed reports whether the store seals secrets
+	// (ARBITER_SECRET_KEY), without which Teams cannot be connected.
+	TeamsSealed bool
+	// TeamsFailures bounds the activities whose token fails its check,
+	// per client address; nil gets DefaultTeamsFailures.
+	TeamsFailures *arbiter.RateLimiter
+}
+
+// DefaultTeamsFailures allows a client address 10 activities whose token
+// fails its check at once, and one more every 6 seconds: Teams' own never
+// fail. now is its clock (nil: time.Now).
+func DefaultTeamsFailures(now arbiter.Clock) *arbiter.RateLimiter {
+	return arbiter.NewRateLimiter(10, 6*time.Second, now)
 }
 
 // DefaultSlackFailureLimits allow one client address 10 failed signature
@@ -173,6 +199,9 @@ func (rt *Router) Routes() http.Handler {
 	}
 	if rt.SlackFailureLimits.ByTeam == nil || rt.SlackFailureLimits.ByTeamAndClient == nil {
 		rt.SlackFailureLimits = DefaultSlackFailureLimits(rt.now())
+	}
+	if rt.TeamsFailures == nil {
+		rt.TeamsFailures = DefaultTeamsFailures(rt.now())
 	}
 	surfaces := []struct {
 		origin string
@@ -287,6 +316,11 @@ func (rt *Router) pageMiddleware(r chi.Router, site handlers.Site) {
 // the overview, tasks, API keys, webhooks, the audit log, the settings
 // and the calibration report.
 func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
+	if rt.Teams != nil && rt.TeamsVerifier != nil && rt.Services.Teams != nil {
+		// Signed by the Bot Framework, not a cookie: no session, no CSRF.
+		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/teams/messages",
+			handlers.TeamsMessages(rt.Teams, rt.TeamsVerifier, rt.Services.Teams, rt.TeamsFailures))
+	}
 	if rt.Slack != nil {
 		// Signed by Slack, not a cookie: no session, no CSRF check.
 		r.With(handlers.API, limitHeader).Method(http.MethodPost, "/integrations/slack/interactions",
@@ -356,6 +390,8 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
 				{"/calibration/apply", "/calibration", arbiter.ActionManagePolicies},
 				{"/settings/slack/disconnect", "/settings/slack", arbiter.ActionManageSettings},
+				{"/settings/teams/disconnect", "/settings/teams", arbiter.ActionManageSettings},
+				{"/settings/teams/default", "/settings/teams", arbiter.ActionManageSettings},
 				{"/webhooks/callback-secret/reveal", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/callback-secret/rotate", "/webhooks", arbiter.ActionManageWebhooks},
 				{"/webhooks/{id}/edit", "/webhooks/{id}", arbiter.ActionManageWebhooks},
@@ -376,6 +412,11 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/slack", handlers.DashboardSlack(s.Slack, rt.slackReady()))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack", handlers.DashboardSlackConnect(s.Slack, rt.SlackTeams, rt.slackReady()))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack/disconnect", handlers.DashboardSlackDisconnect(s.Slack))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/teams", handlers.DashboardTeams(s.Teams, rt.teamsReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/teams", handlers.DashboardTeamsConnect(s.Teams, rt.TeamsCredentials, rt.teamsReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/teams/default", handlers.DashboardTeamsDefault(s.Teams, rt.teamsReady()))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/teams/disconnect", handlers.DashboardTeamsDisconnect(s.Teams))
+			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/teams/manifest.zip", handlers.DashboardTeamsManifest(s.Teams))
 		})
 	})
 }
@@ -452,6 +493,12 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 // keeps Slack connections and seals their tokens.
 func (rt *Router) slackReady() bool {
 	return rt.Services.Slack != nil && rt.SlackTeams != nil && rt.SlackSealed
+}
+
+// teamsReady reports whether accounts may connect Teams here: the store
+// keeps Teams bots and seals their secrets.
+func (rt *Router) teamsReady() bool {
+	return rt.Services.Teams != nil && rt.TeamsCredentials != nil && rt.TeamsSealed
 }
 
 // site returns the configured origins, defaulted.

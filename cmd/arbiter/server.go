@@ -20,6 +20,7 @@ import (
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
 	"github.com/arbiterhq/arbiter/slack"
+	"github.com/arbiterhq/arbiter/teams"
 	"github.com/arbiterhq/arbiter/web"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -50,6 +51,9 @@ type server struct {
 	notify func(n int)
 	// slack calls Slack's Web API (ARBITER_SLACK_API_URL).
 	slack *slack.Client
+	// teams calls the Bot Connector with the bots' tokens
+	// (ARBITER_TEAMS_LOGIN_URL).
+	teams *teams.Connector
 	// stopping is closed when the stop signal comes: the process drains
 	// and is no longer ready (Ready).
 	stopping <-chan struct{}
@@ -99,6 +103,7 @@ func (s *server) Run(ctx context.Context) (err error) {
 	if s.mailer, err = mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr); err != nil {
 		return err
 	}
+	s.teams = &teams.Connector{Tokens: &teams.Tokens{LoginURL: s.cfg.TeamsLoginURL}}
 	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	s.stopping = ctx.Done()
 	ctx, cancel := context.WithCancel(ctx)
@@ -467,6 +472,16 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		s.loops.Go(func() { socket.Run(ctx) })
 	}
 	s.closers = append(s.closers, func() error { interactions.Wait(); return nil })
+	// Teams: the settings page, and the bots' messaging endpoint.
+	router.Services.Teams, router.TeamsCredentials, router.TeamsSealed = store, s.teams.Tokens, s.cfg.SecretKey != nil
+	if s.cfg.SecretKey != nil {
+		verifier := &teams.Verifier{MetadataURL: s.cfg.TeamsOpenIDURL}
+		router.TeamsVerifier = verifier
+		router.Teams = &teams.Bot{Store: store, Connector: s.teams, Logger: s.logger,
+			DeskURL: func(id string) string { return review + "/review/tasks/" + id },
+			LinkURL: func(token string) string { return review + "/review/chat-links/" + token }}
+		s.closers = append(s.closers, func() error { verifier.Close(); return nil })
+	}
 	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.mailer); err != nil {
 		return nil, err
 	}

@@ -272,6 +272,12 @@ func eventLabel(kind string) string {
 		return "Slack disconnected"
 	case arbiter.AuditChatLinked:
 		return "Chat account linked"
+	case arbiter.AuditTeamsConnected:
+		return "Teams connected"
+	case arbiter.AuditTeamsDisconnected:
+		return "Teams disconnected"
+	case arbiter.AuditTeamsDefault:
+		return "Teams conversation chosen"
 	}
 	return kind
 }

@@ -72,14 +72,14 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card mb-6 p-6\" aria-labelledby=\"audit-link-heading\"><h2 id=\"audit-link-heading\" class=\"text-base font-semibold\">Audit rate</h2><p class=\"mt-1 text-sm text-slate-600\">The share of the agent's confident answers that a person also checks, blind, for the calibration report. <a href=\"/settings/audit\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"audit-settings-link\">Set the audit rate</a>.</p></section><section class=\"card mb-6 p-6\" aria-labelledby=\"policies-link-heading\"><h2 id=\"policies-link-heading\" class=\"text-base font-semibold\">Policies</h2><p class=\"mt-1 text-sm text-slate-600\">Per task type: the threshold, deadline and audit rate a create takes when it leaves them out, and what happens at the deadline. <a href=\"/settings/policies\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"policies-link\">Set the policies</a>.</p></section><section class=\"card mb-6 p-6\" aria-labelledby=\"slack-link-heading\"><h2 id=\"slack-link-heading\" class=\"text-base font-semibold\">Slack</h2><p class=\"mt-1 text-sm text-slate-600\">Post tasks that need a person to a Slack channel, where reviewers decide them with a click. <a href=\"/settings/slack\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"slack-settings-link\">Connect Slack</a>.</p></section><section class=\"card p-6\" aria-labelledby=\"desk-heading\"><h2 id=\"desk-heading\" class=\"text-base font-semibold\">Review desk</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 space-y-6\"><fieldset data-testid=\"reservation-settings\"><legend class=\"text-sm font-semibold text-slate-900\">Reservations</legend> <label for=\"reservation-minutes\" class=\"label mt-2\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <section class=\"card mb-6 p-6\" aria-labelledby=\"audit-link-heading\"><h2 id=\"audit-link-heading\" class=\"text-base font-semibold\">Audit rate</h2><p class=\"mt-1 text-sm text-slate-600\">The share of the agent's confident answers that a person also checks, blind, for the calibration report. <a href=\"/settings/audit\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"audit-settings-link\">Set the audit rate</a>.</p></section><section class=\"card mb-6 p-6\" aria-labelledby=\"policies-link-heading\"><h2 id=\"policies-link-heading\" class=\"text-base font-semibold\">Policies</h2><p class=\"mt-1 text-sm text-slate-600\">Per task type: the threshold, deadline and audit rate a create takes when it leaves them out, and what happens at the deadline. <a href=\"/settings/policies\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"policies-link\">Set the policies</a>.</p></section><section class=\"card mb-6 p-6\" aria-labelledby=\"slack-link-heading\"><h2 id=\"slack-link-heading\" class=\"text-base font-semibold\">Slack</h2><p class=\"mt-1 text-sm text-slate-600\">Post tasks that need a person to a Slack channel, where reviewers decide them with a click. <a href=\"/settings/slack\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"slack-settings-link\">Connect Slack</a>.</p></section><section class=\"card mb-6 p-6\" aria-labelledby=\"teams-link-heading\"><h2 id=\"teams-link-heading\" class=\"text-base font-semibold\">Microsoft Teams</h2><p class=\"mt-1 text-sm text-slate-600\">Post tasks that need a person as cards to Teams channels and chats, where reviewers decide them with a click. <a href=\"/settings/teams\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"teams-settings-link\">Connect Teams</a>.</p></section><section class=\"card p-6\" aria-labelledby=\"desk-heading\"><h2 id=\"desk-heading\" class=\"text-base font-semibold\">Review desk</h2><form action=\"/settings\" method=\"post\" class=\"mt-4 space-y-6\"><fieldset data-testid=\"reservation-settings\"><legend class=\"text-sm font-semibold text-slate-900\">Reservations</legend> <label for=\"reservation-minutes\" class=\"label mt-2\">Minutes a reviewer holds an opened task</label> <input id=\"reservation-minutes\" name=\"reservation_minutes\" type=\"number\" min=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MinReservation.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 51, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 58, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 			if templ_7745c5c3_Err != nil {
@@ -92,7 +92,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MaxReservation.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 52, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 59, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
@@ -105,7 +105,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var5 string
 			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(v.ReservationMinutes)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 54, Col: 34}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 61, Col: 34}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 			if templ_7745c5c3_Err != nil {
@@ -128,7 +128,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var6 string
 			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MinNotifyAfter.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 70, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 77, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 			if templ_7745c5c3_Err != nil {
@@ -141,7 +141,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var7 string
 			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(int(arbiter.MaxNotifyAfter.Minutes())))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 71, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 78, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {
@@ -154,7 +154,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var8 string
 			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(v.NotifyMinutes)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 72, Col: 29}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 79, Col: 29}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 			if templ_7745c5c3_Err != nil {
@@ -167,7 +167,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 			var templ_7745c5c3_Var9 string
 			templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(v.GoldPercent)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 89, Col: 27}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 96, Col: 27}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 			if templ_7745c5c3_Err != nil {
@@ -203,7 +203,7 @@ func Settings(p layouts.Page, v SettingsView) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(v.AccountName)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 109, Col: 108}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 116, Col: 108}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
@@ -299,7 +299,7 @@ func AccountDeleted(p layouts.Page, v AccountDeletedView) templ.Component {
 				var templ_7745c5c3_Var13 templ.SafeURL
 				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(p.AppLink("/")))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 148, Col: 44}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 155, Col: 44}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 				if templ_7745c5c3_Err != nil {
@@ -312,7 +312,7 @@ func AccountDeleted(p layouts.Page, v AccountDeletedView) templ.Component {
 				var templ_7745c5c3_Var14 string
 				templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(v.NextAccount)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 148, Col: 119}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/settings.templ`, Line: 155, Col: 119}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 				if templ_7745c5c3_Err != nil {
