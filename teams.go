@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -229,4 +230,124 @@ type TeamsService interface {
 	// whose Teams user of the bot appID is linked to them, at most
 	// MaxTeamsDeciders, the latest linked first.
 	TeamsDeciders(ctx context.Context, accountID, appID string) ([]string, error)
+}
+
+// Teams message kinds: the card posted when a task needs a person, and
+// the update of every posted card of a conversation when it changes.
+const (
+	TeamsPost   = "post"
+	TeamsUpdate = "update"
+)
+
+// Teams message statuses.
+const (
+	TeamsPending = "pending" // waiting for its next attempt
+	TeamsSent    = "sent"    // the Bot Connector took it
+	TeamsFailed  = "failed"  // given up: a permanent error or too many attempts
+	TeamsSkipped = "skipped" // nothing to send: the task ended before its card went out
+)
+
+// TeamsMessage is a row of the Teams outbox.
+type TeamsMessage struct {
+	ID, AccountID, TaskID, Kind string
+	// Conversation is the Name of the conversation it goes to.
+	Conversation string
+	Attempts     int
+	// ActivityID, ConversationID and ServiceURL say where a sent post's
+	// card is, for an update.
+	ActivityID, ConversationID, ServiceURL string
+}
+
+// NewTeamsMessageID returns a fresh Teams message id.
+func NewTeamsMessageID() string { return NewID("tmm_", 12) }
+
+// TeamsDelivery is a claimed Teams message with what sending it needs: the
+// account's bot (its secret opened), the conversation it goes to (nil
+// when the bot is no longer in one of that name), the task as it is now,
+// the people whose own view its card names, and for an update the posted
+// cards to update.
+type TeamsDelivery struct {
+	Message      *TeamsMessage
+	Connection   *TeamsConnection
+	Conversation *TeamsConversation
+	Task         *Task
+	Deciders     []string
+	// Posts are the task's sent posts in the message's conversation, for
+	// an update; PostsPending reports one not sent yet, which the update
+	// waits for.
+	Posts        []*TeamsMessage
+	PostsPending bool
+}
+
+// TeamsResult is the outcome of one attempt at a Teams message.
+type TeamsResult struct {
+	DeliveryOutcome
+	// ActivityID, ConversationID and ServiceURL are where a post's card
+	// went.
+	ActivityID, ConversationID, ServiceURL string
+	// Error says why the attempt failed ("" when sent or skipped).
+	Error string
+	// Quiet is how long the message's conversation takes no other message
+	// after this attempt: the deliverer's pace, or longer when the Bot
+	// Connector asked (RetryAfter).
+	Quiet time.Duration
+}
+
+// MaxTeamsAttempts bounds the failed attempts at a Teams message.
+const MaxTeamsAttempts = 8
+
+// TeamsRetry is the Teams outbox's retry rule: 1, 2, 4 … 64 seconds after
+// each failure, varied by a tenth, failing at the eighth; a 429 waits its
+// Retry-After without counting, as it paces the conversation (Slack's
+// rule: the Bot Connector throttles per conversation as Slack per
+// channel).
+var TeamsRetry = RetryRule{Delays: teamsDelays(), Jitter: 0.1}
+
+func teamsDelays() []time.Duration {
+	delays := make([]time.Duration, MaxTeamsAttempts-1)
+	for i := range delays {
+		delays[i] = time.Duration(1<<i) * time.Second
+	}
+	return delays
+}
+
+// TeamsStatusOf is the message status a delivery step leaves it in.
+func TeamsStatusOf(step DeliveryStep) string {
+	switch step.State {
+	case DeliveryDone:
+		return TeamsSent
+	case DeliverySkipped:
+		return TeamsSkipped
+	case DeliveryRetry:
+		return TeamsPending
+	}
+	return TeamsFailed
+}
+
+// TeamsDeliveryService is the Teams outbox's side of the store.
+type TeamsDeliveryService interface {
+	// ClaimTeamsMessages leases up to max due messages to owner for lease,
+	// each with what sending it needs (TeamsDelivery).
+	ClaimTeamsMessages(ctx context.Context, owner string, max int, lease time.Duration) ([]*TeamsDelivery, error)
+
+	// BeginTeamsAttempt takes the turn of the conversation of a message
+	// owner holds, for lease at most, and returns 0 and false; otherwise
+	// how long until its pause ends, or true while another message holds
+	// it. Every process shares the turns. ECONFLICT when the lease was
+	// lost.
+	BeginTeamsAttempt(ctx context.Context, owner, id string, lease time.Duration) (pause time.Duration, held bool, err error)
+
+	// RecordTeamsAttempt moves a message owner holds on as step says
+	// (NextDelivery with TeamsRetry of the attempt's r), keeps where a
+	// post's card went, ends its lease, and gives back its
+	// conversation's turn, quiet for r.Quiet. ECONFLICT when the lease
+	// was lost.
+	RecordTeamsAttempt(ctx context.Context, owner, id string, step DeliveryStep, r TeamsResult) error
+
+	// ReleaseTeamsMessages ends the leases owner still holds, for a
+	// deliverer that stops with messages unsent.
+	ReleaseTeamsMessages(ctx context.Context, owner string) error
+
+	// TeamsMessagesQueued receives after this process queued messages.
+	TeamsMessagesQueued() <-chan struct{}
 }

@@ -177,6 +177,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.register(newWebhookOutbox(d))
 	d.register(newSlackOutbox(d))
 	d.register(newMailOutbox(d, opts.QuotingMailsPerDay))
+	d.register(newTeamsOutbox(d))
 	d.watchers.created = make(chan struct{}, 1)
 	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {

@@ -98,7 +98,9 @@ func (o *slackOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 		kind := arbiter.SlackUpdate
 		if slackKindOf(ev.Type) == slackAsk || p.audited[ev.TaskID] {
 			to, kind = []string{channel}, arbiter.SlackPost
-			if own := p.notify[ev.TaskID]; len(own) > 0 {
+			if own, named := p.notify[ev.TaskID]; named {
+				// A notify list names where the task goes: its Slack
+				// channels, none when it names only other chats'.
 				to = own
 			}
 		}
@@ -153,7 +155,8 @@ func (o *slackOutbox) readPosts(ctx context.Context, tx *Tx, events []arbiter.Ta
 }
 
 // readNotify reads into p the own channels of the tasks the events ask
-// about: a task's notify list takes the place of the account's channel.
+// about: a task's notify list takes the place of the account's channel,
+// and holds none for a list that names only other chats' targets.
 func (o *slackOutbox) readNotify(ctx context.Context, tx *Tx, events []arbiter.TaskEvent, p *slackPlan) error {
 	var asked []any
 	for _, ev := range events {

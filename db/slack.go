@@ -280,33 +280,12 @@ func (d *DB) BeginSlackAttempt(ctx context.Context, owner, id string, lease time
 		} else if err != nil {
 			return fmt.Errorf("find Slack message: %w", err)
 		}
+		taken, p, h, err := slackTurns.take(ctx, tx, m.AccountID, m.Channel, id, lease)
+		if err != nil || !taken {
+			pause, held = p, h
+			return err
+		}
 		now := d.sqlNowMS()
-		var taken []string
-		if err := tx.SelectContext(ctx, &taken, d.rebind(`INSERT INTO slack_channels (account_id, channel, holder, held_until)
-			VALUES (?, ?, ?, `+now+` + ?)
-			ON CONFLICT (account_id, channel) DO UPDATE SET holder = excluded.holder, held_until = excluded.held_until
-			WHERE slack_channels.next_at <= `+now+`
-				AND (slack_channels.holder IS NULL OR slack_channels.held_until < `+now+`)
-			RETURNING holder`), m.AccountID, m.Channel, id, lease.Milliseconds()); err != nil {
-			return fmt.Errorf("take the Slack channel's turn: %w", err)
-		}
-		if len(taken) == 0 {
-			var turn struct {
-				Held  bool  `db:"held"`
-				Pause int64 `db:"pause"`
-			}
-			if err := tx.GetContext(ctx, &turn, d.rebind(`SELECT
-					CASE WHEN holder IS NOT NULL AND held_until >= `+now+` THEN 1 ELSE 0 END AS held,
-					next_at - `+now+` AS pause
-				FROM slack_channels WHERE account_id = ? AND channel = ?`), m.AccountID, m.Channel); err != nil {
-				return fmt.Errorf("find the Slack channel's turn: %w", err)
-			}
-			held = turn.Held
-			if !held {
-				pause = max(time.Duration(turn.Pause)*time.Millisecond, time.Millisecond)
-			}
-			return nil
-		}
 		if m.Kind == arbiter.SlackPost {
 			if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE slack_messages SET post_started_at = COALESCE(post_started_at, `+now+`)
 				WHERE id = ?`), id); err != nil {

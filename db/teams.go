@@ -13,12 +13,14 @@ import (
 var _ arbiter.TeamsService = (*DB)(nil)
 
 // Microsoft Teams: an account's bot and the conversations it was added to
-// (arbiter's teams.go). The Teams outbox is outbox_teams.go.
+// (arbiter's teams.go). The Teams outbox is outbox_teams.go, its delivery
+// teams_messages.go.
 
 // teamsDisconnectDeletes forget what an account's bot leaves behind when
 // it is disconnected.
 var teamsDisconnectDeletes = []string{
 	`DELETE FROM teams_conversations WHERE account_id = ?`,
+	`DELETE FROM teams_messages WHERE account_id = ? AND status = 'pending'`,
 }
 
 var errTeamsNotConnected = arbiter.Errorf(arbiter.ENOTFOUND, "Microsoft Teams is not connected to this account.")
@@ -308,6 +310,10 @@ func (d *DB) ListTeamsConversations(ctx context.Context, accountID string) (_ []
 func (d *DB) TeamsDeciders(ctx context.Context, accountID, appID string) (_ []string, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
+	return d.teamsDeciders(ctx, accountID, appID)
+}
+
+func (d *DB) teamsDeciders(ctx context.Context, accountID, appID string) ([]string, error) {
 	var rows []struct {
 		UserID string `db:"user_id"`
 		Role   string `db:"role"`

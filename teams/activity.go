@@ -25,6 +25,7 @@ type Activity struct {
 	Recipient    *Account        `json:"recipient,omitempty"`
 	Conversation *Conversation   `json:"conversation,omitempty"`
 	Text         string          `json:"text,omitempty"`
+	Summary      string          `json:"summary,omitempty"`
 	MembersAdded []Account       `json:"membersAdded,omitempty"`
 	MembersGone  []Account       `json:"membersRemoved,omitempty"`
 	ChannelData  *ChannelData    `json:"channelData,omitempty"`

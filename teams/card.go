@@ -32,6 +32,8 @@ const (
 	maxFields      = 10
 	maxKeyChars    = 100
 	maxValueChars  = 300
+	// maxSummaryChars bounds a message's summary, the notification's text.
+	maxSummaryChars = 200
 	// MaxReasonChars bounds the reason field.
 	MaxReasonChars = arbiter.MaxRationaleChars
 )
@@ -309,4 +311,22 @@ func fit(s string, n int) (string, bool) {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…", true
+}
+
+// Current is the card everyone in a conversation sees of t now: its
+// outcome once it ended (decided, expired, its audit answered), else its
+// question's base card naming deciders for their own view.
+func Current(t *arbiter.Task, deskURL string, deciders []string) Card {
+	if !t.InReviewQueue() {
+		return Outcome(t, deskURL)
+	}
+	return Question(t, deskURL, deciders, Personal{})
+}
+
+// Message is the activity that posts the card, or replaces a posted one
+// with it. Its summary is what Teams' notifications and the chat list
+// show of it: the prompt's start.
+func Message(t *arbiter.Task, c Card) *Activity {
+	summary, _ := fit(t.Prompt, maxSummaryChars)
+	return &Activity{Type: TypeMessage, Summary: summary, Attachments: []Attachment{c.Attach()}}
 }

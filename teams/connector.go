@@ -68,6 +68,13 @@ func Permanent(err error) bool {
 	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode/100 == 4
 }
 
+// Gone reports whether err says the activity or conversation a call named
+// is no longer there (deleted in Teams): 404 or 410.
+func Gone(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && (e.Status == http.StatusNotFound || e.Status == http.StatusGone)
+}
+
 // Send posts an activity to the conversation and returns its id, for
 // Update.
 func (c *Connector) Send(ctx context.Context, conn *arbiter.TeamsConnection, serviceURL, conversationID string, a *Activity) (string, error) {

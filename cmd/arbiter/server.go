@@ -325,6 +325,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 	s.deliverWebhooks(ctx)
 	s.deliverSlack(ctx)
 	s.deliverMail(ctx)
+	s.deliverTeams(ctx)
 	return nil
 }
 

@@ -48,6 +48,7 @@ type Fake struct {
 	posted    []Posted
 	updates   []Posted
 	limited   map[string][]time.Duration
+	throttled []Throttled
 	failures  map[string][]int
 	changed   chan struct{}
 	seq       int
@@ -65,6 +66,12 @@ type Posted struct {
 	// Raw is the activity's JSON as posted.
 	Raw string
 	At  time.Time
+}
+
+// Throttled is a Bot Connector call answered 429.
+type Throttled struct {
+	Method string
+	At     time.Time
 }
 
 // New starts a fake Bot Framework, closed when the test ends.
@@ -131,6 +138,13 @@ func (f *Fake) RateLimit(method string, retryAfter time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.limited[method] = append(f.limited[method], retryAfter)
+}
+
+// Throttled returns the calls answered 429 so far.
+func (f *Fake) Throttled() []Throttled {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Throttled(nil), f.throttled...)
 }
 
 // Fail makes the next Bot Connector call of method answer status.
@@ -341,6 +355,7 @@ func (f *Fake) serveConnector(w http.ResponseWriter, r *http.Request) {
 	}
 	if q := f.limited[r.Method]; len(q) > 0 {
 		f.limited[r.Method] = q[1:]
+		f.throttled = append(f.throttled, Throttled{Method: r.Method, At: time.Now()})
 		w.Header().Set("Retry-After", strconv.Itoa(int(q[0].Seconds())))
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{"code": "TooManyRequests"}})
 		return
