@@ -120,9 +120,14 @@ func drained(c <-chan struct{}) <-chan struct{} {
 // transaction, and each outbox that queued is woken after the commit.
 func TestPublish_ReachesEveryRegisteredOutbox(t *testing.T) {
 	t.Parallel()
-	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+	// The store's clock moves a millisecond after each transition, so
+	// that the outbox's rows, listed oldest first, are not made in one
+	// millisecond and listed in the order of their random ids.
+	c := &clock{now: time.Now().Truncate(time.Millisecond)}
+	outboxStores(t, c, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
 		webhooks, slack := drained(d.WebhooksQueued()), drained(d.SlackMessagesQueued())
 		toHuman(t, d)
+		c.Add(time.Millisecond)
 		woken(t, webhooks, "of the webhook deliverer")
 		woken(t, slack, "of the Slack deliverer")
 		decided, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"})
@@ -155,8 +160,13 @@ func TestPublish_ReachesEveryRegisteredOutbox(t *testing.T) {
 // woken; once it accepts, the same transition goes through.
 func TestPublish_AnOutboxThatFailsRollsEveryOutboxBack(t *testing.T) {
 	t.Parallel()
-	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+	// The store's clock moves a millisecond after each transition, so
+	// that the outbox's rows, listed oldest first, are not made in one
+	// millisecond and listed in the order of their random ids.
+	c := &clock{now: time.Now().Truncate(time.Millisecond)}
+	outboxStores(t, c, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
 		toHuman(t, d)
+		c.Add(time.Millisecond)
 		before := rowsOf(t, d, acct.ID, e.ID)
 		wake, stop := d.WatchTask(task.ID)
 		defer stop()
