@@ -35,9 +35,10 @@
 //     the proposed and the approved action; the signed receipts of final
 //     decisions and their keys.
 //   - The curated demo queue (demo.go) and health (health.go).
-//   - What every request shares (error.go, ratelimit.go, inflight.go, this
-//     file): the error codes, per-client rate limits, in-flight limits,
-//     Timestamp, Clock and NewID.
+//   - What every request shares (error.go, ratelimit.go, inflight.go,
+//     waiters.go, this file): the error codes, per-client rate limits,
+//     in-flight limits, the bounds on waiting requests per key and per
+//     account, Timestamp, Clock and NewID.
 //
 // TestPackageDoc_NamesEveryFile keeps this list whole. The package imports
 // no web, SQL or template package (see ARCHITECTURE.md). Helpers that are

@@ -69,9 +69,15 @@ type Config struct {
 	PprofAddr string
 	// MaxConnections caps the HTTP connections open at once
 	// (ARBITER_MAX_CONNECTIONS); past it, a new connection closes the one
-	// idle in keep-alive the longest, or, when none is idle, waits until
-	// one closes or goes idle.
+	// idle in keep-alive the longest, or, when none is idle, ends the
+	// longest wait of the API key with the most requests waiting for a
+	// task, or else is answered 429 and closed.
 	MaxConnections int
+	// MaxWaitersPerKey and MaxWaitersPerAccount cap the requests waiting
+	// for a task (GET /v1/tasks/{id}?wait=N) of one API key and of one
+	// account at once (ARBITER_MAX_WAITERS_PER_KEY,
+	// ARBITER_MAX_WAITERS_PER_ACCOUNT); past them, a wait is answered 429.
+	MaxWaitersPerKey, MaxWaitersPerAccount int
 	// MaxConnectionsPerIP caps the HTTP connections one client address
 	// holds at once (ARBITER_MAX_CONNECTIONS_PER_IP; an IPv6 client by its
 	// /64, a trusted proxy not at all); past it, a new connection replaces
@@ -410,8 +416,14 @@ var Settings = []Setting{
 		Help: "serve /debug/pprof on this separate address; never a public one",
 		Set:  stringSetting(func(c *Config) *string { return &c.PprofAddr })},
 	{Env: "ARBITER_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Scope: ScopeHTTP,
-		Help: "HTTP connections open at once; past it, the longest-idle one closes, or new ones wait",
+		Help: "HTTP connections open at once; past it, the longest-idle one closes, or the longest wait of the key with the most waiting ends, or else 429",
 		Set:  intSetting(func(c *Config) *int { return &c.MaxConnections }, 1)},
+	{Env: "ARBITER_MAX_WAITERS_PER_KEY", Default: strconv.Itoa(arbiter.DefaultMaxWaitersPerKey), Scope: ScopeHTTP,
+		Help: "requests of one API key waiting for a task (GET /v1/tasks/{id}?wait=N) at once; past it, 429",
+		Set:  intSetting(func(c *Config) *int { return &c.MaxWaitersPerKey }, 1)},
+	{Env: "ARBITER_MAX_WAITERS_PER_ACCOUNT", Default: strconv.Itoa(arbiter.DefaultMaxWaitersPerAccount), Scope: ScopeHTTP,
+		Help: "requests of one account waiting for a task at once, all its keys together; past it, 429",
+		Set:  intSetting(func(c *Config) *int { return &c.MaxWaitersPerAccount }, 1)},
 	{Env: "ARBITER_MAX_CONNECTIONS_PER_IP", Default: strconv.Itoa(DefaultMaxConnectionsPerIP), Scope: ScopeHTTP,
 		Help: "HTTP connections one client address may hold (IPv6: a /64; trusted proxies: no limit); past it, 429",
 		Set:  intSetting(func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1)},

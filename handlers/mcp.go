@@ -356,7 +356,7 @@ func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOption
 	accountID := arbiter.AccountIDFromContext(ctx)
 	var last *client.Task
 	for {
-		task, answered, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown, nil)
+		task, answered, _, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown, waitHooks{})
 		switch {
 		case err != nil && ctx.Err() == nil:
 			answered()

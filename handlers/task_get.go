@@ -52,24 +52,46 @@ func (a *answerSlots) take(ctx context.Context) bool {
 // give gives a slot back.
 func (a *answerSlots) give() { <-a.slots }
 
+// Waiters admits the requests that wait for a task. web.Waiters
+// implements it.
+type Waiters interface {
+	// Enter admits r, a request of an API key, to wait for its task. It
+	// returns ERATELIMIT (with RetryAfter) when the key or its account
+	// already has its most requests waiting.
+	Enter(r *http.Request) (Waiter, error)
+}
+
+// Waiter is a request admitted to wait for its task.
+type Waiter struct {
+	// Evicted is closed when the server needs the request's connection
+	// for another caller (nil: never): the wait ends at once, answered as
+	// one whose time is up, and the connection closes after the answer.
+	Evicted <-chan struct{}
+	// Leave counts the request out of the waiting ones; call it once, when
+	// it is answered or its caller left.
+	Leave func()
+}
+
 // TaskGet handles GET /v1/tasks/{id}: the account's task, or 404 for an id
 // that is unknown, malformed or another account's. A gold task's answer
 // carries its gold_verdict: this is the account's own read.
 //
 // With ?wait=N (whole seconds, 0 to 60) it answers as soon as the task is
 // in a final state, or after N seconds with the task as it is then, and at
-// once when shutdown closes (the server is stopping). A waiting request
-// holds no database connection: watcher wakes it when the task may have
-// changed, and it reads the task again.
+// once when shutdown closes (the server is stopping) or the server needs
+// the connection (see Waiter). A waiting request holds no database
+// connection: watcher wakes it when the task may have changed, and it
+// reads the task again. A request whose first read found its task not
+// final waits only when waiters admit it.
 //
-// With a parker, a waiting HTTP/1.1 request whose first read found its
-// task not final is parked (see Parker): its connection waits without the
-// request, and the parker answers it as this handler would.
-func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, parker Parker) http.Handler {
-	return taskGet(tasks, watcher, shutdown, newAnswerSlots(maxAnswering), parker)
+// With a parker, a waiting HTTP/1.1 request is parked (see Parker): its
+// connection waits without the request, and the parker answers it as this
+// handler would.
+func TaskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, waiters Waiters, parker Parker) http.Handler {
+	return taskGet(tasks, watcher, shutdown, newAnswerSlots(maxAnswering), waiters, parker)
 }
 
-func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, answering *answerSlots, parker Parker) http.Handler {
+func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, answering *answerSlots, waiters Waiters, parker Parker) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
 	}
@@ -89,22 +111,26 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		}
 		accountID, id := arbiter.AccountIDFromContext(r.Context()), r.PathValue("id")
 		var task *arbiter.Task
+		var waited waitOutcome
 		if wait == 0 {
 			task, err = tasks.FindTaskByID(r.Context(), accountID, id)
 		} else {
 			// The server's write timeout counts from the request; the
 			// answer comes after the wait.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + answerTime))
-			var park func(wake <-chan struct{}, stop func()) bool
+			hooks := waitHooks{enter: func() (Waiter, error) { return enterWait(waiters, r) }}
 			if parker != nil {
-				park = func(wake <-chan struct{}, stop func()) bool {
-					return parkWaiter(w, r, parker, tasks, wake, stop, accountID, id, wait)
+				hooks.park = func(wake <-chan struct{}, stop func(), waiter Waiter) bool {
+					return parkWaiter(w, r, parker, tasks, wake, stop, waiter, accountID, id, wait)
 				}
 			}
 			var answered func()
-			task, answered, err = waitForFinal(r.Context(), tasks, watcher, answering, accountID, id, wait, shutdown, park)
+			task, answered, waited, err = waitForFinal(r.Context(), tasks, watcher, answering, accountID, id, wait, shutdown, hooks)
 			// The answer is read, encoded and written in its slot.
 			defer answered()
+			if waited.evicted {
+				w.Header().Set("Connection", "close")
+			}
 		}
 		if err != nil {
 			Error(w, r, err)
@@ -126,16 +152,38 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 	})
 }
 
+// enterWait admits r to wait through waiters; without waiters every
+// request waits, and nothing ends its wait early.
+func enterWait(waiters Waiters, r *http.Request) (Waiter, error) {
+	if waiters == nil {
+		return Waiter{Leave: func() {}}, nil
+	}
+	return waiters.Enter(r)
+}
+
+// waitHooks are what a waiting request of the API does beyond waiting:
+// enter, when its first read found the task not final, admits it to wait
+// (nil: it waits unbounded); park, when set, takes it off its goroutine
+// (see Parker) and reports whether it did.
+type waitHooks struct {
+	enter func() (Waiter, error)
+	park  func(wake <-chan struct{}, stop func(), waiter Waiter) bool
+}
+
+// waitOutcome says how a wait went: whether it was evicted.
+type waitOutcome struct {
+	evicted bool
+}
+
 // waitForFinal reads the account's task until it is final, wait has passed
 // or shutdown closes, reading it again each time watcher wakes it, and
-// returns the last read; nil when the caller left, or when park (if not
-// nil) took the request, with the watch, after the first read found the
-// task not final. Each read after the first is made in one of answering's
-// slots, which is held when the task is returned, until answered is
-// called.
+// returns the last read; nil when the caller left, or when hooks.park took
+// the request, with the watch, after the first read found the task not
+// final. Each read after the first is made in one of answering's slots,
+// which is held when the task is returned, until answered is called.
 func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbiter.TaskWatcher, answering *answerSlots,
 	accountID, id string, wait time.Duration, shutdown <-chan struct{},
-	park func(wake <-chan struct{}, stop func()) bool) (task *arbiter.Task, answered func(), err error) {
+	hooks waitHooks) (task *arbiter.Task, answered func(), outcome waitOutcome, err error) {
 	// Watch first: a transition between the read and the watch would
 	// otherwise go unseen.
 	wake, stop := watcher.WatchTask(id)
@@ -148,10 +196,20 @@ func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbite
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	task, err = tasks.FindTaskByID(ctx, accountID, id)
-	if err == nil && !task.Final() && park != nil && park(wake, stop) {
-		parked = true
-		return nil, func() {}, nil
+	if err != nil || task.Final() {
+		return task, func() {}, outcome, err
 	}
+	waiter := Waiter{Leave: func() {}}
+	if hooks.enter != nil {
+		if waiter, err = hooks.enter(); err != nil {
+			return nil, func() {}, outcome, err
+		}
+	}
+	if hooks.park != nil && hooks.park(wake, stop, waiter) {
+		parked = true
+		return nil, func() {}, outcome, nil
+	}
+	defer waiter.Leave()
 	for err == nil && !task.Final() {
 		// The task is not kept while waiting: thousands of waiters would
 		// hold thousands of contexts.
@@ -162,21 +220,23 @@ func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbite
 			last = false
 		case <-timer.C:
 		case <-shutdown:
+		case <-waiter.Evicted:
+			outcome.evicted = true
 		case <-ctx.Done():
 			// The caller left: nobody reads an answer.
-			return nil, func() {}, nil
+			return nil, func() {}, outcome, nil
 		}
 		if !answering.take(ctx) {
-			return nil, func() {}, nil
+			return nil, func() {}, outcome, nil
 		}
 		// Off the request's goroutine, as the answer is encoded.
 		task, err = offStack(func() (*arbiter.Task, error) { return tasks.FindTaskByID(ctx, accountID, id) })
 		if last || err != nil || task.Final() {
-			return task, answering.give, err
+			return task, answering.give, outcome, err
 		}
 		answering.give()
 	}
-	return task, func() {}, err
+	return task, func() {}, outcome, err
 }
 
 // offStack returns f(), called on a goroutine of its own. A waiting

@@ -68,7 +68,7 @@ func TestTaskGet_WaitsWokenTogetherAnswerAFewAtATime(t *testing.T) {
 	const slots, waiters = 2, 6
 	tasks := &gatedTasks{gate: make(chan struct{}), read: map[string]bool{}}
 	answering := newAnswerSlots(slots)
-	h := taskGet(tasks, wokenWatcher{}, nil, answering, nil)
+	h := taskGet(tasks, wokenWatcher{}, nil, answering, nil, nil)
 	codes := make(chan int, waiters)
 	for i := range waiters {
 		go func() {

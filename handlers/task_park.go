@@ -16,7 +16,9 @@ import (
 // web.ParkingLot implements it.
 type Parker interface {
 	// Park takes over w's connection, once r is read, and answers it with
-	// p.Answer when p.Wake, p.Wait or shutdown ends the wait. It reports
+	// p.Answer when p.Wake, p.Wait, p.Evicted or shutdown ends the wait;
+	// when the caller closes the connection first, it tells p.Answered
+	// (StatusCallerLeft) at once and answers nothing. It reports
 	// false, having done nothing, when it cannot (HTTP/2, a request with a
 	// body or one that closes its connection, a connection that cannot be
 	// taken over): the handler answers as usual then.
@@ -31,12 +33,16 @@ type Parked struct {
 	Stop func()
 	// Wait is how long the request waits at most.
 	Wait time.Duration
+	// Evicted ends the wait early, as if its time were up, when the server
+	// needs the connection: the answer closes it (nil: never).
+	Evicted <-chan struct{}
 	// Answer reads the task again and returns the answer, or ok false when
 	// the task is not final and last is false: the wait goes on. last is
 	// true when the wait is over (its time is up, or shutdown).
 	Answer func(last bool) (a Answer, ok bool)
 	// Answered tells the request log and the metrics what was answered
-	// (see AnswerLater).
+	// (see AnswerLater), StatusCallerLeft when nothing was; it is called
+	// once.
 	Answered func(status, bytes int)
 }
 
@@ -124,11 +130,16 @@ func markParked(ctx context.Context) func(status, bytes int) {
 	return l.later.answered
 }
 
+// StatusCallerLeft is the status a request is logged and counted with
+// when its caller closed the connection before it was answered: nothing
+// was answered (nginx's 499, "client closed request").
+const StatusCallerLeft = 499
+
 // parkWaiter parks the request waiting for the account's task id, whose
-// watch (wake, stop) is open and whose first read found it not final:
-// it reports whether parker took it (see Parker).
+// watch (wake, stop) is open, whose first read found it not final and
+// which waiter admitted: it reports whether parker took it (see Parker).
 func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arbiter.TaskService, wake <-chan struct{}, stop func(),
-	accountID, id string, wait time.Duration) bool {
+	waiter Waiter, accountID, id string, wait time.Duration) bool {
 	ctx, path := parkedContext(r.Context()), r.URL.Path
 	answer := func(last bool) (Answer, bool) {
 		ctx, cancel := context.WithTimeout(ctx, answerTime)
@@ -149,7 +160,11 @@ func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arb
 	// Marked before Park: a wait that ends at once may be answered before
 	// Park returns.
 	answered := markParked(r.Context())
-	if parker.Park(w, r, Parked{Wake: wake, Stop: stop, Wait: wait, Answer: answer, Answered: answered}) {
+	leaveAndLog := func(status, bytes int) {
+		waiter.Leave()
+		answered(status, bytes)
+	}
+	if parker.Park(w, r, Parked{Wake: wake, Stop: stop, Wait: wait, Evicted: waiter.Evicted, Answer: answer, Answered: leaveAndLog}) {
 		return true
 	}
 	if l, ok := r.Context().Value(loggerKey{}).(*lazyLogger); ok {

@@ -59,9 +59,14 @@ type serverOptions struct {
 	// logger receives the request log (default: nowhere).
 	logger *slog.Logger
 	// listen, when set, wraps the server's listener (a ConnLimiter, say),
-	// and connState receives the server's connection states.
-	listen    func(net.Listener) net.Listener
-	connState func(net.Conn, http.ConnState)
+	// connState receives the server's connection states and connContext
+	// makes its connections' contexts.
+	listen      func(net.Listener) net.Listener
+	connState   func(net.Conn, http.ConnState)
+	connContext func(context.Context, net.Conn) context.Context
+	// waiters bounds the requests waiting for tasks (default: far more
+	// than any test waits at once; TestWaiters_* test the defaults).
+	waiters arbiter.WaiterLimiter
 }
 
 // serveRouter serves the API over store, wired as arbiter serve wires it,
@@ -83,6 +88,10 @@ func serveRouter(t *testing.T, store *db.DB, keys *web.KeyChecker, o serverOptio
 		// The tests send many demo verdicts from one address;
 		// TestDemoLimit_* test the default limit.
 		DemoLimit: arbiter.NewRateLimiter(1000, time.Millisecond, nil),
+		Waiters:   o.waiters,
+	}
+	if router.Waiters == nil {
+		router.Waiters = arbiter.NewWaiterCounts(100_000, 100_000)
 	}
 	if o.park {
 		router.Parking = web.NewParkingLot(shuttingDown, o.logger)
@@ -91,7 +100,7 @@ func serveRouter(t *testing.T, store *db.DB, keys *web.KeyChecker, o serverOptio
 	if o.listen != nil {
 		srv.Listener = o.listen(srv.Listener)
 	}
-	srv.Config.ConnState = o.connState
+	srv.Config.ConnState, srv.Config.ConnContext = o.connState, o.connContext
 	srv.Config.RegisterOnShutdown(shutdown)
 	srv.Start()
 	lot := router.Parking

@@ -185,51 +185,90 @@ func TestConnLimiter_AtTheCapTheLongestIdleConnectionClosesFirst(t *testing.T) {
 	}
 }
 
-func TestConnLimiter_AtTheCapWithEveryConnectionBusyANewOneWaits(t *testing.T) {
-	t.Parallel()
-	l := startLimiter(t, 2, 2, nil)
-	_, first := l.admit(t, "127.0.0.2")
-	_, second := l.admit(t, "127.0.0.3")
-
-	// A connection past the cap waits, taken from the kernel's queue but
-	// not let through…
-	waiting := l.dial(t, "127.0.0.4")
-	l.waitForOneWaiting(t)
-	select {
-	case c := <-l.accepted:
-		t.Fatalf("%s was let through past the cap", c.RemoteAddr())
-	default:
+// readFullRefusal reads the answer of a connection refused at the cap: a
+// 429 that says why, after which the connection is closed.
+func readFullRefusal(t *testing.T, refused net.Conn) {
+	t.Helper()
+	refused.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(refused)
+	res, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("read the refusal: %v", err)
 	}
-	// …until a connection goes idle, which it replaces…
-	l.ConnState(first, http.StateIdle)
-	if got := l.next(t); got.RemoteAddr().String() != waiting.LocalAddr().String() {
-		t.Fatalf("let through %s, want %s", got.RemoteAddr(), waiting.LocalAddr())
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "server holds as many connections") {
+		t.Fatalf("refusal = %d, Retry-After %q, %s; want 429, 1 and why", res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
-	if !l.released(first) {
-		t.Fatal("the idle connection was not closed")
-	}
-	// …or one closes.
-	waitingToo := l.dial(t, "127.0.0.5")
-	l.waitForOneWaiting(t)
-	second.Close()
-	if got := l.next(t); got.RemoteAddr().String() != waitingToo.LocalAddr().String() {
-		t.Fatalf("let through %s, want %s", got.RemoteAddr(), waitingToo.LocalAddr())
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after the refusal: read %d bytes, %v; want the connection closed", n, err)
 	}
 }
 
-// waitForOneWaiting waits until a connection waits for room.
-func (l *limiterUnderTest) waitForOneWaiting(t *testing.T) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		l.mu.Lock()
-		n := l.waiting
-		l.mu.Unlock()
-		if n == 1 {
-			return
+// TestConnLimiter_AtTheCapWithEveryConnectionBusyANewOneIsRefused: with
+// nothing idle and nothing waiting for a task to end, a connection past
+// the cap is answered 429 and closed at once, taking no slot; the accept
+// loop goes on (it used to wait for room, holding every connection after
+// it in the kernel's queue).
+func TestConnLimiter_AtTheCapWithEveryConnectionBusyANewOneIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startLimiter(t, 2, 2, nil)
+	_, first := l.admit(t, "127.0.0.2")
+	l.admit(t, "127.0.0.3")
+
+	refused := l.dial(t, "127.0.0.4")
+	readFullRefusal(t, refused)
+	if open, _ := l.counts(); open != 2 {
+		t.Fatalf("counted %d connections, want 2", open)
+	}
+	// Room made, the next is let through.
+	first.Close()
+	l.admit(t, "127.0.0.5")
+}
+
+// TestConnLimiter_AtTheCapTheLongestWaiterOfTheHeaviestKeyIsEvicted: with
+// nothing idle, a connection past the cap ends the wait of the request
+// waiting longest of the API key with the most requests waiting, and takes
+// its slot at once; its wait is told (evicted closes), and it counts no
+// more.
+func TestConnLimiter_AtTheCapTheLongestWaiterOfTheHeaviestKeyIsEvicted(t *testing.T) {
+	t.Parallel()
+	l := startLimiter(t, 4, 4, nil)
+	_, light := l.admit(t, "127.0.0.2")
+	_, heavyOldest := l.admit(t, "127.0.0.3")
+	_, heavyNewer := l.admit(t, "127.0.0.4")
+	_, busy := l.admit(t, "127.0.0.5")
+	lightEvicted, _ := l.waiting(light.(*limitedConn), "key_light")
+	oldestEvicted, _ := l.waiting(heavyOldest.(*limitedConn), "key_heavy")
+	newerEvicted, newerDone := l.waiting(heavyNewer.(*limitedConn), "key_heavy")
+
+	l.admit(t, "127.0.0.6")
+	select {
+	case <-oldestEvicted:
+	default:
+		t.Fatal("the heaviest key's longest waiter was not evicted")
+	}
+	for name, evicted := range map[string]<-chan struct{}{"the lighter key's": lightEvicted, "the heaviest key's newer": newerEvicted} {
+		select {
+		case <-evicted:
+			t.Errorf("%s waiter was evicted", name)
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection was waiting for room within 30s")
-		}
+	}
+	if !l.released(heavyOldest) || l.released(heavyNewer) || l.released(light) || l.released(busy) {
+		t.Fatal("released other than the evicted waiter")
+	}
+	// Now the keys weigh the same; a waiter that is answered stops
+	// counting as one, and with none left, the cap refuses.
+	newerDone()
+	l.admit(t, "127.0.0.7")
+	select {
+	case <-lightEvicted:
+	default:
+		t.Fatal("the last waiter was not evicted")
+	}
+	readFullRefusal(t, l.dial(t, "127.0.0.8"))
+	if open, _ := l.counts(); open != 4 {
+		t.Fatalf("counted %d connections, want 4", open)
 	}
 }
 

@@ -69,23 +69,27 @@ var (
 	errKeyRevoked   = arbiter.Errorf(arbiter.EUNAUTHORIZED, "The API key has been revoked.")
 )
 
-// Check returns the account of an active key sent by client (an
-// arbiter.Client's LimitKey) and records its use. A missing, malformed,
-// unknown or revoked key is an EUNAUTHORIZED error; malformed keys are
-// refused without a lookup. Each failed check of a well-formed key spends
-// one of the client's FailedKeyChecksBurst; when none is left, a key not
-// known to be active is refused with ERATELIMIT (and RetryAfter) without a
-// lookup. A key this checker has seen active is never held back, so a
-// client's valid keys keep working while its guesses are refused.
-func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accountID string, err error) {
+// Check returns the account and the id of an active key sent by client
+// (an arbiter.Client's LimitKey) and records its use. A missing,
+// malformed, unknown or revoked key is an EUNAUTHORIZED error; malformed
+// keys are refused without a lookup. Each failed check of a well-formed
+// key spends one of the client's FailedKeyChecksBurst; when none is left,
+// a key not known to be active is refused with ERATELIMIT (and
+// RetryAfter) without a lookup. A key this checker has seen active is
+// never held back, so a client's valid keys keep working while its
+// guesses are refused.
+func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accountID, keyID string, err error) {
 	if plaintext == "" {
-		return "", errKeyMissing
+		return "", "", errKeyMissing
 	} else if !arbiter.ValidAPIKey(plaintext) {
-		return "", errKeyMalformed
+		return "", "", errKeyMalformed
 	}
-	hash := arbiter.HashToken(plaintext)
-	now := c.now()
+	return c.checkHash(ctx, client, arbiter.HashToken(plaintext))
+}
 
+// checkHash is Check of a well-formed key's hash.
+func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accountID, keyID string, err error) {
+	now := c.now()
 	c.mu.Lock()
 	k, ok := c.cache[hash]
 	c.mu.Unlock()
@@ -95,24 +99,24 @@ func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accou
 	}
 	if !cached {
 		if k, err = c.lookupLimited(ctx, client, hash, now, ok && k.known && k.active); err != nil {
-			return "", err
+			return "", "", err
 		}
 	} else if !k.known || !k.active {
 		if ok, wait := c.failures.Allow(client); !ok {
-			return "", tooManyFailedChecks(wait)
+			return "", "", tooManyFailedChecks(wait)
 		}
 	}
 
 	switch {
 	case !k.known:
-		return "", errKeyUnknown
+		return "", "", errKeyUnknown
 	case !k.active:
-		return "", errKeyRevoked
+		return "", "", errKeyRevoked
 	}
 	c.mu.Lock()
 	c.used[k.id] = arbiter.TimestampOf(now)
 	c.mu.Unlock()
-	return k.accountID, nil
+	return k.accountID, k.id, nil
 }
 
 // lookupLimited looks a key up for client. A key last seen active is

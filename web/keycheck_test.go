@@ -64,7 +64,7 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 	kc := web.NewKeyChecker(store, func() time.Time { return now })
 
 	for range 3 {
-		if acct, err := kc.Check(ctx, "203.0.113.1", key); err != nil || acct != "acct_1" {
+		if acct, _, err := kc.Check(ctx, "203.0.113.1", key); err != nil || acct != "acct_1" {
 			t.Fatalf("Check = %q, %v", acct, err)
 		}
 	}
@@ -76,11 +76,11 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 	revoked := arbiter.Timestamp(1)
 	store.keys[arbiter.HashToken(key)].RevokedAt = &revoked
 	now = now.Add(web.KeyCacheTTL)
-	if _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
+	if _, _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
 		t.Fatalf("refused within the cache lifetime: %v", err)
 	}
 	now = now.Add(time.Millisecond)
-	if _, err := kc.Check(ctx, "203.0.113.1", key); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+	if _, _, err := kc.Check(ctx, "203.0.113.1", key); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 		t.Fatalf("revoked key accepted after the cache lifetime: %v", err)
 	}
 
@@ -88,10 +88,10 @@ func TestKeyChecker_CacheLivesOneSecond(t *testing.T) {
 	unknown := arbiter.NewAPIKeyPlaintext()
 	before := store.lookups
 	for range 3 {
-		if _, err := kc.Check(ctx, "203.0.113.1", unknown); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+		if _, _, err := kc.Check(ctx, "203.0.113.1", unknown); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 			t.Fatalf("unknown key: %v", err)
 		}
-		if _, err := kc.Check(ctx, "203.0.113.1", "svc_live_nope"); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+		if _, _, err := kc.Check(ctx, "203.0.113.1", "svc_live_nope"); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 			t.Fatalf("malformed key: %v", err)
 		}
 	}
@@ -127,7 +127,7 @@ func BenchmarkKeyChecker_Check(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
+			if _, _, err := kc.Check(ctx, "203.0.113.1", key); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -145,7 +145,7 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 	const guesser, other = "198.51.100.1", "203.0.113.9"
 
 	// The guesser's valid key, seen once, keeps working throughout.
-	if _, err := kc.Check(ctx, guesser, valid); err != nil {
+	if _, _, err := kc.Check(ctx, guesser, valid); err != nil {
 		t.Fatal(err)
 	}
 	for i := range web.FailedKeyChecksBurst {
@@ -153,17 +153,17 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 		if i == 0 {
 			key = revoked
 		}
-		if _, err := kc.Check(ctx, guesser, key); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+		if _, _, err := kc.Check(ctx, guesser, key); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 			t.Fatalf("guess %d: %v, want EUNAUTHORIZED within the burst", i, err)
 		}
 	}
 	lookups := store.lookups
-	_, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext())
+	_, _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext())
 	var e *arbiter.Error
 	if !errors.As(err, &e) || e.Code != arbiter.ERATELIMIT || e.RetryAfter <= 0 || e.RetryAfter > web.FailedKeyCheckEvery {
 		t.Fatalf("the guess after the burst: %v, want ERATELIMIT with a RetryAfter of at most %v", err, web.FailedKeyCheckEvery)
 	}
-	if _, err := kc.Check(ctx, guesser, revoked); arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
+	if _, _, err := kc.Check(ctx, guesser, revoked); arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
 		t.Fatalf("a cached revoked key after the burst: %v, want ERATELIMIT", err)
 	}
 	if store.lookups != lookups {
@@ -172,37 +172,37 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 
 	// Valid keys are not held back: cached, and looked up again once the
 	// cache entry expires.
-	if acct, err := kc.Check(ctx, guesser, valid); err != nil || acct != "acct_1" {
+	if acct, _, err := kc.Check(ctx, guesser, valid); err != nil || acct != "acct_1" {
 		t.Fatalf("the guesser's valid key: %q, %v", acct, err)
 	}
 	now = now.Add(keyCacheTTLPlus())
-	if acct, err := kc.Check(ctx, guesser, valid); err != nil || acct != "acct_1" {
+	if acct, _, err := kc.Check(ctx, guesser, valid); err != nil || acct != "acct_1" {
 		t.Fatalf("the guesser's valid key after the cache expired: %q, %v", acct, err)
 	}
 	// Another client is not affected.
-	if _, err := kc.Check(ctx, other, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+	if _, _, err := kc.Check(ctx, other, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 		t.Fatalf("another client's guess: %v, want EUNAUTHORIZED", err)
 	}
 	// Time earns the guesser one check per FailedKeyCheckEvery: the clock
 	// has moved just over one since the burst ran out, and moves one more.
 	now = now.Add(web.FailedKeyCheckEvery)
 	for i := range 2 {
-		if _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+		if _, _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 			t.Fatalf("guess %d after the wait: %v, want EUNAUTHORIZED", i, err)
 		}
 	}
-	if _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
+	if _, _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
 		t.Fatalf("a third guess after two refills: %v, want ERATELIMIT", err)
 	}
 	// A valid key never spends the budget: checking it often costs nothing.
 	fresh := web.NewKeyChecker(store, func() time.Time { return now })
 	for range web.FailedKeyChecksBurst + 10 {
 		now = now.Add(keyCacheTTLPlus())
-		if _, err := fresh.Check(ctx, other, valid); err != nil {
+		if _, _, err := fresh.Check(ctx, other, valid); err != nil {
 			t.Fatalf("a valid key looked up again: %v", err)
 		}
 	}
-	if _, err := fresh.Check(ctx, other, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+	if _, _, err := fresh.Check(ctx, other, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
 		t.Fatalf("a guess after many valid checks: %v, want EUNAUTHORIZED", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := kc.Check(ctx, "198.51.100.1", valid)
+			_, _, err := kc.Check(ctx, "198.51.100.1", valid)
 			errs <- err
 		}()
 	}

@@ -218,7 +218,7 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			accountID, err := keys.Check(r.Context(), handlers.ClientOf(r).LimitKey(), bearerToken(r))
+			accountID, _, err := keys.Check(r.Context(), handlers.ClientOf(r).LimitKey(), bearerToken(r))
 			if arbiter.ErrorCode(err) == arbiter.EUNAUTHORIZED {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="arbiter"`)
 			}

@@ -28,12 +28,17 @@ import (
 // server must serve Listener too. At most maxParkedAnswering waiters read
 // their task and answer at once.
 //
-// Nothing reads a parked connection, so a caller who leaves is not noticed:
-// its record lasts until its wait ends (at most arbiter.MaxWait), and the
-// answer then written into the closed connection is lost harmlessly. Once
-// shutdown closes, every parked request is answered with the task as it is
-// and its connection closed (Connection: close), as net/http answers the
-// waiters it serves while it shuts down; Wait waits for them.
+// A parked connection is read while it waits, as net/http's background
+// reader reads a connection whose request is being served: when its
+// caller closes it (or sends more than parkedReadAhead bytes, which no
+// HTTP client waiting for an answer does), it is closed at once, its watch
+// stopped and its count given back, with nothing answered; what a caller
+// pipelines behind its request is kept for the server's next read. Once
+// shutdown closes, every parked request is answered with the task as it
+// is and its connection closed (Connection: close), as net/http answers
+// the waiters it serves while it shuts down; Wait waits for them. A
+// request evicted (its Parked.Evicted closed: the connection limiter needs
+// the connection) is answered the same way.
 type ParkingLot struct {
 	shutdown <-chan struct{}
 	logger   *slog.Logger
@@ -60,6 +65,11 @@ const maxParkedAnswering = 32
 // parkedAnswerTime bounds the writing of a parked request's answer.
 const parkedAnswerTime = 30 * time.Second
 
+// parkedReadAhead bounds what a parked connection's reader keeps of what
+// its caller sends while it waits (a pipelined request); past it, the
+// connection is closed.
+const parkedReadAhead = 64 << 10
+
 // NewParkingLot returns a parking lot whose waiters are answered when
 // shutdown closes (nil: never). Its failures are logged to logger.
 func NewParkingLot(shutdown <-chan struct{}, logger *slog.Logger) *ParkingLot {
@@ -84,6 +94,11 @@ type parkedConn struct {
 	buffered []byte
 	// header is the answer's header as the middleware set it.
 	header http.Header
+	// gone is closed by the connection's reader (readCaller) when the
+	// caller closed the connection; readDone once the reader has stopped.
+	// readAhead is what it read meanwhile, the reader's until readDone.
+	gone, readDone chan struct{}
+	readAhead      []byte
 }
 
 // Park takes over w's connection and answers it when p's wait ends; see
@@ -112,11 +127,54 @@ func (l *ParkingLot) Park(w http.ResponseWriter, r *http.Request, p handlers.Par
 	}
 	// The server's deadlines were for the request.
 	_ = pc.conn.SetDeadline(time.Time{})
+	pc.gone, pc.readDone = make(chan struct{}), make(chan struct{})
 	l.mu.Lock()
 	l.count++
 	l.mu.Unlock()
+	go l.readCaller(pc)
 	go l.wait(pc)
 	return true
+}
+
+// readCaller reads p's connection while it is parked, keeping what the
+// caller sends (up to parkedReadAhead), until the caller closes it, which
+// closes p.gone, or stopReading ends the read.
+func (l *ParkingLot) readCaller(p *parkedConn) {
+	defer close(p.readDone)
+	var first [1]byte
+	buf := first[:]
+	for {
+		n, err := p.conn.Read(buf)
+		p.readAhead = append(p.readAhead, buf[:n]...)
+		if len(p.readAhead) > parkedReadAhead {
+			close(p.gone)
+			return
+		}
+		if n > 0 && len(buf) == 1 {
+			// Something is pipelined: read it in larger steps.
+			buf = make([]byte, 4096)
+		}
+		if err != nil {
+			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				close(p.gone)
+			}
+			return
+		}
+	}
+}
+
+// stopReading ends readCaller's read of p, before p is answered, and
+// reports whether the caller is still there.
+func stopReading(p *parkedConn) bool {
+	_ = p.conn.SetReadDeadline(time.Unix(1, 0))
+	<-p.readDone
+	_ = p.conn.SetReadDeadline(time.Time{})
+	select {
+	case <-p.gone:
+		return false
+	default:
+		return true
+	}
 }
 
 // Parked returns how many requests are parked.
@@ -171,16 +229,21 @@ func (l *ParkingLot) wait(p *parkedConn) {
 	defer timer.Stop()
 	answered := make(chan bool, 1)
 	for {
-		last := false
+		last, evicted := false, false
 		select {
 		case <-p.Wake:
 		case <-timer.C:
 			last = true
 		case <-l.shutdown:
 			last = true
+		case <-p.Evicted:
+			last, evicted = true, true
+		case <-p.gone:
+			l.callerLeft(p)
+			return
 		}
 		l.answering <- struct{}{}
-		go l.answer(p, last, answered)
+		go l.answer(p, last, evicted, answered)
 		done := <-answered
 		<-l.answering
 		if done {
@@ -189,11 +252,21 @@ func (l *ParkingLot) wait(p *parkedConn) {
 	}
 }
 
+// callerLeft closes the connection of p, whose caller closed it, and
+// counts p out.
+func (l *ParkingLot) callerLeft(p *parkedConn) {
+	<-p.readDone
+	p.conn.Close()
+	p.Answered(handlers.StatusCallerLeft, 0)
+	l.leave()
+}
+
 // answer reads p's task and answers it, unless the task is not final and
 // last is false; it sends whether it answers to answered once the answer
 // is made, before writing it (the answering slot is given back then). A
-// request answered leaves the lot's count once its answer is written.
-func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
+// request answered leaves the lot's count once its answer is written. An
+// evicted request's connection is closed after its answer.
+func (l *ParkingLot) answer(p *parkedConn, last, evicted bool, answered chan<- bool) {
 	sent := false
 	defer func() {
 		if v := recover(); v != nil {
@@ -211,7 +284,13 @@ func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 		answered <- false
 		return
 	}
-	closing := l.stopping()
+	if !stopReading(p) {
+		sent = true
+		answered <- true
+		l.callerLeft(p)
+		return
+	}
+	closing := l.stopping() || evicted
 	out := writeAnswer(p.header, a, closing)
 	sent = true
 	answered <- true
@@ -224,7 +303,7 @@ func (l *ParkingLot) answer(p *parkedConn, last bool, answered chan<- bool) {
 		return
 	}
 	_ = p.conn.SetWriteDeadline(time.Time{})
-	l.handBack(&resumedConn{Conn: p.conn, buffered: p.buffered})
+	l.handBack(&resumedConn{Conn: p.conn, buffered: append(p.buffered, p.readAhead...)})
 }
 
 // leave counts a parked request answered, for Wait.

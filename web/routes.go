@@ -94,6 +94,11 @@ type Router struct {
 	// off their goroutine until they are answered (see ParkingLot); its
 	// Listener must be served by the same server.
 	Parking *ParkingLot
+	// Waiters bounds the requests waiting for a task per API key and per
+	// account; nil gets arbiter.DefaultMaxWaitersPerKey and
+	// DefaultMaxWaitersPerAccount in this process. A ConnLimiter whose
+	// ConnContext the server calls may evict them (see Waiters).
+	Waiters arbiter.WaiterLimiter
 
 	// Site holds the origins of the API, the dashboard and the reviewer
 	// site. When they name different hosts, requests are dispatched by
@@ -285,7 +290,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			// Every method: GET /v1/tasks/batch is no task to read.
 			r.Handle("/tasks/batch", only(http.MethodPost, handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate)))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.parker()))
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.waiters(), rt.parker()))
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
@@ -527,6 +532,15 @@ func hostOf(origin string) string {
 		return origin
 	}
 	return strings.ToLower(u.Host)
+}
+
+// waiters returns the admission of waiting requests.
+func (rt *Router) waiters() handlers.Waiters {
+	limits := rt.Waiters
+	if limits == nil {
+		limits = arbiter.NewWaiterCounts(arbiter.DefaultMaxWaitersPerKey, arbiter.DefaultMaxWaitersPerAccount)
+	}
+	return Waiters{Limits: limits, Keys: rt.KeyChecker}
 }
 
 // parker returns the parking lot of waiting requests, or nil.

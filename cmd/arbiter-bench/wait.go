@@ -76,9 +76,11 @@ func (b *bench) measureWait(ctx context.Context) error {
 		return err
 	}
 	defer logFile.Close()
-	// Room for every waiter's connection, and a few more.
+	// Room for every waiter's connection, and a few more; every waiter is
+	// of one key.
 	server := exec.Command(b.bin, "serve", "--worker=false")
-	server.Env = b.env("ARBITER_MAX_CONNECTIONS=" + strconv.Itoa(b.waiters+1000))
+	server.Env = b.env("ARBITER_MAX_CONNECTIONS="+strconv.Itoa(b.waiters+1000),
+		"ARBITER_MAX_WAITERS_PER_KEY="+strconv.Itoa(b.waiters), "ARBITER_MAX_WAITERS_PER_ACCOUNT="+strconv.Itoa(b.waiters))
 	server.Stdout, server.Stderr = logFile, logFile
 	if err := server.Start(); err != nil {
 		return err

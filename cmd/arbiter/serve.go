@@ -64,11 +64,13 @@ func listen(addr string, maxConns, perIP int, trusted []netip.Prefix) (*web.Conn
 // newHTTPServer returns the server of handler on ln with the limits every
 // connection lives under: a header of at most MaxHeaderBytes read within 10
 // seconds, a request within 30, an answer within 30, and an idle keep-alive
-// connection closed after 60. It tells ln which connections are idle.
+// connection closed after 60. It tells ln which connections are idle, and
+// the requests which connection they came on.
 func newHTTPServer(handler http.Handler, ln *web.ConnLimiter, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
 		ConnState:         ln.ConnState,
+		ConnContext:       ln.ConnContext,
 		MaxHeaderBytes:    web.ServerMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,

@@ -452,6 +452,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		TaskCreated:    created,
 		ShuttingDown:   shuttingDown,
 		Parking:        web.NewParkingLot(shuttingDown, s.logger),
+		Waiters:        arbiter.NewWaiterCounts(s.cfg.MaxWaitersPerKey, s.cfg.MaxWaitersPerAccount),
 		TrustedProxies: s.cfg.TrustedProxies,
 		Tracing:        s.tracing,
 

@@ -57,7 +57,7 @@ export interface paths {
         };
         /**
          * Read a task, or wait for its answer
-         * @description Any key of the account reads the account's tasks. With wait=N the request long-polls: it answers as soon as the task is in a final state (completed or expired), or after N seconds with the task as it is then, never with an error for "not yet"; a server that is shutting down answers waiting requests at once. A client keeps asking until the task is final. Waiting requests hold no database connection.
+         * @description Any key of the account reads the account's tasks. With wait=N the request long-polls: it answers as soon as the task is in a final state (completed or expired), or after N seconds with the task as it is then, never with an error for "not yet"; a server that is shutting down answers waiting requests at once, and a server that is full may end the longest wait of the key with the most waiting early, answered the same way with Connection: close. A client keeps asking until the task is final. Waiting requests hold no database connection. At most ARBITER_MAX_WAITERS_PER_KEY requests of a key (default 256) and ARBITER_MAX_WAITERS_PER_ACCOUNT of an account (default 1024) wait at once; past them, a request whose task is not final is answered 429 with Retry-After.
          */
         get: operations["getTask"];
         put?: never;
@@ -2696,7 +2696,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            429: components["responses"]["KeyChecksExhausted"];
+            /** @description This client sent too many requests with API keys that are not valid, or, with wait=N, the key or its account already has its most requests waiting for tasks; Retry-After says when to try again. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

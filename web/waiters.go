@@ -1,0 +1,38 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/handlers"
+)
+
+// Waiters admits the API's requests that wait for a task
+// (handlers.Waiters): at most so many of an API key and of an account at
+// once (Limits), each evictable by the ConnLimiter it came through when the
+// server is full (the server's ConnContext must be the limiter's); Keys
+// tells a request's key.
+type Waiters struct {
+	Limits arbiter.WaiterLimiter
+	Keys   *KeyChecker
+}
+
+// Enter implements handlers.Waiters. r's key was admitted by bearerAuth;
+// its check is the key checker's cache's.
+func (w Waiters) Enter(r *http.Request) (handlers.Waiter, error) {
+	client, token := handlers.ClientOf(r).LimitKey(), bearerToken(r)
+	accountID, keyID, err := w.Keys.Check(r.Context(), client, token)
+	if err != nil {
+		return handlers.Waiter{}, err
+	}
+	leave, err := w.Limits.EnterWait(accountID, keyID)
+	if err != nil {
+		return handlers.Waiter{}, err
+	}
+	waiter := handlers.Waiter{Leave: leave}
+	if lc := limitedConnOf(r.Context()); lc != nil {
+		evicted, done := lc.l.waiting(lc, keyID)
+		waiter.Evicted, waiter.Leave = evicted, func() { done(); leave() }
+	}
+	return waiter, nil
+}
