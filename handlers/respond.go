@@ -142,6 +142,14 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 	}
 }
 
+// AskForKey sets WWW-Authenticate on the answer of an API request refused
+// for its key (EUNAUTHORIZED): keys go in Authorization as bearer tokens.
+func AskForKey(h http.Header, err error) {
+	if arbiter.ErrorCode(err) == arbiter.EUNAUTHORIZED {
+		h.Set("WWW-Authenticate", `Bearer realm="arbiter"`)
+	}
+}
+
 // allowClient spends one request of the client's bucket in l, counting
 // the client by arbiter.Client.LimitKey. When the bucket is empty it
 // returns an ERATELIMIT error with msg and how long until the next request

@@ -70,6 +70,10 @@ type Waiter struct {
 	// Leave counts the request out of the waiting ones; call it once, when
 	// it is answered or its caller left.
 	Leave func()
+	// Recheck checks the request's key again before its answer (nil: no
+	// need): the wait outlives the check the request came in with. It
+	// returns EUNAUTHORIZED once the key is revoked.
+	Recheck func(ctx context.Context) error
 }
 
 // TaskGet handles GET /v1/tasks/{id}: the account's task, or 404 for an id
@@ -82,7 +86,8 @@ type Waiter struct {
 // the connection (see Waiter). A waiting request holds no database
 // connection: watcher wakes it when the task may have changed, and it
 // reads the task again. A request whose first read found its task not
-// final waits only when waiters admit it.
+// final waits only when waiters admit it, which check its key again
+// before the answer: 401 once the key is revoked.
 //
 // With a parker, a waiting HTTP/1.1 request is parked (see Parker): its
 // connection waits without the request, and the parker answers it as this
@@ -131,6 +136,7 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 			if waited.evicted {
 				w.Header().Set("Connection", "close")
 			}
+			AskForKey(w.Header(), err)
 		}
 		if err != nil {
 			Error(w, r, err)
@@ -232,6 +238,10 @@ func waitForFinal(ctx context.Context, tasks arbiter.TaskService, watcher arbite
 		// Off the request's goroutine, as the answer is encoded.
 		task, err = offStack(func() (*arbiter.Task, error) { return tasks.FindTaskByID(ctx, accountID, id) })
 		if last || err != nil || task.Final() {
+			if err == nil && waiter.Recheck != nil {
+				// The key may have been revoked while the request waited.
+				err = waiter.Recheck(ctx)
+			}
 			return task, answering.give, outcome, err
 		}
 		answering.give()

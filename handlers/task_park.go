@@ -138,6 +138,7 @@ const StatusCallerLeft = 499
 // parkWaiter parks the request waiting for the account's task id, whose
 // watch (wake, stop) is open, whose first read found it not final and
 // which waiter admitted: it reports whether parker took it (see Parker).
+// Its answer is the handler's: the task, or 401 once its key is revoked.
 func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arbiter.TaskService, wake <-chan struct{}, stop func(),
 	waiter Waiter, accountID, id string, wait time.Duration) bool {
 	ctx, path := parkedContext(r.Context()), r.URL.Path
@@ -147,6 +148,9 @@ func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arb
 		task, err := tasks.FindTaskByID(ctx, accountID, id)
 		if err == nil && !task.Final() && !last {
 			return Answer{}, false
+		}
+		if err == nil && waiter.Recheck != nil {
+			err = waiter.Recheck(ctx)
 		}
 		if err == nil {
 			err = withGold(ctx, tasks, accountID, task)
@@ -178,6 +182,7 @@ func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arb
 func errorAnswer(ctx context.Context, path string, err error) Answer {
 	r := (&http.Request{Method: http.MethodGet, URL: &url.URL{Path: path}, Header: http.Header{}}).WithContext(ctx)
 	rec := answerRecorder{header: http.Header{}}
+	AskForKey(rec.header, err)
 	Error(&rec, r, err)
 	return Answer{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
 }

@@ -87,6 +87,18 @@ func (c *KeyChecker) Check(ctx context.Context, client, plaintext string) (accou
 	return c.checkHash(ctx, client, arbiter.HashToken(plaintext))
 }
 
+// Recheck returns the function that checks again, as Check does, the key
+// of a request that Check admitted (its plaintext's hash): a request that
+// waits for its task outlives its check, and is answered 401 once its key
+// is revoked (within KeyCacheTTL).
+func (c *KeyChecker) Recheck(client, plaintext string) func(ctx context.Context) error {
+	hash := arbiter.HashToken(plaintext)
+	return func(ctx context.Context) error {
+		_, _, err := c.checkHash(ctx, client, hash)
+		return err
+	}
+}
+
 // checkHash is Check of a well-formed key's hash.
 func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accountID, keyID string, err error) {
 	now := c.now()

@@ -219,9 +219,7 @@ func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			accountID, _, err := keys.Check(r.Context(), handlers.ClientOf(r).LimitKey(), bearerToken(r))
-			if arbiter.ErrorCode(err) == arbiter.EUNAUTHORIZED {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="arbiter"`)
-			}
+			handlers.AskForKey(w.Header(), err)
 			if err != nil {
 				handlers.Error(w, r, err)
 				return

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -198,6 +199,57 @@ func waitForWaiters(t *testing.T, l *web.ConnLimiter, n int) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestTaskGet_WaitWithARevokedKeyAnswers401 revokes the key of a waiting
+// request, parked or not (Connection: close), and decides its task: the
+// request is answered 401, not with the task, once the revocation has
+// reached the key checker (KeyCacheTTL).
+func TestTaskGet_WaitWithARevokedKeyAnswers401(t *testing.T) {
+	t.Parallel()
+	for _, closing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Parked", true: "ConnectionClose"}[closing], func(t *testing.T) {
+			eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+				var clock atomic.Int64
+				clock.Store(time.Now().UnixNano())
+				keys := web.NewKeyChecker(a.store, func() time.Time { return time.Unix(0, clock.Load()) })
+				counts := arbiter.NewWaiterCounts(10, 10)
+				srv, lot := serveRouter(t, a.store, keys, serverOptions{park: true, waiters: counts})
+				account, _ := a.store.FindOrCreateAccountByEmail(ctx, "a@example.com")
+				other := decider(t, a)
+				keyID, key := newKeyWithID(t, a, "a@example.com")
+				id := createTask(t, a, key, goodTask)["id"].(string)
+				sendToHuman(t, other)
+				path := "/v1/tasks/" + id + "?wait=60"
+				request := getRequest(path, key)
+				if closing {
+					request = strings.Replace(request, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+				}
+				c := dialRaw(t, srv.Listener.Addr().String())
+				c.send(request)
+				// It waits once its first read found the task not final.
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+					if n, _ := counts.Waiting(account.ID, keyID); n == 1 {
+						break
+					} else if time.Now().After(deadline) {
+						t.Fatal("the request does not wait")
+					}
+				}
+				if _, err := a.store.RevokeAPIKey(ctx, account.ID, keyID, arbiter.Actor{Email: "a@example.com"}); err != nil {
+					t.Fatal(err)
+				}
+				clock.Add(int64(2 * web.KeyCacheTTL))
+				if _, err := other.DecideTask(ctx, account.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"}); err != nil {
+					t.Fatal(err)
+				}
+				res, body, _ := c.read(path)
+				if res.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), id) || res.Header.Get("WWW-Authenticate") == "" {
+					t.Fatalf("a revoked key's wait (Connection: close %v): %d %v %s; want 401 without the task", closing, res.StatusCode, res.Header, body)
+				}
+				waitForParked(t, lot, 0)
+			})
+		})
+	}
 }
 
 // TestTaskGet_ParkedCallerPipeliningIsServed sends a request on a parked

@@ -10,8 +10,8 @@ import (
 // Waiters admits the API's requests that wait for a task
 // (handlers.Waiters): at most so many of an API key and of an account at
 // once (Limits), each evictable by the ConnLimiter it came through when the
-// server is full (the server's ConnContext must be the limiter's); Keys
-// tells a request's key.
+// server is full (the server's ConnContext must be the limiter's), and
+// each with its key checked again before its answer (Keys).
 type Waiters struct {
 	Limits arbiter.WaiterLimiter
 	Keys   *KeyChecker
@@ -29,7 +29,7 @@ func (w Waiters) Enter(r *http.Request) (handlers.Waiter, error) {
 	if err != nil {
 		return handlers.Waiter{}, err
 	}
-	waiter := handlers.Waiter{Leave: leave}
+	waiter := handlers.Waiter{Leave: leave, Recheck: w.Keys.Recheck(client, token)}
 	if lc := limitedConnOf(r.Context()); lc != nil {
 		evicted, done := lc.l.waiting(lc, keyID)
 		waiter.Evicted, waiter.Leave = evicted, func() { done(); leave() }
