@@ -2,13 +2,17 @@ package taskview
 
 import (
 	"encoding/base64"
+	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/idna"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -576,11 +580,26 @@ func LinkOf(s string) *Link {
 	return &Link{URL: u.String(), Host: host, Private: privateHost(host)}
 }
 
-// privateHost reports whether host is an address that is not public (see
-// arbiter.PublicAddress) or a name that only a private network resolves.
+// privateHost reports whether host (a URL's, as url.Parse leaves it) leads
+// into a private network, or may: whether a browser would go to an address
+// that is not public (see arbiter.PublicAddress) or to a name that only a
+// private network resolves. The host is read as browsers read it (the
+// WHATWG URL standard): mapped by IDNA (full-width digits and letters,
+// upper case), a trailing dot dropped, and, when its last label is a
+// number, read as an IPv4 address in any of the forms browsers take
+// (127.1, 0x7f.1, 10.1, 2130706433, 0177.0.0.1). A host a browser would
+// refuse is private too: it is not linked.
 func privateHost(host string) bool {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return !arbiter.PublicAddress(ip)
+	}
+	host, err := browserDomains.ToASCII(host)
+	if err != nil {
+		return true
+	}
+	host = strings.ToLower(host)
+	if ip, number, ok := browserIPv4(host); number {
+		return !ok || !arbiter.PublicAddress(ip)
 	}
 	host = strings.TrimSuffix(host, ".")
 	if !strings.Contains(host, ".") {
@@ -592,6 +611,71 @@ func privateHost(host string) bool {
 		}
 	}
 	return false
+}
+
+// browserDomains maps a host as browsers' "domain to ASCII" does (UTS 46,
+// nontransitional, without the STD3 rules).
+var browserDomains = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(false))
+
+// browserIPv4 reads host as the WHATWG URL standard's host parser reads
+// an IPv4 address. number reports whether host's last label (after a
+// trailing dot) is a number, which makes it an IPv4 address to a browser
+// and not a name; ok, whether it is a valid one, ip.
+func browserIPv4(host string) (ip netip.Addr, number, ok bool) {
+	labels := strings.Split(host, ".")
+	if len(labels) > 1 && labels[len(labels)-1] == "" {
+		labels = labels[:len(labels)-1]
+	}
+	last := labels[len(labels)-1]
+	if _, isNumber := ipv4Number(last); !isNumber && (last == "" || strings.Trim(last, "0123456789") != "") {
+		return netip.Addr{}, false, false
+	}
+	if len(labels) > 4 {
+		return netip.Addr{}, true, false
+	}
+	var addr uint64
+	for i, label := range labels {
+		n, isNumber := ipv4Number(label)
+		limit := uint64(255)
+		if i == len(labels)-1 {
+			limit = 1<<(8*(5-len(labels))) - 1
+		}
+		if !isNumber || n > limit {
+			return netip.Addr{}, true, false
+		}
+		if i < len(labels)-1 {
+			addr |= n << (8 * (3 - i))
+		} else {
+			addr |= n
+		}
+	}
+	return netip.AddrFrom4([4]byte{byte(addr >> 24), byte(addr >> 16), byte(addr >> 8), byte(addr)}), true, true
+}
+
+// ipv4Number reads a label as the WHATWG IPv4 number parser does:
+// hexadecimal after 0x, octal after a leading 0, decimal otherwise; an
+// empty one after its prefix is 0.
+func ipv4Number(label string) (uint64, bool) {
+	if label == "" {
+		return 0, false
+	}
+	base := 10
+	switch {
+	case len(label) >= 2 && (label[:2] == "0x" || label[:2] == "0X"):
+		label, base = label[2:], 16
+	case len(label) >= 2 && label[0] == '0':
+		label, base = label[1:], 8
+	}
+	if label == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(label, base, 64)
+	if err != nil {
+		// Too many digits is still a number, above every limit.
+		var numErr *strconv.NumError
+		return math.MaxUint64, errors.As(err, &numErr) && numErr.Err == strconv.ErrRange
+	}
+	return n, true
 }
 
 // markdownObject reads {type: "markdown", text}, within the Markdown

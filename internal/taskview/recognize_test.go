@@ -161,7 +161,18 @@ func TestRecognize_Details(t *testing.T) {
 		})
 	}
 	for host, private := range map[string]bool{"10.0.0.8": true, "127.0.0.1": true, "[::1]": true, "169.254.169.254": true,
-		"localhost": true, "db.internal": true, "printer.local": true, "intranet": true, "cdn.example.com": false, "93.184.215.14": false} {
+		"localhost": true, "db.internal": true, "printer.local": true, "intranet": true, "cdn.example.com": false, "93.184.215.14": false,
+		// Hosts a browser reads as private addresses (the WHATWG URL
+		// standard's IPv4 forms, IDNA mapping, trailing dots).
+		"127.1": true, "0x7f.1": true, "0X7F.0.0.1": true, "10.1": true, "2130706433": true, "0177.0.0.1": true,
+		"017700000001": true, "0x7f000001": true, "127.0.0.1.": true, "127.1.": true, "localhost.": true,
+		"169.254.43518": true, "0xa9.0xfe.0xa9.0xfe": true, "192.168.0x1.1": true, "１２７.０.０.１": true, "ＬＯＣＡＬＨＯＳＴ": true,
+		"db.internal.": true, "[::ffff:127.0.0.1]": true, "[::ffff:7f00:1]": true,
+		// Numbers a browser refuses are not linked either.
+		"256.0.0.1": true, "1.2.3.4.5": true, "127.0.0.09": true, "0x100000000": true, "99999999999999999999999": true,
+		// Public, however written; names that merely hold digits are names.
+		"93.184.215.14.": false, "0x5d.0xb8.0xd7.0x0e": false, "1572394766": false, "1e100.net": false,
+		"example.com.": false, "123.example.com": false, "cdn.example.com.": false} {
 		t.Run("Private/"+host, func(t *testing.T) {
 			img := Parse(json.RawMessage(`{"type":"image","url":"http://`+host+`/p.png"}`), nil).Root.View.Image
 			if img.DataURL != "" || img.URL == nil || img.URL.Private != private {
