@@ -2,21 +2,28 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
 
-// agreementDays reads the report's window from the query's days: 1 to
-// 365, 30 when left out.
+// agreementDays reads the report's window from the query's days, given
+// at most once: 1 to 365, 30 when left out.
 func agreementDays(r *http.Request) (int, error) {
-	for name := range r.URL.Query() {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, arbiter.Errorf(arbiter.EINVALID, "The query string could not be read; escape it as a URL query.")
+	}
+	for name, values := range q {
 		if name != "days" {
-			return 0, arbiter.Errorf(arbiter.EINVALID, "Unknown parameter %q; the report takes days.", name)
+			return 0, arbiter.Errorf(arbiter.EINVALID, "Unknown parameter %.64q; the report takes days.", name)
+		} else if len(values) != 1 {
+			return 0, arbiter.FieldErrorf("days", "days may be given once.")
 		}
 	}
-	raw := r.URL.Query().Get("days")
+	raw := q.Get("days")
 	if raw == "" {
 		return 30, nil
 	}

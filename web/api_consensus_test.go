@@ -100,9 +100,12 @@ func TestAgreementGet(t *testing.T) {
 		if status, _, b := a.do("GET", "/v1/agreement", other, ""); status != http.StatusOK || !strings.Contains(string(b), `"tasks":0`) {
 			t.Errorf("another account's report = %d %s", status, b)
 		}
-		for _, q := range []string{"?days=0", "?days=366", "?days=x", "?task=1"} {
+		for _, q := range []string{"?days=0", "?days=366", "?days=x", "?task=1", "?days=7&days=30", "?days=7&days=7", "?days=7&x=%zz"} {
 			status, h, b := a.do("GET", "/v1/agreement"+q, key, "")
 			wantError(t, status, h, b, http.StatusBadRequest)
+		}
+		if status, _, b := a.do("GET", "/v1/agreement?days=7&days=30", key, ""); !strings.Contains(string(b), "days may be given once") {
+			t.Errorf("a repeated days: %d %s", status, b)
 		}
 	})
 }
