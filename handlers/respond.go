@@ -110,8 +110,18 @@ func ErrorBodyOf(err error) ErrorBody {
 // Internal errors are logged once here, with the request, and answered with
 // a generic sentence; an unavailable store or dependency (503) is logged
 // here too, with its cause. A RetryAfter on the error becomes Retry-After.
+// A failure of the server's side once the caller has left (its request's
+// context canceled: it closed the connection) is no failure of the
+// server's: it is logged at INFO as a cancel and answered
+// StatusCallerLeft, which nobody reads.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	status := StatusOf(err)
+	if status >= http.StatusInternalServerError && errors.Is(r.Context().Err(), context.Canceled) {
+		LoggerFromContext(r.Context()).InfoContext(r.Context(), "request canceled: the caller left",
+			"method", r.Method, "path", r.URL.Path, "error", err.Error())
+		w.WriteHeader(StatusCallerLeft)
+		return
+	}
 	logFailure(r.Context(), status, err, "method", r.Method, "path", r.URL.Path)
 	setRetryAfter(w, err)
 	if wantsPage(r) {

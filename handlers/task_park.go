@@ -132,7 +132,8 @@ func markParked(ctx context.Context) func(status, bytes int) {
 
 // StatusCallerLeft is the status a request is logged and counted with
 // when its caller closed the connection before it was answered: nothing
-// was answered (nginx's 499, "client closed request").
+// was answered (nginx's 499, "client closed request"). Error answers it
+// to a request whose caller left.
 const StatusCallerLeft = 499
 
 // parkWaiter parks the request waiting for the account's task id, whose
