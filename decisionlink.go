@@ -59,13 +59,19 @@ var (
 	ErrDecisionLinkUsed    = Errorf(ECONFLICT, "This link was used already: each link decides once, and using one ends your other links for the task.")
 	ErrDecisionLinkExpired = Errorf(ECONFLICT, "This link has expired. Open the review queue to decide.")
 	ErrDecisionLinkOther   = Errorf(EUNAUTHORIZED, "This link was sent to someone else. Sign out, or open the review queue to decide.")
+	// ErrDecisionLinkNotMember answers the link of a person who is no
+	// longer a member of the task's account, or whose role no longer
+	// reviews: it shows nothing of the task.
+	ErrDecisionLinkNotMember = Errorf(ECONFLICT, "This link no longer works: the person it was sent to no longer reviews for this account.")
 )
 
 // DecisionLinkService finds and uses decision links.
 type DecisionLinkService interface {
 	// FindDecisionLink returns the link of token and its task, for the
-	// confirm page; ErrDecisionLinkUnknown, ErrDecisionLinkUsed or
-	// ErrDecisionLinkExpired when it cannot decide. It changes nothing.
+	// confirm page; ErrDecisionLinkUnknown, ErrDecisionLinkUsed,
+	// ErrDecisionLinkExpired or ErrDecisionLinkNotMember (its person no
+	// longer reviews for the account: removed, or a role that does not
+	// review) when it cannot decide. It changes nothing.
 	FindDecisionLink(ctx context.Context, token string) (*DecisionLink, *Task, error)
 
 	// UseDecisionLink decides the link's task with its verdict, as its

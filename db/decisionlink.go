@@ -58,31 +58,45 @@ func (d *DB) insertDecisionLinks(ctx context.Context, tx *Tx, accountID, personI
 	return out, nil
 }
 
-// findDecisionLink returns the link of token as stored, with whether it
-// was used.
-func (d *DB) findDecisionLink(ctx context.Context, q sqlx.QueryerContext, token string) (*arbiter.DecisionLink, bool, error) {
+// storedLink is a decision link as stored: whether it was used, and its
+// person's role in its account now ("" once they are not a member).
+type storedLink struct {
+	*arbiter.DecisionLink
+	used bool
+	role string
+}
+
+// findDecisionLink returns the link of token as stored.
+func (d *DB) findDecisionLink(ctx context.Context, q sqlx.QueryerContext, token string) (storedLink, error) {
 	if len(token) != 64 {
-		return nil, false, arbiter.ErrDecisionLinkUnknown
+		return storedLink{}, arbiter.ErrDecisionLinkUnknown
 	}
 	var l arbiter.DecisionLink
 	var used sql.NullInt64
+	var role sql.NullString
 	var expires int64
-	err := q.QueryRowxContext(ctx, d.rebind(`SELECT l.account_id, l.task_id, l.person_id, p.email, l.verdict, l.expires_at, l.used_at
-		FROM decision_links l JOIN people p ON p.id = l.person_id WHERE l.token_hash = ?`), arbiter.HashToken(token)).
-		Scan(&l.AccountID, &l.TaskID, &l.PersonID, &l.Email, &l.Verdict, &expires, &used)
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT l.account_id, l.task_id, l.person_id, p.email, l.verdict, l.expires_at, l.used_at, m.role
+		FROM decision_links l JOIN people p ON p.id = l.person_id
+		LEFT JOIN memberships m ON m.account_id = l.account_id AND m.person_id = l.person_id
+		WHERE l.token_hash = ?`), arbiter.HashToken(token)).
+		Scan(&l.AccountID, &l.TaskID, &l.PersonID, &l.Email, &l.Verdict, &expires, &used, &role)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, arbiter.ErrDecisionLinkUnknown
+		return storedLink{}, arbiter.ErrDecisionLinkUnknown
 	} else if err != nil {
-		return nil, false, fmt.Errorf("find decision link: %w", err)
+		return storedLink{}, fmt.Errorf("find decision link: %w", err)
 	}
 	l.ExpiresAt = arbiter.Timestamp(expires)
-	return &l, used.Valid, nil
+	return storedLink{DecisionLink: &l, used: used.Valid, role: role.String}, nil
 }
 
-// usable returns why the link cannot decide at now, or nil.
-func usable(l *arbiter.DecisionLink, used bool, now arbiter.Timestamp) error {
+// usable returns why the link cannot decide at now, or nil: a link whose
+// person no longer reviews for its account (removed, or a role without
+// the desk) is refused before anything else, and shows nothing.
+func usable(l storedLink, now arbiter.Timestamp) error {
 	switch {
-	case used:
+	case !arbiter.Can(l.role, arbiter.ActionReview):
+		return arbiter.ErrDecisionLinkNotMember
+	case l.used:
 		return arbiter.ErrDecisionLinkUsed
 	case l.ExpiresAt <= now:
 		return arbiter.ErrDecisionLinkExpired
@@ -95,18 +109,18 @@ func usable(l *arbiter.DecisionLink, used bool, now arbiter.Timestamp) error {
 func (d *DB) FindDecisionLink(ctx context.Context, token string) (_ *arbiter.DecisionLink, _ *arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	l, used, err := d.findDecisionLink(ctx, d.db, token)
+	l, err := d.findDecisionLink(ctx, d.db, token)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := usable(l, used, d.nowMS()); err != nil {
-		return l, nil, err
+	if err := usable(l, d.nowMS()); err != nil {
+		return l.DecisionLink, nil, err
 	}
 	t, err := d.findTask(ctx, nil, l.AccountID, l.TaskID)
 	if err != nil {
 		return nil, nil, err
 	}
-	return l, t, nil
+	return l.DecisionLink, t, nil
 }
 
 // UseDecisionLink decides with the link; see
@@ -115,14 +129,14 @@ func (d *DB) FindDecisionLink(ctx context.Context, token string) (_ *arbiter.Dec
 // once. The links end after a decision, or after one refused because
 // the task is no longer waiting.
 func (d *DB) UseDecisionLink(ctx context.Context, token, personID string, client arbiter.Client) (*arbiter.Task, error) {
-	l, used, err := d.findDecisionLink(ctx, d.db, token)
+	l, err := d.findDecisionLink(ctx, d.db, token)
 	if err != nil {
 		return nil, d.unavailable(err)
 	}
 	if personID != "" && personID != l.PersonID {
 		return nil, arbiter.ErrDecisionLinkOther
 	}
-	if err := usable(l, used, d.nowMS()); err != nil {
+	if err := usable(l, d.nowMS()); err != nil {
 		return nil, err
 	}
 	t, err := d.DecideTask(ctx, l.AccountID, l.TaskID, arbiter.HumanDecision{Verdict: l.Verdict, Reviewer: l.Email,
@@ -130,7 +144,7 @@ func (d *DB) UseDecisionLink(ctx context.Context, token, personID string, client
 	if err != nil && arbiter.ErrorCode(err) != arbiter.ECONFLICT {
 		return nil, err
 	}
-	if endErr := d.endDecisionLinks(ctx, l); endErr != nil {
+	if endErr := d.endDecisionLinks(ctx, l.DecisionLink); endErr != nil {
 		return nil, endErr
 	}
 	return t, err

@@ -69,7 +69,8 @@ func decisionLinkView(r *http.Request) review.DecisionLinkView {
 }
 
 func isDecisionLinkError(err error) bool {
-	for _, e := range []error{arbiter.ErrDecisionLinkUnknown, arbiter.ErrDecisionLinkUsed, arbiter.ErrDecisionLinkExpired, arbiter.ErrDecisionLinkOther} {
+	for _, e := range []error{arbiter.ErrDecisionLinkUnknown, arbiter.ErrDecisionLinkUsed, arbiter.ErrDecisionLinkExpired,
+		arbiter.ErrDecisionLinkOther, arbiter.ErrDecisionLinkNotMember} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -139,3 +139,41 @@ func TestDecisionLinks(t *testing.T) {
 		}
 	})
 }
+
+// TestDecisionLinks_ARemovedMembersLinkShowsNothing: a reviewer's digest
+// links, once the reviewer is removed from the account, show nothing of
+// the task (its prompt) to anyone, signed in or not, and decide nothing;
+// the owner's own links still work.
+func TestDecisionLinks_ARemovedMembersLinkShowsNothing(t *testing.T) {
+	eachDash(t, func(d *dash) { d.router.Services.DecisionLinks = d.store }, func(t *testing.T, d *dash) {
+		owner, _, reviewer := d.team()
+		task := humanTask(t, d.store, "owner@example.com", "Refund order 91?", "")
+		acct := mustAccount(t, d, "owner@example.com")
+		minute := time.Minute
+		if err := d.store.SetNotifyAfter(ctx, acct, &minute, arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+			t.Fatal(err)
+		}
+		d.clock.Advance(2 * time.Minute)
+		links := digestLinks(t, d)
+		mine, owners := links["rev@example.com"], links["owner@example.com"]
+		if len(mine) != 2 || len(owners) != 2 {
+			t.Fatalf("links per person: %v", links)
+		}
+		wantStatus(t, owner.post("/members/"+memberID(t, d, acct, "rev@example.com")+"/remove", url.Values{}), http.StatusSeeOther)
+
+		for _, b := range []*browser{reviewer, d.browser()} {
+			for _, method := range []string{"GET", "POST"} {
+				r := b.do(method, mine["approve"], url.Values{}, nil)
+				if r.status != http.StatusGone || strings.Contains(r.body, "Refund order 91?") || !strings.Contains(r.body, "no longer reviews for this account") {
+					t.Errorf("%s of a removed member's link: %d\n%.2000s", method, r.status, r.body)
+				}
+			}
+		}
+		if got, _ := d.store.FindTaskByID(ctx, acct, task.ID); got.Status != arbiter.StatusHumanNeeded {
+			t.Fatal("a removed member's link decided")
+		}
+		if r := owner.get(owners["reject"]); r.status != http.StatusOK || !strings.Contains(r.body, "Refund order 91?") {
+			t.Errorf("the owner's own link: %d\n%.1500s", r.status, r.body)
+		}
+	})
+}

@@ -56,6 +56,22 @@ func (d *dash) join(link, email string) *browser {
 	return b
 }
 
+// memberID returns the person id of the account's member of email.
+func memberID(t *testing.T, d *dash, accountID, email string) string {
+	t.Helper()
+	members, err := d.store.ListMembers(ctx, accountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.Email == email {
+			return m.PersonID
+		}
+	}
+	t.Fatalf("%s is not a member", email)
+	return ""
+}
+
 // team signs in an owner and has them invite an admin and a reviewer, who
 // join; it returns the three browsers.
 func (d *dash) team() (owner, admin, reviewer *browser) {
@@ -174,16 +190,7 @@ func TestInvitations_OverHTTP(t *testing.T) {
 		wantStatus(t, r, http.StatusUnauthorized)
 
 		// Removal ends the reviewer's access at once.
-		members, err := d.store.ListMembers(ctx, mustAccount(t, d, "owner@example.com"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var revID string
-		for _, m := range members {
-			if m.Email == "rev@example.com" {
-				revID = m.PersonID
-			}
-		}
+		revID := memberID(t, d, mustAccount(t, d, "owner@example.com"), "rev@example.com")
 		r = owner.post("/members/"+revID+"/remove", url.Values{})
 		wantStatus(t, r, http.StatusSeeOther)
 		for _, path := range []string{"/review", "/"} {
