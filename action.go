@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -408,6 +410,46 @@ type EditableField struct {
 	Enum     []string
 	Required bool
 	Value    json.RawMessage
+}
+
+// Parse returns the JSON of what a form gave for the member: the text as
+// a string, a number's or an integer's digits, true or false, an enum's
+// choice (one of Enum), or any JSON for the other kinds. Returns EINVALID
+// (field "args") naming the member otherwise; the schema's rules are the
+// decision's to check.
+func (f EditableField) Parse(text string) (json.RawMessage, error) {
+	bad := func(what string) error {
+		return FieldErrorf("args", "%s must be %s.", f.Name, what)
+	}
+	switch f.Kind {
+	case EditString:
+		return json.Marshal(text)
+	case EditEnum:
+		if !slices.Contains(f.Enum, text) {
+			return nil, bad("one of " + strings.Join(f.Enum, ", "))
+		}
+		return json.Marshal(text)
+	case EditBoolean:
+		if text != "true" && text != "false" {
+			return nil, bad("true or false")
+		}
+		return json.RawMessage(text), nil
+	case EditNumber, EditInteger:
+		text = strings.TrimSpace(text)
+		n, err := strconv.ParseFloat(text, 64)
+		if err != nil || !json.Valid([]byte(text)) {
+			return nil, bad("a number")
+		}
+		if f.Kind == EditInteger && n != math.Trunc(n) {
+			return nil, bad("a whole number")
+		}
+		return json.RawMessage(text), nil
+	}
+	text = strings.TrimSpace(text)
+	if !json.Valid([]byte(text)) {
+		return nil, bad("JSON")
+	}
+	return json.RawMessage(text), nil
 }
 
 // Edit field kinds.

@@ -38,11 +38,18 @@ func DecisionLinkExpiry(now Timestamp, deadline *Timestamp) Timestamp {
 type DecisionLink struct {
 	AccountID, TaskID, PersonID, Email, Verdict string
 	ExpiresAt                                   Timestamp
+	// ActionDigest is the digest of the action in force when the mail
+	// was made, on a task with an action: the link decides that action,
+	// or nothing (HumanDecision.ActionDigest).
+	ActionDigest string
 }
 
 // DigestTask is a waiting task of a digest, with a link per verdict.
 type DigestTask struct {
 	TaskID, Prompt string
+	// Action is the action in force on a task with one, which the links
+	// decide exactly; nil without one.
+	Action *ApprovedAction
 	// Links are the person's links, one per verdict in the task's order;
 	// none past MaxDigestLinkVerdicts verdicts.
 	Links []VerdictLink

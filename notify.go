@@ -74,6 +74,9 @@ func (d Digest) Body(queueURL string) string {
 			prompt = append(prompt[:119], '…')
 		}
 		lines = append(lines, "“"+string(prompt)+"”")
+		if a := t.Action; a != nil {
+			lines = append(lines, "  action: "+a.Name+" "+truncateText(string(a.Args), 200)+" (digest "+ShortDigest(a.Digest)+")")
+		}
 		for _, l := range t.Links {
 			lines = append(lines, "  "+l.Verdict+": "+queueURL+"/links/"+l.Token)
 		}
@@ -96,6 +99,14 @@ func (d Digest) Body(queueURL string) string {
 // whose it is: the account's API callers wrote it, not Arbiter.
 func QuotedFrom(accountName string) string {
 	return "Quoted from the Arbiter account " + accountName + ": its API callers wrote this text, not Arbiter."
+}
+
+// truncateText cuts s to at most n characters, marking the cut.
+func truncateText(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 func plural(n int, one, many string) string {

@@ -144,7 +144,7 @@ func DeadlineStep(t *Task, o OnExpiry, now Timestamp) DeadlineOutcome {
 	decide := func(verdict string, confidence *float64, rationale string) DeadlineOutcome {
 		finished := now
 		return DeadlineOutcome{Attempt: Attempt{Tier: TierFallback, Verdict: &verdict, Confidence: confidence,
-			Rationale: rationale, StartedAt: now, FinishedAt: &finished}}
+			Rationale: rationale, StartedAt: now, FinishedAt: &finished, ActionDigest: t.ProposedDigest()}}
 	}
 	fixed := func(outcome, why string) DeadlineOutcome {
 		if v, ok := ExpiryVerdict(outcome); ok && t.Allows(v) {

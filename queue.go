@@ -66,7 +66,8 @@ type AgentRetry struct {
 // attempt saying VerifierThrottled.
 func NextAgentStep(t *Task, v Verification, callErr error, started, now time.Time, retry AgentRetry) AgentStep {
 	finished := TimestampOf(now)
-	a := Attempt{Tier: TierAgent, StartedAt: TimestampOf(started), FinishedAt: &finished, Rationale: v.Rationale}
+	a := Attempt{Tier: TierAgent, StartedAt: TimestampOf(started), FinishedAt: &finished, Rationale: v.Rationale,
+		ActionDigest: t.ProposedDigest()}
 	if v.Model != "" {
 		a.Model = &v.Model
 	}
@@ -124,7 +125,7 @@ func LostAgentStep(t *Task, now time.Time) (step AgentStep, ok bool) {
 	}
 	at, reason := TimestampOf(now), VerifierLost
 	return AgentStep{
-		Attempt: Attempt{Tier: TierAgent, StartedAt: at, FinishedAt: &at, Error: &reason},
+		Attempt: Attempt{Tier: TierAgent, StartedAt: at, FinishedAt: &at, Error: &reason, ActionDigest: t.ProposedDigest()},
 		Next:    StatusHumanNeeded,
 		Err:     fmt.Errorf("the task's calls failed or were lost with their workers %d times", t.Failures),
 	}, true
@@ -184,6 +185,10 @@ func (d HumanDecision) BindAction(t *Task) (*ApprovedAction, error) {
 	approved, err := t.Action.Approve(cur, d.EditedArgs)
 	if err != nil {
 		return nil, err
+	}
+	if approved.Edited && approved.Digest != cur.Digest && d.ReviewerID != "" {
+		by := d.ReviewerID
+		approved.EditedBy = &by
 	}
 	return &approved, nil
 }

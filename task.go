@@ -135,10 +135,24 @@ type Task struct {
 	// (the proposal, or a reviewer's edit of it); absent until the task
 	// is completed, and for a task without an action.
 	ApprovedAction *ApprovedAction `json:"approved_action,omitempty"`
+	// Receipt is the signed receipt of the final decision (receipt.go):
+	// a compact JWS; absent until the task is completed.
+	Receipt string `json:"receipt,omitempty"`
 	// ActionEdit is the edit of the action in force: a consensus
 	// voter's, which the other voters now vote on, or the deciding
 	// reviewer's; nil without one.
 	ActionEdit *ActionEdit `json:"-"`
+}
+
+// ProposedDigest returns the digest of the action the create proposed,
+// which the agent and the on-expiry outcome decide on (neither edits);
+// nil for a task without an action.
+func (t *Task) ProposedDigest() *string {
+	if t.Action == nil {
+		return nil
+	}
+	d := t.Action.Digest
+	return &d
 }
 
 // CurrentAction returns the action a decision on the task now binds to:

@@ -107,6 +107,15 @@ type TaskCreate struct {
 	// targets such as "slack:#refunds" or "slack:C0123456"; left out, the
 	// task type's policy's, else the account's Slack default channel.
 	Notify []string `json:"notify,omitempty"`
+	// Action, when set, is the tool call the task asks about: the server
+	// fixes its digest, every decision records the action it approved
+	// (which a reviewer may have edited), and ApprovedAction returns it,
+	// checked.
+	Action *ActionCreate `json:"action,omitempty"`
+	// EditVerdicts are the verdicts with which a reviewer may edit the
+	// action's editable members; nil: the policy's, else the first
+	// allowed verdict.
+	EditVerdicts []string `json:"edit_verdicts,omitempty"`
 	// IdempotencyKey, when set, makes the create safe to repeat: 1 to 255
 	// printable ASCII characters, unique per task the account means to
 	// create (an order id, a UUID). The same key with the same task
@@ -161,6 +170,16 @@ type Task struct {
 	// FinalVerifier names the verifier of the agent tier's cascade that
 	// decided the task; nil unless FinalTier is "agent".
 	FinalVerifier *string `json:"final_verifier"`
+	// Action is the proposed action with its digest; nil without one.
+	Action *Action `json:"action,omitempty"`
+	// EditVerdicts are the verdicts that allow an edit of the action.
+	EditVerdicts []string `json:"edit_verdicts,omitempty"`
+	// Approved is the action the final decision approved, as the server
+	// sent it; use ApprovedAction, which checks its digest.
+	Approved *ApprovedAction `json:"approved_action,omitempty"`
+	// Receipt is the signed receipt of the final decision (a compact
+	// JWS); "" until the task is completed.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // EscalationRung is one step of a task's escalation: when the task has
@@ -237,6 +256,10 @@ type taskWire struct {
 	GoldVerdict         *string            `json:"gold_verdict,omitempty"`
 	Escalation          *TaskEscalation    `json:"escalation,omitempty"`
 	FinalVerifier       *string            `json:"final_verifier"`
+	Action              *Action            `json:"action,omitempty"`
+	EditVerdicts        []string           `json:"edit_verdicts,omitempty"`
+	Approved            *ApprovedAction    `json:"approved_action,omitempty"`
+	Receipt             string             `json:"receipt,omitempty"`
 }
 
 // UnmarshalJSON reads the API's Task object.
@@ -247,7 +270,8 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation, w.FinalVerifier}
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation, w.FinalVerifier,
+		w.Action, w.EditVerdicts, w.Approved, w.Receipt}
 	return nil
 }
 
@@ -255,7 +279,8 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation, t.FinalVerifier})
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation, t.FinalVerifier,
+		t.Action, t.EditVerdicts, t.Approved, t.Receipt})
 }
 
 // Attempt is one verifier call or one person's decision on a task. Fields

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -69,4 +70,40 @@ func (d *DB) storeActions(ctx context.Context, tx *Tx, creates []newCreate) erro
 		}
 	}
 	return nil
+}
+
+// editColumn is action_edit's value for the approved action: the edit's
+// JSON when a person edited it, NULL otherwise (an unedited approval, or
+// a task without an action).
+func editColumn(a *arbiter.ApprovedAction, personID, reviewer string) (any, error) {
+	if a == nil || !a.Edited {
+		return nil, nil
+	}
+	b, err := json.Marshal(a.Edit(personID, reviewer))
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// digestColumn is approved_digest's value for the approved action: its
+// digest, NULL without one.
+func digestColumn(a *arbiter.ApprovedAction) any {
+	if a == nil {
+		return nil
+	}
+	return a.Digest
+}
+
+// editDetail is what the audit log's line of a decision adds about its
+// action: the members a person edited, or nothing.
+func editDetail(a *arbiter.ApprovedAction) string {
+	if a == nil || !a.Edited {
+		return ""
+	}
+	paths := make([]string, len(a.Patch))
+	for i, op := range a.Patch {
+		paths[i] = op.Path
+	}
+	return " (action edited: " + strings.Join(paths, ", ") + ")"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/arbiterhq/arbiter"
@@ -182,11 +183,27 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 	if len(others) >= t.Review.Decide(votes).Open {
 		return nil, arbiter.ReservedByOtherError(&others[0])
 	}
+	// Voters vote on one action: a vote that edits the action in force
+	// restarts the votes on the edited one, this vote its first.
+	approved, err := dec.BindAction(t)
+	if err != nil {
+		return nil, err
+	}
+	restarted, err := d.restartVotes(ctx, tx, t, approved, dec)
+	if err != nil {
+		return nil, err
+	} else if restarted {
+		votes = nil
+	}
 	a.PersonID = me.PersonID
 	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
 		return nil, err
 	}
-	if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
+	event := arbiter.NewReviewAuditEvent(accountID, taskID, dec)
+	if event.Detail += editDetail(approved); restarted {
+		event.Detail += ", and the votes restart on it"
+	}
+	if err := d.insertAuditEvent(ctx, tx, event); err != nil {
 		return nil, err
 	}
 	t.Attempts = append(t.Attempts, a)
@@ -200,24 +217,25 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 		}
 		return t, tx.publishTaskEvents(ctx, accountID, taskID, arbiter.EventTaskVoteRecorded)
 	}
-	if err := d.completeByVotes(ctx, tx, t, a, out.Verdict); err != nil {
+	if err := d.completeByVotes(ctx, tx, t, a, out.Verdict, approved, voters(append(votes, me))); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
 // completeByVotes completes t, inside tx, with the verdict its votes
-// decided (the last vote being a): final tier human, its slots closed, the
-// consensus's labelled pair and task.completed.
-func (d *DB) completeByVotes(ctx context.Context, tx *Tx, t *arbiter.Task, a arbiter.Attempt, verdict string) error {
+// decided (the last vote being a) on the approved action: final tier
+// human, its slots closed, the consensus's labelled pair, its receipt
+// (decided by the voters named) and task.completed.
+func (d *DB) completeByVotes(ctx context.Context, tx *Tx, t *arbiter.Task, a arbiter.Attempt, verdict string, approved *arbiter.ApprovedAction, decidedBy string) error {
 	accountID, taskID := t.AccountID, t.ID
 	now := a.StartedAt
 	confidence, tier := 1.0, arbiter.TierHuman
 	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
-		final_tier = ?, final_confidence = ?, completed_at = ?, votes_open = 0
+		final_tier = ?, final_confidence = ?, completed_at = ?, votes_open = 0, approved_digest = ?
 		WHERE id = ? AND account_id = ? AND status = ?
 		RETURNING `+updatedColumns)),
-		arbiter.StatusCompleted, verdict, tier, confidence, int64(now), taskID, accountID, arbiter.StatusHumanNeeded)
+		arbiter.StatusCompleted, verdict, tier, confidence, int64(now), digestColumn(approved), taskID, accountID, arbiter.StatusHumanNeeded)
 	if err != nil {
 		return fmt.Errorf("decide task: %w", err)
 	}
@@ -236,11 +254,57 @@ func (d *DB) completeByVotes(ctx context.Context, tx *Tx, t *arbiter.Task, a arb
 	if err := d.insertLabelledPair(ctx, tx, t, consensus); err != nil {
 		return err
 	}
+	receipts, err := tx.signReceipts(ctx, decisionOf(accountID, taskID, verdict, now, a, decidedBy))
+	if err != nil {
+		return err
+	}
 	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
 		return err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now
+	t.ApprovedAction, t.Receipt = approved, receipts[taskID]
 	return nil
+}
+
+// voters names the people whose votes decided, for the receipt: their
+// ids, in order, joined by commas.
+func voters(votes []arbiter.Vote) string {
+	var ids []string
+	for _, v := range votes {
+		if !slices.Contains(ids, v.PersonID) {
+			ids = append(ids, v.PersonID)
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
+
+// restartVotes makes the action the vote approves the one in force when
+// it differs from the one in force (the voter edited it, or put the
+// proposal back): the votes cast so far stop counting (their attempts
+// keep their verdicts and the digest they voted on, but no longer name a
+// voter, who may vote again) and the edit is kept. It reports whether it
+// restarted the votes.
+func (d *DB) restartVotes(ctx context.Context, tx *Tx, t *arbiter.Task, approved *arbiter.ApprovedAction, dec arbiter.HumanDecision) (bool, error) {
+	cur, ok := t.CurrentAction()
+	if !ok || approved == nil || approved.Digest == cur.Digest {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE attempts SET person_id = NULL WHERE task_id = ? AND person_id IS NOT NULL`), t.ID); err != nil {
+		return false, fmt.Errorf("restart votes: %w", err)
+	}
+	edit, err := editColumn(approved, dec.ReviewerID, dec.Reviewer)
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET action_edit = ? WHERE id = ?`), edit, t.ID); err != nil {
+		return false, fmt.Errorf("restart votes: %w", err)
+	}
+	for i := range t.Attempts {
+		t.Attempts[i].PersonID = ""
+	}
+	t.ActionEdit = approved.Edit(dec.ReviewerID, dec.Reviewer)
+	return true, nil
 }
 
 var _ arbiter.AgreementService = (*DB)(nil)

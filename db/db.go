@@ -154,6 +154,10 @@ type DB struct {
 	// (outbox.go), registered in Open.
 	outboxes []outbox
 
+	// receiptKeys keeps the receipt keys opened so far, by id
+	// (receipt.go).
+	receiptKeys sync.Map // string → arbiter.ReceiptKey
+
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
 	stmts sync.Map // string → *sql.Stmt

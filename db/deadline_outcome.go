@@ -79,6 +79,7 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 		now := d.nowMS()
 		var expire []string
 		var updated []updatedTask
+		var decided []decision
 		for _, t := range tasks {
 			step := arbiter.DeadlineStep(t, t.OnExpiry, now)
 			if step.Expire {
@@ -94,6 +95,7 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 			if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), t.ID, step.Attempt); err != nil {
 				return err
 			}
+			decided = append(decided, decisionOf(u.accountID, t.ID, *step.Attempt.Verdict, now, step.Attempt, ""))
 			updated = append(updated, *u)
 		}
 		if len(expire) > 0 {
@@ -109,6 +111,9 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 			}
 			updated = append(updated, expired...)
 		}
+		if _, err := tx.signReceipts(ctx, decided...); err != nil {
+			return err
+		}
 		final = finalIDs(updated)
 		return tx.publish(ctx, eventsOf(updated)...)
 	})
@@ -123,10 +128,10 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 // publishingSQL reports it, or nil when it was final.
 func (d *DB) completeByFallback(ctx context.Context, tx *Tx, taskID string, a arbiter.Attempt, now arbiter.Timestamp) (*updatedTask, error) {
 	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
-		final_tier = ?, final_confidence = ?, completed_at = ?,
+		final_tier = ?, final_confidence = ?, completed_at = ?, approved_digest = ?,
 		lease_owner = NULL, lease_expires_at = NULL, reserved_by = NULL, reserved_until = NULL
 		WHERE id = ? AND status IN `+notFinal+` RETURNING `+updatedColumns)),
-		arbiter.StatusCompleted, *a.Verdict, arbiter.TierFallback, nullFloatOf(a.Confidence), int64(now), taskID)
+		arbiter.StatusCompleted, *a.Verdict, arbiter.TierFallback, nullFloatOf(a.Confidence), int64(now), nullOf(a.ActionDigest), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("decide task at its deadline: %w", err)
 	}

@@ -41,13 +41,17 @@ func (d *DB) insertDecisionLinks(ctx context.Context, tx *Tx, accountID, personI
 	out := make([]arbiter.DigestTask, 0, len(tasks))
 	for _, t := range tasks {
 		dt := arbiter.DigestTask{TaskID: t.ID, Prompt: t.Prompt}
+		var digest any
+		if cur, ok := t.CurrentAction(); ok {
+			dt.Action, digest = &cur, cur.Digest
+		}
 		if len(t.AllowedVerdicts) <= arbiter.MaxDigestLinkVerdicts {
 			expires := arbiter.DecisionLinkExpiry(now, t.DeadlineAt)
 			for _, v := range t.AllowedVerdicts {
 				token := arbiter.NewSecretToken()
 				if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO decision_links (token_hash, account_id, task_id, person_id,
-					verdict, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-					arbiter.HashToken(token), accountID, t.ID, personID, v, int64(expires), int64(now)); err != nil {
+					verdict, expires_at, created_at, action_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+					arbiter.HashToken(token), accountID, t.ID, personID, v, int64(expires), int64(now), digest); err != nil {
 					return nil, fmt.Errorf("insert decision link: %w", err)
 				}
 				dt.Links = append(dt.Links, arbiter.VerdictLink{Verdict: v, Token: token})
@@ -75,11 +79,14 @@ func (d *DB) findDecisionLink(ctx context.Context, q sqlx.QueryerContext, token 
 	var used sql.NullInt64
 	var role sql.NullString
 	var expires int64
-	err := q.QueryRowxContext(ctx, d.rebind(`SELECT l.account_id, l.task_id, l.person_id, p.email, l.verdict, l.expires_at, l.used_at, m.role
+	var digest sql.NullString
+	err := q.QueryRowxContext(ctx, d.rebind(`SELECT l.account_id, l.task_id, l.person_id, p.email, l.verdict, l.expires_at, l.used_at, m.role,
+		l.action_digest
 		FROM decision_links l JOIN people p ON p.id = l.person_id
 		LEFT JOIN memberships m ON m.account_id = l.account_id AND m.person_id = l.person_id
 		WHERE l.token_hash = ?`), arbiter.HashToken(token)).
-		Scan(&l.AccountID, &l.TaskID, &l.PersonID, &l.Email, &l.Verdict, &expires, &used, &role)
+		Scan(&l.AccountID, &l.TaskID, &l.PersonID, &l.Email, &l.Verdict, &expires, &used, &role, &digest)
+	l.ActionDigest = digest.String
 	if errors.Is(err, sql.ErrNoRows) {
 		return storedLink{}, arbiter.ErrDecisionLinkUnknown
 	} else if err != nil {
@@ -140,7 +147,7 @@ func (d *DB) UseDecisionLink(ctx context.Context, token, personID string, client
 		return nil, err
 	}
 	t, err := d.DecideTask(ctx, l.AccountID, l.TaskID, arbiter.HumanDecision{Verdict: l.Verdict, Reviewer: l.Email,
-		ReviewerID: l.PersonID, Client: client, Via: "e-mail link"})
+		ReviewerID: l.PersonID, Client: client, Via: "e-mail link", ActionDigest: l.ActionDigest})
 	if err != nil && arbiter.ErrorCode(err) != arbiter.ECONFLICT {
 		return nil, err
 	}

@@ -113,7 +113,8 @@ func (d *DB) sqlPublishing(update string) string {
 // Postgres the update is a common table expression joined to task_bodies
 // (the statement's main query would see the view as it was before the
 // update); SQLite, whose RETURNING names only the updated table, reads
-// each body column with a subquery.
+// each body column with a subquery. The receipt (receipts) is read with a
+// subquery on both.
 func (d *DB) sqlReturningTasks(update string) string {
 	body := make(map[string]bool, len(bodyColumns))
 	for _, c := range bodyColumns {
@@ -123,6 +124,10 @@ func (d *DB) sqlReturningTasks(update string) string {
 	for _, c := range strings.Split(taskColumns, ",") {
 		c = strings.TrimPrefix(strings.TrimSpace(c), "t.")
 		switch {
+		case c == "receipt" && d.dialect == Postgres:
+			out = append(out, "(SELECT r.receipt FROM receipts r WHERE r.task_id = u.id)")
+		case c == "receipt":
+			out = append(out, "(SELECT r.receipt FROM receipts r WHERE r.task_id = task_states.id)")
 		case d.dialect == Postgres && body[c]:
 			out = append(out, "b."+c)
 		case d.dialect == Postgres:

@@ -190,6 +190,16 @@ func (f agentFinish) finalVerifier() *string {
 	return nil
 }
 
+// approvedDigest is what the finish sets in approved_digest: the digest
+// of the action the agent decided on (its proposal) when the step
+// completes a task with an action, NULL otherwise.
+func (f agentFinish) approvedDigest() any {
+	if f.step.Next == arbiter.StatusCompleted && f.step.Attempt.ActionDigest != nil {
+		return *f.step.Attempt.ActionDigest
+	}
+	return nil
+}
+
 // failed is 1 when the finish records a failed call, for the failures
 // count.
 func (f agentFinish) failed() int {
@@ -215,7 +225,7 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	verdict, tier, confidence, completedAt := f.finalFields()
 	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?, final_tier = ?,
-		final_confidence = ?, completed_at = ?, failures = CASE WHEN ? THEN 0 ELSE failures + ? END, run_after = ?,
+		final_confidence = ?, completed_at = ?, approved_digest = ?, failures = CASE WHEN ? THEN 0 ELSE failures + ? END, run_after = ?,
 		final_verifier = ?, cascade_stage = ?,
 		lease_owner = NULL, lease_expires_at = NULL,
 		audit_rate = CASE WHEN ? = 1 THEN `+effectiveAuditRate+` ELSE audit_rate END,
@@ -232,8 +242,8 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 	completed, draw := f.auditDraw()
 	return d.transact(ctx, func(tx *Tx) error {
 		rows, err := tx.StmtContext(ctx, update).QueryContext(ctx,
-			f.step.Next, verdict, tier, confidence, completedAt, f.step.ResetFailures, f.failed(), int64(f.step.RunAfter), f.finalVerifier(), f.step.Stage,
-			completed, draw, f.taskID, f.owner)
+			f.step.Next, verdict, tier, confidence, completedAt, f.approvedDigest(), f.step.ResetFailures, f.failed(), int64(f.step.RunAfter),
+			f.finalVerifier(), f.step.Stage, completed, draw, f.taskID, f.owner)
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
@@ -249,7 +259,13 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 				return err
 			}
 		}
-		// The attempt is in: the event's task shows it.
+		if f.step.Next == arbiter.StatusCompleted {
+			a := f.step.Attempt
+			if _, err := tx.signReceipts(ctx, decisionOf(updated[0].accountID, f.taskID, *a.Verdict, f.now, a, "")); err != nil {
+				return err
+			}
+		}
+		// The attempt and the receipt are in: the event's task shows them.
 		return tx.publish(ctx, eventsOf(updated)...)
 	})
 }
@@ -367,14 +383,25 @@ func (d *DB) decideOne(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter
 	if gold != "" {
 		final = gold
 	}
+	// The action the decision approves, as shown or as the person edited
+	// it (Attempt checked the binding already).
+	approved, err := dec.BindAction(t)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := editColumn(approved, dec.ReviewerID, dec.Reviewer)
+	if err != nil {
+		return nil, err
+	}
 	// A reviewer decides only a task nobody else holds: their own
 	// reservation, or one that ran out and nobody took over.
 	rows, err := tx.QueryContext(ctx, d.rebind(d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?,
-		final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL
+		final_tier = ?, final_confidence = ?, completed_at = ?, reserved_by = NULL, reserved_until = NULL,
+		approved_digest = ?, action_edit = ?
 		WHERE id = ? AND account_id = ? AND status = ? AND `+d.beforeDeadline()+`
 		AND (? = '' OR reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)
 		RETURNING `+updatedColumns)),
-		arbiter.StatusCompleted, final, a.Tier, *a.Confidence, int64(now),
+		arbiter.StatusCompleted, final, a.Tier, *a.Confidence, int64(now), digestColumn(approved), edit,
 		taskID, accountID, arbiter.StatusHumanNeeded, dec.ReviewerID, dec.ReviewerID)
 	if err != nil {
 		return nil, fmt.Errorf("decide task: %w", err)
@@ -388,7 +415,9 @@ func (d *DB) decideOne(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter
 	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
 		return nil, err
 	}
-	if err := d.insertAuditEvent(ctx, tx, arbiter.NewReviewAuditEvent(accountID, taskID, dec)); err != nil {
+	event := arbiter.NewReviewAuditEvent(accountID, taskID, dec)
+	event.Detail += editDetail(approved)
+	if err := d.insertAuditEvent(ctx, tx, event); err != nil {
 		return nil, err
 	}
 	if gold == "" {
@@ -396,11 +425,19 @@ func (d *DB) decideOne(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter
 			return nil, err
 		}
 	}
+	receipts, err := tx.signReceipts(ctx, decisionOf(accountID, taskID, final, now, a, dec.ReviewerID))
+	if err != nil {
+		return nil, err
+	}
 	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
 		return nil, err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now
 	t.Attempts = append(t.Attempts, a)
+	t.ApprovedAction, t.Receipt = approved, receipts[taskID]
+	if approved != nil && approved.Edited {
+		t.ActionEdit = approved.Edit(dec.ReviewerID, dec.Reviewer)
+	}
 	return t, nil
 }
 

@@ -79,13 +79,14 @@ func (d *DB) finishManySQL() string {
 	return `WITH input AS MATERIALIZED (
 		SELECT i.*, ?::text AS claimed FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::bigint[],
 			?::int[], ?::bigint[], ?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::float8[], ?::bool[], ?::text[], ?::text[], ?::bool[], ?::text[], ?::bool[], ?::int[], ?::int[], ?::float8[], ?::int[])
+			?::float8[], ?::bool[], ?::text[], ?::text[], ?::bool[], ?::text[], ?::bool[], ?::int[], ?::int[], ?::float8[], ?::int[],
+			?::text[], ?::text[])
 		AS i (id, owner, status, final_verdict, final_tier, final_confidence, completed_at,
 			failed, run_after, verdict, confidence, rationale, model, error, started_at, finished_at, draw, record, version,
-			final_verifier, reset, verifier, passed_on, input_tokens, output_tokens, cost, stage)
+			final_verifier, reset, verifier, passed_on, input_tokens, output_tokens, cost, stage, action_digest, approved_digest)
 	), u AS (
 		UPDATE task_states t SET status = i.status, final_verdict = i.final_verdict, final_tier = i.final_tier,
-			final_confidence = i.final_confidence, completed_at = i.completed_at,
+			final_confidence = i.final_confidence, completed_at = i.completed_at, approved_digest = i.approved_digest,
 			failures = CASE WHEN i.reset THEN 0 ELSE t.failures + i.failed END, run_after = i.run_after,
 			final_verifier = i.final_verifier, cascade_stage = i.stage,
 			lease_owner = NULL, lease_expires_at = NULL,
@@ -96,9 +97,9 @@ func (d *DB) finishManySQL() string {
 		RETURNING t.id, t.status, t.account_id, t.callback_url
 	), a AS (
 		INSERT INTO attempts (task_id, tier, verdict, confidence, rationale, model, reviewer, error, started_at, finished_at, version,
-			verifier, passed_on, input_tokens, output_tokens, cost)
+			verifier, passed_on, input_tokens, output_tokens, cost, action_digest)
 		SELECT i.id, '` + arbiter.TierAgent + `', i.verdict, i.confidence, i.rationale, i.model, NULL, i.error, i.started_at, i.finished_at, i.version,
-			i.verifier, i.passed_on, i.input_tokens, i.output_tokens, i.cost
+			i.verifier, i.passed_on, i.input_tokens, i.output_tokens, i.cost, i.action_digest
 		FROM input i JOIN u ON u.id = i.id WHERE i.record
 	)
 	SELECT u.id, u.status, u.account_id, u.callback_url,
@@ -131,8 +132,11 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		for _, u := range updated {
 			applied[u.id] = true
 		}
+		if _, err := tx.signReceipts(ctx, finishedDecisions(batch, updated)...); err != nil {
+			return err
+		}
 		// The webhook messages of the finishes, in their transaction,
-		// their attempts in.
+		// their attempts and receipts in.
 		return tx.publish(ctx, eventsOf(updated)...)
 	})
 	if err != nil {
@@ -154,6 +158,7 @@ func finishManyArgs(batch []agentFinish) []any {
 		failed                    = make([]int64, n)
 		verdicts, models, errs    = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
 		versions                  = make([]sql.NullString, n)
+		actionDigests, approved   = make([]sql.NullString, n), make([]sql.NullString, n)
 		confidences               = make([]sql.NullFloat64, n)
 		rationales                = make([]string, n)
 		startedAts, finishedAts   = make([]int64, n), make([]sql.NullInt64, n)
@@ -187,6 +192,10 @@ func finishManyArgs(batch []agentFinish) []any {
 		if a.Cost != nil {
 			costs[i] = sql.NullFloat64{Float64: *a.Cost, Valid: true}
 		}
+		actionDigests[i] = nullOf(a.ActionDigest)
+		if digest, ok := f.approvedDigest().(string); ok {
+			approved[i] = sql.NullString{String: digest, Valid: true}
+		}
 		if a.Confidence != nil {
 			confidences[i] = sql.NullFloat64{Float64: *a.Confidence, Valid: true}
 		}
@@ -201,7 +210,23 @@ func finishManyArgs(batch []agentFinish) []any {
 		pq.Array(verdicts), pq.Array(confidences), pq.Array(rationales), pq.Array(models), pq.Array(errs),
 		pq.Array(startedAts), pq.Array(finishedAts), pq.Array(draws), pq.Array(record), pq.Array(versions),
 		pq.Array(finalVerifiers), pq.Array(resets), pq.Array(verifiers), pq.Array(passedOn), pq.Array(inTokens),
-		pq.Array(outTokens), pq.Array(costs), pq.Array(stages)}
+		pq.Array(outTokens), pq.Array(costs), pq.Array(stages), pq.Array(actionDigests), pq.Array(approved)}
+}
+
+// finishedDecisions are the decisions of the finishes that completed
+// their tasks, for their receipts.
+func finishedDecisions(batch []agentFinish, updated []updatedTask) []decision {
+	byID := make(map[string]agentFinish, len(batch))
+	for _, f := range batch {
+		byID[f.taskID] = f
+	}
+	var decided []decision
+	for _, u := range updated {
+		if f := byID[u.id]; u.status == arbiter.StatusCompleted {
+			decided = append(decided, decisionOf(u.accountID, u.id, *f.step.Attempt.Verdict, f.now, f.step.Attempt, ""))
+		}
+	}
+	return decided
 }
 
 // nullOf is s as a nullable column value.

@@ -28,6 +28,7 @@ var sealedColumns = []struct {
 	{"slack_connections", "account_id", []string{"bot_token", "app_token", "signing_secret"}},
 	{"mail_messages", "id", []string{"data"}},
 	{"teams_connections", "account_id", []string{"client_secret"}},
+	{"receipt_keys", "id", []string{"private_key"}},
 }
 
 // SecretsReport counts what ResealSecrets found.

@@ -39,7 +39,7 @@ const taskColumns = `t.id, t.account_id, t.status, t.task_type, t.source, t.touc
 	t.allowed_verdicts, t.confidence_threshold, t.context, t.final_verdict, t.final_tier,
 	t.final_confidence, t.created_at, t.completed_at, t.failures, t.deadline_at, t.expired_at,
 	t.audit_rate, t.audit_state, t.on_expiry, t.display, t.review_rule, t.alerts, t.escalated_at, t.escalation_rung,
-	t.action, t.action_edit, t.approved_digest, t.final_verifier, t.cascade_stage`
+	t.action, t.action_edit, t.approved_digest, t.final_verifier, t.cascade_stage, t.receipt`
 
 // attemptColumns lists, in scan order, the columns scanAttempt reads.
 const attemptColumns = `a.tier, a.verdict, a.confidence, a.rationale, a.model, a.reviewer,
@@ -444,7 +444,7 @@ type taskRow struct {
 	reviewRule                                                            sql.NullString
 	alerts                                                                sql.NullString
 	escalatedAt, escalationRung                                           sql.NullInt64
-	action, actionEdit, approvedDigest                                    sql.NullString
+	action, actionEdit, approvedDigest, receipt                           sql.NullString
 	finalVerifier                                                         sql.NullString
 	cascadeStage                                                          int
 }
@@ -454,7 +454,7 @@ func (r *taskRow) dest() []any {
 		&r.verdicts, &r.threshold, &r.context, &r.finalVerdict, &r.finalTier,
 		&r.finalConfidence, &r.createdAt, &r.completedAt, &r.failures, &r.deadlineAt, &r.expiredAt,
 		&r.auditRate, &r.auditState, &r.onExpiry, &r.display, &r.reviewRule, &r.alerts, &r.escalatedAt, &r.escalationRung,
-		&r.action, &r.actionEdit, &r.approvedDigest, &r.finalVerifier, &r.cascadeStage}
+		&r.action, &r.actionEdit, &r.approvedDigest, &r.finalVerifier, &r.cascadeStage, &r.receipt}
 }
 
 func (r *taskRow) task() (*arbiter.Task, error) {
@@ -480,6 +480,7 @@ func (r *taskRow) task() (*arbiter.Task, error) {
 		CascadeStage:        r.cascadeStage,
 		AuditRate:           nullFloat(r.auditRate),
 		AuditState:          r.auditState.String,
+		Receipt:             r.receipt.String,
 	}
 	if r.context.Valid {
 		t.Context = json.RawMessage(r.context.String)

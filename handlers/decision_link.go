@@ -24,6 +24,12 @@ func DecisionLinkShow(links arbiter.DecisionLinkService) http.Handler {
 			return
 		}
 		v.Prompt, v.Verdict = t.Prompt, l.Verdict
+		if cur, ok := t.CurrentAction(); ok {
+			v.ToolCall = &cur
+			if cur.Digest != l.ActionDigest {
+				v.Outcome = arbiter.ActionChangedError(cur).Message
+			}
+		}
 		if !t.InReviewQueue() {
 			v.Outcome = "This task no longer waits for a decision."
 		}

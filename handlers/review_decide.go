@@ -33,6 +33,7 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 		if err == nil {
 			decidedTask, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
 				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, ReviewerID: s.PersonID, Client: ClientOf(r),
+				ActionDigest: r.PostForm.Get("action_digest"),
 			})
 		}
 		if err != nil {

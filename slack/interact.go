@@ -139,28 +139,56 @@ func (in *Interactions) Handle(ctx context.Context, conn *arbiter.SlackConnectio
 	case slackgo.InteractionTypeBlockActions:
 		for _, a := range cb.ActionCallback.BlockActions {
 			switch {
-			case a.ActionID == ActionReason:
-				in.openReason(ctx, conn, cb, a.Value)
+			case a.ActionID == ActionReason || a.ActionID == ActionEdit:
+				taskID, digest, _, ok := DecodeValue(a.Value)
+				if !ok {
+					taskID = a.Value // a message posted before actions: the task id alone
+				}
+				if arbiter.ValidTaskID(taskID) {
+					in.openModal(ctx, conn, cb, a.ActionID, taskID, digest)
+				}
 				return
 			case strings.HasPrefix(a.ActionID, ActionDecide):
 				value := a.Value
 				if value == "" {
 					value = a.SelectedOption.Value
 				}
-				if taskID, verdict, ok := DecodeValue(value); ok {
-					in.decide(ctx, conn, cb, taskID, verdict, "")
+				if taskID, digest, verdict, ok := DecodeValue(value); ok {
+					in.decide(ctx, conn, cb, cb.ResponseURL, taskID, arbiter.HumanDecision{Verdict: verdict, ActionDigest: digest})
 				}
 				return
 			}
 		}
 	case slackgo.InteractionTypeViewSubmission:
-		if cb.View.CallbackID == CallbackReason {
-			taskID, verdict, rationale := ReasonOf(cb.View)
+		m := parseMetadata(cb.View.PrivateMetadata)
+		switch cb.View.CallbackID {
+		case CallbackReason:
+			taskID, digest, verdict, rationale := ReasonOf(cb.View)
 			if arbiter.ValidTaskID(taskID) && verdict != "" {
-				in.decide(ctx, conn, cb, taskID, verdict, rationale)
+				in.decide(ctx, conn, cb, m.ResponseURL, taskID, arbiter.HumanDecision{Verdict: verdict, Rationale: rationale, ActionDigest: digest})
+			}
+		case CallbackEdit:
+			if arbiter.ValidTaskID(m.TaskID) {
+				in.decideEdit(ctx, conn, cb, m)
 			}
 		}
 	}
+}
+
+// decideEdit decides with the edit modal's submission: the edited args,
+// checked against the action in the decision.
+func (in *Interactions) decideEdit(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, m editMetadata) {
+	t, err := in.Store.FindTaskByID(ctx, conn.AccountID, m.TaskID)
+	if err != nil {
+		in.respondTo(ctx, m.ResponseURL, unknownText)
+		return
+	}
+	verdict, args, err := EditOf(t, cb.View)
+	if err != nil {
+		in.respondTo(ctx, m.ResponseURL, arbiter.ErrorMessage(err))
+		return
+	}
+	in.decide(ctx, conn, cb, m.ResponseURL, m.TaskID, arbiter.HumanDecision{Verdict: verdict, ActionDigest: m.Digest, EditedArgs: args})
 }
 
 // member returns the account's member linked to the Slack user, when
@@ -197,47 +225,55 @@ func (in *Interactions) member(ctx context.Context, conn *arbiter.SlackConnectio
 	return nil, true, nil
 }
 
-func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID, verdict, rationale string) {
+// decide records dec, a person's verdict (with the digest of the action
+// their copy showed, and their edit), as the member linked to the Slack
+// user, and answers them at responseURL.
+func (in *Interactions) decide(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, responseURL, taskID string, dec arbiter.HumanDecision) {
+	verdict := dec.Verdict
+	respond := func(text string) { in.respondTo(ctx, responseURL, text) }
 	m, offered, err := in.member(ctx, conn, cb)
 	switch {
 	case err != nil:
 		in.logger().Warn("Slack interaction: find the member", "account_id", conn.AccountID, "error", err.Error())
-		in.respond(ctx, cb, failedText)
+		respond(failedText)
 		return
 	case offered:
 		return
 	case m == nil:
-		in.respond(ctx, cb, RefusalText)
+		respond(RefusalText)
 		return
 	}
-	t, err := in.Store.DecideTask(ctx, conn.AccountID, taskID, arbiter.HumanDecision{Verdict: verdict, Rationale: rationale,
-		Reviewer: m.Email, ReviewerID: m.PersonID, Client: arbiter.Client{UserAgent: "Slack"}, Via: "Slack"})
+	dec.Reviewer, dec.ReviewerID, dec.Client, dec.Via = m.Email, m.PersonID, arbiter.Client{UserAgent: "Slack"}, "Slack"
+	t, err := in.Store.DecideTask(ctx, conn.AccountID, taskID, dec)
 	switch code := arbiter.ErrorCode(err); {
 	case err == nil && t.AuditState == arbiter.AuditStateDone:
-		in.respond(ctx, cb, audited)
+		respond(audited)
 	case err == nil && !Ended(t):
 		// A vote that did not decide: the task still waits for others.
-		in.respond(ctx, cb, strings.Replace(votedText, "%s", verdict, 1))
+		respond(strings.Replace(votedText, "%s", verdict, 1))
 	case err == nil:
-		in.respond(ctx, cb, strings.Replace(decidedText, "%s", verdict, 1))
+		respond(strings.Replace(decidedText, "%s", verdict, 1))
 	case errors.Is(err, arbiter.ErrNotAllowed):
-		in.respond(ctx, cb, RefusalText)
+		respond(RefusalText)
 	case code == arbiter.ENOTFOUND:
-		in.respond(ctx, cb, unknownText)
+		respond(unknownText)
 	case code == arbiter.ECONFLICT || code == arbiter.EINVALID:
 		// Decided, expired or held by someone else: say how it stands.
 		if now, ferr := in.Store.FindTaskByID(ctx, conn.AccountID, taskID); ferr == nil && Ended(now) {
-			in.respond(ctx, cb, endedPrefix+OutcomeLine(now))
+			respond(endedPrefix + OutcomeLine(now))
 			return
 		}
-		in.respond(ctx, cb, arbiter.ErrorMessage(err))
+		respond(arbiter.ErrorMessage(err))
 	default:
 		in.logger().Warn("Slack interaction: decide", "account_id", conn.AccountID, "task_id", taskID, "error", err.Error())
-		in.respond(ctx, cb, failedText)
+		respond(failedText)
 	}
 }
 
-func (in *Interactions) openReason(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, taskID string) {
+// openModal opens the "Add a reason" (action ActionReason) or the "Edit
+// and approve" modal (ActionEdit) of the task for a member who may decide
+// it, carrying the digest of the action the message showed.
+func (in *Interactions) openModal(ctx context.Context, conn *arbiter.SlackConnection, cb *slackgo.InteractionCallback, action, taskID, digest string) {
 	m, offered, err := in.member(ctx, conn, cb)
 	if offered {
 		return
@@ -254,15 +290,36 @@ func (in *Interactions) openReason(ctx context.Context, conn *arbiter.SlackConne
 		in.respond(ctx, cb, endedPrefix+OutcomeLine(t))
 		return
 	}
-	if err := in.Slack.OpenReason(ctx, conn.BotToken, cb.TriggerID, ReasonModal(t)); err != nil {
-		in.logger().Warn("Slack interaction: open the reason modal", "account_id", conn.AccountID, "error", err.Error())
+	view := ReasonModal(t, digest, cb.ResponseURL)
+	if action == ActionEdit {
+		if cur, ok := t.CurrentAction(); !ok || cur.Digest != digest {
+			in.respond(ctx, cb, arbiter.ActionChangedError(cur).Message)
+			return
+		} else if editButton(t) == nil {
+			in.respond(ctx, cb, "This task's action cannot be edited in Slack; open it in the desk.")
+			return
+		}
+		view = EditModal(t, cb.ResponseURL)
+	}
+	if err := in.Slack.OpenReason(ctx, conn.BotToken, cb.TriggerID, view); err != nil {
+		in.logger().Warn("Slack interaction: open a modal", "account_id", conn.AccountID, "error", err.Error())
 	}
 }
 
-// respond answers the person who clicked, seen by them only; a modal's
-// submission has no response_url, and its outcome shows on the message.
+// respond answers the person who clicked, seen by them only.
 func (in *Interactions) respond(ctx context.Context, cb *slackgo.InteractionCallback, text string) {
-	if err := in.Slack.Respond(ctx, cb.ResponseURL, text); err != nil {
+	in.respondTo(ctx, cb.ResponseURL, text)
+}
+
+// respondTo answers a person at a response URL, seen by them only: the
+// one of their click, or the one a modal's metadata carries (a modal's
+// submission has none of its own). Without one, the outcome shows on the
+// message alone.
+func (in *Interactions) respondTo(ctx context.Context, responseURL, text string) {
+	if responseURL == "" {
+		return
+	}
+	if err := in.Slack.Respond(ctx, responseURL, text); err != nil {
 		in.logger().Info("Slack interaction: respond", "error", err.Error())
 	}
 }

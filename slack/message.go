@@ -49,14 +49,26 @@ type Message struct {
 	Blocks []slackgo.Block
 }
 
-// EncodeValue is a decision button's value: the task and the verdict,
-// never a URL that decides.
-func EncodeValue(taskID, verdict string) string { return taskID + "|" + verdict }
+// EncodeValue is a decision button's value: the task, the digest of the
+// action the message shows ("" for none) and the verdict, never a URL
+// that decides. A task id holds no "@" and a digest's hex no "|", so the
+// verdict may hold anything.
+func EncodeValue(taskID, digest, verdict string) string {
+	if hex, ok := strings.CutPrefix(digest, arbiter.DigestPrefix); ok {
+		taskID += "@" + hex
+	}
+	return taskID + "|" + verdict
+}
 
-// DecodeValue splits a value EncodeValue made.
-func DecodeValue(v string) (taskID, verdict string, ok bool) {
-	taskID, verdict, ok = strings.Cut(v, "|")
-	return taskID, verdict, ok && arbiter.ValidTaskID(taskID) && verdict != ""
+// DecodeValue splits a value EncodeValue made; a value without a digest
+// (a message posted before actions) gives "".
+func DecodeValue(v string) (taskID, digest, verdict string, ok bool) {
+	head, verdict, ok := strings.Cut(v, "|")
+	taskID, hex, hasDigest := strings.Cut(head, "@")
+	if hasDigest {
+		digest = arbiter.DigestPrefix + hex
+	}
+	return taskID, digest, verdict, ok && arbiter.ValidTaskID(taskID) && verdict != ""
 }
 
 // Question is the message asking the channel to decide t: its prompt, its
@@ -82,6 +94,8 @@ func Question(t *arbiter.Task, deskURL string) Message {
 	if fields := contextFields(t.Context, deskURL); len(fields) > 0 {
 		blocks = append(blocks, slackgo.NewSectionBlock(nil, fields, nil))
 	}
+	blocks = append(blocks, actionSection(t, deskURL)...)
+	digest := digestOf(t)
 	var facts []string
 	if e := t.Escalation; e != nil {
 		facts = append(facts, "*Escalated to "+escape(e.Describe())+"* "+slackDate(e.EscalatedAt)+" after waiting "+escape(e.After))
@@ -109,7 +123,7 @@ func Question(t *arbiter.Task, deskURL string) Message {
 	var elements []slackgo.BlockElement
 	if len(t.AllowedVerdicts) <= MaxButtons {
 		for i, v := range t.AllowedVerdicts {
-			b := slackgo.NewButtonBlockElement(ActionDecide+"_"+strconv.Itoa(i), EncodeValue(t.ID, v), plain(v))
+			b := slackgo.NewButtonBlockElement(ActionDecide+"_"+strconv.Itoa(i), EncodeValue(t.ID, digest, v), plain(v))
 			if i == 0 {
 				b = b.WithStyle(slackgo.StylePrimary)
 			}
@@ -119,8 +133,11 @@ func Question(t *arbiter.Task, deskURL string) Message {
 		elements = append(elements, slackgo.NewOptionsSelectBlockElement(slackgo.OptTypeStatic, plain("Choose a verdict"),
 			ActionDecide, verdictOptions(t)...))
 	}
+	if edit := editButton(t); edit != nil {
+		elements = append(elements, edit)
+	}
 	elements = append(elements,
-		slackgo.NewButtonBlockElement(ActionReason, t.ID, plain("Add a reason")),
+		slackgo.NewButtonBlockElement(ActionReason, EncodeValue(t.ID, digest, "reason"), plain("Add a reason")),
 		&slackgo.ButtonBlockElement{Type: slackgo.METButton, ActionID: ActionDesk, Text: plain("Open in the desk"), URL: deskURL})
 	blocks = append(blocks, slackgo.NewActionBlock("decide", elements...))
 	return Message{Text: notification("Decision needed: " + t.Prompt), Blocks: blocks[:min(len(blocks), MaxBlocks)]}
@@ -180,13 +197,15 @@ func Ended(t *arbiter.Task) bool {
 func verdictOptions(t *arbiter.Task) []*slackgo.OptionBlockObject {
 	opts := make([]*slackgo.OptionBlockObject, 0, len(t.AllowedVerdicts))
 	for _, v := range t.AllowedVerdicts {
-		opts = append(opts, slackgo.NewOptionBlockObject(EncodeValue(t.ID, v), plain(v), nil))
+		opts = append(opts, slackgo.NewOptionBlockObject(EncodeValue(t.ID, digestOf(t), v), plain(v), nil))
 	}
 	return opts
 }
 
-// ReasonModal is the "Add a reason" modal: a verdict and a rationale.
-func ReasonModal(t *arbiter.Task) slackgo.ModalViewRequest {
+// ReasonModal is the "Add a reason" modal: a verdict and a rationale. It
+// carries back the digest of the action the message showed (digest) and
+// where to answer the person (responseURL).
+func ReasonModal(t *arbiter.Task, digest, responseURL string) slackgo.ModalViewRequest {
 	opts := make([]*slackgo.OptionBlockObject, 0, len(t.AllowedVerdicts))
 	for _, v := range t.AllowedVerdicts {
 		opts = append(opts, slackgo.NewOptionBlockObject(v, plain(v), nil))
@@ -198,20 +217,22 @@ func ReasonModal(t *arbiter.Task) slackgo.ModalViewRequest {
 	input.MaxLength = min(arbiter.MaxRationaleChars, MaxSectionChars)
 	rationale := slackgo.NewInputBlock(blockRationale, plain("Reason"), nil, input)
 	return slackgo.ModalViewRequest{
-		Type: slackgo.VTModal, CallbackID: CallbackReason, PrivateMetadata: t.ID,
+		Type: slackgo.VTModal, CallbackID: CallbackReason, PrivateMetadata: modalMetadata(t.ID, digest, responseURL),
 		Title: plain("Decide with a reason"), Submit: plain("Decide"), Close: plain("Cancel"),
 		Blocks: slackgo.Blocks{BlockSet: []slackgo.Block{
 			section(fit(escape(t.Prompt), MaxSectionChars, "…")), verdict, rationale}},
 	}
 }
 
-// ReasonOf reads the modal's submitted verdict and rationale.
-func ReasonOf(v slackgo.View) (taskID, verdict, rationale string) {
+// ReasonOf reads the modal's submitted verdict and rationale, with the
+// task and the digest its message showed.
+func ReasonOf(v slackgo.View) (taskID, digest, verdict, rationale string) {
 	if v.State != nil {
 		verdict = v.State.Values[blockVerdict][actionVerdict].SelectedOption.Value
 		rationale = v.State.Values[blockRationale][actionRationale].Value
 	}
-	return v.PrivateMetadata, verdict, rationale
+	m := parseMetadata(v.PrivateMetadata)
+	return m.TaskID, m.Digest, verdict, rationale
 }
 
 // contextFields returns the context object's first fields as a

@@ -65,7 +65,7 @@ func TestQuestion_FitsSlacksLimits(t *testing.T) {
 		for _, e := range b.Elements {
 			if e.Type == "static_select" && e.ActionID == slack.ActionDecide {
 				selects++
-				if len(e.Options) != 8 || e.Options[3].Value != slack.EncodeValue(task.ID, "verdict-3") {
+				if len(e.Options) != 8 || e.Options[3].Value != slack.EncodeValue(task.ID, "", "verdict-3") {
 					t.Errorf("the select's options: %+v", e.Options)
 				}
 			}
@@ -81,18 +81,25 @@ func TestQuestion_FitsSlacksLimits(t *testing.T) {
 		t.Error("the cut context does not link to the desk")
 	}
 	// The modal is valid for Slack's library (unique block ids).
-	if !slackgo.ValidateUniqueBlockID(slack.ReasonModal(task)) {
+	if !slackgo.ValidateUniqueBlockID(slack.ReasonModal(task, "", "")) {
 		t.Error("the reason modal's block ids are not unique")
 	}
 }
 
 func TestDecodeValue(t *testing.T) {
-	id, v, ok := slack.DecodeValue(slack.EncodeValue("tsk_0123456789abcdef", "a|b"))
-	if !ok || id != "tsk_0123456789abcdef" || v != "a|b" {
-		t.Errorf("round trip = %q %q %v", id, v, ok)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, d := range []string{"", digest} {
+		id, gotDigest, v, ok := slack.DecodeValue(slack.EncodeValue("tsk_0123456789abcdef", d, "a|b@c"))
+		if !ok || id != "tsk_0123456789abcdef" || gotDigest != d || v != "a|b@c" {
+			t.Errorf("round trip with digest %q = %q %q %q %v", d, id, gotDigest, v, ok)
+		}
 	}
-	for _, bad := range []string{"", "tsk_0123456789abcdef", "tsk_0123456789abcdef|", "https://x|approve", "nope|approve"} {
-		if _, _, ok := slack.DecodeValue(bad); ok {
+	// A value from before actions has no digest.
+	if id, d, v, ok := slack.DecodeValue("tsk_0123456789abcdef|approve"); !ok || id != "tsk_0123456789abcdef" || d != "" || v != "approve" {
+		t.Errorf("an old value = %q %q %q %v", id, d, v, ok)
+	}
+	for _, bad := range []string{"", "tsk_0123456789abcdef", "tsk_0123456789abcdef|", "https://x|approve", "nope|approve", "nope@ab|approve"} {
+		if _, _, _, ok := slack.DecodeValue(bad); ok {
 			t.Errorf("DecodeValue(%q) ok", bad)
 		}
 	}

@@ -76,7 +76,7 @@ func TestSocketMode_ConnectAckDecideReconnect(t *testing.T) {
 					"type": "block_actions", "team": map[string]any{"id": "T0FAKE"}, "user": map[string]any{"id": "UOWNER"},
 					"response_url": fake.ResponseURL,
 					"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionDecide + "_1",
-						"value": slack.EncodeValue(task.ID, "reject")}},
+						"value": slack.EncodeValue(task.ID, "", "reject")}},
 				})
 				fake.WaitAck(t, envelope)
 			}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
@@ -107,5 +108,94 @@ func TestTaskCreate_ActionErrors(t *testing.T) {
 		if status != http.StatusOK || json.Unmarshal(b, &list) != nil || len(list.Tasks) != 0 {
 			t.Errorf("after the refused creates the account lists %s", b)
 		}
+	})
+}
+
+// decideHuman moves the account's pending tasks to a person and decides
+// each approve, on the action shown.
+func decideHuman(t *testing.T, a *api, email string) {
+	t.Helper()
+	acct, err := a.store.FindOrCreateAccountByEmail(ctx, email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := a.store.ClaimTasks(ctx, "wrk_test", 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		if err := a.store.FinishAgentAttempt(ctx, "wrk_test", c.ID, arbiter.AgentStep{
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, ActionDigest: c.ProposedDigest()}, Next: arbiter.StatusHumanNeeded,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := a.store.ListTasks(ctx, acct.ID, arbiter.TaskFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range page.Tasks {
+		if task.Status != arbiter.StatusHumanNeeded {
+			continue
+		}
+		dec := arbiter.HumanDecision{Verdict: "approve", Reviewer: email}
+		if task.Action != nil {
+			dec.ActionDigest = task.Action.Digest
+		}
+		if _, err := a.store.DecideTask(ctx, acct.ID, task.ID, dec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAuditExport_API: the export verifies against the keys the server
+// publishes, holds the account's decisions (with the approved action) and
+// events and none of another account's; a bad since is a 400 naming it,
+// and without a key a 401.
+func TestAuditExport_API(t *testing.T) {
+	t.Parallel()
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key, otherKey := a.newKey("a@example.com"), a.newKey("b@example.com")
+		own := createTask(t, a, key, actionTask(refundAction))
+		createTask(t, a, key, goodTask)
+		other := createTask(t, a, otherKey, goodTask)
+		decideHuman(t, a, "a@example.com")
+		decideHuman(t, a, "b@example.com")
+
+		status, header, jwks := a.do("GET", "/.well-known/arbiter/jwks.json", "", "")
+		var keys arbiter.JWKS
+		if status != http.StatusOK || json.Unmarshal(jwks, &keys) != nil || len(keys.Keys) == 0 || header.Get("Cache-Control") == "" {
+			t.Fatalf("jwks = %d %s", status, jwks)
+		}
+		status, header, export := a.do("GET", "/v1/audit/export", key, "")
+		if status != http.StatusOK || header.Get("Content-Type") != "application/x-ndjson" {
+			t.Fatalf("export = %d %s %s", status, header.Get("Content-Type"), export)
+		}
+		rep, err := arbiter.VerifyAuditExport(strings.NewReader(string(export)), &keys)
+		if err != nil {
+			t.Fatalf("the export does not verify: %v\n%s", err, export)
+		}
+		if rep.Decisions != 2 || rep.Events < 2 {
+			t.Errorf("report = %+v, want 2 decisions and the decisions' audit lines", rep)
+		}
+		text := string(export)
+		if !strings.Contains(text, own["id"].(string)) || strings.Contains(text, other["id"].(string)) {
+			t.Error("the export does not hold the account's task, or holds another account's")
+		}
+		if !strings.Contains(text, `"approved_action":{"args":{"amount":120`) {
+			t.Errorf("the decision line does not carry the approved action:\n%s", text)
+		}
+		// since after everything: the export line and the end alone.
+		status, _, later := a.do("GET", "/v1/audit/export?since=4102444800", key, "")
+		if rep, err := arbiter.VerifyAuditExport(strings.NewReader(string(later)), &keys); status != http.StatusOK || err != nil || rep.Lines != 2 {
+			t.Errorf("a later since = %d %+v %v", status, rep, err)
+		}
+		status, header, b := a.do("GET", "/v1/audit/export?since=someday", key, "")
+		wantError(t, status, header, b, http.StatusBadRequest)
+		if !strings.Contains(string(b), `"field":"since"`) {
+			t.Errorf("a bad since: %s", b)
+		}
+		status, header, b = a.do("GET", "/v1/audit/export", "", "")
+		wantError(t, status, header, b, http.StatusUnauthorized)
 	})
 }

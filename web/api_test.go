@@ -81,7 +81,8 @@ func serveRouter(t *testing.T, store *db.DB, keys *web.KeyChecker, o serverOptio
 		o.logger = discardLogger()
 	}
 	router := &web.Router{
-		Services:     web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store},
+		Services: web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store,
+			Receipts: store, AuditExport: store},
 		KeyChecker:   keys,
 		Logger:       o.logger,
 		ShuttingDown: shuttingDown,

@@ -67,6 +67,11 @@ type Services struct {
 	Teams arbiter.TeamsService
 	// Agreement reads the votes of the reviewers' agreement report.
 	Agreement arbiter.AgreementService
+	// Receipts serves the public keys of receipts (the JWKS); nil serves
+	// none.
+	Receipts arbiter.ReceiptService
+	// AuditExport streams accounts' audit exports; nil serves none.
+	AuditExport arbiter.AuditExportService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -280,6 +285,10 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 		prm := handlers.OAuthProtectedResource(rt.site().BaseURL)
 		r.Method(http.MethodGet, "/.well-known/oauth-protected-resource", prm)
 		r.Method(http.MethodGet, "/.well-known/oauth-protected-resource/v1/mcp", prm)
+		if rt.Services.Receipts != nil {
+			// Anyone may verify a receipt: the public keys need no key.
+			r.Method(http.MethodGet, "/.well-known/arbiter/jwks.json", handlers.ReceiptKeysGet(rt.Services.Receipts))
+		}
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(handlers.API, limitHeader)
@@ -302,6 +311,9 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodPut, "/policies/{task_type}", handlers.PolicyPut(rt.Services.Policies))
 			r.Method(http.MethodDelete, "/policies/{task_type}", handlers.PolicyDelete(rt.Services.Policies))
 			r.Method(http.MethodGet, "/agreement", handlers.AgreementGet(rt.Services.Agreement, rt.now()))
+			if rt.Services.AuditExport != nil {
+				r.Method(http.MethodGet, "/audit/export", handlers.AuditExport(rt.Services.AuditExport))
+			}
 		})
 	})
 }

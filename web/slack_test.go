@@ -131,7 +131,7 @@ func (s *slackSite) click(user, taskID, verdict string) []byte {
 		"type": "block_actions", "team": map[string]any{"id": "T0FAKE"}, "user": map[string]any{"id": user},
 		"response_url": s.fake.ResponseURL, "trigger_id": "trig",
 		"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionDecide + "_0",
-			"value": slack.EncodeValue(taskID, verdict)}},
+			"value": slack.EncodeValue(taskID, "", verdict)}},
 	})
 	return []byte(url.Values{"payload": {string(payload)}}.Encode())
 }
@@ -465,7 +465,7 @@ func TestSlackInteractions_OneActionAPayload(t *testing.T) {
 				task := humanTask(t, s.store, "owner@example.com", fmt.Sprintf("Refund %d?", i), "")
 				ids = append(ids, task.ID)
 				actions = append(actions, map[string]any{"type": "button", "block_id": "decide",
-					"action_id": slack.ActionDecide + "_0", "value": slack.EncodeValue(task.ID, "approve")})
+					"action_id": slack.ActionDecide + "_0", "value": slack.EncodeValue(task.ID, "", "approve")})
 			}
 			counted := &countingStore{Store: s.store}
 			s.in.Store = counted

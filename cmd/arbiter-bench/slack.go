@@ -183,7 +183,7 @@ func (b *bench) measureSlackAcks(ctx context.Context, store *db.DB, client *slac
 			payload, _ := json.Marshal(map[string]any{"type": "block_actions", "team": map[string]any{"id": "TBENCH"},
 				"user": map[string]any{"id": "UBENCH"}, "response_url": fake.srv.URL + "/response",
 				"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionDecide + "_0",
-					"value": slack.EncodeValue(id, "approve")}}})
+					"value": slack.EncodeValue(id, "", "approve")}}})
 			body := url.Values{"payload": {string(payload)}}.Encode()
 			ts := strconv.FormatInt(time.Now().Unix(), 10)
 			mac := hmac.New(sha256.New, []byte(slackSecret))

@@ -251,3 +251,13 @@ func TestParse_Display(t *testing.T) {
 		t.Errorf("without a hint the notes are %+v", v)
 	}
 }
+
+func TestActionCall(t *testing.T) {
+	c := ActionCall("issue_refund", json.RawMessage(`{"amount":120,"note":"late"}`))
+	if c.Name != "issue_refund" || c.Args == nil || c.Args.Count != 2 || c.Args.Member("amount").Text != "120" {
+		t.Errorf("ActionCall = %+v", c)
+	}
+	if c := ActionCall("t", json.RawMessage(`[1]`)); c.Args != nil || c.ArgsText != "[1]" {
+		t.Errorf("ActionCall of an array = %+v", c)
+	}
+}

@@ -5,7 +5,9 @@ package openapitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -40,6 +42,7 @@ func Load() (*openapi3.T, error) {
 
 func load() (routers.Router, error) {
 	loadOnce.Do(func() {
+		openapi3filter.RegisterBodyDecoder("application/x-ndjson", jsonLinesDecoder)
 		var doc *openapi3.T
 		if doc, loadErr = Load(); loadErr == nil {
 			// The router would match requests against the document's
@@ -50,6 +53,22 @@ func load() (routers.Router, error) {
 		}
 	})
 	return router, loadErr
+}
+
+// jsonLinesDecoder reads a JSON Lines body (the audit export's) as the
+// string the document's schema describes, once each of its lines is
+// checked to be one JSON value.
+func jsonLinesDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if !json.Valid(line) {
+			return nil, fmt.Errorf("line %d is not JSON", i+1)
+		}
+	}
+	return string(b), nil
 }
 
 // ValidateResponse fails t when the response to req (status, header and

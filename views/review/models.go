@@ -260,3 +260,26 @@ func goldLine(r arbiter.ReviewerAgreement) string {
 	}
 	return strconv.Itoa(r.GoldCorrect) + " of " + strconv.Itoa(r.GoldAnswered) + " (" + Share(r.GoldAccuracy) + ")"
 }
+
+// shownAction is the action the desk shows for t: the approved one once
+// decided, else the one in force; false without an action.
+func shownAction(t *arbiter.Task) (arbiter.ApprovedAction, bool) {
+	if t.ApprovedAction != nil {
+		return *t.ApprovedAction, true
+	}
+	return t.CurrentAction()
+}
+
+// editedNote says what an edit of the action changed: the members, and
+// that votes restarted when the task still waits for several.
+func editedNote(t *arbiter.Task, a arbiter.ApprovedAction) string {
+	var members []string
+	for _, op := range a.Patch {
+		members = append(members, strings.TrimPrefix(op.Path, "/"))
+	}
+	note := "Edited by a reviewer: " + strings.Join(members, ", ") + " changed (proposed digest " + arbiter.ShortDigest(a.ProposedDigest) + ")."
+	if t.ApprovedAction == nil && t.VotesOpen() {
+		note += " The votes restarted on the edited action."
+	}
+	return note
+}

@@ -354,6 +354,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's audit export
+         * @description Every final decision of the account (with its signed receipt and the action it approved) and every event of its audit log (sign-ins, keys, policies, decisions), oldest first, as JSON Lines: one JSON object a line, in RFC 8785 canonical form, each naming the SHA-256 of the line before (prev). The first line (kind export) names the account and lists the public keys; the last (kind end) counts the lines and is signed over the last hash. `arbiter audit verify FILE` checks the chain, the receipts and the signature offline and names the first break. The export is streamed; a failure once it began ends it without the end line, so that it does not verify. Any key of the account may export (keys act as its owners and admins).
+         */
+        get: operations["exportAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/arbiter/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The keys that sign receipts
+         * @description The public keys that sign receipts and audit exports, as a JWKS: the signing key first, then the keys rotated out (arbiter admin rotate-receipt-key), which stay so that what they signed still verifies. No key needed; cacheable for five minutes.
+         */
+        get: operations["getReceiptKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "task.human_needed": {
@@ -871,6 +911,8 @@ export interface components {
             edit_verdicts?: string[];
             /** @description The action the final decision approved (person, agent, fallback or consensus): present once the task is completed, for a task with an action. */
             approved_action?: components["schemas"]["ApprovedAction"];
+            /** @description The signed receipt of the final decision: a compact JWS (EdDSA, Ed25519) whose payload is {task_id, account, verdict, tier, decided_by, action_digest, decided_at, seq, prev} in RFC 8785 form; prev is the hash of the account's receipt before it. Verify it with the keys at /.well-known/arbiter/jwks.json (the SDKs' verify_receipt). Absent until the task is completed. */
+            receipt?: string;
         };
         /** @description One verifier call or human decision. */
         Attempt: {
@@ -2025,6 +2067,25 @@ export interface components {
              * @description 1 − δ·w/Σw: this rate's part of the certificate's δ, in proportion to its weight w = 1 / sampling_rate.
              */
             confidence: number;
+        };
+        /** @description The public keys that sign receipts and audit exports (RFC 7517): the signing key first, then the retired ones. */
+        JWKS: {
+            keys: components["schemas"]["JWK"][];
+        };
+        /** @description An Ed25519 public key (RFC 8037). */
+        JWK: {
+            /** @enum {string} */
+            kty: "OKP";
+            /** @enum {string} */
+            crv: "Ed25519";
+            /** @description The public key, base64url. */
+            x: string;
+            /** @description The key's RFC 7638 thumbprint, which a receipt's header names. */
+            kid: string;
+            /** @enum {string} */
+            alg: "EdDSA";
+            /** @enum {string} */
+            use: "sig";
         };
     };
     responses: {
@@ -4830,6 +4891,93 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportAudit: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Start at this time: Unix epoch seconds, or an RFC 3339 time or date. The whole record when left out.
+                 * @example 2026-07-01
+                 */
+                since?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export, streamed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {"account":"acct_…","exported_at":1767225600,"format":"arbiter-audit-export/1","jwks":{"keys":[…]},"kind":"export","line":1,"prev":null} */
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description since is not a time, or a parameter is unknown. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "since must be Unix epoch seconds (1767225600) or an RFC 3339 time or date (2026-01-01T00:00:00Z, 2026-01-01).",
+                     *       "code": "invalid_field",
+                     *       "field": "since"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getReceiptKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kty": "OKP",
+                     *           "crv": "Ed25519",
+                     *           "x": "KeWDOpFaZCmk46eUhHXDOO9Dbrgr6JyS8FlwRAPbnVU",
+                     *           "kid": "RWYS2VpKWyFiXMqVhIa9SFBMWGHpp2W2V-5GnbtkRsY",
+                     *           "alg": "EdDSA",
+                     *           "use": "sig"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JWKS"];
+                };
+            };
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

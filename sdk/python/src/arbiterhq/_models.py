@@ -477,10 +477,17 @@ class Task(TaskMixin, APIObject):
     #: consensus): present once the task is completed, for a task with an
     #: action.
     approved_action: Optional[ApprovedAction] = None
+    #: The signed receipt of the final decision: a compact JWS (EdDSA,
+    #: Ed25519) whose payload is {task_id, account, verdict, tier,
+    #: decided_by, action_digest, decided_at, seq, prev} in RFC 8785 form;
+    #: prev is the hash of the account's receipt before it. Verify it with
+    #: the keys at /.well-known/arbiter/jwks.json (the SDKs' verify_receipt).
+    #: Absent until the task is completed.
+    receipt: Optional[str] = None
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'final_verifier', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'final_verifier', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action', 'receipt'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Task":
@@ -510,6 +517,7 @@ class Task(TaskMixin, APIObject):
             action=_opt(d.get('action'), Action.from_dict),
             edit_verdicts=_opt(d.get('edit_verdicts'), lambda v: [str(x) for x in v]),
             approved_action=_opt(d.get('approved_action'), ApprovedAction.from_dict),
+            receipt=_opt(d.get('receipt'), str),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -549,6 +557,8 @@ class Task(TaskMixin, APIObject):
             d['edit_verdicts'] = list(self.edit_verdicts)
         if self.approved_action is not None:
             d['approved_action'] = self.approved_action.to_dict()
+        if self.receipt is not None:
+            d['receipt'] = self.receipt
         return d
 
 

@@ -1,0 +1,459 @@
+package db_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+)
+
+// claimAndAnswer claims the task (among any others pending) and records
+// the verifier's answer as the worker would: the step NextAgentStep makes
+// of it, on the claimed task. Other claimed tasks go to a human.
+func claimAndAnswer(t *testing.T, d *db.DB, taskID string, v arbiter.Verification) {
+	t.Helper()
+	claimed, err := d.ClaimTasks(ctx, "w", 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		step := arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, ActionDigest: c.ProposedDigest()}, Next: arbiter.StatusHumanNeeded}
+		if c.ID == taskID {
+			now := time.UnixMilli(1763805600000)
+			step = arbiter.NextAgentStep(c, v, nil, now, now, arbiter.AgentRetry{Backoff: func(int) time.Duration { return time.Second }})
+		}
+		if err := d.FinishAgentAttempt(ctx, "w", c.ID, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// verifiedChain verifies the account's receipts of the tasks against the
+// store's keys and returns their claims by task id; they must chain in
+// the order of their seq, from 1, without a gap.
+func verifiedChain(t *testing.T, d *db.DB, accountID string, ids []string) map[string]arbiter.ReceiptClaims {
+	t.Helper()
+	keys, err := d.ReceiptKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type link struct {
+		receipt string
+		claims  arbiter.ReceiptClaims
+	}
+	var chain []link
+	out := map[string]arbiter.ReceiptClaims{}
+	for _, id := range ids {
+		task, err := d.FindTaskByID(ctx, accountID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Receipt == "" {
+			t.Fatalf("task %s (%s, %v) has no receipt", id, task.Status, task.FinalTier)
+		}
+		c, err := arbiter.VerifyReceipt(task.Receipt, keys)
+		if err != nil {
+			t.Fatalf("receipt of %s: %v", id, err)
+		}
+		if c.TaskID != id || c.Account != accountID || c.Verdict != *task.FinalVerdict || c.Tier != *task.FinalTier ||
+			task.CompletedAt == nil || c.DecidedAt != *task.CompletedAt {
+			t.Errorf("receipt of %s = %+v; the task: %s %s at %v", id, c, *task.FinalVerdict, *task.FinalTier, task.CompletedAt)
+		}
+		if task.ApprovedAction == nil || c.ActionDigest == nil || *c.ActionDigest != task.ApprovedAction.Digest {
+			t.Errorf("receipt of %s names the action %v; the task approved %+v", id, c.ActionDigest, task.ApprovedAction)
+		}
+		chain = append(chain, link{task.Receipt, c})
+		out[id] = c
+	}
+	slices.SortFunc(chain, func(a, b link) int { return int(a.claims.Seq - b.claims.Seq) })
+	for i, l := range chain {
+		if l.claims.Seq != int64(i+1) {
+			t.Errorf("receipt %d has seq %d", i+1, l.claims.Seq)
+		}
+		switch {
+		case i == 0 && l.claims.Prev != nil:
+			t.Errorf("the first receipt names a previous one: %v", *l.claims.Prev)
+		case i > 0 && (l.claims.Prev == nil || *l.claims.Prev != arbiter.ReceiptHash(chain[i-1].receipt)):
+			t.Errorf("receipt %d does not name the hash of receipt %d", i+1, i)
+		}
+	}
+	return out
+}
+
+// TestReceipts_EveryDecisionPathBindsAndSigns: the agent, a person (who
+// edits), a consensus and the on-expiry outcome each record the action
+// they approved and sign a receipt, chained in the account's order.
+func TestReceipts_EveryDecisionPathBindsAndSigns(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, reviewers, voting := votingTeam(t, d, twoVotes)
+		_ = voting // a plain task of the team, waiting: decided below like any other
+		ann, bob := reviewers[0], reviewers[1]
+
+		byAgent, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "agent decides", refund))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, byAgent.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.99, Model: "m1"})
+
+		byPerson, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "a person edits", refund))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, byPerson.ID, arbiter.Verification{})
+		edited := json.RawMessage(`{"amount": 80, "currency": "EUR", "note": "half"}`)
+		got, err := d.DecideTask(ctx, acct.ID, byPerson.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: ann.Email,
+			ReviewerID: ann.ID, ActionDigest: byPerson.Action.Digest, EditedArgs: edited})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ApprovedAction == nil || !got.ApprovedAction.Edited || got.Receipt == "" {
+			t.Fatalf("decided = %+v", got)
+		}
+
+		consensus := votingTask(twoVotes)
+		a, _ := arbiter.ParseAction(json.RawMessage(refund))
+		consensus.Action, consensus.EditVerdicts = a, []string{"approve"}
+		byVotes, err := d.CreateTask(ctx, acct.ID, consensus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, byVotes.ID, arbiter.Verification{})
+		for _, p := range []*arbiter.Person{ann, bob} {
+			v := voteBy(p, "approve")
+			v.ActionDigest = a.Digest
+			if _, err := d.DecideTask(ctx, acct.ID, byVotes.ID, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		fallback := actionCreate(t, "falls back", refund)
+		fallback.DeadlineSeconds, fallback.OnExpiry = 60, arbiter.OnExpiry{Outcome: "verdict:approve"}
+		byOutcome, err := d.CreateTask(ctx, acct.ID, fallback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, byOutcome.ID, arbiter.Verification{})
+		if err := d.MoveDeadline(ctx, byOutcome.ID, arbiter.TimestampOf(time.Now().Add(-time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ExpireTasks(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+
+		claims := verifiedChain(t, d, acct.ID, []string{byAgent.ID, byPerson.ID, byVotes.ID, byOutcome.ID})
+		want := map[string]struct{ tier, decidedBy, digest string }{
+			byAgent.ID:   {arbiter.TierAgent, "agent:m1", a.Digest},
+			byPerson.ID:  {arbiter.TierHuman, ann.ID, got.ApprovedAction.Digest},
+			byVotes.ID:   {arbiter.TierHuman, strings.Join(slices.Sorted(slices.Values([]string{ann.ID, bob.ID})), ","), a.Digest},
+			byOutcome.ID: {arbiter.TierFallback, arbiter.DecidedByFallback, a.Digest},
+		}
+		for id, w := range want {
+			c := claims[id]
+			if c.Tier != w.tier || c.DecidedBy != w.decidedBy || *c.ActionDigest != w.digest {
+				t.Errorf("receipt of %s: tier %s by %s digest %s; want %s by %s digest %s", id, c.Tier, c.DecidedBy, *c.ActionDigest,
+					w.tier, w.decidedBy, w.digest)
+			}
+		}
+		// Each attempt that decided records the digest it decided on.
+		for _, id := range []string{byAgent.ID, byPerson.ID, byVotes.ID, byOutcome.ID} {
+			task, _ := d.FindTaskByID(ctx, acct.ID, id)
+			last := task.Attempts[len(task.Attempts)-1]
+			if last.ActionDigest == nil || *last.ActionDigest != task.ApprovedAction.Digest {
+				t.Errorf("%s: the deciding attempt's digest %v, approved %s", id, last.ActionDigest, task.ApprovedAction.Digest)
+			}
+		}
+		// The edit is kept with both digests and its patch.
+		person, _ := d.FindTaskByID(ctx, acct.ID, byPerson.ID)
+		patch, _ := json.Marshal(person.ApprovedAction.Patch)
+		if person.ApprovedAction.ProposedDigest != person.Action.Digest || string(patch) !=
+			`[{"op":"replace","path":"/amount","value":80},{"op":"replace","path":"/note","value":"half"}]` ||
+			person.ApprovedAction.EditedBy == nil || *person.ApprovedAction.EditedBy != ann.ID {
+			t.Errorf("approved action = %+v, patch %s", person.ApprovedAction, patch)
+		}
+	})
+}
+
+// TestReceipts_AStaleCopyIsRefused: a decision whose copy shows another
+// action than the one in force changes nothing.
+func TestReceipts_AStaleCopyIsRefused(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "refund", refund))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, task.ID, arbiter.Verification{})
+		for _, digest := range []string{"", "sha256:" + strings.Repeat("0", 64)} {
+			_, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com", ActionDigest: digest})
+			wantCode(t, err, arbiter.ECONFLICT)
+		}
+		got, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		if got.Status != arbiter.StatusHumanNeeded || got.Receipt != "" || len(got.Attempts) != 1 {
+			t.Errorf("after refused decisions: %s, receipt %q, %d attempts", got.Status, got.Receipt, len(got.Attempts))
+		}
+	})
+}
+
+// TestConsensus_AnEditRestartsTheVotes: ann approves the proposal; bob
+// edits the amount and approves, which restarts the votes on the edit:
+// ann's vote no longer counts, a vote on a copy of the proposal is
+// refused, and the task completes when a second person approves the
+// edit, which the receipt names.
+func TestConsensus_AnEditRestartsTheVotes(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, reviewers, _ := votingTeam(t, d, twoVotes)
+		ann, bob, cat := reviewers[0], reviewers[1], reviewers[2]
+		in := votingTask(twoVotes)
+		a, _ := arbiter.ParseAction(json.RawMessage(refund))
+		in.Action, in.EditVerdicts = a, []string{"approve"}
+		task, err := d.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, task.ID, arbiter.Verification{})
+		vote := func(p *arbiter.Person, digest string, args json.RawMessage) (*arbiter.Task, error) {
+			v := voteBy(p, "approve")
+			v.ActionDigest, v.EditedArgs = digest, args
+			return d.DecideTask(ctx, acct.ID, task.ID, v)
+		}
+		if _, err := vote(ann, a.Digest, nil); err != nil {
+			t.Fatal(err)
+		}
+		after, err := vote(bob, a.Digest, json.RawMessage(`{"amount": 60, "currency": "EUR", "note": "late"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Status != arbiter.StatusHumanNeeded {
+			t.Fatalf("after bob's edit the task is %s; the votes restart, so one vote is not enough", after.Status)
+		}
+		cur, ok := after.CurrentAction()
+		if !ok || !cur.Edited || cur.Digest == a.Digest {
+			t.Fatalf("the action in force = %+v, want bob's edit", cur)
+		}
+		// Cat's copy shows the proposal: refused.
+		_, err = vote(cat, a.Digest, nil)
+		wantCode(t, err, arbiter.ECONFLICT)
+		// Ann may vote again, on the edit, and that decides it.
+		done, err := vote(ann, cur.Digest, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done.Status != arbiter.StatusCompleted || done.ApprovedAction == nil || done.ApprovedAction.Digest != cur.Digest {
+			t.Fatalf("after ann's second vote: %s, approved %+v", done.Status, done.ApprovedAction)
+		}
+		claims := verifiedChain(t, d, acct.ID, []string{task.ID})
+		if c := claims[task.ID]; c.DecidedBy != strings.Join(slices.Sorted(slices.Values([]string{ann.ID, bob.ID})), ",") {
+			t.Errorf("decided by %s, want ann and bob", c.DecidedBy)
+		}
+		stored, _ := d.FindTaskByID(ctx, acct.ID, task.ID)
+		var humans int
+		for _, at := range stored.Attempts {
+			if at.Tier == arbiter.TierHuman {
+				humans++
+			}
+		}
+		if humans != 3 {
+			t.Errorf("%d human attempts, want 3 (ann's first vote is kept, not counted)", humans)
+		}
+	})
+}
+
+// TestReceipts_ConcurrentDecisionsChainWithoutAGap decides tasks of one
+// account from two stores at once (two processes on Postgres): every
+// receipt has its own seq, from 1 without a gap, and names the one before.
+func TestReceipts_ConcurrentDecisionsChainWithoutAGap(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		other := d
+		if d.Dialect() == db.Postgres {
+			other = dbtest.OpenURL(t, d.URLForTest(), db.Options{})
+		}
+		acct := newAccount(t, d, "owner@example.com")
+		const n = 16
+		var ids []string
+		for i := range n {
+			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, fmt.Sprint("refund ", i), refund))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+		if err := d.QueueAll(ctx, acct.ID); err != nil {
+			t.Fatal(err)
+		}
+		digest := mustParse(t, refund).Digest
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i, id := range ids {
+			store := d
+			if i%2 == 1 {
+				store = other
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := store.DecideTask(ctx, acct.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com", ActionDigest: digest})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		verifiedChain(t, d, acct.ID, ids)
+	})
+}
+
+func mustParse(t *testing.T, raw string) *arbiter.TaskAction {
+	t.Helper()
+	a, err := arbiter.ParseAction(json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestReceiptKeys_Rotate: a rotation makes a new key sign; the JWKS keeps
+// the old one, so that what it signed still verifies.
+func TestReceiptKeys_Rotate(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		first, err := d.ReceiptKeys(ctx)
+		if err != nil || len(first.Keys) != 1 {
+			t.Fatalf("a new store's JWKS = %+v, %v; want one key", first, err)
+		}
+		decide := func() string {
+			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "refund", refund))
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimAndAnswer(t, d, task.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 1})
+			got, err := d.FindTaskByID(ctx, acct.ID, task.ID)
+			if err != nil || got.Receipt == "" {
+				t.Fatalf("task = %+v, %v", got, err)
+			}
+			return got.Receipt
+		}
+		old := decide()
+		id, err := d.RotateReceiptKey(ctx)
+		if err != nil || id == first.Keys[0].Kid {
+			t.Fatalf("rotate = %q, %v", id, err)
+		}
+		fresh := decide()
+		keys, err := d.ReceiptKeys(ctx)
+		if err != nil || len(keys.Keys) != 2 || keys.Keys[0].Kid != id || keys.Keys[1].Kid != first.Keys[0].Kid {
+			t.Fatalf("JWKS after the rotation = %+v, %v; want the new key first, then the old", keys, err)
+		}
+		for _, r := range []string{old, fresh} {
+			if _, err := arbiter.VerifyReceipt(r, keys); err != nil {
+				t.Errorf("a receipt does not verify after the rotation: %v", err)
+			}
+		}
+		if _, err := arbiter.VerifyReceipt(fresh, first); err == nil {
+			t.Error("the receipt after the rotation verifies with the old key alone")
+		}
+	})
+}
+
+// TestReceipts_AGroupedFinishSignsEachDecision: finishes recorded as one
+// group (Postgres's statement of many) bind and sign as one at a time do.
+func TestReceipts_AGroupedFinishSignsEachDecision(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		var ids []string
+		for i := range 5 {
+			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, fmt.Sprint("refund ", i), refund))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w", 10, time.Minute)
+		if err != nil || len(claimed) != len(ids) {
+			t.Fatalf("claim = %d, %v", len(claimed), err)
+		}
+		var finishes []db.Finish
+		now := time.UnixMilli(1763805600000)
+		for _, c := range claimed {
+			step := arbiter.NextAgentStep(c, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"}, nil, now, now, arbiter.AgentRetry{})
+			finishes = append(finishes, db.Finish{Owner: "w", TaskID: c.ID, Step: step})
+		}
+		before := d.GroupedFinishes()
+		for _, err := range d.FinishGroup(ctx, finishes) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d.Dialect() == db.Postgres && d.GroupedFinishes() == before {
+			t.Fatal("the finishes were not grouped")
+		}
+		for id, c := range verifiedChain(t, d, acct.ID, ids) {
+			if c.Tier != arbiter.TierAgent || c.DecidedBy != "agent:m2" {
+				t.Errorf("receipt of %s: %s by %s", id, c.Tier, c.DecidedBy)
+			}
+		}
+	})
+}
+
+// TestReceipts_TheWebhookCopyCarriesTheApprovedDigest: the completed
+// event's task names the approved action with its digest, and its
+// receipt.
+func TestReceipts_TheWebhookCopyCarriesTheApprovedDigest(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		in := actionCreate(t, "refund", refund)
+		in.CallbackURL = "https://workflow.example.com/resume" // no deliverer runs here
+		task, err := d.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimAndAnswer(t, d, task.ID, arbiter.Verification{})
+		decided, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com",
+			ActionDigest: task.Action.Digest, EditedArgs: json.RawMessage(`{"amount": 99, "currency": "EUR", "note": "late"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimWebhookMessages(ctx, "whd", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, del := range claimed {
+			if del.Message.EventType != arbiter.EventTaskCompleted {
+				continue
+			}
+			found = true
+			var p struct {
+				Data struct {
+					ApprovedAction arbiter.ApprovedAction `json:"approved_action"`
+					Receipt        string                 `json:"receipt"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(del.Message.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Data.ApprovedAction.Digest != decided.ApprovedAction.Digest || !p.Data.ApprovedAction.Edited || p.Data.Receipt != decided.Receipt {
+				t.Errorf("the completed event's copy: %s", del.Message.Payload)
+			}
+		}
+		if !found {
+			t.Fatal("no task.completed message was queued")
+		}
+	})
+}
