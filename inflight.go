@@ -1,11 +1,27 @@
 package arbiter
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
-// InFlightLimiter bounds how many requests of each key run at once: a key
-// may hold Max places, and a request takes one for as long as it runs. It is
-// per process: behind several servers the bound is per server. Its memory
-// is that of the keys with requests running.
+// SlotLimit bounds how many requests of each key run at once: a key may
+// hold so many slots, and a request takes one for as long as it runs.
+// InFlightLimiter keeps the counts in one process's memory;
+// internal/limits keeps them in Postgres, where every process of a
+// deployment counts against the same bound.
+type SlotLimit interface {
+	// Acquire takes one of key's slots and reports whether there was one
+	// to take. When there was, release gives it back (whether or not ctx
+	// has ended by then); call it once. Its errors are the store's.
+	Acquire(ctx context.Context, key string) (release func(), ok bool, err error)
+}
+
+// InFlightLimiter is the in-process SlotLimit: a key may hold Max places,
+// and a request takes one for as long as it runs. It is per process:
+// behind several servers the bound would be per server, so a deployment of
+// several processes shares internal/limits' instead. Its memory is that of
+// the keys with requests running.
 type InFlightLimiter struct {
 	max int
 
@@ -19,17 +35,17 @@ func NewInFlightLimiter(max int) *InFlightLimiter {
 	return &InFlightLimiter{max: max, running: map[string]int{}}
 }
 
-// Acquire takes one of key's places and reports whether there was one to
-// take. When there was, release gives it back; call it once.
-func (l *InFlightLimiter) Acquire(key string) (release func(), ok bool) {
+// Acquire implements SlotLimit; it never fails, and a second call of its
+// release gives nothing back.
+func (l *InFlightLimiter) Acquire(_ context.Context, key string) (release func(), ok bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.running[key] >= l.max {
-		return nil, false
+		return nil, false, nil
 	}
 	l.running[key]++
 	var once sync.Once
-	return func() { once.Do(func() { l.release(key) }) }, true
+	return func() { once.Do(func() { l.release(key) }) }, true, nil
 }
 
 func (l *InFlightLimiter) release(key string) {

@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
@@ -8,12 +9,12 @@ import (
 
 func TestInFlightLimiter(t *testing.T) {
 	l := arbiter.NewInFlightLimiter(2)
-	r1, ok1 := l.Acquire("a")
-	r2, ok2 := l.Acquire("a")
-	if _, ok := l.Acquire("a"); !ok1 || !ok2 || ok {
+	r1, ok1, _ := l.Acquire(context.Background(), "a")
+	r2, ok2, _ := l.Acquire(context.Background(), "a")
+	if _, ok, _ := l.Acquire(context.Background(), "a"); !ok1 || !ok2 || ok {
 		t.Fatalf("three acquires of 2 places = %v %v %v, want true true false", ok1, ok2, ok)
 	}
-	rb, okb := l.Acquire("b")
+	rb, okb, _ := l.Acquire(context.Background(), "b")
 	if !okb {
 		t.Fatal("another key's place was taken by a's")
 	}
@@ -22,7 +23,7 @@ func TestInFlightLimiter(t *testing.T) {
 	if got := l.Running("a"); got != 1 {
 		t.Errorf("after one release (twice), a runs %d, want 1", got)
 	}
-	if r, ok := l.Acquire("a"); !ok {
+	if r, ok, _ := l.Acquire(context.Background(), "a"); !ok {
 		t.Error("a released place was not given back")
 	} else {
 		r()

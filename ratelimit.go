@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"context"
 	"net/netip"
 	"sync"
 	"time"
@@ -8,9 +9,32 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// RateLimiter is an in-memory token bucket per key, a rate.Limiter each:
-// each key may spend Burst requests at once, and earns one more every
-// Every. It is per process: behind several servers the limit is per server.
+// RateLimit bounds how often each key may act: a token bucket per key,
+// which holds a burst of requests at once and earns one more every
+// interval. RateLimiter keeps the buckets in one process's memory;
+// internal/limits keeps them in Postgres, where every process of a
+// deployment spends from the same bucket. Its errors are the store's
+// (EUNAVAILABLE when it does not answer).
+type RateLimit interface {
+	// Allow spends one request of key's bucket and reports whether there
+	// was one to spend. When there was not, nothing is spent and
+	// retryAfter is how long until there will be.
+	Allow(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error)
+	// Available reports whether key's bucket has a request to spend,
+	// without spending it; when it has not, retryAfter is how long until
+	// it will. A caller that learns only afterwards whether a request
+	// counts (a failed check, say) asks this first and spends with Allow
+	// once it knows.
+	Available(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error)
+	// Return gives back one request that Allow spent, for a request that
+	// turned out not to count. The bucket never exceeds its burst.
+	Return(ctx context.Context, key string) error
+}
+
+// RateLimiter is the in-process RateLimit, a rate.Limiter per key: each
+// key may spend Burst requests at once, and earns one more every Every.
+// It is per process: behind several servers the limit would be per server,
+// so a deployment of several processes shares internal/limits' instead.
 type RateLimiter struct {
 	burst int
 	every time.Duration
@@ -32,39 +56,32 @@ func NewRateLimiter(burst int, every time.Duration, now Clock) *RateLimiter {
 	return &RateLimiter{burst: burst, every: every, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
-// Allow spends one request of key's bucket and reports whether there was
-// one to spend. When there was not, nothing is spent and retryAfter is how
-// long until there will be.
-func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
+// Allow implements RateLimit; it never fails.
+func (l *RateLimiter) Allow(_ context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(key, now)
 	if wait := l.wait(b, now); wait > 0 {
-		return false, wait
+		return false, wait, nil
 	}
 	b.AllowN(now, 1)
-	return true, 0
+	return true, 0, nil
 }
 
-// Available reports whether key's bucket has a request to spend, without
-// spending it; when it has not, retryAfter is how long until it will. A
-// caller that learns only afterwards whether a request counts (a failed
-// check, say) asks this first and spends with Allow once it knows.
-func (l *RateLimiter) Available(key string) (ok bool, retryAfter time.Duration) {
+// Available implements RateLimit; it never fails.
+func (l *RateLimiter) Available(_ context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if wait := l.wait(l.bucket(key, now), now); wait > 0 {
-		return false, wait
+		return false, wait, nil
 	}
-	return true, 0
+	return true, 0, nil
 }
 
-// Return gives back one request that Allow spent, for a request that turned
-// out not to count (a valid API key, say). The bucket never exceeds its
-// burst.
-func (l *RateLimiter) Return(key string) {
+// Return implements RateLimit; it never fails.
+func (l *RateLimiter) Return(_ context.Context, key string) error {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -72,6 +89,7 @@ func (l *RateLimiter) Return(key string) {
 	// whenever it next reads them. A Reservation's Cancel would not do:
 	// it gives nothing back once its time has passed.
 	l.bucket(key, now).AllowN(now, -1)
+	return nil
 }
 
 // wait returns how long until b has a request to spend at now: 0 when it

@@ -1,14 +1,17 @@
 package arbiter
 
 import (
+	"context"
 	"testing"
 	"time"
 )
 
+var ctx = context.Background()
+
 func TestRateLimiter_Allow(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	l := NewRateLimiter(2, time.Minute, func() time.Time { return now })
-	allow := func(key string) bool { ok, _ := l.Allow(key); return ok }
+	allow := func(key string) bool { ok, _, _ := l.Allow(ctx, key); return ok }
 	for i, want := range []bool{true, true, false, false} {
 		if got := allow("a"); got != want {
 			t.Fatalf("request %d: Allow = %v, want %v", i, got, want)
@@ -34,18 +37,18 @@ func TestRateLimiter_Allow(t *testing.T) {
 func TestRateLimiter_RetryAfterIsTheWaitForTheNextRequest(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	l := NewRateLimiter(1, 2*time.Second, func() time.Time { return now })
-	if ok, wait := l.Allow("a"); !ok || wait != 0 {
+	if ok, wait, _ := l.Allow(ctx, "a"); !ok || wait != 0 {
 		t.Fatalf("first request = %v, %v; want allowed with no wait", ok, wait)
 	}
-	if ok, wait := l.Allow("a"); ok || wait != 2*time.Second {
+	if ok, wait, _ := l.Allow(ctx, "a"); ok || wait != 2*time.Second {
 		t.Fatalf("second request = %v, %v; want refused with a 2s wait", ok, wait)
 	}
 	now = now.Add(1500 * time.Millisecond)
-	if ok, wait := l.Allow("a"); ok || wait != 500*time.Millisecond {
+	if ok, wait, _ := l.Allow(ctx, "a"); ok || wait != 500*time.Millisecond {
 		t.Fatalf("after 1.5s = %v, %v; want refused with a 0.5s wait", ok, wait)
 	}
 	now = now.Add(500 * time.Millisecond)
-	if ok, _ := l.Allow("a"); !ok {
+	if ok, _, _ := l.Allow(ctx, "a"); !ok {
 		t.Fatal("refused after the wait it announced")
 	}
 }
@@ -53,19 +56,19 @@ func TestRateLimiter_RetryAfterIsTheWaitForTheNextRequest(t *testing.T) {
 func TestRateLimiter_ReturnGivesBackOneRequest(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	l := NewRateLimiter(2, time.Hour, func() time.Time { return now })
-	l.Allow("a")
-	l.Allow("a")
-	l.Return("a")
-	if ok, _ := l.Allow("a"); !ok {
+	l.Allow(ctx, "a")
+	l.Allow(ctx, "a")
+	l.Return(ctx, "a")
+	if ok, _, _ := l.Allow(ctx, "a"); !ok {
 		t.Fatal("a returned request cannot be spent again")
 	}
-	if ok, _ := l.Allow("a"); ok {
+	if ok, _, _ := l.Allow(ctx, "a"); ok {
 		t.Fatal("Return gave back more than one request")
 	}
-	l.Return("b")
-	l.Return("b")
+	l.Return(ctx, "b")
+	l.Return(ctx, "b")
 	for i, want := range []bool{true, true, false} {
-		if ok, _ := l.Allow("b"); ok != want {
+		if ok, _, _ := l.Allow(ctx, "b"); ok != want {
 			t.Fatalf("request %d after returns to a full bucket: Allow = %v, want %v (never above the burst)", i, ok, want)
 		}
 	}
@@ -75,14 +78,14 @@ func TestRateLimiter_AvailableSpendsNothing(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	l := NewRateLimiter(1, time.Minute, func() time.Time { return now })
 	for range 3 {
-		if ok, _ := l.Available("a"); !ok {
+		if ok, _, _ := l.Available(ctx, "a"); !ok {
 			t.Fatal("Available with a full bucket = false")
 		}
 	}
-	if ok, _ := l.Allow("a"); !ok {
+	if ok, _, _ := l.Allow(ctx, "a"); !ok {
 		t.Fatal("Available spent the request")
 	}
-	if ok, wait := l.Available("a"); ok || wait != time.Minute {
+	if ok, wait, _ := l.Available(ctx, "a"); ok || wait != time.Minute {
 		t.Fatalf("Available with an empty bucket = %v, %v; want false, 1m", ok, wait)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db/internal/pglisten"
 	"github.com/arbiterhq/arbiter/db/internal/sqlitegate"
+	"github.com/arbiterhq/arbiter/internal/limits"
 	"github.com/arbiterhq/arbiter/internal/secretbox"
 )
 
@@ -158,6 +159,12 @@ type DB struct {
 	// (receipt.go).
 	receiptKeys sync.Map // string → arbiter.ReceiptKey
 
+	// limits are the deployment's limits (internal/limits): in
+	// Postgres, shared by every process; in memory on SQLite. shared is
+	// the Postgres one, closed with the store.
+	limits limits.Limits
+	shared *limits.Shared
+
 	// stmts caches the hot path's prepared statements by query text, so
 	// the database plans each once per connection, not once per call.
 	stmts sync.Map // string → *sql.Stmt
@@ -193,6 +200,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 
 	if err := d.openPool(rawURL, opts.Timeout); err != nil {
 		return nil, err
+	}
+	d.limits = limits.Local{Now: d.now}
+	if d.dialect == Postgres {
+		d.shared = limits.NewShared(d.db.DB, limits.Options{Logger: d.log, Timeout: d.timeout, Unavailable: d.unavailable})
+		d.limits = d.shared
 	}
 	d.claims.tasks, d.claims.tasksStarted = d.claimTasksSQL(false), d.claimTasksSQL(true)
 	d.claims.webhooks = d.claimWebhooksSQL()
@@ -326,12 +338,30 @@ func sqliteDSN(path string, timeout time.Duration) string {
 	return "file:" + escaped + "?" + q.Encode()
 }
 
+// Limits returns the deployment's limits: kept in Postgres and shared by
+// every process of the deployment, or, on SQLite, whose one process is
+// the deployment, in this process's memory.
+func (d *DB) Limits() limits.Limits { return d.limits }
+
+// LimitState returns the states several processes change in turns (a
+// verifier provider's limiter), kept in Postgres; nil on SQLite, where
+// the one process keeps them itself.
+func (d *DB) LimitState() limits.State {
+	if d.shared == nil {
+		return nil
+	}
+	return d.shared
+}
+
 // Dialect returns Postgres or SQLite.
 func (d *DB) Dialect() string { return d.dialect }
 
 // Close stops the task listener and closes the prepared statements and
 // the connection pool.
 func (d *DB) Close() error {
+	if d.shared != nil {
+		d.shared.Close()
+	}
 	d.listener.Close()
 	d.announcer.Close()
 	d.stmts.Range(func(_, s any) bool {

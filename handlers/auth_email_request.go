@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 
@@ -14,27 +15,35 @@ import (
 // keep someone else's address locked out, and mail to one address stays
 // bounded.
 type SignInLimits struct {
-	ByIP           *arbiter.RateLimiter // per client IP address
-	ByAddressAndIP *arbiter.RateLimiter // per e-mail address from one client IP
-	ByAddress      *arbiter.RateLimiter // per e-mail address from anywhere
+	ByIP           arbiter.RateLimit // per client IP address
+	ByAddressAndIP arbiter.RateLimit // per e-mail address from one client IP
+	ByAddress      arbiter.RateLimit // per e-mail address from anywhere
 }
 
 // allow spends one request of each limit, client first; a limit that
 // refuses gives back what the ones before it spent, so a refused request
-// costs nothing, and its error says when to come back.
-func (l SignInLimits) allow(email string, c arbiter.Client) error {
+// costs nothing, and its error says when to come back. A limit that
+// fails (its store does not answer) gives back what was spent too.
+func (l SignInLimits) allow(ctx context.Context, email string, c arbiter.Client) error {
 	ip := c.LimitKey()
 	steps := []struct {
-		limiter *arbiter.RateLimiter
+		limiter arbiter.RateLimit
 		key     string
 	}{{l.ByIP, ip}, {l.ByAddressAndIP, email + " " + ip}, {l.ByAddress, email}}
 	for i, s := range steps {
-		if ok, wait := s.limiter.Allow(s.key); !ok {
-			for _, spent := range steps[:i] {
-				spent.limiter.Return(spent.key)
-			}
-			return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: errTooManyLinks.Message, RetryAfter: wait}
+		ok, wait, err := s.limiter.Allow(ctx, s.key)
+		if ok {
+			continue
 		}
+		for _, spent := range steps[:i] {
+			if err := spent.limiter.Return(context.WithoutCancel(ctx), spent.key); err != nil {
+				LoggerFromContext(ctx).WarnContext(ctx, "give back a sign-in link's request", "error", err.Error())
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: errTooManyLinks.Message, RetryAfter: wait}
 	}
 	return nil
 }
@@ -66,7 +75,11 @@ func AuthEmailRequest(logins arbiter.LoginTokenService, mailer arbiter.LoginMail
 			refuse(errEmailInvalid)
 			return
 		}
-		if err := limits.allow(email, ClientOf(r)); err != nil {
+		if err := limits.allow(r.Context(), email, ClientOf(r)); err != nil {
+			if StatusOf(err) >= http.StatusInternalServerError {
+				Error(w, r, err)
+				return
+			}
 			refuse(err)
 			return
 		}

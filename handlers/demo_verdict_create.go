@@ -10,7 +10,7 @@ import (
 // verdict on a demo task and answers the stored record. The task never
 // changes. Each client IP spends one request of limit, which it shares with
 // the demo desk's form; an empty bucket is 429 with Retry-After.
-func DemoVerdictCreate(demo arbiter.DemoService, limit *arbiter.RateLimiter) http.Handler {
+func DemoVerdictCreate(demo arbiter.DemoService, limit arbiter.RateLimit) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := allowClient(r, limit, errTooManyDemoVerdicts); err != nil {
 			Error(w, r, err)

@@ -37,8 +37,10 @@ import (
 // caller leaves, and is answered at once when shutdown closes.
 //
 // One request runs one call: a JSON-RPC batch is refused whole. An account
-// runs at most MaxMCPCalls requests at once here, waits included.
-func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan struct{}, created func(n int)) http.Handler {
+// runs at most MaxMCPCalls requests at once, waits included: calls holds
+// the account's slots, across processes when it is shared
+// (internal/limits); nil holds them in this process.
+func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, calls arbiter.SlotLimit, shutdown <-chan struct{}, created func(n int)) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
 	}
@@ -57,7 +59,9 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 		PropagateRequestCancellation: true,
 		MaxRequestBodyBytes:          arbiter.MaxBodyBytes,
 	})
-	calls := arbiter.NewInFlightLimiter(MaxMCPCalls)
+	if calls == nil {
+		calls = arbiter.NewInFlightLimiter(MaxMCPCalls)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkMCPRequest(w, r); err != nil {
 			Error(w, r, err)
@@ -69,8 +73,12 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-chan
 			_, _ = w.Write(mcpserver.BatchRefusalJSON)
 			return
 		}
-		release, ok := calls.Acquire(arbiter.AccountIDFromContext(r.Context()))
-		if !ok {
+		release, ok, err := calls.Acquire(r.Context(), arbiter.AccountIDFromContext(r.Context()))
+		switch {
+		case err != nil:
+			Error(w, r, err)
+			return
+		case !ok:
 			Error(w, r, errTooManyMCPCalls)
 			return
 		}
@@ -168,8 +176,9 @@ func (a *answerRecorder) WriteHeader(status int) {
 
 func (a *answerRecorder) Write(b []byte) (int, error) { return a.body.Write(b) }
 
-// MaxMCPCalls is how many /v1/mcp requests of one account a server process
-// runs at once, waits for a verdict included; past it, a request is 429.
+// MaxMCPCalls is how many /v1/mcp requests of one account run at once,
+// waits for a verdict included, in the whole deployment when the limit is
+// shared (internal/limits); past it, a request is 429.
 const MaxMCPCalls = 32
 
 var errTooManyMCPCalls = &arbiter.Error{Code: arbiter.ERATELIMIT, RetryAfter: time.Second,

@@ -163,9 +163,13 @@ func AskForKey(h http.Header, err error) {
 // allowClient spends one request of the client's bucket in l, counting
 // the client by arbiter.Client.LimitKey. When the bucket is empty it
 // returns an ERATELIMIT error with msg and how long until the next request
-// is allowed.
-func allowClient(r *http.Request, l *arbiter.RateLimiter, msg string) error {
-	if ok, wait := l.Allow(ClientOf(r).LimitKey()); !ok {
+// is allowed; when the limit fails, its error.
+func allowClient(r *http.Request, l arbiter.RateLimit, msg string) error {
+	ok, wait, err := l.Allow(r.Context(), ClientOf(r).LimitKey())
+	switch {
+	case err != nil:
+		return err
+	case !ok:
 		return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: msg, RetryAfter: wait}
 	}
 	return nil

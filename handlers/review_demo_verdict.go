@@ -13,7 +13,7 @@ import (
 // the visitor's anon_session_id cookie, and limited per client IP by limit
 // with it. Demo tasks never change. The next demo task follows, or the end
 // of the demo.
-func ReviewDemoVerdict(demo arbiter.DemoService, limit *arbiter.RateLimiter, now arbiter.Clock) http.Handler {
+func ReviewDemoVerdict(demo arbiter.DemoService, limit arbiter.RateLimit, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		anon := anonID(w, r)
 		id := r.PathValue("id")
@@ -64,7 +64,7 @@ func ReviewDemoVerdict(demo arbiter.DemoService, limit *arbiter.RateLimiter, now
 
 // recordDemoVerdict records the visitor's verdict on the demo task id, when
 // the client's limit allows it, and returns the verdict.
-func recordDemoVerdict(r *http.Request, demo arbiter.DemoService, limit *arbiter.RateLimiter, id, anon string) (string, error) {
+func recordDemoVerdict(r *http.Request, demo arbiter.DemoService, limit arbiter.RateLimit, id, anon string) (string, error) {
 	if err := allowClient(r, limit, errTooManyDemoVerdicts); err != nil {
 		return "", err
 	}

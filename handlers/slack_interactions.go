@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -34,28 +35,40 @@ var (
 // workspace from everywhere, so no single client can keep Slack's own
 // requests for a workspace out, yet the work stays bounded.
 type SlackFailureLimits struct {
-	ByTeamAndClient *arbiter.RateLimiter
-	ByTeam          *arbiter.RateLimiter
+	ByTeamAndClient arbiter.RateLimit
+	ByTeam          arbiter.RateLimit
 }
 
 // available returns an ERATELIMIT error when either limit of the
-// workspace, from the client, is spent, without spending.
-func (l SlackFailureLimits) available(team, client string) error {
+// workspace, from the client, is spent, without spending; when a limit
+// fails, its error.
+func (l SlackFailureLimits) available(ctx context.Context, team, client string) error {
 	for _, s := range []struct {
-		limiter *arbiter.RateLimiter
+		limiter arbiter.RateLimit
 		key     string
 	}{{l.ByTeamAndClient, team + " " + client}, {l.ByTeam, team}} {
-		if ok, wait := s.limiter.Available(s.key); !ok {
+		ok, wait, err := s.limiter.Available(ctx, s.key)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
 			return &arbiter.Error{Code: arbiter.ERATELIMIT, Message: errSlackFailures, RetryAfter: wait}
 		}
 	}
 	return nil
 }
 
-// failed spends one failure of each limit.
-func (l SlackFailureLimits) failed(team, client string) {
-	l.ByTeamAndClient.Allow(team + " " + client)
-	l.ByTeam.Allow(team)
+// failed spends one failure of each limit; a limit that fails is logged:
+// the request is refused all the same.
+func (l SlackFailureLimits) failed(ctx context.Context, team, client string) {
+	for _, s := range []struct {
+		limiter arbiter.RateLimit
+		key     string
+	}{{l.ByTeamAndClient, team + " " + client}, {l.ByTeam, team}} {
+		if _, _, err := s.limiter.Allow(ctx, s.key); err != nil {
+			LoggerFromContext(ctx).WarnContext(ctx, "count a failed Slack signature", "error", err.Error())
+		}
+	}
 }
 
 // SlackInteractions handles POST /integrations/slack/interactions, where
@@ -91,7 +104,7 @@ func SlackInteractions(in *slack.Interactions, limits SlackFailureLimits) http.H
 			return
 		}
 		team, client := cb.Team.ID, ClientOf(r).LimitKey()
-		if err := limits.available(team, client); err != nil {
+		if err := limits.available(r.Context(), team, client); err != nil {
 			refuse(err)
 			return
 		}
@@ -108,7 +121,7 @@ func SlackInteractions(in *slack.Interactions, limits SlackFailureLimits) http.H
 			}
 		}
 		if conn == nil {
-			limits.failed(team, client)
+			limits.failed(r.Context(), team, client)
 			refuse(errSlackUnsigned)
 			return
 		}

@@ -40,15 +40,20 @@ type TeamsBots interface {
 // bot joined or left is kept or forgotten; a card's Action.Execute is
 // answered with the card its clicker sees next, within
 // teams.InvokeBudget.
-func TeamsMessages(bot *teams.Bot, verifier *teams.Verifier, bots TeamsBots, failures *arbiter.RateLimiter) http.Handler {
+func TeamsMessages(bot *teams.Bot, verifier *teams.Verifier, bots TeamsBots, failures arbiter.RateLimit) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := ClientOf(r).LimitKey()
-		if ok, wait := failures.Available(client); !ok {
+		if ok, wait, err := failures.Available(r.Context(), client); err != nil {
+			Error(w, r, err)
+			return
+		} else if !ok {
 			Error(w, r, &arbiter.Error{Code: arbiter.ERATELIMIT, Message: errTeamsFailures, RetryAfter: wait})
 			return
 		}
 		refuse := func(err error) {
-			failures.Allow(client)
+			if _, _, ferr := failures.Allow(r.Context(), client); ferr != nil {
+				LoggerFromContext(r.Context()).WarnContext(r.Context(), "count a failed Teams token", "error", ferr.Error())
+			}
 			Error(w, r, err)
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTeamsActivity))

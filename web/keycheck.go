@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/limits"
 )
 
 // KeyCacheTTL is how long a key lookup is trusted. Revocation written by any
@@ -33,7 +34,7 @@ const (
 type KeyChecker struct {
 	keys     arbiter.APIKeyService
 	now      arbiter.Clock
-	failures *arbiter.RateLimiter // failed checks, by client
+	failures arbiter.RateLimit // failed checks, by client
 
 	// Observe, when set before the first check, is told of each check of
 	// a well-formed key: answered from the cache (true) or looked up.
@@ -60,6 +61,13 @@ func NewKeyChecker(keys arbiter.APIKeyService, now arbiter.Clock) *KeyChecker {
 		failures: arbiter.NewRateLimiter(FailedKeyChecksBurst, FailedKeyCheckEvery, now),
 		cache:    map[string]cachedKey{}, used: map[string]arbiter.Timestamp{},
 	}
+}
+
+// CountFailuresIn keeps the clients' failed checks in l, shared by every
+// process of a Postgres deployment, instead of this process; call it
+// before the first check.
+func (c *KeyChecker) CountFailuresIn(l limits.Limits) {
+	c.failures = l.Rate("failed-key-checks", FailedKeyChecksBurst, FailedKeyCheckEvery)
 }
 
 var (
@@ -114,7 +122,9 @@ func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accoun
 			return "", "", err
 		}
 	} else if !k.known || !k.active {
-		if ok, wait := c.failures.Allow(client); !ok {
+		if ok, wait, err := c.failures.Allow(ctx, client); err != nil {
+			return "", "", err
+		} else if !ok {
 			return "", "", tooManyFailedChecks(wait)
 		}
 	}
@@ -139,13 +149,15 @@ func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accoun
 // a few past the client's budget, as many as it has requests in flight.)
 func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now time.Time, wasActive bool) (cachedKey, error) {
 	if !wasActive {
-		if ok, wait := c.failures.Available(client); !ok {
+		if ok, wait, err := c.failures.Available(ctx, client); err != nil {
+			return cachedKey{}, err
+		} else if !ok {
 			return cachedKey{}, tooManyFailedChecks(wait)
 		}
 	}
 	k, err := c.lookup(ctx, hash, now)
 	if err == nil && !k.active {
-		c.failures.Allow(client)
+		_, _, err = c.failures.Allow(ctx, client)
 	}
 	return k, err
 }

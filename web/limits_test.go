@@ -15,6 +15,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
+	sharedlimits "github.com/arbiterhq/arbiter/internal/limits"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -92,7 +93,7 @@ func TestMagicLink_OneClientCannotLockAnAddressOut(t *testing.T) {
 	limits := newStillClock()
 	setup := func(d *dash) {
 		behindProxy(d)
-		d.router.SignInLimits = web.DefaultSignInLimits(limits.Now)
+		d.router.SignInLimits = web.DefaultSignInLimits(sharedlimits.Local{Now: limits.Now})
 	}
 	eachDash(t, setup, func(t *testing.T, d *dash) {
 		attacker, victim := d.browser(), d.browser()
@@ -144,7 +145,7 @@ func TestDemoLimit_FormAndAPIShareOnePerClientBudget(t *testing.T) {
 	limit := newStillClock()
 	setup := func(d *dash) {
 		behindProxy(d)
-		d.router.DemoLimit = web.DefaultDemoLimit(limit.Now)
+		d.router.DemoLimit = web.DefaultDemoLimit(sharedlimits.Local{Now: limit.Now})
 	}
 	eachDash(t, setup, func(t *testing.T, d *dash) {
 		tasks, err := d.store.ListDemoTasks(ctx)

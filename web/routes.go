@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/limits"
 	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/static"
 	"github.com/arbiterhq/arbiter/teams"
@@ -117,8 +118,14 @@ type Router struct {
 	Providers []handlers.OAuthProvider
 	// Mailer delivers e-mail sign-in links.
 	Mailer arbiter.LoginMailer
+	// Limits make the limits stated per client, key, account or
+	// workspace: shared by every process of a Postgres deployment
+	// (internal/limits); nil keeps them in this process (limits.Local on
+	// the pages' clock). The fields below that are left nil are made
+	// from it when Routes is called.
+	Limits limits.Limits
 	// SignInLimits bound how often sign-in links are sent; nil limiters
-	// get DefaultSignInLimits on the pages' clock.
+	// get DefaultSignInLimits.
 	SignInLimits handlers.SignInLimits
 	// Now is the pages' clock (default time.Now).
 	Now arbiter.Clock
@@ -126,9 +133,11 @@ type Router struct {
 	// the client; empty, the client is the connection's peer.
 	TrustedProxies []netip.Prefix
 	// DemoLimit bounds the demo verdicts of each client IP, through the API
-	// and the demo desk's form together; nil gets DefaultDemoLimit on the
-	// pages' clock when Routes is called.
-	DemoLimit *arbiter.RateLimiter
+	// and the demo desk's form together; nil gets DefaultDemoLimit.
+	DemoLimit arbiter.RateLimit
+	// MCPCalls bounds the /v1/mcp calls of each account at once; nil gets
+	// DefaultMCPCalls.
+	MCPCalls arbiter.SlotLimit
 	// WebhookAllowPrivate lets webhook endpoints' and tasks' callback URLs
 	// be http:// and name private addresses
 	// (ARBITER_WEBHOOK_ALLOW_PRIVATE), for development.
@@ -159,32 +168,38 @@ type Router struct {
 	TeamsSealed bool
 	// TeamsFailures bounds the activities whose token fails its check,
 	// per client address; nil gets DefaultTeamsFailures.
-	TeamsFailures *arbiter.RateLimiter
+	TeamsFailures arbiter.RateLimit
 }
 
 // DefaultTeamsFailures allows a client address 10 activities whose token
 // fails its check at once, and one more every 6 seconds: Teams' own never
-// fail. now is its clock (nil: time.Now).
-func DefaultTeamsFailures(now arbiter.Clock) *arbiter.RateLimiter {
-	return arbiter.NewRateLimiter(10, 6*time.Second, now)
+// fail. It is made of l.
+func DefaultTeamsFailures(l limits.Limits) arbiter.RateLimit {
+	return l.Rate("teams-failures", 10, 6*time.Second)
 }
 
 // DefaultSlackFailureLimits allow one client address 10 failed signature
 // checks for a workspace at once and one more every 6 seconds, and a
 // workspace 60 from everywhere at once and one more a second: Slack's
 // own requests never fail, and holding a workspace's ceiling down takes
-// six clients at their limit. now is their clock (nil: time.Now).
-func DefaultSlackFailureLimits(now arbiter.Clock) handlers.SlackFailureLimits {
+// six clients at their limit. They are made of l.
+func DefaultSlackFailureLimits(l limits.Limits) handlers.SlackFailureLimits {
 	return handlers.SlackFailureLimits{
-		ByTeamAndClient: arbiter.NewRateLimiter(10, 6*time.Second, now),
-		ByTeam:          arbiter.NewRateLimiter(60, time.Second, now),
+		ByTeamAndClient: l.Rate("slack-failures-client", 10, 6*time.Second),
+		ByTeam:          l.Rate("slack-failures", 60, time.Second),
 	}
 }
 
 // DefaultDemoLimit allows a client IP 10 demo verdicts at once and one more
-// every 2 seconds. now is its clock (nil: time.Now).
-func DefaultDemoLimit(now arbiter.Clock) *arbiter.RateLimiter {
-	return arbiter.NewRateLimiter(10, 2*time.Second, now)
+// every 2 seconds. It is made of l.
+func DefaultDemoLimit(l limits.Limits) arbiter.RateLimit {
+	return l.Rate("demo-verdicts", 10, 2*time.Second)
+}
+
+// DefaultMCPCalls allows an account handlers.MaxMCPCalls /v1/mcp calls at
+// once. It is made of l.
+func DefaultMCPCalls(l limits.Limits) arbiter.SlotLimit {
+	return l.Slots("mcp-calls", handlers.MaxMCPCalls)
 }
 
 // DefaultSignInLimits allow a client IP 20 sign-in links at once and one
@@ -192,26 +207,38 @@ func DefaultDemoLimit(now arbiter.Clock) *arbiter.RateLimiter {
 // more every 3 minutes; and an address 10 links from everywhere at once and
 // one more a minute. Holding an address's ceiling empty takes more than one
 // request a minute, which one client IP, held to one every 3 minutes for
-// that address, cannot send. now is their clock (nil: time.Now).
-func DefaultSignInLimits(now arbiter.Clock) handlers.SignInLimits {
+// that address, cannot send. They are made of l.
+func DefaultSignInLimits(l limits.Limits) handlers.SignInLimits {
 	return handlers.SignInLimits{
-		ByIP:           arbiter.NewRateLimiter(20, 30*time.Second, now),
-		ByAddressAndIP: arbiter.NewRateLimiter(5, 3*time.Minute, now),
-		ByAddress:      arbiter.NewRateLimiter(10, time.Minute, now),
+		ByIP:           l.Rate("signin-client", 20, 30*time.Second),
+		ByAddressAndIP: l.Rate("signin-address-client", 5, 3*time.Minute),
+		ByAddress:      l.Rate("signin-address", 10, time.Minute),
 	}
+}
+
+// limits returns the router's Limits, in this process on the pages'
+// clock when none were given.
+func (rt *Router) limits() limits.Limits {
+	if rt.Limits == nil {
+		rt.Limits = limits.Local{Now: rt.now()}
+	}
+	return rt.Limits
 }
 
 // Routes returns the handler serving every route of the service.
 func (rt *Router) Routes() http.Handler {
 	site := rt.site()
 	if rt.DemoLimit == nil {
-		rt.DemoLimit = DefaultDemoLimit(rt.now())
+		rt.DemoLimit = DefaultDemoLimit(rt.limits())
+	}
+	if rt.MCPCalls == nil {
+		rt.MCPCalls = DefaultMCPCalls(rt.limits())
 	}
 	if rt.SlackFailureLimits.ByTeam == nil || rt.SlackFailureLimits.ByTeamAndClient == nil {
-		rt.SlackFailureLimits = DefaultSlackFailureLimits(rt.now())
+		rt.SlackFailureLimits = DefaultSlackFailureLimits(rt.limits())
 	}
 	if rt.TeamsFailures == nil {
-		rt.TeamsFailures = DefaultTeamsFailures(rt.now())
+		rt.TeamsFailures = DefaultTeamsFailures(rt.limits())
 	}
 	surfaces := []struct {
 		origin string
@@ -302,7 +329,7 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.waiters(), rt.parker()))
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
-			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.TaskCreated))
+			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.MCPCalls, rt.ShuttingDown, rt.TaskCreated))
 			r.Method(http.MethodGet, "/calibration", handlers.CalibrationGet(rt.Services.Calibration))
 			// An API key acts for the account, as its owners and admins
 			// do; reviewers hold no keys (ActionManageKeys).
@@ -349,7 +376,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 	s, now := rt.Services, rt.now()
 	limits := rt.SignInLimits
 	if limits.ByIP == nil || limits.ByAddressAndIP == nil || limits.ByAddress == nil {
-		limits = DefaultSignInLimits(now)
+		limits = DefaultSignInLimits(rt.limits())
 	}
 	r.Group(func(r chi.Router) {
 		rt.pageMiddleware(r, site)

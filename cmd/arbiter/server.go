@@ -429,6 +429,9 @@ func (s *server) drain() {
 // what signing in needs.
 func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web.Router, error) {
 	keys := web.NewKeyChecker(s.store, nil)
+	// Every limit stated per client, key, account or workspace holds
+	// across the deployment's processes on Postgres (internal/limits).
+	keys.CountFailuresIn(s.store.Limits())
 	created := s.notify
 	if s.metrics != nil {
 		keys.Observe = s.metrics.KeyChecked
@@ -456,6 +459,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		Waiters:        arbiter.NewWaiterCounts(s.cfg.MaxWaitersPerKey, s.cfg.MaxWaitersPerAccount),
 		TrustedProxies: s.cfg.TrustedProxies,
 		Tracing:        s.tracing,
+		Limits:         store.Limits(),
 
 		WebhookAllowPrivate: s.cfg.WebhookAllowPrivate,
 	}

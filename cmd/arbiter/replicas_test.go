@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/db/dbtest"
+	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/web"
+)
+
+// sendAs sends a request to base as the client ip (the servers trust the
+// loopback peer's X-Forwarded-For) and returns its status (0 when it
+// could not be sent). It may run in any goroutine.
+func sendAs(t *testing.T, ip, method, target, contentType, body string, header map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, target, strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	req.Header.Set("X-Forwarded-For", ip)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, res.Body)
+	if res.StatusCode == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
+		t.Errorf("%s %s: 429 without Retry-After", method, target)
+	}
+	return res.StatusCode
+}
+
+// limitRun is what a run of requests against one rate limit got: how
+// many passed (status ok), how many were refused (429), and how long the
+// run took.
+type limitRun struct {
+	passed, refused, other int
+	took                   time.Duration
+}
+
+// sendersAtOnce is how many requests sendAlternating has in flight.
+const sendersAtOnce = 8
+
+// sendAlternating sends n requests, sendersAtOnce at a time, alternating between the
+// servers, and counts those answered ok, those answered 429 and the
+// others.
+func sendAlternating(n, ok int, bases []string, send func(i int, base string) int) limitRun {
+	var mu sync.Mutex
+	var run limitRun
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for range sendersAtOnce {
+		wg.Go(func() {
+			for i := range next {
+				status := send(i, bases[i%len(bases)])
+				mu.Lock()
+				switch status {
+				case ok:
+					run.passed++
+				case http.StatusTooManyRequests:
+					run.refused++
+				default:
+					run.other++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	run.took = time.Since(began)
+	return run
+}
+
+// checkHeld fails t unless run, of n requests sent to two servers against
+// a rate limit of burst requests and one more every every, let through
+// what one limit lets: the burst, plus what refilled while the run went
+// on, and refused the rest; past is how many more a limit may let
+// through by design each time it has a request to spend (requests in
+// flight that found it there). Two limits of their own would have let
+// through twice the burst: n is more than that.
+func checkHeld(t *testing.T, what string, run limitRun, n, burst, past int, every time.Duration) {
+	t.Helper()
+	refilled := int(run.took / every)
+	most := burst + (refilled+1)*(1+past) + past
+	if n <= 2*burst || most >= 2*burst {
+		t.Fatalf("%s: %d requests in %v cannot tell one limit of %d from two", what, n, run.took, burst)
+	}
+	if run.other != 0 || run.passed < burst || run.passed > most || run.refused != n-run.passed {
+		t.Errorf("%s: %d passed, %d refused, %d other in %v; want %d to %d passed (the burst of %d and what refilled), the rest refused",
+			what, run.passed, run.refused, run.other, run.took.Round(time.Millisecond), burst, most, burst)
+	}
+}
+
+// TestReplicas_LimitsHoldAcrossServers: two `arbiter serve` processes on
+// one Postgres hold every limit stated per client or account to its
+// value, not to twice it: sign-in links, demo verdicts and failed key
+// checks per client address, MCP calls per account at once.
+func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.URL(t, db.Postgres)
+	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8"})
+	bases := []string{serve(t, getenv), serve(t, getenv)}
+	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
+
+	t.Run("SignInLinksPerClient", func(t *testing.T) {
+		const n = 50
+		run := sendAlternating(n, http.StatusOK, bases, func(i int, base string) int {
+			form := url.Values{"email": {fmt.Sprintf("person%d@example.com", i)}}.Encode()
+			return sendAs(t, "198.51.100.1", "POST", base+"/signin/email", "application/x-www-form-urlencoded", form, nil)
+		})
+		checkHeld(t, "sign-in links asked by one client of two servers", run, n, 20, 0, 30*time.Second)
+	})
+
+	t.Run("DemoVerdictsPerClient", func(t *testing.T) {
+		res, err := http.Get(bases[0] + "/demo/tasks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var demo struct {
+			Tasks []struct {
+				ID              string   `json:"id"`
+				AllowedVerdicts []string `json:"allowed_verdicts"`
+			} `json:"tasks"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&demo)
+		res.Body.Close()
+		if err != nil || len(demo.Tasks) == 0 {
+			t.Fatalf("demo tasks: %v, %v", demo, err)
+		}
+		task := demo.Tasks[0]
+		const n = 30
+		run := sendAlternating(n, http.StatusOK, bases, func(i int, base string) int {
+			body := fmt.Sprintf(`{"task_id":%q,"verdict":%q,"anon_session_id":"anon_%d"}`, task.ID, task.AllowedVerdicts[0], i)
+			return sendAs(t, "198.51.100.2", "POST", base+"/demo/verdicts", "application/json", body, nil)
+		})
+		checkHeld(t, "demo verdicts of one client to two servers", run, n, 10, 0, 2*time.Second)
+	})
+
+	t.Run("FailedKeyChecksPerClient", func(t *testing.T) {
+		// The client's valid key, seen active by both servers, is never
+		// held back by its guesses.
+		valid := map[string]string{"Authorization": "Bearer " + key}
+		for _, base := range bases {
+			if s := sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", valid); s != http.StatusOK {
+				t.Fatalf("a valid key = %d", s)
+			}
+		}
+		const n = 2*web.FailedKeyChecksBurst + 50
+		run := sendAlternating(n, http.StatusUnauthorized, bases, func(i int, base string) int {
+			guess := fmt.Sprintf("svc_live_%028x", i)
+			return sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", map[string]string{"Authorization": "Bearer " + guess})
+		})
+		// A guess spends its check once its lookup has failed, so guesses in
+		// flight when the budget ran out are looked up too (KeyChecker).
+		checkHeld(t, "guessed keys from one client to two servers", run, n, web.FailedKeyChecksBurst, sendersAtOnce-1, web.FailedKeyCheckEvery)
+		for _, base := range bases {
+			if s := sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", valid); s != http.StatusOK {
+				t.Errorf("a valid key after the guesses = %d", s)
+			}
+		}
+	})
+
+	t.Run("MCPCallsPerAccount", func(t *testing.T) {
+		ctx, leave := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer func() { leave(); wg.Wait() }()
+		for i := range handlers.MaxMCPCalls {
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, "POST", bases[i%2]+"/v1/mcp", strings.NewReader(askForAPerson))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					res.Body.Close()
+				}
+			})
+		}
+		admin, err := sql.Open("postgres", dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			var held int
+			_ = admin.QueryRow(`SELECT coalesce(sum(held), 0) FROM limit_slots WHERE key LIKE 'mcp-calls:%'`).Scan(&held)
+			if held == handlers.MaxMCPCalls {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d MCP calls hold slots, want %d", held, handlers.MaxMCPCalls)
+			}
+		}
+		for _, base := range bases {
+			status, h, b := postMCP(t, base, "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(1))
+			if msg := apiErrorSentence(t, status, h, b, http.StatusTooManyRequests); !strings.Contains(msg, "at once") {
+				t.Errorf("%q does not say that too many calls run at once", msg)
+			}
+		}
+		leave()
+		wg.Wait()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			status, _, b := postMCP(t, bases[1], "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(2))
+			if status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the account's call after its waits ended answered %d %s", status, b)
+			}
+		}
+	})
+}

@@ -1,0 +1,492 @@
+package limits
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter"
+)
+
+// Shared keeps the limits in Postgres, in tables every process of the
+// deployment reads and writes (db/migrations/postgres, "limits"):
+//
+//   - a rate limit's bucket is one row per key holding its theoretical
+//     arrival time (GCRA, the token bucket as one timestamp): a request
+//     is one INSERT … ON CONFLICT DO UPDATE … RETURNING, the row's lock
+//     ordering the processes' requests;
+//   - a slot limit is one row per key holding the slots taken and how many
+//     each process holds, so that the slots of a process that died are
+//     given back once its heartbeat (limit_processes) lapses;
+//   - a State is one row per key, changed under its lock.
+//
+// The tables are UNLOGGED: a limit's state is worth no write-ahead log,
+// no flush at commit and no wait for a synchronous standby. A crash of
+// the database or a failover empties them, which gives every bucket its
+// burst back and every slot free once: a limit restarts, it never lets
+// more through than it states.
+//
+// Time is the database's (statement_timestamp()), which every process
+// agrees on. A key refused here is refused again, without a statement,
+// until its retry time, so a client hammering an empty bucket costs the
+// database nothing more.
+type Shared struct {
+	db          *sql.DB
+	log         *slog.Logger
+	timeout     time.Duration
+	unavailable func(error) error
+	// process names this process's slots (limit_processes).
+	process string
+
+	refused refusals
+
+	mu      sync.Mutex
+	running bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Options tune a Shared.
+type Options struct {
+	// Logger receives the heartbeat's failures (default slog.Default()).
+	Logger *slog.Logger
+	// Timeout bounds each statement, and the release of a slot, which
+	// runs without its caller's context (default 5 s).
+	Timeout time.Duration
+	// Unavailable turns a failure of the database into the error callers
+	// get (the store's EUNAVAILABLE); nil leaves errors as they are.
+	Unavailable func(error) error
+}
+
+// Slot-holder liveness: a process beats every heartbeatEvery, its slots
+// stand for heartbeatLease after its last beat, and a bucket full for
+// pruneAfter (it would be refilled anyway) is deleted.
+const (
+	heartbeatEvery = 5 * time.Second
+	heartbeatLease = 30 * time.Second
+	pruneAfter     = time.Hour
+)
+
+// NewShared returns the limits kept in the Postgres database of pool,
+// whose schema has the limits' tables.
+func NewShared(pool *sql.DB, opts Options) *Shared {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Unavailable == nil {
+		opts.Unavailable = func(err error) error { return err }
+	}
+	return &Shared{db: pool, log: opts.Logger, timeout: opts.Timeout, unavailable: opts.Unavailable,
+		process: arbiter.NewID("proc_", 12), refused: refusals{until: map[string]time.Time{}}}
+}
+
+// Shared implements Limits: the limits hold across processes.
+func (s *Shared) Shared() bool { return true }
+
+// Close stops the heartbeat of this process's slots; the slots it holds
+// are given back by the other processes once its lease lapses.
+func (s *Shared) Close() {
+	s.mu.Lock()
+	running := s.running
+	s.running = false
+	s.mu.Unlock()
+	if running {
+		close(s.stop)
+		<-s.done
+	}
+}
+
+// Rate implements Limits.
+func (s *Shared) Rate(name string, burst int, every time.Duration) arbiter.RateLimit {
+	return &sharedRate{s: s, name: name, burst: int64(max(burst, 1)), every: max(every.Microseconds(), 1)}
+}
+
+// Slots implements Limits.
+func (s *Shared) Slots(name string, max int) arbiter.SlotLimit {
+	return &sharedSlots{s: s, name: name, max: max}
+}
+
+// call runs fn with the statement timeout and maps the database's
+// failures.
+func (s *Shared) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return s.unavailable(err)
+	}
+	return nil
+}
+
+// nowMicros is the database's time in microseconds since the epoch.
+const nowMicros = `(extract(epoch FROM statement_timestamp()) * 1000000)::bigint`
+
+// sharedRate is a rate limit kept in limit_buckets: burst requests at once
+// and one more every every microseconds. A key's row holds its
+// theoretical arrival time tat: the bucket is full when tat ≤ now, and a
+// request passes when max(tat, now) + every ≤ now + burst × every.
+type sharedRate struct {
+	s            *Shared
+	name         string
+	burst, every int64
+}
+
+// The bucket statements. allowSQL spends one request and returns the row
+// only when it passed; a first request inserts the bucket with one spent.
+// $1 key, $2 every, $3 (burst − 1) × every, all microseconds.
+const (
+	allowSQL = `INSERT INTO limit_buckets AS b (key, tat) VALUES ($1, ` + nowMicros + ` + $2)
+ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, excluded.tat - $2) + $2
+WHERE greatest(b.tat, excluded.tat - $2) + $2 <= excluded.tat + $3
+RETURNING tat`
+	bucketSQL = `SELECT tat, ` + nowMicros + ` FROM limit_buckets WHERE key = $1`
+	returnSQL = `UPDATE limit_buckets SET tat = tat - $2 WHERE key = $1`
+)
+
+// Allow implements arbiter.RateLimit.
+func (r *sharedRate) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
+	k := r.name + ":" + key
+	if wait := r.s.refused.left(k); wait > 0 {
+		return false, wait, nil
+	}
+	var passed bool
+	var wait time.Duration
+	err := r.s.call(ctx, func(ctx context.Context) error {
+		var tat int64
+		switch err := r.s.db.QueryRowContext(ctx, allowSQL, k, r.every, (r.burst-1)*r.every).Scan(&tat); {
+		case err == nil:
+			passed = true
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("limit %s: %w", r.name, err)
+		}
+		var err error
+		_, wait, err = r.read(ctx, k)
+		return err
+	})
+	if err != nil || passed {
+		return passed, 0, err
+	}
+	// The bucket was empty a moment ago; it may have gained a request
+	// since, in the microseconds between the statements.
+	wait = max(wait, time.Millisecond)
+	r.s.refused.set(k, wait)
+	return false, wait, nil
+}
+
+// Available implements arbiter.RateLimit.
+func (r *sharedRate) Available(ctx context.Context, key string) (bool, time.Duration, error) {
+	k := r.name + ":" + key
+	if wait := r.s.refused.left(k); wait > 0 {
+		return false, wait, nil
+	}
+	var ok bool
+	var wait time.Duration
+	err := r.s.call(ctx, func(ctx context.Context) error {
+		var err error
+		ok, wait, err = r.read(ctx, k)
+		return err
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	if !ok {
+		r.s.refused.set(k, wait)
+	}
+	return ok, wait, nil
+}
+
+// read returns whether the bucket of k has a request to spend and, when
+// not, how long until it will.
+func (r *sharedRate) read(ctx context.Context, k string) (bool, time.Duration, error) {
+	var tat, now int64
+	switch err := r.s.db.QueryRowContext(ctx, bucketSQL, k).Scan(&tat, &now); {
+	case errors.Is(err, sql.ErrNoRows):
+		return true, 0, nil
+	case err != nil:
+		return false, 0, fmt.Errorf("limit %s: %w", r.name, err)
+	}
+	wait := max(tat, now) + r.every - (now + r.burst*r.every)
+	if wait <= 0 {
+		return true, 0, nil
+	}
+	return false, time.Duration(wait) * time.Microsecond, nil
+}
+
+// Return implements arbiter.RateLimit.
+func (r *sharedRate) Return(ctx context.Context, key string) error {
+	k := r.name + ":" + key
+	r.s.refused.clear(k)
+	return r.s.call(ctx, func(ctx context.Context) error {
+		if _, err := r.s.db.ExecContext(ctx, returnSQL, k, r.every); err != nil {
+			return fmt.Errorf("limit %s: %w", r.name, err)
+		}
+		return nil
+	})
+}
+
+// sharedSlots is a slot limit kept in limit_slots: a key's row holds the
+// slots taken (held) and how many each process holds (holders, a JSON
+// object by process), so that the slots of a process whose heartbeat
+// lapsed can be given back.
+type sharedSlots struct {
+	s    *Shared
+	name string
+	max  int
+}
+
+// The slot statements: $1 key, $2 the process, $3 the most slots.
+const (
+	acquireSQL = `INSERT INTO limit_slots AS s (key, held, holders) VALUES ($1, 1, jsonb_build_object($2::text, 1))
+ON CONFLICT (key) DO UPDATE SET held = s.held + 1,
+	holders = jsonb_set(s.holders, ARRAY[$2::text], to_jsonb(coalesce((s.holders ->> $2::text)::int, 0) + 1))
+WHERE s.held < $3
+RETURNING held`
+	releaseSQL = `UPDATE limit_slots SET held = held - 1,
+	holders = CASE WHEN (holders ->> $2::text)::int > 1
+		THEN jsonb_set(holders, ARRAY[$2::text], to_jsonb((holders ->> $2::text)::int - 1))
+		ELSE holders - $2::text END
+WHERE key = $1 AND (holders ->> $2::text)::int > 0`
+)
+
+// Acquire implements arbiter.SlotLimit.
+func (l *sharedSlots) Acquire(ctx context.Context, key string) (func(), bool, error) {
+	if l.max <= 0 {
+		return nil, false, nil
+	}
+	if err := l.s.start(ctx); err != nil {
+		return nil, false, err
+	}
+	k := l.name + ":" + key
+	var held int
+	err := l.s.call(ctx, func(ctx context.Context) error {
+		return l.s.db.QueryRowContext(ctx, acquireSQL, k, l.s.process, l.max).Scan(&held)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("limit %s: %w", l.name, err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { l.release(k) }) }, true, nil
+}
+
+// release gives back one of this process's slots of k, whatever became
+// of the request that took it. One that cannot be given back (the
+// database is down) is given back by the heartbeat's lapse: after this
+// process ends, or its next restart of the heartbeat.
+func (l *sharedSlots) release(k string) {
+	err := l.s.call(context.Background(), func(ctx context.Context) error {
+		_, err := l.s.db.ExecContext(ctx, releaseSQL, k, l.s.process)
+		return err
+	})
+	if err != nil {
+		l.s.log.Warn("give back a slot of a limit", "limit", l.name, "error", err.Error())
+	}
+}
+
+// The heartbeat statements. A process's beat keeps its slots for
+// heartbeatLease; reapSQL deletes the processes whose lease lapsed;
+// deadHoldersSQL finds the slot rows that name a process with no lease,
+// and dropHoldersSQL gives back those processes' slots of one row.
+const (
+	beatSQL = `INSERT INTO limit_processes (process, expires_at) VALUES ($1, ` + nowMicros + ` + $2)
+ON CONFLICT (process) DO UPDATE SET expires_at = excluded.expires_at`
+	reapSQL        = `DELETE FROM limit_processes WHERE expires_at < ` + nowMicros
+	deadHoldersSQL = `SELECT s.key, array_agg(h.process) FROM limit_slots s
+CROSS JOIN LATERAL jsonb_object_keys(s.holders) AS h(process)
+WHERE NOT EXISTS (SELECT 1 FROM limit_processes p WHERE p.process = h.process)
+GROUP BY s.key`
+	dropHoldersSQL = `UPDATE limit_slots s SET
+	held = s.held - (SELECT coalesce(sum((s.holders ->> p)::int), 0) FROM unnest($2::text[]) AS p),
+	holders = s.holders - $2::text[]
+WHERE s.key = $1`
+	pruneBucketsSQL = `DELETE FROM limit_buckets WHERE tat < ` + nowMicros + ` - $1`
+	pruneSlotsSQL   = `DELETE FROM limit_slots WHERE held = 0`
+)
+
+// start registers this process as a holder of slots, the first time,
+// and starts its heartbeat.
+func (s *Shared) start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		return nil
+	}
+	if err := s.beat(ctx); err != nil {
+		return err
+	}
+	s.running, s.stop, s.done = true, make(chan struct{}), make(chan struct{})
+	go s.heartbeat(s.stop, s.done)
+	return nil
+}
+
+// beat extends this process's lease on its slots.
+func (s *Shared) beat(ctx context.Context) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		if _, err := s.db.ExecContext(ctx, beatSQL, s.process, heartbeatLease.Microseconds()); err != nil {
+			return fmt.Errorf("limits heartbeat: %w", err)
+		}
+		return nil
+	})
+}
+
+// heartbeat beats every heartbeatEvery until stop closes, and each time
+// gives back the slots of processes whose lease lapsed, and prunes what
+// is kept for nothing.
+func (s *Shared) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		ctx := context.Background()
+		if err := s.beat(ctx); err != nil {
+			s.log.Warn("limits heartbeat", "error", err.Error())
+			continue
+		}
+		if err := s.Sweep(ctx); err != nil {
+			s.log.Warn("limits sweep", "error", err.Error())
+		}
+	}
+}
+
+// Sweep gives back the slots of processes whose heartbeat lapsed and
+// deletes full buckets and empty slot rows. Each process that holds slots
+// sweeps every few seconds; tests call it.
+func (s *Shared) Sweep(ctx context.Context) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		if _, err := s.db.ExecContext(ctx, reapSQL); err != nil {
+			return fmt.Errorf("reap processes: %w", err)
+		}
+		rows, err := s.db.QueryContext(ctx, deadHoldersSQL)
+		if err != nil {
+			return fmt.Errorf("find slots of ended processes: %w", err)
+		}
+		type dead struct {
+			key       string
+			processes string // a Postgres array
+		}
+		var found []dead
+		for rows.Next() {
+			var d dead
+			if err := rows.Scan(&d.key, &d.processes); err != nil {
+				rows.Close()
+				return err
+			}
+			found = append(found, d)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		for _, d := range found {
+			if _, err := s.db.ExecContext(ctx, dropHoldersSQL, d.key, d.processes); err != nil {
+				return fmt.Errorf("give back slots of ended processes: %w", err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, pruneBucketsSQL, pruneAfter.Microseconds()); err != nil {
+			return fmt.Errorf("prune buckets: %w", err)
+		}
+		if _, err := s.db.ExecContext(ctx, pruneSlotsSQL); err != nil {
+			return fmt.Errorf("prune slots: %w", err)
+		}
+		return nil
+	})
+}
+
+// Update implements State: the key's row in limit_states, locked by an
+// upsert that returns its value, changed and committed.
+func (s *Shared) Update(ctx context.Context, key string, fn func(value []byte, now time.Time) ([]byte, error)) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var value string
+		var now int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO limit_states AS s (key, value) VALUES ($1, '')
+ON CONFLICT (key) DO UPDATE SET value = s.value RETURNING value, `+nowMicros, key).Scan(&value, &now); err != nil {
+			return fmt.Errorf("lock state %s: %w", key, err)
+		}
+		var in []byte
+		if value != "" {
+			in = []byte(value)
+		}
+		out, err := fn(in, time.UnixMicro(now))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE limit_states SET value = $2 WHERE key = $1`, key, string(out)); err != nil {
+			return fmt.Errorf("store state %s: %w", key, err)
+		}
+		return tx.Commit()
+	})
+}
+
+// maxRefusals bounds the refusals a process remembers; past it, the
+// ones whose time has come are dropped, and if none has, all.
+const maxRefusals = 100_000
+
+// refusals remembers, by key, until when a bucket is known to be empty,
+// so a refusal holds until then without asking the database. Only a
+// request given back (Return, which only a refused sign-in step does)
+// refills a bucket sooner: this process forgets the key's refusal then;
+// another process that was refused it keeps refusing until its wait
+// passes, stricter than the limit, never looser.
+type refusals struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// left returns how long k is still known to be refused; 0 when not.
+func (r *refusals) left(k string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.until[k]
+	if !ok {
+		return 0
+	}
+	left := time.Until(until)
+	if left <= 0 {
+		delete(r.until, k)
+		return 0
+	}
+	return left
+}
+
+// set remembers that k is refused for wait.
+func (r *refusals) set(k string, wait time.Duration) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.until) >= maxRefusals {
+		for key, until := range r.until {
+			if !until.After(now) {
+				delete(r.until, key)
+			}
+		}
+		if len(r.until) >= maxRefusals {
+			r.until = map[string]time.Time{}
+		}
+	}
+	r.until[k] = now.Add(wait)
+}
+
+// clear forgets k's refusal: a request was given back.
+func (r *refusals) clear(k string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.until, k)
+}
