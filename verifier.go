@@ -201,8 +201,8 @@ type VerifierSpec struct {
 	// report, as ARBITER_AGENT_VERSION does; "" for none.
 	Version string
 	// Timeout bounds one call (0: the worker's ARBITER_AGENT_TIMEOUT);
-	// MaxRPS the calls a second from one process (0: as many as the
-	// workers make).
+	// MaxRPS the calls a second (0: as many as the workers make), on
+	// Postgres from every worker process of the deployment together.
 	Timeout    time.Duration
 	MaxRPS     float64
 	Price      Price

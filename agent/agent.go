@@ -68,8 +68,9 @@ type Config struct {
 	Model     string // ARBITER_AGENT_MODEL
 	RulesFile string // ARBITER_AGENT_RULES
 	// MaxRPS, when above zero, is the most calls a second a model backend
-	// makes from this process (ARBITER_AGENT_MAX_RPS); its Limiter slows
-	// it further while the provider throttles.
+	// makes (ARBITER_AGENT_MAX_RPS): from this process with its own
+	// Limiter, from every worker process with a SharedLimiter; the limiter
+	// slows it further while the provider throttles.
 	MaxRPS float64
 	// Confidence is a model backend's confidence source; the zero value
 	// is logprobs for openai (today's signal) and self for anthropic.

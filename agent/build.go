@@ -26,12 +26,19 @@ func (v *Verifiers) Get(name string) (Named, bool) {
 	return n, ok
 }
 
+// LimiterOf returns the limiter of the verifier name at maxRPS (0: no
+// fixed limit), or nil for a Limiter of its own in this process: a
+// deployment of several worker processes returns SharedLimiters, so that
+// max_rps is the deployment's budget.
+type LimiterOf func(name string, maxRPS float64) RateLimiter
+
 // Build builds each verifier of set, which Validate accepted: getenv
 // reads the keys the api_key_env settings name, client (nil for a new
-// one) carries the model backends' requests, and each model verifier gets
-// its own Limiter at its max_rps. A rules file that does not compile, or
+// one) carries the model backends' requests, and each model verifier is
+// paced by limiters' limiter at its max_rps (nil limiters, or a nil
+// limiter: a Limiter of its own). A rules file that does not compile, or
 // a key variable that is not set, is an error naming the verifier.
-func Build(set arbiter.VerifierSet, getenv func(string) string, client *http.Client) (*Verifiers, error) {
+func Build(set arbiter.VerifierSet, getenv func(string) string, client *http.Client, limiters LimiterOf) (*Verifiers, error) {
 	if err := set.Validate(); err != nil {
 		return nil, err
 	}
@@ -39,6 +46,9 @@ func Build(set arbiter.VerifierSet, getenv func(string) string, client *http.Cli
 	for _, spec := range set.Verifiers {
 		cfg := Config{Backend: spec.Backend, BaseURL: spec.BaseURL, Model: spec.Model, RulesFile: spec.RulesFile,
 			MaxRPS: spec.MaxRPS, Confidence: spec.Confidence, HTTPClient: client}
+		if limiters != nil {
+			cfg.Limiter = limiters(spec.Name, spec.MaxRPS)
+		}
 		if spec.APIKeyEnv != "" {
 			if cfg.APIKey = getenv(spec.APIKeyEnv); cfg.APIKey == "" {
 				return nil, fmt.Errorf("verifier %s: %s, its api_key_env, is not set", spec.Name, spec.APIKeyEnv)

@@ -27,23 +27,36 @@ import (
 // again beyond it, so that it stays near the provider's limit and still
 // finds a limit the provider raised; at twice that rate the limiter lets
 // calls go as fast as the slots allow, or at MaxRPS when that is set. The
-// rate is a token bucket (golang.org/x/time/rate) of one token.
+// rate is a token bucket of one token (limiterState). SharedLimiter keeps
+// the same state in the database, for every worker process at once.
 type Limiter struct {
 	now    func() time.Time
 	jitter func() float64 // in [0, 1)
 	max    rate.Limit     // the fixed limit, rate.Inf when none
 
-	mu          sync.Mutex
-	bucket      *rate.Limiter
-	pausedUntil time.Time
+	mu    sync.Mutex
+	state limiterState
+}
+
+// limiterState is what a limiter knows of its provider and of the turns
+// it gave: in one process (Limiter), or in the database for every process
+// of a deployment (SharedLimiter). Its times are the limiter's clock.
+type limiterState struct {
+	// Limit is the rate of calls (rate.Inf: none). The rate is a token
+	// bucket of one token, kept as the earliest the next call may go
+	// (Next, GCRA's theoretical arrival time); LastTurn is the latest
+	// turn given, which a turn given back counts from.
+	Limit          rate.Limit
+	Next, LastTurn time.Time
+	PausedUntil    time.Time
 	// The rate where the provider last throttled and the rate the cut
-	// set then, at lastCut; ceiling is 0 when it does not throttle.
-	ceiling, start rate.Limit
-	lastCut        time.Time
-	throttles      int // throttled calls since the last success, for the backoff
+	// set then, at LastCut; Ceiling is 0 when it does not throttle.
+	Ceiling, Start rate.Limit
+	LastCut        time.Time
+	Throttles      int // throttled calls since the last success, for the backoff
 	// The calls sent, for the rate of calls when nothing limits it, and
 	// the calls the provider answered, for its limit.
-	sentCalls, answered callCount
+	SentCalls, Answered callCount
 }
 
 // Bounds of the Limiter.
@@ -83,8 +96,13 @@ func newLimiter(maxRPS float64, now func() time.Time, jitter func() float64) *Li
 	if maxRPS > 0 {
 		max = rate.Limit(maxRPS)
 	}
-	return &Limiter{now: now, jitter: jitter, max: max, bucket: rate.NewLimiter(max, 1),
-		sentCalls: callCount{span: time.Second}, answered: callCount{span: answeredSpan}}
+	return &Limiter{now: now, jitter: jitter, max: max, state: newLimiterState(max)}
+}
+
+// newLimiterState is the state of a limiter at max (rate.Inf: none) that
+// was never throttled.
+func newLimiterState(max rate.Limit) limiterState {
+	return limiterState{Limit: max, SentCalls: callCount{Span: time.Second}, Answered: callCount{Span: answeredSpan}}
 }
 
 // errHeldBack is the cause of a call the limiter held back.
@@ -97,23 +115,45 @@ var errHeldBack = errors.New("the backend's limiter held the call back while its
 // provider's pause, for the task to wait in the queue; when ctx ends
 // first, ctx's error.
 func (l *Limiter) Pace(ctx context.Context, maxWait time.Duration) error {
+	return pace(ctx, maxWait, l)
+}
+
+// turns is a limiter's state as pace takes turns from it.
+type turns interface {
+	// reserve takes the next turn and returns how long until it comes,
+	// and the function that gives it back. When the turn is more than
+	// maxWait away, it takes none, and says how far it is and false.
+	reserve(ctx context.Context, maxWait time.Duration) (time.Duration, func(), bool, error)
+	// pauseLeft is how long calls are still paused, 0 when they are not.
+	pauseLeft(ctx context.Context) (time.Duration, error)
+}
+
+// pace is Pace over a limiter's turns.
+func pace(ctx context.Context, maxWait time.Duration, t turns) error {
 	for {
-		delay, cancel, ok := l.reserve(maxWait)
+		delay, cancel, ok, err := t.reserve(ctx, maxWait)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			if err := sleep(ctx, maxWait); err != nil {
 				return err
 			}
 			// The task comes back when the pause ends, not at the turn
 			// it would have had: the rate may have grown by then.
-			return &arbiter.ThrottledError{RetryAfter: l.pauseLeft(), Err: errHeldBack}
+			left, err := t.pauseLeft(ctx)
+			if err != nil {
+				return err
+			}
+			return &arbiter.ThrottledError{RetryAfter: left, Err: errHeldBack}
 		}
 		if err := sleep(ctx, delay); err != nil {
 			cancel()
 			return err
 		}
 		// A call throttled meanwhile may have moved the pause on.
-		if l.pauseLeft() == 0 {
-			return nil
+		if left, err := t.pauseLeft(ctx); err != nil || left == 0 {
+			return err
 		}
 		maxWait -= delay
 	}
@@ -134,41 +174,27 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// reserve takes the next turn and returns how long until it comes, and the
-// function that gives it back. When the turn is more than maxWait away, it
-// takes none, and says how far it is and false.
-func (l *Limiter) reserve(maxWait time.Duration) (time.Duration, func(), bool) {
+// reserve implements turns.
+func (l *Limiter) reserve(_ context.Context, maxWait time.Duration) (time.Duration, func(), bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	at := l.turnTime(now)
-	r := l.bucket.ReserveN(at, 1)
-	delay := r.DelayFrom(now)
-	if delay > maxWait {
-		r.CancelAt(at)
-		return delay, nil, false
+	turn, ok := l.state.reserve(now, maxWait)
+	if !ok {
+		return turn.Sub(now), nil, false, nil
 	}
-	return delay, func() {
+	return turn.Sub(now), func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		r.CancelAt(l.turnTime(l.now()))
-	}, true
+		l.state.cancel(l.now(), turn)
+	}, true, nil
 }
 
-// turnTime is the earliest a call may go: now, or the end of a pause. The
-// bucket is only ever given times that do not go back.
-func (l *Limiter) turnTime(now time.Time) time.Time {
-	if l.pausedUntil.After(now) {
-		return l.pausedUntil
-	}
-	return now
-}
-
-// pauseLeft is how long calls are still paused, 0 when they are not.
-func (l *Limiter) pauseLeft() time.Duration {
+// pauseLeft implements turns.
+func (l *Limiter) pauseLeft(context.Context) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(0, l.pausedUntil.Sub(l.now()))
+	return l.state.pauseLeft(l.now()), nil
 }
 
 // Sent counts a call going out and returns its time, for Throttled.
@@ -176,35 +202,87 @@ func (l *Limiter) Sent() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.sentCalls.add(now)
+	l.state.SentCalls.add(now)
 	return now
+}
+
+// reserve takes the next turn at now and returns its time. When the
+// turn is more than maxWait away, it takes none, and says when it would
+// be and false. The turn is the later of now, the end of a pause and the
+// bucket's next; taking it moves the bucket's next one interval on.
+func (s *limiterState) reserve(now time.Time, maxWait time.Duration) (time.Time, bool) {
+	turn := s.turnTime(now)
+	if s.Limit != rate.Inf && s.Next.After(turn) {
+		turn = s.Next
+	}
+	if turn.Sub(now) > maxWait {
+		return turn, false
+	}
+	if s.Limit != rate.Inf {
+		s.Next = turn.Add(s.interval())
+	}
+	s.LastTurn = turn
+	return turn, true
+}
+
+// cancel gives back at now the turn at turn, unless its time has come:
+// the bucket's next comes one interval sooner, less the turns given after
+// it (as rate.Limiter's CancelAt gives back its tokens).
+func (s *limiterState) cancel(now, turn time.Time) {
+	if s.Limit == rate.Inf || s.Limit <= 0 || turn.Before(s.turnTime(now)) {
+		return
+	}
+	interval := s.interval()
+	back := interval - s.LastTurn.Sub(turn)
+	if back > 0 {
+		s.Next = s.Next.Add(-back)
+	}
+}
+
+// interval is the time between two turns at the current rate.
+func (s *limiterState) interval() time.Duration {
+	return time.Duration(float64(time.Second) / float64(s.Limit))
+}
+
+// turnTime is the earliest a call may go: now, or the end of a pause.
+func (s *limiterState) turnTime(now time.Time) time.Time {
+	if s.PausedUntil.After(now) {
+		return s.PausedUntil
+	}
+	return now
+}
+
+// pauseLeft is how long calls are still paused at now, 0 when they are
+// not.
+func (s *limiterState) pauseLeft(now time.Time) time.Duration {
+	return max(0, s.PausedUntil.Sub(now))
 }
 
 // callCount counts calls over a sliding window of span, by the counts of
 // the span that began at start and of the one before.
 type callCount struct {
-	span      time.Duration
-	start     time.Time
-	since     time.Time // the first call counted since the counts were last empty
-	cur, prev int
+	Span      time.Duration
+	Start     time.Time
+	Since     time.Time // the first call counted since the counts were last empty
+	Cur, Prev int
 }
 
 // add counts a call at now.
 func (c *callCount) add(now time.Time) {
 	c.roll(now)
-	if c.cur == 0 && c.prev == 0 {
-		c.since = now
+	if c.Cur == 0 && c.Prev == 0 {
+		c.Since = now
 	}
-	c.cur++
+	c.Cur++
 }
 
 // roll moves the window to the span now is in.
 func (c *callCount) roll(now time.Time) {
-	switch elapsed := now.Sub(c.start); {
-	case elapsed >= 2*c.span:
-		c.start, c.cur, c.prev = now, 0, 0
-	case elapsed >= c.span:
-		c.start, c.cur, c.prev = c.start.Add(c.span), 0, c.cur
+	switch elapsed := now.Sub(c.Start); {
+	case elapsed >= 2*c.Span:
+		c.Start, c.Cur, c.Prev = now, 0, 0
+	case elapsed >= c.Span:
+		c.Start, c.Cur, c.Prev = c.Start.Add(c.Span), 0, c.Cur
 	}
 }
 
@@ -212,9 +290,9 @@ func (c *callCount) roll(now time.Time) {
 // counted over all of it (a rate over less is too low).
 func (c *callCount) rate(now time.Time) (rate.Limit, bool) {
 	c.roll(now)
-	share := 1 - float64(now.Sub(c.start))/float64(c.span)
-	n := float64(c.prev)*share + float64(c.cur)
-	return rate.Limit(n / c.span.Seconds()), n > 0 && now.Sub(c.since) >= c.span
+	share := 1 - float64(now.Sub(c.Start))/float64(c.Span)
+	n := float64(c.Prev)*share + float64(c.Cur)
+	return rate.Limit(n / c.Span.Seconds()), n > 0 && now.Sub(c.Since) >= c.Span
 }
 
 // Throttled records a call sent at sent that the provider turned away,
@@ -223,31 +301,36 @@ func (c *callCount) rate(now time.Time) (rate.Limit, bool) {
 func (l *Limiter) Throttled(sent time.Time, retryAfter time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	l.throttles++
+	return l.state.throttled(l.now(), sent, retryAfter, l.max, l.jitter())
+}
+
+// throttled records at now a call sent at sent that the provider turned
+// away (Limiter.Throttled); jitter, in [0, 1), spreads the backoff.
+func (s *limiterState) throttled(now, sent time.Time, retryAfter time.Duration, max rate.Limit, jitter float64) time.Duration {
+	s.Throttles++
 	wait := retryAfter
 	if wait <= 0 {
-		wait = l.backoff()
+		wait = s.backoff(jitter)
 	}
-	if until := now.Add(wait); until.After(l.pausedUntil) {
-		l.pausedUntil = until
+	if until := now.Add(wait); until.After(s.PausedUntil) {
+		s.PausedUntil = until
 	}
 	// One cut per round: a call sent before the last cut went out at the
 	// rate that was cut already.
-	if sent.Before(l.lastCut) {
+	if sent.Before(s.LastCut) {
 		return wait
 	}
-	sending := l.bucket.Limit()
+	sending := s.Limit
 	if sending == rate.Inf {
-		sending, _ = l.sentCalls.rate(now)
+		sending, _ = s.SentCalls.rate(now)
 	}
-	accepted, known := l.answered.rate(now)
+	accepted, known := s.Answered.rate(now)
 	if !known {
 		accepted = 0
 	}
-	l.start, l.ceiling = cutRate(sending, accepted)
-	l.setLimit(now, l.start)
-	l.lastCut = now
+	s.Start, s.Ceiling = cutRate(sending, accepted)
+	s.setLimit(now, s.Start, max)
+	s.LastCut = now
 	return wait
 }
 
@@ -283,15 +366,15 @@ func regrownRate(start, ceiling rate.Limit, since time.Duration) (rate.Limit, bo
 	return max(minRate, start, limit), false
 }
 
-// backoff is the jittered pause after the throttles-th throttled call in a
+// backoff is the jittered pause after the Throttles-th throttled call in a
 // row that said nothing of when to come back: between half and all of
-// firstBackoff doubled each time, up to maxBackoff.
-func (l *Limiter) backoff() time.Duration {
+// firstBackoff doubled each time, up to maxBackoff, as jitter says.
+func (s *limiterState) backoff(jitter float64) time.Duration {
 	d := maxBackoff
-	if n := l.throttles - 1; n < 6 {
+	if n := s.Throttles - 1; n < 6 {
 		d = min(maxBackoff, firstBackoff<<n)
 	}
-	return d/2 + time.Duration(l.jitter()*float64(d/2))
+	return d/2 + time.Duration(jitter*float64(d/2))
 }
 
 // Succeeded records a call the provider answered: the rate grows back
@@ -300,26 +383,36 @@ func (l *Limiter) backoff() time.Duration {
 func (l *Limiter) Succeeded() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	l.answered.add(now)
-	l.throttles = 0
-	if l.ceiling == 0 {
-		return
-	}
-	limit, lift := regrownRate(l.start, l.ceiling, now.Sub(l.lastCut))
-	if lift {
-		limit, l.ceiling = l.max, 0
-	}
-	l.setLimit(now, limit)
+	l.state.succeeded(l.now(), l.max)
 }
 
-// setLimit sets the rate of calls, never above the fixed limit. A bucket
-// without a limit is replaced: its tokens are not counted.
-func (l *Limiter) setLimit(now time.Time, limit rate.Limit) {
-	limit = min(limit, l.max)
-	if l.bucket.Limit() == rate.Inf {
-		l.bucket = rate.NewLimiter(limit, 1)
+// succeeded records at now a call the provider answered
+// (Limiter.Succeeded), under the fixed limit max.
+func (s *limiterState) succeeded(now time.Time, max rate.Limit) {
+	s.Answered.add(now)
+	s.Throttles = 0
+	if s.Ceiling == 0 {
 		return
 	}
-	l.bucket.SetLimitAt(l.turnTime(now), limit)
+	limit, lift := regrownRate(s.Start, s.Ceiling, now.Sub(s.LastCut))
+	if lift {
+		limit, s.Ceiling = max, 0
+	}
+	s.setLimit(now, limit, max)
+}
+
+// setLimit sets the rate of calls at now, never above the fixed limit
+// max, keeping what the bucket holds: a turn owed at the old rate is owed
+// at the new one (as rate.Limiter's SetLimitAt keeps its tokens). A bucket
+// without a limit starts full.
+func (s *limiterState) setLimit(now time.Time, limit, max rate.Limit) {
+	limit = min(limit, max)
+	at := s.turnTime(now)
+	switch {
+	case s.Limit == rate.Inf || !s.Next.After(at):
+		s.Next = time.Time{}
+	case limit != rate.Inf:
+		s.Next = at.Add(time.Duration(float64(s.Next.Sub(at)) * float64(s.Limit) / float64(limit)))
+	}
+	s.Limit = limit
 }

@@ -22,11 +22,11 @@ func halfJitter() float64                    { return 0.5 }
 func (l *Limiter) currentLimit() rate.Limit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bucket.Limit()
+	return l.state.Limit
 }
 func wantDelay(t *testing.T, l *Limiter, want time.Duration) {
 	t.Helper()
-	delay, _, ok := l.reserve(time.Hour)
+	delay, _, ok, _ := l.reserve(context.Background(), time.Hour)
 	if !ok || delay != want {
 		t.Fatalf("the next turn is in %v (%v), want %v", delay, ok, want)
 	}
@@ -43,7 +43,7 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	if wait := l.Throttled(l.Sent(), 5*time.Second); wait != 5*time.Second {
 		t.Fatalf("the task waits %v, want the Retry-After 5s", wait)
 	}
-	if delay, _, ok := l.reserve(4 * time.Second); ok || delay != 5*time.Second {
+	if delay, _, ok, _ := l.reserve(context.Background(), 4*time.Second); ok || delay != 5*time.Second {
 		t.Fatalf("a turn 5s away with 4s to wait = %v, %v; want none taken, 5s away", delay, ok)
 	}
 	clock.Advance(time.Second)
@@ -59,11 +59,11 @@ func TestLimiter_ThrottledCallPausesEveryCall(t *testing.T) {
 	if l.currentLimit() != limit {
 		t.Errorf("a call of the round that was cut cut the rate again: %v, was %v", l.currentLimit(), limit)
 	}
-	if left := l.pauseLeft(); left != 5*time.Second {
+	if left, _ := l.pauseLeft(context.Background()); left != 5*time.Second {
 		t.Fatalf("paused for %v more, want the last Retry-After, 5s", left)
 	}
 	clock.Advance(5 * time.Second)
-	if left := l.pauseLeft(); left != 0 {
+	if left, _ := l.pauseLeft(context.Background()); left != 0 {
 		t.Errorf("still paused %v after the last Retry-After passed", left)
 	}
 }
@@ -147,7 +147,7 @@ func TestLimiter_PacesFromTheObservedLimit(t *testing.T) {
 		{regrowTime, 9.9, 10.1},
 		{2 * regrowTime, 10, 11.1},
 	} {
-		clock.now = l.lastCut.Add(tc.after)
+		clock.now = l.state.LastCut.Add(tc.after)
 		l.Succeeded()
 		if got := l.currentLimit(); got < tc.min || got > tc.max {
 			t.Errorf("%v after the cut the rate is %v, want %v to %v", tc.after, got, tc.min, tc.max)

@@ -36,7 +36,7 @@ func TestLoadVerifiers_TheExampleFile(t *testing.T) {
 		t.Errorf("large = %+v", large)
 	}
 	env := map[string]string{"SMALL_API_KEY": "sk-small", "ANTHROPIC_API_KEY": "sk-ant"}
-	built, err := agent.Build(set, func(k string) string { return env[k] }, nil)
+	built, err := agent.Build(set, func(k string) string { return env[k] }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestLoadVerifiers_TheExampleFile(t *testing.T) {
 			t.Errorf("%s not built: %+v", name, n)
 		}
 	}
-	if _, err := agent.Build(set, func(string) string { return "" }, nil); err == nil || !strings.Contains(err.Error(), "verifier small: SMALL_API_KEY, its api_key_env, is not set") {
+	if _, err := agent.Build(set, func(string) string { return "" }, nil, nil); err == nil || !strings.Contains(err.Error(), "verifier small: SMALL_API_KEY, its api_key_env, is not set") {
 		t.Errorf("a missing key: %v", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestLoadVerifiers_ARulesFileThatDoesNotCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agent.Build(set, os.Getenv, nil); err == nil || !strings.Contains(err.Error(), "verifier r: ") || !strings.Contains(err.Error(), "r.txt:2:") {
+	if _, err := agent.Build(set, os.Getenv, nil, nil); err == nil || !strings.Contains(err.Error(), "verifier r: ") || !strings.Contains(err.Error(), "r.txt:2:") {
 		t.Errorf("got %v", err)
 	}
 }

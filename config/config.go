@@ -160,8 +160,9 @@ type Agent struct {
 	APIKey    string // ARBITER_AGENT_API_KEY, sent as a bearer token when set
 	Model     string // ARBITER_AGENT_MODEL
 	RulesFile string // ARBITER_AGENT_RULES
-	// MaxRPS, when above zero, is the most calls a second the openai
-	// backend makes from this process (ARBITER_AGENT_MAX_RPS).
+	// MaxRPS, when above zero, is the most calls a second a model backend
+	// makes (ARBITER_AGENT_MAX_RPS): on Postgres, from every worker
+	// process of the deployment together.
 	MaxRPS float64
 }
 
@@ -346,7 +347,7 @@ var Settings = []Setting{
 		Help: "the limit on one verifier call",
 		Set:  durationSetting(func(c *Config) *time.Duration { return &c.AgentTimeout })},
 	{Env: "ARBITER_AGENT_MAX_RPS", Scope: ScopeWorker,
-		Help: "openai: the most calls a second from this process (e.g. 5 or 0.5); unset, as many as the workers make, slowed only while the provider throttles",
+		Help: "openai, anthropic: the most calls a second (e.g. 5 or 0.5), on Postgres from every worker process together; unset, as many as the workers make, slowed only while the provider throttles",
 		Set: func(c *Config, v string) error {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(n > 0) || math.IsInf(n, 0) {

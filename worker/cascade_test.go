@@ -60,7 +60,7 @@ func cascadeOf(t *testing.T) (*agent.Verifiers, *fakellm.Server, *fakellm.Server
 		{Name: "large", Backend: "anthropic", BaseURL: large.URL, Model: "large-xl", APIKeyEnv: "LARGE_KEY",
 			Price: arbiter.Price{InputPerMillion: 3, OutputPerMillion: 15}},
 	}}
-	v, err := agent.Build(set, func(string) string { return "sk-large" }, nil)
+	v, err := agent.Build(set, func(string) string { return "sk-large" }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,13 +344,27 @@ func (s *server) verifiers() (*agent.Verifiers, error) {
 		if err != nil {
 			return nil, err
 		}
-		return agent.Build(set, getenv, nil)
+		return agent.Build(set, getenv, nil, s.verifierLimiter)
 	}
 	cfg := agentConfig(s.cfg.Agent)
 	if _, err := agent.New(cfg); err != nil {
 		return nil, err
 	}
-	return agent.Build(agent.SetOf(cfg, "ARBITER_AGENT_API_KEY"), func(string) string { return cfg.APIKey }, nil)
+	return agent.Build(agent.SetOf(cfg, "ARBITER_AGENT_API_KEY"), func(string) string { return cfg.APIKey }, nil, s.verifierLimiter)
+}
+
+// verifierLimiter returns the limiter of the verifier name at maxRPS:
+// on Postgres, shared by every worker process of the deployment
+// (agent.SharedLimiter), so that ARBITER_AGENT_MAX_RPS, or a verifier's
+// max_rps, is the deployment's budget and a cut after a 429 paces every
+// process; nil on SQLite, whose one process paces its calls itself. It is
+// an agent.LimiterOf.
+func (s *server) verifierLimiter(name string, maxRPS float64) agent.RateLimiter {
+	state := s.store.LimitState()
+	if state == nil {
+		return nil
+	}
+	return agent.NewSharedLimiter(state, name, maxRPS, s.logger)
 }
 
 // agentConfig is the verifier's part of the configuration, as agent.New

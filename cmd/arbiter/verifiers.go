@@ -36,7 +36,7 @@ func runVerifiersCheck(_ context.Context, c *command, p *process, args []string)
 		missing = append(missing, name)
 		return "unset"
 	}
-	if _, err := agent.Build(set, getenv, nil); err != nil {
+	if _, err := agent.Build(set, getenv, nil, nil); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, v := range set.Verifiers {
