@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -86,7 +85,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider", "tracing"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider", "tracing", "replicas"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -138,11 +137,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type bench struct {
 	config
 	serverPID int // the server under test, while the API phases run
-	log       io.Writer
-	results   []result
-	rssMB     float64
-	ids       []idAt
-	wait      *waitResult
+	// serverPIDs are the servers under test when there are several
+	// (replicas.go); their CPU counts as the server's.
+	serverPIDs []int
+	log        io.Writer
+	results    []result
+	rssMB      float64
+	ids        []idAt
+	wait       *waitResult
 	// slackNotes are the Slack phases' checks (slack.go).
 	slackNotes []string
 	// provider holds the provider phases' figures (throttle.go).
@@ -235,6 +237,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["tracing"] {
 		if err := b.measureTracing(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["replicas"] {
+		if err := b.measureReplicas(ctx); err != nil {
 			return err
 		}
 	}
@@ -379,10 +386,7 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 	if err := waitReady(ctx, base+"/demo/tasks"); err != nil {
 		return fmt.Errorf("%w (server log: %s)", err, logFile.Name())
 	}
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: b.concurrency, MaxIdleConnsPerHost: b.concurrency, MaxConnsPerHost: b.concurrency,
-		DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
-	}}
+	client := b.httpClient()
 	// The ceilings: the store calls the handlers make, grouped as in the
 	// service, and the same calls with one statement each. Each gets the
 	// pool that serves it best here: one-statement creates wait on their
@@ -624,6 +628,9 @@ func (c cpuUse) minus(o cpuUse) cpuUse {
 // every process named postgres, from /proc (zero where it is unreadable).
 func (b *bench) cpuNow() cpuUse {
 	c := cpuUse{generator: procCPU("self"), server: procCPU(strconv.Itoa(b.serverPID))}
+	for _, pid := range b.serverPIDs {
+		c.server += procCPU(strconv.Itoa(pid))
+	}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		if d.Name()[0] >= '0' && d.Name()[0] <= '9' {
@@ -809,6 +816,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
 	printWebhookTargets(w, byName)
+	printReplicas(w, byName)
 	printProvider(w, b.provider)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))

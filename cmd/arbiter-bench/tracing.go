@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"syscall"
-	"time"
 )
 
 // The tracing phase measures what traces cost the hot path: `arbiter serve
@@ -72,36 +69,8 @@ func (b *bench) tracingRound(ctx context.Context, env []string, label string, ke
 	if err := waitReady(ctx, base+"/demo/tasks"); err != nil {
 		return fmt.Errorf("%w (server log: %s)", err, logFile.Name())
 	}
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: b.concurrency, MaxIdleConnsPerHost: b.concurrency, MaxConnsPerHost: b.concurrency,
-		DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
-	}}
-	ids := make([][]idAt, b.concurrency)
-	b.logf("POST /v1/tasks, %s", label)
-	b.results = append(b.results, b.phase(ctx, "create (HTTP, "+label+")", func(w, i int) error {
-		a := (w + i*b.concurrency) % len(keys)
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tasks", bytes.NewReader(taskBody))
-		req.Header.Set("Authorization", "Bearer "+keys[a])
-		req.Header.Set("Content-Type", "application/json")
-		var task struct{ ID string }
-		if err := do(client, req, &task); err != nil {
-			return err
-		}
-		if len(ids[w]) < 100_000 {
-			ids[w] = append(ids[w], idAt{id: task.ID, accountID: accountIDs[a], key: keys[a]})
-		}
-		return nil
-	}))
-	b.logf("GET /v1/tasks/{id}, %s", label)
-	b.results = append(b.results, b.phase(ctx, "get (HTTP, "+label+")", func(w, i int) error {
-		mine := ids[w]
-		if len(mine) == 0 {
-			return fmt.Errorf("connection %d created no task", w)
-		}
-		t := mine[(i*7919)%len(mine)]
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+t.id, nil)
-		req.Header.Set("Authorization", "Bearer "+t.key)
-		return do(client, req, nil)
-	}))
+	client := b.httpClient()
+	ids := b.createOverHTTP(ctx, label, client, []string{base}, keys, accountIDs)
+	b.getOverHTTP(ctx, label, client, []string{base}, ids)
 	return nil
 }
