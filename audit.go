@@ -9,6 +9,9 @@ const (
 	AuditKeyCreated    = "key_created"
 	AuditKeyRevoked    = "key_revoked"
 	AuditReviewDecided = "review_decided"
+	// AuditActionExecuted records a claim on the execution of a task's
+	// approved action (ExecutionService).
+	AuditActionExecuted = "action_executed"
 )
 
 // AuditEvent is one line of an account's audit log: a sign-in or sign-out,

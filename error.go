@@ -76,13 +76,14 @@ const (
 	ReasonDailyCap            = "daily_cap_exceeded"    // ERATELIMIT: the account's daily task cap is used up
 	ReasonIdempotencyInFlight = "idempotency_in_flight" // ECONFLICT: the key's first request is not finished
 	ReasonTaskExpired         = "task_expired"          // ECONFLICT: the task's deadline passed
+	ReasonAlreadyExecuted     = "already_executed"      // ECONFLICT: another claim holds the execution of the task's action
 )
 
 // APICodes lists every API code, in the order the API's documents list
 // them.
 var APICodes = []string{
 	CodeInvalidRequest, CodeInvalidField, CodeUnauthorized, CodeNotFound, CodeMethodNotAllowed,
-	CodeConflict, ReasonIdempotencyInFlight, ReasonTaskExpired, CodePayloadTooLarge,
+	CodeConflict, ReasonIdempotencyInFlight, ReasonTaskExpired, ReasonAlreadyExecuted, CodePayloadTooLarge,
 	CodeUnsupportedMediaType, CodeIdempotencyMismatch, CodeRateLimited, ReasonDailyCap,
 	CodeHeadersTooLarge, CodeForbidden, CodeNotAcceptable, CodeInternal, CodeUnavailable,
 }

@@ -33,10 +33,8 @@ func ValidateIdempotencyKey(key string) error {
 	if len(key) == 0 || len(key) > MaxIdempotencyKeyLen {
 		return Errorf(EINVALID, "An idempotency key must be 1 to %d printable ASCII characters; this one has %d bytes.", MaxIdempotencyKeyLen, len(key))
 	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < ' ' || c > '~' {
-			return Errorf(EINVALID, "An idempotency key must be 1 to %d printable ASCII characters; byte %d is not one.", MaxIdempotencyKeyLen, i)
-		}
+	if err := printableASCII(key, MaxIdempotencyKeyLen); err != nil {
+		return Errorf(EINVALID, "An idempotency key must be 1 to %d printable ASCII characters; %s is not one.", MaxIdempotencyKeyLen, err)
 	}
 	return nil
 }

@@ -189,6 +189,9 @@ type call struct {
 	// be retried when its outcome is unknown: after a 5xx, a 409 or a
 	// connection error.
 	repeatable bool
+	// noRetryConflict keeps a repeatable call from retrying a 409, which
+	// for it is an answer rather than a request still being stored.
+	noRetryConflict bool
 }
 
 // do sends the call, retrying as the policy allows, and decodes a successful
@@ -224,7 +227,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 		apiErr := newError(status, header, b)
 		retryable := status == http.StatusTooManyRequests ||
 			(status >= 500 && (cl.method == http.MethodGet || cl.repeatable)) ||
-			(status == http.StatusConflict && cl.repeatable)
+			(status == http.StatusConflict && cl.repeatable && !cl.noRetryConflict)
 		if !retryable || attempt >= c.retries {
 			return apiErr
 		}

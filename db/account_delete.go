@@ -42,6 +42,7 @@ var accountDeletes = []struct{ what, query string }{
 	{"skips", `DELETE FROM session_skips WHERE task_id IN (SELECT id FROM tasks WHERE account_id = ?)`},
 	{"receipts", `DELETE FROM receipts WHERE account_id = ?`},
 	{"receipt chain", `DELETE FROM receipt_chains WHERE account_id = ?`},
+	{"executions", `DELETE FROM task_executions WHERE account_id = ?`},
 	{"task bodies", `DELETE FROM task_bodies WHERE id IN (SELECT id FROM task_states WHERE account_id = ?)`},
 	{"tasks", `DELETE FROM task_states WHERE account_id = ?`},
 	{"usage", `DELETE FROM daily_usage WHERE account_id = ?`},

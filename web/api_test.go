@@ -82,7 +82,7 @@ func serveRouter(t *testing.T, store *db.DB, keys *web.KeyChecker, o serverOptio
 	}
 	router := &web.Router{
 		Services: web.Services{Tasks: store, Keys: store, Demo: store, Health: store, Watcher: store, Calibration: store, Policies: store, Agreement: store,
-			Receipts: store, AuditExport: store},
+			Receipts: store, AuditExport: store, Executions: store},
 		KeyChecker:   keys,
 		Logger:       o.logger,
 		ShuttingDown: shuttingDown,

@@ -66,6 +66,9 @@ type Services struct {
 	// Teams keeps accounts' Microsoft Teams bots; nil hides the Teams
 	// settings.
 	Teams arbiter.TeamsService
+	// Executions records the claims on tasks' approved actions' execution;
+	// nil serves no /v1/tasks/{id}/execution.
+	Executions arbiter.ExecutionService
 	// Agreement reads the votes of the reviewers' agreement report.
 	Agreement arbiter.AgreementService
 	// Receipts serves the public keys of receipts (the JWKS); nil serves
@@ -327,6 +330,9 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			r.Handle("/tasks/batch", only(http.MethodPost, handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate)))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.waiters(), rt.parker()))
+			if rt.Services.Executions != nil {
+				r.Method(http.MethodPost, "/tasks/{id}/execution", handlers.TaskExecutionClaim(rt.Services.Executions))
+			}
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
 			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.MCPCalls, rt.ShuttingDown, rt.TaskCreated))

@@ -463,7 +463,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 			Tasks: store, Keys: store, Demo: store, Health: store, Ready: s, Queue: store, Watcher: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
 			Calibration: store, Policies: store, Slack: store, DecisionLinks: store, ChatLinks: store, Agreement: store,
-			Receipts: store, AuditExport: store,
+			Receipts: store, AuditExport: store, Executions: store,
 		},
 		KeyChecker:     keys,
 		Logger:         s.logger,
