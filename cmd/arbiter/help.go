@@ -141,6 +141,8 @@ var commands = []*command{
 		summary: "read a verifiers file as the server would at start, compile its rules, and list its verifiers and cascade; starts nothing"},
 	{name: "mcp", env: clientEnv, run: runMCP,
 		summary: "serve the agents' tools (ask_verdict, get_task, list_tasks) over MCP on stdin and stdout, through the API"},
+	{name: "gateway", args: "--upstream-cmd 'COMMAND' | --upstream-url URL [--policy FILE] [flags]", env: gatewayEnv, run: runGateway,
+		summary: "serve an upstream MCP server's tools to an agent, holding the calls the policy asks about until a person approves them in Arbiter"},
 	{name: "version", run: runVersion,
 		summary: "print the version, the commit and the Go version"},
 }
