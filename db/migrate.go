@@ -49,7 +49,9 @@ func (d *DB) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer done()
-	deadline := time.Now().Add(sqliteMigrationWaits * d.timeout)
+	// The bound counts from the first time the lock was busy: it bounds
+	// the wait for other processes, not a migration slowed by its machine.
+	var deadline time.Time
 	for round := 1; ; {
 		p, err := d.migrations(conn)
 		if err != nil {
@@ -63,11 +65,14 @@ func (d *DB) Migrate(ctx context.Context) error {
 		switch {
 		case err == nil:
 			return nil
-		case d.dialect != SQLite || time.Now().After(deadline):
+		case d.dialect != SQLite || !deadline.IsZero() && time.Now().After(deadline):
 			return fmt.Errorf("migrate: %w", err)
 		case appliedMeanwhile(err) && round < maxMigrateRounds:
 			round++
 		case sqliteBusyError(err):
+			if deadline.IsZero() {
+				deadline = time.Now().Add(sqliteMigrationWaits * d.timeout)
+			}
 			d.log.Info("migrate: another process holds the SQLite write lock; waiting for it", "error", err.Error())
 			select {
 			case <-ctx.Done():
