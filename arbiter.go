@@ -30,11 +30,12 @@
 //     as, what a chat message shows of a task, the mail outbox, the
 //     reviewers' digests,
 //     decision links in mail.
-//   - Approval integrity (action.go, receipt.go, audit_export.go): the
-//     action a task asks about, its canonical form and digest, edits as a
-//     JSON Patch between the proposed and the approved action; the signed
-//     receipts of final decisions and their keys; the hash-chained audit
-//     export and its offline check.
+//   - Approval integrity (action.go, receipt.go, audit_export.go,
+//     execution.go): the action a task asks about, its canonical form and
+//     digest, edits as a JSON Patch between the proposed and the approved
+//     action; the signed receipts of final decisions and their keys; the
+//     hash-chained audit export and its offline check; the one claim to
+//     run an approved action.
 //   - The curated demo queue (demo.go) and health (health.go).
 //   - What every request shares (error.go, ratelimit.go, inflight.go,
 //     waiters.go, this file): the error codes, per-client rate limits,
