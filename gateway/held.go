@@ -267,7 +267,7 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, h *heldCa
 		select {
 		case <-h.done:
 			g.deliver(h)
-			return h.result, nil
+			return h.answer(), nil
 		case <-tick.C:
 			if token != nil && req.Session != nil {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
@@ -281,6 +281,14 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, h *heldCa
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// answer returns h's answer, once it is done, as a result of its own: the
+// SDK writes into the result it sends, and several requests may wait for
+// the same held call (a retry, tasks/result), each sending its copy.
+func (h *heldCall) answer() *mcp.CallToolResult {
+	res := *h.result
+	return &res
 }
 
 // deliver records that an answer of h reached the agent: the call is

@@ -245,7 +245,7 @@ func (t heldTask) wait(ctx context.Context) (*mcp.CallToolResult, error) {
 	select {
 	case <-t.h.done:
 		t.g.deliver(t.h)
-		return t.h.result, nil
+		return t.h.answer(), nil
 	case <-ctx.Done():
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The call is not decided yet and the wait ended: call tasks/result again."}
 	}
