@@ -407,7 +407,9 @@ func EscalationOf(a Alerts, rung int, at Timestamp) *TaskEscalation {
 // escalation rung mails, of the account's members: a reminder each member
 // who may review; a "role:" rung each member of the role; an "email:"
 // rung its address when the address is a member's (memberAddress), and
-// nobody otherwise: rungs and reminders never mail outside the account.
+// nobody otherwise: rungs and reminders never mail outside the account. A
+// role's rung tells owners as admins, and passes a role nobody holds to
+// the nearest one above it (roleTargets).
 func AlertTargets(rung *Rung, members []*Membership, memberAddress bool) []string {
 	var to []string
 	if rung == nil {
@@ -419,17 +421,32 @@ func AlertTargets(rung *Rung, members []*Membership, memberAddress bool) []strin
 		return to
 	}
 	if role, ok := rung.Role(); ok {
-		for _, m := range members {
-			if m.Role == role {
-				to = append(to, m.Email)
-			}
-		}
-		return to
+		return roleTargets(role, members)
 	}
 	if email, ok := rung.Email(); ok && memberAddress {
 		to = append(to, email)
 	}
 	return to
+}
+
+// roleTargets returns the addresses of the members a "role:" rung tells:
+// those who hold the role, owners counting as admins (an owner may do all
+// an admin may). When no member holds it (an account without reviewers,
+// say), the members of the nearest role above it that someone holds, so a
+// role's rung always tells someone: every account has an owner.
+func roleTargets(role string, members []*Membership) []string {
+	for i := slices.Index(Roles, role); i >= 0; i-- { // Roles go from the highest
+		var to []string
+		for _, m := range members {
+			if m.Role == Roles[i] || (Roles[i] == RoleAdmin && m.Role == RoleOwner) {
+				to = append(to, m.Email)
+			}
+		}
+		if len(to) > 0 {
+			return to
+		}
+	}
+	return nil
 }
 
 // RungOutsideAccount is the EINVALID error of an "email:" rung (its

@@ -3,6 +3,7 @@ package arbiter_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,36 @@ func TestAlertMail(t *testing.T) {
 	}
 	if m.Subject() != "Escalated: a task in acme waits for a decision" {
 		t.Errorf("subject %q", m.Subject())
+	}
+}
+
+func TestAlertTargets(t *testing.T) {
+	member := func(email, role string) *arbiter.Membership { return &arbiter.Membership{Email: email, Role: role} }
+	team := []*arbiter.Membership{member("olga@example.com", arbiter.RoleOwner), member("ada@example.com", arbiter.RoleAdmin), member("rev@example.com", arbiter.RoleReviewer)}
+	ownerAndReviewer := []*arbiter.Membership{member("olga@example.com", arbiter.RoleOwner), member("rev@example.com", arbiter.RoleReviewer)}
+	ownerAlone := []*arbiter.Membership{member("olga@example.com", arbiter.RoleOwner)}
+	rung := func(to string) *arbiter.Rung { return &arbiter.Rung{To: to} }
+	for _, tc := range []struct {
+		name          string
+		rung          *arbiter.Rung
+		members       []*arbiter.Membership
+		memberAddress bool
+		want          []string
+	}{
+		{"AReminderTellsEveryoneWhoReviews", nil, team, false, []string{"olga@example.com", "ada@example.com", "rev@example.com"}},
+		{"AdminsAndOwnersForAdmins", rung("role:admin"), team, false, []string{"olga@example.com", "ada@example.com"}},
+		{"OwnersCountAsAdminsWhenThereAreNone", rung("role:admin"), ownerAndReviewer, false, []string{"olga@example.com"}},
+		{"ReviewersForReviewers", rung("role:reviewer"), team, false, []string{"rev@example.com"}},
+		{"NoReviewersMeansTheAdminsAndOwners", rung("role:reviewer"), ownerAlone, false, []string{"olga@example.com"}},
+		{"OwnersForOwners", rung("role:owner"), team, false, []string{"olga@example.com"}},
+		{"AMembersAddress", rung("email:ada@example.com"), team, true, []string{"ada@example.com"}},
+		{"NobodyOutsideTheAccount", rung("email:lead@example.com"), team, false, nil},
+		{"NoMembersNobody", rung("role:admin"), nil, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := arbiter.AlertTargets(tc.rung, tc.members, tc.memberAddress); !slices.Equal(got, tc.want) {
+				t.Errorf("AlertTargets = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
