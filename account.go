@@ -166,7 +166,7 @@ func CheckAccountDeletion(a *Account, confirm string) error {
 		return Errorf(EINVALID, "The demo account cannot be deleted.")
 	}
 	if !strings.EqualFold(strings.TrimSpace(confirm), a.Email) {
-		return Errorf(EINVALID, "To delete the account, type its name, %s, exactly.", a.Email)
+		return Errorf(EINVALID, "To delete the account, type its name, %s (capitals or not).", a.Email)
 	}
 	return nil
 }

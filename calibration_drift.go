@@ -132,6 +132,17 @@ func (d Drift) Summary() string {
 		FormatShare(d.ErrorLower), FormatShare(d.Confidence))
 }
 
+// SummaryThen says the crossing as it stands later, for the banner that
+// stays up until the window recovers: when it was taken, and that its
+// figures are that moment's ("On 2026-11-26 14:32 UTC the agent's audited
+// error rate drifted above the 2% target: 6 of the latest 200 blind audits
+// were wrong then (…)."). The report's own figures are the current ones.
+func (d Drift) SummaryThen() string {
+	return fmt.Sprintf("On %s the agent's audited error rate under %s drifted above its %s target: %d of the latest %d blind audits were wrong then (%s; at least %s with %s confidence).",
+		d.DriftedAt.Time().UTC().Format("2006-01-02 15:04 UTC"), PolicyName(cmp.Or(d.TaskType, DefaultPolicyName)), FormatShare(d.Target),
+		d.Errors, d.Audits, FormatShare(d.ErrorRate), FormatShare(d.ErrorLower), FormatShare(d.Confidence))
+}
+
 // DriftMail is the mail that tells an owner or admin of the account about
 // a crossing.
 type DriftMail struct {

@@ -3,6 +3,7 @@ package arbiter_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -95,5 +96,14 @@ func TestNextDrift_WatchesThePolicysTarget(t *testing.T) {
 				t.Errorf("crossed %v, want %v", crossed, tc.crossed)
 			}
 		})
+	}
+}
+
+func TestDrift_SummaryThenSaysWhen(t *testing.T) {
+	at := arbiter.TimestampOf(time.Date(2026, 11, 26, 14, 32, 5, 0, time.UTC))
+	d := arbiter.Drift{TaskType: "refund", Audits: 200, Errors: 9, ErrorRate: 0.045, ErrorLower: 0.023, Target: 0.02, Confidence: 0.95, DriftedAt: at}
+	want := "On 2026-11-26 14:32 UTC the agent's audited error rate under the policy of refund drifted above its 2% target: 9 of the latest 200 blind audits were wrong then (4.5%; at least 2.3% with 95% confidence)."
+	if got := d.SummaryThen(); got != want {
+		t.Errorf("SummaryThen = %q\nwant %q", got, want)
 	}
 }

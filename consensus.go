@@ -412,6 +412,60 @@ func (t *Task) VotesOpen() bool {
 // reviewer: a blind audit, or a task waiting for votes.
 func (t *Task) Blind() bool { return t.AuditWaiting() || t.VotesOpen() }
 
+// VotesOf returns the votes cast on t (its human attempts with a person),
+// in the order cast. Each voter's Role is RoleReviewer: the store, which
+// knows the members, corrects it where a tiebreak reads it.
+func VotesOf(t *Task) []Vote {
+	var votes []Vote
+	for _, a := range t.Attempts {
+		if a.Tier != TierHuman || a.PersonID == "" || a.Verdict == nil {
+			continue
+		}
+		v := Vote{PersonID: a.PersonID, Verdict: *a.Verdict, Role: RoleReviewer}
+		if a.Reviewer != nil {
+			v.Email = strings.ToLower(*a.Reviewer)
+		}
+		votes = append(votes, v)
+	}
+	return votes
+}
+
+// VoterWait is what a task waiting for votes tells a person who has voted
+// on it: their verdict, and what it waits for now.
+type VoterWait struct {
+	Verdict string
+	// State is VotesPending, while more votes may decide the task, or
+	// VotesTiebreak, when the votes cast can no longer meet its rule.
+	State string
+	// More is how many more votes it waits for while pending.
+	More int
+	// Tiebreaker says an owner or admin may break the tie; without one a
+	// split task waits for its deadline.
+	Tiebreaker bool
+}
+
+// VoterWaitOf returns what t waits for, told to the person (by id), and
+// true when t waits for votes (VotesOpen) and the person has voted on it;
+// false otherwise, when the desk offers the person the verdicts.
+func VoterWaitOf(t *Task, personID string) (VoterWait, bool) {
+	if personID == "" || !t.VotesOpen() {
+		return VoterWait{}, false
+	}
+	votes := VotesOf(t)
+	for _, v := range votes {
+		if v.PersonID != personID {
+			continue
+		}
+		outcome := t.Review.Decide(votes)
+		w := VoterWait{Verdict: v.Verdict, State: outcome.State, Tiebreaker: t.Review.Tiebreak == TiebreakAdmin}
+		if outcome.State == VotesPending {
+			w.More = outcome.Open
+		}
+		return w, true
+	}
+	return VoterWait{}, false
+}
+
 // VoteCount is the data of a task.vote_recorded event, and what the
 // account's owners and admins see of a task's votes while it is open: how
 // many people voted of how many asked, never what they voted.

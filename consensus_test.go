@@ -166,3 +166,52 @@ func TestMarshalRequirement_RoundTrips(t *testing.T) {
 		t.Errorf("empty = %+v, %v", got, err)
 	}
 }
+
+func TestVoterWaitOf(t *testing.T) {
+	voted := func(person, verdict string) Attempt {
+		email := person + "@example.com"
+		return Attempt{Tier: TierHuman, Verdict: &verdict, Reviewer: &email, PersonID: person}
+	}
+	agent := func(verdict string) Attempt {
+		c := 0.4
+		return Attempt{Tier: TierAgent, Verdict: &verdict, Confidence: &c}
+	}
+	task := func(req ReviewRequirement, status string, attempts ...Attempt) *Task {
+		return &Task{Status: status, Review: &req, Attempts: attempts}
+	}
+	three := ReviewRequirement{ReviewsRequired: 3, Consensus: ConsensusUnanimous}
+	two := ReviewRequirement{ReviewsRequired: 2, Consensus: ConsensusUnanimous}
+	twoAdmin := ReviewRequirement{ReviewsRequired: 2, Consensus: ConsensusUnanimous, Tiebreak: TiebreakAdmin}
+	twoOfThree := ReviewRequirement{ReviewsRequired: 3, Consensus: ConsensusQuorum, Quorum: 2}
+	single := ReviewRequirement{ReviewsRequired: 1, Consensus: ConsensusAny}
+
+	for _, tc := range []struct {
+		name   string
+		task   *Task
+		person string
+		want   VoterWait
+		ok     bool
+	}{
+		{"FirstOfThreeWaitsForTwoMore", task(three, StatusHumanNeeded, agent("approve"), voted("ann", "approve")), "ann",
+			VoterWait{Verdict: "approve", State: VotesPending, More: 2}, true},
+		{"SecondOfThreeWaitsForOneMore", task(three, StatusHumanNeeded, voted("ann", "approve"), voted("bob", "approve")), "bob",
+			VoterWait{Verdict: "approve", State: VotesPending, More: 1}, true},
+		{"AQuorumWaitsForTheRestOfItsVotes", task(twoOfThree, StatusHumanNeeded, voted("ann", "reject")), "ann",
+			VoterWait{Verdict: "reject", State: VotesPending, More: 2}, true},
+		{"ASplitWithoutTiebreakWaitsForTheDeadline", task(two, StatusHumanNeeded, voted("ann", "approve"), voted("bob", "reject")), "ann",
+			VoterWait{Verdict: "approve", State: VotesTiebreak}, true},
+		{"ASplitWithATiebreakerWaitsForAnAdmin", task(twoAdmin, StatusHumanNeeded, voted("ann", "approve"), voted("bob", "reject")), "bob",
+			VoterWait{Verdict: "reject", State: VotesTiebreak, Tiebreaker: true}, true},
+		{"SomeoneWhoDidNotVoteIsOfferedTheVerdicts", task(three, StatusHumanNeeded, voted("ann", "approve")), "bob", VoterWait{}, false},
+		{"NobodyIsNotAVoter", task(three, StatusHumanNeeded, voted("ann", "approve")), "", VoterWait{}, false},
+		{"ADecidedTaskWaitsForNothing", task(two, StatusCompleted, voted("ann", "approve"), voted("bob", "approve")), "ann", VoterWait{}, false},
+		{"ASingleReviewIsNoVote", task(single, StatusHumanNeeded, voted("ann", "approve")), "ann", VoterWait{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := VoterWaitOf(tc.task, tc.person)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("VoterWaitOf = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

@@ -395,8 +395,9 @@ type QueueService interface {
 	ListHumanQueue(ctx context.Context, accountID string, view QueueView, limit int) ([]*Task, int, error)
 
 	// CountHumanQueue returns how many of the account's tasks wait for a
-	// human or an audit, up to QueueCountCap+1.
-	CountHumanQueue(ctx context.Context, accountID string) (int, error)
+	// human or an audit, up to QueueCountCap+1, less those the voter (a
+	// person's id, or "" for nobody) has voted on (QueueView.Voter).
+	CountHumanQueue(ctx context.Context, accountID, voter string) (int, error)
 
 	// FindQueuePlace returns where the account's task stands in the view
 	// of its review queue (its filters, in its order), reading ids and
@@ -444,6 +445,11 @@ type QueueView struct {
 	// Escalated keeps only the tasks that reached a rung of their
 	// escalation (escalation.go).
 	Escalated bool
+	// Voter, when set, leaves out the tasks this person has voted on: a
+	// task that asks several votes then waits for the others' votes, not
+	// theirs, so it leaves their queue and its count. It is the person
+	// looking, never part of the address.
+	Voter string
 }
 
 // Validate checks the view and fills in the default order. Every failure

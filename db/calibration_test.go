@@ -154,7 +154,7 @@ func TestQueueService_ChoosesAgentCompletionsForAudit(t *testing.T) {
 				t.Errorf("%s is in the queue but not an audit: %+v", q.ID, q)
 			}
 		}
-		if n, _ := d.CountHumanQueue(ctx, acct.ID); n != chosen {
+		if n, _ := d.CountHumanQueue(ctx, acct.ID, ""); n != chosen {
 			t.Errorf("CountHumanQueue = %d, want %d", n, chosen)
 		}
 	})
@@ -252,7 +252,7 @@ func TestQueueService_AuditDecisionLeavesTheFinalFields(t *testing.T) {
 				t.Errorf("%s: decided by %q", name, got.DecidedBy())
 			}
 		}
-		if n, _ := d.CountHumanQueue(ctx, acct.ID); n != 0 {
+		if n, _ := d.CountHumanQueue(ctx, acct.ID, ""); n != 0 {
 			t.Errorf("the queue still holds %d", n)
 		}
 		// A second answer is refused, naming the first reviewer.

@@ -48,22 +48,6 @@ func (d *DB) lockTask(ctx context.Context, tx *Tx, taskID string) error {
 	return nil
 }
 
-// votesOf returns the votes cast on t, in the order cast.
-func votesOf(t *arbiter.Task) []arbiter.Vote {
-	var votes []arbiter.Vote
-	for _, a := range t.Attempts {
-		if a.Tier != arbiter.TierHuman || a.PersonID == "" || a.Verdict == nil {
-			continue
-		}
-		v := arbiter.Vote{PersonID: a.PersonID, Verdict: *a.Verdict, Role: arbiter.RoleReviewer}
-		if a.Reviewer != nil {
-			v.Email = strings.ToLower(*a.Reviewer)
-		}
-		votes = append(votes, v)
-	}
-	return votes
-}
-
 // liveSlots returns the reservations of the task's slots held by others
 // than the person, by the database's clock, longest held first.
 func (d *DB) liveSlots(ctx context.Context, tx *Tx, taskID, personID string) ([]arbiter.Reservation, error) {
@@ -113,7 +97,7 @@ func (d *DB) reserveSlot(ctx context.Context, tx *Tx, accountID, taskID, personI
 	if err := tx.GetContext(ctx, &email, d.rebind(`SELECT email FROM people WHERE id = ?`), personID); err != nil {
 		return nil, fmt.Errorf("find person: %w", err)
 	}
-	votes := votesOf(t)
+	votes := arbiter.VotesOf(t)
 	if t.Review.CheckVote(votes, arbiter.Vote{PersonID: personID, Email: strings.ToLower(email), Role: role}) != nil {
 		return nil, nil
 	}
@@ -168,7 +152,7 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 			return nil, err
 		}
 	}
-	votes := votesOf(t)
+	votes := arbiter.VotesOf(t)
 	me := arbiter.Vote{PersonID: dec.ReviewerID, Email: strings.ToLower(dec.Reviewer), Verdict: *a.Verdict, Role: role}
 	if me.PersonID == "" {
 		return nil, arbiter.Errorf(arbiter.ECONFLICT, "A task that asks several votes is decided by its reviewers, each signed in.")
@@ -332,7 +316,7 @@ func (d *DB) ListAgreementTasks(ctx context.Context, accountID string, since arb
 	}
 	out := make([]arbiter.AgreementTask, 0, len(tasks))
 	for _, t := range tasks {
-		at := arbiter.AgreementTask{TaskID: t.ID, Votes: votesOf(t)}
+		at := arbiter.AgreementTask{TaskID: t.ID, Votes: arbiter.VotesOf(t)}
 		if t.FinalVerdict != nil {
 			at.Consensus = *t.FinalVerdict
 		}

@@ -372,3 +372,62 @@ func TestConsensus_NextTaskAtOnceGivesEachTheirOwnSlot(t *testing.T) {
 		}
 	})
 }
+
+// TestConsensus_AVoteLeavesTheVotersQueue: once Ann has voted on a task
+// that asks two votes, it waits for others, not her: it leaves her list,
+// her count and her desk's places (its neighbours pass over it), while
+// Bob, who has not voted, still finds it everywhere.
+func TestConsensus_AVoteLeavesTheVotersQueue(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct, _, rs, task := votingTeam(t, d, twoVotes)
+		ann, bob := rs[0], rs[1]
+		plain, err := d.CreateTask(ctx, acct.ID, taskCreate("plain, after the vote"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w", 10, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim = %v, %v", claimed, err)
+		}
+		if err := d.FinishAgentAttempt(ctx, "w", plain.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.DecideTask(ctx, acct.ID, task.ID, voteBy(ann, "approve")); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(list []*arbiter.Task) []string {
+			var out []string
+			for _, t := range list {
+				out = append(out, t.ID)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			who  *arbiter.Person
+			want []string
+		}{
+			{ann, []string{plain.ID}},
+			{bob, []string{task.ID, plain.ID}},
+		} {
+			list, total, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{Voter: tc.who.ID}, 10)
+			if err != nil || !slices.Equal(ids(list), tc.want) || total != len(tc.want) {
+				t.Errorf("%s's queue = %v, total %d (%v); want %v", tc.who.Email, ids(list), total, err, tc.want)
+			}
+			if n, err := d.CountHumanQueue(ctx, acct.ID, tc.who.ID); err != nil || n != len(tc.want) {
+				t.Errorf("%s's count = %d (%v), want %d", tc.who.Email, n, err, len(tc.want))
+			}
+		}
+		if n, err := d.CountHumanQueue(ctx, acct.ID, ""); err != nil || n != 2 {
+			t.Errorf("the account's count = %d (%v), want both tasks", n, err)
+		}
+		if p, err := d.FindQueuePlace(ctx, acct.ID, task.ID, ann.ID, arbiter.QueueView{Voter: ann.ID}); err != nil || p.Position != 0 || p.Total != 1 || p.Next != plain.ID {
+			t.Errorf("ann's place of the task she voted on = %+v, %v; want none, with the plain task next", p, err)
+		}
+		if p, err := d.FindQueuePlace(ctx, acct.ID, plain.ID, ann.ID, arbiter.QueueView{Voter: ann.ID}); err != nil || p.Position != 1 || p.Total != 1 || p.Prev != "" {
+			t.Errorf("ann's place of the plain task = %+v, %v; want 1 of 1, nothing before", p, err)
+		}
+		if p, err := d.FindQueuePlace(ctx, acct.ID, plain.ID, bob.ID, arbiter.QueueView{Voter: bob.ID}); err != nil || p.Position != 2 || p.Total != 2 || p.Prev != task.ID {
+			t.Errorf("bob's place of the plain task = %+v, %v; want 2 of 2 after the task", p, err)
+		}
+	})
+}

@@ -603,16 +603,18 @@ func queueCountSQL(view arbiter.QueueView) string {
 }
 
 // CountHumanQueue returns how many of the account's tasks wait for a human,
-// up to arbiter.QueueCountCap+1.
-func (d *DB) CountHumanQueue(ctx context.Context, accountID string) (_ int, err error) {
+// up to arbiter.QueueCountCap+1, less those the voter has voted on.
+func (d *DB) CountHumanQueue(ctx context.Context, accountID, voter string) (_ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
 	var total int
-	stmt, err := d.stmt(ctx, queueCountSQL(arbiter.QueueView{}))
+	view := arbiter.QueueView{Voter: voter}
+	stmt, err := d.stmt(ctx, queueCountSQL(view))
 	if err != nil {
 		return 0, err
 	}
-	if err := stmt.QueryRowContext(ctx, accountID).Scan(&total); err != nil {
+	_, filterArgs := viewFilter(view)
+	if err := stmt.QueryRowContext(ctx, append([]any{accountID}, filterArgs...)...).Scan(&total); err != nil {
 		return 0, fmt.Errorf("count human queue: %w", err)
 	}
 	return total, nil
@@ -725,8 +727,18 @@ func viewFilter(view arbiter.QueueView) (string, []any) {
 		// As the index has it, so that the view is a range of it.
 		where += ` AND ` + notEscalated + ` = 0`
 	}
+	if view.Voter != "" {
+		where += ` AND ` + notVotedBy
+		args = append(args, view.Voter)
+	}
 	return where, args
 }
+
+// notVotedBy is the SQL condition that the person (the argument) has not
+// voted on task t (arbiter.QueueView.Voter). It probes the votes' own
+// partial index, attempts_one_vote, which holds votes alone, so a walk of
+// the queue's index stays a walk of indexes.
+const notVotedBy = `NOT EXISTS (SELECT 1 FROM attempts v WHERE v.task_id = t.id AND v.person_id = ?)`
 
 // queueCountLimit is where counts of a human queue stop,
 // arbiter.QueueCountCap+1.
@@ -734,7 +746,8 @@ var queueCountLimit = strconv.Itoa(arbiter.QueueCountCap + 1)
 
 // FindQueuePlace returns where the account's task stands in its human
 // queue, from ids and counts alone; its neighbours are tasks nobody but the
-// person holds.
+// person holds. The view's Voter leaves out the tasks they voted on: a task
+// they voted on has no place (Position 0).
 func (d *DB) FindQueuePlace(ctx context.Context, accountID, taskID, personID string, view arbiter.QueueView) (_ arbiter.QueuePlace, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)

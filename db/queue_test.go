@@ -699,7 +699,7 @@ func TestQueueService_FindQueuePlace(t *testing.T) {
 			}
 		}
 		for account, want := range map[string]int{alice.ID: 3, bob.ID: 1, empty.ID: 0} {
-			if n, err := d.CountHumanQueue(ctx, account); err != nil || n != want {
+			if n, err := d.CountHumanQueue(ctx, account, ""); err != nil || n != want {
 				t.Errorf("CountHumanQueue = %d (%v), want %d", n, err, want)
 			}
 		}
@@ -781,7 +781,7 @@ func TestQueueService_CountsStopPastTheCap(t *testing.T) {
 		if err := d.QueueAll(ctx, acct.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := d.CountHumanQueue(ctx, acct.ID); err != nil || got != arbiter.QueueCountCap+1 {
+		if got, err := d.CountHumanQueue(ctx, acct.ID, ""); err != nil || got != arbiter.QueueCountCap+1 {
 			t.Errorf("CountHumanQueue = %d (%v), want %d", got, err, arbiter.QueueCountCap+1)
 		}
 		tasks, total, err := d.ListHumanQueue(ctx, acct.ID, arbiter.QueueView{}, 3)

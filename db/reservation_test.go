@@ -222,7 +222,7 @@ func TestReservations_TwoReviewersNeverGetTheSameTask(t *testing.T) {
 				}
 			}
 		}
-		if n, _ := d.CountHumanQueue(ctx, acct.ID); n != 0 || len(seen) != 2*rounds {
+		if n, _ := d.CountHumanQueue(ctx, acct.ID, ""); n != 0 || len(seen) != 2*rounds {
 			t.Errorf("left %d, handed out %d", n, len(seen))
 		}
 	})

@@ -8,8 +8,9 @@ import (
 )
 
 // ReviewCount handles GET /review/count: how many of the account's tasks
-// wait for a human, as text for the navigation's badge ("" when none). A
-// visitor who is not signed in gets 204.
+// wait for the person, as text for the navigation's badge ("" when none):
+// a task they voted on waits for others. A visitor who is not signed in
+// gets 204.
 func ReviewCount(queue arbiter.QueueService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -17,7 +18,7 @@ func ReviewCount(queue arbiter.QueueService) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		total, err := queue.CountHumanQueue(r.Context(), s.AccountID)
+		total, err := queue.CountHumanQueue(r.Context(), s.AccountID, s.PersonID)
 		if err != nil {
 			Error(w, r, err)
 			return

@@ -52,12 +52,17 @@ func ReviewHome(queue arbiter.QueueService, demo arbiter.DemoService, now arbite
 }
 
 // queueView reads the account's queue as the address's view (task_type,
-// source, touchpoint, order) shows it.
+// source, touchpoint, order) shows it to the signed-in person: without the
+// tasks they voted on, which wait for others.
 func queueView(r *http.Request, queue arbiter.QueueService, accountID string, now time.Time) (review.QueueView, error) {
 	view := arbiter.QueueViewOf(r.URL.Query())
+	s := arbiter.SessionFromContext(r.Context())
+	if s != nil {
+		view.Voter = s.PersonID
+	}
 	tasks, total, err := queue.ListHumanQueue(r.Context(), accountID, view, reviewQueueLimit)
 	v := review.QueueView{Tasks: tasks, Total: total, Now: now, View: view}
-	if s := arbiter.SessionFromContext(r.Context()); s != nil {
+	if s != nil {
 		v.Self = s.PersonID
 	}
 	return v, err

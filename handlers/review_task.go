@@ -37,6 +37,7 @@ func ReviewTask(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 // previous and next links, which skip the tasks someone other than the
 // person holds and keep the view.
 func deskView(r *http.Request, queue arbiter.QueueService, accountID, personID string, task *arbiter.Task, view arbiter.QueueView) (review.TaskView, error) {
+	view.Voter = personID // the tasks they voted on wait for others
 	place, err := queue.FindQueuePlace(r.Context(), accountID, task.ID, personID, view)
 	if err != nil {
 		return review.TaskView{}, err
@@ -69,6 +70,9 @@ func heldDeskView(r *http.Request, queue arbiter.QueueService, task *arbiter.Tas
 	s := arbiter.SessionFromContext(r.Context())
 	v, err := deskView(r, queue, s.AccountID, s.PersonID, task, view)
 	v.Reservation, v.Mine = held, held != nil && held.PersonID == s.PersonID
+	if wait, voted := arbiter.VoterWaitOf(task, s.PersonID); voted {
+		v.Voted = &wait
+	}
 	return v, err
 }
 

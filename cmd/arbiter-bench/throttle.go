@@ -260,7 +260,7 @@ func (b *bench) runProvider(ctx context.Context, name string, n int, latency tim
 		case id := <-completed:
 			seen[id], last = true, time.Now()
 		case <-tick.C:
-			if humans, err = store.CountHumanQueue(ctx, account.ID); err != nil {
+			if humans, err = store.CountHumanQueue(ctx, account.ID, ""); err != nil {
 				return providerResult{}, err
 			}
 			if time.Since(last) > 2*time.Minute {

@@ -583,7 +583,7 @@ func DriftBanner(drifts []arbiter.Drift) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = components.Alert("error", d.Summary()+" The certified threshold may no longer hold.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Alert("error", d.SummaryThen()+" The certified threshold may no longer hold until the audits recover.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

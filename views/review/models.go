@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/views/components"
 )
 
 // QueueView is the account's queue of tasks waiting for a human.
@@ -44,6 +45,25 @@ func (v QueueView) FirstFree() int {
 	return -1
 }
 
+// ExpiresLine says when a task whose deadline only expires it does so:
+// "00:10 UTC, in 9 minutes", with the date when that is not today (UTC),
+// "2026-11-27 00:10 UTC, in 2 days". It is "" for a task without a
+// deadline, and for one its deadline decides, which ExpiryOutcome tells.
+func ExpiresLine(t *arbiter.Task, now time.Time) string {
+	if t.DeadlineAt == nil || !t.OnExpiry.IsExpire() {
+		return ""
+	}
+	at := t.DeadlineAt.Time().UTC()
+	when := ClockTime(*t.DeadlineAt)
+	if y, m, d := now.UTC().Date(); at.Year() != y || at.Month() != m || at.Day() != d {
+		when = at.Format("2006-01-02 15:04") + " UTC"
+	}
+	if !at.After(now) {
+		return when + ", now"
+	}
+	return when + ", " + components.Relative(*t.DeadlineAt, now)
+}
+
 // ClockTime writes an instant as the hour and minute, in UTC, for "until
 // 14:32".
 func ClockTime(ts arbiter.Timestamp) string {
@@ -71,6 +91,10 @@ type TaskView struct {
 	// it is the signed-in reviewer, whose page extends it.
 	Reservation *arbiter.Reservation
 	Mine        bool
+	// Voted is what the task waits for when the signed-in reviewer has
+	// voted on it already: the desk then shows their vote, not the
+	// verdicts. Nil otherwise.
+	Voted *arbiter.VoterWait
 	// Demo marks the anonymous demo, with how many verdicts this visitor
 	// has given.
 	Demo     bool
@@ -133,6 +157,23 @@ func attemptOutcome(a arbiter.Attempt) string {
 		return *a.Verdict
 	}
 	return *a.Verdict + " (" + percent(a.Confidence) + ")"
+}
+
+// VotedLine tells a reviewer who has voted what the task waits for: "You
+// voted "approve". Waiting for 1 more vote."
+func (v TaskView) VotedLine() string {
+	w := v.Voted
+	if w == nil {
+		return ""
+	}
+	line := "You voted " + strconv.Quote(w.Verdict) + ". "
+	switch {
+	case w.State == arbiter.VotesPending:
+		return line + "Waiting for " + plural(w.More, "more vote") + "."
+	case w.Tiebreaker:
+		return line + "The votes are split: an owner or admin casts the deciding vote."
+	}
+	return line + "The votes are split: the task waits for its deadline."
 }
 
 // Heading names the task on its desk, for the page's heading and title:

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -51,5 +52,29 @@ func TestTaskDesk_SaysWhatIsTrueOfThisTask(t *testing.T) {
 		if strings.Contains(page, unwanted) {
 			t.Errorf("the desk says %q", unwanted)
 		}
+	}
+}
+
+func TestExpiresLine(t *testing.T) {
+	now := time.Date(2026, 11, 26, 23, 55, 0, 0, time.UTC)
+	at := func(d time.Duration) *arbiter.Timestamp { ts := arbiter.TimestampOf(now.Add(d)); return &ts }
+	reject := arbiter.OnExpiry{Outcome: "verdict:reject"}
+	for _, tc := range []struct {
+		name string
+		task arbiter.Task
+		want string
+	}{
+		{"TodayTheClockTime", arbiter.Task{DeadlineAt: at(4 * time.Minute)}, "23:59 UTC, in 4 minutes"},
+		{"AnotherDayTheDate", arbiter.Task{DeadlineAt: at(15 * time.Minute)}, "2026-11-27 00:10 UTC, in 15 minutes"},
+		{"DaysAway", arbiter.Task{DeadlineAt: at(50 * time.Hour)}, "2026-11-29 01:55 UTC, in 2 days"},
+		{"PastButNotSweptYet", arbiter.Task{DeadlineAt: at(-time.Minute)}, "23:54 UTC, now"},
+		{"NoDeadline", arbiter.Task{}, ""},
+		{"ADeadlineThatDecidesSaysItsOutcomeInstead", arbiter.Task{DeadlineAt: at(time.Hour), OnExpiry: reject}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ExpiresLine(&tc.task, now); got != tc.want {
+				t.Errorf("ExpiresLine = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
