@@ -193,6 +193,24 @@ func TestDashboard_InABrowser(t *testing.T) {
 	if msg := value(t, bctx, chromedp.Text(css(`[data-testid=delete-error]`))); !strings.Contains(msg, "person@example.com") {
 		t.Errorf("the refusal says %q, not the name to type", msg)
 	}
+	// The refusal is in view and its field has the focus, at a desk's and
+	// a phone's width, though the form is the page's last.
+	errorInView := `document.activeElement.id === 'delete-confirm' &&
+		(r => r.top >= 0 && r.bottom <= window.innerHeight)(document.querySelector('[data-testid=delete-error]').getBoundingClientRect())`
+	if !value(t, bctx, chromedp.Evaluate[bool](errorInView)) {
+		t.Error("at 1280 px the refusal is out of view or its field lacks the focus")
+	}
+	do(t, bctx, "mistype it again on a phone",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/settings"),
+		chromedp.WaitVisible(css(`#delete-confirm`)),
+		chromedp.SendKeys(css(`#delete-confirm`), "person@example.org\r"),
+		chromedp.WaitVisible(css(`[data-testid=delete-error]`)),
+	)
+	if !value(t, bctx, chromedp.Evaluate[bool](errorInView)) {
+		t.Error("at 390 px the refusal is out of view or its field lacks the focus")
+	}
+	do(t, bctx, "back to the desk's width", chromedp.EmulateViewport(1280, 900))
 	do(t, bctx, "delete the account",
 		chromedp.SendKeys(css(`#delete-confirm`), "person@example.com\r"),
 		chromedp.WaitVisible(css(`[data-testid=start-afresh]`)),

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/dashboard"
@@ -66,8 +68,9 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 		}
 		f := r.PostForm
 		v := dashboard.PolicyView{TaskType: strings.TrimSpace(f.Get("task_type")),
-			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline_seconds"), AuditRate: f.Get("audit_rate"),
-			OnExpiry: f.Get("on_expiry"), AgentFloor: f.Get("agent_floor"), Fallback: f.Get("on_expiry_fallback"),
+			Threshold: f.Get("confidence_threshold"), Deadline: f.Get("deadline"), AuditRate: f.Get("audit_rate"),
+			OnExpiry: f.Get("on_expiry"), OnExpiryVerdict: f.Get("on_expiry_verdict"), AgentFloor: f.Get("agent_floor"),
+			Fallback: f.Get("on_expiry_fallback"), FallbackVerdict: f.Get("on_expiry_fallback_verdict"),
 			Notify: f.Get("notify"), Reviews: f.Get("reviews_required"), Consensus: f.Get("consensus"), Quorum: f.Get("quorum"),
 			Veto: f.Get("veto"), ExcludeRequester: f.Get("exclude_requester") == "true", Tiebreak: f.Get("tiebreak"),
 			Reminders: f.Get("reminders"), Escalation: f.Get("escalation"),
@@ -80,7 +83,8 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 		}
 		if arbiter.ErrorCode(err) == arbiter.EINVALID {
 			_, findErr := policies.FindPolicy(r.Context(), accountID, v.TaskType)
-			v.Exists, v.Error = findErr == nil, arbiter.ErrorMessage(err)
+			v.Exists = findErr == nil
+			v.ErrorField, v.Error = policyFormError(v, err)
 			Render(w, r, http.StatusBadRequest, dashboard.Policy(PageOf(r, "Policy", "settings"), v))
 			return
 		} else if err != nil {
@@ -88,6 +92,23 @@ func DashboardPolicySave(policies arbiter.PolicyService) http.Handler {
 			return
 		}
 		redirect(w, r, "/settings/policy?saved=1&task_type="+url.QueryEscape(p.TaskType))
+	})
+}
+
+// DashboardPolicyDeleteConfirm handles GET /settings/policy/delete?task_type=T:
+// it asks before the policy is deleted. A policy the account does not have
+// leads back to the list.
+func DashboardPolicyDeleteConfirm(policies arbiter.PolicyService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := policies.FindPolicy(r.Context(), arbiter.AccountIDFromContext(r.Context()), r.URL.Query().Get("task_type"))
+		if arbiter.ErrorCode(err) == arbiter.ENOTFOUND || arbiter.ErrorCode(err) == arbiter.EINVALID {
+			redirect(w, r, "/settings/policies")
+			return
+		} else if err != nil {
+			Error(w, r, err)
+			return
+		}
+		Render(w, r, http.StatusOK, dashboard.PolicyDelete(PageOf(r, "Delete the policy of "+p.TaskType, "settings"), p.TaskType))
 	})
 }
 
@@ -117,12 +138,17 @@ func policyForm(p *arbiter.Policy) dashboard.PolicyView {
 		return strconv.FormatFloat(*f, 'f', -1, 64)
 	}
 	v := dashboard.PolicyView{TaskType: p.TaskType, Exists: true, Threshold: num(p.ConfidenceThreshold), AuditRate: num(p.AuditRate),
-		AgentFloor: num(p.OnExpiry.AgentFloor), Fallback: p.OnExpiry.Fallback, OnExpiry: p.OnExpiry.Outcome}
+		AgentFloor: num(p.OnExpiry.AgentFloor), OnExpiry: arbiter.OnExpiryExpire, Fallback: arbiter.OnExpiryExpire}
 	if p.DeadlineSeconds != nil {
-		v.Deadline = strconv.Itoa(*p.DeadlineSeconds)
+		v.Deadline = arbiter.AlertWait{After: time.Duration(*p.DeadlineSeconds) * time.Second}.String()
 	}
-	if v.OnExpiry == "" {
-		v.OnExpiry = arbiter.OnExpiryExpire
+	if p.OnExpiry.Outcome == arbiter.OnExpiryAgentVerdict {
+		v.OnExpiry = arbiter.OnExpiryAgentVerdict
+	} else if verdict, ok := arbiter.ExpiryVerdict(p.OnExpiry.Outcome); ok {
+		v.OnExpiry, v.OnExpiryVerdict = "verdict", verdict
+	}
+	if verdict, ok := arbiter.ExpiryVerdict(p.OnExpiry.Fallback); ok {
+		v.Fallback, v.FallbackVerdict = "verdict", verdict
 	}
 	v.Notify = strings.Join(p.Notify, " ")
 	if r := p.Review; r != nil {
@@ -197,15 +223,30 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 		return arbiter.Policy{}, err
 	}
 	if s := strings.TrimSpace(v.Deadline); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return arbiter.Policy{}, arbiter.FieldErrorf("deadline_seconds", "deadline_seconds must be a whole number of seconds.")
+		w, err := arbiter.ParseAlertWait("deadline", s)
+		if err != nil || w.Percent > 0 || w.After%time.Second != 0 {
+			return arbiter.Policy{}, arbiter.FieldErrorf("deadline", "Write the deadline as a duration such as 30m, 1h or 2d, from 1 minute to 30 days.")
 		}
+		n := int(w.After / time.Second)
 		p.DeadlineSeconds = &n
 	}
-	p.OnExpiry.Outcome, p.OnExpiry.Fallback = strings.TrimSpace(v.OnExpiry), strings.TrimSpace(v.Fallback)
-	if p.OnExpiry.Outcome == arbiter.OnExpiryExpire && p.OnExpiry.AgentFloor == nil && p.OnExpiry.Fallback == "" {
+	var err error
+	if p.OnExpiry.Outcome, err = outcomeField("on_expiry", v.OnExpiry, v.OnExpiryVerdict, true); err != nil {
+		return arbiter.Policy{}, err
+	}
+	if p.OnExpiry.Outcome == arbiter.OnExpiryAgentVerdict {
+		if p.OnExpiry.AgentFloor == nil {
+			return arbiter.Policy{}, arbiter.FieldErrorf("agent_floor", "Give the agent's least confidence, a number from 0 to 1: below it, the agent's verdict does not decide.")
+		}
+		if p.OnExpiry.Fallback, err = outcomeField("on_expiry_fallback", v.Fallback, v.FallbackVerdict, false); err != nil {
+			return arbiter.Policy{}, err
+		}
+	}
+	if p.OnExpiry.Outcome == arbiter.OnExpiryExpire && p.OnExpiry.Fallback == "" {
 		p.OnExpiry.Outcome = ""
+	}
+	if p.OnExpiry.Outcome != "" && p.DeadlineSeconds == nil {
+		return arbiter.Policy{}, arbiter.FieldErrorf("deadline", "Deciding at the deadline needs a deadline: give one, such as 1h.")
 	}
 	if targets := listField(v.Notify); len(targets) > 0 {
 		var err error
@@ -254,7 +295,6 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 			return arbiter.Policy{}, arbiter.FieldErrorf("escalation", "Write each rung as a wait and a target, such as 30m role:admin, apart by commas.")
 		}
 	}
-	var err error
 	if p.Alerts.Reminders, err = arbiter.ParseReminders(waits); err != nil {
 		return arbiter.Policy{}, err
 	}
@@ -262,6 +302,69 @@ func readPolicyForm(v dashboard.PolicyView) (arbiter.Policy, error) {
 		return arbiter.Policy{}, err
 	}
 	return p, nil
+}
+
+// outcomeField reads an outcome the form chooses ("expire", "verdict"
+// with its verdict, or, when agent is true, "agent_verdict") as the
+// policy writes it ("verdict:reject"); field names the choice.
+func outcomeField(field, choice, verdict string, agent bool) (string, error) {
+	switch choice = strings.TrimSpace(choice); {
+	case choice == "" || choice == arbiter.OnExpiryExpire:
+		return arbiter.OnExpiryExpire, nil
+	case choice == arbiter.OnExpiryAgentVerdict && agent:
+		return choice, nil
+	case choice == "verdict":
+		if verdict = strings.TrimSpace(verdict); verdict == "" {
+			return "", arbiter.FieldErrorf(field+"_verdict", "Give the verdict that decides, one of the task's allowed verdicts such as reject.")
+		}
+		return "verdict:" + verdict, nil
+	}
+	return "", arbiter.FieldErrorf(field, "Choose what happens from the list.")
+}
+
+// policyFormFields are the fields of the policy form, by the name the
+// store's errors give them, and the words a person reads them by.
+var policyFormFields = []struct{ field, words string }{
+	{"on_expiry_fallback", "what happens below the agent's least confidence"},
+	{"on_expiry agent_verdict", "taking the agent's verdict"},
+	{"on_expiry", "what happens at the deadline"},
+	{"agent_floor", "the agent's least confidence"},
+	{"confidence_threshold", "the confidence threshold"},
+	{"deadline_seconds", "a deadline"},
+	{"audit_rate", "the audit rate"},
+	{"reviews_required", "the reviews required"},
+	{"allowed_verdicts", "the allowed verdicts"},
+	{"exclude_requester", "keeping the requester from voting"},
+	{"requested_by", "the requester's address"},
+	{"target_error_rate", "the target error rate"},
+	{"target_confidence", "the target's confidence"},
+	{"require_person_if", "the condition for a person"},
+}
+
+// policyFormError is what the form says of err: the field it shows beside
+// (the form's name for the store's field, "" for none) and the message in
+// the form's words rather than the API's.
+func policyFormError(v dashboard.PolicyView, err error) (field, message string) {
+	field, message = arbiter.ErrorField(err), arbiter.ErrorMessage(err)
+	switch field {
+	case "deadline_seconds":
+		field = "deadline"
+	case "on_expiry", "on_expiry_fallback":
+		if (field == "on_expiry" && v.OnExpiry == "verdict") || (field == "on_expiry_fallback" && v.Fallback == "verdict") {
+			field += "_verdict"
+		}
+	case "requested_by":
+		field = "exclude_requester"
+	case "task_type":
+		field = ""
+	}
+	for _, f := range policyFormFields {
+		message = strings.ReplaceAll(message, f.field, f.words)
+	}
+	if r, size := utf8.DecodeRuneInString(message); size > 0 {
+		message = string(unicode.ToUpper(r)) + message[size:]
+	}
+	return field, message
 }
 
 // listField splits a form's list, space- or comma-separated.

@@ -25,7 +25,7 @@ func DashboardSettingsSave(accounts arbiter.AccountService) http.Handler {
 		}
 		err = saveSettings(r, accounts, accountID, form)
 		if arbiter.ErrorCode(err) == arbiter.EINVALID {
-			typed.Error = arbiter.ErrorMessage(err)
+			typed.Error, typed.ErrorField = arbiter.ErrorMessage(err), arbiter.ErrorField(err)
 			Render(w, r, http.StatusBadRequest, dashboard.Settings(PageOf(r, "Settings", "settings"), typed))
 			return
 		} else if err != nil {
@@ -51,7 +51,7 @@ func saveSettings(r *http.Request, accounts arbiter.AccountService, accountID st
 	if form.GoldPercent != "" {
 		rate, err := arbiter.ParseGoldPercent(form.GoldPercent)
 		if err != nil {
-			return err
+			return inFormField("gold_percent", err)
 		}
 		gold = &rate
 	}

@@ -66,25 +66,32 @@ func readSettingsForm(r *http.Request) settingsForm {
 // reviewers (nil: never) the form asks for, both checked, so that neither
 // is saved when the other is refused. Returns EINVALID.
 func (f settingsForm) durations() (reserve time.Duration, notify *time.Duration, err error) {
-	if reserve, err = minutesOf(f.ReservationMinutes, errReservationMinutes); err != nil {
-		return 0, nil, err
+	if reserve, err = minutesOf(f.ReservationMinutes, errReservationMinutes); err == nil {
+		err = arbiter.CheckReservation(reserve)
+	}
+	if err != nil {
+		return 0, nil, inFormField("reservation_minutes", err)
 	}
 	if strings.TrimSpace(f.NotifyMinutes) != "" {
 		n, err := minutesOf(f.NotifyMinutes, errNotifyMinutes)
+		if err == nil {
+			err = arbiter.CheckNotifyAfter(n)
+		}
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, inFormField("notify_minutes", err)
 		}
 		notify = &n
 	}
-	if err := arbiter.CheckReservation(reserve); err != nil {
-		return 0, nil, err
-	}
-	if notify != nil {
-		if err := arbiter.CheckNotifyAfter(*notify); err != nil {
-			return 0, nil, err
-		}
-	}
 	return reserve, notify, nil
+}
+
+// inFormField returns err, an EINVALID error, as one about the form's
+// field named name, so the page shows it beside that field.
+func inFormField(name string, err error) error {
+	if arbiter.ErrorCode(err) != arbiter.EINVALID || arbiter.ErrorField(err) != "" {
+		return err
+	}
+	return arbiter.FieldErrorf(name, "%s", arbiter.ErrorMessage(err))
 }
 
 // auditRateForm reads the audit rate page's form: the rate as typed, a

@@ -73,7 +73,8 @@ func TestAccountDeletion_OverHTTP(t *testing.T) {
 		for _, typed := range []string{"", "admin@example.com", "owner@example.co"} {
 			r := owner.post("/settings/delete", url.Values{"confirm": {typed}})
 			if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="delete-error"`) ||
-				!strings.Contains(r.body, "type its name, owner@example.com, exactly") || !strings.Contains(r.body, `aria-invalid="true"`) {
+				!strings.Contains(r.body, "type its name, owner@example.com (capitals or not)") ||
+				!strings.Contains(r.body, `aria-invalid="true" aria-describedby="delete-error" autofocus`) {
 				t.Errorf("deletion confirmed with %q = %d\n%.3000s", typed, r.status, r.body)
 			}
 		}

@@ -493,8 +493,13 @@ func TestCalibration_DriftShowsOnTheOverviewAndTheReport(t *testing.T) {
 		for _, path := range []string{"/", "/calibration"} {
 			r := alice.get(path)
 			wantStatus(t, r, http.StatusOK)
-			if !strings.Contains(r.body, `data-testid="drift-banner"`) || !strings.Contains(r.body, "blind audits were wrong") {
+			if !strings.Contains(r.body, `data-testid="drift-banner"`) || !strings.Contains(r.body, "blind audits were wrong then") {
 				t.Errorf("%s shows no drift banner", path)
+			}
+			// The banner's figures are its window's: it says when it was taken.
+			if drifts, err := d.store.CalibrationDrifts(ctx, acct.ID); err != nil || len(drifts) == 0 ||
+				!strings.Contains(r.body, "On "+drifts[0].DriftedAt.Time().UTC().Format("2006-01-02 15:04 UTC")) {
+				t.Errorf("%s's banner does not say when it drifted (%v):\n%.3000s", path, err, r.body)
 			}
 		}
 		_, report := getCalibration(t, d, key, "")
@@ -644,7 +649,7 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 		certified, exact := arbiter.FormatThreshold(th), strconv.FormatFloat(th, 'f', -1, 64)
 		floor, _ := report["certification"].(map[string]any)["floor"].(float64)
 		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.9"},
-			"deadline_seconds": {"3600"}, "on_expiry": {"expire"}}); r.status != http.StatusSeeOther {
+			"deadline": {"1h"}, "on_expiry": {"expire"}}); r.status != http.StatusSeeOther {
 			t.Fatalf("saving the policy: %d\n%.1000s", r.status, r.body)
 		}
 		policy := func() *arbiter.Policy {

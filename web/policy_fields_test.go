@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
 )
 
@@ -105,8 +106,8 @@ func TestDashboard_PolicyNotifyAndReview(t *testing.T) {
 			t.Fatalf("stored %+v (%v)", p, err)
 		}
 		r = owner.follow(r)
-		for _, want := range []string{`value="slack:#refunds slack:C0VIP0001"`, `value="3"`, `value="quorum"`, `value="2"`,
-			`value="reject"`, `value="role:admin"`, `name="exclude_requester" type="checkbox" value="true" checked`} {
+		for _, want := range []string{`value="slack:#refunds slack:C0VIP0001"`, `value="3"`, `value="quorum" selected`, `value="2"`,
+			`value="reject"`, `value="role:admin" selected`, `name="exclude_requester" type="checkbox" value="true" checked`} {
 			if !strings.Contains(r.body, want) {
 				t.Errorf("after saving, the form lacks %s:\n%.4000s", want, r.body)
 			}
@@ -133,12 +134,116 @@ func TestDashboard_PolicyNotifyAndReview(t *testing.T) {
 			{url.Values{"task_type": {"refund"}, "tiebreak": {"role:admin"}}, "tiebreak"},
 		} {
 			r := owner.post("/settings/policy", bad.form)
-			if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="policy-error"`) || !strings.Contains(r.body, bad.field) {
+			if r.status != http.StatusBadRequest || fieldError(r.body, bad.field) == "" {
 				t.Errorf("%v: %d, want 400 naming %s", bad.form, r.status, bad.field)
 			}
 		}
 		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); p.Review == nil || p.Review.ReviewsRequired != 2 {
 			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+	})
+}
+
+// fieldError returns the error the form shows beside its field named name
+// (components.Field), "" when it shows none there.
+func fieldError(body, name string) string {
+	_, field, ok := strings.Cut(body, `data-testid="field-`+name+`"`)
+	if !ok {
+		return ""
+	}
+	field, _, _ = strings.Cut(field, `<div data-testid="field-`)
+	_, msg, ok := strings.Cut(field, `data-testid="field-error">`)
+	if !ok {
+		return ""
+	}
+	msg, _, _ = strings.Cut(msg, "<")
+	return msg
+}
+
+// TestDashboard_PolicyFormSpeaksPlainly: the policy page takes durations
+// as the rest of the product writes them ("1h30m") and shows them so, in
+// the form and the list, with the reminders and escalation in the list; a
+// refused value is told beside its field in a person's words, the field
+// marked invalid, described by the error and focused; fixed choices are
+// selects; and a delete asks first.
+func TestDashboard_PolicyFormSpeaksPlainly(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		owner, _, _ := d.team()
+		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		form := url.Values{"task_type": {"refund"}, "deadline": {"1h30m"}, "on_expiry": {"verdict"}, "on_expiry_verdict": {"reject"},
+			"reminders": {"15m"}, "escalation": {"30m role:admin, 1h email:rev@example.com"}}
+		if r := owner.post("/settings/policy", form); r.status != http.StatusSeeOther {
+			t.Fatalf("saving: %d\n%.3000s", r.status, r.body)
+		}
+		if p, err := d.store.FindPolicy(ctx, acct.ID, "refund"); err != nil || p.DeadlineSeconds == nil || *p.DeadlineSeconds != 5400 || p.OnExpiry.Outcome != "verdict:reject" {
+			t.Fatalf("stored %+v (%v)", p, err)
+		}
+		r := owner.get("/settings/policy?task_type=refund")
+		for _, want := range []string{`name="deadline" type="text" maxlength="220" value="1h30m"`, `<select id="policy-on-expiry" name="on_expiry"`,
+			`value="verdict" selected`, `name="on_expiry_verdict" type="text" maxlength="220" value="reject"`,
+			`<select id="policy-consensus" name="consensus"`, `<select id="policy-tiebreak" name="tiebreak"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the form lacks %s:\n%.5000s", want, r.body)
+			}
+		}
+		r = owner.get("/settings/policies")
+		for _, want := range []string{">1h30m<", `data-testid="policy-reminders">15m<`, `data-testid="policy-escalation">30m admins, 1h rev@example.com<`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the list lacks %s:\n%.5000s", want, r.body)
+			}
+		}
+
+		for _, bad := range []struct {
+			form         url.Values
+			field, id    string
+			says, unsaid string
+		}{
+			{url.Values{"deadline": {"90 minutes"}}, "deadline", "policy-deadline", "Write the deadline as a duration such as 30m, 1h or 2d", "deadline_seconds"},
+			{url.Values{"deadline": {""}, "on_expiry": {"verdict"}, "on_expiry_verdict": {"reject"}}, "deadline", "policy-deadline", "Deciding at the deadline needs a deadline", "on_expiry"},
+			{url.Values{"reviews_required": {"2"}, "consensus": {"quorum"}, "quorum": {"1"}}, "quorum", "policy-quorum", "the reviews required", "reviews_required"},
+			{url.Values{"deadline": {"1h"}, "on_expiry": {"verdict"}}, "on_expiry_verdict", "policy-on-expiry-verdict", "Give the verdict that decides", "on_expiry"},
+		} {
+			bad.form.Set("task_type", "refund")
+			r := owner.post("/settings/policy", bad.form)
+			msg := fieldError(r.body, bad.field)
+			if r.status != http.StatusBadRequest || !strings.Contains(msg, bad.says) || strings.Contains(msg, bad.unsaid) {
+				t.Errorf("%v: %d, the %s field says %q; want %q in a person's words\n%.3000s", bad.form, r.status, bad.field, msg, bad.says, r.body)
+			}
+			_, input, _ := strings.Cut(r.body, `id="`+bad.id+`"`)
+			input, _, _ = strings.Cut(input, ">")
+			if !strings.Contains(input, `aria-invalid="true"`) || !strings.Contains(input, bad.id+`-error`) || !strings.Contains(input, "autofocus") {
+				t.Errorf("%v: the field at fault is not marked, described and focused: <…%s>", bad.form, input)
+			}
+			if n := strings.Count(r.body, "autofocus"); n != 1 {
+				t.Errorf("%v: %d fields take the focus, want the one at fault", bad.form, n)
+			}
+		}
+		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.DeadlineSeconds != 5400 {
+			t.Errorf("a refused form changed the policy: %+v", p)
+		}
+
+		// A delete asks first: the page's button opens the question, which
+		// deletes nothing until it is answered.
+		r = owner.get("/settings/policy?task_type=refund")
+		if !strings.Contains(r.body, `href="/settings/policy/delete?task_type=refund"`) {
+			t.Fatalf("the page does not lead to the delete's question:\n%.4000s", r.body)
+		}
+		r = owner.get("/settings/policy/delete?task_type=refund")
+		if r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="policy-delete-confirm"`) || !strings.Contains(r.body, "Delete the policy of refund?") {
+			t.Fatalf("the question: %d\n%.3000s", r.status, r.body)
+		}
+		if _, err := d.store.FindPolicy(ctx, acct.ID, "refund"); err != nil {
+			t.Fatalf("asking deleted the policy: %v", err)
+		}
+		if r := owner.get("/settings/policy/delete?task_type=nothing"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policies" {
+			t.Errorf("the question for a policy that does not exist: %d %s", r.status, r.header.Get("Location"))
+		}
+		if r := owner.post("/settings/policy/delete", url.Values{"task_type": {"refund"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("deleting: %d", r.status)
+		}
+		if _, err := d.store.FindPolicy(ctx, acct.ID, "refund"); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+			t.Errorf("after the answer: %v", err)
 		}
 	})
 }

@@ -222,8 +222,9 @@ func TestDashboard_Policies(t *testing.T) {
 		if !strings.Contains(r.body, `data-testid="no-policies"`) {
 			t.Errorf("an account without policies:\n%.2000s", r.body)
 		}
-		form := url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.95"}, "deadline_seconds": {"3600"},
-			"audit_rate": {""}, "on_expiry": {"agent_verdict"}, "agent_floor": {"0.9"}, "on_expiry_fallback": {"verdict:reject"}}
+		form := url.Values{"task_type": {"refund"}, "confidence_threshold": {"0.95"}, "deadline": {"1h"},
+			"audit_rate": {""}, "on_expiry": {"agent_verdict"}, "agent_floor": {"0.9"}, "on_expiry_fallback": {"verdict"},
+			"on_expiry_fallback_verdict": {"reject"}}
 		r = owner.post("/settings/policy", form)
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/policy?saved=1&task_type=refund" {
 			t.Fatalf("saving: %d %q\n%.1000s", r.status, r.header.Get("Location"), r.body)
@@ -234,8 +235,8 @@ func TestDashboard_Policies(t *testing.T) {
 			t.Fatalf("stored %+v (%v)", p, err)
 		}
 		r = owner.follow(r)
-		if !strings.Contains(r.body, `data-testid="policy-saved"`) || !strings.Contains(r.body, `value="0.95"`) ||
-			!strings.Contains(r.body, `value="verdict:reject"`) || !strings.Contains(r.body, `data-testid="delete-policy"`) {
+		if !strings.Contains(r.body, `data-testid="policy-saved"`) || !strings.Contains(r.body, `value="0.95"`) || !strings.Contains(r.body, `value="1h"`) ||
+			!strings.Contains(r.body, `value="agent_verdict" selected`) || !strings.Contains(r.body, `value="reject"`) || !strings.Contains(r.body, `data-testid="delete-policy"`) {
 			t.Errorf("after saving:\n%.3000s", r.body)
 		}
 		if r := owner.get("/settings/policies"); !strings.Contains(r.body, "the agent&#39;s verdict at confidence 0.9 or more, else reject") &&
@@ -245,12 +246,11 @@ func TestDashboard_Policies(t *testing.T) {
 
 		bad := url.Values{"task_type": {"refund"}, "confidence_threshold": {"high"}}
 		r = admin.post("/settings/policy", bad)
-		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `data-testid="policy-error"`) || !strings.Contains(r.body, "confidence_threshold") ||
-			!strings.Contains(r.body, `value="high"`) {
+		if r.status != http.StatusBadRequest || fieldError(r.body, "confidence_threshold") == "" || !strings.Contains(r.body, `value="high"`) {
 			t.Errorf("a bad value: %d\n%.2000s", r.status, r.body)
 		}
 		r = admin.post("/settings/policy", url.Values{"task_type": {"refund"}, "on_expiry": {"agent_verdict"}})
-		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "agent_floor") {
+		if r.status != http.StatusBadRequest || fieldError(r.body, "agent_floor") == "" {
 			t.Errorf("an outcome without its floor: %d", r.status)
 		}
 		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); *p.ConfidenceThreshold != 0.95 {
@@ -391,7 +391,7 @@ func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
 	eachDash(t, nil, func(t *testing.T, d *dash) {
 		owner, _, _ := d.team()
 		acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
-		form := url.Values{"task_type": {"refund"}, "deadline_seconds": {"3600"}, "reminders": {"1h, 15m 50%"},
+		form := url.Values{"task_type": {"refund"}, "deadline": {"1h"}, "reminders": {"1h, 15m 50%"},
 			"escalation": {"30m role:admin, 45m email:Rev@Example.com"}}
 		r := owner.post("/settings/policy", form)
 		if r.status != http.StatusSeeOther {
@@ -407,7 +407,7 @@ func TestDashboard_PolicyRemindersAndEscalation(t *testing.T) {
 		}
 		for _, bad := range []string{"30m", "30m role:boss", "1h role:admin, 30m role:owner", "30m email:lead@example.com"} {
 			r = owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "escalation": {bad}})
-			if r.status != http.StatusBadRequest || !strings.Contains(r.body, "escalation") {
+			if r.status != http.StatusBadRequest || fieldError(r.body, "escalation") == "" {
 				t.Errorf("%q: %d", bad, r.status)
 			}
 		}
@@ -531,7 +531,7 @@ func TestPolicies_Target(t *testing.T) {
 			t.Fatalf("stored %+v (%v)", p, err)
 		}
 		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "target_error_rate": {"high"}}); r.status != http.StatusBadRequest ||
-			!strings.Contains(r.body, "target_error_rate") {
+			fieldError(r.body, "target_error_rate") == "" {
 			t.Errorf("a bad target: %d", r.status)
 		}
 		if p, _ := d.store.FindPolicy(ctx, acct.ID, "refund"); p.Target == nil || p.Target.ErrorRate != 0.15 {
@@ -576,8 +576,58 @@ func TestPolicies_Cascade(t *testing.T) {
 			}
 		}
 		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "thresholds": {"small high"}}); r.status != http.StatusBadRequest ||
-			!strings.Contains(r.body, "thresholds") {
-			t.Errorf("bad thresholds: %d", r.status)
+			!strings.Contains(r.body, `<p id="policy-thresholds-error"`) || !strings.Contains(r.body, "Thresholds are pairs of a verifier and a number") {
+			t.Errorf("bad thresholds are not told beside their field: %d\n%.3000s", r.status, r.body)
+		}
+		if r := owner.post("/settings/policy", url.Values{"task_type": {"refund"}, "require_person_if": {"context.amount >"}}); r.status != http.StatusBadRequest ||
+			!strings.Contains(r.body, `<p id="policy-require-person-if-error"`) || !strings.Contains(r.body, "The condition for a person does not compile") {
+			t.Errorf("a bad expression is not told beside its field in the form's words: %d\n%.3000s", r.status, r.body)
+		}
+	})
+}
+
+// TestReview_PlainDeadlineShows: a task whose deadline only expires it says
+// when, on the desk and in the queue ("Expires 14:32 UTC, in 10 minutes"),
+// and "Least time left" says of a task without a deadline that it has
+// none, which is why it comes last.
+func TestReview_PlainDeadlineShows(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		acct, _ := d.store.FindAccountByEmail(ctx, "alice@example.com")
+		create := func(prompt string, deadline int) *arbiter.Task {
+			task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: prompt, AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", DeadlineSeconds: deadline})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		timed, open := create("Timed?", 600), create("Open-ended?", 0)
+		sendToHuman(t, d.store)
+		when := timed.DeadlineAt.Time().UTC().Format("15:04") + " UTC, in 10 minutes"
+
+		r := alice.get("/review/tasks/" + timed.ID)
+		wantStatus(t, r, http.StatusOK)
+		if !strings.Contains(r.body, `data-testid="task-expires"`) || !strings.Contains(r.body, when) {
+			t.Errorf("the desk does not say when the task expires (%s):\n%.3000s", when, r.body)
+		}
+		if r := alice.get("/review/tasks/" + open.ID); strings.Contains(r.body, `data-testid="task-expires"`) {
+			t.Error("a task without a deadline says it expires")
+		}
+
+		r = alice.get("/review")
+		if !strings.Contains(r.body, `data-testid="queue-item-expires"`) || !strings.Contains(r.body, "Expires ") || !strings.Contains(r.body, when) {
+			t.Errorf("the queue does not say when the task expires (%s):\n%.4000s", when, r.body)
+		}
+		if strings.Contains(r.body, "No deadline") {
+			t.Error("the oldest-first queue speaks of deadlines it does not sort by")
+		}
+		r = alice.get("/review?order=deadline")
+		if !strings.Contains(r.body, when) || strings.Count(r.body, `data-testid="queue-item-no-deadline"`) != 1 ||
+			strings.Index(r.body, "Timed?") > strings.Index(r.body, "No deadline") {
+			t.Errorf("least time left does not show the times it sorts by:\n%.4000s", r.body)
 		}
 	})
 }

@@ -458,6 +458,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policies", handlers.DashboardPolicies(s.Policies))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policy", handlers.DashboardPolicy(s.Policies))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy", handlers.DashboardPolicySave(s.Policies))
+			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodGet, "/settings/policy/delete", handlers.DashboardPolicyDeleteConfirm(s.Policies))
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/settings/policy/delete", handlers.DashboardPolicyDelete(s.Policies))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/slack", handlers.DashboardSlack(s.Slack, rt.slackReady()))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/slack", handlers.DashboardSlackConnect(s.Slack, rt.SlackTeams, rt.slackReady()))

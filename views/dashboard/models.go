@@ -168,7 +168,17 @@ type SettingsView struct {
 	// GoldPercent is how often the desk serves a waiting gold task first,
 	// a percentage as shown or typed.
 	GoldPercent string
-	// Error says why the form was refused; Saved confirms it was not.
-	Error string
-	Saved bool
+	// Error says why the form was refused, beside the field ErrorField
+	// names (its input's name); Saved confirms it was not.
+	Error, ErrorField string
+	Saved             bool
+}
+
+// describedBy is what describes the settings field: its help, and the
+// error when it is about the field.
+func (v SettingsView) describedBy(field, help string) string {
+	if v.ErrorField == field && v.Error != "" {
+		return help + " settings-error"
+	}
+	return help
 }

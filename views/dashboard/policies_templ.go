@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/views/components"
@@ -30,8 +31,14 @@ type PolicyView struct {
 	// Exists is true when the account has the policy; the page then
 	// offers to delete it.
 	Exists bool
-	// The form's values as typed: numbers as strings, "" for unset.
-	Threshold, Deadline, AuditRate, OnExpiry, AgentFloor, Fallback string
+	// The form's values as typed: numbers as strings, "" for unset; the
+	// deadline a duration ("1h").
+	Threshold, Deadline, AuditRate, AgentFloor string
+	// OnExpiry is the outcome at the deadline, a choice: "expire",
+	// "verdict" (OnExpiryVerdict's) or "agent_verdict"; Fallback is what
+	// happens below the agent's floor: "expire" or "verdict"
+	// (FallbackVerdict's).
+	OnExpiry, OnExpiryVerdict, Fallback, FallbackVerdict string
 	// Notify and Veto are lists, space-separated; Reviews, Consensus,
 	// Quorum, ExcludeRequester and Tiebreak the review requirement's.
 	// Reminders ("15m, 1h") and Escalation ("30m role:admin, 2h
@@ -46,8 +53,54 @@ type PolicyView struct {
 	// RequirePersonIf are the policy's say on the agent tier, as typed.
 	Cascade, Thresholds, Certified, RequirePersonIf string
 	ExcludeRequester                                bool
-	Error                                           string
-	Notice                                          string
+	// Error says why the form was refused; ErrorField names the form's
+	// field it is about ("" when none is: it shows above the form).
+	Error, ErrorField string
+	Notice            string
+}
+
+// field is the form's field named name, with its error when it is the
+// one at fault.
+func (v PolicyView) field(name, label, value, help string, options ...components.Option) components.FormField {
+	f := components.FormField{ID: "policy-" + strings.ReplaceAll(name, "_", "-"), Name: name, Label: label, Value: value,
+		Help: help, Options: options}
+	if name == v.ErrorField {
+		f.Error, f.Focus = v.Error, true
+	}
+	return f
+}
+
+// policyDeadline writes an optional deadline for the list, as the form
+// takes it ("1h").
+func policyDeadline(d *int) string {
+	if d == nil {
+		return "—"
+	}
+	return arbiter.AlertWait{After: time.Duration(*d) * time.Second}.String()
+}
+
+// policyReminders writes a policy's reminders for the list.
+func policyReminders(a arbiter.Alerts) string {
+	var waits []string
+	for _, w := range a.Reminders {
+		waits = append(waits, w.String())
+	}
+	if len(waits) == 0 {
+		return "—"
+	}
+	return strings.Join(waits, ", ")
+}
+
+// policyEscalation writes a policy's escalation rungs for the list.
+func policyEscalation(a arbiter.Alerts) string {
+	var rungs []string
+	for _, r := range a.Escalation {
+		rungs = append(rungs, r.After.String()+" "+r.Describe())
+	}
+	if len(rungs) == 0 {
+		return "—"
+	}
+	return strings.Join(rungs, ", ")
 }
 
 // policyURL is the page of the policy of taskType.
@@ -61,14 +114,6 @@ func policyValue(f *float64) string {
 		return "—"
 	}
 	return strconv.FormatFloat(*f, 'f', -1, 64)
-}
-
-// policyDeadline writes an optional deadline for the list.
-func policyDeadline(d *int) string {
-	if d == nil {
-		return "—"
-	}
-	return strconv.Itoa(*d) + " s"
 }
 
 // policyNotify writes a policy's notify targets for the list.
@@ -153,19 +198,19 @@ func Policies(p layouts.Page, v PoliciesView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<table class=\"mt-4 w-full text-left text-sm\" data-testid=\"policies\"><thead><tr class=\"text-xs text-slate-500\"><th scope=\"col\" class=\"py-2\">Task type</th><th scope=\"col\" class=\"py-2\">Threshold</th><th scope=\"col\" class=\"py-2\">Deadline</th><th scope=\"col\" class=\"py-2\">Audit rate</th><th scope=\"col\" class=\"py-2\">At the deadline</th><th scope=\"col\" class=\"py-2\">Notify</th><th scope=\"col\" class=\"py-2\">Reviews</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<table class=\"data-table mt-4 w-full text-left text-sm\" data-testid=\"policies\"><thead><tr class=\"text-xs text-slate-500\"><th scope=\"col\" class=\"py-2 pr-3\">Task type</th><th scope=\"col\" class=\"py-2 pr-3\">Threshold</th><th scope=\"col\" class=\"py-2 pr-3\">Deadline</th><th scope=\"col\" class=\"py-2 pr-3\">Audit rate</th><th scope=\"col\" class=\"py-2 pr-3\">At the deadline</th><th scope=\"col\" class=\"py-2 pr-3\">Notify</th><th scope=\"col\" class=\"py-2 pr-3\">Reviews</th><th scope=\"col\" class=\"py-2 pr-3\">Reminders</th><th scope=\"col\" class=\"py-2\">Escalation</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				for _, pol := range v.Policies {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<tr class=\"border-t border-slate-100\" data-testid=\"policy-row\"><td class=\"py-2\"><a href=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<tr class=\"border-t border-slate-100\" data-testid=\"policy-row\"><td class=\"py-2 pr-3\"><a href=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var3 templ.SafeURL
 					templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(policyURL(pol.TaskType)))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 111, Col: 73}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 158, Col: 78}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 					if templ_7745c5c3_Err != nil {
@@ -178,114 +223,140 @@ func Policies(p layouts.Page, v PoliciesView) templ.Component {
 					var templ_7745c5c3_Var4 string
 					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(pol.TaskType)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 111, Col: 148}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 158, Col: 153}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</a></td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</a></td><td class=\"py-2 pr-3\" data-label=\"Threshold\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var5 string
 					templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(policyValue(pol.ConfidenceThreshold))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 112, Col: 63}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 159, Col: 91}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</td><td class=\"py-2 pr-3\" data-label=\"Deadline\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var6 string
 					templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(policyDeadline(pol.DeadlineSeconds))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 113, Col: 62}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 160, Col: 89}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</td><td class=\"py-2 pr-3\" data-label=\"Audit rate\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var7 string
 					templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(policyValue(pol.AuditRate))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 114, Col: 53}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 161, Col: 82}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</td><td class=\"py-2 pr-3\" data-label=\"At the deadline\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var8 string
 					templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(pol.OnExpiry.Describe())
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 115, Col: 50}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 162, Col: 84}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</td><td class=\"py-2 pr-3\" data-label=\"Notify\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var9 string
 					templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(policyNotify(pol.Notify))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 116, Col: 51}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 163, Col: 76}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</td><td class=\"py-2\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</td><td class=\"py-2 pr-3\" data-label=\"Reviews\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var10 string
 					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(policyReview(pol.Review))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 117, Col: 51}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 164, Col: 77}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</td></tr>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</td><td class=\"py-2 pr-3\" data-label=\"Reminders\" data-testid=\"policy-reminders\">")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var11 string
+					templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(policyReminders(pol.Alerts))
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 165, Col: 113}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</td><td class=\"py-2\" data-label=\"Escalation\" data-testid=\"policy-escalation\">")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var12 string
+					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(policyEscalation(pol.Alerts))
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 166, Col: 111}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "</td></tr>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</tbody></table>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</tbody></table>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "</section><section class=\"card p-6\" aria-labelledby=\"policy-new-heading\"><h2 id=\"policy-new-heading\" class=\"text-base font-semibold\">Add or change a policy</h2><form action=\"/settings/policy\" method=\"get\" class=\"mt-4 flex flex-col gap-3 sm:flex-row sm:items-end\"><div><label for=\"policy-type\" class=\"label\">Task type</label> <input id=\"policy-type\" name=\"task_type\" type=\"text\" required maxlength=\"200\" class=\"input mt-2\" data-testid=\"policy-type\"></div><button type=\"submit\" class=\"btn-primary\">Open</button></form><p class=\"mt-2 text-xs text-slate-500\">The policy named <code class=\"font-mono\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "</section><section class=\"card p-6\" aria-labelledby=\"policy-new-heading\"><h2 id=\"policy-new-heading\" class=\"text-base font-semibold\">Add or change a policy</h2><form action=\"/settings/policy\" method=\"get\" class=\"mt-4 flex flex-col gap-3 sm:flex-row sm:items-end\"><div><label for=\"policy-type\" class=\"label\">Task type</label> <input id=\"policy-type\" name=\"task_type\" type=\"text\" required maxlength=\"200\" class=\"input mt-2\" data-testid=\"policy-type\"></div><button type=\"submit\" class=\"btn-primary\">Open</button></form><p class=\"mt-2 text-xs text-slate-500\">The policy named <code class=\"font-mono\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var11 string
-			templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(arbiter.DefaultPolicyName)
+			var templ_7745c5c3_Var13 string
+			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(arbiter.DefaultPolicyName)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 133, Col: 110}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 182, Col: 110}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</code> applies to every task type without its own.</p></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</code> applies to every task type without its own.</p></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -300,7 +371,7 @@ func Policies(p layouts.Page, v PoliciesView) templ.Component {
 }
 
 // Policy is the page of one policy: its form, and a delete button when it
-// exists.
+// exists, which asks first (PolicyDelete).
 func Policy(p layouts.Page, v PolicyView) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -317,12 +388,12 @@ func Policy(p layouts.Page, v PolicyView) templ.Component {
 			}()
 		}
 		ctx = templ.InitializeContext(ctx)
-		templ_7745c5c3_Var12 := templ.GetChildren(ctx)
-		if templ_7745c5c3_Var12 == nil {
-			templ_7745c5c3_Var12 = templ.NopComponent
+		templ_7745c5c3_Var14 := templ.GetChildren(ctx)
+		if templ_7745c5c3_Var14 == nil {
+			templ_7745c5c3_Var14 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Var13 := templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_Var15 := templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 			templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 			templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
 			if !templ_7745c5c3_IsBuffer {
@@ -338,12 +409,12 @@ func Policy(p layouts.Page, v PolicyView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Notice != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<div class=\"mb-4\" data-testid=\"policy-saved\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<div class=\"mb-4\" data-testid=\"policy-saved\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -351,17 +422,17 @@ func Policy(p layouts.Page, v PolicyView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, " ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Error != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"mb-4\" data-testid=\"policy-error\">")
+			if v.Error != "" && v.ErrorField == "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"mb-4\" data-testid=\"policy-error\" tabindex=\"-1\" autofocus>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -369,164 +440,215 @@ func Policy(p layouts.Page, v PolicyView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, " <section class=\"card p-6\"><form action=\"/settings/policy\" method=\"post\" class=\"space-y-4\" data-testid=\"policy-form\"><input type=\"hidden\" name=\"task_type\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, " <section class=\"card p-6\"><form action=\"/settings/policy\" method=\"post\" class=\"space-y-4\" data-testid=\"policy-form\"><input type=\"hidden\" name=\"task_type\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var14 string
-			templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(v.TaskType)
+			var templ_7745c5c3_Var16 string
+			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(v.TaskType)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 155, Col: 60}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 204, Col: 60}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "\">")
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-threshold", "confidence_threshold", "Confidence threshold (0 to 1)", v.Threshold).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-deadline", "deadline_seconds", "Deadline (seconds, 60 to 2592000)", v.Deadline).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("confidence_threshold", "Confidence threshold", v.Threshold, "A number from 0 to 1: below it, a person decides.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-audit", "audit_rate", "Audit rate (0 to 1)", v.AuditRate).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("deadline", "Deadline", v.Deadline, "How long a task may wait, such as 30m, 1h or 2d (1 minute to 30 days). Empty: no deadline.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-on-expiry", "on_expiry", "At the deadline: expire, verdict:<v> or agent_verdict", v.OnExpiry).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("audit_rate", "Audit rate", v.AuditRate, "A number from 0 to 1: the share of the agent's confident answers a person also checks, blind.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-floor", "agent_floor", "With agent_verdict: the agent's least confidence (0 to 1)", v.AgentFloor).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<fieldset class=\"space-y-4\" data-testid=\"policy-outcome\"><legend class=\"label\">At the deadline, if nobody decided</legend>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-fallback", "on_expiry_fallback", "With agent_verdict, below the floor: expire or verdict:<v>", v.Fallback).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("on_expiry", "What happens", v.OnExpiry, "",
+				components.Option{Value: arbiter.OnExpiryExpire, Label: "The task expires"},
+				components.Option{Value: "verdict", Label: "A fixed verdict decides it"},
+				components.Option{Value: arbiter.OnExpiryAgentVerdict, Label: "The agent's verdict decides it, if confident enough"})).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-notify", "notify", "Notify: Slack channels, space-separated (slack:#refunds slack:C0123456)", v.Notify).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("on_expiry_verdict", "The fixed verdict", v.OnExpiryVerdict, "With a fixed verdict: one of the task's allowed verdicts, such as reject.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<fieldset class=\"space-y-4\" data-testid=\"policy-review\"><legend class=\"label\">Review requirement, for creates that give none (requested_by stays the create's)</legend>")
+			templ_7745c5c3_Err = components.Field(v.field("agent_floor", "The agent's least confidence", v.AgentFloor, "With the agent's verdict: a number from 0 to 1.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-reviews", "reviews_required", "Reviews required (1 to 5)", v.Reviews).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("on_expiry_fallback", "Below that confidence", v.Fallback, "",
+				components.Option{Value: arbiter.OnExpiryExpire, Label: "The task expires"},
+				components.Option{Value: "verdict", Label: "A fixed verdict decides it"})).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-consensus", "consensus", "Consensus: unanimous or quorum", v.Consensus).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("on_expiry_fallback_verdict", "The verdict below that confidence", v.FallbackVerdict, "With a fixed verdict below the agent's floor, such as reject.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-quorum", "quorum", "With quorum: how many votes must agree", v.Quorum).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</fieldset>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-veto", "veto", "Veto: verdicts that decide on one vote, space-separated", v.Veto).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("notify", "Notify", v.Notify, "Slack channels, space-separated: slack:#refunds slack:C0123456.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<div class=\"flex items-center gap-2\"><input id=\"policy-exclude\" name=\"exclude_requester\" type=\"checkbox\" value=\"true\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<fieldset class=\"space-y-4\" data-testid=\"policy-review\"><legend class=\"label\">Review requirement, for creates that give none (requested_by stays the create's)</legend>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = components.Field(v.field("reviews_required", "Reviews required", v.Reviews, "1 to 5 people.")).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = components.Field(v.field("consensus", "Consensus", v.Consensus, "",
+				components.Option{Value: "", Label: "One review decides"},
+				components.Option{Value: arbiter.ConsensusUnanimous, Label: "Unanimous: every vote agrees"},
+				components.Option{Value: arbiter.ConsensusQuorum, Label: "Quorum: enough votes agree"})).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = components.Field(v.field("quorum", "Quorum", v.Quorum, "With a quorum: how many votes must agree.")).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = components.Field(v.field("veto", "Veto", v.Veto, "Verdicts that decide on one vote, space-separated.")).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<div class=\"flex items-center gap-2\"><input id=\"policy-exclude\" name=\"exclude_requester\" type=\"checkbox\" value=\"true\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.ExcludeRequester {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, " checked")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " checked")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "> <label for=\"policy-exclude\" class=\"text-sm\">Keep the requester from voting (creates must give requested_by)</label></div>")
+			if v.ErrorField == "exclude_requester" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " aria-invalid=\"true\" aria-describedby=\"policy-exclude-error\" autofocus")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "> <label for=\"policy-exclude\" class=\"text-sm\">Keep the requester from voting (creates must give requested_by)</label></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-tiebreak", "tiebreak", "Tiebreak: role:admin, or empty", v.Tiebreak).Render(ctx, templ_7745c5c3_Buffer)
+			if v.ErrorField == "exclude_requester" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<p id=\"policy-exclude-error\" class=\"text-sm font-medium text-red-700\" data-testid=\"field-error\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var17 string
+				templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(v.Error)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 242, Col: 111}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</p>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = components.Field(v.field("tiebreak", "Tiebreak", v.Tiebreak, "",
+				components.Option{Value: "", Label: "None: a split task waits for its deadline"},
+				components.Option{Value: arbiter.TiebreakAdmin, Label: "An owner or admin casts the deciding vote"})).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</fieldset>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "</fieldset>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-reminders", "reminders", "Reminders while a task waits for a person: 15m, 1h, or shares of the deadline such as 50%", v.Reminders).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("reminders", "Reminders", v.Reminders, "While a task waits for a person: waits such as 15m, 1h, or shares of the deadline such as 50%.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-escalation", "escalation", "Escalation rungs: 30m role:admin, 2h email:lead@example.com", v.Escalation).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("escalation", "Escalation", v.Escalation, "Rungs, apart by commas: 30m role:admin, 2h email:lead@example.com.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-target", "target_error_rate", "Target error rate the agent is held to, which drift is watched against (0 to 1; applying a certified threshold sets it)", v.TargetErrorRate).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("target_error_rate", "Target error rate", v.TargetErrorRate, "The error rate the agent is held to, which drift is watched against: 0 to 1 (applying a certified threshold sets it).")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-target-confidence", "target_confidence", "Its confidence (0.5 to below 1; 0.95 when empty)", v.TargetConfidence).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("target_confidence", "Its confidence", v.TargetConfidence, "0.5 to below 1; 0.95 when empty.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<fieldset class=\"space-y-4\" data-testid=\"policy-agent\"><legend class=\"label\">The agent tier's cascade (the verifiers file names the verifiers)</legend>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<fieldset class=\"space-y-4\" data-testid=\"policy-agent\"><legend class=\"label\">The agent tier's cascade (the verifiers file names the verifiers)</legend>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-cascade", "cascade", "Cascade: verifiers in order, space-separated (empty: the file's)", v.Cascade).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("cascade", "Cascade", v.Cascade, "Verifiers in order, space-separated, such as rules small large. Empty: the file's order.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-thresholds", "thresholds", "Thresholds per verifier: small 0.97, large 0.9", v.Thresholds).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("thresholds", "Thresholds per verifier", v.Thresholds, "A verifier and a number from 0 to 1, apart by commas: small 0.97, large 0.9.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-certified", "certified", "Certified mode: a target error rate and its confidence, such as 0.05 0.95", v.Certified).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("certified", "Certified mode", v.Certified, "A target error rate and, if you like, its confidence, such as 0.05 0.95.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = policyField("policy-require-person", "require_person_if", "A person decides when (CEL over task and context): context.amount > 1000", v.RequirePersonIf).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.Field(v.field("require_person_if", "A person decides when", v.RequirePersonIf, "A CEL expression over task and context, such as context.amount > 1000.")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</fieldset><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-policy\">Save</button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "</fieldset><button type=\"submit\" class=\"btn-primary\" data-testid=\"save-policy\">Save</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Exists {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "<form action=\"/settings/policy/delete\" method=\"post\" class=\"mt-4\"><input type=\"hidden\" name=\"task_type\" value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<p class=\"mt-4\"><a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var15 string
-				templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(v.TaskType)
+				var templ_7745c5c3_Var18 templ.SafeURL
+				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/settings/policy/delete?task_type=" + url.QueryEscape(v.TaskType)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 190, Col: 61}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 263, Col: 96}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "\"> <button type=\"submit\" class=\"btn-secondary\" data-testid=\"delete-policy\">Delete this policy</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" class=\"btn-secondary\" data-testid=\"delete-policy\">Delete this policy</a></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</section><p class=\"mt-4 text-sm\"><a href=\"/settings/policies\" class=\"font-medium text-indigo-700 hover:text-indigo-900\">← All policies</a></p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</section><p class=\"mt-4 text-sm\"><a href=\"/settings/policies\" class=\"font-medium text-indigo-700 hover:text-indigo-900\">← All policies</a></p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layouts.Base(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var13), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layouts.Base(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var15), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -534,7 +656,8 @@ func Policy(p layouts.Page, v PolicyView) templ.Component {
 	})
 }
 
-func policyField(id, name, label, value string) templ.Component {
+// PolicyDelete asks before a policy is deleted.
+func PolicyDelete(p layouts.Page, taskType string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -550,77 +673,60 @@ func policyField(id, name, label, value string) templ.Component {
 			}()
 		}
 		ctx = templ.InitializeContext(ctx)
-		templ_7745c5c3_Var16 := templ.GetChildren(ctx)
-		if templ_7745c5c3_Var16 == nil {
-			templ_7745c5c3_Var16 = templ.NopComponent
+		templ_7745c5c3_Var19 := templ.GetChildren(ctx)
+		if templ_7745c5c3_Var19 == nil {
+			templ_7745c5c3_Var19 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<div><label for=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var17 string
-		templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(id)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 201, Col: 17}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "\" class=\"label\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var18 string
-		templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(label)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 201, Col: 41}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "</label> <input id=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var19 string
-		templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(id)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 202, Col: 16}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "\" name=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var20 string
-		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(name)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 202, Col: 30}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "\" type=\"text\" maxlength=\"220\" value=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var21 string
-		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(value)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 202, Col: 74}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" class=\"input mt-2 w-full sm:w-96\"></div>")
+		templ_7745c5c3_Var20 := templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+			templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+			templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+			if !templ_7745c5c3_IsBuffer {
+				defer func() {
+					templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+					if templ_7745c5c3_Err == nil {
+						templ_7745c5c3_Err = templ_7745c5c3_BufErr
+					}
+				}()
+			}
+			ctx = templ.InitializeContext(ctx)
+			templ_7745c5c3_Err = components.PageHeader("Delete the policy of "+taskType+"?", "Tasks of the type created from now on take the default policy; tasks already created keep their values.").Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, " <section class=\"card p-6\" data-testid=\"policy-delete-confirm\"><form action=\"/settings/policy/delete\" method=\"post\" class=\"flex flex-wrap items-center gap-3\"><input type=\"hidden\" name=\"task_type\" value=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var21 string
+			templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(taskType)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 277, Col: 58}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "\"> <button type=\"submit\" class=\"btn-danger\" data-testid=\"confirm-delete-policy\">Delete the policy</button> <a href=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var22 templ.SafeURL
+			templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(policyURL(taskType)))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/policies.templ`, Line: 279, Col: 48}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "\" class=\"btn-secondary\">Keep it</a></form></section>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			return nil
+		})
+		templ_7745c5c3_Err = layouts.Base(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var20), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
