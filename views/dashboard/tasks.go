@@ -53,11 +53,15 @@ func percent(c *float64) string {
 	return strconv.Itoa(int(*c*100+0.5)) + "%"
 }
 
-// attemptWho names who made an attempt: the reviewer, or the verifier's
-// model.
+// attemptWho names who made an attempt: the reviewer, the task's deadline
+// outcome, or the verifier's model (as the desk names it: "none" for the
+// verifier that decides nothing).
 func attemptWho(a arbiter.Attempt) string {
-	if a.Tier == arbiter.TierHuman {
+	switch a.Tier {
+	case arbiter.TierHuman:
 		return "Reviewer " + orDash(a.Reviewer)
+	case arbiter.TierFallback:
+		return "Deadline outcome"
 	}
 	if a.Model != nil && *a.Model != "" {
 		return "Verifier " + *a.Model
@@ -66,6 +70,31 @@ func attemptWho(a arbiter.Attempt) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// decidedBy says what decided a task, in the words of the desk: "the
+// agent (95%)", "a person", "the deadline outcome"; for a gold task, whose
+// verdict is the answer the account knew, "Gold answer (the reviewer said
+// reject)". "–" while nothing has.
+func decidedBy(t *arbiter.Task) string {
+	if t.FinalTier == nil {
+		return "–"
+	}
+	switch *t.FinalTier {
+	case arbiter.TierFallback:
+		return "Deadline outcome"
+	case arbiter.TierAgent:
+		return "The agent (" + percent(t.FinalConfidence) + ")"
+	}
+	if t.GoldVerdict != nil {
+		for i := len(t.Attempts) - 1; i >= 0; i-- {
+			if a := t.Attempts[i]; a.Tier == arbiter.TierHuman && !a.Audit && a.Verdict != nil {
+				return "Gold answer (the reviewer said " + *a.Verdict + ")"
+			}
+		}
+		return "Gold answer"
+	}
+	return "A person"
+}
 
 // voteCount says how many people voted on a task that asks several votes,
 // "1 of 2 votes", never what they voted.

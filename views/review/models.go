@@ -146,10 +146,10 @@ func shortcut(i int) string {
 	return strconv.Itoa(i + 1)
 }
 
-// attemptOutcome is what an attempt came to: the verdict, with the
+// AttemptOutcome is what an attempt came to: the verdict, with the
 // verifier's confidence ("approve (95%)"); a person's verdict has no
 // confidence to show, and an answer without a verdict says so alone.
-func attemptOutcome(a arbiter.Attempt) string {
+func AttemptOutcome(a arbiter.Attempt) string {
 	if a.Verdict == nil || *a.Verdict == "" {
 		return "no decision"
 	}

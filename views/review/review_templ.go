@@ -1125,7 +1125,7 @@ func TaskDesk(v TaskView) templ.Component {
 					}
 				} else {
 					var templ_7745c5c3_Var50 string
-					templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(attemptOutcome(a))
+					templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(AttemptOutcome(a))
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/review/review.templ`, Line: 255, Col: 29}
 					}
