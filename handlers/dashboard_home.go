@@ -34,7 +34,8 @@ func DashboardHome(accounts arbiter.AccountService, keys arbiter.APIKeyService, 
 			Error(w, r, err)
 			return
 		}
-		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drifts: drifts}
+		v := dashboard.HomeView{Used: used, Cap: cap, BaseURL: SiteFromContext(r.Context()).BaseURL, Drifts: drifts,
+			Notice: takePageNotice(w, r, "/")}
 		for _, k := range list {
 			if k.Active() {
 				v.ActiveKeys++

@@ -45,6 +45,8 @@ type HomeView struct {
 	BaseURL    string // the API's origin, for the example
 	// Drifts are the account's open calibration drifts, by policy.
 	Drifts []arbiter.Drift
+	// Notice confirms what led here (joining the account), once.
+	Notice string
 }
 
 // KeysView is the API keys page.
