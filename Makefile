@@ -6,7 +6,12 @@ BIN := bin/arbiter
 
 .PHONY: dist image image-check deploy-check package-check run test test-go test-python test-typescript sdk-deps generator-deps sdk-wire bench-sdk build lint contract-lint generate generate-check fuzz bench bench-micro postgres postgres-check clean
 
-run: build
+# run says what it does first: the first build downloads and compiles the
+# modules, minutes in which go build itself prints nothing.
+run:
+	@echo "make run: building $(BIN) (the first build downloads and compiles its Go modules: a few minutes; later builds take seconds)"
+	@$(MAKE) --no-print-directory build
+	@echo "make run: starting $(BIN) serve with the embedded SQLite store (arbiter.db); it logs the address it listens on, http://localhost:8080 by default. Ctrl-C stops it."
 	./$(BIN) serve
 
 test: test-go test-python test-typescript

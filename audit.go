@@ -12,6 +12,9 @@ const (
 	// AuditActionExecuted records a claim on the execution of a task's
 	// approved action (ExecutionService).
 	AuditActionExecuted = "action_executed"
+	// AuditReviewVoted is one vote on a task that asks several; the
+	// decision is the votes' together.
+	AuditReviewVoted = "review_voted"
 )
 
 // AuditEvent is one line of an account's audit log: a sign-in or sign-out,
@@ -82,6 +85,14 @@ func NewReviewAuditEvent(accountID, taskID string, d HumanDecision) *AuditEvent 
 		ClientIP:  d.Client.IP,
 		UserAgent: d.Client.UserAgent,
 	}
+}
+
+// NewVoteAuditEvent is the audit event of a reviewer's vote d on a task
+// that asks several votes.
+func NewVoteAuditEvent(accountID, taskID string, d HumanDecision) *AuditEvent {
+	e := NewReviewAuditEvent(accountID, taskID, d)
+	e.Kind = AuditReviewVoted
+	return e
 }
 
 // AuditService keeps accounts' audit logs.

@@ -116,9 +116,9 @@ func (d *DB) reserveSlot(ctx context.Context, tx *Tx, accountID, taskID, personI
 	}
 	var until int64
 	if err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO review_slots (task_id, person_id, reserved_until)
-		VALUES (?, ?, `+d.reservedUntil()+`)
+		VALUES (?, ?, `+d.reservedUntil(`(SELECT deadline_at FROM task_states WHERE id = ?)`)+`)
 		ON CONFLICT (task_id, person_id) DO UPDATE SET reserved_until = excluded.reserved_until
-		RETURNING reserved_until`), taskID, personID, accountID).Scan(&until); err != nil {
+		RETURNING reserved_until`), taskID, personID, accountID, taskID).Scan(&until); err != nil {
 		return nil, fmt.Errorf("reserve slot: %w", err)
 	}
 	return &arbiter.Reservation{TaskID: taskID, PersonID: personID, Email: email, Until: arbiter.Timestamp(until)}, nil
@@ -183,7 +183,7 @@ func (d *DB) castVote(ctx context.Context, tx *Tx, insert *sql.Stmt, accountID, 
 	if err := insertAttempt(ctx, tx.StmtContext(ctx, insert), taskID, a); err != nil {
 		return nil, err
 	}
-	event := arbiter.NewReviewAuditEvent(accountID, taskID, dec)
+	event := arbiter.NewVoteAuditEvent(accountID, taskID, dec)
 	if event.Detail += editDetail(approved); restarted {
 		event.Detail += ", and the votes restart on it"
 	}

@@ -11,7 +11,7 @@ import (
 //
 // The store runs on Postgres or on SQLite, and the rest of db/ writes SQL
 // both understand. Where they differ, the difference is named here, once:
-// an expression or clause (sqlNowMS, sqlSkipLocked, sqlSkipLockedOfT), a
+// an expression or clause (sqlNowMS, sqlLeast, sqlSkipLocked, sqlSkipLockedOfT), a
 // statement's RETURNING of whole tasks (sqlReturningTasks), a
 // lock (sqlTurnLock), a
 // statement with one text per store (sqlUsage), a statement one store
@@ -70,6 +70,15 @@ func (d *DB) sqlNowMS() string {
 		return `(floor(extract(epoch FROM now()) * 1000)::bigint)`
 	}
 	return `(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))`
+}
+
+// sqlLeast is the SQL expression of the smaller of a and b, neither NULL:
+// LEAST on Postgres, the two-argument MIN on SQLite.
+func (d *DB) sqlLeast(a, b string) string {
+	if d.dialect == Postgres {
+		return `LEAST(` + a + `, ` + b + `)`
+	}
+	return `MIN(` + a + `, ` + b + `)`
 }
 
 // sqlSkipLocked ends a claim's sub-select: on Postgres it locks the rows

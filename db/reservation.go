@@ -22,9 +22,12 @@ func (d *DB) freeFor() string {
 }
 
 // reservedUntil is the SQL expression of a new reservation's end: the
-// database's now plus the account's (the argument) reservation length.
-func (d *DB) reservedUntil() string {
-	return d.sqlNowMS() + ` + 1000 * (SELECT reservation_seconds FROM accounts WHERE id = ?)`
+// database's now plus the account's (the argument) reservation length, and
+// never past the task's deadline (the SQL expression deadline, NULL for
+// none): a reservation does not outlive the task it holds.
+func (d *DB) reservedUntil(deadline string) string {
+	return d.sqlLeast(d.sqlNowMS()+` + 1000 * (SELECT reservation_seconds FROM accounts WHERE id = ?)`,
+		`COALESCE(`+deadline+`, `+noDeadline+`)`)
 }
 
 // releaseOthers ends the person's reservations in the account but that of
@@ -84,7 +87,7 @@ func (d *DB) ReserveTask(ctx context.Context, accountID, taskID, personID string
 			r, err = d.reserveSlot(ctx, tx, accountID, taskID, personID)
 			return err
 		}
-		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = ?, reserved_until = `+d.reservedUntil()+`
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = ?, reserved_until = `+d.reservedUntil("deadline_at")+`
 			WHERE id = ? AND account_id = ? AND `+inReviewQueue+`
 			AND (reserved_by IS NULL OR reserved_by = ? OR reserved_until <= `+d.sqlNowMS()+`)`),
 			personID, accountID, taskID, accountID, personID)
@@ -265,7 +268,7 @@ func (d *DB) pickNext(ctx context.Context, tx *Tx, accountID, personID, sessionI
 		// A task that asks several votes is held by slots
 		// (reserveSlot), not by the task's own reservation.
 		err := tx.QueryRowContext(ctx, d.rebind(`UPDATE task_states SET reserved_by = CASE WHEN reviews_required = 1 THEN ? END,
-			reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil()+` END
+			reserved_until = CASE WHEN reviews_required = 1 THEN `+d.reservedUntil("deadline_at")+` END
 			WHERE id = (`+pick+`) RETURNING id, reviews_required`), args...).Scan(&id, &required)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue

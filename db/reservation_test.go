@@ -266,3 +266,46 @@ func TestReservations_OnePersonInManyTabsNeverDeadlocks(t *testing.T) {
 		}
 	})
 }
+
+// TestReservations_NeverOutliveTheDeadline: opening a task, taking the
+// next one and holding a vote's slot each reserve it for the account's
+// ten minutes, or until the task's deadline when that comes sooner.
+func TestReservations_NeverOutliveTheDeadline(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		owner := personOf(t, d, "owner@example.com")
+		create := func(prompt string, deadline int, review *arbiter.ReviewRequirement) *arbiter.Task {
+			in := taskCreate(prompt)
+			in.DeadlineSeconds, in.Review = deadline, review
+			task, err := d.CreateTask(ctx, acct.ID, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		soon := create("due in two minutes", 120, nil)
+		later := create("no deadline", 0, nil)
+		voted := create("two votes, due in two minutes", 120, &arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: arbiter.ConsensusUnanimous})
+		toHumanAll(t, d)
+
+		r, err := d.ReserveTask(ctx, acct.ID, soon.ID, owner.ID)
+		if err != nil || r == nil || r.Until != *soon.DeadlineAt {
+			t.Errorf("opening a task due in two minutes reserves it until %v (%v), want its deadline %v", r, err, *soon.DeadlineAt)
+		}
+		r, err = d.ReserveTask(ctx, acct.ID, later.ID, owner.ID)
+		if left := time.Until(r.Until.Time()); err != nil || left < 9*time.Minute || left > 11*time.Minute {
+			t.Errorf("a task without a deadline is reserved for %v (%v), want the account's ten minutes", left, err)
+		}
+		r, err = d.ReserveTask(ctx, acct.ID, voted.ID, owner.ID)
+		if err != nil || r == nil || r.Until != *voted.DeadlineAt {
+			t.Errorf("a vote's slot lasts until %v (%v), want the task's deadline %v", r, err, *voted.DeadlineAt)
+		}
+		// The next task the desk gives (the oldest, which opening the
+		// others released) is held no longer either.
+		next, err := d.NextTask(ctx, acct.ID, owner.ID, "", arbiter.QueueView{})
+		if err != nil || next == nil || next.TaskID != soon.ID || next.Until != *soon.DeadlineAt {
+			t.Errorf("the next task = %+v (%v), want %s held until its deadline %v", next, err, soon.ID, *soon.DeadlineAt)
+		}
+	})
+}

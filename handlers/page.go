@@ -254,7 +254,7 @@ func errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
 	}
 	var buf bytes.Buffer
 	if err := dashboard.Error(PageOf(r, title, ""), dashboard.ErrorView{
-		Status: status, Title: title, Message: msg,
+		Status: status, Title: title, Message: msg, Review: OnReviewSite(r),
 	}).Render(r.Context(), &buf); err != nil {
 		LoggerFromContext(r.Context()).ErrorContext(r.Context(), "render error page", "path", r.URL.Path, "error", err.Error())
 		http.Error(w, msg, status)

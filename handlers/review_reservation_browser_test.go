@@ -99,6 +99,14 @@ func TestReviewDesk_TwoReviewersNeverShareATask(t *testing.T) {
 			if id := value(t, bctx, chromedp.Evaluate[string](deskTaskID)); id != tasks[3].ID {
 				t.Fatalf("after skipping, Ann's desk shows %s; want %s", id, tasks[3].ID)
 			}
+			// As after a decision, the focus is on the new task, so its keys
+			// work at once, and the page confirms the skip.
+			if !value(t, bctx, chromedp.Evaluate[bool](`document.activeElement === document.querySelector('#review article')`)) {
+				t.Errorf("after skipping the focus is on %s, not the next task", value(t, bctx, chromedp.Evaluate[string](`document.activeElement.outerHTML.slice(0, 120)`)))
+			}
+			if got := value(t, bctx, chromedp.Text(chromedp.CSS(`[data-testid=alert-success]`))); !strings.Contains(got, "Skipped; it comes back after the rest.") {
+				t.Errorf("after skipping the desk says %q", got)
+			}
 			// Her queue shows who holds Bob's task.
 			do(t, bctx, "back to the queue",
 				chromedp.Navigate(base+"/review"),

@@ -95,8 +95,9 @@ func ReviewReservation(reservations arbiter.ReservationService) http.Handler {
 
 // ReviewSkip handles POST /review/tasks/{id}/skip: the reviewer lets the
 // task go, it moves to the end of their order for this session, and the
-// next task is reserved for them and opened.
-func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
+// next task is reserved for them and opened: in place for htmx, as after a
+// decision (the desk then puts the focus on it); otherwise by redirect.
+func ReviewSkip(tasks arbiter.TaskService, queue arbiter.QueueService, reservations arbiter.ReservationService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
 		view, err := queueViewFrom(r)
@@ -114,11 +115,33 @@ func ReviewSkip(reservations arbiter.ReservationService) http.Handler {
 		}
 		if next == nil {
 			setNotice(w, r, "Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
+			if IsHTMX(r) {
+				w.Header().Set("HX-Redirect", "/review"+view.Query())
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 			redirect(w, r, "/review"+view.Query())
 			return
 		}
-		setNotice(w, r, "Skipped; it comes back after the rest. Here is the next task.")
-		redirect(w, r, "/review/tasks/"+next.TaskID+view.Query())
+		const notice = "Skipped; it comes back after the rest. Here is the next task."
+		if !IsHTMX(r) {
+			setNotice(w, r, notice)
+			redirect(w, r, "/review/tasks/"+next.TaskID+view.Query())
+			return
+		}
+		task, err := tasks.FindTaskByID(r.Context(), s.AccountID, next.TaskID)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v, err := heldDeskView(r, queue, task, view, next)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		v.Notice, v.Now = notice, now()
+		w.Header().Set("HX-Push-Url", "/review/tasks/"+task.ID+view.Query())
+		Render(w, r, http.StatusOK, review.TaskDesk(v))
 	})
 }
 

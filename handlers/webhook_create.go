@@ -9,8 +9,9 @@ import (
 
 // DashboardWebhookCreate handles POST /webhooks: it adds an endpoint with
 // the URL, description and event types, records it in the audit log in
-// the same step, and answers the webhooks page with its signing secret. A
-// refused form comes back with what was typed and why.
+// the same step, and sends the browser to the endpoint's page (post,
+// redirect, get: a reload adds nothing), where "Reveal secret" shows its
+// signing secret. A refused form comes back with what was typed and why.
 func DashboardWebhookCreate(hooks arbiter.WebhookService, allowPrivate bool, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
@@ -31,6 +32,6 @@ func DashboardWebhookCreate(hooks arbiter.WebhookService, allowPrivate bool, now
 			Error(w, r, err)
 			return
 		}
-		renderWebhooks(w, r, hooks, http.StatusOK, dashboard.WebhooksView{Created: e, AllowHTTP: allowPrivate, Now: now()})
+		redirect(w, r, "/webhooks/"+e.ID+"?notice=created")
 	})
 }

@@ -17,6 +17,8 @@ func DashboardWebhook(hooks arbiter.WebhookService, allowPrivate bool, now arbit
 		q := r.URL.Query()
 		v := dashboard.WebhookView{Status: q.Get("status"), AllowHTTP: allowPrivate, Now: now()}
 		switch q.Get("notice") {
+		case "created":
+			v.Notice = "The endpoint is added. Press Reveal secret for its signing secret, and verify every message with it (docs/webhooks.md has a receiver to start from)."
 		case "rotated":
 			v.Notice = "The secret was rotated. Both secrets sign every message for the next 24 hours; reveal them and switch your receiver to the new one."
 		case "updated":

@@ -90,8 +90,9 @@ func TestAccountDeletion_OverHTTP(t *testing.T) {
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/account/deleted" {
 			t.Fatalf("deletion = %d to %q\n%.2000s", r.status, r.header.Get("Location"), r.body)
 		}
-		if r := owner.follow(r); r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="start-afresh"`) {
-			t.Errorf("after the deletion the owner sees %d\n%.2000s", r.status, r.body)
+		if r := owner.follow(r); r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="start-afresh"`) ||
+			!strings.Contains(r.body, `<form action="/signout" method="post" class="mt-8"><button type="submit" class="btn-primary" data-testid="deleted-sign-out">Sign out</button>`) {
+			t.Errorf("after the deletion the owner sees %d, without a button to sign out\n%.2000s", r.status, r.body)
 		}
 		if _, err := d.store.FindTaskByID(ctx, acctID, task.ID); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
 			t.Errorf("the account's task: %v", err)

@@ -11,33 +11,34 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
-var (
-	whsecPattern    = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{44}`)
-	endpointPattern = regexp.MustCompile(`data-testid="endpoint-(wh_[0-9a-f]{16})"`)
-)
+var whsecPattern = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{44}`)
 
 // createEndpoint adds an endpoint through the page and returns its id and
-// the secret the answer showed.
+// the secret its page reveals, where the create leads.
 func (b *browser) createEndpoint(rawURL string) (id, secret string) {
 	b.t.Helper()
 	r := b.post("/webhooks", url.Values{"url": {rawURL}, "description": {"CRM <sync>"},
 		"event_types": arbiter.WebhookEventTypes})
-	wantStatus(b.t, r, http.StatusOK)
-	if !strings.Contains(r.body, `data-testid="created-endpoint"`) {
-		b.t.Fatalf("the answer shows no new endpoint:\n%s", r.body)
+	wantStatus(b.t, r, http.StatusSeeOther)
+	m := createdPattern.FindStringSubmatch(r.header.Get("Location"))
+	if m == nil {
+		b.t.Fatalf("the create leads to %q, not the endpoint's page", r.header.Get("Location"))
 	}
-	secret = whsecPattern.FindString(r.body)
-	m := endpointPattern.FindStringSubmatch(r.body)
-	if secret == "" || m == nil {
-		b.t.Fatalf("no secret or endpoint in the answer:\n%s", r.body)
+	r = b.post("/webhooks/"+m[1]+"/reveal", url.Values{})
+	if secret = whsecPattern.FindString(r.body); secret == "" {
+		b.t.Fatalf("the endpoint's page reveals no secret:\n%s", r.body)
 	}
 	return m[1], secret
 }
 
-// TestDashboardWebhooks_CreateShowsTheSecretOnce: the create's answer shows
-// the signing secret; the list and the endpoint's page do not, until
-// "Reveal secret" is pressed. The audit log records the creation; a bad URL
-// is refused with the form kept, and stores nothing.
+// createdPattern reads the endpoint's id from where a create leads.
+var createdPattern = regexp.MustCompile(`^/webhooks/(wh_[0-9a-f]{16})\?notice=created$`)
+
+// TestDashboardWebhooks_CreateShowsTheSecretOnce: the create leads to the
+// endpoint's page (post, redirect, get), which confirms it once, and a
+// reload of that page adds nothing; the list and the endpoint's page show
+// no secret until "Reveal secret" is pressed. The audit log records the
+// creation; a bad URL is refused with the form kept, and stores nothing.
 func TestDashboardWebhooks_CreateShowsTheSecretOnce(t *testing.T) {
 	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
@@ -68,6 +69,15 @@ func TestDashboardWebhooks_CreateShowsTheSecretOnce(t *testing.T) {
 		e, err := d.store.FindWebhookEndpoint(ctx, account.ID, id)
 		if err != nil || e.Secret != secret || e.Description != "CRM <sync>" || len(e.EventTypes) != 0 {
 			t.Fatalf("stored %+v, %v; the page showed %s", e, err, secret)
+		}
+		for range 2 { // the page the create led to, loaded and reloaded
+			r := b.get("/webhooks/" + id + "?notice=created")
+			if !strings.Contains(r.body, "The endpoint is added. Press Reveal secret") || strings.Contains(r.body, secret) {
+				t.Errorf("the endpoint's page after the create:\n%.3000s", r.body)
+			}
+		}
+		if list, _ := d.store.ListWebhookEndpoints(ctx, account.ID); len(list) != 1 {
+			t.Errorf("after a reload there are %d endpoints, want the one", len(list))
 		}
 		for _, path := range []string{"/webhooks", "/webhooks/" + id} {
 			r := b.get(path)

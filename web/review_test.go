@@ -293,3 +293,28 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestReview_ErrorPagesLeadBackToTheQueue: a refusal on the reviewer site
+// (a task that is not there, a view it cannot read) leads back to the
+// review queue, not to the dashboard a reviewer cannot open; the
+// dashboard's own error pages keep leading to the overview.
+func TestReview_ErrorPagesLeadBackToTheQueue(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		_, _, reviewer := d.team()
+		back := `<a href="/review" class="btn-primary" data-testid="back-to-queue">Back to the review queue</a>`
+		for path, status := range map[string]int{
+			"/review/tasks/tsk_0000000000000000": http.StatusNotFound,
+			"/review?order=sideways":             http.StatusBadRequest,
+		} {
+			r := reviewer.get(path)
+			if r.status != status || !strings.Contains(r.body, `data-testid="error-page"`) || !strings.Contains(r.body, back) ||
+				strings.Contains(r.body, "Back to the overview") {
+				t.Errorf("%s = %d, want %d leading back to the queue:\n%.3000s", path, r.status, status, r.body)
+			}
+		}
+		if r := reviewer.get("/keys"); r.status != http.StatusNotFound || strings.Contains(r.body, back) || !strings.Contains(r.body, "Back to the overview") {
+			t.Errorf("the dashboard's 404 = %d:\n%.3000s", r.status, r.body)
+		}
+	})
+}

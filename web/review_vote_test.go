@@ -18,7 +18,7 @@ import (
 func TestReview_AVoterSeesTheirVoteNotTheVerdicts(t *testing.T) {
 	t.Parallel()
 	eachDash(t, nil, func(t *testing.T, d *dash) {
-		_, admin, reviewer := d.team()
+		owner, admin, reviewer := d.team()
 		acctID := mustAccount(t, d, "owner@example.com")
 		review := arbiter.ReviewRequirement{ReviewsRequired: 2, Consensus: arbiter.ConsensusUnanimous}
 		task, err := d.store.CreateTask(ctx, acctID, arbiter.TaskCreate{Prompt: "Release 12,000 EUR?", AllowedVerdicts: []string{"approve", "reject"},
@@ -64,6 +64,10 @@ func TestReview_AVoterSeesTheirVoteNotTheVerdicts(t *testing.T) {
 		}
 		if r := admin.get(desk); !strings.Contains(r.body, `data-testid="verdict-form"`) || strings.Contains(r.body, `data-testid="voted-banner"`) {
 			t.Errorf("the admin, who has not voted, is not offered the verdicts:\n%.3000s", r.body)
+		}
+		// The audit log calls the vote a vote, not a decision.
+		if r := owner.get("/audit"); !strings.Contains(r.body, ">Voted<") || strings.Contains(r.body, "Decided a task") {
+			t.Errorf("the audit log does not say the reviewer voted:\n%.4000s", r.body)
 		}
 	})
 }

@@ -533,7 +533,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodGet, "/tasks/{id}", handlers.ReviewTask(s.Tasks, s.Queue, s.Reservations, now))
 			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, s.Reservations, now))
 			r.Method(http.MethodPost, "/tasks/{id}/reservation", handlers.ReviewReservation(s.Reservations))
-			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Reservations))
+			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Tasks, s.Queue, s.Reservations, now))
 		})
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
 			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, s.Agreement, now))

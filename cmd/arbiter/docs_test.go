@@ -689,3 +689,24 @@ func TestREADME_ListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeRun_SaysWhatItDoes: `make run` tells a newcomer what it is doing
+// before the first build's silent minutes, and before it serves.
+func TestMakeRun_SaysWhatItDoes(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	cmd := exec.Command("make", "-n", "--no-print-directory", "run")
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n run: %v\n%s", err, out)
+	}
+	plan := string(out)
+	building, build := strings.Index(plan, "make run: building bin/arbiter"), strings.Index(plan, "go build -o bin/arbiter")
+	starting, serve := strings.Index(plan, "make run: starting bin/arbiter serve"), strings.Index(plan, "./bin/arbiter serve")
+	if building < 0 || build < 0 || building > build || starting < 0 || serve < 0 || starting > serve || build > starting {
+		t.Errorf("make run does not say it builds, then that it serves, before doing each:\n%s", plan)
+	}
+}

@@ -232,6 +232,8 @@ func eventLabel(kind string) string {
 		return "Signed out"
 	case arbiter.AuditReviewDecided:
 		return "Decided a task"
+	case arbiter.AuditReviewVoted:
+		return "Voted"
 	case arbiter.AuditKeyCreated:
 		return "Key created"
 	case arbiter.AuditKeyRevoked:
@@ -290,7 +292,7 @@ func eventColour(kind string) string {
 		return "red"
 	case arbiter.AuditWebhookRotated, arbiter.AuditCallbackSecretRotated:
 		return "amber"
-	case arbiter.AuditReviewDecided:
+	case arbiter.AuditReviewDecided, arbiter.AuditReviewVoted:
 		return "blue"
 	}
 	return "grey"

@@ -222,20 +222,20 @@ func Home(p layouts.Page, v HomeView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</a></section></div><section class=\"card mt-6 p-6\" aria-labelledby=\"calibration-heading\"><h2 id=\"calibration-heading\" class=\"text-base font-semibold\">How often is the agent right?</h2><p class=\"mt-1 text-sm text-slate-600\">The <a href=\"/calibration\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"calibration-link\">calibration report</a> compares the agent's confidence with people's verdicts, from blind audits of its confident answers, and says which threshold keeps its errors under your target.</p></section><section class=\"card mt-6 p-6\" aria-labelledby=\"start-heading\"><h2 id=\"start-heading\" class=\"text-base font-semibold\">Send a first task</h2><p class=\"mt-1 text-sm text-slate-600\">Put the key in the <code class=\"font-mono\">SVC_API_KEY</code> environment variable, never in code a browser loads.</p><pre class=\"mt-4 overflow-x-auto rounded-md bg-slate-900 p-4 font-mono text-xs leading-relaxed text-slate-100\" tabindex=\"0\" role=\"region\" aria-labelledby=\"start-heading\" data-testid=\"first-call\"><code>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</a></section></div><section class=\"card mt-6 p-6\" aria-labelledby=\"calibration-heading\"><h2 id=\"calibration-heading\" class=\"text-base font-semibold\">How often is the agent right?</h2><p class=\"mt-1 text-sm text-slate-600\">The <a href=\"/calibration\" class=\"font-medium text-indigo-700 hover:text-indigo-900\" data-testid=\"calibration-link\">calibration report</a> compares the agent's confidence with people's verdicts, from blind audits of its confident answers, and says which threshold keeps its errors under your target.</p></section><section class=\"card mt-6 p-6\" aria-labelledby=\"start-heading\"><h2 id=\"start-heading\" class=\"text-base font-semibold\">Send a first task</h2><p class=\"mt-1 text-sm text-slate-600\">Put the key in the <code class=\"font-mono\">SVC_API_KEY</code> environment variable, never in code a browser loads.</p><pre id=\"first-call\" class=\"mt-4 overflow-x-auto rounded-md bg-slate-900 p-4 font-mono text-xs leading-relaxed text-slate-100\" tabindex=\"0\" role=\"region\" aria-labelledby=\"start-heading\" data-testid=\"first-call\"><code>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var10 string
 			templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs("curl -s -X POST " + v.BaseURL + "/v1/tasks \\\n  -H \"Authorization: Bearer $SVC_API_KEY\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{\"prompt\": \"Approve this refund?\", \"allowed_verdicts\": [\"approve\", \"reject\"]}'")
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/home.templ`, Line: 70, Col: 439}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/home.templ`, Line: 70, Col: 455}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</code></pre></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</code></pre><button type=\"button\" data-copy=\"first-call\" class=\"btn-secondary mt-3 hidden\" data-testid=\"copy-first-call\"><span data-copy-label>Copy</span><span class=\"sr-only\">the command</span></button></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -561,7 +561,7 @@ func createdKey(c *CreatedKey) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" class=\"input font-mono\" data-testid=\"new-key\" autocomplete=\"off\" spellcheck=\"false\"> <button type=\"button\" data-copy=\"new-key\" class=\"btn-secondary hidden\" data-testid=\"copy-key\"><span data-copy-label>Copy</span></button></div><p class=\"mt-2 text-xs text-slate-500\">Keep it in a secret store or an environment variable such as SVC_API_KEY, never in code a browser loads.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" class=\"input font-mono\" data-testid=\"new-key\" autocomplete=\"off\" spellcheck=\"false\" autofocus> <button type=\"button\" data-copy=\"new-key\" class=\"btn-secondary hidden\" data-testid=\"copy-key\"><span data-copy-label>Copy</span></button></div><p class=\"mt-2 text-xs text-slate-500\">Keep it in a secret store or an environment variable such as SVC_API_KEY, never in code a browser loads.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -72,6 +72,9 @@ type ErrorView struct {
 	Status  int
 	Title   string
 	Message string
+	// Review marks a page of the reviewer site, which leads back to the
+	// review queue rather than the dashboard.
+	Review bool
 }
 
 // TasksView is the account's task list: one page, newest first, with the

@@ -15,8 +15,6 @@ type WebhooksView struct {
 	// Callback is the account's callback secret; RevealCallback shows it.
 	Callback       *arbiter.CallbackSecret
 	RevealCallback bool
-	// Created is the endpoint just created: its secret is shown.
-	Created *arbiter.WebhookEndpoint
 	// Form and Error echo a refused create form.
 	Form  arbiter.WebhookEndpointInput
 	Error string

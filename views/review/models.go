@@ -29,6 +29,25 @@ type QueueView struct {
 	Now  time.Time
 }
 
+// Subtitle says what the queue lists and in which order, as the list
+// shows it: tasks waiting for a person (the verifier's doubts, gold tasks
+// that skipped it, blind audits when there are some), escalated first or
+// by the nearest deadline.
+func (v QueueView) Subtitle() string {
+	what := "Tasks waiting for a person's verdict"
+	for _, t := range v.Tasks {
+		if t.AuditWaiting() {
+			what += ", blind audits of the verifier's confident answers among them"
+			break
+		}
+	}
+	order := "escalated ones first, then the oldest"
+	if v.View.Order == arbiter.QueueByDeadline {
+		order = "the nearest deadline first, tasks without one last"
+	}
+	return what + "; " + order + ". Open one to decide it; the list updates by itself."
+}
+
 // HeldByOther reports whether someone other than the signed-in reviewer
 // holds t.
 func (v QueueView) HeldByOther(t *arbiter.Task) bool {

@@ -78,3 +78,35 @@ func TestExpiresLine(t *testing.T) {
 		})
 	}
 }
+
+func TestQueueView_SubtitleFollowsTheList(t *testing.T) {
+	plain := &arbiter.Task{Status: arbiter.StatusHumanNeeded}
+	audit := &arbiter.Task{Status: arbiter.StatusCompleted, AuditState: arbiter.AuditStateWaiting}
+	for _, tc := range []struct {
+		name   string
+		v      QueueView
+		want   []string
+		unsaid []string
+	}{
+		{"OldestFirst", QueueView{Tasks: []*arbiter.Task{plain}},
+			[]string{"Tasks waiting for a person's verdict; escalated ones first, then the oldest."}, []string{"audits", "deadline", "not sure"}},
+		{"WithAnAudit", QueueView{Tasks: []*arbiter.Task{plain, audit}},
+			[]string{"blind audits of the verifier's confident answers among them"}, nil},
+		{"ByDeadline", QueueView{Tasks: []*arbiter.Task{plain}, View: arbiter.QueueView{Order: arbiter.QueueByDeadline}},
+			[]string{"the nearest deadline first, tasks without one last"}, []string{"oldest"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.v.Subtitle()
+			for _, want := range tc.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("Subtitle = %q, lacks %q", got, want)
+				}
+			}
+			for _, unsaid := range tc.unsaid {
+				if strings.Contains(got, unsaid) {
+					t.Errorf("Subtitle = %q, says %q", got, unsaid)
+				}
+			}
+		})
+	}
+}
