@@ -68,15 +68,15 @@ func (in *SlackConnectionInput) Validate() error {
 	in.SigningSecret, in.DefaultChannel = strings.TrimSpace(in.SigningSecret), strings.TrimSpace(in.DefaultChannel)
 	switch {
 	case in.Mode != SlackModeHTTP && in.Mode != SlackModeSocket:
-		return Errorf(EINVALID, "Choose how Slack reaches Arbiter: HTTP or Socket Mode.")
+		return FieldErrorf("mode", "Choose how Slack reaches Arbiter: HTTP or Socket Mode.")
 	case !strings.HasPrefix(in.BotToken, "xoxb-") || len(in.BotToken) > 256:
-		return Errorf(EINVALID, "The bot token starts with xoxb- (OAuth & Permissions in the app's settings).")
+		return FieldErrorf("bot_token", "The bot token starts with xoxb- (OAuth & Permissions in the app's settings).")
 	case in.Mode == SlackModeHTTP && !slackSecret.MatchString(in.SigningSecret):
-		return Errorf(EINVALID, "The signing secret is the hexadecimal secret under Basic Information in the app's settings.")
+		return FieldErrorf("signing_secret", "The signing secret is the hexadecimal secret under Basic Information in the app's settings.")
 	case in.Mode == SlackModeSocket && (!strings.HasPrefix(in.AppToken, "xapp-") || len(in.AppToken) > 256):
-		return Errorf(EINVALID, "Socket Mode needs the app-level token, which starts with xapp- (Basic Information, App-Level Tokens, scope connections:write).")
+		return FieldErrorf("app_token", "Socket Mode needs the app-level token, which starts with xapp- (Basic Information, App-Level Tokens, scope connections:write).")
 	case !ValidSlackChannel(in.DefaultChannel):
-		return Errorf(EINVALID, "The channel is #name in lower case, or a channel id such as C0123456.")
+		return FieldErrorf("channel", "The channel is #name in lower case, or a channel id such as C0123456.")
 	}
 	if in.Mode == SlackModeHTTP {
 		in.AppToken = ""

@@ -760,3 +760,23 @@ func NewWebhookAuditEvent(kind, accountID string, e *WebhookEndpoint, by Actor) 
 		UserAgent: by.Client.UserAgent,
 	}
 }
+
+// PrivateHost reports whether host (a URL's, without port) is an address
+// that is not public (PublicAddress) or a name that only a private network
+// resolves (localhost, intranet names, .local, .internal, …): a link the
+// desk does not follow, an address Slack cannot reach.
+func PrivateHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return !PublicAddress(ip)
+	}
+	host = strings.TrimSuffix(host, ".")
+	if !strings.Contains(host, ".") {
+		return true // localhost, intranet names
+	}
+	for _, suffix := range []string{".localhost", ".local", ".internal", ".lan", ".home.arpa", ".corp"} {
+		if strings.HasSuffix(host, suffix) {
+			return true
+		}
+	}
+	return false
+}

@@ -388,3 +388,15 @@ func TestTaskEventTime(t *testing.T) {
 		}
 	}
 }
+
+func TestPrivateHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "127.0.0.1": true, "::1": true, "10.0.0.8": true, "169.254.169.254": true, "192.168.1.5": true,
+		"intranet": true, "printer.local": true, "db.internal": true, "box.home.arpa": true,
+		"example.com": false, "arbiter.example.com": false, "93.184.216.34": false, "2606:4700::1111": false,
+	} {
+		if got := arbiter.PrivateHost(host); got != want {
+			t.Errorf("PrivateHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

@@ -3,8 +3,11 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/slack"
 	"github.com/arbiterhq/arbiter/views/dashboard"
 )
 
@@ -38,6 +41,7 @@ func DashboardSlack(conns arbiter.SlackService, sealed bool) http.Handler {
 
 func slackView(r *http.Request, conns arbiter.SlackService, sealed bool) (dashboard.SlackView, error) {
 	v := dashboard.SlackView{Sealed: sealed, InteractionsURL: SiteFromContext(r.Context()).AppURL + "/integrations/slack/interactions"}
+	v.Manifest, v.Unreachable = slack.Manifest(v.InteractionsURL), slackCannotReach(v.InteractionsURL)
 	if conns == nil {
 		return v, nil
 	}
@@ -67,10 +71,17 @@ func DashboardSlackConnect(conns arbiter.SlackService, teams SlackTeams, sealed 
 			err = arbiter.ErrSlackNeedsKey
 		}
 		var team string
+		status := http.StatusBadRequest
 		if err == nil {
-			if team, err = teams.TeamOf(ctx, in.BotToken); err != nil {
+			// Slack's refusal is its error code; anything else means Slack
+			// did not answer.
+			if team, err = teams.TeamOf(ctx, in.BotToken); err != nil && (slack.Refused(err) || slackReason(err) != slackNoAnswer) {
 				LoggerFromContext(ctx).Info("Slack refused a bot token", "account_id", accountID, "error", err.Error())
-				err = arbiter.Errorf(arbiter.EINVALID, "Slack refused the bot token (%s). Copy it again from OAuth & Permissions.", slackReason(err))
+				err = arbiter.FieldErrorf("bot_token", "Slack refused the bot token (%s). Copy it again from OAuth & Permissions.", slackReason(err))
+			} else if err != nil {
+				LoggerFromContext(ctx).Warn("Slack could not be reached", "account_id", accountID, "error", err.Error())
+				err = arbiter.Errorf(arbiter.EINVALID, "Could not reach Slack (%s). Nothing was saved; try again in a moment.", slack.Unreachable(err))
+				status = http.StatusBadGateway
 			}
 		}
 		if err == nil {
@@ -83,7 +94,18 @@ func DashboardSlackConnect(conns arbiter.SlackService, teams SlackTeams, sealed 
 				return
 			}
 			v.Mode, v.Channel, v.Error = in.Mode, in.DefaultChannel, arbiter.ErrorMessage(err)
-			status := http.StatusBadRequest
+			// The secrets typed stay in their fields, but one the refusal
+			// is about: a refusal of the channel, or a Slack that did not
+			// answer, asks for nothing to be pasted again.
+			v.BotToken, v.SigningSecret, v.AppToken = in.BotToken, in.SigningSecret, in.AppToken
+			switch arbiter.ErrorField(err) {
+			case "bot_token":
+				v.BotToken = ""
+			case "signing_secret":
+				v.SigningSecret = ""
+			case "app_token":
+				v.AppToken = ""
+			}
 			if code == arbiter.ECONFLICT {
 				status = http.StatusConflict
 			}
@@ -113,13 +135,33 @@ func DashboardSlackDisconnect(conns arbiter.SlackService) http.Handler {
 	})
 }
 
+// slackCannotReach says why Slack cannot post to the interactions address
+// u, when it cannot: a loopback or private host, or an address that is not
+// https; "" when it can.
+func slackCannotReach(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "Slack cannot post clicks to " + u + ", which is not an address."
+	}
+	switch {
+	case arbiter.PrivateHost(strings.ToLower(parsed.Hostname())):
+		return "Slack cannot reach " + u + ": " + parsed.Hostname() + " is a loopback or private address. Choose Socket Mode, or set ARBITER_APP_URL to the public https address where Slack can reach Arbiter."
+	case parsed.Scheme != "https":
+		return "Slack posts clicks only to https addresses, and " + u + " is not one. Choose Socket Mode, or serve Arbiter over https and set ARBITER_APP_URL to that address."
+	}
+	return ""
+}
+
+// slackNoAnswer is slackReason's word for a call Slack did not answer.
+const slackNoAnswer = "no answer"
+
 // slackReason is Slack's error code for a failed call, or a generic word
 // for a failure to reach it: never a token, never an address.
 func slackReason(err error) string {
 	msg := err.Error()
 	for _, r := range msg {
 		if !(r == '_' || r >= 'a' && r <= 'z') {
-			return "no answer"
+			return slackNoAnswer
 		}
 	}
 	return msg

@@ -237,3 +237,19 @@ func Permanent(err error) bool {
 	}
 	return permanentErrors[err.Error()]
 }
+
+// Unreachable says in a few words, for a person, why a call Slack did not
+// answer with its own refusal failed: "it did not answer in time", "it
+// answered HTTP 503", "the connection failed". It never names an address
+// or repeats a token.
+func Unreachable(err error) string {
+	var status slackgo.StatusCodeError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &status):
+		return fmt.Sprintf("it answered HTTP %d", status.Code)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
+		return "it did not answer in time"
+	}
+	return "the connection failed"
+}

@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -18,6 +20,12 @@ import (
 // slackDash is a dashboard whose store seals secrets (sealed true) or not,
 // with Slack's Web API at fake.
 func slackDash(t *testing.T, dialect string, fake *slackfake.Fake, sealed bool) *dash {
+	t.Helper()
+	return slackDashAt(t, dialect, fake.URL, sealed)
+}
+
+// slackDashAt is slackDash with Slack's Web API at apiURL.
+func slackDashAt(t *testing.T, dialect, apiURL string, sealed bool) *dash {
 	t.Helper()
 	return newDash(t, dialect, func(d *dash) {
 		opts := db.Options{Now: d.clock.Now}
@@ -38,7 +46,7 @@ func slackDash(t *testing.T, dialect string, fake *slackfake.Fake, sealed bool) 
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store,
 			Webhooks: store, Calibration: store, Slack: store}
 		d.router.KeyChecker, d.router.Sessions = d.keys, web.NewSessions(store, secret, false, "")
-		d.router.SlackTeams, d.router.SlackSealed = slack.NewClient(fake.URL, nil), sealed
+		d.router.SlackTeams, d.router.SlackSealed = slack.NewClient(apiURL, nil), sealed
 	})
 }
 
@@ -139,6 +147,71 @@ func TestSlackSettings_NeedsTheSecretKey(t *testing.T) {
 			wantStatus(t, r, http.StatusConflict)
 			if n := len(fake.Calls("auth.test")); n != 0 {
 				t.Errorf("the token was sent to Slack %d times without a key to keep it", n)
+			}
+		})
+	}
+}
+
+// TestSlackSettings_SaysWhyAndKeepsWhatWasTyped: the page shows the app's
+// manifest with this server's interactions address, and warns that Slack
+// cannot reach a loopback address (the test server's); a refusal keeps the
+// secrets typed in their fields unless it is about one of them; a Slack
+// that does not answer is told as such ("Could not reach Slack (…)"), not
+// as a refused token; nothing is stored.
+func TestSlackSettings_SaysWhyAndKeepsWhatWasTyped(t *testing.T) {
+	t.Parallel()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			fake := slackfake.New(t)
+			d := slackDash(t, dialect, fake, true)
+			owner, _, _ := d.team()
+			const token, secret = "xoxb-2222-typed-token", "fedcba9876543210fedcba9876543210"
+			field := func(body, name string) string {
+				_, input, _ := strings.Cut(body, `name="`+name+`"`)
+				input, _, _ = strings.Cut(input, ">")
+				return input
+			}
+
+			r := owner.get("/settings/slack")
+			wantStatus(t, r, http.StatusOK)
+			if !strings.Contains(r.body, html.EscapeString(slack.Manifest(d.url+"/integrations/slack/interactions"))) {
+				t.Errorf("the page does not show the manifest with its interactions address:\n%.4000s", r.body)
+			}
+			if !strings.Contains(r.body, `data-testid="slack-unreachable"`) || !strings.Contains(r.body, "is a loopback or private address") {
+				t.Errorf("the page does not warn that Slack cannot reach a loopback address:\n%.4000s", r.body)
+			}
+
+			// A channel refused: both secrets stay in their fields.
+			r = owner.post("/settings/slack", url.Values{"mode": {"http"}, "bot_token": {token}, "signing_secret": {secret}, "channel": {"Refunds"}})
+			wantStatus(t, r, http.StatusBadRequest)
+			if !strings.Contains(field(r.body, "bot_token"), `value="`+token+`"`) || !strings.Contains(field(r.body, "signing_secret"), `value="`+secret+`"`) {
+				t.Errorf("after a refused channel the secrets are gone: <%s> <%s>", field(r.body, "bot_token"), field(r.body, "signing_secret"))
+			}
+			// Slack refuses the token: it leaves its field, the secret stays.
+			fake.Fail("auth.test", "invalid_auth")
+			r = owner.post("/settings/slack", url.Values{"mode": {"http"}, "bot_token": {token}, "signing_secret": {secret}, "channel": {"#refunds"}})
+			wantStatus(t, r, http.StatusBadRequest)
+			if strings.Contains(r.body, token) || !strings.Contains(field(r.body, "signing_secret"), `value="`+secret+`"`) ||
+				!strings.Contains(r.body, "Slack refused the bot token (invalid_auth)") {
+				t.Errorf("after Slack refused the token:\n%.4000s", r.body)
+			}
+
+			// Slack does not answer: it says so, and keeps everything typed.
+			d = slackDashAt(t, dialect, down.URL+"/", true)
+			owner, _, _ = d.team()
+			r = owner.post("/settings/slack", url.Values{"mode": {"http"}, "bot_token": {token}, "signing_secret": {secret}, "channel": {"#refunds"}})
+			wantStatus(t, r, http.StatusBadGateway)
+			if !strings.Contains(r.body, "Could not reach Slack (it answered HTTP 503). Nothing was saved") || strings.Contains(r.body, "refused") ||
+				!strings.Contains(field(r.body, "bot_token"), `value="`+token+`"`) || !strings.Contains(field(r.body, "signing_secret"), `value="`+secret+`"`) {
+				t.Errorf("a Slack that did not answer:\n%.4000s", r.body)
+			}
+			acct, _ := d.store.FindAccountByEmail(ctx, "owner@example.com")
+			if _, err := d.store.FindSlackConnection(ctx, acct.ID); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+				t.Errorf("a refused connect stored a connection: %v", err)
 			}
 		})
 	}

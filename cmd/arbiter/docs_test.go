@@ -22,6 +22,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/internal/testutil"
+	"github.com/arbiterhq/arbiter/slack"
 )
 
 // The manual's own tests: README.md is the front door and docs/ the
@@ -708,5 +709,18 @@ func TestMakeRun_SaysWhatItDoes(t *testing.T) {
 	starting, serve := strings.Index(plan, "make run: starting bin/arbiter serve"), strings.Index(plan, "./bin/arbiter serve")
 	if building < 0 || build < 0 || building > build || starting < 0 || serve < 0 || starting > serve || build > starting {
 		t.Errorf("make run does not say it builds, then that it serves, before doing each:\n%s", plan)
+	}
+}
+
+// TestSlackDoc_TheManifestIsThePages: docs/slack.md shows the manifest the
+// Slack settings page offers (slack.Manifest), for the example address, so
+// the two never drift apart.
+func TestSlackDoc_TheManifestIsThePages(t *testing.T) {
+	t.Parallel()
+	doc := manualFiles(t)["docs/slack.md"]
+	_, block, ok := strings.Cut(doc, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if want := slack.Manifest("https://arbiter.example.com/integrations/slack/interactions"); !ok || block != want {
+		t.Errorf("docs/slack.md's manifest:\n%s\nthe page's:\n%s", block, want)
 	}
 }

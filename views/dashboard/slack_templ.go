@@ -27,6 +27,15 @@ type SlackView struct {
 	InteractionsURL string
 	// Mode and Channel are the form's values as typed.
 	Mode, Channel string
+	// BotToken, SigningSecret and AppToken are the secrets typed, given
+	// back after a refusal that was not about them, so none is pasted
+	// twice; "" otherwise.
+	BotToken, SigningSecret, AppToken string
+	// Manifest is the Slack app's manifest, with InteractionsURL in it.
+	Manifest string
+	// Unreachable says why Slack cannot post to InteractionsURL (a
+	// loopback or private host, or not https); "" when it can.
+	Unreachable   string
 	Error, Notice string
 }
 
@@ -116,7 +125,7 @@ func Slack(p layouts.Page, v SlackView) templ.Component {
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(slackModeLabel(v.Connection.Mode))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 43, Col: 110}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 52, Col: 110}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 				if templ_7745c5c3_Err != nil {
@@ -129,7 +138,7 @@ func Slack(p layouts.Page, v SlackView) templ.Component {
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(v.Connection.TeamID)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 44, Col: 94}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 53, Col: 94}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 				if templ_7745c5c3_Err != nil {
@@ -142,7 +151,7 @@ func Slack(p layouts.Page, v SlackView) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(v.Connection.DefaultChannel)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 45, Col: 128}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 54, Col: 128}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 				if templ_7745c5c3_Err != nil {
@@ -178,58 +187,128 @@ func Slack(p layouts.Page, v SlackView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<p class=\"mt-1 text-sm text-slate-600\">Create the app from the manifest in the README, install it to the workspace, and invite it to the channel. In HTTP mode Slack posts clicks to <code class=\"font-mono\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<p class=\"mt-1 text-sm text-slate-600\">Create the app from this manifest (at api.slack.com/apps: Create New App, From an app manifest), install it to the workspace, and invite it to the channel. In HTTP mode Slack posts clicks to <code class=\"font-mono\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(v.InteractionsURL)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 68, Col: 83}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 77, Col: 83}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</code>; Socket Mode needs no public address.</p><form action=\"/settings/slack\" method=\"post\" class=\"mt-4 space-y-4\" autocomplete=\"off\"><fieldset><legend class=\"label\">How Slack reaches Arbiter</legend><div class=\"mt-2 flex gap-6 text-sm\"><label><input type=\"radio\" name=\"mode\" value=\"http\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</code>; Socket Mode needs no public address (set <code class=\"font-mono\">socket_mode_enabled: true</code> and delete <code class=\"font-mono\">request_url</code>).</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if v.Mode != arbiter.SlackModeSocket {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " checked")
+				if v.Unreachable != "" {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<div class=\"mt-3\" data-testid=\"slack-unreachable\">")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = components.Alert("warning", v.Unreachable).Render(ctx, templ_7745c5c3_Buffer)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</div>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, " data-testid=\"slack-mode-http\"> HTTP (signing secret)</label> <label><input type=\"radio\" name=\"mode\" value=\"socket\"")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				if v.Mode == arbiter.SlackModeSocket {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " checked")
-					if templ_7745c5c3_Err != nil {
-						return templ_7745c5c3_Err
-					}
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " data-testid=\"slack-mode-socket\"> Socket Mode (app-level token)</label></div></fieldset><div><label for=\"slack-bot-token\" class=\"label\">Bot token (xoxb-…)</label> <input id=\"slack-bot-token\" name=\"bot_token\" type=\"password\" required class=\"input mt-2 w-full\" data-testid=\"slack-bot-token\"></div><div><label for=\"slack-signing-secret\" class=\"label\">Signing secret (HTTP mode)</label> <input id=\"slack-signing-secret\" name=\"signing_secret\" type=\"password\" class=\"input mt-2 w-full\" data-testid=\"slack-signing-secret\"></div><div><label for=\"slack-app-token\" class=\"label\">App-level token, xapp-… (Socket Mode)</label> <input id=\"slack-app-token\" name=\"app_token\" type=\"password\" class=\"input mt-2 w-full\" data-testid=\"slack-app-token\"></div><div><label for=\"slack-channel\" class=\"label\">Channel</label> <input id=\"slack-channel\" name=\"channel\" type=\"text\" required placeholder=\"#reviews\" value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " <pre id=\"slack-manifest\" class=\"mt-3 max-h-64 overflow-auto rounded-md bg-slate-900 p-4 font-mono text-xs leading-relaxed text-slate-100\" tabindex=\"0\" role=\"region\" aria-label=\"The Slack app's manifest\" data-testid=\"slack-manifest\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
-				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(v.Channel)
+				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(v.Manifest)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 92, Col: 108}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 85, Col: 248}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "\" class=\"input mt-2 w-64\" data-testid=\"slack-channel-input\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"slack-connect\">Connect</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</pre><button type=\"button\" data-copy=\"slack-manifest\" class=\"btn-secondary mt-2 hidden\" data-testid=\"copy-slack-manifest\"><span data-copy-label>Copy</span><span class=\"sr-only\">the manifest</span></button><form action=\"/settings/slack\" method=\"post\" class=\"mt-4 space-y-4\" autocomplete=\"off\"><fieldset><legend class=\"label\">How Slack reaches Arbiter</legend><div class=\"mt-2 flex gap-6 text-sm\"><label><input type=\"radio\" name=\"mode\" value=\"http\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				if v.Mode != arbiter.SlackModeSocket {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, " checked")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, " data-testid=\"slack-mode-http\"> HTTP (signing secret)</label> <label><input type=\"radio\" name=\"mode\" value=\"socket\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				if v.Mode == arbiter.SlackModeSocket {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, " checked")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, " data-testid=\"slack-mode-socket\"> Socket Mode (app-level token)</label></div></fieldset><div><label for=\"slack-bot-token\" class=\"label\">Bot token (xoxb-…)</label> <input id=\"slack-bot-token\" name=\"bot_token\" type=\"password\" required value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var8 string
+				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(v.BotToken)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 97, Col: 94}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "\" class=\"input mt-2 w-full\" data-testid=\"slack-bot-token\"></div><div><label for=\"slack-signing-secret\" class=\"label\">Signing secret (HTTP mode)</label> <input id=\"slack-signing-secret\" name=\"signing_secret\" type=\"password\" value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var9 string
+				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(v.SigningSecret)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 101, Col: 100}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\" class=\"input mt-2 w-full\" data-testid=\"slack-signing-secret\"></div><div><label for=\"slack-app-token\" class=\"label\">App-level token, xapp-… (Socket Mode)</label> <input id=\"slack-app-token\" name=\"app_token\" type=\"password\" value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var10 string
+				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(v.AppToken)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 105, Col: 85}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "\" class=\"input mt-2 w-full\" data-testid=\"slack-app-token\"></div><div><label for=\"slack-channel\" class=\"label\">Channel</label> <input id=\"slack-channel\" name=\"channel\" type=\"text\" required placeholder=\"#reviews\" value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var11 string
+				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(v.Channel)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dashboard/slack.templ`, Line: 109, Col: 108}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "\" class=\"input mt-2 w-64\" data-testid=\"slack-channel-input\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"slack-connect\">Connect</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
