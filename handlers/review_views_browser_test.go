@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
@@ -45,8 +46,11 @@ func richContext(t *testing.T) string {
 		},
 		"action": map[string]any{"name": "issue_refund", "arguments": map[string]any{
 			"order": "ord_7", "amount": map[string]any{"amount": "84.90", "currency": "EUR"}}},
-		"diff": "--- a/pager.go\n+++ b/pager.go\n@@ -1,3 +1,3 @@\n func Page() {\n-\tstart := page * size\n+\tstart := (page - 1) * size\n }\n",
+		// The diff's last line is wider than a phone.
+		"diff": "--- a/pager.go\n+++ b/pager.go\n@@ -1,4 +1,4 @@\n func Page() {\n-\tstart := page * size\n+\tstart := (page - 1) * size\n" +
+			" }\n // " + strings.Repeat("a comment wider than a phone ", 4) + "\n",
 		"summary": map[string]any{"type": "markdown", "text": "# Summary\n\n**Refund** per the [policy](https://example.com/policy).\n\n" +
+			"- [x] Read the *conversation*\n- [ ] Call the customer\n\n" +
 			"<script>window.__xss=2</script> [click](javascript:window.__xss=3)"},
 		"photo": map[string]any{"type": "image", "url": "https://cdn.example.com/p.png"},
 	}
@@ -61,7 +65,9 @@ func richContext(t *testing.T) string {
 // the desk at desktop and phone widths: each view is there and visible,
 // the inline image has loaded and no image comes from elsewhere, nothing
 // the task holds ran, the page does not scroll sideways, the CSP reported
-// nothing and axe finds nothing serious; then the keyboard still decides.
+// nothing and axe finds nothing serious; the keyboard reaches the diff
+// and, on a phone, scrolls its wide line into view; then the keyboard
+// still decides.
 func TestReviewDesk_RichViews(t *testing.T) {
 	script := axeScript(t)
 	store := dbtest.Open(t, db.SQLite, db.Options{})
@@ -85,13 +91,15 @@ func TestReviewDesk_RichViews(t *testing.T) {
 			}
 		}
 		checks := map[string]string{
-			"the inline image loaded":           `document.querySelector('[data-view=image] img').naturalWidth === 40`,
-			"no image comes from elsewhere":     `[...document.images].every(i => i.src.startsWith('data:') || i.src.startsWith(location.origin))`,
-			"the remote image is a link":        `!!document.querySelector('[data-view=image] a[href="https://cdn.example.com/p.png"][rel="noopener noreferrer nofollow"]')`,
-			"nothing from the task ran":         `window.__xss === undefined && !document.querySelector('[data-view] script, [data-view] [onerror]')`,
-			"no script link":                    `![...document.querySelectorAll('a')].some(a => a.href.startsWith('javascript:'))`,
-			"the diff marks its lines":          `document.querySelectorAll('[data-view=diff] .diff-add').length === 1 && document.querySelectorAll('[data-view=diff] .diff-del').length === 1`,
-			"the markdown is rendered":          `document.querySelector('[data-view=markdown] h1')?.textContent === 'Summary'`,
+			"the inline image loaded":       `document.querySelector('[data-view=image] img').naturalWidth === 40`,
+			"no image comes from elsewhere": `[...document.images].every(i => i.src.startsWith('data:') || i.src.startsWith(location.origin))`,
+			"the remote image is a link":    `!!document.querySelector('[data-view=image] a[href="https://cdn.example.com/p.png"][rel="noopener noreferrer nofollow"]')`,
+			"nothing from the task ran":     `window.__xss === undefined && !document.querySelector('[data-view] script, [data-view] [onerror]')`,
+			"no script link":                `![...document.querySelectorAll('a')].some(a => a.href.startsWith('javascript:'))`,
+			"the diff marks its lines":      `document.querySelectorAll('[data-view=diff] .diff-add').length === 1 && document.querySelectorAll('[data-view=diff] .diff-del').length === 1`,
+			"the markdown is rendered":      `document.querySelector('[data-view=markdown] h1')?.textContent === 'Summary'`,
+			"the task list's boxes are named by their items": `[...document.querySelectorAll('[data-view=markdown] input[type=checkbox]')]
+				.map(b => b.checked + ' ' + b.getAttribute('aria-label')).join('|') === 'true Read the conversation|false Call the customer'`,
 			"the page does not scroll sideways": noSideScroll,
 		}
 		for name, js := range checks {
@@ -103,6 +111,7 @@ func TestReviewDesk_RichViews(t *testing.T) {
 			t.Errorf("at %d px: CSP violations: %s", size.width, got)
 		}
 		checkAccessibility(t, bctx, script, "the desk with rich views")
+		tabToDiff(t, bctx, size.width)
 	}
 
 	do(t, bctx, "decide with the keyboard",
@@ -123,4 +132,25 @@ func TestReviewDesk_RichViews(t *testing.T) {
 			chromedp.Navigate(base+"/review/demo/tasks/"+arbiter.DemoTaskIDPrefix+"refund_late_delivery"), deskReady(""),
 			screenshot("desk-views"))
 	}
+}
+
+// tabToDiff presses Tab until the diff view has the focus; where its lines
+// are wider than the box (a phone), the right arrow scrolls them.
+func tabToDiff(t *testing.T, bctx context.Context, width int64) {
+	t.Helper()
+	const onDiff = `document.activeElement?.dataset.view === 'diff'`
+	for tab := 0; !value(t, bctx, chromedp.Evaluate[bool](onDiff)); tab++ {
+		if tab == 80 {
+			t.Fatalf("at %d px, 80 presses of Tab never reach the diff", width)
+		}
+		do(t, bctx, "press Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	const diff = `document.querySelector('[data-view=diff]')`
+	if width != phoneWidth {
+		return
+	}
+	if !value(t, bctx, chromedp.Evaluate[bool](diff+`.scrollWidth > `+diff+`.clientWidth && `+diff+`.scrollLeft === 0`)) {
+		t.Fatalf("at %d px the diff's lines fit, or it starts scrolled: nothing to scroll", width)
+	}
+	do(t, bctx, "scroll the diff with the right arrow", chromedp.KeyEvent(kb.ArrowRight), until(diff+`.scrollLeft > 0`))
 }

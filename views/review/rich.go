@@ -87,6 +87,12 @@ func diffStat(d *taskview.Diff) string {
 	return "+" + strconv.Itoa(d.Added) + " −" + strconv.Itoa(d.Deleted)
 }
 
+// diffLabel names a diff's region for a screen reader: "Diff: 1 line
+// added, 2 lines deleted".
+func diffLabel(d *taskview.Diff) string {
+	return "Diff: " + plural(d.Added, "line") + " added, " + plural(d.Deleted, "line") + " deleted"
+}
+
 // dateText is a date as the desk shows it: in UTC, to the second.
 func dateText(t time.Time) string {
 	return t.Format("2006-01-02 15:04:05 UTC")
