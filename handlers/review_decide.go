@@ -54,35 +54,8 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			Error(w, r, err)
 			return
 		}
-		if held == nil {
-			setNotice(w, r, decided+" "+nothingElse(view, "Nothing else is waiting"))
-			if IsHTMX(r) {
-				w.Header().Set("HX-Redirect", "/review"+view.Query())
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-			redirect(w, r, "/review"+view.Query())
-			return
-		}
-		notice := decided + " Here is the next task."
-		if !IsHTMX(r) {
-			setNotice(w, r, notice)
-			redirect(w, r, "/review/tasks/"+held.TaskID+view.Query())
-			return
-		}
-		next, err := tasks.FindTaskByID(r.Context(), s.AccountID, held.TaskID)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		v, err := heldDeskView(r, queue, next, view, held)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		v.Notice, v.Now = notice, now()
-		w.Header().Set("HX-Push-Url", "/review/tasks/"+next.ID+view.Query())
-		Render(w, r, http.StatusOK, review.TaskDesk(v))
+		openNextTask(w, r, tasks, queue, view, held, now, decided+" Here is the next task.",
+			decided+" "+nothingElse(view, "Nothing else is waiting"))
 	})
 }
 

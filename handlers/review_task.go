@@ -113,36 +113,46 @@ func ReviewSkip(tasks arbiter.TaskService, queue arbiter.QueueService, reservati
 			Error(w, r, err)
 			return
 		}
-		if next == nil {
-			setNotice(w, r, "Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
-			if IsHTMX(r) {
-				w.Header().Set("HX-Redirect", "/review"+view.Query())
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-			redirect(w, r, "/review"+view.Query())
-			return
-		}
-		const notice = "Skipped; it comes back after the rest. Here is the next task."
-		if !IsHTMX(r) {
-			setNotice(w, r, notice)
-			redirect(w, r, "/review/tasks/"+next.TaskID+view.Query())
-			return
-		}
-		task, err := tasks.FindTaskByID(r.Context(), s.AccountID, next.TaskID)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		v, err := heldDeskView(r, queue, task, view, next)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		v.Notice, v.Now = notice, now()
-		w.Header().Set("HX-Push-Url", "/review/tasks/"+task.ID+view.Query())
-		Render(w, r, http.StatusOK, review.TaskDesk(v))
+		openNextTask(w, r, tasks, queue, view, next, now,
+			"Skipped; it comes back after the rest. Here is the next task.",
+			"Skipped. "+nothingElse(view, "Nothing else is waiting that nobody holds"))
 	})
+}
+
+// openNextTask opens the task reserved for the reviewer after a decision
+// or a skip, with notice: in place for htmx (the desk then puts the focus
+// on it), otherwise by redirect, the notice following in a cookie. With no
+// task (next nil) it goes back to the queue, the notice nothing.
+func openNextTask(w http.ResponseWriter, r *http.Request, tasks arbiter.TaskService, queue arbiter.QueueService,
+	view arbiter.QueueView, next *arbiter.Reservation, now arbiter.Clock, notice, nothing string) {
+	if next == nil {
+		setNotice(w, r, nothing)
+		if IsHTMX(r) {
+			w.Header().Set("HX-Redirect", "/review"+view.Query())
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		redirect(w, r, "/review"+view.Query())
+		return
+	}
+	if !IsHTMX(r) {
+		setNotice(w, r, notice)
+		redirect(w, r, "/review/tasks/"+next.TaskID+view.Query())
+		return
+	}
+	task, err := tasks.FindTaskByID(r.Context(), arbiter.SessionFromContext(r.Context()).AccountID, next.TaskID)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	v, err := heldDeskView(r, queue, task, view, next)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	v.Notice, v.Now = notice, now()
+	w.Header().Set("HX-Push-Url", "/review/tasks/"+task.ID+view.Query())
+	Render(w, r, http.StatusOK, review.TaskDesk(v))
 }
 
 // nothingElse ends the sentence that says the queue has nothing more for
