@@ -197,7 +197,9 @@ func TestAlerts_EachStepOncePerTaskAcrossTwoWorkers(t *testing.T) {
 			clock.Add(15*time.Minute - time.Millisecond)
 			check("a millisecond before the first rung", round(), nil)
 			clock.Add(time.Millisecond)
-			check("at the first rung", round(), want("escalation", []string{"adm@example.com"}, ids[2:]))
+			// role:admin: the admins, and the owners, who hold every
+			// admin's rights (issue 49 item 2).
+			check("at the first rung", round(), want("escalation", []string{"adm@example.com", "owner@example.com"}, ids[2:]))
 			escalatedAt := arbiter.TimestampOf(clock.Now())
 			task, err := store.FindTaskByID(ctx, acct.ID, ids[2])
 			if err != nil {
