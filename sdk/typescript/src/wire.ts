@@ -68,6 +68,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}/execution": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim the execution of a task's approved action
+         * @description Run a task's approved action at most once, however many processes see the approval: claim its execution first, and run the action only on a 200. The first claim of a task holds; the same claim sent again (same claim_id, its answer lost) is answered 200 again, and any other claim is 409 already_executed. The claim must name the digest of the action about to run, which must be the task's approved_action.digest; verdicts, when given, are the final verdicts that approve running it. The account's audit log records the claim. arbiter gateway claims before it calls an upstream tool.
+         */
+        post: operations["claimTaskExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -569,10 +589,10 @@ export interface components {
             /** @description What went wrong, as a sentence for people; not meant to be parsed. */
             error: string;
             /**
-             * @description A stable code for programs; the sentence may change, the code does not. invalid_request: the request is malformed; invalid_field: the field named in field is (the first one found); unauthorized: no valid API key; not_found: no such object or address; method_not_allowed: see Allow; conflict: the object's state refuses the change; idempotency_in_flight: the key's first request is still running, retry after Retry-After; task_expired: the task's deadline passed first; payload_too_large: the body is over 1 MiB; unsupported_media_type: the body is not sent as JSON; idempotency_mismatch: the key was used for another request; rate_limited: too many requests, retry after Retry-After; daily_cap_exceeded: the account's daily task cap is used up until 00:00 UTC; headers_too_large: the request's header is over 64 KiB; forbidden: a cross-origin write; not_acceptable: the answer's type is not one Accept lists; internal_error: a fault of the server's; unavailable: the store or a dependency is down, retry later. Clients must tolerate codes added later.
+             * @description A stable code for programs; the sentence may change, the code does not. invalid_request: the request is malformed; invalid_field: the field named in field is (the first one found); unauthorized: no valid API key; not_found: no such object or address; method_not_allowed: see Allow; conflict: the object's state refuses the change; idempotency_in_flight: the key's first request is still running, retry after Retry-After; task_expired: the task's deadline passed first; already_executed: the execution of the task's approved action was claimed before, by another claim; payload_too_large: the body is over 1 MiB; unsupported_media_type: the body is not sent as JSON; idempotency_mismatch: the key was used for another request; rate_limited: too many requests, retry after Retry-After; daily_cap_exceeded: the account's daily task cap is used up until 00:00 UTC; headers_too_large: the request's header is over 64 KiB; forbidden: a cross-origin write; not_acceptable: the answer's type is not one Accept lists; internal_error: a fault of the server's; unavailable: the store or a dependency is down, retry later. Clients must tolerate codes added later.
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
+            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "already_executed" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
             /** @description With invalid_field: the request field at fault, as the request spells it (a JSON member or a query parameter). */
             field?: string;
         };
@@ -842,7 +862,7 @@ export interface components {
              * @description As Error.code.
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
+            code: "invalid_request" | "invalid_field" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_in_flight" | "task_expired" | "already_executed" | "payload_too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "daily_cap_exceeded" | "headers_too_large" | "forbidden" | "not_acceptable" | "internal_error" | "unavailable";
             /** @description As Error.field. */
             field?: string;
         };
@@ -2087,6 +2107,32 @@ export interface components {
             /** @enum {string} */
             use: "sig";
         };
+        /** @description A claim on the execution of a task's approved action. */
+        ExecutionClaim: {
+            /** @description The digest of the action about to run: the task's approved_action.digest. */
+            digest: string;
+            /** @description Names this claim: 1 to 128 printable ASCII characters, new for each claim (a random id). Sent again, it is the same claim. */
+            claim_id: string;
+            /** @description Who runs the action, for people reading the record and the audit log. */
+            executor?: string;
+            /** @description The final verdicts that approve running the action; a task decided otherwise is refused (409). Left out, any final verdict. */
+            verdicts?: string[];
+        };
+        /** @description The claim that holds on the execution of a task's approved action. */
+        Execution: {
+            task_id: string;
+            /** @description The digest of the action the claim runs: the approved action's. */
+            digest: string;
+            /** @description The claim that holds: the caller's own when it matches the one sent. */
+            claim_id: string;
+            /** @description Who runs the action, as the claim said; empty when it said nothing. */
+            executor: string;
+            /**
+             * Format: double
+             * @description When the claim was made, in Unix epoch seconds with millisecond precision.
+             */
+            claimed_at: number;
+        };
     };
     responses: {
         /** @description No API key (send Authorization: Bearer svc_live_…), or a key that is malformed, unknown or revoked; the sentence says which. */
@@ -2773,6 +2819,112 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    claimTaskExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The task id: tsk_ and 16 lowercase hex digits.
+                 * @example tsk_3f9a0c1b2d4e5f60
+                 */
+                id: components["parameters"]["TaskID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "digest": "sha256:67436fb277ba1c1d8a6e3d9b1c1b3f7b0d2a9c6c4e5f60718293a4b5c6d7e8f9",
+                 *       "claim_id": "gw-5f1c2a9e",
+                 *       "executor": "arbiter gateway on host-1",
+                 *       "verdicts": [
+                 *         "approve"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ExecutionClaim"];
+            };
+        };
+        responses: {
+            /** @description The claim holds: run the approved action now, once. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "task_id": "tsk_5f1c2a9e0b3d4c6f",
+                     *       "digest": "sha256:67436fb277ba1c1d8a6e3d9b1c1b3f7b0d2a9c6c4e5f60718293a4b5c6d7e8f9",
+                     *       "claim_id": "gw-5f1c2a9e",
+                     *       "executor": "arbiter gateway on host-1",
+                     *       "claimed_at": 1795415525.173
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description The body is not a valid claim; field names the first value at fault. Nothing was recorded. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "claim_id is required: 1 to 128 printable ASCII characters naming this claim, so that sending it again is the same claim.",
+                     *       "code": "invalid_field",
+                     *       "field": "claim_id"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No task of the key's account has this id: it is unknown, malformed, or another account's. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Task not found.",
+                     *       "code": "not_found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The action must not run: another claim holds (already_executed), or (conflict) the task has no action, is not decided, was decided with a verdict the claim does not name, or approved another action than the digest names. Nothing was recorded. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "The action of task tsk_5f1c2a9e0b3d4c6f was already claimed for execution at 2026-11-29 10:12:05 UTC by arbiter gateway on host-1; it runs once, and must not run again.",
+                     *       "code": "already_executed"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["KeyChecksExhausted"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getOpenAPI: {
         parameters: {
             query?: never;
@@ -3294,6 +3446,11 @@ export interface operations {
                  * @example 2026-11-prompt-3
                  */
                 version?: string;
+                /**
+                 * @description One verifier of the agent tier's cascade (its name in the verifiers file): the report and certificate of its own answers, over the tasks that reached it, labelled by people's decisions on what it passed on and by blind audits of what it or a later verifier decided. Empty: the agent tier as a whole.
+                 * @example small
+                 */
+                verifier?: string;
                 /**
                  * @description Only pairs of tasks created after this time (exclusive), in Unix epoch seconds; at most 253402300799 (the last second of the year 9999).
                  * @example 1795415525
