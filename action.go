@@ -2,8 +2,6 @@ package arbiter
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -41,7 +39,7 @@ const (
 
 // DigestPrefix starts every action digest: the hash it is, then its
 // lowercase hex.
-const DigestPrefix = "sha256:"
+const DigestPrefix = jcs.DigestPrefix
 
 // TaskAction is a task's proposed action, as its create gave it, with its
 // digest. Args is a JSON object in canonical form; Schema, when present, is
@@ -218,14 +216,7 @@ func canonicalArgs(field string, raw json.RawMessage) (json.RawMessage, error) {
 // the lowercase hex SHA-256 of the canonical form of {"args": args,
 // "name": name}. args must be canonical already.
 func ActionDigest(name string, args json.RawMessage) string {
-	buf := make([]byte, 0, len(args)+len(name)+32)
-	buf = append(buf, `{"args":`...)
-	buf = append(buf, args...)
-	buf = append(buf, `,"name":`...)
-	buf = jcs.AppendString(buf, name)
-	buf = append(buf, '}')
-	sum := sha256.Sum256(buf)
-	return DigestPrefix + hex.EncodeToString(sum[:])
+	return jcs.ActionDigest(name, args)
 }
 
 // CheckEditVerdicts checks a create's edit_verdicts against its action and

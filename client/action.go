@@ -1,8 +1,6 @@
 package client
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,9 +89,5 @@ func ActionDigest(name string, args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	buf := append([]byte(`{"args":`), canonical...)
-	buf = append(buf, `,"name":`...)
-	buf = jcs.AppendString(buf, name)
-	sum := sha256.Sum256(append(buf, '}'))
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return jcs.ActionDigest(name, canonical), nil
 }

@@ -14,6 +14,8 @@
 package jcs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -511,4 +513,22 @@ func firstUnit(r rune) rune {
 		return hi
 	}
 	return r
+}
+
+// DigestPrefix begins every action digest.
+const DigestPrefix = "sha256:"
+
+// ActionDigest returns the digest of the action name(args), the one the
+// server stores and the client checks: DigestPrefix and the lowercase hex
+// SHA-256 of the canonical form of {"args": args, "name": name}. args must
+// be canonical already.
+func ActionDigest(name string, args []byte) string {
+	buf := make([]byte, 0, len(args)+len(name)+32)
+	buf = append(buf, `{"args":`...)
+	buf = append(buf, args...)
+	buf = append(buf, `,"name":`...)
+	buf = AppendString(buf, name)
+	buf = append(buf, '}')
+	sum := sha256.Sum256(buf)
+	return DigestPrefix + hex.EncodeToString(sum[:])
 }
