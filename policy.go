@@ -139,8 +139,12 @@ type DeadlineOutcome struct {
 // A fixed verdict decides it when t still allows that verdict; with
 // agent_verdict, the verifier's last verdict decides when its confidence
 // is at least the floor and t allows it, else the fallback does as a
-// fixed verdict would; anything else expires it.
+// fixed verdict would; anything else expires it. A task a person has
+// voted on (HasVotes) expires whatever o says: its votes are kept.
 func DeadlineStep(t *Task, o OnExpiry, now Timestamp) DeadlineOutcome {
+	if HasVotes(t) {
+		return DeadlineOutcome{Expire: true}
+	}
 	decide := func(verdict string, confidence *float64, rationale string) DeadlineOutcome {
 		finished := now
 		return DeadlineOutcome{Attempt: Attempt{Tier: TierFallback, Verdict: &verdict, Confidence: confidence,
@@ -165,6 +169,17 @@ func DeadlineStep(t *Task, o OnExpiry, now Timestamp) DeadlineOutcome {
 		return fixed(o.Outcome, "")
 	}
 	return DeadlineOutcome{Expire: true}
+}
+
+// HasVotes reports whether a person has voted on t, a task that asks
+// several votes and is not decided. Its deadline then expires it, as for a
+// task without an on-expiry outcome, and its votes are kept: an on-expiry
+// outcome is the default of a task nobody decided, and a default must
+// never override a person who looked at the task (a reject vote completed
+// as approve because a second reviewer did not come in time), nor decide
+// with a verdict the votes did not reach.
+func HasVotes(t *Task) bool {
+	return len(VotesOf(t)) > 0
 }
 
 // lastAgentVerdict returns t's last agent attempt that gave a verdict with
@@ -608,7 +623,7 @@ func reviewJSON(r *ReviewRequirement) policyReviewJSON {
 // yet: it says what happens to t instead (it expires, or its on-expiry
 // outcome decides it).
 func DeadlinePassedError(t *Task) *Error {
-	if t.OnExpiry.IsExpire() {
+	if t.OnExpiry.IsExpire() || HasVotes(t) {
 		if t.ExpiredAt != nil {
 			return ExpiredError(t.ExpiredAt)
 		}

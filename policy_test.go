@@ -20,6 +20,9 @@ func TestDeadlineStep(t *testing.T) {
 	const now = arbiter.Timestamp(5000)
 	failed := arbiter.Attempt{Tier: arbiter.TierAgent, Error: ref("verifier_timeout"), StartedAt: 1}
 	audit := arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: ref("approve"), Confidence: ref(1.0), Audit: true, Reviewer: ref("r@example.com")}
+	vote := func(verdict string) arbiter.Attempt {
+		return arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: ref(verdict), Confidence: ref(1.0), PersonID: "per_ann", Reviewer: ref("ann@example.com")}
+	}
 	agentVerdict := func(floor float64, fallback string) arbiter.OnExpiry {
 		return arbiter.OnExpiry{Outcome: arbiter.OnExpiryAgentVerdict, AgentFloor: &floor, Fallback: fallback}
 	}
@@ -59,6 +62,14 @@ func TestDeadlineStep(t *testing.T) {
 			attempts: []arbiter.Attempt{agentAttempt("escalate", 0.99)}, verdict: "reject"},
 		{name: "a fallback verdict no longer allowed expires", onExpiry: agentVerdict(0.9, "verdict:escalate"),
 			attempts: []arbiter.Attempt{agentAttempt("approve", 0.5)}},
+		{name: "a person's vote is not overridden by the opposite verdict", onExpiry: arbiter.OnExpiry{Outcome: "verdict:approve"},
+			attempts: []arbiter.Attempt{agentAttempt("approve", 0.5), vote("reject")}},
+		{name: "a vote expires the task even when the verdict agrees", onExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"},
+			attempts: []arbiter.Attempt{vote("reject")}},
+		{name: "a vote is not overridden by the agent's verdict", onExpiry: agentVerdict(0.5, "verdict:approve"),
+			attempts: []arbiter.Attempt{agentAttempt("approve", 0.99), vote("reject")}},
+		{name: "a blind audit's answer is not a vote", onExpiry: arbiter.OnExpiry{Outcome: "verdict:reject"},
+			attempts: []arbiter.Attempt{audit}, verdict: "reject"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			task := &arbiter.Task{AllowedVerdicts: []string{"approve", "reject"}, Attempts: tc.attempts, OnExpiry: tc.onExpiry}
@@ -85,6 +96,19 @@ func TestDeadlineStep(t *testing.T) {
 				t.Errorf("attempt %+v names a model, reviewer, error or audit", a)
 			}
 		})
+	}
+}
+
+func TestDeadlinePassedError_AVotedTaskExpires(t *testing.T) {
+	deadline := arbiter.Timestamp(5000)
+	task := &arbiter.Task{AllowedVerdicts: []string{"approve", "reject"}, DeadlineAt: &deadline,
+		OnExpiry: arbiter.OnExpiry{Outcome: "verdict:approve"}}
+	if e := arbiter.DeadlinePassedError(task); !strings.Contains(e.Message, "decides it (approve)") {
+		t.Errorf("without votes: %q, want the on-expiry outcome named", e.Message)
+	}
+	task.Attempts = []arbiter.Attempt{{Tier: arbiter.TierHuman, Verdict: ref("reject"), PersonID: "per_ann"}}
+	if e := arbiter.DeadlinePassedError(task); strings.Contains(e.Message, "approve") || e.Reason != arbiter.ReasonTaskExpired {
+		t.Errorf("with a vote: %q (%s), want the task expired, not approved", e.Message, e.Reason)
 	}
 }
 

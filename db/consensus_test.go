@@ -286,6 +286,55 @@ func TestConsensus_ExpiryWithPartialVotes(t *testing.T) {
 	})
 }
 
+// A person's vote is never overridden by the task's on-expiry verdict:
+// ann rejects, nobody else votes, and the deadline expires the task
+// instead of approving it, as a task without an outcome would.
+func TestConsensus_ExpiryWithAVoteIgnoresTheOnExpiryVerdict(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		rs := addReviewers(t, d, acct.ID, personOf(t, d, "owner@example.com"), "ann@example.com", "bob@example.com")
+		in := withOutcome("refund 900 EUR?", arbiter.OnExpiry{Outcome: "verdict:approve"})
+		in.Review = &twoVotes
+		in.ConfidenceThreshold = 1
+		voted, err := d.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Prompt = "nobody voted"
+		unvoted, err := d.CreateTask(ctx, acct.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answeredToHuman(t, d, voted.ID, nil, 0)
+		if _, err := d.DecideTask(ctx, acct.ID, voted.ID, voteBy(rs[0], "reject")); err != nil {
+			t.Fatal(err)
+		}
+		past := arbiter.TimestampOf(time.Now().Add(-time.Second))
+		for _, id := range []string{voted.ID, unvoted.ID} {
+			if err := d.MoveDeadline(ctx, id, past); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Before the sweep, the late voter is told the task expires.
+		_, err = d.DecideTask(ctx, acct.ID, voted.ID, voteBy(rs[1], "approve"))
+		wantCode(t, err, arbiter.ECONFLICT)
+		if msg := arbiter.ErrorMessage(err); !strings.Contains(msg, "expired") || strings.Contains(msg, "approve") {
+			t.Errorf("a vote after the deadline, before the sweep: %v; want the task expired", err)
+		}
+		if ids, err := d.ExpireTasks(ctx, 10); err != nil || len(ids) != 2 {
+			t.Fatalf("swept = %v, %v; want both tasks", ids, err)
+		}
+		got, n := votesCast(t, d, acct.ID, voted.ID)
+		if got.Status != arbiter.StatusExpired || got.FinalVerdict != nil || got.FinalTier != nil || n != 1 {
+			t.Errorf("voted task = %s %v by %v with %d votes; want expired, no verdict, ann's vote kept",
+				got.Status, deref(got.FinalVerdict), deref(got.FinalTier), n)
+		}
+		if got, _ := votesCast(t, d, acct.ID, unvoted.ID); got.Status != arbiter.StatusCompleted || got.FinalVerdict == nil || *got.FinalVerdict != "approve" {
+			t.Errorf("task nobody voted on = %s %v; want its on-expiry verdict approve", got.Status, deref(got.FinalVerdict))
+		}
+	})
+}
+
 func TestConsensus_NextTaskGivesOneSlotPerVoter(t *testing.T) {
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct, _, rs, task := votingTeam(t, d, twoVotes)
