@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/arbiterhq/arbiter/client"
+	"github.com/arbiterhq/arbiter/internal/mcptasks"
 	"github.com/arbiterhq/arbiter/internal/mcptest"
 )
 
@@ -492,7 +493,7 @@ func TestGateway_TasksUtility(t *testing.T) {
 		Content []struct{ Text string }
 		Meta    map[string]struct{ TaskID string } `json:"_meta"`
 	}](t, <-results)
-	if result.IsError || result.Content[0].Text != "Transferred 500 EUR to acc_2." || result.Meta[relatedTaskMeta].TaskID != created.Task.TaskID {
+	if result.IsError || result.Content[0].Text != "Transferred 500 EUR to acc_2." || result.Meta[mcptasks.RelatedTaskMeta].TaskID != created.Task.TaskID {
 		t.Errorf("tasks/result = %+v", result)
 	}
 	if got := decodeResult[handle](t, agent.call(t, "tasks/get", map[string]any{"taskId": created.Task.TaskID})); got.Status != "completed" {

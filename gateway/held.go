@@ -20,6 +20,7 @@ import (
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/client"
 	"github.com/arbiterhq/arbiter/internal/jcs"
+	"github.com/arbiterhq/arbiter/internal/mcptasks"
 	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
@@ -371,7 +372,7 @@ func (g *Gateway) finish(span trace.Span, h *heldCall, res *mcp.CallToolResult, 
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	res.Meta[relatedTaskMeta] = map[string]string{"taskId": h.taskID}
+	res.Meta[mcptasks.RelatedTaskMeta] = map[string]string{"taskId": h.taskID}
 	h.mu.Lock()
 	h.result, h.outcome, h.running, h.doneAt = res, outcome, false, time.Now()
 	h.mu.Unlock()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/arbiterhq/arbiter/internal/mcptasks"
 )
 
 // The Tasks utility of MCP (protocol 2025-11-25), which the Go SDK
@@ -35,23 +37,9 @@ const (
 	metaRequestID = "dev.arbiter.gateway/request-id"
 )
 
-// relatedTaskMeta is the _meta key that ties a result to its task.
-const relatedTaskMeta = "io.modelcontextprotocol/related-task"
-
-// TaskPollInterval is the polling interval a task handle suggests.
-const TaskPollInterval = 2 * time.Second
-
-// taskHandle is an MCP task.
-type taskHandle struct {
-	TaskID        string `json:"taskId"`
-	Status        string `json:"status"`
-	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
-	// TTL is null: a held call is kept until its answer is taken.
-	TTL          *int64 `json:"ttl"`
-	PollInterval int64  `json:"pollInterval"`
-}
+// taskHandle is an MCP task; a held call's is kept until its answer is
+// taken.
+type taskHandle = mcptasks.Handle
 
 // handleResult is a task handle as a result (tasks/get).
 type handleResult struct {
@@ -204,7 +192,7 @@ func (g *Gateway) listTasks() []taskHandle {
 		for _, e := range g.cfg.State.All() {
 			if !seen[e.TaskID] {
 				out = append(out, taskHandle{TaskID: e.TaskID, Status: "working", CreatedAt: rfc3339(e.CreatedAt), LastUpdatedAt: rfc3339(e.CreatedAt),
-					StatusMessage: "Held before this gateway started; tasks/get resumes it.", PollInterval: TaskPollInterval.Milliseconds()})
+					StatusMessage: "Held before this gateway started; tasks/get resumes it.", PollInterval: mcptasks.PollInterval.Milliseconds()})
 			}
 		}
 	}
@@ -228,7 +216,7 @@ func (t heldTask) final() bool {
 
 func (t heldTask) handle() taskHandle {
 	h := t.h
-	out := taskHandle{TaskID: h.taskID, CreatedAt: rfc3339(h.started), LastUpdatedAt: rfc3339(h.started), PollInterval: TaskPollInterval.Milliseconds()}
+	out := taskHandle{TaskID: h.taskID, CreatedAt: rfc3339(h.started), LastUpdatedAt: rfc3339(h.started), PollInterval: mcptasks.PollInterval.Milliseconds()}
 	if !t.final() {
 		out.Status = "working"
 		out.StatusMessage = fmt.Sprintf("Held for approval: %s. Poll tasks/get, or call tasks/result, which answers once the call is decided (and run, when approved).", h.status())
@@ -366,7 +354,7 @@ func (l *localHandle) set(res *mcp.CallToolResult) {
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	res.Meta[relatedTaskMeta] = map[string]string{"taskId": l.id}
+	res.Meta[mcptasks.RelatedTaskMeta] = map[string]string{"taskId": l.id}
 	l.mu.Lock()
 	l.result, l.doneAt = res, time.Now()
 	l.mu.Unlock()
@@ -383,7 +371,7 @@ func (l *localHandle) final() bool {
 }
 
 func (l *localHandle) handle() taskHandle {
-	out := taskHandle{TaskID: l.id, CreatedAt: rfc3339(l.created), LastUpdatedAt: rfc3339(l.created), PollInterval: TaskPollInterval.Milliseconds()}
+	out := taskHandle{TaskID: l.id, CreatedAt: rfc3339(l.created), LastUpdatedAt: rfc3339(l.created), PollInterval: mcptasks.PollInterval.Milliseconds()}
 	if !l.final() {
 		out.Status, out.StatusMessage = "working", "The call is running."
 		return out

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/client"
+	"github.com/arbiterhq/arbiter/internal/mcptasks"
 )
 
 // The Tasks utility of MCP (protocol 2025-11-25) for ask_verdict, built on
@@ -25,30 +25,15 @@ import (
 // SDK's answers to initialize and tools/list. Clients that send no "task"
 // keep the blocking ask_verdict.
 
-// TaskPollInterval is the polling interval a task handle suggests.
-const TaskPollInterval = 2 * time.Second
-
-// relatedTaskMeta is the _meta key that ties a result to its task.
-const relatedTaskMeta = "io.modelcontextprotocol/related-task"
-
 // taskHandle is an MCP task: the protocol's view of an Arbiter task.
-type taskHandle struct {
-	TaskID        string `json:"taskId"`
-	Status        string `json:"status"`
-	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
-	// TTL is null: an Arbiter task is kept as long as its account.
-	TTL          *int64 `json:"ttl"`
-	PollInterval int64  `json:"pollInterval"`
-}
+type taskHandle = mcptasks.Handle
 
 // handleOf is the MCP task of an Arbiter task: working until it is final,
 // then completed when decided or failed when it expired.
 func handleOf(t *client.Task) taskHandle {
 	h := taskHandle{
 		TaskID: t.ID, CreatedAt: rfc3339(&t.CreatedAt), LastUpdatedAt: rfc3339(&t.CreatedAt),
-		PollInterval: TaskPollInterval.Milliseconds(), StatusMessage: handleMessage(t),
+		PollInterval: mcptasks.PollInterval.Milliseconds(), StatusMessage: handleMessage(t),
 	}
 	switch t.Status {
 	case client.StatusCompleted:
@@ -242,7 +227,7 @@ func (u *TaskUtility) result(ctx context.Context, params json.RawMessage) (any, 
 		"content":           []map[string]string{{"type": "text", "text": string(b)}},
 		"structuredContent": json.RawMessage(b),
 		"isError":           task.Status == client.StatusExpired,
-		"_meta":             map[string]any{relatedTaskMeta: map[string]string{"taskId": task.ID}},
+		"_meta":             map[string]any{mcptasks.RelatedTaskMeta: map[string]string{"taskId": task.ID}},
 	}, nil
 }
 
