@@ -16,6 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/arbiterhq/arbiter/client"
 	"github.com/arbiterhq/arbiter/internal/mcptasks"
@@ -612,5 +616,90 @@ func TestGateway_StreamableHTTP(t *testing.T) {
 	batch.Body.Close()
 	if batch.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "-32600") {
 		t.Errorf("a batch = %d %s, want 400 and -32600", batch.StatusCode, body)
+	}
+}
+
+// recordSpans installs a tracer provider that keeps the spans ended while
+// the test runs, in place of the global one (a no-op until telemetry's
+// Setup), and returns them.
+func recordSpans(t *testing.T) *tracetest.SpanRecorder {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec
+}
+
+// heldSpan returns the gateway.held_call span of task's call, with its
+// attributes as strings.
+func heldSpan(t *testing.T, rec *tracetest.SpanRecorder, task string) (sdktrace.ReadOnlySpan, map[string]string) {
+	t.Helper()
+	for _, s := range rec.Ended() {
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		if s.Name() == "gateway.held_call" && attrs["arbiter.task_id"] == task {
+			return s, attrs
+		}
+	}
+	t.Fatalf("no gateway.held_call span of %s among %d spans", task, len(rec.Ended()))
+	return nil, nil
+}
+
+// A held call whose task expires before anyone decides it answers the
+// documented refusal, and the upstream never runs it; its span says so.
+func TestGateway_AnExpiredTaskDoesNotRun(t *testing.T) {
+	rec := recordSpans(t)
+	a := &decidingArbiter{decided: make(chan *client.Task, 1)}
+	w := newWorld(t, "", a.arbiter())
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() { done <- w.call(t, "transfer", map[string]any{"to": "acc_2", "amount": 500}) }()
+	expiredAt := time.Now()
+	a.decided <- &client.Task{ID: "tsk_0000000000000001", Status: client.StatusExpired, ExpiredAt: &expiredAt}
+	res := <-done
+	want := "Nobody decided task tsk_0000000000000001 before its deadline, and it expired: the call was not made."
+	if !res.IsError || textOf(res) != want {
+		t.Errorf("result = %q, want the error %q", textOf(res), want)
+	}
+	if e := executions(t, w.log); len(e) != 0 {
+		t.Errorf("executions = %+v, want none", e)
+	}
+	if len(a.claims) != 0 {
+		t.Errorf("claims = %+v, want none", a.claims)
+	}
+	span, attrs := heldSpan(t, rec, "tsk_0000000000000001")
+	if attrs["mcp.tool.name"] != "transfer" || attrs["arbiter.gateway.outcome"] != "expired" || attrs["arbiter.gateway.wait_ms"] == "" {
+		t.Errorf("the span's attributes = %v", attrs)
+	}
+	for k, v := range attrs {
+		if strings.Contains(v, "acc_2") {
+			t.Errorf("the span holds an argument's value: %s=%s", k, v)
+		}
+	}
+	if span.Status().Code == codes.Error {
+		t.Errorf("an expired call's span is an error: %v", span.Status())
+	}
+}
+
+// An approved held call's span ends after the upstream answered, with
+// the outcome approved; a failed claim's span is an error.
+func TestGateway_HeldCallSpans(t *testing.T) {
+	rec := recordSpans(t)
+	a := &decidingArbiter{decided: make(chan *client.Task, 1)}
+	w := newWorld(t, "", a.arbiter())
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() { done <- w.call(t, "transfer", map[string]any{"to": "acc_2", "amount": 500}) }()
+	a.decided <- approved(t, "transfer", `{"amount":500,"to":"acc_2"}`, `{"amount":500,"to":"acc_2"}`)
+	if res := <-done; res.IsError {
+		t.Fatalf("result = %s", textOf(res))
+	}
+	span, attrs := heldSpan(t, rec, "tsk_0000000000000001")
+	if attrs["arbiter.gateway.outcome"] != "approved" || span.Status().Code == codes.Error {
+		t.Errorf("the approved call's span: %v %v", attrs, span.Status())
+	}
+	if len(executions(t, w.log)) != 1 {
+		t.Errorf("executions = %+v, want one", executions(t, w.log))
 	}
 }

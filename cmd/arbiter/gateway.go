@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"flag"
@@ -312,13 +313,17 @@ func (g *gatewayCommand) serveHTTP(ctx context.Context) error {
 }
 
 // requireToken answers 401 to a request without the bearer token, when
-// there is one.
+// there is one. It compares the SHA-256 digests of the two in constant
+// time, so that neither the time taken nor the token's length tells a
+// caller how close a guess came.
 func requireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
+	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(bearerOf(r)), []byte(token)) != 1 {
+		got := sha256.Sum256([]byte(bearerOf(r)))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="arbiter-gateway"`)
 			http.Error(w, "This gateway needs its token: Authorization: Bearer …", http.StatusUnauthorized)
 			return

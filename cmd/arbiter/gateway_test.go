@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,7 +133,11 @@ type gwSetup struct {
 	dir     string
 	log     string // the bank's execution log
 	hold    string // the bank's hold file, "" for none
-	policy  string // the policy file
+	// upstreamURL, when set, is the bank's streamable HTTP endpoint, and
+	// upstreamHeader the header the gateway sends it; else the gateway
+	// runs the bank as its command.
+	upstreamURL, upstreamHeader string
+	policy                      string // the policy file
 	// progress receives the progress tokens of the notifications the
 	// agent gets.
 	progress chan any
@@ -170,8 +176,13 @@ func (s *gwSetup) args(extra ...string) []string {
 		upstream += " ARBITER_TEST_UPSTREAM_HOLD='" + s.hold + "'"
 	}
 	upstream += " '" + os.Args[0] + "'"
-	return append([]string{"gateway", "--upstream-cmd", upstream, "--policy", s.policy,
-		"--state", filepath.Join(s.dir, "state.json"), "--arbiter-url", s.arbiter.base, "--api-key", s.arbiter.key}, extra...)
+	from := []string{"--upstream-cmd", upstream}
+	if s.upstreamURL != "" {
+		from = []string{"--upstream-url", s.upstreamURL, "--upstream-header", s.upstreamHeader}
+	}
+	args := append(append([]string{"gateway"}, from...), "--policy", s.policy,
+		"--state", filepath.Join(s.dir, "state.json"), "--arbiter-url", s.arbiter.base, "--api-key", s.arbiter.key)
+	return append(args, extra...)
 }
 
 // executions returns the calls the bank ran.
@@ -483,5 +494,141 @@ func TestGateway_KilledAfterApprovalRunsOnce(t *testing.T) {
 	}
 	if n := len(a.gatewayTasks(t)); n != 1 {
 		t.Errorf("%d tasks, want the one", n)
+	}
+}
+
+// httpBank serves the bank over streamable HTTP, answering 401 to a
+// request without the header "Authorization: Bearer up-secret"; it
+// returns the endpoint and the count of requests refused.
+func (s *gwSetup) httpBank(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	bank := (&mcptest.Upstream{Log: s.log}).NewServer()
+	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bank }, nil)
+	refused := &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer up-secret" {
+			refused.Add(1)
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		stream.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", refused
+}
+
+// The upstream is a streamable HTTP server (--upstream-url) that asks for
+// a header (--upstream-header): allowed calls pass through, and a held
+// call approved on the desk runs there once.
+func TestGateway_UpstreamOverHTTP(t *testing.T) {
+	t.Parallel()
+	a := newGWArbiter(t)
+	s := newGWSetup(t, a)
+	var refused *atomic.Int64
+	s.upstreamURL, refused = s.httpBank(t)
+	s.upstreamHeader = "Authorization: Bearer up-secret"
+	agent, logs := s.agent(t)
+	tools, err := agent.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 5 {
+		t.Fatalf("tools = %+v, %v, want the bank's five", tools, err)
+	}
+	if res := callGW(t, agent, "echo", map[string]any{"message": "over HTTP"}); res.IsError || gwText(res) != "over HTTP" {
+		t.Errorf("an allowed call = %s", gwText(res))
+	}
+	call := asyncCall(t, agent, "transfer", map[string]any{"to": "acc_2", "amount": 500})
+	task := a.waitForTask(t, 1)
+	if len(s.executions(t)) != 0 {
+		t.Fatal("the bank ran a held call before its approval")
+	}
+	a.decide(t, task, "approve", "", nil)
+	if res := answer(t, call); res.IsError || !strings.Contains(gwText(res), "Transferred 500 EUR to acc_2.") {
+		t.Errorf("the approved call = %s", gwText(res))
+	}
+	if e := s.executions(t); len(e) != 1 || string(e[0].Args) != `{"to":"acc_2","amount":500}` {
+		t.Errorf("the bank ran %+v, want the transfer once", e)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("the bank refused %d requests without the header", n)
+	}
+	// The log names the upstream by its URL, and never the header.
+	if !strings.Contains(logs.String(), "upstream="+strings.TrimSuffix(s.upstreamURL, "/mcp")) || strings.Contains(logs.String(), "up-secret") {
+		t.Errorf("the log:\n%s", logs.String())
+	}
+}
+
+// runListening runs `arbiter gateway --listen 127.0.0.1:0` in the process
+// with getenv until the test ends, and returns its endpoint once it
+// listens.
+func runListening(t *testing.T, args []string, getenv func(string) string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &testutil.SyncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append(args, "--listen", "127.0.0.1:0"), getenv, nil, io.Discard, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("arbiter gateway returned %v\n%s", err, logs.String())
+		}
+	})
+	listening := regexp.MustCompile(`msg="gateway: listening" url=(\S+)`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("arbiter gateway returned %v before listening\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("arbiter gateway does not listen:\n%s", logs.String())
+		}
+	}
+}
+
+// With ARBITER_GATEWAY_TOKEN set, --listen answers 401 to a request
+// without the token, with another token, or with a part of it, and
+// serves the agent that sends it.
+func TestGateway_ListenAsksForTheToken(t *testing.T) {
+	t.Parallel()
+	s := newGWSetup(t, newGWArbiter(t))
+	const token = "gw-token-0123456789"
+	endpoint := runListening(t, s.args(), env(map[string]string{envGatewayToken: token}))
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	for name, authorization := range map[string]string{
+		"no token":        "",
+		"another token":   "Bearer gw-token-9876543210",
+		"a part of it":    "Bearer gw-token",
+		"more than it":    "Bearer " + token + "0",
+		"another scheme":  "Basic " + token,
+		"the token alone": token,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") ||
+			strings.Contains(string(body), token) {
+			t.Errorf("%s: %d %q %s, want 401 asking for a bearer token", name, res.StatusCode, res.Header.Get("WWW-Authenticate"), body)
+		}
+	}
+	hc := &http.Client{Transport: headerTransport{header: http.Header{"Authorization": {"Bearer " + token}}, base: http.DefaultTransport}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1.0"}, nil)
+	session, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("the agent with the token: %v", err)
+	}
+	defer session.Close()
+	if res := callGW(t, session, "echo", map[string]any{"message": "let in"}); res.IsError || gwText(res) != "let in" {
+		t.Errorf("a call with the token = %s", gwText(res))
 	}
 }
