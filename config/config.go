@@ -30,6 +30,14 @@ type Config struct {
 	Addr string
 	// DatabaseURL selects the store (ARBITER_DATABASE_URL, then DATABASE_URL).
 	DatabaseURL string
+	// DatabaseListenURL is a direct connection to Postgres for LISTEN and
+	// the migration lock (ARBITER_DATABASE_LISTEN_URL; empty means
+	// DatabaseURL); needed behind a transaction pooler.
+	DatabaseListenURL string
+	// DatabaseTransactionPooler says DatabaseURL reaches Postgres through
+	// a pooler in transaction mode (ARBITER_DATABASE_POOLER=transaction):
+	// no statement is prepared on the server.
+	DatabaseTransactionPooler bool
 	// DatabaseMaxConns bounds the store's connection pool
 	// (ARBITER_DATABASE_MAX_CONNS; 0 means the store's default).
 	DatabaseMaxConns int
@@ -267,6 +275,22 @@ var Settings = []Setting{
 	{Env: "ARBITER_DATABASE_URL", Fallback: "DATABASE_URL", Default: DefaultDatabaseURL, Scope: ScopeStore,
 		Help: "the store: postgres://… for Postgres, sqlite:PATH for SQLite",
 		Set:  stringSetting(func(c *Config) *string { return &c.DatabaseURL })},
+	{Env: "ARBITER_DATABASE_LISTEN_URL", Scope: ScopeStore,
+		Help: "a direct postgres://… connection for LISTEN and migrations, bypassing a pooler (unset: the store's URL)",
+		Set:  stringSetting(func(c *Config) *string { return &c.DatabaseListenURL })},
+	{Env: "ARBITER_DATABASE_POOLER", Default: "none", Scope: ScopeStore,
+		Help: "transaction: the store's URL goes through a pooler in transaction mode (PgBouncer); statements are not prepared on the server, and ARBITER_DATABASE_LISTEN_URL is required",
+		Set: func(c *Config, v string) error {
+			switch v {
+			case "none":
+				c.DatabaseTransactionPooler = false
+			case "transaction":
+				c.DatabaseTransactionPooler = true
+			default:
+				return errors.New("must be none or transaction")
+			}
+			return nil
+		}},
 	{Env: "ARBITER_DATABASE_MAX_CONNS", Scope: ScopeStore,
 		Help: "the store's connection pool (unset: the store's default, 8)",
 		Set:  intSetting(func(c *Config) *int { return &c.DatabaseMaxConns }, 0)},

@@ -83,6 +83,16 @@ type Options struct {
 	// callers' text written for it in a UTC day (default
 	// arbiter.DefaultQuotingMailsPerDay); tests lower it.
 	QuotingMailsPerDay int
+	// ListenURL is a direct connection to the Postgres database, for
+	// what needs a session of its own: the task listener's LISTEN and
+	// the migration lock (default the store's URL). Behind a
+	// transaction-pooling pooler it must bypass the pooler.
+	ListenURL string
+	// TransactionPooler says the store's URL reaches Postgres through a
+	// pooler in transaction mode (PgBouncer pool_mode=transaction):
+	// statements are not prepared on the server and the session sets
+	// nothing (postgresConnector); it needs ListenURL.
+	TransactionPooler bool
 	// GoldDraw is the random source of the desk's gold rate
 	// (arbiter.GoldFirst): uniform in [0, 1), default math/rand/v2's
 	// Float64; tests make it deterministic.
@@ -98,9 +108,10 @@ type DB struct {
 	cap     int
 	log     *slog.Logger
 	timeout time.Duration
-	// url is the database's address, for Migrate's own connection and
-	// the Postgres task listener's.
-	url string
+	// url is the database's address; listenURL, the direct one for
+	// Migrate's own connection and the Postgres task listener's
+	// (Options.ListenURL).
+	url, listenURL string
 	// writeGate gives the SQLite store's connections turns to write
 	// (db/internal/sqlitegate); nil on Postgres.
 	writeGate *sqlitegate.Gate
@@ -178,7 +189,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		rawURL = DefaultURL
 	}
 	opts = opts.withDefaults()
-	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL,
+	if opts.TransactionPooler && opts.ListenURL == "" {
+		return nil, errors.New("a store behind a transaction pooler needs a direct connection for LISTEN and migrations (ARBITER_DATABASE_LISTEN_URL)")
+	}
+	if opts.ListenURL == "" {
+		opts.ListenURL = rawURL
+	}
+	d := &DB{now: opts.Now, cap: opts.DailyTaskCap, log: opts.Logger, timeout: opts.Timeout, url: rawURL, listenURL: opts.ListenURL,
 		idempotencyTTL: opts.IdempotencyTTL, ungrouped: opts.Ungrouped,
 		calibrationCap: opts.MaxCalibrationPairs, allowDotlessEmail: opts.AllowDotlessEmail,
 		sessionIdle: opts.SessionIdle, drift: driftSettingsOf(opts.Drift), secrets: opts.Secrets, goldDraw: opts.GoldDraw}
@@ -190,7 +207,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.register(newMailOutbox(d, opts.QuotingMailsPerDay))
 	d.register(newTeamsOutbox(d))
 	d.watchers.created = make(chan struct{}, 1)
-	d.listener = pglisten.New(rawURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
+	d.listener = pglisten.New(opts.ListenURL, taskChannel, "task listener", opts.Logger, d.watchers.heard, d.watchers.wakeAll)
 	d.announcer = pglisten.NewSender(createdGap, d.notifyCreated, func(err error) {
 		d.log.Warn("notify other workers of new tasks", "error", err.Error())
 	})
@@ -198,7 +215,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.reads.Run, d.reads.Timeout = d.readGroupOf, opts.Timeout
 	d.finishes.Run, d.finishes.Timeout, d.finishes.Max = d.finishGroupOf, opts.Timeout, maxFinishGroup
 
-	if err := d.openPool(rawURL, opts.Timeout); err != nil {
+	if err := d.openPool(rawURL, opts.Timeout, opts.TransactionPooler); err != nil {
 		return nil, err
 	}
 	d.limits = limits.Local{Now: d.now}
@@ -256,15 +273,17 @@ func (o Options) withDefaults() Options {
 // openPool opens the connection pool of rawURL's dialect: Postgres for
 // "postgres://" and "postgresql://", else an SQLite file (created private),
 // whose writers take turns through the write gate.
-func (d *DB) openPool(rawURL string, timeout time.Duration) error {
+func (d *DB) openPool(rawURL string, timeout time.Duration, pooled bool) error {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		d.dialect = Postgres
-		connector, err := postgresConnector(rawURL, timeout)
+		connector, err := postgresConnector(rawURL, timeout, pooled)
 		if err != nil {
 			return fmt.Errorf("open postgres: %w", err)
 		}
 		d.db = sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	case pooled:
+		return errors.New("a transaction pooler stands in front of Postgres only; the store's URL names an SQLite file")
 	default:
 		d.dialect = SQLite
 		path := strings.TrimPrefix(rawURL, "sqlite:")

@@ -103,12 +103,13 @@ func appliedMeanwhile(err error) bool {
 // migrationPool returns the pool to migrate on, and the function that
 // releases it. On Postgres it is a pool of its own, without
 // statement_timeout: a migration may run longer than the store's timeout,
-// and so may the wait for another process's.
+// and so may the wait for another process's. It connects directly
+// (Options.ListenURL): its lock is the session's.
 func (d *DB) migrationPool() (*sql.DB, func(), error) {
 	if d.dialect != Postgres {
 		return d.db.DB, func() {}, nil
 	}
-	conn, err := sql.Open("postgres", d.url)
+	conn, err := sql.Open("postgres", d.listenURL)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/unprepared"
 )
 
 // DefaultTimeout bounds one call to the store when Options.Timeout is not
@@ -167,16 +168,27 @@ const (
 // postgresConnector returns the connector of the pool: statement_timeout
 // set to timeout on every session (unless rawURL sets its own), and
 // connections that give up on an answer shortly after it.
-func postgresConnector(rawURL string, timeout time.Duration) (*pq.Connector, error) {
+//
+// Through a transaction-pooling pooler (pooled), whose server connections
+// serve one transaction or statement at a time and accept few startup
+// parameters (PgBouncer 1.18 refuses statement_timeout), statements are
+// never prepared on the server, each runs in one round trip
+// (binary_parameters), and statement_timeout is left to the pooler's
+// connect_query or the database role (docs/scaling.md); the call's
+// deadline and the connection's answer wait still bound each call.
+func postgresConnector(rawURL string, timeout time.Duration, pooled bool) (driver.Connector, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("the database URL is not a URL: %w", err)
 	}
 	q := u.Query()
-	if !q.Has("statement_timeout") {
+	switch {
+	case pooled && !q.Has("binary_parameters"):
+		q.Set("binary_parameters", "yes")
+	case !pooled && !q.Has("statement_timeout"):
 		q.Set("statement_timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
-		u.RawQuery = q.Encode()
 	}
+	u.RawQuery = q.Encode()
 	c, err := pq.NewConnector(u.String())
 	if err != nil {
 		return nil, err
@@ -184,6 +196,9 @@ func postgresConnector(rawURL string, timeout time.Duration) (*pq.Connector, err
 	// The server's own cancellation comes first; the margin lets its
 	// answer arrive.
 	c.Dialer(answerDialer{wait: timeout + time.Second})
+	if pooled {
+		return unprepared.Connector(c), nil
+	}
 	return c, nil
 }
 

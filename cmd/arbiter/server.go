@@ -183,7 +183,8 @@ func (s *server) openStore(ctx context.Context) error {
 		IdempotencyTTL:    s.cfg.IdempotencyTTL,
 		Logger:            s.logger,
 		AllowDotlessEmail: s.cfg.EmailAllowDotless, SessionIdle: s.cfg.SessionIdleTimeout,
-		Secrets: s.cfg.SecretKey,
+		Secrets:   s.cfg.SecretKey,
+		ListenURL: s.cfg.DatabaseListenURL, TransactionPooler: s.cfg.DatabaseTransactionPooler,
 	})
 	if err != nil {
 		return err

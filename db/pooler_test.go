@@ -1,0 +1,30 @@
+package db_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/db"
+)
+
+// TestOpen_TransactionPoolerNeedsADirectConnection: behind a transaction
+// pooler the store refuses to open without the direct connection that
+// LISTEN and the migration lock need, and refuses a pooler in front of an
+// SQLite file; both before connecting anywhere.
+func TestOpen_TransactionPoolerNeedsADirectConnection(t *testing.T) {
+	for _, tc := range []struct{ name, url, listen, want string }{
+		{"no direct connection", "postgres://arbiter@127.0.0.1:1/arbiter", "", "ARBITER_DATABASE_LISTEN_URL"},
+		{"an SQLite file", "sqlite:" + t.TempDir() + "/a.db", "postgres://arbiter@127.0.0.1:1/arbiter", "Postgres only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := db.Open(ctx, tc.url, db.Options{TransactionPooler: true, ListenURL: tc.listen})
+			if err == nil {
+				d.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
