@@ -703,3 +703,30 @@ func TestGateway_HeldCallSpans(t *testing.T) {
 		t.Errorf("executions = %+v, want one", executions(t, w.log))
 	}
 }
+
+// A client of protocol 2026-07-28 (the official Python SDK's, mcp 2)
+// validates that every result says "resultType": "complete"; tools/list,
+// which the gateway rewrites, says it too. Before, the rewritten result
+// lost it, and that client refused the gateway's tools.
+func TestGateway_ModernToolsListSaysComplete(t *testing.T) {
+	w := newWorld(t, "", nil)
+	agent := newRawAgent(t, w.gw)
+	meta := map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "modern-agent", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+	}}
+	res := decodeResult[map[string]json.RawMessage](t, agent.call(t, "tools/list", meta))
+	if string(res["resultType"]) != `"complete"` {
+		t.Errorf("tools/list's resultType = %s, want \"complete\"", res["resultType"])
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(res["tools"], &tools); err != nil || len(tools) != 5 || string(tools[0]["execution"]) != `{"taskSupport":"optional"}` {
+		t.Errorf("tools = %s", res["tools"])
+	}
+	// A 2025-11-25 client gets no resultType: the field is new.
+	old := decodeResult[map[string]json.RawMessage](t, agent.call(t, "tools/list", map[string]any{}))
+	if _, ok := old["resultType"]; ok {
+		t.Errorf("an older client's tools/list has a resultType: %s", old["resultType"])
+	}
+}

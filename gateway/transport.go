@@ -81,23 +81,31 @@ func amend(method string, res mcp.Result) mcp.Result {
 	return out
 }
 
-// rawResult is a result given as JSON, with its _meta apart (the SDK may
-// add to it).
+// rawResult is a result given as JSON, with what the SDK adds after the
+// middleware apart: its _meta, and on a connection of protocol 2026-07-28
+// or later its resultType "complete", which the SDK sets only on a
+// result that has its hook for it. The embedded ListToolsResult lends
+// that hook (and the _meta); its other fields are unused.
 type rawResult struct {
-	mcp.ResultBase
+	mcp.ListToolsResult
 	raw json.RawMessage
 }
 
-// MarshalJSON writes the result with its _meta.
+// MarshalJSON writes the result with its _meta and resultType.
 func (r *rawResult) MarshalJSON() ([]byte, error) {
-	if len(r.Meta) == 0 {
+	if len(r.Meta) == 0 && r.ResultType == "" {
 		return r.raw, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(r.raw, &obj); err != nil {
 		return nil, err
 	}
-	obj["_meta"], _ = json.Marshal(r.Meta)
+	if len(r.Meta) > 0 {
+		obj["_meta"], _ = json.Marshal(r.Meta)
+	}
+	if r.ResultType != "" {
+		obj["resultType"], _ = json.Marshal(r.ResultType)
+	}
 	return json.Marshal(obj)
 }
 
