@@ -168,9 +168,13 @@ class Reviewer:
         r = self.http.post("/signin/email/confirm", data={"token": tok, "next": "/"})
         assert r.status_code == 303, r.text
 
-    def decide(self, task_id: str, verdict: str, rationale: str = "") -> None:
-        """Decides a task waiting for a person, as the desk's form does."""
-        r = self.http.post(f"/review/tasks/{task_id}", data={"verdict": verdict, "rationale": rationale})
+    def decide(self, task_id: str, verdict: str, rationale: str = "", action_digest: str = "") -> None:
+        """Decides a task waiting for a person, as the desk's form does;
+        a task with an action carries the digest of the action shown."""
+        form = {"verdict": verdict, "rationale": rationale}
+        if action_digest:
+            form["action_digest"] = action_digest
+        r = self.http.post(f"/review/tasks/{task_id}", data=form)
         assert r.status_code == 303, f"{r.status_code}: {r.text[:500]}"
 
     def callback_secret(self) -> str:
