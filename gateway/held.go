@@ -373,10 +373,8 @@ func (g *Gateway) finish(span trace.Span, h *heldCall, res *mcp.CallToolResult, 
 		res.Meta = mcp.Meta{}
 	}
 	res.Meta[mcptasks.RelatedTaskMeta] = map[string]string{"taskId": h.taskID}
-	h.mu.Lock()
-	h.result, h.outcome, h.running, h.doneAt = res, outcome, false, time.Now()
-	h.mu.Unlock()
-	close(h.done)
+	// The log line and the span end before the answer leaves, so that
+	// whoever has the answer finds both.
 	wait := elapsed(h.started)
 	g.log.Info("gateway: held call", "tool", h.tool, "task", h.taskID, "wait", wait, "outcome", outcome, "rule_line", h.line)
 	span.SetAttributes(attribute.String("arbiter.gateway.outcome", outcome), attribute.Int64("arbiter.gateway.wait_ms", wait.Milliseconds()))
@@ -384,6 +382,10 @@ func (g *Gateway) finish(span trace.Span, h *heldCall, res *mcp.CallToolResult, 
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()
+	h.mu.Lock()
+	h.result, h.outcome, h.running, h.doneAt = res, outcome, false, time.Now()
+	h.mu.Unlock()
+	close(h.done)
 }
 
 // resolve answers a held call whose task is final.
