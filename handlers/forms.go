@@ -1,12 +1,16 @@
 package handlers
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/jcs"
 	"github.com/arbiterhq/arbiter/views/dashboard"
 )
 
@@ -134,4 +138,69 @@ func verdictForm(r *http.Request) (verdict, rationale string, err error) {
 		return "", "", arbiter.Errorf(arbiter.EINVALID, "Pick a verdict.")
 	}
 	return verdict, rationale, nil
+}
+
+// editsAction reports whether a verdict form carries an edit of the
+// task's action: the generated inputs (arg.<member>) or, from a person's
+// script, args, the whole arguments as JSON.
+func editsAction(r *http.Request) bool {
+	if strings.TrimSpace(r.PostForm.Get("args")) != "" {
+		return true
+	}
+	for k := range r.PostForm {
+		if strings.HasPrefix(k, "arg.") {
+			return true
+		}
+	}
+	return false
+}
+
+// actionEditForm reads the edit of t's action a verdict form carries: the
+// args to approve instead, nil when the edit changes nothing or comes
+// with a verdict that allows none (the action then stays as proposed);
+// and what the reviewer typed, by member, to show again after a refusal.
+// args (JSON) is taken as it is, for the decision to check; the inputs
+// are read by their members' kinds, and a value not of its kind is
+// EINVALID naming the member.
+func actionEditForm(r *http.Request, t *arbiter.Task, verdict string) (json.RawMessage, map[string]string, error) {
+	cur, ok := t.CurrentAction()
+	if raw := strings.TrimSpace(r.PostForm.Get("args")); raw != "" {
+		return json.RawMessage(raw), nil, nil
+	}
+	if !ok {
+		return nil, nil, nil
+	}
+	typed := map[string]string{}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(cur.Args, &members); err != nil {
+		return nil, nil, err
+	}
+	changed := false
+	fields := t.Action.EditableFields(cur)
+	for _, f := range fields {
+		text, sent := r.PostForm["arg."+f.Name]
+		if !sent {
+			continue
+		}
+		typed[f.Name] = text[0]
+		value, err := f.Parse(text[0])
+		if err != nil {
+			return nil, typed, err
+		}
+		changed = changed || !sameJSON(members[f.Name], value)
+		members[f.Name] = value
+	}
+	if !changed || !slices.Contains(t.EditVerdicts, verdict) {
+		return nil, typed, nil
+	}
+	args, err := json.Marshal(members)
+	return args, typed, err
+}
+
+// sameJSON reports whether two JSON values are the same data: equal in
+// their RFC 8785 form (80 and 80.0 are; "80" and 80 are not).
+func sameJSON(a, b json.RawMessage) bool {
+	ca, errA := jcs.Canonicalize(a)
+	cb, errB := jcs.Canonicalize(b)
+	return errA == nil && errB == nil && bytes.Equal(ca, cb)
 }

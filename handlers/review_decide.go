@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -27,18 +28,31 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 		view, err := queueViewFrom(r)
 		var verdict, rationale string
 		var decidedTask *arbiter.Task
+		var edited json.RawMessage
+		var typed map[string]string
 		if err == nil {
 			verdict, rationale, err = verdictForm(r)
+		}
+		if err == nil && editsAction(r) {
+			var t *arbiter.Task
+			if t, err = tasks.FindTaskByID(r.Context(), s.AccountID, id); err == nil {
+				edited, typed, err = actionEditForm(r, t, verdict)
+			}
 		}
 		if err == nil {
 			decidedTask, err = queue.DecideTask(r.Context(), s.AccountID, id, arbiter.HumanDecision{
 				Verdict: verdict, Rationale: rationale, Reviewer: s.Email, ReviewerID: s.PersonID, Client: ClientOf(r),
-				ActionDigest: r.PostForm.Get("action_digest"),
+				ActionDigest: r.PostForm.Get("action_digest"), EditedArgs: edited,
 			})
 		}
 		if err != nil {
 			deskError(w, r, err, func() (*arbiter.Task, error) { return tasks.FindTaskByID(r.Context(), s.AccountID, id) },
-				func(t *arbiter.Task) (review.TaskView, error) { return reservedDeskView(r, queue, reservations, t) }, now)
+				func(t *arbiter.Task) (review.TaskView, error) {
+					v, err := reservedDeskView(r, queue, reservations, t)
+					// What the reviewer typed in the action's edit stays.
+					v.EditValues, v.EditOpen = typed, typed != nil
+					return v, err
+				}, now)
 			return
 		}
 
@@ -46,6 +60,9 @@ func ReviewDecide(tasks arbiter.TaskService, queue arbiter.QueueService, reserva
 			w.Header().Set("HX-Trigger", QueueChangedEvent)
 		}
 		decided := fmt.Sprintf("Decided %q.", verdict)
+		if a := decidedTask; a != nil && a.ApprovedAction != nil && a.ApprovedAction.Edited && len(edited) > 0 {
+			decided = fmt.Sprintf("Decided %q, with the action edited.", verdict)
+		}
 		if decidedTask != nil && decidedTask.VotesOpen() {
 			decided = fmt.Sprintf("Your vote, %q, is recorded.", verdict)
 		}

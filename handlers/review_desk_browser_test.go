@@ -36,18 +36,26 @@ func waitingTask(t *testing.T, store *db.DB, email, prompt, context string) *arb
 	if err != nil {
 		t.Fatal(err)
 	}
+	handToPeople(t, store)
+	return task
+}
+
+// handToPeople claims every pending task and hands it to a human, as the
+// worker does when the verifier is unsure (an action as proposed).
+func handToPeople(t *testing.T, store *db.DB) {
+	t.Helper()
+	ctx := t.Context()
 	claimed, err := store.ClaimTasks(ctx, "wrk_test", 100, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range claimed {
 		if err := store.FinishAgentAttempt(ctx, "wrk_test", c.ID, arbiter.AgentStep{
-			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Rationale: "not sure"}, Next: arbiter.StatusHumanNeeded,
+			Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Rationale: "not sure", ActionDigest: c.ProposedDigest()}, Next: arbiter.StatusHumanNeeded,
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return task
 }
 
 // signInAs signs the browser in by e-mail link and lands on the queue.

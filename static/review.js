@@ -1,8 +1,8 @@
 // The reviewer site's keyboard: 1–9 pick a verdict, / finds any verdict by
-// name, Enter submits the pick (Ctrl+Enter from the rationale), Escape
-// leaves a text field, u or Escape go back to the queue, j/k move through
-// it, ? lists the shortcuts. Everything also works without it: the verdicts
-// are plain submit buttons and the links are links.
+// name, e edits the task's action, Enter submits the pick (Ctrl+Enter from
+// the rationale), Escape leaves a text field, u or Escape go back to the
+// queue, j/k move through it, ? lists the shortcuts. Everything also works
+// without it: the verdicts are plain submit buttons and the links are links.
 "use strict";
 
 (() => {
@@ -177,6 +177,12 @@
         else say(target.value.trim() === "" ? "Type a few letters of a verdict." : `No verdict holds “${target.value.trim()}”.`);
         return;
       }
+      if (inField && !event.ctrlKey && target.closest("[data-action-edit]")) {
+        // Enter in an edit of the action decides nothing: pick a verdict.
+        event.preventDefault();
+        say(`Your edit is kept. Press Escape, then ${keys()} to pick a verdict and Enter to submit it.`);
+        return;
+      }
       if (inField && !event.ctrlKey) return;
       if (!inField && !event.ctrlKey && control(target)) return;
       if (!form()) return;
@@ -200,6 +206,14 @@
       leave("[data-nav-prev]", again);
     } else if (event.key === "s") {
       leave("[data-skip-form]", again);
+    } else if (event.key === "e") {
+      const edit = form()?.querySelector("[data-action-edit]");
+      if (edit) {
+        event.preventDefault();
+        edit.open = true;
+        edit.querySelector("input, select, textarea")?.focus();
+        say("Edit the action; Escape leaves a field, then pick a verdict.");
+      }
     } else if (event.key === "?") {
       const dialog = document.getElementById("shortcuts");
       if (dialog && typeof dialog.showModal === "function") dialog.showModal();

@@ -51,3 +51,66 @@ func TestReview_ActionTask(t *testing.T) {
 		}
 	})
 }
+
+// TestReview_EditOnApprove: the desk's edit form (arg.<member>) and a
+// script's args approve the edited action; an unchanged form is no edit;
+// another verdict leaves the action as proposed; a value of the wrong
+// kind or one the schema refuses is a 400 that keeps what was typed and
+// changes nothing.
+func TestReview_EditOnApprove(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "alice@example.com")
+		alice := d.browser()
+		alice.signIn("alice@example.com")
+		decide := func(form url.Values) (*arbiter.Task, response) {
+			t.Helper()
+			task := actionHumanTask(t, d.store, "alice@example.com")
+			form.Set("action_digest", task.Action.Digest)
+			r := alice.post("/review/tasks/"+task.ID, form)
+			got, err := d.store.FindTaskByID(ctx, acct.ID, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got, r
+		}
+
+		page := alice.get("/review/tasks/" + actionHumanTask(t, d.store, "alice@example.com").ID)
+		for _, want := range []string{`data-testid="action-edit"`, `name="arg.amount"`, `name="arg.currency"`, `<option value="USD"`, `inputmode="decimal"`} {
+			if !strings.Contains(page.body, want) {
+				t.Errorf("the desk's edit form lacks %s", want)
+			}
+		}
+
+		got, r := decide(url.Values{"verdict": {"approve"}, "arg.amount": {"75.5"}, "arg.currency": {"USD"}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if got.ApprovedAction == nil || !got.ApprovedAction.Edited || string(got.ApprovedAction.Args) != `{"amount":75.5,"currency":"USD","order":"o-1"}` {
+			t.Errorf("edited on the desk: %+v", got.ApprovedAction)
+		}
+		got, r = decide(url.Values{"verdict": {"approve"}, "args": {`{"order": "o-1", "currency": "EUR", "amount": 10}`}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if got.ApprovedAction == nil || !got.ApprovedAction.Edited || string(got.ApprovedAction.Args) != `{"amount":10,"currency":"EUR","order":"o-1"}` {
+			t.Errorf("edited by args: %+v", got.ApprovedAction)
+		}
+		got, r = decide(url.Values{"verdict": {"approve"}, "arg.amount": {"120.0"}, "arg.currency": {"EUR"}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if got.ApprovedAction == nil || got.ApprovedAction.Edited {
+			t.Errorf("an unchanged form was taken for an edit: %+v", got.ApprovedAction)
+		}
+		got, r = decide(url.Values{"verdict": {"reject"}, "arg.amount": {"1"}, "arg.currency": {"EUR"}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if *got.FinalVerdict != "reject" || got.ApprovedAction == nil || got.ApprovedAction.Edited {
+			t.Errorf("a reject with changed fields: %s %+v", *got.FinalVerdict, got.ApprovedAction)
+		}
+		for _, c := range []struct{ name, amount, want string }{
+			{"not a number", "eighty", "amount must be a number"},
+			{"over the schema's maximum", "900", "maximum"},
+		} {
+			got, r = decide(url.Values{"verdict": {"approve"}, "arg.amount": {c.amount}, "arg.currency": {"EUR"}})
+			wantStatus(t, r, http.StatusBadRequest)
+			if !strings.Contains(r.body, c.want) || !strings.Contains(r.body, `value="`+c.amount+`"`) || got.Status != arbiter.StatusHumanNeeded {
+				t.Errorf("%s: %s, the task %s", c.name, r.body, got.Status)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@
 package review
 
 import (
+	"encoding/json"
 	"net/url"
 	"strconv"
 	"strings"
@@ -119,6 +120,10 @@ type TaskView struct {
 	Demo     bool
 	DemoDone int
 	Now      time.Time
+	// EditValues are what the reviewer typed in the action's edit form,
+	// by member, shown again after a refusal; EditOpen opens the form.
+	EditValues map[string]string
+	EditOpen   bool
 }
 
 // WelcomeView is the reviewer site for a visitor who is not signed in.
@@ -342,4 +347,66 @@ func editedNote(t *arbiter.Task, a arbiter.ApprovedAction) string {
 		note += " The votes restarted on the edited action."
 	}
 	return note
+}
+
+// EditFields returns the editable members of the task's action a
+// reviewer may change on this desk: none on a blind audit, a decided task
+// or a task without edit verdicts.
+func (v TaskView) EditFields() []arbiter.EditableField {
+	t := v.Task
+	if t.Action == nil || len(t.EditVerdicts) == 0 || t.AuditWaiting() || !t.InReviewQueue() || v.Demo {
+		return nil
+	}
+	cur, _ := t.CurrentAction()
+	return t.Action.EditableFields(cur)
+}
+
+// EditValue is what the edit form shows for a member: what the reviewer
+// typed, after a refusal; else its value in force.
+func (v TaskView) EditValue(f arbiter.EditableField) string {
+	if s, ok := v.EditValues[f.Name]; ok {
+		return s
+	}
+	var s string
+	if f.Kind != arbiter.EditJSON && json.Unmarshal(f.Value, &s) == nil {
+		return s
+	}
+	return string(f.Value)
+}
+
+// EditNote says with which verdicts the edit applies.
+func (v TaskView) EditNote() string {
+	verdicts := make([]string, len(v.Task.EditVerdicts))
+	for i, e := range v.Task.EditVerdicts {
+		verdicts[i] = "“" + e + "”"
+	}
+	return "Your changes apply when you decide " + strings.Join(verdicts, " or ") +
+		"; with another verdict the action stays as proposed. Values you leave as they are are no edit."
+}
+
+// editKind names an input's kind for its label.
+func editKind(f arbiter.EditableField) string {
+	switch f.Kind {
+	case arbiter.EditJSON:
+		return "(JSON)"
+	case arbiter.EditEnum:
+		return "(one of the choices)"
+	}
+	return "(" + f.Kind + ")"
+}
+
+// editChoices are a choice input's options.
+func editChoices(f arbiter.EditableField) []string {
+	if f.Kind == arbiter.EditBoolean {
+		return []string{"true", "false"}
+	}
+	return f.Enum
+}
+
+// numericMode is a number input's keyboard on a phone.
+func numericMode(f arbiter.EditableField) string {
+	if f.Kind == arbiter.EditInteger {
+		return "numeric"
+	}
+	return "decimal"
 }
