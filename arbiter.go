@@ -16,9 +16,10 @@
 //     stats.go): reservations on the desk, votes and the consensus rule,
 //     gold tasks, agreement between reviewers, the desk's statistics.
 //   - Calibration (calibration.go, calibration_certify.go,
-//     calibration_apply.go, calibration_drift.go, verifier_pairs.go): audit
-//     sampling and the estimators, the certified threshold, applying it to
-//     a policy, drift, the labels of each verifier of a cascade.
+//     calibration_apply.go, calibration_drift.go, verifier_pairs.go,
+//     backtest.go): audit sampling and the estimators, the certified
+//     threshold, applying it to a policy, drift, the labels of each
+//     verifier of a cascade, backtesting a verifier on those labels.
 //   - Accounts and people (account.go, member.go, session.go, login.go,
 //     apikey.go, audit.go): members and roles, sessions, sign-in links, API
 //     keys, the audit log.

@@ -139,6 +139,8 @@ var commands = []*command{
 		summary: "the agent tier's verifiers file (ARBITER_VERIFIERS)"},
 	{name: "verifiers check", args: "FILE", positional: "FILE", run: runVerifiersCheck,
 		summary: "read a verifiers file as the server would at start, compile its rules, and list its verifiers and cascade; starts nothing"},
+	{name: "verifiers backtest", args: "--email E --verifier NAME [--task-type T] [--since 30d] [--limit N] [flags]", scopes: workerScopes, run: runVerifiersBacktest,
+		summary: "ask a verifier of the verifiers file, live or not, on the account's past tasks people labelled, and print its certificate, coverage, error and cost beside the current cascade's; records a backtest run, changes no task"},
 	{name: "mcp", env: clientEnv, run: runMCP,
 		summary: "serve the agents' tools (ask_verdict, get_task, list_tasks) over MCP on stdin and stdout, through the API"},
 	{name: "gateway", args: "--upstream-cmd 'COMMAND' | --upstream-url URL [--policy FILE] [flags]", env: gatewayEnv, run: runGateway,
