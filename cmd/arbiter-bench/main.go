@@ -72,6 +72,9 @@ type config struct {
 	// webhookMessages is how many messages the webhook delivery phase
 	// sends (webhooks.go); 0 skips the webhook phases.
 	webhookMessages int
+	// mailMessages is how many mails the mail phase sends (mail.go); 0
+	// skips it.
+	mailMessages int
 	// The provider phases' scale (throttle.go).
 	throttleTasks, throttleWorkers, busyTasks int
 	throttleRPM                               float64
@@ -85,7 +88,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "slack", "sweep", "views", "provider", "tracing", "replicas"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "sweep", "views", "provider", "tracing", "replicas"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -111,6 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.waitHold, "wait-hold", 0, "how long the wait phase holds its waiters before deciding their tasks, for profiling")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "the groups of phases to run, of "+strings.Join(allPhases, ","))
 	fs.IntVar(&c.webhookMessages, "webhook-messages", 10000, "messages the webhook delivery phase sends (0 skips the webhook phases)")
+	fs.IntVar(&c.mailMessages, "mail-messages", 5000, "mails the mail phase sends (0 skips it)")
 	fs.IntVar(&c.throttleTasks, "throttle-tasks", 5000, "tasks the throttled provider phase decides (0 skips it)")
 	fs.Float64Var(&c.throttleRPM, "throttle-rpm", 600, "requests a minute the throttled provider allows")
 	fs.IntVar(&c.throttleWorkers, "throttle-workers", 32, "ARBITER_WORKERS for the throttled provider phase")
@@ -212,6 +216,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["webhooks"] && b.webhookMessages > 0 {
 		if err := b.measureWebhooks(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["mail"] && b.mailMessages > 0 {
+		if err := b.measureMail(ctx); err != nil {
 			return err
 		}
 	}
@@ -816,6 +825,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "%-22s %.0f tasks/s (target ≥ 1000) %s\n", "worker", r.perSec, verdict(r.perSec >= 1000))
 	}
 	printWebhookTargets(w, byName)
+	printMailTargets(w, byName)
 	printReplicas(w, byName)
 	printProvider(w, b.provider)
 	if b.phases["api"] {

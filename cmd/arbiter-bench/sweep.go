@@ -112,14 +112,7 @@ func (b *bench) measureSweep(ctx context.Context) error {
 	// As many others wait for a person, for an hour, with a reminder after
 	// 15 minutes, due a second ago: the reminders sweep's due tasks. Their
 	// deadlines are a day away, so the expiry sweep passes them over.
-	reminder, err := json.Marshal(arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: 15 * time.Minute}}})
-	if err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, `UPDATE task_states SET status = 'human_needed', alerts = $2,
-		created_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 3600000,
-		alert_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1000
-		WHERE id = ANY($1)`, pq.Array(alertIDs), string(reminder)); err != nil {
+	if err := remindNow(ctx, conn, alertIDs); err != nil {
 		return err
 	}
 	if err := vacuum(ctx, b.databaseURL); err != nil {
