@@ -146,15 +146,8 @@ func (b *bench) measureMail(ctx context.Context) error {
 		_ = cmd.Wait()
 	}()
 	start := time.Now()
-	for sink.received.Load() < int64(b.mailMessages) {
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("the worker sent %d of %d mails in 10 minutes (log: %s)", sink.received.Load(), b.mailMessages, logFile.Name())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	if err := awaitCount(ctx, start, "mails sent", sink.received.Load, b.mailMessages, logFile.Name()); err != nil {
+		return err
 	}
 	sink.mu.Lock()
 	elapsed := sink.last.Sub(sink.first)

@@ -183,15 +183,8 @@ func (b *bench) measureDeliveries(ctx context.Context, store *db.DB, accountID s
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
-	for rx.received.Load() < int64(b.webhookMessages) {
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("the worker delivered %d of %d messages in 10 minutes (log: %s)", rx.received.Load(), b.webhookMessages, logFile.Name())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	if err := awaitCount(ctx, start, "messages delivered", rx.received.Load, b.webhookMessages, logFile.Name()); err != nil {
+		return err
 	}
 	rx.mu.Lock()
 	elapsed := rx.last.Sub(rx.first)
@@ -252,6 +245,22 @@ func (b *bench) measureCreateToDelivery(ctx context.Context, email string, rx *r
 	})
 	r.name, r.unitName = "create→delivery", "tasks/s"
 	b.results = append(b.results, r)
+	return nil
+}
+
+// awaitCount waits, from start, until got counts want, for at most 10
+// minutes; what names the count and logName the log to read when it fails.
+func awaitCount(ctx context.Context, start time.Time, what string, got func() int64, want int, logName string) error {
+	for got() < int64(want) {
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("%d of %d %s in 10 minutes (log: %s)", got(), want, what, logName)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	return nil
 }
 
