@@ -88,7 +88,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "sweep", "views", "provider", "tracing", "replicas"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "provider", "tracing", "replicas"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -151,6 +151,8 @@ type bench struct {
 	wait       *waitResult
 	// slackNotes are the Slack phases' checks (slack.go).
 	slackNotes []string
+	// teamsNotes are the Teams phase's checks (teams.go).
+	teamsNotes []string
 	// provider holds the provider phases' figures (throttle.go).
 	provider []providerResult
 	// sweepNotes are the sweep phase's checks (sweep.go).
@@ -226,6 +228,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["slack"] {
 		if err := b.measureSlack(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["teams"] {
+		if err := b.measureTeams(ctx); err != nil {
 			return err
 		}
 	}
@@ -796,7 +803,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nconcurrency %d, %s per phase, %d accounts\n", b.concurrency, b.duration, b.accounts)
-	for _, note := range b.slackNotes {
+	for _, note := range append(b.slackNotes, b.teamsNotes...) {
 		fmt.Fprintln(w, note)
 	}
 	ratio := func(svc, ceil string, target float64) {

@@ -109,28 +109,35 @@ func slackAccount(ctx context.Context, store *db.DB, email, channel string, n in
 		SigningSecret: slackSecret, DefaultChannel: channel}, "TBENCH", arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
 		return "", nil, err
 	}
+	ids, err := waitingTasks(ctx, store, acct.ID, n)
+	return acct.ID, ids, err
+}
+
+// waitingTasks creates n tasks for the account and hands each to a person,
+// as the agent tier would, and returns their ids.
+func waitingTasks(ctx context.Context, store *db.DB, accountID string, n int) ([]string, error) {
 	ids := make([]string, 0, n)
 	for range n {
-		t, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+		t, err := store.CreateTask(ctx, accountID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
 			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "bench"})
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		ids = append(ids, t.ID)
 	}
-	const owner = "wrk_bench_slack"
+	const owner = "wrk_bench_waiting"
 	for {
 		claimed, err := store.ClaimTasks(ctx, owner, 500, time.Minute)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		if len(claimed) == 0 {
-			return acct.ID, ids, nil
+			return ids, nil
 		}
 		for _, t := range claimed {
 			if err := store.FinishAgentAttempt(ctx, owner, t.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent},
 				Next: arbiter.StatusHumanNeeded}); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 		}
 	}
