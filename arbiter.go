@@ -13,8 +13,9 @@
 //     task type and the on-expiry outcome at the deadline, reminders and
 //     escalation rungs.
 //   - People deciding (reservation.go, consensus.go, gold.go, agreement.go,
-//     stats.go): reservations on the desk, votes and the consensus rule,
-//     gold tasks, agreement between reviewers, the desk's statistics.
+//     stats.go, bulk.go): reservations on the desk, votes and the consensus
+//     rule, gold tasks, agreement between reviewers, the desk's statistics,
+//     the tasks a person may decide together.
 //   - Calibration (calibration.go, calibration_certify.go,
 //     calibration_apply.go, calibration_drift.go, verifier_pairs.go,
 //     backtest.go): audit sampling and the estimators, the certified

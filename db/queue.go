@@ -529,7 +529,8 @@ const (
 )
 
 // ListHumanQueue returns the account's tasks waiting for a human, oldest
-// first, without their contexts and attempts, and their total count.
+// first, without their contexts and attempts (but with their review
+// requirement and their action), and their total count.
 func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.QueueView, limit int) (_ []*arbiter.Task, _ int, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -545,7 +546,7 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 	order := queueOrderBy(view.Order)
 	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT t.id, t.account_id, t.status, t.task_type, t.source, t.touchpoint,
 		t.prompt, t.allowed_verdicts, t.confidence_threshold, t.created_at, t.deadline_at, t.reserved_by, t.reserved_until, p.email, COALESCE(t.audit_state, ''),
-		t.on_expiry, t.alerts, t.escalated_at, t.escalation_rung
+		t.on_expiry, t.alerts, t.escalated_at, t.escalation_rung, t.review_rule, t.action, t.action_edit
 		FROM tasks t LEFT JOIN people p ON p.id = t.reserved_by AND t.reserved_until > `+d.sqlNowMS()+`
 		WHERE `+where+`
 		ORDER BY `+order+` LIMIT ?`), append(args, limit)...)
@@ -560,11 +561,23 @@ func (d *DB) ListHumanQueue(ctx context.Context, accountID string, view arbiter.
 		var created int64
 		var holder, holderEmail sql.NullString
 		var until, deadline, escalatedAt, rung sql.NullInt64
-		var onExpiry, alerts sql.NullString
+		var onExpiry, alerts, reviewRule, action, actionEdit sql.NullString
 		if err := rows.Scan(&t.ID, &t.AccountID, &t.Status, &t.TaskType, &t.Source, &t.Touchpoint,
 			&t.Prompt, &verdicts, &t.ConfidenceThreshold, &created, &deadline, &holder, &until, &holderEmail, &t.AuditState,
-			&onExpiry, &alerts, &escalatedAt, &rung); err != nil {
+			&onExpiry, &alerts, &escalatedAt, &rung, &reviewRule, &action, &actionEdit); err != nil {
 			return nil, 0, fmt.Errorf("scan human queue: %w", err)
+		}
+		// The review requirement and the action in force tell which tasks
+		// a person may mark to decide together (arbiter.BulkEligible).
+		if reviewRule.Valid {
+			review, err := arbiter.UnmarshalRequirement([]byte(reviewRule.String))
+			if err != nil {
+				return nil, 0, fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			t.Review = &review
+		}
+		if err := readAction(t, action, actionEdit, sql.NullString{}); err != nil {
+			return nil, 0, fmt.Errorf("task %s: %w", t.ID, err)
 		}
 		if t.OnExpiry, err = parseOnExpiry(onExpiry); err != nil {
 			return nil, 0, fmt.Errorf("task %s: %w", t.ID, err)

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,6 +97,67 @@ func TestReviewActionEdit_Keyboard(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReviewBulk_Keyboard marks two of three tasks in the queue with x,
+// decides them with one verdict after the confirmation states the count,
+// and leaves the third alone.
+func TestReviewBulk_Keyboard(t *testing.T) {
+	script := axeScript(t)
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	base, links := serveSite(t, store)
+	bctx := newBrowserFor(t, 3*time.Minute)
+	var tasks []*arbiter.Task
+	for i := range 3 {
+		tasks = append(tasks, waitingTask(t, store, "reviewer@example.com", "Bulk task "+strconv.Itoa(i+1), ""))
+	}
+	signInAs(t, bctx, base, links, "reviewer@example.com")
+	acct, _ := store.FindAccountByEmail(context.Background(), "reviewer@example.com")
+	for _, size := range []struct {
+		name          string
+		width, height int64
+	}{{"phone", 390, 844}, {"desktop", 1280, 900}} {
+		do(t, bctx, "the queue at "+size.name+" size", chromedp.EmulateViewport(size.width, size.height),
+			chromedp.Navigate(base+"/review"), until(`document.querySelectorAll('[data-testid=bulk-mark]').length === 3`))
+		checkAccessibility(t, bctx, script, "the queue with marks ("+size.name+")")
+	}
+	marked := `document.querySelectorAll('[data-testid=bulk-mark]:checked').length`
+	do(t, bctx, "x marks the first task", chromedp.KeyEvent("x"), until(marked+` === 1`),
+		until(`!document.querySelector('[data-testid=bulk-form]').classList.contains('hidden')`))
+	do(t, bctx, "Tab to the second's box, x marks it", chromedp.KeyEvent(kb.Tab),
+		until(`document.activeElement?.matches('[data-testid=bulk-mark]')`), chromedp.KeyEvent("x"), until(marked+` === 2`),
+		until(`document.querySelector('[data-testid=bulk-count]').textContent.startsWith('2 tasks marked')`),
+	)
+	checkAccessibility(t, bctx, script, "the queue with two tasks marked")
+	do(t, bctx, "the marks survive the list's refresh", run(`window.swaps = 0; document.addEventListener('htmx:afterSettle', () => window.swaps++)`),
+		run(`htmx.ajax('GET', '/review/queue', {target: '#queue', swap: 'outerHTML'})`), until(`window.swaps >= 1`), until(marked+` === 2`))
+	tabTo(t, bctx, `document.activeElement?.matches('[data-testid=bulk-submit]')`)
+	do(t, bctx, "send the marked tasks", chromedp.KeyEvent(kb.Enter),
+		until(`document.querySelector('[data-testid=bulk-question]')?.textContent === 'Decide 2 tasks “approve”?'`))
+	checkAccessibility(t, bctx, script, "the bulk confirmation")
+	tabTo(t, bctx, `document.activeElement?.matches('[data-testid=bulk-confirm]')`)
+	do(t, bctx, "confirm", chromedp.KeyEvent(kb.Enter), until(`document.querySelector('[data-testid=queue]') !== null`))
+	decided := 0
+	for _, task := range tasks {
+		if got := taskIn(t, store, acct.ID, task.ID); got.Status == arbiter.StatusCompleted {
+			decided++
+		}
+	}
+	if decided != 2 {
+		t.Errorf("%d tasks decided, want the 2 marked", decided)
+	}
+}
+
+// tabTo presses Tab until cond holds, at most 30 times.
+func tabTo(t *testing.T, bctx context.Context, cond string) {
+	t.Helper()
+	for range 30 {
+		if value(t, bctx, chromedp.Evaluate[bool](cond)) {
+			return
+		}
+		do(t, bctx, "Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	t.Fatalf("30 Tabs did not reach %s", cond)
 }
 
 // taskIn reads a task from the store.

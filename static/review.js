@@ -1,8 +1,9 @@
 // The reviewer site's keyboard: 1–9 pick a verdict, / finds any verdict by
 // name, e edits the task's action, Enter submits the pick (Ctrl+Enter from
 // the rationale), Escape leaves a text field, u or Escape go back to the
-// queue, j/k move through it, ? lists the shortcuts. Everything also works
-// without it: the verdicts are plain submit buttons and the links are links.
+// queue, j/k move through it, x marks a task in the queue to decide
+// together, ? lists the shortcuts. Everything also works without it: the verdicts
+// are plain submit buttons and the links are links.
 "use strict";
 
 (() => {
@@ -190,6 +191,12 @@
       submitPick();
       return;
     }
+    if (event.key === "x" && !event.ctrlKey && target.matches?.("[data-bulk-mark]")) {
+      // A mark's box has the focus: x is Space's twin there.
+      event.preventDefault();
+      toggleMark();
+      return;
+    }
     if (inField || event.ctrlKey) return;
     if (/^[0-9]$/.test(event.key)) {
       if (pickByNumber(event.key)) event.preventDefault();
@@ -214,6 +221,8 @@
         edit.querySelector("input, select, textarea")?.focus();
         say("Edit the action; Escape leaves a field, then pick a verdict.");
       }
+    } else if (event.key === "x") {
+      if (toggleMark()) event.preventDefault();
     } else if (event.key === "?") {
       const dialog = document.getElementById("shortcuts");
       if (dialog && typeof dialog.showModal === "function") dialog.showModal();
@@ -325,6 +334,61 @@
     const change = now > before ? `${now - before} new` : now < before ? `${before - now} fewer` : "";
     status.textContent = `${count} waiting` + (change ? ` (${change})` : "") + ".";
   });
+
+  // Bulk decisions: x marks the queue's task that has the focus (or the
+  // first), its box the same. The marks are the values of checked boxes,
+  // kept here as well, since the queue's list redraws itself every few
+  // seconds; a task that left the list leaves the marks, so that only
+  // tasks the reviewer sees listed are decided. The bar for the marked
+  // tasks shows once one is marked.
+  const marked = new Set();
+  const markBoxes = () => [...document.querySelectorAll("#queue [data-bulk-mark]")];
+  const bulkForm = () => document.querySelector("[data-bulk-form]");
+
+  function showMarks() {
+    const boxes = markBoxes();
+    const listed = new Set(boxes.map((b) => b.value));
+    for (const v of [...marked]) if (!listed.has(v)) marked.delete(v);
+    for (const b of boxes) b.checked = marked.has(b.value);
+    const bar = bulkForm();
+    if (!bar) return;
+    bar.classList.toggle("hidden", marked.size === 0);
+    const count = bar.querySelector("[data-bulk-count]");
+    if (count) count.textContent = `${marked.size} ${marked.size === 1 ? "task" : "tasks"} marked`;
+    const submit = bar.querySelector("button[type=submit]");
+    if (submit) submit.textContent = `Decide ${marked.size} ${marked.size === 1 ? "task" : "tasks"}…`;
+  }
+
+  function sayQueue(message) {
+    const status = document.querySelector("[data-queue-status]");
+    if (status) status.textContent = message;
+  }
+
+  // toggleMark marks or unmarks the row holding the focus, or the first
+  // row that may be marked; it reports whether the queue has one.
+  function toggleMark() {
+    const boxes = markBoxes();
+    if (boxes.length === 0) return false;
+    const row = document.activeElement?.closest?.("#queue li");
+    const box = row?.querySelector("[data-bulk-mark]") || boxes[0];
+    box.checked = !box.checked;
+    box.dispatchEvent(new Event("change", { bubbles: true }));
+    (box.closest("li")?.querySelector("a") || box).focus();
+    return true;
+  }
+
+  document.addEventListener("change", (event) => {
+    const box = event.target;
+    if (!box.matches?.("[data-bulk-mark]")) return;
+    if (box.checked) marked.add(box.value);
+    else marked.delete(box.value);
+    showMarks();
+    const what = box.getAttribute("aria-label")?.replace(/^Mark /, "").replace(/ to decide with others$/, "") || "the task";
+    sayQueue(`${box.checked ? "Marked" : "Unmarked"} ${what}: ${marked.size} marked.`);
+  });
+  document.addEventListener("htmx:afterSettle", showMarks);
+  for (const b of markBoxes()) if (b.checked) marked.add(b.value);
+  showMarks();
 
   prepare();
 })();

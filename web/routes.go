@@ -534,6 +534,7 @@ func (rt *Router) reviewRoutes(r chi.Router, site handlers.Site) {
 			r.Method(http.MethodPost, "/tasks/{id}", handlers.ReviewDecide(s.Tasks, s.Queue, s.Reservations, now))
 			r.Method(http.MethodPost, "/tasks/{id}/reservation", handlers.ReviewReservation(s.Reservations))
 			r.Method(http.MethodPost, "/tasks/{id}/skip", handlers.ReviewSkip(s.Tasks, s.Queue, s.Reservations, now))
+			r.Method(http.MethodPost, "/bulk", handlers.ReviewBulk(s.Tasks, s.Queue))
 		})
 		r.With(requireSession, requireAccount, allow(arbiter.ActionViewStats)).
 			Method(http.MethodGet, "/stats", handlers.ReviewStats(s.Stats, s.Agreement, now))

@@ -4,7 +4,9 @@ package review
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -409,4 +411,32 @@ func numericMode(f arbiter.EditableField) string {
 		return "numeric"
 	}
 	return "decimal"
+}
+
+// Question is the bulk page's question: how many tasks, which verdict.
+func (v BulkView) Question() string {
+	return fmt.Sprintf("Decide %s “%s”?", plural(len(v.Marks), "task"), v.Verdict)
+}
+
+// Confirm is the bulk page's button.
+func (v BulkView) Confirm() string {
+	return fmt.Sprintf("Decide %s “%s”", plural(len(v.Marks), "task"), v.Verdict)
+}
+
+// BulkVerdicts are the verdicts the listed tasks that may be decided
+// together allow, in the order they first appear; none without such a
+// task.
+func (v QueueView) BulkVerdicts() []string {
+	var out []string
+	for _, t := range v.Tasks {
+		if !arbiter.BulkEligible(t) {
+			continue
+		}
+		for _, verdict := range t.AllowedVerdicts {
+			if !slices.Contains(out, verdict) {
+				out = append(out, verdict)
+			}
+		}
+	}
+	return out
 }
