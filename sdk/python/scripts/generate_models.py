@@ -45,6 +45,8 @@ MODELS: List[str] = [
     "ReviewerAgreement",
     "AgreementReport",
     "WebhookTaskEvent",
+    "JWK",
+    "JWKS",
 ]
 MIXINS: Dict[str, str] = {"Task": "TaskMixin"}
 

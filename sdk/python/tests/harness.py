@@ -168,13 +168,22 @@ class Reviewer:
         r = self.http.post("/signin/email/confirm", data={"token": tok, "next": "/"})
         assert r.status_code == 303, r.text
 
-    def decide(self, task_id: str, verdict: str, rationale: str = "", action_digest: str = "") -> None:
-        """Decides a task waiting for a person, as the desk's form does;
-        a task with an action carries the digest of the action shown."""
-        form = {"verdict": verdict, "rationale": rationale}
-        if action_digest:
-            form["action_digest"] = action_digest
-        r = self.http.post(f"/review/tasks/{task_id}", data=form)
+    def decide(self, task_id: str, verdict: str, rationale: str = "", action_digest: str = "",
+               edits: Optional[Dict[str, str]] = None) -> None:
+        """Decides a task waiting for a person, as the desk's form does:
+        the page first, whose form carries the digest of the action it
+        shows (``action_digest`` sends another instead); ``edits`` are what
+        the person types in the action's edit inputs, by member."""
+        page = self.http.get(f"/review/tasks/{task_id}")
+        assert page.status_code == 200, f"{page.status_code}: {page.text[:500]}"
+        data: Dict[str, str] = {"verdict": verdict, "rationale": rationale}
+        m = re.search(r'name="action_digest" value="([^"]+)"', page.text)
+        if action_digest or m:
+            data["action_digest"] = action_digest or (m.group(1) if m else "")
+        for name, value in (edits or {}).items():
+            assert f'name="arg.{name}"' in page.text, f"the desk offers no edit of {name}"
+            data["arg." + name] = value
+        r = self.http.post(f"/review/tasks/{task_id}", data=data)
         assert r.status_code == 303, f"{r.status_code}: {r.text[:500]}"
 
     def callback_secret(self) -> str:

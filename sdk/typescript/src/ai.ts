@@ -16,12 +16,19 @@
  * The verifier's confident verdict answers `approved` or `denied` at once;
  * a task routed to a person answers `user-approval`, and `response` turns
  * the person's decision into the `tool-approval-response` message. A
- * task's idempotency key is `ai:{conversation}:{toolCallId}`.
+ * task's idempotency key is `ai:{conversation}:{toolCallId}`. Each task
+ * carries the call as its `action` (`editable` names, per tool, the
+ * arguments a reviewer may change): wrap a tool's `execute` with
+ * `approvals.guard(conversationId, toolName, execute)` and it runs with the
+ * approved arguments, a reviewer's edits included, and refuses
+ * (ActionDigestMismatch, nothing run) a call whose arguments are not the
+ * ones approved.
  */
 
 import type { ToolApprovalStatus, ToolModelMessage } from "ai";
 
 import { Arbiter, isFinal, type Task, type TaskCreate } from "./client.js";
+import { askAboutCall, checkCall } from "./integrity.js";
 import { decisionOf, rejectionMessage, type ResumeStore } from "./resume.js";
 
 export { MemoryResumeStore, type ResumeStore } from "./resume.js";
@@ -38,8 +45,12 @@ export interface ArbiterToolApprovalOptions {
   agentWaitSeconds?: number;
   /** The question asked for a tool call. */
   prompt?: (toolName: string, input: unknown) => string;
+  /** Per tool, the arguments a reviewer may change before approving. */
+  editable?: Record<string, string[]>;
+  /** Per tool, the JSON Schema its arguments (and every edit) satisfy. */
+  schemas?: Record<string, Record<string, unknown>>;
   /** Create fields for every task (task_type, deadline_seconds, callback_url, …). */
-  fields?: Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context">;
+  fields?: Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context" | "action">;
 }
 
 const REASON_PREFIX = "arbiter:";
@@ -63,6 +74,8 @@ export class ArbiterToolApproval {
       allow: "approve",
       agentWaitSeconds: 5,
       prompt: (name) => `May the assistant call ${name}?`,
+      editable: {},
+      schemas: {},
       ...opts,
       fields: opts.fields,
     };
@@ -70,13 +83,26 @@ export class ArbiterToolApproval {
   }
 
   private async ask(conversationId: string, toolCallId: string, toolName: string, input: unknown): Promise<Task> {
-    let task = await this.o.arbiter.createTask(
+    let task = await askAboutCall(this.o.arbiter, this.o, toolName, input,
       { ...this.o.fields, prompt: this.o.prompt(toolName, input), allowed_verdicts: this.o.verdicts, context: { tool: toolName, input } },
-      { idempotencyKey: `ai:${conversationId}:${toolCallId}` },
-    );
+      `ai:${conversationId}:${toolCallId}`);
     await this.o.store.remember(task.id, { conversationId, toolCallId });
     if (!isFinal(task) && this.o.agentWaitSeconds > 0) task = await this.o.arbiter.getTask(task.id, { wait: this.o.agentWaitSeconds });
     return task;
+  }
+
+  /**
+   * A tool's `execute` that runs only the call its task approved: with the
+   * approved arguments (a reviewer's edits included), never for a call whose
+   * arguments are not the ones Arbiter was asked about
+   * (ActionDigestMismatch; ActionNotApproved for a call no task approved).
+   */
+  guard<I, O>(conversationId: string, toolName: string, execute: (input: I, options: { toolCallId: string }) => Promise<O> | O) {
+    return async (input: I, options: { toolCallId: string }): Promise<O> => {
+      const task = await this.ask(conversationId, options.toolCallId, toolName, input);
+      const approved = await checkCall(task, toolName, input, this.o.allow);
+      return execute(approved.args as I, options);
+    };
   }
 
   /** The `toolApproval` of one conversation's generateText / streamText calls. */

@@ -6,5 +6,6 @@
  */
 export * from "./client.js";
 export * from "./errors.js";
+export * from "./integrity.js";
 export * from "./webhooks.js";
 export type { components, paths } from "./wire.js";

@@ -4,7 +4,10 @@
  *
  * ```ts
  * const refund = async (state) => {
- *   const d = askArbiter(`Refund ${state.order}?`, ["approve", "reject"], { order: state.order });
+ *   const args = { order: state.order, amount: 42.5 };
+ *   const d = askArbiter(`Refund ${state.order}?`, ["approve", "reject"], undefined,
+ *     { action: { name: "issue_refund", args, editable: ["amount"] } });
+ *   if (decisionType(d) !== "reject") await issueRefund(await approvedArgs(d, "issue_refund", args));
  *   return { outcome: d.verdict };
  * };
  * const bridge = new LangGraphBridge({ arbiter, store });
@@ -25,7 +28,7 @@ import { Command, interrupt } from "@langchain/langgraph";
 import { Arbiter, isFinal, type Task, type TaskCreate } from "./client.js";
 import { decisionOf, type Decision, type ResumeStore } from "./resume.js";
 
-export { MemoryResumeStore, type Decision, type ResumeStore } from "./resume.js";
+export { MemoryResumeStore, approvedArgs, decisionType, type Decision, type ResumeStore } from "./resume.js";
 
 /** The key of an interrupt's value that holds an Arbiter question. */
 export const QUESTION = "arbiter";

@@ -17,15 +17,21 @@
  *
  * The policy asks Arbiter when the model calls the tool: the verifier's
  * allowing verdict lets the call run at once; anything else pauses the run.
+ * Each task carries the call as its `action` (`editable` names, per tool,
+ * the arguments a reviewer may change): `approvals.guard(tool)` makes the
+ * tool run with the approved arguments, a reviewer's edits included, and
+ * refuse (ActionDigestMismatch, nothing run) a call whose arguments are not
+ * the ones approved.
  * A task's idempotency key is `openai-agents:{runId}:{callId}`, so the
  * policy, `submit` and a restarted process reach the same task. `resume`
  * approves the item (or rejects it with the decider's rationale as the
  * message the model sees) and continues the run once per task.
  */
 
-import { run, RunState, type Agent, type RunContext, type RunToolApprovalItem } from "@openai/agents";
+import { run, RunState, type Agent, type FunctionTool, type RunContext, type RunToolApprovalItem } from "@openai/agents";
 
 import { Arbiter, isFinal, type Task, type TaskCreate } from "./client.js";
+import { ActionDigestMismatch, askAboutCall, checkCall } from "./integrity.js";
 import { decisionOf, rejectionMessage, type ResumeStore } from "./resume.js";
 
 export { MemoryResumeStore, type ResumeStore } from "./resume.js";
@@ -42,7 +48,11 @@ export interface ArbiterApprovalsOptions {
   /** The run id of a call: default `runId` of the context given to run(). */
   runId?: (ctx: RunContext) => string;
   prompt?: (toolName: string, args: unknown) => string;
-  fields?: Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context">;
+  /** Per tool, the arguments a reviewer may change before approving. */
+  editable?: Record<string, string[]>;
+  /** Per tool, the JSON Schema its arguments (and every edit) satisfy. */
+  schemas?: Record<string, Record<string, unknown>>;
+  fields?: Omit<TaskCreate, "prompt" | "allowed_verdicts" | "context" | "action">;
 }
 
 function runIdFromContext(ctx: RunContext): string {
@@ -62,6 +72,8 @@ export class ArbiterApprovals {
       agentWaitSeconds: 5,
       runId: runIdFromContext,
       prompt: (name) => `May the agent call ${name}?`,
+      editable: {},
+      schemas: {},
       ...opts,
       fields: opts.fields,
     };
@@ -69,12 +81,33 @@ export class ArbiterApprovals {
   }
 
   private async ask(runId: string, callId: string, toolName: string, args: unknown): Promise<Task> {
-    const task = await this.o.arbiter.createTask(
+    const task = await askAboutCall(this.o.arbiter, this.o, toolName, args,
       { ...this.o.fields, prompt: this.o.prompt(toolName, args), allowed_verdicts: this.o.verdicts, context: { tool: toolName, arguments: args } },
-      { idempotencyKey: `openai-agents:${runId}:${callId}` },
-    );
+      `openai-agents:${runId}:${callId}`);
     await this.o.store.remember(task.id, { runId, callId });
     return task;
+  }
+
+  /**
+   * Makes the tool run only the call its task approved: with the approved
+   * arguments (a reviewer's edits included), and never for a call whose
+   * arguments are not the ones Arbiter was asked about
+   * (ActionDigestMismatch; ActionNotApproved for a call no task approved).
+   * The call's task is found again by its idempotency key, which the
+   * server keeps for its retention (24 hours by default); after it the
+   * call is refused. Returns the tool, changed in place.
+   */
+  guard<T extends FunctionTool<any, any, any>>(t: T): T {
+    const invoke = t.invoke.bind(t);
+    t.invoke = async (ctx, input, details) => {
+      const callId = (details?.toolCall as { callId?: string } | undefined)?.callId;
+      if (!callId) throw new ActionDigestMismatch(`the call of ${t.name} has no call id to find its task by`);
+      const args = JSON.parse(input || "{}") as unknown;
+      const task = await this.ask(this.o.runId(ctx), callId, t.name, args);
+      const approved = await checkCall(task, t.name, args, this.o.allow);
+      return invoke(ctx, JSON.stringify(approved.args), details);
+    };
+    return t;
   }
 
   /** The `needsApproval` of the tool named toolName. */

@@ -4,6 +4,7 @@
  */
 
 import { isFinal, rationaleOf, type Task } from "./client.js";
+import { ActionDigestMismatch, ActionNotApproved, actionDigest, type ApprovedAction } from "./integrity.js";
 
 /**
  * The caller's small store behind an adapter. In production it is a table
@@ -50,12 +51,55 @@ export interface Decision {
   verdict: string | null;
   tier: string | null;
   rationale: string;
+  /**
+   * The action the decision approved, for a task that asked about one (a
+   * reviewer may have edited it); run it through approvedArgs, which
+   * checks it.
+   */
+  action?: ApprovedAction;
 }
 
 /** The decision a final task holds. */
 export function decisionOf(task: Task): Decision {
   if (!isFinal(task)) throw new Error(`task ${task.id} is not final`);
-  return { taskId: task.id, status: task.status, verdict: task.final_verdict, tier: task.final_tier, rationale: rationaleOf(task) };
+  const d: Decision = { taskId: task.id, status: task.status, verdict: task.final_verdict, tier: task.final_tier, rationale: rationaleOf(task) };
+  if (task.approved_action) d.action = task.approved_action;
+  return d;
+}
+
+/**
+ * LangGraph's way of saying what a decision does with the action: "edit"
+ * when the allowing verdict came with a reviewer's edit, "approve" without
+ * one, "reject" otherwise.
+ */
+export function decisionType(d: Decision, allow = "approve"): "approve" | "edit" | "reject" {
+  if (d.status !== "completed" || d.verdict !== allow) return "reject";
+  return d.action?.edited ? "edit" : "approve";
+}
+
+/**
+ * The arguments to run `name` with: the approved action's (a reviewer's
+ * edits included), once checked. The call name(args) must be the one
+ * asked about (its digest the proposal's) and the approved action's digest
+ * its own. Throws ActionNotApproved when the decision approves no action,
+ * and ActionDigestMismatch when either digest does not match: then nothing
+ * must run.
+ */
+export async function approvedArgs(d: Decision, name: string, args: unknown, allow = "approve"): Promise<Record<string, unknown>> {
+  const a = d.action;
+  if (decisionType(d, allow) === "reject" || !a) throw new ActionNotApproved(`task ${d.taskId} approved no action (${d.verdict})`);
+  let approved: string, called: string;
+  try {
+    approved = await actionDigest(a.name, a.args);
+    called = await actionDigest(name, args);
+  } catch (e) {
+    throw new ActionDigestMismatch(`an action of task ${d.taskId} has no canonical form: ${(e as Error).message}`);
+  }
+  if (approved !== a.digest) throw new ActionDigestMismatch(`the approved action of task ${d.taskId} is not the one its digest names`);
+  if (name !== a.name || called !== a.proposed_digest) {
+    throw new ActionDigestMismatch(`the call of ${name} is not the one task ${d.taskId} asked about: its arguments changed`);
+  }
+  return { ...(a.args as Record<string, unknown>) };
 }
 
 /** The sentence a model sees when a call was not allowed. */

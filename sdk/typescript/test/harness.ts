@@ -153,9 +153,25 @@ export class Reviewer {
     if (confirm.status !== 303) throw new Error(`sign-in confirm: ${confirm.status}`);
   }
 
-  /** Decides a task waiting for a person, as the desk's form does. */
-  async decide(taskID: string, verdict: string, rationale = ""): Promise<void> {
-    const res = await this.post(`/review/tasks/${taskID}`, { verdict, rationale });
+  /**
+   * Decides a task waiting for a person, as the desk's form does: the page
+   * first, whose form carries the digest of the action it shows; `edits`
+   * are what the person types in the action's edit inputs, by member.
+   */
+  async decide(taskID: string, verdict: string, rationale = "", edits: Record<string, string> = {}): Promise<void> {
+    const page = await fetch(this.server.baseURL + `/review/tasks/${taskID}`, {
+      headers: { Cookie: [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ") },
+    });
+    const html = await page.text();
+    if (page.status !== 200) throw new Error(`open the desk: ${page.status} ${html.slice(0, 300)}`);
+    const form: Record<string, string> = { verdict, rationale };
+    const digest = /name="action_digest" value="([^"]+)"/.exec(html);
+    if (digest) form.action_digest = digest[1]!;
+    for (const [name, value] of Object.entries(edits)) {
+      if (!html.includes(`name="arg.${name}"`)) throw new Error(`the desk offers no edit of ${name}`);
+      form[`arg.${name}`] = value;
+    }
+    const res = await this.post(`/review/tasks/${taskID}`, form);
     if (res.status !== 303) throw new Error(`decide: ${res.status} ${await res.text()}`);
   }
 

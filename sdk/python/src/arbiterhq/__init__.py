@@ -14,6 +14,11 @@ enough::
 The API's resources hang off the client: ``arbiter.tasks`` (create,
 create_batch, get, wait, list), ``arbiter.policies`` (list, get, update,
 delete), ``arbiter.calibration.get()`` and ``arbiter.agreement.get()``.
+
+A task with an ``action`` is approved for exactly one call:
+``approved_action(task, "approve")`` returns it, its digest checked, and
+``verify_receipt(task.receipt, jwks)`` checks the decision's signature
+offline (see _integrity).
 """
 
 from ._base import (
@@ -35,9 +40,11 @@ from ._client import (
     AsyncArbiter,
     AsyncCalibration,
     AsyncPolicies,
+    AsyncReceipts,
     AsyncTasks,
     Calibration,
     Policies,
+    Receipts,
     Tasks,
 )
 from ._core import DEFAULT_WAIT, TaskResult, __version__
@@ -56,6 +63,18 @@ from ._errors import (
     UnsupportedMediaTypeError,
     WaitTimeoutError,
 )
+from ._integrity import (
+    ActionDigestMismatch,
+    ActionIntegrityError,
+    ActionNotApproved,
+    ReceiptClaims,
+    ReceiptInvalid,
+    action_digest,
+    approved_action,
+    canonical_json,
+    check_call,
+    verify_receipt,
+)
 from . import _models
 from ._models import *  # noqa: F403 (the generated models, every one)
 from ._pages import AsyncTaskPage, AsyncTaskPager, TaskPage
@@ -64,6 +83,16 @@ from ._webhooks import UnknownEvent, WebhookEvent, WebhookVerificationError, par
 
 __all__ = [
     "AGENT_RUNNING",
+    "ActionDigestMismatch",
+    "ActionIntegrityError",
+    "ActionNotApproved",
+    "ReceiptClaims",
+    "ReceiptInvalid",
+    "action_digest",
+    "approved_action",
+    "canonical_json",
+    "check_call",
+    "verify_receipt",
     "APIConnectionError",
     "Agreement",
     "Arbiter",
@@ -74,6 +103,7 @@ __all__ = [
     "AsyncPolicies",
     "AsyncTaskPage",
     "AsyncTaskPager",
+    "AsyncReceipts",
     "AsyncTasks",
     "AuthenticationError",
     "BadRequestError",
@@ -102,6 +132,7 @@ __all__ = [
     "TIER_HUMAN",
     "TaskPage",
     "TaskResult",
+    "Receipts",
     "Tasks",
     "UnknownEvent",
     "UnsupportedMediaTypeError",

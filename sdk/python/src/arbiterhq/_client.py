@@ -15,7 +15,8 @@ import httpx
 
 from . import _core
 from ._core import Answer, Call, Settings, TaskResult
-from ._models import AgreementReport, CalibrationReport, Policy, Task, TaskBatchItemParams
+from ._integrity import ReceiptClaims, verify_receipt
+from ._models import JWKS, AgreementReport, CalibrationReport, Policy, Task, TaskBatchItemParams
 from ._pages import AsyncTaskPage, AsyncTaskPager, TaskPage
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Arbiter:
         self.policies = Policies(self)
         self.calibration = Calibration(self)
         self.agreement = Agreement(self)
+        self.receipts = Receipts(self)
 
     @property
     def base_url(self) -> str:
@@ -288,6 +290,27 @@ class Agreement:
         return AgreementReport.from_dict(a.data)._with_response(a.response)
 
 
+class Receipts:
+    """The receipts of final decisions: ``client.receipts``. A task's
+    ``receipt`` is a compact JWS that anyone can check offline with the
+    server's public keys (verify_receipt)."""
+
+    def __init__(self, client: Arbiter) -> None:
+        self._c = client
+
+    def keys(self) -> JWKS:
+        """The public keys that sign receipts (the JWKS at
+        /.well-known/arbiter/jwks.json): keep them with the receipts you
+        keep, since a rotation adds keys."""
+        a = self._c._send(Call("GET", "/.well-known/arbiter/jwks.json"))
+        return JWKS.from_dict(a.data)._with_response(a.response)
+
+    def verify(self, receipt: str) -> ReceiptClaims:
+        """Checks a receipt against the server's keys (fetched now) and
+        returns its claims; raises ReceiptInvalid when it does not verify."""
+        return verify_receipt(receipt, self.keys())
+
+
 class AsyncArbiter:
     """The asyncio client: Arbiter's resources and methods as coroutines.
     Use it as an async context manager, or await ``aclose()``."""
@@ -317,6 +340,7 @@ class AsyncArbiter:
         self.policies = AsyncPolicies(self)
         self.calibration = AsyncCalibration(self)
         self.agreement = AsyncAgreement(self)
+        self.receipts = AsyncReceipts(self)
 
     @property
     def base_url(self) -> str:
@@ -516,8 +540,26 @@ class AsyncAgreement:
         return AgreementReport.from_dict(a.data)._with_response(a.response)
 
 
+class AsyncReceipts:
+    """Receipts for the asyncio client: ``client.receipts``."""
+
+    def __init__(self, client: AsyncArbiter) -> None:
+        self._c = client
+
+    async def keys(self) -> JWKS:
+        """See Receipts.keys."""
+        a = await self._c._send(Call("GET", "/.well-known/arbiter/jwks.json"))
+        return JWKS.from_dict(a.data)._with_response(a.response)
+
+    async def verify(self, receipt: str) -> ReceiptClaims:
+        """See Receipts.verify."""
+        return verify_receipt(receipt, await self.keys())
+
+
 __all__ = [
     "Agreement",
+    "AsyncReceipts",
+    "Receipts",
     "Arbiter",
     "AsyncAgreement",
     "AsyncArbiter",

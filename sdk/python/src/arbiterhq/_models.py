@@ -1527,6 +1527,77 @@ class WebhookTaskEvent(APIObject):
 
 
 @dataclass(frozen=True)
+class JWK(APIObject):
+    """An Ed25519 public key (RFC 8037)."""
+
+    kty: str
+    crv: str
+    #: The public key, base64url.
+    x: str
+    #: The key's RFC 7638 thumbprint, which a receipt's header names.
+    kid: str
+    alg: str
+    use: str
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'kty', 'crv', 'x', 'kid', 'alg', 'use'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "JWK":
+        """Reads the JWK as the API sends it."""
+        return cls(
+            kty=str(d['kty']),
+            crv=str(d['crv']),
+            x=str(d['x']),
+            kid=str(d['kid']),
+            alg=str(d['alg']),
+            use=str(d['use']),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JWK as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['kty'] = self.kty
+        d['crv'] = self.crv
+        d['x'] = self.x
+        d['kid'] = self.kid
+        d['alg'] = self.alg
+        d['use'] = self.use
+        return d
+
+
+@dataclass(frozen=True)
+class JWKS(APIObject):
+    """The public keys that sign receipts and audit exports (RFC 7517): the
+    signing key first, then the retired ones.
+    """
+
+    keys: List[JWK]
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'keys'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "JWKS":
+        """Reads the JWKS as the API sends it."""
+        return cls(
+            keys=[JWK.from_dict(x) for x in d['keys']],
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JWKS as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['keys'] = [x.to_dict() for x in self.keys]
+        return d
+
+
+@dataclass(frozen=True)
 class PingEvent(APIObject):
     """The body of a test event, sent by "Send test event" on an endpoint's
     page, signed as every message is.
@@ -2267,6 +2338,8 @@ __all__ = [
     'Display',
     'DisplayField',
     'EscalationRung',
+    'JWK',
+    'JWKS',
     'PingEvent',
     'PingEventData',
     'Policy',

@@ -148,30 +148,77 @@ class SQLResumeStore:
 @dataclass(frozen=True)
 class Decision:
     """Arbiter's answer to a paused run: the verdict (None when the task
-    expired first), who decided and their reason."""
+    expired first), who decided and their reason, and, for a task that
+    asked about an action, the action the decision approved (as a reviewer
+    may have edited it): ``type`` is ``"edit"`` then, as LangGraph's
+    human-in-the-loop decisions say it, ``"approve"`` or ``"reject"``
+    otherwise."""
 
     task_id: str
     status: str
     verdict: Optional[str]
     tier: Optional[str]
     rationale: str
+    #: The approved action as the task answered it ({name, args, digest,
+    #: proposed_digest, edited}); None without one. Run it through
+    #: approved_args, which checks it.
+    action: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_task(cls, task: Task) -> "Decision":
         """The decision a final task holds."""
-        return cls(task.id, task.status, task.final_verdict, task.final_tier, task.rationale)
+        a = task.approved_action
+        action = None if a is None else {"name": a.name, "args": dict(a.args), "digest": a.digest,
+                                         "proposed_digest": a.proposed_digest, "edited": a.edited}
+        return cls(task.id, task.status, task.final_verdict, task.final_tier, task.rationale, action)
 
     @property
     def decided(self) -> bool:
         """Whether a verdict was given (not expired)."""
         return self.status == COMPLETED and self.verdict is not None
 
+    def type(self, allow: str = "approve") -> str:
+        """``"edit"`` when the allowing verdict came with a reviewer's edit
+        of the action, ``"approve"`` with it unedited, ``"reject"``
+        otherwise (another verdict, or none)."""
+        if not self.decided or self.verdict != allow:
+            return "reject"
+        return "edit" if self.action is not None and self.action.get("edited") else "approve"
+
+    def approved_args(self, name: str, args: Mapping[str, Any], allow: str = "approve") -> Dict[str, Any]:
+        """The arguments to run ``name`` with: the approved action's, with a
+        reviewer's edits, once checked. The call ``name(args)`` must be the
+        one asked about (its digest the proposal's) and the approved
+        action's digest its own. Raises ActionNotApproved when the
+        decision approves no action, and ActionDigestMismatch when either
+        digest does not match: then nothing must run."""
+        from ._integrity import ActionDigestMismatch, ActionNotApproved, action_digest
+
+        a = self.action
+        if self.type(allow) == "reject" or a is None:
+            raise ActionNotApproved(f"task {self.task_id} approved no action ({self.verdict})")
+        try:
+            approved = action_digest(str(a["name"]), a["args"])
+            called = action_digest(name, args)
+        except ValueError as e:
+            raise ActionDigestMismatch(f"an action of task {self.task_id} has no canonical form: {e}") from e
+        if approved != a["digest"]:
+            raise ActionDigestMismatch(f"the approved action of task {self.task_id} is not the one its digest names")
+        if name != a["name"] or called != a["proposed_digest"]:
+            raise ActionDigestMismatch(f"the call of {name} is not the one task {self.task_id} asked about: its arguments changed")
+        return dict(a["args"])
+
     def as_dict(self) -> Dict[str, Any]:
         """The decision as plain data, as a resumed node receives it."""
-        return {"task_id": self.task_id, "status": self.status, "verdict": self.verdict,
-                "tier": self.tier, "rationale": self.rationale}
+        d: Dict[str, Any] = {"task_id": self.task_id, "status": self.status, "verdict": self.verdict,
+                             "tier": self.tier, "rationale": self.rationale}
+        if self.action is not None:
+            d["action"] = dict(self.action)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Decision":
         """Reads as_dict's form back."""
-        return cls(str(d["task_id"]), str(d["status"]), d.get("verdict"), d.get("tier"), str(d.get("rationale") or ""))
+        action = d.get("action")
+        return cls(str(d["task_id"]), str(d["status"]), d.get("verdict"), d.get("tier"), str(d.get("rationale") or ""),
+                   dict(action) if isinstance(action, Mapping) else None)

@@ -6,10 +6,11 @@ In a node::
     from arbiterhq.langgraph import ask_arbiter
 
     def refund(state):
+        args = {"order": "ord_1", "amount": 42.5}
         decision = ask_arbiter("Refund order ord_1?", ["approve", "reject"],
-                               {"amount": 42.5})
-        if decision.verdict == "approve":
-            issue_refund()
+                               action={"name": "issue_refund", "args": args, "editable": ["amount"]})
+        if decision.type() != "reject":            # "approve", or "edit" by a reviewer
+            issue_refund(**decision.approved_args("issue_refund", args))
         return {"outcome": decision.verdict}
 
 Around the graph (compiled with a checkpointer)::
@@ -46,9 +47,13 @@ QUESTION = "arbiter"
 def ask_arbiter(prompt: str, allowed_verdicts: Sequence[str], context: Any = None, **fields: Any) -> Decision:
     """Pauses the graph with an Arbiter question and returns the decision
     when the run is resumed. ``fields`` are the create's other fields
-    (``confidence_threshold``, ``task_type``, ``deadline_seconds``, …).
-    As with any ``interrupt()``, the node runs again from its start on
-    resume, so work before this call must be safe to repeat."""
+    (``confidence_threshold``, ``task_type``, ``deadline_seconds``, …),
+    ``action`` among them: the tool call asked about, ``{"name", "args",
+    "editable", "schema"}``, whose approved form (a reviewer may edit it:
+    the decision's type is then ``"edit"``) ``decision.approved_args(name,
+    args)`` returns, checked against both digests. As with any
+    ``interrupt()``, the node runs again from its start on resume, so work
+    before this call must be safe to repeat."""
     question: Dict[str, Any] = {"prompt": prompt, "allowed_verdicts": list(allowed_verdicts), "context": context, **fields}
     answer = interrupt({QUESTION: question})
     return Decision.from_dict(answer)

@@ -17,7 +17,12 @@ paused run is resumed with Arbiter's decision, once.
 
 The policy asks Arbiter when the model calls the tool: a verdict of the
 agent tier that allows the call lets it run at once; anything else (the
-tier refused, or a person must decide) pauses the run. A task's idempotency
+tier refused, or a person must decide) pauses the run. Each task carries
+the call as its ``action`` (``editable`` names, per tool, the arguments a
+reviewer may change; ``schemas`` their JSON Schema): wrap the tool with
+``approvals.guard(tool)`` and it runs with the approved arguments, a
+reviewer's edits included, and refuses (ActionDigestMismatch, nothing run)
+a call whose arguments are not the ones approved. A task's idempotency
 key is ``openai-agents:{run_id}:{call_id}``, so the policy, ``submit`` and a
 restarted process all reach the same task. ``resume`` approves the item (or
 rejects it with the decider's rationale as the message the model sees) and
@@ -29,7 +34,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from agents import Agent, RunContextWrapper, Runner, RunResult, RunState
+from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
+from agents.tool_context import ToolContext
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
 
 from ._client import AsyncArbiter
 from ._base import COMPLETED
+from ._errors import IdempotencyMismatchError
+from ._integrity import ActionDigestMismatch, check_call
 from ._models import Task
 from ._resume import Decision, MemoryResumeStore, ResumeStore, SQLResumeStore
 
@@ -78,6 +86,8 @@ class ArbiterApprovals:
         agent_wait: int = 5,
         run_id: Callable[[RunContextWrapper[Any]], str] = run_id_from_context,
         prompt: Callable[[str, Mapping[str, Any]], str] = default_prompt,
+        editable: Optional[Mapping[str, Sequence[str]]] = None,
+        schemas: Optional[Mapping[str, Mapping[str, Any]]] = None,
         **fields: "Unpack[TaskCreateOptions]",
     ) -> None:
         if allow not in verdicts:
@@ -89,16 +99,50 @@ class ArbiterApprovals:
         self.agent_wait = agent_wait
         self.run_id = run_id
         self.prompt = prompt
+        self.editable = dict(editable or {})
+        self.schemas = dict(schemas or {})
         self.fields: TaskCreateOptions = fields
 
     async def _ask(self, run_id: str, call_id: str, tool_name: str, arguments: Mapping[str, Any]) -> Task:
-        task = await self.arbiter.tasks.create(
-            prompt=self.prompt(tool_name, arguments), allowed_verdicts=self.verdicts,
-            context={"tool": tool_name, "arguments": dict(arguments)},
-            idempotency_key=f"openai-agents:{run_id}:{call_id}", **self.fields,
-        )
+        action: Dict[str, Any] = {"name": tool_name, "args": dict(arguments)}
+        if self.editable.get(tool_name):
+            action["editable"] = list(self.editable[tool_name])
+        if tool_name in self.schemas:
+            action["schema"] = dict(self.schemas[tool_name])
+        params: Dict[str, Any] = {**self.fields, "action": action}
+        try:
+            task = await self.arbiter.tasks.create(
+                prompt=self.prompt(tool_name, arguments), allowed_verdicts=self.verdicts,
+                context={"tool": tool_name, "arguments": dict(arguments)},
+                idempotency_key=f"openai-agents:{run_id}:{call_id}", **params,
+            )
+        except IdempotencyMismatchError as e:
+            # The key names one call: the same key with other arguments is
+            # the call changed since it was asked about.
+            raise ActionDigestMismatch(
+                f"the call of {tool_name} is not the one Arbiter was asked about: its arguments changed") from e
         self.store.remember(task.id, {"run_id": run_id, "call_id": call_id})
         return task
+
+    def guard(self, tool: FunctionTool) -> FunctionTool:
+        """Makes the tool run only the call its task approved: with the
+        approved arguments (a reviewer's edits included), and never for a
+        call whose arguments are not the ones Arbiter was asked about
+        (ActionDigestMismatch; ActionNotApproved for a call no task
+        approved). The call's task is found again by its idempotency key;
+        the key is remembered for the server's retention (24 hours by
+        default), after which the call is refused rather than asked again
+        silently. Returns the tool, changed in place."""
+        invoke = tool.on_invoke_tool
+
+        async def guarded(ctx: ToolContext[Any], input_json: str) -> Any:
+            args = json.loads(input_json or "{}")
+            task = await self._ask(self.run_id(ctx), ctx.tool_call_id, tool.name, args)
+            approved = check_call(task, tool.name, args, self.allow)
+            return await invoke(ctx, json.dumps(approved.args))
+
+        tool.on_invoke_tool = guarded
+        return tool
 
     def needs_approval(self, tool_name: str) -> ApprovalPolicy:
         """The ``needs_approval`` of the tool named ``tool_name``."""
