@@ -88,7 +88,7 @@ type config struct {
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "provider", "tracing", "replicas"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -159,6 +159,8 @@ type bench struct {
 	sweepNotes []string
 	// views are the views phase's renders (views.go).
 	views []viewRender
+	// integrity are the integrity phase's steps (integrity.go).
+	integrity []integrityStep
 }
 
 // idAt is a created task and the account that owns it.
@@ -243,6 +245,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["views"] {
 		if err := b.measureViews(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["integrity"] {
+		if err := b.measureIntegrity(ctx); err != nil {
 			return err
 		}
 	}
@@ -865,6 +872,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintln(w, note)
 	}
 	printViews(w, b.views)
+	printIntegrity(w, b.integrity)
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
