@@ -39,6 +39,9 @@ import (
 func main() {
 	// The generator collects garbage as the service does by default
 	// (cmd/arbiter), so that neither starves the other of CPU.
+	if serveBenchUpstream() {
+		return
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
@@ -84,11 +87,15 @@ type config struct {
 	// tasks skips the phase.
 	sweepTasks int
 	sweepDue   float64
+	// gatewayCalls is how many echo calls each round of the gateway
+	// phase makes, straight and through the gateway (gateway.go); 0
+	// skips it.
+	gatewayCalls int
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas", "gateway"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -124,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.busyTasks, "busy-tasks", 320, "tasks the busy provider phase decides at -workers slots (0 skips it)")
 	fs.IntVar(&c.sweepTasks, "sweep-tasks", 1_000_000, "tasks with deadlines the sweep phase fills the table with (0 skips it)")
 	fs.Float64Var(&c.sweepDue, "sweep-due", 0.01, "the fraction of the sweep phase's tasks that are due")
+	fs.IntVar(&c.gatewayCalls, "gateway-calls", 3000, "echo calls each round of the gateway phase makes, straight and through arbiter gateway (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -265,6 +273,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["replicas"] {
 		if err := b.measureReplicas(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["gateway"] && b.gatewayCalls > 0 {
+		if err := b.measureGateway(ctx); err != nil {
 			return err
 		}
 	}
@@ -842,6 +855,7 @@ func (b *bench) print(w io.Writer) {
 	printMailTargets(w, byName)
 	printReplicas(w, byName)
 	printProvider(w, b.provider)
+	printGateway(w, byName)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	}
