@@ -95,18 +95,18 @@ func sendAlternating(n, ok int, bases []string, send func(i int, base string) in
 	return run
 }
 
-// checkHeld fails t unless run, of n requests sent to two servers against
-// a rate limit of burst requests and one more every every, let through
-// what one limit lets: the burst, plus what refilled while the run went
-// on, and refused the rest; past is how many more a limit may let
+// checkHeld fails t unless run, of n requests sent to servers processes
+// against a rate limit of burst requests and one more every every, let
+// through what one limit lets: the burst, plus what refilled while the run
+// went on, and refused the rest; past is how many more a limit may let
 // through by design each time it has a request to spend (requests in
-// flight that found it there). Two limits of their own would have let
-// through twice the burst: n is more than that.
-func checkHeld(t *testing.T, what string, run limitRun, n, burst, past int, every time.Duration) {
+// flight that found it there). Limits of each process's own would have
+// let through servers times the burst: n is more than that.
+func checkHeld(t *testing.T, what string, run limitRun, n, servers, burst, past int, every time.Duration) {
 	t.Helper()
 	refilled := int(run.took / every)
 	most := burst + (refilled+1)*(1+past) + past
-	if n <= 2*burst || most >= 2*burst {
+	if n <= servers*burst || most >= servers*burst {
 		t.Fatalf("%s: %d requests in %v cannot tell one limit of %d from two", what, n, run.took, burst)
 	}
 	if run.other != 0 || run.passed < burst || run.passed > most || run.refused != n-run.passed {
@@ -125,14 +125,26 @@ func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8"})
 	bases := []string{serve(t, getenv), serve(t, getenv)}
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
+	checkLimitsAcross(t, bases, bases, key, dbURL)
+}
 
+// checkLimitsAcross checks, in subtests, that the server processes at
+// replicas, reached through bases (the processes themselves, or a balancer
+// in front of them), hold every per-client and per-account limit to its
+// value: sign-in links, demo verdicts and failed key checks per client
+// address, MCP calls per account at once. key is an API key of an account
+// of the database at dbURL. The MCP calls go to the replicas themselves:
+// their test ends its calls by leaving, which a balancer such as HAProxy
+// does not pass on to a replica until the call's wait ends.
+func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string) {
+	servers := len(replicas)
 	t.Run("SignInLinksPerClient", func(t *testing.T) {
-		const n = 50
+		n := 20*servers + 10
 		run := sendAlternating(n, http.StatusOK, bases, func(i int, base string) int {
 			form := url.Values{"email": {fmt.Sprintf("person%d@example.com", i)}}.Encode()
 			return sendAs(t, "198.51.100.1", "POST", base+"/signin/email", "application/x-www-form-urlencoded", form, nil)
 		})
-		checkHeld(t, "sign-in links asked by one client of two servers", run, n, 20, 0, 30*time.Second)
+		checkHeld(t, "sign-in links asked by one client of several servers", run, n, servers, 20, 0, 30*time.Second)
 	})
 
 	t.Run("DemoVerdictsPerClient", func(t *testing.T) {
@@ -152,31 +164,33 @@ func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 			t.Fatalf("demo tasks: %v, %v", demo, err)
 		}
 		task := demo.Tasks[0]
-		const n = 30
+		n := 10*servers + 10
 		run := sendAlternating(n, http.StatusOK, bases, func(i int, base string) int {
 			body := fmt.Sprintf(`{"task_id":%q,"verdict":%q,"anon_session_id":"anon_%d"}`, task.ID, task.AllowedVerdicts[0], i)
 			return sendAs(t, "198.51.100.2", "POST", base+"/demo/verdicts", "application/json", body, nil)
 		})
-		checkHeld(t, "demo verdicts of one client to two servers", run, n, 10, 0, 2*time.Second)
+		checkHeld(t, "demo verdicts of one client to several servers", run, n, servers, 10, 0, 2*time.Second)
 	})
 
 	t.Run("FailedKeyChecksPerClient", func(t *testing.T) {
-		// The client's valid key, seen active by both servers, is never
+		// The client's valid key, seen active by every server, is never
 		// held back by its guesses.
 		valid := map[string]string{"Authorization": "Bearer " + key}
-		for _, base := range bases {
-			if s := sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", valid); s != http.StatusOK {
-				t.Fatalf("a valid key = %d", s)
+		for range servers {
+			for _, base := range bases {
+				if s := sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", valid); s != http.StatusOK {
+					t.Fatalf("a valid key = %d", s)
+				}
 			}
 		}
-		const n = 2*web.FailedKeyChecksBurst + 50
+		n := servers*web.FailedKeyChecksBurst + 50
 		run := sendAlternating(n, http.StatusUnauthorized, bases, func(i int, base string) int {
 			guess := fmt.Sprintf("svc_live_%028x", i)
 			return sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", map[string]string{"Authorization": "Bearer " + guess})
 		})
 		// A guess spends its check once its lookup has failed, so guesses in
 		// flight when the budget ran out are looked up too (KeyChecker).
-		checkHeld(t, "guessed keys from one client to two servers", run, n, web.FailedKeyChecksBurst, sendersAtOnce-1, web.FailedKeyCheckEvery)
+		checkHeld(t, "guessed keys from one client to several servers", run, n, servers, web.FailedKeyChecksBurst, sendersAtOnce-1, web.FailedKeyCheckEvery)
 		for _, base := range bases {
 			if s := sendAs(t, "198.51.100.3", "GET", base+"/v1/tasks", "", "", valid); s != http.StatusOK {
 				t.Errorf("a valid key after the guesses = %d", s)
@@ -190,7 +204,7 @@ func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 		defer func() { leave(); wg.Wait() }()
 		for i := range handlers.MaxMCPCalls {
 			wg.Go(func() {
-				req, _ := http.NewRequestWithContext(ctx, "POST", bases[i%2]+"/v1/mcp", strings.NewReader(askForAPerson))
+				req, _ := http.NewRequestWithContext(ctx, "POST", replicas[i%servers]+"/v1/mcp", strings.NewReader(askForAPerson))
 				req.Header.Set("Authorization", "Bearer "+key)
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
@@ -214,7 +228,7 @@ func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 				t.Fatalf("%d MCP calls hold slots, want %d", held, handlers.MaxMCPCalls)
 			}
 		}
-		for _, base := range bases {
+		for _, base := range replicas {
 			status, h, b := postMCP(t, base, "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(1))
 			if msg := apiErrorSentence(t, status, h, b, http.StatusTooManyRequests); !strings.Contains(msg, "at once") {
 				t.Errorf("%q does not say that too many calls run at once", msg)
@@ -223,7 +237,7 @@ func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 		leave()
 		wg.Wait()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-			status, _, b := postMCP(t, bases[1], "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(2))
+			status, _, b := postMCP(t, replicas[servers-1], "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(2))
 			if status == http.StatusOK {
 				break
 			}
