@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,6 +158,24 @@ func apiSend(method, target, key, idempotencyKey, body string) (int, map[string]
 	return res.StatusCode, answer, nil
 }
 
+// apiSendAgain is apiSend sent again while it is not answered (no
+// answer, or 502, 503 or 504: a replica gone, a balancer without one, a
+// database that did not answer in time), as a client of the service does,
+// until the test's patience runs out; again counts the requests sent
+// again. A create is sent again with its idempotency key.
+func apiSendAgain(t *testing.T, again *atomic.Int64, method, target, key, idempotencyKey, body string) (int, map[string]any, error) {
+	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
+		status, answer, err := apiSend(method, target, key, idempotencyKey, body)
+		if err == nil && status != http.StatusBadGateway && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
+			return status, answer, nil
+		}
+		again.Add(1)
+		if time.Now().After(deadline) {
+			return status, answer, fmt.Errorf("%s %s was never answered: %d %v", method, target, status, err)
+		}
+	}
+}
+
 // TestPooler_ServesThroughPgBouncerInTransactionMode runs two `arbiter
 // serve` processes whose store goes through PgBouncer in transaction mode,
 // with fewer server connections than the processes' pools, so that
@@ -167,7 +186,9 @@ func apiSend(method, target, key, idempotencyKey, body string) (int, map[string]
 // creates through both servers are decided by the verifier, every
 // long-poll on the other server is woken by the decision, every callback
 // is delivered once, and a retried create with its idempotency key gives
-// the same task.
+// the same task. A call the database did not answer in time (503, on a
+// busy machine where two server connections serve every statement of two
+// processes) is sent again.
 func TestPooler_ServesThroughPgBouncerInTransactionMode(t *testing.T) {
 	t.Parallel()
 	direct := dbtest.URL(t, db.Postgres)
@@ -195,6 +216,7 @@ func TestPooler_ServesThroughPgBouncerInTransactionMode(t *testing.T) {
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 
 	const n = 40
+	var again atomic.Int64
 	type outcome struct {
 		id, retriedID, waited string
 		err                   error
@@ -208,7 +230,7 @@ func TestPooler_ServesThroughPgBouncerInTransactionMode(t *testing.T) {
 			body := fmt.Sprintf(`{"prompt":"Refund order %d?","allowed_verdicts":["approve","reject"],"callback_url":%q}`,
 				i, receiver.URL+"/hook")
 			idempotencyKey := fmt.Sprintf("order-%d", i)
-			status, task, err := apiSend("POST", create, key, idempotencyKey, body)
+			status, task, err := apiSendAgain(t, &again, "POST", create, key, idempotencyKey, body)
 			if err != nil || status != http.StatusOK {
 				o.err = fmt.Errorf("create %d = %d %v %v", i, status, task, err)
 				return
@@ -216,13 +238,13 @@ func TestPooler_ServesThroughPgBouncerInTransactionMode(t *testing.T) {
 			o.id, _ = task["id"].(string)
 			// The other server waits for the decision: its own listener,
 			// on its direct connection, hears of it.
-			status, task, err = apiSend("GET", bases[(i+1)%2]+"/v1/tasks/"+o.id+"?wait=60&status=completed", key, "", "")
+			status, task, err = apiSendAgain(t, &again, "GET", bases[(i+1)%2]+"/v1/tasks/"+o.id+"?wait=60&status=completed", key, "", "")
 			if err != nil || status != http.StatusOK {
 				o.err = fmt.Errorf("wait for %s = %d %v %v", o.id, status, task, err)
 				return
 			}
 			o.waited, _ = task["status"].(string)
-			status, task, err = apiSend("POST", bases[(i+1)%2]+"/v1/tasks", key, idempotencyKey, body)
+			status, task, err = apiSendAgain(t, &again, "POST", bases[(i+1)%2]+"/v1/tasks", key, idempotencyKey, body)
 			if err != nil || status != http.StatusOK {
 				o.err = fmt.Errorf("retried create %d = %d %v %v", i, status, task, err)
 				return
@@ -267,4 +289,5 @@ func TestPooler_ServesThroughPgBouncerInTransactionMode(t *testing.T) {
 			t.Errorf("task %s's callback was delivered %d times", o.id, c)
 		}
 	}
+	t.Logf("%d calls not answered in time and sent again", again.Load())
 }

@@ -250,21 +250,8 @@ func TestThreeHosts_ReplicasBehindHAProxySurviveAKillAndADrain(t *testing.T) {
 			problems = append(problems, err)
 			mu.Unlock()
 		}
-		// send retries a request cut by the fault (no answer, or the
-		// balancer's 502/503/504) until it is answered, as a client of a
-		// replicated service does; a create is retried with its
-		// idempotency key.
 		send := func(method, target, idempotencyKey, body string) (int, map[string]any, error) {
-			for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
-				status, answer, err := apiSend(method, target, key, idempotencyKey, body)
-				if err == nil && status != http.StatusBadGateway && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
-					return status, answer, nil
-				}
-				cut.Add(1)
-				if time.Now().After(deadline) {
-					return status, answer, fmt.Errorf("%s %s was never answered: %d %v", method, target, status, err)
-				}
-			}
+			return apiSendAgain(t, &cut, method, target, key, idempotencyKey, body)
 		}
 		killed, drained := make(chan struct{}), make(chan struct{})
 		go func() {
