@@ -262,6 +262,8 @@ type policyCache struct {
 	// changes counts forget's calls: a read that began before one is
 	// not kept, as it may hold what the change replaced.
 	changes uint64
+	// reading are the reads in flight, by account (sharedPolicyRead).
+	reading map[string]*policyRead
 }
 
 // cachedPolicies are an account's policies by task type, read at readAt.
@@ -306,28 +308,94 @@ func (d *DB) policyOf(ctx context.Context, accountID, taskType string) (*arbiter
 	c := &d.policies
 	c.mu.Lock()
 	cached, ok := c.accounts[accountID]
-	changes := c.changes
-	c.mu.Unlock()
 	if !ok || now.Sub(cached.readAt) >= policyCacheTTL || now.Before(cached.readAt) {
-		policies, err := d.selectPolicies(ctx, accountID)
-		if err != nil {
+		var err error
+		if cached, err = d.sharedPolicyRead(ctx, accountID, now); err != nil {
 			return nil, err
 		}
-		cached = cachedPolicies{byType: make(map[string]*arbiter.Policy, len(policies)), readAt: now}
-		for i := range policies {
-			cached.byType[policies[i].TaskType] = &policies[i]
-		}
-		c.mu.Lock()
-		if c.accounts == nil || len(c.accounts) >= maxCachedPolicyAccounts {
-			c.accounts = map[string]cachedPolicies{}
-		}
-		if c.changes == changes {
-			c.accounts[accountID] = cached
-		}
+	} else {
 		c.mu.Unlock()
 	}
 	if p, ok := cached.byType[taskType]; ok {
 		return p, nil
 	}
 	return cached.byType[arbiter.DefaultPolicyName], nil
+}
+
+// policyReadStarts and policyReadJoined are told when a read of an
+// account's policies starts and when a miss joins one in flight; tests
+// replace them.
+var policyReadStarts, policyReadJoined = func(string) {}, func(string) {}
+
+// policyRead is a read of an account's policies in flight, which the
+// misses of the account that come meanwhile share.
+type policyRead struct {
+	done chan struct{} // closed when the read ended
+	// changes is the cache's count of changes when the read began.
+	changes uint64
+	cached  cachedPolicies
+	err     error
+}
+
+// sharedPolicyRead reads the account's policies for a miss of the cache,
+// whose lock is held on entry and released. Misses that come while a read
+// begun since the last change is in flight wait for it instead of reading
+// too: a worker that claims thousands of tasks of one account at once
+// asks once, not once a task. A waiter whose read failed (its caller may
+// have given up) reads on its own.
+func (d *DB) sharedPolicyRead(ctx context.Context, accountID string, now time.Time) (cachedPolicies, error) {
+	c := &d.policies
+	if r, ok := c.reading[accountID]; ok && r.changes == c.changes {
+		c.mu.Unlock()
+		policyReadJoined(accountID)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return cachedPolicies{}, ctx.Err()
+		}
+		if r.err == nil {
+			return r.cached, nil
+		}
+		c.mu.Lock()
+		changes := c.changes
+		c.mu.Unlock()
+		return d.readPolicies(ctx, accountID, now, changes, nil)
+	}
+	r := &policyRead{done: make(chan struct{}), changes: c.changes}
+	if c.reading == nil {
+		c.reading = map[string]*policyRead{}
+	}
+	c.reading[accountID] = r
+	c.mu.Unlock()
+	r.cached, r.err = d.readPolicies(ctx, accountID, now, r.changes, r)
+	close(r.done)
+	return r.cached, r.err
+}
+
+// readPolicies reads the account's policies and keeps them, unless the
+// cache changed since changes; r, when not nil, is the read in flight it
+// ends.
+func (d *DB) readPolicies(ctx context.Context, accountID string, now time.Time, changes uint64, r *policyRead) (cachedPolicies, error) {
+	policyReadStarts(accountID)
+	policies, err := d.selectPolicies(ctx, accountID)
+	c := &d.policies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r != nil && c.reading[accountID] == r {
+		delete(c.reading, accountID)
+	}
+	if err != nil {
+		return cachedPolicies{}, err
+	}
+	cached := cachedPolicies{byType: make(map[string]*arbiter.Policy, len(policies)), readAt: now}
+	for i := range policies {
+		cached.byType[policies[i].TaskType] = &policies[i]
+	}
+	if c.accounts == nil || len(c.accounts) >= maxCachedPolicyAccounts {
+		c.accounts = map[string]cachedPolicies{}
+	}
+	if c.changes == changes {
+		c.accounts[accountID] = cached
+	}
+	return cached, nil
 }

@@ -1,7 +1,9 @@
 package db_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/arbiterhq/arbiter"
@@ -295,5 +297,65 @@ func TestTaskService_CreateTask_PolicyNotifyAndReview(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("created after the change", changed.ID, "slack:#later", "1 review, any by cfo@example.com")
+	})
+}
+
+// A worker that claims many tasks of one account at once asks the store
+// for the account's policies once: the misses of the cache that come while
+// a read is in flight share it, and each gets the policy.
+func TestAgentPolicy_ConcurrentMissesShareOneRead(t *testing.T) {
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		if _, err := d.PutPolicy(ctx, acct.ID, arbiter.Policy{TaskType: "refund", ConfidenceThreshold: ptr(0.95)}, arbiter.Actor{}); err != nil {
+			t.Fatal(err)
+		}
+		const calls = 20
+		var mu sync.Mutex
+		started, joined := 0, 0
+		arrived, release := make(chan struct{}, 2*calls), make(chan struct{})
+		restore := db.OnPolicyReads(func(accountID string) {
+			if accountID != acct.ID {
+				return
+			}
+			mu.Lock()
+			started++
+			mu.Unlock()
+			arrived <- struct{}{}
+			<-release // the read stays in flight until every call has come
+		}, func(accountID string) {
+			if accountID != acct.ID {
+				return
+			}
+			mu.Lock()
+			joined++
+			mu.Unlock()
+			arrived <- struct{}{}
+		})
+		defer restore()
+		errs := make(chan error, calls)
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Go(func() {
+				p, err := d.AgentPolicy(ctx, acct.ID, "refund")
+				if err == nil && (p == nil || p.ConfidenceThreshold == nil || *p.ConfidenceThreshold != 0.95) {
+					err = fmt.Errorf("the policy read is %+v", p)
+				}
+				errs <- err
+			})
+		}
+		for range calls {
+			<-arrived
+		}
+		close(release)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		if started != 1 || joined != calls-1 {
+			t.Errorf("%d calls started %d reads and joined %d, want 1 read shared by all", calls, started, joined)
+		}
 	})
 }
