@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -100,7 +101,7 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 		heads[acct] = h
 	}
 	out := make(map[string]string, len(decisions))
-	insert := d.rebind(`INSERT INTO receipts (task_id, account_id, seq, receipt, decided_at) VALUES (?, ?, ?, ?, ?)`)
+	rows := make([]any, 0, 5*len(decisions))
 	for _, dec := range decisions {
 		h := heads[dec.accountID]
 		h.seq++
@@ -114,11 +115,12 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 		if err != nil {
 			return nil, fmt.Errorf("sign receipt: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, insert, dec.taskID, dec.accountID, h.seq, receipt, int64(dec.at)); err != nil {
-			return nil, fmt.Errorf("store receipt: %w", err)
-		}
+		rows = append(rows, dec.taskID, dec.accountID, h.seq, receipt, int64(dec.at))
 		h.last = arbiter.ReceiptHash(receipt)
 		out[dec.taskID] = receipt
+	}
+	if err := tx.insertReceipts(ctx, rows); err != nil {
+		return nil, err
 	}
 	for _, acct := range accounts {
 		h := heads[acct]
@@ -128,6 +130,26 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 		}
 	}
 	return out, nil
+}
+
+// receiptsPerInsert bounds the receipts one INSERT stores (5 parameters
+// each).
+const receiptsPerInsert = 100
+
+// insertReceipts stores receipts, rows holding five values each (task,
+// account, seq, receipt, decided at), a statement per receiptsPerInsert:
+// a grouped finish of a thousand tasks stores its receipts in ten
+// statements, not a thousand.
+func (tx *Tx) insertReceipts(ctx context.Context, rows []any) error {
+	for start := 0; start < len(rows); start += 5 * receiptsPerInsert {
+		chunk := rows[start:min(start+5*receiptsPerInsert, len(rows))]
+		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(chunk)/5), ", ")
+		if _, err := tx.ExecContext(ctx, tx.db.rebind(`INSERT INTO receipts (task_id, account_id, seq, receipt, decided_at) VALUES `+values),
+			chunk...); err != nil {
+			return fmt.Errorf("store receipts: %w", err)
+		}
+	}
+	return nil
 }
 
 // signingKey returns the key that signs now, making the first one when

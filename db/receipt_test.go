@@ -375,15 +375,17 @@ func TestReceipts_AGroupedFinishSignsEachDecision(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
 		acct := newAccount(t, d, "owner@example.com")
+		// More receipts than one statement stores (receiptsPerInsert),
+		// so that the chain runs across the statements of a group.
 		var ids []string
-		for i := range 5 {
+		for i := range 205 {
 			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, fmt.Sprint("refund ", i), refund))
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, task.ID)
 		}
-		claimed, err := d.ClaimTasks(ctx, "w", 10, time.Minute)
+		claimed, err := d.ClaimTasks(ctx, "w", 500, time.Minute)
 		if err != nil || len(claimed) != len(ids) {
 			t.Fatalf("claim = %d, %v", len(claimed), err)
 		}
