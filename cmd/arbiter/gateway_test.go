@@ -479,7 +479,9 @@ func TestGateway_KilledAfterApprovalRunsOnce(t *testing.T) {
 	if err := gw.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = gw.Wait()
+	// Closing the session waits for the process: the SDK's command
+	// transport Waits it, and a second Wait here would race with that.
+	_ = agent.Close()
 	if err := os.WriteFile(s.hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
