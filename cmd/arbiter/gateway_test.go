@@ -352,6 +352,33 @@ func TestGateway_AskApprovedOnTheDeskRunsOnceWithTheArgs(t *testing.T) {
 	}
 }
 
+// A reviewer changes the amount on the desk's edit form: the upstream runs
+// once with the edited arguments, and the log calls the outcome edited.
+func TestGateway_AskEditedOnTheDeskRunsWithTheEditedArgs(t *testing.T) {
+	t.Parallel()
+	a := newGWArbiter(t)
+	s := newGWSetup(t, a)
+	agent, logs := s.agent(t)
+	call := asyncCall(t, agent, "transfer", map[string]any{"to": "acc_2", "amount": 500, "memo": "rent"})
+	task := a.waitForTask(t, 1)
+	a.decide(t, task, "approve", "Half now, half next month.", url.Values{"arg.amount": {"250"}})
+	res := answer(t, call)
+	if res.IsError || !strings.Contains(gwText(res), "Transferred 250 EUR to acc_2.") {
+		t.Fatalf("the edited call = %s", gwText(res))
+	}
+	e := s.executions(t)
+	if len(e) != 1 || string(e[0].Args) != `{"to":"acc_2","amount":250,"memo":"rent"}` {
+		t.Errorf("the bank ran %+v, want the transfer once with the edited amount", e)
+	}
+	approved := waitStatus(t, a.base, a.key, task["id"].(string), "completed")["approved_action"].(map[string]any)
+	if approved["edited"] != true || approved["digest"] == task["action"].(map[string]any)["digest"] {
+		t.Errorf("the approved action = %v, want an edit with its own digest", approved)
+	}
+	if !strings.Contains(logs.String(), "outcome=edited") {
+		t.Errorf("the log has no edited call:\n%s", logs.String())
+	}
+}
+
 func TestGateway_AskRejectedDoesNotRunAndSaysWhy(t *testing.T) {
 	t.Parallel()
 	a := newGWArbiter(t)
