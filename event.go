@@ -59,6 +59,10 @@ type TaskEvent struct {
 	CallbackURL string
 	// Drift is the crossing a calibration.drifted event announces.
 	Drift *Drift
+	// TraceParent is the W3C trace context of the span that made the
+	// event, which its outbox messages keep; "" for the publishing
+	// transaction's own (a grouped write publishes events of many).
+	TraceParent string
 }
 
 // TaskEventOf returns the event type of a task reaching status, or "" for a

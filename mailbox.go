@@ -75,6 +75,9 @@ type MailMessage struct {
 	// DriftMail or a WebhookDisabledMail, as Kind says.
 	Content  []byte
 	Attempts int
+	// TraceParent is the W3C trace context of the span that queued the
+	// message ("" when tracing was off): its delivery's span is a child.
+	TraceParent string
 }
 
 // NewMailMessageID returns a fresh mail message id.

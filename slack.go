@@ -147,6 +147,9 @@ type SlackMessage struct {
 	// ended without Slack's answer): the post may be in Slack already,
 	// and is looked for before it is posted again.
 	PostStartedAt Timestamp
+	// TraceParent is the W3C trace context of the span that queued the
+	// message ("" when tracing was off): its delivery's span is a child.
+	TraceParent string
 }
 
 // NewSlackMessageID returns a fresh Slack message id.

@@ -142,6 +142,10 @@ type Task struct {
 	// voter's, which the other voters now vote on, or the deciding
 	// reviewer's; nil without one.
 	ActionEdit *ActionEdit `json:"-"`
+	// TraceParent is the W3C trace context of the request that created
+	// the task, which the queue's claim reads back while tracing is on so
+	// that the agent decision joins the create's trace; never sent.
+	TraceParent string `json:"-"`
 }
 
 // ProposedDigest returns the digest of the action the create proposed,

@@ -256,6 +256,9 @@ type TeamsMessage struct {
 	// ActivityID, ConversationID and ServiceURL say where a sent post's
 	// card is, for an update.
 	ActivityID, ConversationID, ServiceURL string
+	// TraceParent is the W3C trace context of the span that queued the
+	// message ("" when tracing was off): its delivery's span is a child.
+	TraceParent string
 }
 
 // NewTeamsMessageID returns a fresh Teams message id.

@@ -448,6 +448,9 @@ type WebhookMessage struct {
 	// response); nil and 0 before the first.
 	LastAttemptAt  *Timestamp
 	LastStatusCode int
+	// TraceParent is the W3C trace context of the span that queued the
+	// message ("" when tracing was off): its delivery's span is a child.
+	TraceParent string
 }
 
 // WebhookAttempt is one try at delivering a message, for the attempt log.

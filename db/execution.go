@@ -19,7 +19,7 @@ var _ arbiter.ExecutionService = (*DB)(nil)
 func (d *DB) ClaimExecution(ctx context.Context, accountID, id string, c arbiter.ExecutionClaim, by arbiter.Actor) (_ *arbiter.Execution, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "ClaimExecution")
+	ctx, endSpan := d.traced(ctx, "db ClaimExecution")
 	defer endSpan(&err)
 	var out *arbiter.Execution
 	err = d.transact(ctx, func(tx *Tx) error {

@@ -28,6 +28,8 @@ type mailRow struct {
 	TaskID    string `db:"task_id"`
 	Data      string `db:"data"`
 	Attempts  int    `db:"attempts"`
+	// TraceParent is the trace context of the span that queued the mail.
+	TraceParent string `db:"traceparent"`
 }
 
 // ClaimMail leases up to max due mails to owner, oldest due first, in one
@@ -39,7 +41,8 @@ func (d *DB) ClaimMail(ctx context.Context, owner string, max int, lease time.Du
 		return nil, nil
 	}
 	var rows []mailRow
-	if err := d.db.SelectContext(ctx, &rows, d.leaseDueSQL("mail_messages", "id, account_id, kind, recipient, task_id, data, attempts"),
+	if err := d.db.SelectContext(ctx, &rows, d.leaseDueSQL("mail_messages",
+		"id, account_id, kind, recipient, task_id, data, attempts, COALESCE(traceparent, '') AS traceparent"),
 		owner, lease.Milliseconds(), int64(d.nowMS()), max); err != nil {
 		return nil, fmt.Errorf("claim mail: %w", err)
 	}
@@ -50,7 +53,7 @@ func (d *DB) ClaimMail(ctx context.Context, owner string, max int, lease time.Du
 			return nil, fmt.Errorf("open mail %s: %w", r.ID, err)
 		}
 		out[i] = &arbiter.MailMessage{ID: r.ID, AccountID: r.AccountID, Kind: r.Kind, To: r.Recipient, TaskID: r.TaskID,
-			Content: []byte(content), Attempts: r.Attempts}
+			Content: []byte(content), Attempts: r.Attempts, TraceParent: r.TraceParent}
 	}
 	return out, nil
 }

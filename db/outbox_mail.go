@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // The mail outbox: a task's reminder mails each member of its account who
@@ -153,21 +155,25 @@ func (o *mailOutbox) write(ctx context.Context, tx *Tx, msgs []*arbiter.MailMess
 	}
 	tx.queue(o.wake)
 	now := int64(tx.now)
+	// The delivery joins the trace of the span that queued it.
+	traceParent := telemetry.TraceParent(ctx)
 	for start := 0; start < len(msgs); start += 100 {
 		chunk := msgs[start:min(start+100, len(msgs))]
 		var b strings.Builder
-		b.WriteString(`INSERT INTO mail_messages (id, account_id, kind, recipient, task_id, data, status, next_attempt_at, created_at) VALUES `)
-		args := make([]any, 0, 9*len(chunk))
+		b.WriteString(`INSERT INTO mail_messages (id, account_id, kind, recipient, task_id, data, status, next_attempt_at, created_at,
+			traceparent) VALUES `)
+		args := make([]any, 0, 10*len(chunk))
 		for i, m := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			data, err := o.db.seal(string(m.Content), m.ID)
 			if err != nil {
 				return err
 			}
-			args = append(args, m.ID, m.AccountID, m.Kind, m.To, m.TaskID, data, arbiter.MailPending, now, now)
+			args = append(args, m.ID, m.AccountID, m.Kind, m.To, m.TaskID, data, arbiter.MailPending, now, now,
+				nullText(cmp.Or(m.TraceParent, traceParent)))
 		}
 		if _, err := tx.ExecContext(ctx, o.db.rebind(b.String()), args...); err != nil {
 			return fmt.Errorf("insert mail: %w", err)

@@ -1,11 +1,13 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // The Teams outbox: a task that goes to a person gets a "post" row for the
@@ -116,7 +118,7 @@ func (o *teamsOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 		}
 		for _, c := range to {
 			msgs = append(msgs, &arbiter.TeamsMessage{ID: arbiter.NewTeamsMessageID(), AccountID: ev.AccountID, TaskID: ev.TaskID,
-				Kind: kind, Conversation: c})
+				Kind: kind, Conversation: c, TraceParent: ev.TraceParent})
 		}
 	}
 	return o.insert(ctx, tx, msgs)
@@ -190,14 +192,18 @@ func (o *teamsOutbox) insert(ctx context.Context, tx *Tx, msgs []*arbiter.TeamsM
 	tx.queue(o.wake)
 	now := int64(tx.now)
 	var b strings.Builder
-	b.WriteString(`INSERT INTO teams_messages (id, account_id, task_id, kind, conversation, status, next_attempt_at, created_at) VALUES `)
-	args := make([]any, 0, 8*len(msgs))
+	b.WriteString(`INSERT INTO teams_messages (id, account_id, task_id, kind, conversation, status, next_attempt_at, created_at,
+		traceparent) VALUES `)
+	args := make([]any, 0, 9*len(msgs))
+	// The delivery joins the trace of the span that queued it.
+	traceParent := telemetry.TraceParent(ctx)
 	for i, m := range msgs {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, m.ID, m.AccountID, m.TaskID, m.Kind, m.Conversation, arbiter.TeamsPending, now, now)
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, m.ID, m.AccountID, m.TaskID, m.Kind, m.Conversation, arbiter.TeamsPending, now, now,
+			nullText(cmp.Or(m.TraceParent, traceParent)))
 	}
 	if _, err := tx.ExecContext(ctx, o.db.rebind(b.String()), args...); err != nil {
 		return fmt.Errorf("insert Teams messages: %w", err)

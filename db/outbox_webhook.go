@@ -1,12 +1,14 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // The webhook outbox: a message of each announced event (arbiter.Announced)
@@ -127,7 +129,7 @@ func (o *webhookOutbox) messages(ctx context.Context, tx *Tx, events []arbiter.T
 		for _, dest := range dests[i] {
 			msgs = append(msgs, &arbiter.WebhookMessage{ID: arbiter.NewWebhookMessageID(), AccountID: ev.AccountID,
 				EndpointID: dest.endpointID, URL: dest.url, EventType: ev.Type, TaskID: ev.TaskID, Payload: payload, Status: dest.status,
-				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now)})
+				NextAttemptAt: arbiter.TimestampOf(now), CreatedAt: arbiter.TimestampOf(now), TraceParent: ev.TraceParent})
 		}
 	}
 	return msgs, nil
@@ -140,18 +142,20 @@ func (o *webhookOutbox) insert(ctx context.Context, tx *Tx, msgs []*arbiter.Webh
 		return nil
 	}
 	tx.queue(o.wake)
-	const cols = 10
+	const cols = 11
+	// The delivery joins the trace of the span that queued it.
+	traceParent := telemetry.TraceParent(ctx)
 	for start := 0; start < len(msgs); start += 100 {
 		chunk := msgs[start:min(start+100, len(msgs))]
 		var b strings.Builder
 		b.WriteString(`INSERT INTO webhook_messages (id, account_id, endpoint_id, url, event_type, task_id, payload,
-			status, next_attempt_at, created_at) VALUES `)
+			status, next_attempt_at, created_at, traceparent) VALUES `)
 		args := make([]any, 0, len(chunk)*cols)
 		for i, m := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			var endpoint, task any
 			url := m.URL
 			if m.EndpointID != "" {
@@ -165,7 +169,7 @@ func (o *webhookOutbox) insert(ctx context.Context, tx *Tx, msgs []*arbiter.Webh
 				status = arbiter.WebhookPending
 			}
 			args = append(args, m.ID, m.AccountID, endpoint, url, m.EventType, task, string(m.Payload),
-				status, int64(m.NextAttemptAt), int64(m.CreatedAt))
+				status, int64(m.NextAttemptAt), int64(m.CreatedAt), nullText(cmp.Or(m.TraceParent, traceParent)))
 		}
 		if _, err := tx.ExecContext(ctx, o.db.rebind(b.String()), args...); err != nil {
 			return fmt.Errorf("insert webhook messages: %w", err)

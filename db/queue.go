@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 var _ arbiter.QueueService = (*DB)(nil)
@@ -48,7 +51,7 @@ func (d *DB) ClaimTasksStarted(ctx context.Context, owner string, max int, lease
 func (d *DB) claimTasks(ctx context.Context, query, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "ClaimTasks")
+	ctx, endSpan := d.traced(ctx, "db ClaimTasks")
 	defer endSpan(&err)
 	if max <= 0 {
 		return nil, nil
@@ -61,7 +64,44 @@ func (d *DB) claimTasks(ctx context.Context, query, owner string, max int, lease
 	}
 	// RETURNING promises no order; hand the oldest out first.
 	slices.SortStableFunc(claimed, func(a, b *arbiter.Task) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
+	if telemetry.On() && len(claimed) > 0 {
+		if err := d.readTraceParents(ctx, claimed); err != nil {
+			return nil, err
+		}
+	}
 	return claimed, nil
+}
+
+// readTraceParents sets the tasks' TraceParent, the trace context of
+// their creates, and links the claim's span to each create: a claim takes
+// tasks of many traces, so it is a root of its own that names them, and
+// each task's agent decision is the child of its create (worker). Only
+// while tracing is on: it costs a query.
+func (d *DB) readTraceParents(ctx context.Context, tasks []*arbiter.Task) error {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	var rows []struct {
+		ID          string `db:"id"`
+		TraceParent string `db:"traceparent"`
+	}
+	if err := d.selectIn(ctx, d.db, &rows, `SELECT id, traceparent FROM task_states
+		WHERE id IN (?) AND traceparent IS NOT NULL`, ids); err != nil {
+		return fmt.Errorf("read trace contexts: %w", err)
+	}
+	byID := make(map[string]string, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r.TraceParent
+	}
+	span := trace.SpanFromContext(ctx)
+	for _, t := range tasks {
+		t.TraceParent = byID[t.ID]
+		if sc := telemetry.SpanContextOf(t.TraceParent); sc.IsValid() && span.IsRecording() {
+			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("arbiter.task_id", t.ID)}})
+		}
+	}
+	return nil
 }
 
 // StartAgentCalls marks the calls of the tasks leased to owner as started,
@@ -153,9 +193,9 @@ var errLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The worker no longer holds
 func (d *DB) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) (err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "FinishAgentAttempt")
+	ctx, endSpan := d.traced(ctx, "db FinishAgentAttempt")
 	defer endSpan(&err)
-	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS()}
+	f := agentFinish{owner: owner, taskID: taskID, step: step, now: d.nowMS(), traceParent: telemetry.TraceParent(ctx)}
 	if d.grouping() {
 		_, err = d.finishes.Do(ctx, f)
 		return err
@@ -169,6 +209,10 @@ type agentFinish struct {
 	owner, taskID string
 	step          arbiter.AgentStep
 	now           arbiter.Timestamp
+	// traceParent is the trace context of the call's span: a group of
+	// finishes runs in a context of its own, and what each queues joins
+	// its own call's trace.
+	traceParent string
 }
 
 // finalFields returns what the finish sets in the task's final_* columns
@@ -223,6 +267,7 @@ func (f agentFinish) auditDraw() (completed int, draw float64) {
 
 // finishOne records one finish in its own transaction.
 func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
+	ctx = telemetry.WithParent(ctx, f.traceParent)
 	verdict, tier, confidence, completedAt := f.finalFields()
 	update, err := d.stmt(ctx, d.sqlPublishing(`UPDATE task_states SET status = ?, final_verdict = ?, final_tier = ?,
 		final_confidence = ?, completed_at = ?, approved_digest = ?, failures = CASE WHEN ? THEN 0 ELSE failures + ? END, run_after = ?,
@@ -320,9 +365,10 @@ func (d *DB) ReleaseTasks(ctx context.Context, owner string) (err error) {
 // arbiter.HumanDecision.Attempt rules, and records the decision in the
 // account's audit log, in one transaction.
 func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbiter.HumanDecision) (_ *arbiter.Task, err error) {
+	decision := ctx // the span of the request that decides
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "DecideTask")
+	ctx, endSpan := d.traced(ctx, "db DecideTask")
 	defer endSpan(&err)
 	if err := dec.Validate(); err != nil {
 		return nil, err
@@ -332,6 +378,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		return nil, err
 	}
 	var decided *arbiter.Task
+	var wait personWait
 	err = d.transact(ctx, func(tx *Tx) error {
 		if _, err := d.authorize(ctx, tx, accountID, arbiter.Actor{PersonID: dec.ReviewerID}, arbiter.ActionReview); err != nil {
 			return err
@@ -340,6 +387,11 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if err != nil {
 			return err
 		}
+		if wait, err = d.personWaitOf(ctx, tx, t); err != nil {
+			return err
+		}
+		// What the decision queues joins the create's trace.
+		ctx = telemetry.WithParent(ctx, wait.traceParent)
 		now := d.nowMS()
 		a, err := dec.Attempt(t, now)
 		if err != nil {
@@ -362,7 +414,61 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	if err != nil {
 		return nil, err
 	}
+	if decided.Status == arbiter.StatusCompleted && decided.CompletedAt != nil {
+		wait.end(decision, decided, dec.Via)
+	}
 	return decided, nil
+}
+
+// personWait is what the span of a task's wait for a person needs: the
+// trace context of its create and when the wait began.
+type personWait struct {
+	traceParent string
+	since       time.Time
+}
+
+// personWaitOf reads, while tracing is on, the trace context t's create
+// left on its row, and when t began to wait for a person: the end of its
+// last agent attempt, or its create when the agent never answered.
+func (d *DB) personWaitOf(ctx context.Context, tx *Tx, t *arbiter.Task) (personWait, error) {
+	if !telemetry.On() || t.Status != arbiter.StatusHumanNeeded {
+		return personWait{}, nil
+	}
+	var tp sql.NullString
+	if err := tx.GetContext(ctx, &tp, d.rebind(`SELECT traceparent FROM task_states WHERE id = ?`), t.ID); err != nil {
+		return personWait{}, fmt.Errorf("read trace context: %w", err)
+	}
+	since := t.CreatedAt
+	for _, a := range t.Attempts {
+		if a.Tier == arbiter.TierAgent && a.FinishedAt != nil && *a.FinishedAt > since {
+			since = *a.FinishedAt
+		}
+	}
+	return personWait{traceParent: tp.String, since: since.Time()}, nil
+}
+
+// end records the wait that the decision made in decision's context
+// ended: a span "wait for a person" from when the task began to wait to
+// its completion, a child of the create in the create's trace, so that a
+// trace viewer shows the whole life of the task on one time line, and
+// linked to the span of the decision (the desk's request, Slack's or
+// Teams' interaction, a mail's link), in a trace of its own. A task made
+// with tracing off has no create to join: nothing is recorded.
+func (w personWait) end(decision context.Context, t *arbiter.Task, via string) {
+	parent := telemetry.SpanContextOf(w.traceParent)
+	if !parent.IsValid() {
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String("arbiter.task_id", t.ID)}
+	if via != "" {
+		attrs = append(attrs, attribute.String("arbiter.decision.via", via)) // "" on the desk and the API
+	}
+	opts := []trace.SpanStartOption{trace.WithTimestamp(w.since), trace.WithAttributes(attrs...)}
+	if sc := trace.SpanContextFromContext(decision); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	_, span := telemetry.Tracer().Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "wait for a person", opts...)
+	span.End(trace.WithTimestamp(t.CompletedAt.Time()))
 }
 
 // decideOne completes t, a task that asks one review, with the reviewer's

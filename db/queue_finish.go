@@ -137,7 +137,15 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		}
 		// The webhook messages of the finishes, in their transaction,
 		// their attempts and receipts in.
-		return tx.publish(ctx, eventsOf(updated)...)
+		events := eventsOf(updated)
+		traceParents := make(map[string]string, len(batch))
+		for _, f := range batch {
+			traceParents[f.taskID] = f.traceParent
+		}
+		for i := range events {
+			events[i].TraceParent = traceParents[events[i].TaskID]
+		}
+		return tx.publish(ctx, events...)
 	})
 	if err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func (d *DB) ListSlackConnections(ctx context.Context, mode, teamID string) (_ [
 }
 
 const slackMessageColumns = `id, account_id, task_id, kind, channel, attempts, channel_id, ts,
-	COALESCE(post_started_at, 0) AS post_started_at`
+	COALESCE(post_started_at, 0) AS post_started_at, COALESCE(traceparent, '') AS traceparent`
 
 // slackMessageRow is a scanned row of slackMessageColumns.
 type slackMessageRow struct {
@@ -187,11 +187,14 @@ type slackMessageRow struct {
 	TS        string `db:"ts"`
 	// PostStartedAt is 0 for NULL.
 	PostStartedAt int64 `db:"post_started_at"`
+	// TraceParent is the trace context of the span that queued it.
+	TraceParent string `db:"traceparent"`
 }
 
 func (r *slackMessageRow) message() *arbiter.SlackMessage {
 	return &arbiter.SlackMessage{ID: r.ID, AccountID: r.AccountID, TaskID: r.TaskID, Kind: r.Kind, Channel: r.Channel,
-		Attempts: r.Attempts, ChannelID: r.ChannelID, TS: r.TS, PostStartedAt: arbiter.Timestamp(r.PostStartedAt)}
+		Attempts: r.Attempts, ChannelID: r.ChannelID, TS: r.TS, PostStartedAt: arbiter.Timestamp(r.PostStartedAt),
+		TraceParent: r.TraceParent}
 }
 
 // ClaimSlackMessages leases up to max due messages to owner, oldest due

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // Ensure the store implements the service.
@@ -64,7 +65,10 @@ func (d *DB) CreateTask(ctx context.Context, accountID string, in arbiter.TaskCr
 func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.TaskCreate) (_ []arbiter.TaskCreated, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "CreateTasks")
+	// The tasks keep the trace context of the request that creates them,
+	// whose children their agent decisions and deliveries become.
+	traceParent := telemetry.TraceParent(ctx)
+	ctx, endSpan := d.traced(ctx, "db CreateTasks")
 	defer endSpan(&err)
 	if len(in) == 0 {
 		return nil, nil
@@ -96,6 +100,7 @@ func (d *DB) CreateTasks(ctx context.Context, accountID string, in []arbiter.Tas
 		}
 		// The key matches the request, not what its policy made of it.
 		creates[i].fingerprint = fingerprintOf(in[i])
+		creates[i].traceParent = traceParent
 	}
 	if refused != nil {
 		return d.createAllBut(ctx, accountID, in, refused)
@@ -187,6 +192,9 @@ type newCreate struct {
 	// action is the task's proposed action as stored (storedAction's
 	// JSON); "" for none.
 	action string
+	// traceParent is the W3C trace context of the create's request; ""
+	// when tracing is off.
+	traceParent string
 }
 
 // stored is the outcome of a create that was not refused: its task, new or
@@ -284,8 +292,8 @@ const createOneSQL = `WITH counted AS (
 		RETURNING count
 	), created AS (
 		INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
-			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text FROM counted
+			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, traceparent)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::text, ?::float8, ?::text, ?::text, ?::text FROM counted
 		RETURNING id
 	), body AS (
 		INSERT INTO task_bodies (id, prompt, allowed_verdicts, context, display)
@@ -309,7 +317,7 @@ func (d *DB) createOne(ctx context.Context, c newCreate) (stored, error) {
 		t.AccountID, day, t.AccountID, d.cap, t.AccountID, c.key, t.AccountID, d.cap,
 		t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint,
 		t.ConfidenceThreshold, int64(t.CreatedAt), int64(t.CreatedAt), nullTime(t.DeadlineAt),
-		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify,
+		nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify, nullText(c.traceParent),
 		t.Prompt, c.verdicts, nullJSON(t.Context), nullText(c.display),
 		t.AccountID, c.key, c.fingerprint, int64(t.CreatedAt), int64(c.expiresAt), c.key,
 	).Scan(&id)
@@ -346,7 +354,7 @@ func capUsedUp(now arbiter.Timestamp) error {
 func (d *DB) FindTaskByID(ctx context.Context, accountID, id string) (_ *arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "FindTaskByID")
+	ctx, endSpan := d.traced(ctx, "db FindTaskByID")
 	defer endSpan(&err)
 	if !arbiter.ValidTaskID(id) {
 		return nil, errTaskNotFound

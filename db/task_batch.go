@@ -203,8 +203,8 @@ const insertBatchSQL = `WITH ` + createInputSQL + `, created AS (
 // its body and one idempotency key.
 const (
 	insertTaskSQL = `INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
-		confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, traceparent)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertBodySQL = `INSERT INTO task_bodies (id, prompt, allowed_verdicts, context, display) VALUES (?, ?, ?, ?, ?)`
 	insertKeySQL  = `INSERT INTO idempotency_keys (account_id, idempotency_key, fingerprint, task_id,
 		created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
@@ -226,7 +226,8 @@ func (d *DB) insertBatch(ctx context.Context, tx *Tx, stmts batchStmts, creates 
 		t := c.task
 		if _, err := insertTask.ExecContext(ctx, t.ID, t.AccountID, t.Status, t.TaskType, t.Source, t.Touchpoint,
 			t.ConfidenceThreshold, int64(t.CreatedAt), int64(t.CreatedAt),
-			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify); err != nil {
+			nullTime(t.DeadlineAt), nullText(c.callbackURL), t.AuditRate, nullText(c.onExpiry), c.notify,
+			nullText(c.traceParent)); err != nil {
 			return fmt.Errorf("insert task: %w", err)
 		}
 		if _, err := insertBody.ExecContext(ctx, t.ID, t.Prompt, c.verdicts, nullJSON(t.Context), nullText(c.display)); err != nil {

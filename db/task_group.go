@@ -125,10 +125,11 @@ func (d *DB) insertGroup(ctx context.Context, creates []newCreate) (map[string]b
 const createInputSQL = `input AS (
 		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
 			?::text[], ?::text[], ?::float8[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-			?::text[], ?::float8[], ?::text[], ?::text[], ?::text[])
+			?::text[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::text[])
 		AS i (id, account_id, day, task_type, source, touchpoint,
 			prompt, allowed_verdicts, confidence_threshold, context, created_at,
-			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, on_expiry, notify, display)
+			idempotency_key, fingerprint, expires_at, deadline_at, callback_url, audit_rate, on_expiry, notify, display,
+			traceparent)
 	)`
 
 // insertInputTasksSQL begins the insert of the states (task_states) of
@@ -136,10 +137,11 @@ const createInputSQL = `input AS (
 // and the caller ends the statement with RETURNING id, naming it created.
 // Its one argument is the pending status.
 const insertInputTasksSQL = `INSERT INTO task_states (id, account_id, status, task_type, source, touchpoint,
-			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify)
+			confidence_threshold, created_at, run_after, deadline_at, callback_url, audit_rate, on_expiry, notify, traceparent)
 		SELECT i.id, i.account_id, ?, i.task_type, i.source, i.touchpoint,
 			i.confidence_threshold, i.created_at, i.created_at,
-			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify
+			NULLIF(i.deadline_at, 0), NULLIF(i.callback_url, ''), NULLIF(i.audit_rate, -1), NULLIF(i.on_expiry, ''), i.notify,
+			NULLIF(i.traceparent, '')
 		FROM `
 
 // insertInputBodiesSQL is the common table expression that inserts the
@@ -156,15 +158,15 @@ const insertInputBodiesSQL = `bodies AS (
 // threshold, context ("" for none), created at, idempotency key,
 // fingerprint ("" for none), the key's expiry, the deadline (0 for
 // none), the callback URL, the audit rate (-1 for none), the on-expiry
-// outcome ("" for expire), the notify list and the display hint ("" for
-// none).
+// outcome ("" for expire), the notify list, the display hint ("" for
+// none) and the trace context ("" for none).
 func createArrays(creates []newCreate) []any {
 	n := len(creates)
 	var (
 		ids, accounts, types, sources, touchpoints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prompts, verdicts, contexts                = make([]string, n), make([]string, n), make([]string, n)
 		keys, fingerprints, callbacks              = make([]string, n), make([]string, n), make([]string, n)
-		onExpiries, notify, displays               = make([]string, n), make([]string, n), make([]string, n)
+		onExpiries, notify, displays, traceParents = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		days, created, expires, deadlines          = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		thresholds, auditRates                     = make([]float64, n), make([]float64, n)
 	)
@@ -173,7 +175,7 @@ func createArrays(creates []newCreate) []any {
 		ids[i], accounts[i], types[i], sources[i], touchpoints[i] = t.ID, t.AccountID, t.TaskType, t.Source, t.Touchpoint
 		prompts[i], verdicts[i], contexts[i] = t.Prompt, c.verdicts, string(t.Context)
 		keys[i], fingerprints[i], callbacks[i] = c.key, c.fingerprint, c.callbackURL
-		onExpiries[i], notify[i], displays[i] = c.onExpiry, c.notify, c.display
+		onExpiries[i], notify[i], displays[i], traceParents[i] = c.onExpiry, c.notify, c.display, c.traceParent
 		days[i], created[i], expires[i] = int64(t.CreatedAt)/msPerDay, int64(t.CreatedAt), int64(c.expiresAt)
 		thresholds[i], auditRates[i] = t.ConfidenceThreshold, -1 // -1: the account's rate (NULL)
 		if t.AuditRate != nil {
@@ -186,7 +188,8 @@ func createArrays(creates []newCreate) []any {
 	return []any{pq.Array(ids), pq.Array(accounts), pq.Array(days), pq.Array(types), pq.Array(sources),
 		pq.Array(touchpoints), pq.Array(prompts), pq.Array(verdicts), pq.Array(thresholds),
 		pq.Array(contexts), pq.Array(created), pq.Array(keys), pq.Array(fingerprints), pq.Array(expires),
-		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates), pq.Array(onExpiries), pq.Array(notify), pq.Array(displays)}
+		pq.Array(deadlines), pq.Array(callbacks), pq.Array(auditRates), pq.Array(onExpiries), pq.Array(notify), pq.Array(displays),
+		pq.Array(traceParents)}
 }
 
 // readGroup reads tasks in groups (db/internal/group).

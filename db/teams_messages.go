@@ -21,7 +21,8 @@ var _ arbiter.TeamsDeliveryService = (*DB)(nil)
 
 var errTeamsLeaseLost = arbiter.Errorf(arbiter.ECONFLICT, "The delivery worker no longer holds the Teams message's lease.")
 
-const teamsMessageColumns = `id, account_id, task_id, kind, conversation, attempts, activity_id, conversation_id, service_url`
+const teamsMessageColumns = `id, account_id, task_id, kind, conversation, attempts, activity_id, conversation_id, service_url,
+	COALESCE(traceparent, '') AS traceparent`
 
 // teamsMessageRow is a scanned row of teamsMessageColumns.
 type teamsMessageRow struct {
@@ -34,11 +35,13 @@ type teamsMessageRow struct {
 	ActivityID     string `db:"activity_id"`
 	ConversationID string `db:"conversation_id"`
 	ServiceURL     string `db:"service_url"`
+	TraceParent    string `db:"traceparent"`
 }
 
 func (r *teamsMessageRow) message() *arbiter.TeamsMessage {
 	return &arbiter.TeamsMessage{ID: r.ID, AccountID: r.AccountID, TaskID: r.TaskID, Kind: r.Kind, Conversation: r.Conversation,
-		Attempts: r.Attempts, ActivityID: r.ActivityID, ConversationID: r.ConversationID, ServiceURL: r.ServiceURL}
+		Attempts: r.Attempts, ActivityID: r.ActivityID, ConversationID: r.ConversationID, ServiceURL: r.ServiceURL,
+		TraceParent: r.TraceParent}
 }
 
 // ClaimTeamsMessages leases up to max due messages to owner, oldest due

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -10,18 +11,22 @@ import (
 	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
-// traced starts the span of the store call op (a method's name), a child
-// of the caller's: its database system and, when it fails, an error
-// status; no statement, argument or error text, which could hold what a
+// traced starts the span name ("db " and a method's name) of a store
+// call, a child of the caller's: its database system and operation and,
+// when it fails, an error status, set only when the span is sampled; no statement, argument or error text, which could hold what a
 // caller sent. The function it returns, deferred with the call's error,
 // ends it.
-func (d *DB) traced(ctx context.Context, op string) (context.Context, func(*error)) {
+func (d *DB) traced(ctx context.Context, name string) (context.Context, func(*error)) {
+	ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		// Not sampled, or tracing is off: nothing to build.
+		return ctx, func(*error) { span.End() }
+	}
 	system := "sqlite"
 	if d.dialect == Postgres {
 		system = "postgresql"
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, "db "+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("db.system.name", system), attribute.String("db.operation.name", op)))
+	span.SetAttributes(attribute.String("db.system.name", system), attribute.String("db.operation.name", strings.TrimPrefix(name, "db ")))
 	return ctx, func(err *error) {
 		if *err != nil {
 			span.SetStatus(codes.Error, "")

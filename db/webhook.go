@@ -417,7 +417,7 @@ func (d *DB) SendWebhookPing(ctx context.Context, accountID, endpointID string) 
 
 // messageColumns lists, in scan order, the columns messageRow reads.
 const messageColumns = `m.id, m.account_id, m.endpoint_id, m.url, m.event_type, m.task_id, m.payload, m.status,
-	m.attempts, m.next_attempt_at, m.created_at, m.last_attempt_at, m.last_status_code`
+	m.attempts, m.next_attempt_at, m.created_at, m.last_attempt_at, m.last_status_code, COALESCE(m.traceparent, '') AS traceparent`
 
 // messageRow is a scanned row of messageColumns.
 type messageRow struct {
@@ -434,6 +434,7 @@ type messageRow struct {
 	CreatedAt      int64          `db:"created_at"`
 	LastAttemptAt  sql.NullInt64  `db:"last_attempt_at"`
 	LastStatusCode int            `db:"last_status_code"`
+	TraceParent    string         `db:"traceparent"`
 }
 
 func (r *messageRow) message() *arbiter.WebhookMessage {
@@ -441,7 +442,7 @@ func (r *messageRow) message() *arbiter.WebhookMessage {
 		ID: r.ID, AccountID: r.AccountID, EndpointID: r.EndpointID.String, URL: r.URL, EventType: r.EventType,
 		TaskID: r.TaskID.String, Payload: []byte(r.Payload), Status: r.Status, Attempts: r.Attempts,
 		NextAttemptAt: arbiter.Timestamp(r.NextAttemptAt), CreatedAt: arbiter.Timestamp(r.CreatedAt),
-		LastAttemptAt: nullTimestamp(r.LastAttemptAt), LastStatusCode: r.LastStatusCode,
+		LastAttemptAt: nullTimestamp(r.LastAttemptAt), LastStatusCode: r.LastStatusCode, TraceParent: r.TraceParent,
 	}
 }
 
@@ -616,7 +617,7 @@ func (d *DB) claimWebhooksSQL() string {
 func scanClaimedMessage(rows *sql.Rows) (*arbiter.WebhookMessage, error) {
 	var r messageRow
 	if err := rows.Scan(&r.ID, &r.AccountID, &r.EndpointID, &r.URL, &r.EventType, &r.TaskID, &r.Payload,
-		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode); err != nil {
+		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.LastAttemptAt, &r.LastStatusCode, &r.TraceParent); err != nil {
 		return nil, fmt.Errorf("claim webhook messages: %w", err)
 	}
 	return r.message(), nil

@@ -224,7 +224,9 @@ func bearerAuth(keys *KeyChecker) func(http.Handler) http.Handler {
 				handlers.Error(w, r, err)
 				return
 			}
-			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("arbiter.account_id", accountID))
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				span.SetAttributes(attribute.String("arbiter.account_id", accountID))
+			}
 			next.ServeHTTP(w, r.WithContext(arbiter.NewContextWithAccountID(r.Context(), accountID)))
 		})
 	}
@@ -270,8 +272,15 @@ func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 func traceRequests(next http.Handler) http.Handler {
 	tracer := telemetry.Tracer()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, span := tracer.Start(telemetry.Extract(r.Context(), r.Header), r.Method,
-			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+		ctx, span := tracer.Start(telemetry.Extract(r.Context(), r.Header), r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		if !span.IsRecording() {
+			// Tracing is off or the trace not sampled: the span only
+			// carries the trace context on, and nothing is built for it.
+			next.ServeHTTP(w, r.WithContext(ctx))
+			span.End()
+			return
+		}
+		span.SetAttributes(attribute.String("http.request.method", r.Method))
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		r = r.WithContext(ctx)
 		next.ServeHTTP(ww, r)

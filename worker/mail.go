@@ -131,6 +131,7 @@ func (d *MailDeliverer) claim(ctx context.Context, n int) []*arbiter.MailMessage
 // where the attempt left the mail. A mail whose content cannot be read
 // fails at once.
 func (d *MailDeliverer) Deliver(ctx context.Context, m *arbiter.MailMessage) arbiter.DeliveryStep {
+	ctx, span := startDeliverySpan(ctx, "mail", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	var o arbiter.DeliveryOutcome
 	var failure string
 	subject, body, err := m.Compose(d.cfg.Links)
@@ -146,6 +147,7 @@ func (d *MailDeliverer) Deliver(ctx context.Context, m *arbiter.MailMessage) arb
 		o.Sent = true
 	}
 	step := arbiter.NextDelivery(arbiter.MailRetry, m.Attempts, o, d.cfg.Jitter())
+	defer endDeliverySpan(span, deliveryOutcome(step, o))
 	// The record outlives a stop: the attempt happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

@@ -114,7 +114,10 @@ func (d *SlackDeliverer) claim(ctx context.Context, n int) []*arbiter.SlackDeliv
 
 // DeliverSlack makes one attempt at a claimed message and records it.
 func (d *SlackDeliverer) DeliverSlack(ctx context.Context, dl *arbiter.SlackDelivery) arbiter.SlackResult {
+	m := dl.Message
+	ctx, span := startDeliverySpan(ctx, "slack", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	r := d.attempt(ctx, dl)
+	defer func() { endDeliverySpan(span, slackOutcome(r)) }()
 	// The record outlives a stop: the attempt happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -127,8 +127,10 @@ func (d *TeamsDeliverer) claim(ctx context.Context, n int) []*arbiter.TeamsDeliv
 // where it left the message.
 func (d *TeamsDeliverer) Deliver(ctx context.Context, dl *arbiter.TeamsDelivery) arbiter.DeliveryStep {
 	m := dl.Message
+	ctx, span := startDeliverySpan(ctx, "teams", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	r := d.attempt(ctx, dl)
 	step := arbiter.NextDelivery(arbiter.TeamsRetry, m.Attempts, r.DeliveryOutcome, d.cfg.Jitter())
+	defer endDeliverySpan(span, deliveryOutcome(step, r.DeliveryOutcome))
 	// The record outlives a stop: the attempt happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

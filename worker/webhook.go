@@ -273,7 +273,9 @@ func (d *Deliverer) recordLoop(ctx context.Context) {
 func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now time.Time) (arbiter.WebhookAttempt, time.Duration) {
 	m := del.Message
 	a := arbiter.WebhookAttempt{MessageID: m.ID, AttemptedAt: arbiter.TimestampOf(now)}
-	ctx, span := telemetry.Tracer().Start(ctx, "webhook deliver", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	// The delivery is a child of the span that queued the message (the
+	// create's, an agent decision's, a person's wait), in its trace.
+	ctx, span := telemetry.Tracer().Start(telemetry.WithParent(ctx, m.TraceParent), "webhook deliver", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("arbiter.webhook.message_id", m.ID), attribute.String("arbiter.webhook.event_type", m.EventType),
 		attribute.String("arbiter.task_id", m.TaskID), attribute.Int("arbiter.webhook.attempt", m.Attempts+1)))
 	defer func() {

@@ -466,6 +466,12 @@ func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked
 // and its record; a turn further away is a throttled call, made in the
 // queue.
 func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) {
+	// The agent decision joins the trace of t's create as its child, with
+	// the verifier's call and the record (and what the record queues)
+	// under it.
+	calls, span := startAgentSpan(calls, t, claimed)
+	var step arbiter.AgentStep
+	defer func() { endAgentSpan(span, step) }()
 	step, lost := arbiter.LostAgentStep(t, w.cfg.Now())
 	if !lost {
 		step = w.call(calls, t, claimed, marked)
@@ -639,10 +645,12 @@ func (w *Worker) verify(ctx context.Context, v arbiter.Verifier, spec arbiter.Ve
 	if backend == "" {
 		backend = w.cfg.Backend
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", backend),
-		attribute.String("arbiter.verifier.name", spec.Name)))
-	defer func() { endVerifierSpan(span, out, err) }()
+	ctx, span := telemetry.Tracer().Start(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", backend),
+			attribute.String("arbiter.verifier.name", spec.Name))
+	}
+	defer func() { endVerifierSpan(span, out, err, spec.Price) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = &arbiter.VerifierError{Reason: arbiter.VerifierFailed, Err: fmt.Errorf("panic: %v", p)}

@@ -856,6 +856,7 @@ func (b *bench) print(w io.Writer) {
 	printReplicas(w, byName)
 	printProvider(w, b.provider)
 	printGateway(w, byName)
+	printTracing(w, b.results)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	}

@@ -1,100 +1,48 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
-// otlpReceiver is an OTLP/HTTP trace receiver: it decodes each export's
-// protobuf, as a collector does, and keeps the spans.
-type otlpReceiver struct {
-	mu    sync.Mutex
-	spans []*tracev1.Span
-}
-
-// ServeHTTP takes one export.
-func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var req collectortrace.ExportTraceServiceRequest
-	if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" || proto.Unmarshal(body, &req) != nil {
-		http.Error(w, "not an OTLP/HTTP protobuf trace export", http.StatusBadRequest)
-		return
-	}
-	o.mu.Lock()
-	for _, rs := range req.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			o.spans = append(o.spans, ss.Spans...)
-		}
-	}
-	o.mu.Unlock()
-	b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(b)
-}
-
-// trace returns the spans of one trace.
-func (o *otlpReceiver) trace(traceID string) []*tracev1.Span {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var spans []*tracev1.Span
-	for _, s := range o.spans {
-		if hex.EncodeToString(s.TraceId) == traceID {
-			spans = append(spans, s)
-		}
-	}
-	return spans
-}
-
-// attrs returns a span's attributes as strings.
-func attrs(s *tracev1.Span) map[string]string {
-	m := map[string]string{}
-	for _, kv := range s.Attributes {
-		m[kv.Key] = anyValue(kv.Value)
-	}
-	return m
-}
-
-// anyValue writes an attribute's value as text.
-func anyValue(v *commonv1.AnyValue) string {
-	b, _ := json.Marshal(v)
-	switch x := v.Value.(type) {
-	case *commonv1.AnyValue_StringValue:
-		return x.StringValue
-	case *commonv1.AnyValue_IntValue:
-		return strings.TrimSpace(string(mustJSON(x.IntValue)))
-	}
-	return string(b)
-}
-
-func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
-
 // TestServe_Traces runs serve with OTEL_EXPORTER_OTLP_ENDPOINT pointing at
-// an in-process OTLP/HTTP receiver and creates a task under a caller's
-// traceparent: the request's server span continues the caller's trace,
-// named by the route's pattern, with its status and the account, and the
-// store's create is its child. The verifier's call and the callback's
-// delivery are spans whose trace context reaches the provider and the
-// receiver (traceparent). No attribute holds the key, the prompt or the
-// context.
+// an in-process OTLP/HTTP receiver, on both stores, and creates a task
+// under a caller's traceparent that a priced model verifier decides and
+// whose callback is delivered: one trace, the caller's, holds the whole
+// life of the task. The request's server span continues the caller's
+// span, named by the route's pattern, with its status and the account;
+// the store's create is its child; the worker's agent decision is the
+// create request's child (the task's row kept its trace context), the
+// verifier's call is the decision's child with the tokens and their cost,
+// and the callback's delivery descends from the decision (the outbox row
+// kept the context of the span that queued it); the claim, which takes
+// tasks of many traces, links to the create. The verifier and the
+// receiver get their spans' traceparent. No attribute holds the key, the
+// prompt or the context.
 func TestServe_Traces(t *testing.T) {
-	receiver := &otlpReceiver{}
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) { traceOneTask(t, dbtest.URL(t, dialect)) })
+	}
+}
+
+// traceOneTask is TestServe_Traces on the store at url.
+func traceOneTask(t *testing.T, url string) {
+	receiver := &testutil.OTLPReceiver{}
 	collector := httptest.NewServer(receiver)
 	defer collector.Close()
 	var mu sync.Mutex
@@ -104,7 +52,8 @@ func TestServe_Traces(t *testing.T) {
 		seen["verifier"] = r.Header.Get("traceparent")
 		mu.Unlock()
 		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
-			"role": "assistant", "content": `{"verdict":"approve","confidence":0.97,"rationale":"small refund"}`}}}})
+			"role": "assistant", "content": `{"verdict":"approve","confidence":0.97,"rationale":"small refund"}`}}},
+			"usage": map[string]any{"prompt_tokens": 1200, "completion_tokens": 30}})
 	}))
 	defer provider.Close()
 	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,13 +63,22 @@ func TestServe_Traces(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer callback.Close()
+	verifiers := filepath.Join(t.TempDir(), "verifiers.yaml")
+	os.WriteFile(verifiers, []byte(`verifiers:
+  - name: judge
+    backend: openai
+    base_url: `+provider.URL+`
+    model: judge-1
+    api_key_env: JUDGE_API_KEY
+    price: {input_per_million: 2, output_per_million: 10}
+    confidence: self
+cascade: [judge]
+`), 0o600)
 
 	getenv := env(map[string]string{
-		"ARBITER_DATABASE_URL":          "sqlite:" + filepath.Join(t.TempDir(), "a.db"),
-		"ARBITER_AGENT":                 "openai",
-		"ARBITER_AGENT_BASE_URL":        provider.URL,
-		"ARBITER_AGENT_MODEL":           "judge-1",
-		"ARBITER_AGENT_API_KEY":         "sk-provider-secret-0042",
+		"ARBITER_DATABASE_URL":          url,
+		"ARBITER_VERIFIERS":             verifiers,
+		"JUDGE_API_KEY":                 "sk-provider-secret-0042",
 		"ARBITER_WEBHOOK_ALLOW_PRIVATE": "1",
 		"OTEL_EXPORTER_OTLP_ENDPOINT":   collector.URL,
 		"OTEL_SERVICE_NAME":             "arbiter-under-test",
@@ -168,60 +126,77 @@ func TestServe_Traces(t *testing.T) {
 		t.Fatalf("serve returned %v", err)
 	}
 
-	spans := receiver.trace(callerTrace)
-	var server, create *tracev1.Span
-	for _, s := range spans {
-		switch s.Name {
-		case "POST /v1/tasks":
-			server = s
-		case "db CreateTasks":
-			create = s
+	spans := receiver.Trace(callerTrace)
+	one := func(name, key, value string) *tracev1.Span {
+		t.Helper()
+		found := testutil.Named(spans, name, key, value)
+		if len(found) != 1 {
+			t.Fatalf("the caller's trace holds %d %q spans, want 1; it holds %v", len(found), name, testutil.SpanNames(spans))
 		}
+		return found[0]
 	}
-	if server == nil || create == nil {
-		t.Fatalf("the caller's trace holds %d spans, want the request's and the store's create: %v", len(spans), spanNames(spans))
-	}
+	server := one("POST /v1/tasks", "", "")
+	create := one("db CreateTasks", "", "")
+	agent := one("agent decision", "arbiter.task_id", id)
+	verify := one("verifier call", "arbiter.task_id", id)
+	finish := one("db FinishAgentAttempt", "", "")
+	deliver := one("webhook deliver", "arbiter.task_id", id)
 	if hex.EncodeToString(server.ParentSpanId) != "00f067aa0ba902b7" || server.Kind != tracev1.Span_SPAN_KIND_SERVER {
 		t.Errorf("the request's span: parent %x kind %v, want the caller's span", server.ParentSpanId, server.Kind)
 	}
-	a := attrs(server)
+	a := testutil.SpanAttrs(server)
 	if a["http.route"] != "/v1/tasks" || a["http.response.status_code"] != "200" || !strings.HasPrefix(a["arbiter.account_id"], "acct_") {
 		t.Errorf("the request's attributes %v", a)
 	}
-	if !bytes.Equal(create.ParentSpanId, server.SpanId) || attrs(create)["db.system.name"] != "sqlite" {
-		t.Errorf("the store's create: parent %x, attributes %v; want the request's child", create.ParentSpanId, attrs(create))
+	system := "sqlite"
+	if strings.HasPrefix(url, "postgres") {
+		system = "postgresql"
+	}
+	if !testutil.ChildOf(create, server) || testutil.SpanAttrs(create)["db.system.name"] != system {
+		t.Errorf("the store's create: parent %x, attributes %v; want the request's child", create.ParentSpanId, testutil.SpanAttrs(create))
+	}
+	for _, c := range []struct {
+		what         string
+		span, parent *tracev1.Span
+	}{{"the agent decision", agent, server}, {"the verifier's call", verify, agent}, {"the attempt's record", finish, agent},
+		{"the callback's delivery", deliver, finish}} {
+		if !testutil.ChildOf(c.span, c.parent) {
+			t.Errorf("%s's parent is %x, want %q's %x", c.what, c.span.ParentSpanId, c.parent.Name, c.parent.SpanId)
+		}
+	}
+	if va := testutil.SpanAttrs(verify); va["arbiter.verifier.outcome"] != "decided" || va["gen_ai.request.model"] != "judge-1" ||
+		va["arbiter.verifier.backend"] != "openai" || va["gen_ai.usage.input_tokens"] != "1200" ||
+		va["gen_ai.usage.output_tokens"] != "30" || va["arbiter.verifier.cost"] != "0.0027" {
+		t.Errorf("the verifier span's attributes %v", va)
+	}
+	if testutil.SpanAttrs(agent)["arbiter.task.next_status"] != "completed" {
+		t.Errorf("the agent decision's attributes %v", testutil.SpanAttrs(agent))
+	}
+	all := receiver.Spans()
+	claims := testutil.Named(all, "db ClaimTasks", "", "")
+	linked := false
+	for _, c := range claims {
+		linked = linked || testutil.LinksTo(c, server)
+	}
+	if !linked {
+		t.Errorf("no claim among %d links to the create's request", len(claims))
 	}
 
 	// The verifier call and the delivery each carry their span's context
 	// out.
-	receiver.mu.Lock()
-	all := append([]*tracev1.Span(nil), receiver.spans...)
-	receiver.mu.Unlock()
-	for _, c := range []struct{ name, who string }{{"verifier call", "verifier"}, {"webhook deliver", "webhook"}} {
-		var span *tracev1.Span
-		for _, s := range all {
-			if s.Name == c.name && attrs(s)["arbiter.task_id"] == id {
-				span = s
-			}
-		}
-		if span == nil {
-			t.Errorf("no %q span of the task among %v", c.name, spanNames(all))
-			continue
-		}
+	for _, c := range []struct {
+		span *tracev1.Span
+		who  string
+	}{{verify, "verifier"}, {deliver, "webhook"}} {
 		mu.Lock()
 		got := seen[c.who]
 		mu.Unlock()
-		if want := "00-" + hex.EncodeToString(span.TraceId) + "-" + hex.EncodeToString(span.SpanId) + "-01"; got != want {
+		if want := "00-" + callerTrace + "-" + hex.EncodeToString(c.span.SpanId) + "-01"; got != want {
 			t.Errorf("the %s got traceparent %q, want its span's %q", c.who, got, want)
-		}
-		if c.who == "verifier" {
-			if va := attrs(span); va["arbiter.verifier.outcome"] != "decided" || va["gen_ai.request.model"] != "judge-1" || va["arbiter.verifier.backend"] != "openai" {
-				t.Errorf("the verifier span's attributes %v", va)
-			}
 		}
 	}
 	for _, s := range all {
-		for k, v := range attrs(s) {
+		for k, v := range testutil.SpanAttrs(s) {
 			for _, secret := range []string{key, "sk-provider-secret-0042", "broken kettle", "cust_secret_991", "small refund"} {
 				if strings.Contains(v, secret) {
 					t.Errorf("span %q attribute %s holds %q", s.Name, k, secret)
@@ -229,13 +204,4 @@ func TestServe_Traces(t *testing.T) {
 			}
 		}
 	}
-}
-
-// spanNames lists spans' names, for a failure's message.
-func spanNames(spans []*tracev1.Span) []string {
-	var names []string
-	for _, s := range spans {
-		names = append(names, s.Name)
-	}
-	return names
 }

@@ -8,12 +8,16 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -132,10 +136,91 @@ func Setup(ctx context.Context, getenv func(string) string, version string) (fun
 		return nil, fmt.Errorf("OTLP exporter: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithSampler(sampler),
-		sdktrace.WithResource(resource.NewSchemaless(kv...)))
+		sdktrace.WithResource(resource.NewSchemaless(kv...)), sdktrace.WithIDGenerator(idGenerator{}))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	return tp.Shutdown, nil
+	on.Store(true)
+	return func(ctx context.Context) error {
+		on.Store(false)
+		return tp.Shutdown(ctx)
+	}, nil
+}
+
+// idGenerator makes trace and span ids from math/rand/v2's generator,
+// which every goroutine draws from without a lock; the SDK's default
+// draws from one source behind a mutex, which every request's spans
+// contend for under load.
+type idGenerator struct{}
+
+// NewIDs returns a new trace id and its root span's id.
+func (idGenerator) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
+	var tid trace.TraceID
+	for !tid.IsValid() {
+		binary.NativeEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(tid[8:], rand.Uint64())
+	}
+	return tid, newSpanID()
+}
+
+// NewSpanID returns a new span id in a trace.
+func (idGenerator) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+
+// newSpanID returns a random span id, never the invalid zero.
+func newSpanID() trace.SpanID {
+	var sid trace.SpanID
+	for !sid.IsValid() {
+		binary.NativeEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
+}
+
+// on is set while a provider Setup installed exports.
+var on atomic.Bool
+
+// On reports whether Setup installed a provider that exports: the store
+// reads a task's stored trace context back only then.
+func On() bool { return on.Load() }
+
+// TraceParent returns the W3C traceparent of ctx's span (version 00), ""
+// when ctx has none: with tracing off, a store keeps nothing.
+func TraceParent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	// One allocation: this runs on every create while tracing is on.
+	var b [55]byte
+	traceID, spanID := sc.TraceID(), sc.SpanID()
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], traceID[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], spanID[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
+}
+
+// SpanContextOf returns the span context a stored traceparent names; an
+// invalid one for "" or anything else that is not a traceparent.
+func SpanContextOf(traceparent string) trace.SpanContext {
+	if traceparent == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// WithParent returns ctx whose span is the remote one a stored traceparent
+// names, so that the spans started from it join that trace as its
+// children: a task's create for the worker's agent decision, the span
+// that queued an outbox message for its delivery. ctx is returned as it is
+// when traceparent names none.
+func WithParent(ctx context.Context, traceparent string) context.Context {
+	sc := SpanContextOf(traceparent)
+	if !sc.IsValid() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 
 // first returns the first non-empty of the variables.
