@@ -34,18 +34,24 @@ import (
 // the API's task objects and sentences as the client would. A call that
 // waits for a verdict (up to arbiter.MaxWait) has its write deadline moved
 // past the wait, as GET /v1/tasks/{id}?wait=N does, stops waiting when the
-// caller leaves, and is answered at once when shutdown closes.
+// caller leaves, and is answered at once when shutdown closes. A wait
+// is admitted by waiters as GET /v1/tasks/{id}?wait=N is, counted with
+// them per API key and per account: past the bound the call fails with
+// the API's 429 sentence, the server may end it when it needs the
+// connection (answered as a wait whose time is up, the connection
+// closed), and the key is checked again before the answer (revoked: the
+// call fails with the API's 401 sentence).
 //
 // One request runs one call: a JSON-RPC batch is refused whole. An account
 // runs at most MaxMCPCalls requests at once, waits included: calls holds
 // the account's slots, across processes when it is shared
 // (internal/limits); nil holds them in this process.
-func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, calls arbiter.SlotLimit, shutdown <-chan struct{}, created func(n int)) http.Handler {
+func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, calls arbiter.SlotLimit, shutdown <-chan struct{}, created func(n int), waiters Waiters) http.Handler {
 	if watcher == nil {
 		watcher = unwatched{}
 	}
 	over := &mcpTasks{tasks: tasks, watcher: watcher, shutdown: shutdown, created: created,
-		answering: newAnswerSlots(maxAnswering)}
+		answering: newAnswerSlots(maxAnswering), waiters: waiters}
 	server := mcpserver.New(over)
 	utility := mcpserver.NewTaskUtility(over)
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
@@ -87,7 +93,7 @@ func MCP(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, calls arbiter.S
 		// may wait for a verdict first.
 		rc := http.NewResponseController(w)
 		_ = rc.SetWriteDeadline(time.Now().Add(arbiter.MaxWait + answerTime))
-		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, r.Context()))
+		r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, &mcpCall{request: r, header: w.Header()}))
 		jw := &jsonErrorWriter{ResponseWriter: w}
 		body, err := ReadBody(r)
 		if err != nil {
@@ -237,10 +243,18 @@ func checkMCPRequest(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// mcpRequestKey carries the HTTP request's context into the tools, whose
-// own context the SDK detaches from it, so that a wait ends when the
-// caller leaves.
+// mcpRequestKey carries the HTTP request (an *mcpCall) into the tools,
+// whose own context the SDK detaches from it, so that a wait ends when
+// the caller leaves, and is admitted as the request's.
 type mcpRequestKey struct{}
+
+// mcpCall is the HTTP request a tool runs in: the request as it came
+// (its context ends when the caller leaves, and names its connection),
+// and its answer's header, which the SDK writes after the tool returns.
+type mcpCall struct {
+	request *http.Request
+	header  http.Header
+}
 
 // jsonErrorWriter answers the SDK's plain-text refusals (a body that is not
 // JSON-RPC, say) as the API's {"error": "…"}; everything else, JSON-RPC
@@ -318,10 +332,17 @@ type mcpTasks struct {
 	created  func(n int)
 	// answering bounds the waits that answer at once (maxAnswering).
 	answering *answerSlots
+	// waiters admits the waits, as they admit GET /v1/tasks/{id}?wait=N.
+	waiters Waiters
 }
 
 // errShuttingDown ends a wait when the server begins to shut down.
 var errShuttingDown = errors.New("the server is shutting down")
+
+// errEvicted ends a wait the server ended because it needed the
+// connection: the tools answer the task as it is, as at the end of the
+// wait.
+var errEvicted = errors.New("the server needed the connection for another caller")
 
 // CreateTask creates the task as POST /v1/tasks does.
 func (m *mcpTasks) CreateTask(ctx context.Context, in client.TaskCreate) (*client.Task, error) {
@@ -353,19 +374,29 @@ func (m *mcpTasks) GetTask(ctx context.Context, id string) (*client.Task, error)
 }
 
 // WaitTask waits for the task to be final, woken by the watcher, until ctx
-// ends, the HTTP request ends or the server shuts down; then it returns
-// the task as last read with an error.
+// ends, the HTTP request ends, the server shuts down or needs the
+// connection (errEvicted); then it returns the task as last read with an
+// error. Each wait is admitted by the waiters as the HTTP request's, which
+// check its key again before the answer.
 func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOptions) (*client.Task, error) {
-	if req, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
+	var hooks waitHooks
+	call, ok := ctx.Value(mcpRequestKey{}).(*mcpCall)
+	if ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		defer context.AfterFunc(req, cancel)()
+		defer context.AfterFunc(call.request.Context(), cancel)()
+		hooks.enter = func() (Waiter, error) { return enterWait(m.waiters, call.request) }
 	}
 	accountID := arbiter.AccountIDFromContext(ctx)
 	var last *client.Task
 	for {
-		task, answered, _, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown, waitHooks{})
+		task, answered, waited, err := waitForFinal(ctx, m.tasks, m.watcher, m.answering, accountID, id, arbiter.MaxWait, m.shutdown, hooks)
+		if waited.evicted {
+			// The connection closes after this answer, as an evicted
+			// GET's does.
+			call.header.Set("Connection", "close")
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			answered()
@@ -378,6 +409,9 @@ func (m *mcpTasks) WaitTask(ctx context.Context, id string, _ *client.WaitOption
 		answered()
 		if err != nil || task.Final() {
 			return last, err
+		}
+		if waited.evicted {
+			return last, errEvicted
 		}
 		if ctx.Err() != nil {
 			return last, fmt.Errorf("task %s is still %s: %w", id, task.Status, ctx.Err())

@@ -329,13 +329,16 @@ func (rt *Router) apiRoutes(r chi.Router, _ handlers.Site) {
 			// Every method: GET /v1/tasks/batch is no task to read.
 			r.Handle("/tasks/batch", only(http.MethodPost, handlers.TaskBatchCreate(rt.Services.Tasks, rt.TaskCreated, rt.WebhookAllowPrivate)))
 			r.Method(http.MethodGet, "/tasks", handlers.TaskList(rt.Services.Tasks))
-			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, rt.waiters(), rt.parker()))
+			// One admission for both ways of waiting: a key's waits count
+			// together.
+			waiters := rt.waiters()
+			r.Method(http.MethodGet, "/tasks/{id}", handlers.TaskGet(rt.Services.Tasks, rt.Services.Watcher, rt.ShuttingDown, waiters, rt.parker()))
 			if rt.Services.Executions != nil {
 				r.Method(http.MethodPost, "/tasks/{id}/execution", handlers.TaskExecutionClaim(rt.Services.Executions))
 			}
 			// Agents' tools over MCP (Streamable HTTP); it answers 405
 			// itself to the methods it does not take.
-			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.MCPCalls, rt.ShuttingDown, rt.TaskCreated))
+			r.Handle("/mcp", handlers.MCP(rt.Services.Tasks, rt.Services.Watcher, rt.MCPCalls, rt.ShuttingDown, rt.TaskCreated, waiters))
 			r.Method(http.MethodGet, "/calibration", handlers.CalibrationGet(rt.Services.Calibration))
 			// An API key acts for the account, as its owners and admins
 			// do; reviewers hold no keys (ActionManageKeys).
