@@ -704,6 +704,9 @@ type CalibrationData struct {
 	// task type's policy's, or every policy's for a report of every
 	// type.
 	Drifts []Drift
+	// Cascade is who decided the tasks of the report's window, what the
+	// verifiers cost, and the audits of their decisions (ComposeCascade).
+	Cascade CascadeData
 	// Capped is true when MaxCalibrationPairs pairs or more matched; the
 	// newest were read.
 	Capped bool
@@ -760,6 +763,10 @@ type CalibrationReport struct {
 	Strata        []CalibrationStratum `json:"strata"`
 	Confusion     []VerdictAgreement   `json:"confusion"`
 	Disagreements []AuditDisagreement  `json:"disagreements"`
+	// Cascade is the composition of the report's window (each verifier,
+	// people, the fallback), each verifier's cost per decided task, its
+	// drift alarm, and the bound on the agent tier's error.
+	Cascade CascadeReport `json:"cascade"`
 	// ComputedAt is when the store read the pairs; a report may be kept
 	// and answered again for a short while.
 	ComputedAt Timestamp `json:"computed_at"`
@@ -778,7 +785,8 @@ type VerdictSummary struct {
 func NewCalibrationReport(d CalibrationData, target, confidence float64) CalibrationReport {
 	r := CalibrationReport{Calibration: Calibrate(d.Buckets, d.Evidence, target, confidence), Capped: d.Capped, AuditsWaiting: d.AuditsWaiting,
 		AgentPerson: Agreement(d.Confusion), Strata: Stratify(d.Strata, target, confidence), Drifts: d.Drifts,
-		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt}
+		Confusion: d.Confusion, Disagreements: d.Disagreements, Agreement: []VerdictSummary{}, ComputedAt: d.ComputedAt,
+		Cascade: ComposeCascade(d.Cascade, target, confidence)}
 	r.Certification.PlanAuditDays(d.Buckets, d.RecentLabels)
 	if len(r.Drifts) > 0 {
 		r.Drift = &r.Drifts[0]

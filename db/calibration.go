@@ -151,6 +151,9 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 		if err := tx.GetContext(ctx, &out.RecentLabels, d.rebind(`SELECT count(*) FROM `+where+` AND labelled_at > ?`), with(since)...); err != nil {
 			return fmt.Errorf("count recent labels: %w", err)
 		}
+		if out.Cascade, err = d.readCascade(ctx, tx, accountID, f, out.ComputedAt); err != nil {
+			return err
+		}
 		out.Drifts, err = d.reportDrifts(ctx, tx, accountID, f)
 		return err
 	})

@@ -730,3 +730,98 @@ func TestCalibration_ApplyTheCertifiedThreshold(t *testing.T) {
 		}
 	})
 }
+
+// TestCalibration_PageAndAPIShowTheCascade: tasks decided by small
+// (twenty, all audited, six wrong: drifted above 2%), by large (unaudited)
+// and by people; the API's cascade composes them as the page shows them,
+// with small's drift alarm, and another account sees none of it.
+func TestCalibration_PageAndAPIShowTheCascade(t *testing.T) {
+	t.Parallel()
+	eachDash(t, nil, func(t *testing.T, d *dash) {
+		acct, _ := d.store.FindOrCreateAccountByEmail(ctx, "carol@example.com")
+		if err := d.store.SetAuditRate(ctx, acct.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		_, key, err := d.store.CreateAPIKey(ctx, acct.ID, "k", arbiter.Actor{Email: "carol@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finish := func(verifier string, confidence float64, person string) {
+			task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"},
+				ConfidenceThreshold: 0.9, TaskType: "refund"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claimed, err := d.store.ClaimTasks(ctx, "w", 1, time.Minute); err != nil || len(claimed) != 1 {
+				t.Fatalf("claim: %v %v", claimed, err)
+			}
+			verdict, cost := "approve", 0.002
+			step := arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent, Verifier: &verifier, Verdict: &verdict,
+				Confidence: &confidence, Cost: &cost}, Next: arbiter.StatusCompleted}
+			if confidence < 0.9 {
+				step.Next = arbiter.StatusHumanNeeded
+			}
+			if err := d.store.FinishAgentAttempt(ctx, "w", task.ID, step); err != nil {
+				t.Fatal(err)
+			}
+			if person != "" {
+				if _, err := d.store.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: person, Reviewer: "rev@example.com"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i := range 20 {
+			finish("small", 0.95, map[bool]string{true: "reject", false: "approve"}[i < 6])
+		}
+		finish("large", 0.99, "") // decided, never audited: its audit still waits
+		for range 5 {
+			finish("large", 0.5, "approve")
+		}
+
+		status, report := getCalibration(t, d, key, "task_type=refund")
+		if status != http.StatusOK {
+			t.Fatalf("GET /v1/calibration = %d %v", status, report)
+		}
+		cascade := report["cascade"].(map[string]any)
+		deciders := cascade["deciders"].([]any)
+		if cascade["tasks"] != 26.0 || len(deciders) != 3 {
+			t.Fatalf("cascade %v", cascade)
+		}
+		small, large, people := deciders[0].(map[string]any), deciders[1].(map[string]any), deciders[2].(map[string]any)
+		if small["decider"] != "small" || small["tasks"] != 20.0 || small["audits"] != 20.0 || small["audit_errors"] != 6.0 ||
+			small["drift"].(map[string]any)["drifted"] != true || small["calls"] != 20.0 {
+			t.Errorf("small %v", small)
+		}
+		if large["decider"] != "large" || large["tasks"] != 1.0 || large["calls"] != 6.0 || large["error_upper"] != nil || large["drift"] != nil {
+			t.Errorf("large %v", large)
+		}
+		if people["decider"] != arbiter.DeciderPeople || people["tasks"] != 5.0 || people["cost_per_decided"] != nil {
+			t.Errorf("people %v", people)
+		}
+		if u := cascade["unaudited"].([]any); len(u) != 1 || u[0] != "large" || cascade["error_bound"] == nil {
+			t.Errorf("unaudited %v, bound %v", u, cascade["error_bound"])
+		}
+
+		carol := d.browser()
+		carol.signIn("carol@example.com")
+		r := carol.get("/calibration?task_type=refund")
+		wantStatus(t, r, http.StatusOK)
+		wantWellFormed(t, r.body)
+		for _, want := range []string{`data-testid="cascade-table"`, `data-decider="small"`, `data-decider="large"`, `data-decider="people"`,
+			`data-testid="verifier-drift" data-verifier="small"`, "The decisions of small have drifted above the 2% target: 6 of its latest 20 audited decisions were wrong",
+			cascade["message"].(string), `>0.0120<`} {
+			if !strings.Contains(r.body, strings.ReplaceAll(want, "'", "&#39;")) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		if strings.Contains(r.body, `data-verifier="large"`) {
+			t.Error("an unaudited verifier shows a drift alarm")
+		}
+
+		other, _ := d.store.FindOrCreateAccountByEmail(ctx, "dave@example.com")
+		_, otherKey, _ := d.store.CreateAPIKey(ctx, other.ID, "k", arbiter.Actor{Email: "dave@example.com"})
+		if _, report := getCalibration(t, d, otherKey, "task_type=refund"); report["cascade"].(map[string]any)["tasks"] != 0.0 {
+			t.Errorf("another account's cascade %v", report["cascade"])
+		}
+	})
+}

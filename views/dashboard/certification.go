@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -76,4 +77,30 @@ func evidenceLine(s arbiter.EvidenceStratum) string {
 	}
 	return kind + ": " + formatInt(s.N) + " answers, " + formatInt(s.Errors) + " wrong; they stand for " + percentText(s.Share) +
 		" of the agent's answers at or above the threshold, wrong at most " + percentText(s.ErrorUpper) + " (" + percentText(s.Confidence) + " confidence)"
+}
+
+// optCost writes a cost per decided task, or a dash.
+func optCost(x *float64) string {
+	if x == nil {
+		return "–"
+	}
+	return strconv.FormatFloat(*x, 'f', 4, 64)
+}
+
+// driftCell says a verifier's drift alarm in a few words.
+func driftCell(d arbiter.CascadeDecider) string {
+	switch {
+	case d.Drift == nil:
+		return "–"
+	case d.Drift.Drifted:
+		return "drifted"
+	}
+	return "within target"
+}
+
+// verifierDriftText says a verifier's drift in a sentence.
+func verifierDriftText(d arbiter.CascadeDecider) string {
+	w := d.Drift
+	return fmt.Sprintf("The decisions of %s have drifted above the %s target: %d of its latest %d audited decisions were wrong (%s; at least %s with %s confidence).",
+		d.Decider, percentText(w.Target), w.Errors, w.Audits, percentText(w.ErrorRate), percentText(w.ErrorLower), percentText(w.Confidence))
 }

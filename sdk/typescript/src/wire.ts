@@ -1379,6 +1379,7 @@ export interface components {
             drift: components["schemas"]["CalibrationDrift"] | null;
             /** @description The open crossings of the policies the report concerns: every policy's for a report of every task type, else that of the policy governing its task type. */
             drifts: components["schemas"]["CalibrationDrift"][];
+            cascade: components["schemas"]["CalibrationCascade"];
         };
         /** @description OAuth 2.0 Protected Resource Metadata (RFC 9728) of /v1/mcp: a bearer token in the Authorization header, and no authorization server. The bearer token is an API key; there is no OAuth. */
         OAuthProtectedResourceMetadata: {
@@ -2132,6 +2133,189 @@ export interface components {
              * @description When the claim was made, in Unix epoch seconds with millisecond precision.
              */
             claimed_at: number;
+        };
+        /** @description A verifier's drift alarm: the drift rule (the same as a policy's) on the latest blind audits (up to 200) of the decisions of the verifier's newest version in the report's window, at the report's target error rate and confidence. A new version starts its series anew. */
+        CalibrationVerifierDrift: {
+            /** @description The verifier's version whose decisions the window holds ("" for none). */
+            version: string;
+            /**
+             * Format: int64
+             * @description Blind audits of its decisions in the window.
+             */
+            audits: number;
+            /**
+             * Format: int64
+             * @description Of them, answers a person disagreed with.
+             */
+            errors: number;
+            /**
+             * Format: double
+             * @description errors / audits.
+             */
+            error_rate: number;
+            /**
+             * Format: double
+             * @description The one-sided Clopper–Pearson lower bound of the error rate at the confidence.
+             */
+            error_lower: number;
+            /**
+             * Format: double
+             * @description The report's target error rate.
+             */
+            target_error_rate: number;
+            /**
+             * Format: double
+             * @description The report's confidence.
+             */
+            confidence: number;
+            /** @description True when the lower bound exceeds the target over at least 20 audits (or the whole window, when smaller). */
+            drifted: boolean;
+        };
+        /** @description One decider of the report's window: a verifier of the cascade, people, or the fallback at a deadline. */
+        CalibrationDecider: {
+            /** @description The verifier's name, agent for decisions that name no verifier, people, or fallback. */
+            decider: string;
+            /**
+             * @description The tier of its decisions.
+             * @enum {string}
+             */
+            tier: "agent" | "human" | "fallback";
+            /**
+             * Format: int64
+             * @description The window's finished tasks it decided.
+             */
+            tasks: number;
+            /**
+             * Format: double
+             * @description tasks over the window's finished tasks.
+             */
+            share: number;
+            /**
+             * Format: int64
+             * @description A verifier's calls on the window's finished tasks, those that passed a task on too; 0 for people and the fallback.
+             */
+            calls: number;
+            /**
+             * Format: double
+             * @description What those calls cost, at the verifiers file's price.
+             */
+            cost: number;
+            /**
+             * Format: double
+             * @description cost over the tasks it decided; null when it decided none or made no call.
+             */
+            cost_per_decided: number | null;
+            /**
+             * Format: int64
+             * @description Blind audits of its decisions in the window (the latest 200 at most).
+             */
+            audits: number;
+            /**
+             * Format: int64
+             * @description Of them, answers a person disagreed with.
+             */
+            audit_errors: number;
+            /**
+             * Format: double
+             * @description The exact (Clopper–Pearson, one stratum per audit rate) upper bound of its decisions' error rate at the report's confidence; null without audits.
+             */
+            error_upper: number | null;
+            /** @description A verifier's drift alarm; null for people, the fallback, and a verifier without audits. */
+            drift: components["schemas"]["CalibrationVerifierDrift"] | null;
+        };
+        /**
+         * @description Who decided the finished tasks of the report's window (its task_type, source, created_before, and created_after or else the last 30 days; the newest 50,000 tasks), what each verifier costs per task it decided, each verifier's drift alarm, and a bound on the agent tier's error: Σ share × error_upper over the verifiers (a verifier without audits counts 1), true with bound_confidence = 1 − k·(1 − confidence) for k audited verifiers (a union bound).
+         * @example {
+         *       "since": 1761400000,
+         *       "tasks": 1000,
+         *       "capped": false,
+         *       "deciders": [
+         *         {
+         *           "decider": "small",
+         *           "tier": "agent",
+         *           "tasks": 520,
+         *           "share": 0.52,
+         *           "calls": 980,
+         *           "cost": 1.47,
+         *           "cost_per_decided": 0.0028,
+         *           "audits": 104,
+         *           "audit_errors": 1,
+         *           "error_upper": 0.0446,
+         *           "drift": {
+         *             "version": "v3",
+         *             "audits": 104,
+         *             "errors": 1,
+         *             "error_rate": 0.0096,
+         *             "error_lower": 0.0005,
+         *             "target_error_rate": 0.05,
+         *             "confidence": 0.95,
+         *             "drifted": false
+         *           }
+         *         },
+         *         {
+         *           "decider": "people",
+         *           "tier": "human",
+         *           "tasks": 480,
+         *           "share": 0.48,
+         *           "calls": 0,
+         *           "cost": 0,
+         *           "cost_per_decided": null,
+         *           "audits": 0,
+         *           "audit_errors": 0,
+         *           "error_upper": null,
+         *           "drift": null
+         *         }
+         *       ],
+         *       "agent_share": 0.52,
+         *       "error_bound": 0.0232,
+         *       "agent_error_bound": 0.0446,
+         *       "bound_confidence": 0.95,
+         *       "unaudited": [],
+         *       "method": "Union bound over the verifiers: …",
+         *       "message": "Of 1000 finished tasks: small 52%, people 48%. …"
+         *     }
+         */
+        CalibrationCascade: {
+            /**
+             * Format: double
+             * @description Where the window starts: tasks created after it (epoch seconds).
+             */
+            since: number;
+            /**
+             * Format: int64
+             * @description The window's finished tasks.
+             */
+            tasks: number;
+            /** @description True when 50,000 tasks or more were in the window: the newest were counted. */
+            capped: boolean;
+            /** @description The verifiers by tasks decided, then people, then the fallback. */
+            deciders: components["schemas"]["CalibrationDecider"][];
+            /**
+             * Format: double
+             * @description The share of the tasks the agent tier decided.
+             */
+            agent_share: number;
+            /**
+             * Format: double
+             * @description The bound on the share of all the window's tasks the agent tier decided wrongly; null when it decided none.
+             */
+            error_bound: number | null;
+            /**
+             * Format: double
+             * @description The bound on the error rate among the agent tier's decisions (error_bound / agent_share); null when it decided none.
+             */
+            agent_error_bound: number | null;
+            /**
+             * Format: double
+             * @description The confidence with which both bounds hold.
+             */
+            bound_confidence: number;
+            /** @description Verifiers that decided tasks with no audit of them: the bound counts their decisions as wrong. */
+            unaudited: string[];
+            /** @description How the bound is derived, in words. */
+            method: string;
+            /** @description The composition and the bound in a sentence. */
+            message: string;
         };
     };
     responses: {
@@ -4458,7 +4642,56 @@ export interface operations {
                      *         }
                      *       ],
                      *       "disagreements": [],
-                     *       "computed_at": 1795415525.173
+                     *       "computed_at": 1795415525.173,
+                     *       "cascade": {
+                     *         "since": 1761400000,
+                     *         "tasks": 1000,
+                     *         "capped": false,
+                     *         "deciders": [
+                     *           {
+                     *             "decider": "small",
+                     *             "tier": "agent",
+                     *             "tasks": 520,
+                     *             "share": 0.52,
+                     *             "calls": 980,
+                     *             "cost": 1.47,
+                     *             "cost_per_decided": 0.0028,
+                     *             "audits": 104,
+                     *             "audit_errors": 1,
+                     *             "error_upper": 0.0446,
+                     *             "drift": {
+                     *               "version": "v3",
+                     *               "audits": 104,
+                     *               "errors": 1,
+                     *               "error_rate": 0.0096,
+                     *               "error_lower": 0.0005,
+                     *               "target_error_rate": 0.05,
+                     *               "confidence": 0.95,
+                     *               "drifted": false
+                     *             }
+                     *           },
+                     *           {
+                     *             "decider": "people",
+                     *             "tier": "human",
+                     *             "tasks": 480,
+                     *             "share": 0.48,
+                     *             "calls": 0,
+                     *             "cost": 0,
+                     *             "cost_per_decided": null,
+                     *             "audits": 0,
+                     *             "audit_errors": 0,
+                     *             "error_upper": null,
+                     *             "drift": null
+                     *           }
+                     *         ],
+                     *         "agent_share": 0.52,
+                     *         "error_bound": 0.0232,
+                     *         "agent_error_bound": 0.0446,
+                     *         "bound_confidence": 0.95,
+                     *         "unaudited": [],
+                     *         "method": "Union bound over the verifiers: …",
+                     *         "message": "Of 1000 finished tasks: small 52%, people 48%. …"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["CalibrationReport"];

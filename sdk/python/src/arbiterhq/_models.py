@@ -1315,10 +1315,11 @@ class CalibrationReport(APIObject):
     #: for a report of every task type, else that of the policy governing its
     #: task type.
     drifts: List[CalibrationDrift]
+    cascade: CalibrationReportCascade
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'n', 'audits', 'audits_disagree', 'weight', 'ece', 'mce', 'brier', 'bins', 'risk_coverage', 'recommendation', 'capped', 'audits_waiting', 'agreement', 'confusion', 'disagreements', 'computed_at', 'certification', 'feasibility', 'agent_person', 'strata', 'drift', 'drifts'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'n', 'audits', 'audits_disagree', 'weight', 'ece', 'mce', 'brier', 'bins', 'risk_coverage', 'recommendation', 'capped', 'audits_waiting', 'agreement', 'confusion', 'disagreements', 'computed_at', 'certification', 'feasibility', 'agent_person', 'strata', 'drift', 'drifts', 'cascade'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationReport":
@@ -1346,6 +1347,7 @@ class CalibrationReport(APIObject):
             strata=[CalibrationStratum.from_dict(x) for x in d['strata']],
             drift=_opt(d.get('drift'), CalibrationDrift.from_dict),
             drifts=[CalibrationDrift.from_dict(x) for x in d['drifts']],
+            cascade=CalibrationReportCascade.from_dict(d['cascade']),
             extra=_extra(d, cls._FIELDS),
         )
 
@@ -1375,6 +1377,7 @@ class CalibrationReport(APIObject):
         d['strata'] = [x.to_dict() for x in self.strata]
         d['drift'] = None if self.drift is None else self.drift.to_dict()
         d['drifts'] = [x.to_dict() for x in self.drifts]
+        d['cascade'] = self.cascade.to_dict()
         return d
 
 
@@ -1937,6 +1940,84 @@ class CalibrationReportDisagreementsItem(APIObject):
 
 
 @dataclass(frozen=True)
+class CalibrationReportCascade(APIObject):
+    """Who decided the finished tasks of the report's window (its task_type,
+    source, created_before, and created_after or else the last 30 days; the
+    newest 50,000 tasks), what each verifier costs per task it decided, each
+    verifier's drift alarm, and a bound on the agent tier's error: Σ share ×
+    error_upper over the verifiers (a verifier without audits counts 1),
+    true with bound_confidence = 1 − k·(1 − confidence) for k audited
+    verifiers (a union bound).
+    """
+
+    #: Where the window starts: tasks created after it (epoch seconds).
+    since: float
+    #: The window's finished tasks.
+    tasks: int
+    #: True when 50,000 tasks or more were in the window: the newest were
+    #: counted.
+    capped: bool
+    #: The verifiers by tasks decided, then people, then the fallback.
+    deciders: List[CalibrationReportCascadeDecidersItem]
+    #: The share of the tasks the agent tier decided.
+    agent_share: float
+    #: The bound on the share of all the window's tasks the agent tier
+    #: decided wrongly; null when it decided none.
+    error_bound: Optional[float]
+    #: The bound on the error rate among the agent tier's decisions
+    #: (error_bound / agent_share); null when it decided none.
+    agent_error_bound: Optional[float]
+    #: The confidence with which both bounds hold.
+    bound_confidence: float
+    #: Verifiers that decided tasks with no audit of them: the bound counts
+    #: their decisions as wrong.
+    unaudited: List[str]
+    #: How the bound is derived, in words.
+    method: str
+    #: The composition and the bound in a sentence.
+    message: str
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'since', 'tasks', 'capped', 'deciders', 'agent_share', 'error_bound', 'agent_error_bound', 'bound_confidence', 'unaudited', 'method', 'message'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationReportCascade":
+        """Reads the CalibrationReportCascade as the API sends it."""
+        return cls(
+            since=float(d['since']),
+            tasks=int(d['tasks']),
+            capped=bool(d['capped']),
+            deciders=[CalibrationReportCascadeDecidersItem.from_dict(x) for x in d['deciders']],
+            agent_share=float(d['agent_share']),
+            error_bound=_opt(d.get('error_bound'), float),
+            agent_error_bound=_opt(d.get('agent_error_bound'), float),
+            bound_confidence=float(d['bound_confidence']),
+            unaudited=[str(x) for x in d['unaudited']],
+            method=str(d['method']),
+            message=str(d['message']),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The CalibrationReportCascade as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['since'] = self.since
+        d['tasks'] = self.tasks
+        d['capped'] = self.capped
+        d['deciders'] = [x.to_dict() for x in self.deciders]
+        d['agent_share'] = self.agent_share
+        d['error_bound'] = self.error_bound
+        d['agent_error_bound'] = self.agent_error_bound
+        d['bound_confidence'] = self.bound_confidence
+        d['unaudited'] = list(self.unaudited)
+        d['method'] = self.method
+        d['message'] = self.message
+        return d
+
+
+@dataclass(frozen=True)
 class PingEventData(APIObject):
     """The endpoint tested."""
 
@@ -1996,6 +2077,142 @@ class VoteRecordedEventData(APIObject):
         d['task_id'] = self.task_id
         d['votes'] = self.votes
         d['reviews_required'] = self.reviews_required
+        return d
+
+
+@dataclass(frozen=True)
+class CalibrationReportCascadeDecidersItem(APIObject):
+    """One decider of the report's window: a verifier of the cascade, people,
+    or the fallback at a deadline.
+    """
+
+    #: The verifier's name, agent for decisions that name no verifier,
+    #: people, or fallback.
+    decider: str
+    #: The tier of its decisions.
+    tier: str
+    #: The window's finished tasks it decided.
+    tasks: int
+    #: tasks over the window's finished tasks.
+    share: float
+    #: A verifier's calls on the window's finished tasks, those that passed a
+    #: task on too; 0 for people and the fallback.
+    calls: int
+    #: What those calls cost, at the verifiers file's price.
+    cost: float
+    #: cost over the tasks it decided; null when it decided none or made no
+    #: call.
+    cost_per_decided: Optional[float]
+    #: Blind audits of its decisions in the window (the latest 200 at most).
+    audits: int
+    #: Of them, answers a person disagreed with.
+    audit_errors: int
+    #: The exact (Clopper–Pearson, one stratum per audit rate) upper bound of
+    #: its decisions' error rate at the report's confidence; null without
+    #: audits.
+    error_upper: Optional[float]
+    #: A verifier's drift alarm; null for people, the fallback, and a
+    #: verifier without audits.
+    drift: Optional[CalibrationReportCascadeDecidersItemDrift]
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'decider', 'tier', 'tasks', 'share', 'calls', 'cost', 'cost_per_decided', 'audits', 'audit_errors', 'error_upper', 'drift'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationReportCascadeDecidersItem":
+        """Reads the CalibrationReportCascadeDecidersItem as the API sends it."""
+        return cls(
+            decider=str(d['decider']),
+            tier=str(d['tier']),
+            tasks=int(d['tasks']),
+            share=float(d['share']),
+            calls=int(d['calls']),
+            cost=float(d['cost']),
+            cost_per_decided=_opt(d.get('cost_per_decided'), float),
+            audits=int(d['audits']),
+            audit_errors=int(d['audit_errors']),
+            error_upper=_opt(d.get('error_upper'), float),
+            drift=_opt(d.get('drift'), CalibrationReportCascadeDecidersItemDrift.from_dict),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The CalibrationReportCascadeDecidersItem as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['decider'] = self.decider
+        d['tier'] = self.tier
+        d['tasks'] = self.tasks
+        d['share'] = self.share
+        d['calls'] = self.calls
+        d['cost'] = self.cost
+        d['cost_per_decided'] = self.cost_per_decided
+        d['audits'] = self.audits
+        d['audit_errors'] = self.audit_errors
+        d['error_upper'] = self.error_upper
+        d['drift'] = None if self.drift is None else self.drift.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class CalibrationReportCascadeDecidersItemDrift(APIObject):
+    """A verifier's drift alarm: the drift rule (the same as a policy's) on the
+    latest blind audits (up to 200) of the decisions of the verifier's
+    newest version in the report's window, at the report's target error rate
+    and confidence. A new version starts its series anew.
+    """
+
+    #: The verifier's version whose decisions the window holds ("" for none).
+    version: str
+    #: Blind audits of its decisions in the window.
+    audits: int
+    #: Of them, answers a person disagreed with.
+    errors: int
+    #: errors / audits.
+    error_rate: float
+    #: The one-sided Clopper–Pearson lower bound of the error rate at the
+    #: confidence.
+    error_lower: float
+    #: The report's target error rate.
+    target_error_rate: float
+    #: The report's confidence.
+    confidence: float
+    #: True when the lower bound exceeds the target over at least 20 audits
+    #: (or the whole window, when smaller).
+    drifted: bool
+    #: Properties a later server added, kept as sent.
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'version', 'audits', 'errors', 'error_rate', 'error_lower', 'target_error_rate', 'confidence', 'drifted'})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationReportCascadeDecidersItemDrift":
+        """Reads the CalibrationReportCascadeDecidersItemDrift as the API sends it."""
+        return cls(
+            version=str(d['version']),
+            audits=int(d['audits']),
+            errors=int(d['errors']),
+            error_rate=float(d['error_rate']),
+            error_lower=float(d['error_lower']),
+            target_error_rate=float(d['target_error_rate']),
+            confidence=float(d['confidence']),
+            drifted=bool(d['drifted']),
+            extra=_extra(d, cls._FIELDS),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The CalibrationReportCascadeDecidersItemDrift as JSON: what from_dict read, properties left out
+        when they were absent (None) and not required."""
+        d: Dict[str, Any] = dict(self.extra)
+        d['version'] = self.version
+        d['audits'] = self.audits
+        d['errors'] = self.errors
+        d['error_rate'] = self.error_rate
+        d['error_lower'] = self.error_lower
+        d['target_error_rate'] = self.target_error_rate
+        d['confidence'] = self.confidence
+        d['drifted'] = self.drifted
         return d
 
 
@@ -2332,6 +2549,9 @@ __all__ = [
     'CalibrationRecommendation',
     'CalibrationReport',
     'CalibrationReportAgreementItem',
+    'CalibrationReportCascade',
+    'CalibrationReportCascadeDecidersItem',
+    'CalibrationReportCascadeDecidersItemDrift',
     'CalibrationReportConfusionItem',
     'CalibrationReportDisagreementsItem',
     'CalibrationStratum',
