@@ -466,6 +466,38 @@ func VoterWaitOf(t *Task, personID string) (VoterWait, bool) {
 	return VoterWait{}, false
 }
 
+// HideOpenVotes makes t what an API key may read of it: while t waits
+// for votes (VotesOpen), its votes (human attempts with a voter) leave
+// Attempts, so that neither a vote's verdict nor its voter shows before
+// the task is decided. An API key acts for the account's owners and
+// admins, any of whom may be a voter of the task, and a vote must be
+// blind to the other voters, as it is on the desk. VotesCast says how
+// many voted, on every task that asks several votes, open or not; once
+// the task is decided or expired its votes are in Attempts again. The
+// agent's answers stay: the API has always shown them to the caller that
+// asked.
+func (t *Task) HideOpenVotes() {
+	if t.Review == nil || !t.Review.Multi() {
+		return
+	}
+	cast := VoteCountOf(t).Votes
+	t.VotesCast = &cast
+	if !t.VotesOpen() {
+		return
+	}
+	kept := make([]Attempt, 0, len(t.Attempts))
+	for _, a := range t.Attempts {
+		if !isVote(a) {
+			kept = append(kept, a)
+		}
+	}
+	t.Attempts = kept
+}
+
+// isVote reports whether a is a person's vote on a task that asks
+// several (VotesOf's, VoteCountOf's).
+func isVote(a Attempt) bool { return a.Tier == TierHuman && a.PersonID != "" }
+
 // VoteCount is the data of a task.vote_recorded event, and what the
 // account's owners and admins see of a task's votes while it is open: how
 // many people voted of how many asked, never what they voted.
@@ -482,7 +514,7 @@ func VoteCountOf(t *Task) VoteCount {
 		c.ReviewsRequired = t.Review.ReviewsRequired
 	}
 	for _, a := range t.Attempts {
-		if a.Tier == TierHuman && a.PersonID != "" {
+		if isVote(a) {
 			c.Votes++
 		}
 	}

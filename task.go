@@ -112,6 +112,10 @@ type Task struct {
 	// Review is the task's review requirement (consensus.go), nil for
 	// today's single review.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// VotesCast is how many people have voted on a task that asks several
+	// votes, set by HideOpenVotes for the API's reads; nil, and absent
+	// from the JSON, on every other task and read.
+	VotesCast *int `json:"votes_cast,omitempty"`
 	// Alerts are the reminders and escalation rungs the task was created
 	// with (escalation.go); zero without.
 	Alerts Alerts `json:"-"`

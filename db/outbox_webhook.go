@@ -120,6 +120,10 @@ func (o *webhookOutbox) messages(ctx context.Context, tx *Tx, events []arbiter.T
 			at, data = arbiter.TaskEventTime(ev.Type, t, now), t
 			if ev.Type == arbiter.EventTaskVoteRecorded {
 				data = arbiter.VoteCountOf(t) // the count only: votes are blind
+			} else {
+				shown := *t // as the API shows it; the read stays whole
+				shown.HideOpenVotes()
+				data = &shown
 			}
 		}
 		payload, err := arbiter.NewWebhookPayload(ev.Type, at, data)

@@ -443,6 +443,9 @@ func (m *mcpTasks) ListTasks(ctx context.Context, opts client.ListOptions) (*cli
 	if err != nil {
 		return nil, apiError(ctx, err)
 	}
+	for _, t := range page.Tasks {
+		t.HideOpenVotes()
+	}
 	var out client.TaskPage
 	if err := viaJSON(taskListResponse{Tasks: page.Tasks, HasMore: page.HasMore}, &out); err != nil {
 		return nil, apiError(ctx, err)
@@ -456,8 +459,10 @@ type taskListResponse struct {
 	HasMore bool            `json:"has_more"`
 }
 
-// apiTask is the task as the client reads the API's answer.
+// apiTask is the task as the client reads the API's answer, its open
+// votes hidden as the API hides them.
 func apiTask(ctx context.Context, task *arbiter.Task) (*client.Task, error) {
+	task.HideOpenVotes()
 	var out client.Task
 	if err := viaJSON(task, &out); err != nil {
 		return nil, apiError(ctx, err)

@@ -72,6 +72,7 @@ func TaskBatchCreate(tasks arbiter.TaskService, created func(n int), allowPrivat
 					continue
 				}
 				replayed := answer.Replayed
+				answer.Task.HideOpenVotes() // a replay answers the task as it is now
 				results[positions[n]] = result{Kind: "task", Status: http.StatusOK, Task: answer.Task, Replayed: &replayed}
 				if !replayed {
 					stored++

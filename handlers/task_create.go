@@ -73,6 +73,8 @@ func createTask(ctx context.Context, tasks arbiter.TaskService, created func(n i
 	if !answer.Replayed && created != nil {
 		created(1)
 	}
+	// A replay answers the task as it is now.
+	answer.Task.HideOpenVotes()
 	return answer, nil
 }
 

@@ -145,7 +145,7 @@ func taskGet(tasks arbiter.TaskService, watcher arbiter.TaskWatcher, shutdown <-
 		if task == nil {
 			return // the caller left while waiting, or it was parked
 		}
-		if err := withGold(r.Context(), tasks, accountID, task); err != nil {
+		if err := forAPIKey(r.Context(), tasks, accountID, task); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -32,3 +32,13 @@ func withGold(ctx context.Context, gold arbiter.GoldService, accountID string, t
 	}
 	return nil
 }
+
+// forAPIKey makes the account's tasks what its API key reads of them:
+// each gold task's gold_verdict (withGold), and while a task waits for
+// votes, its votes hidden and counted (arbiter.Task.HideOpenVotes).
+func forAPIKey(ctx context.Context, gold arbiter.GoldService, accountID string, tasks ...*arbiter.Task) error {
+	for _, t := range tasks {
+		t.HideOpenVotes()
+	}
+	return withGold(ctx, gold, accountID, tasks...)
+}

@@ -26,7 +26,7 @@ func TaskList(tasks arbiter.TaskService) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		if err := withGold(r.Context(), tasks, accountID, page.Tasks...); err != nil {
+		if err := forAPIKey(r.Context(), tasks, accountID, page.Tasks...); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -154,7 +154,7 @@ func parkWaiter(w http.ResponseWriter, r *http.Request, parker Parker, tasks arb
 			err = waiter.Recheck(ctx)
 		}
 		if err == nil {
-			err = withGold(ctx, tasks, accountID, task)
+			err = forAPIKey(ctx, tasks, accountID, task)
 		}
 		if err != nil {
 			return errorAnswer(ctx, path, err), true

@@ -38,32 +38,106 @@ func TestTaskCreate_ReviewRequirement(t *testing.T) {
 	})
 }
 
+// accountReviewers returns the account of the owner's e-mail and a
+// person who accepted a reviewer's invitation for each other address.
+func accountReviewers(t *testing.T, a *api, ownerEmail string, emails ...string) (*arbiter.Account, []*arbiter.Person) {
+	t.Helper()
+	acct, err := a.store.FindOrCreateAccountByEmail(ctx, ownerEmail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := a.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: ownerEmail, Email: ownerEmail, EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reviewers []*arbiter.Person
+	for _, email := range emails {
+		_, token, err := a.store.CreateInvitation(ctx, acct.ID, email, arbiter.RoleReviewer, arbiter.Actor{Email: owner.Email, PersonID: owner.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.store.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
+			t.Fatal(err)
+		}
+		reviewers = append(reviewers, p)
+	}
+	return acct, reviewers
+}
+
+// toVoters claims the account's pending tasks and sends them to people.
+func toVoters(t *testing.T, a *api, ids ...string) {
+	t.Helper()
+	claimed, err := a.store.ClaimTasks(ctx, "w", 10, time.Minute)
+	if err != nil || len(claimed) != len(ids) {
+		t.Fatalf("claim = %v, %v; want %d", claimed, err, len(ids))
+	}
+	for _, c := range claimed {
+		if err := a.store.FinishAgentAttempt(ctx, "w", c.ID, arbiter.AgentStep{Attempt: arbiter.Attempt{Tier: arbiter.TierAgent}, Next: arbiter.StatusHumanNeeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTaskGet_OpenVotesAreHidden has ann vote on a task asking two votes:
+// while it waits for bob's, no read of an API key (the task, a waiting
+// read, the list, an idempotent replay of its create) shows her vote or
+// her, only votes_cast 1; once bob votes, both votes are in attempts.
+func TestTaskGet_OpenVotesAreHidden(t *testing.T) {
+	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
+		key := a.newKey("owner@example.com")
+		acct, rs := accountReviewers(t, a, "owner@example.com", "ann@example.com", "bob@example.com")
+		create := `{"prompt":"Release?","allowed_verdicts":["approve","reject"],"reviews_required":2}`
+		status, _, b := a.doKeyed("POST", "/v1/tasks", key, create, "release-1")
+		if status != http.StatusOK {
+			t.Fatalf("create: %d %s", status, b)
+		}
+		var created struct{ ID string }
+		if err := json.Unmarshal(b, &created); err != nil {
+			t.Fatal(err)
+		}
+		id := created.ID
+		toVoters(t, a, id)
+		if _, err := a.store.DecideTask(ctx, acct.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: rs[0].Email, ReviewerID: rs[0].ID}); err != nil {
+			t.Fatal(err)
+		}
+		hidden := func(what string, body []byte) {
+			t.Helper()
+			if strings.Contains(string(body), "ann@example.com") || strings.Contains(string(body), `"tier":"human"`) ||
+				!strings.Contains(string(body), `"votes_cast":1`) {
+				t.Errorf("%s while the votes are open: %s; want no vote, no voter, votes_cast 1", what, body)
+			}
+		}
+		for _, path := range []string{"/v1/tasks/" + id, "/v1/tasks/" + id + "?wait=1", "/v1/tasks?status=human_needed"} {
+			status, _, b := a.do("GET", path, key, "")
+			if status != http.StatusOK {
+				t.Fatalf("%s: %d %s", path, status, b)
+			}
+			hidden(path, b)
+		}
+		if status, _, b := a.doKeyed("POST", "/v1/tasks", key, create, "release-1"); status != http.StatusOK {
+			t.Fatalf("replay: %d %s", status, b)
+		} else {
+			hidden("a replayed create", b)
+		}
+		if _, err := a.store.DecideTask(ctx, acct.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: rs[1].Email, ReviewerID: rs[1].ID}); err != nil {
+			t.Fatal(err)
+		}
+		status, _, b = a.do("GET", "/v1/tasks/"+id, key, "")
+		if status != http.StatusOK || strings.Count(string(b), `"tier":"human"`) != 2 || !strings.Contains(string(b), "ann@example.com") ||
+			!strings.Contains(string(b), `"votes_cast":2`) {
+			t.Errorf("the decided task: %d %s; want both votes in attempts, votes_cast 2", status, b)
+		}
+	})
+}
+
 func TestAgreementGet(t *testing.T) {
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("owner@example.com")
-		acct, err := a.store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
-		if err != nil {
-			t.Fatal(err)
-		}
-		owner, err := a.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: "owner@example.com", Email: "owner@example.com", EmailVerified: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var reviewers []*arbiter.Person
-		for _, email := range []string{"ann@example.com", "bob@example.com"} {
-			_, token, err := a.store.CreateInvitation(ctx, acct.ID, email, arbiter.RoleReviewer, arbiter.Actor{Email: owner.Email, PersonID: owner.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := a.store.SignInWithIdentity(ctx, arbiter.ExternalIdentity{Provider: arbiter.SignInEmail, Subject: email, Email: email, EmailVerified: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.store.AcceptInvitation(ctx, token, p.ID, arbiter.Client{}); err != nil {
-				t.Fatal(err)
-			}
-			reviewers = append(reviewers, p)
-		}
+		acct, reviewers := accountReviewers(t, a, "owner@example.com", "ann@example.com", "bob@example.com")
 		// Two tasks asking two votes: one agreed, one split and vetoed.
 		for _, verdicts := range [][2]string{{"approve", "approve"}, {"approve", "reject"}} {
 			task := createTask(t, a, key, `{"prompt":"Release?","allowed_verdicts":["approve","reject"],"reviews_required":2,"veto":["reject"]}`)

@@ -463,6 +463,13 @@ class Task(TaskMixin, APIObject):
     #: The create's display hint; absent when it had none.
     display: Optional[Display] = None
     review: Optional[ReviewRequirement] = None
+    #: How many people have voted, on a task that asks several votes
+    #: (review.reviews_required above 1); absent on every other task. While
+    #: such a task waits for votes (human_needed), its votes are not in
+    #: attempts: an API key acts for owners and admins who may vote
+    #: themselves, and votes are blind until the task is decided or expired,
+    #: when they are in attempts again.
+    votes_cast: Optional[int] = None
     escalation: Optional[TaskEscalation] = None
     #: The create's gold_verdict, on a gold task only, and only in the
     #: account's own reads (GET /v1/tasks/{id}, GET /v1/tasks); absent
@@ -487,7 +494,7 @@ class Task(TaskMixin, APIObject):
     #: Properties a later server added, kept as sent.
     extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'final_verifier', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action', 'receipt'})
+    _FIELDS: ClassVar[FrozenSet[str]] = frozenset({'id', 'status', 'task_type', 'source', 'touchpoint', 'prompt', 'allowed_verdicts', 'confidence_threshold', 'final_verdict', 'final_tier', 'final_confidence', 'final_verifier', 'created_at', 'completed_at', 'deadline_at', 'expired_at', 'attempts', 'display', 'review', 'votes_cast', 'escalation', 'gold_verdict', 'action', 'edit_verdicts', 'approved_action', 'receipt'})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Task":
@@ -512,6 +519,7 @@ class Task(TaskMixin, APIObject):
             final_verifier=_opt(d.get('final_verifier'), str),
             display=_opt(d.get('display'), Display.from_dict),
             review=_opt(d.get('review'), ReviewRequirement.from_dict),
+            votes_cast=_opt(d.get('votes_cast'), int),
             escalation=_opt(d.get('escalation'), TaskEscalation.from_dict),
             gold_verdict=_opt(d.get('gold_verdict'), str),
             action=_opt(d.get('action'), Action.from_dict),
@@ -547,6 +555,8 @@ class Task(TaskMixin, APIObject):
             d['display'] = self.display.to_dict()
         if self.review is not None:
             d['review'] = self.review.to_dict()
+        if self.votes_cast is not None:
+            d['votes_cast'] = self.votes_cast
         if self.escalation is not None:
             d['escalation'] = self.escalation.to_dict()
         if self.gold_verdict is not None:
