@@ -15,7 +15,8 @@ import (
 // admins see everyone's. Each read is bounded by arbiter.MaxStatsRows.
 // With agreement (not nil), the page also shows how much the reviewers
 // agree on the window's tasks that asked several votes, as GET
-// /v1/agreement does, with the same rule on whose lines are shown.
+// /v1/agreement does, with the same rule on whose lines are shown; the
+// accuracy on gold tasks is shown to owners and admins only.
 func ReviewStats(stats arbiter.StatsService, agreement arbiter.AgreementService, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := arbiter.SessionFromContext(r.Context())
@@ -45,13 +46,19 @@ func ReviewStats(stats arbiter.StatsService, agreement arbiter.AgreementService,
 				Error(w, r, err)
 				return
 			}
-			answers, err := agreement.ListGoldAnswers(r.Context(), s.AccountID, arbiter.TimestampOf(now().Add(-length)))
-			if err != nil {
-				Error(w, r, err)
-				return
-			}
 			report := arbiter.TeamAgreement(tasks)
-			report.AddGold(answers)
+			if v.Everyone {
+				// A reviewer's own gold figures change the moment they
+				// answer a gold task, which would tell them it was gold
+				// and, with two verdicts, its gold verdict: only owners
+				// and admins see them.
+				answers, err := agreement.ListGoldAnswers(r.Context(), s.AccountID, arbiter.TimestampOf(now().Add(-length)))
+				if err != nil {
+					Error(w, r, err)
+					return
+				}
+				report.AddGold(answers)
+			}
 			v.Agreement = &report
 		}
 		for _, w := range arbiter.StatsWindows {

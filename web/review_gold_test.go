@@ -153,3 +153,39 @@ func TestGold_ADecisionLinkSaysTheReviewersOwnAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestGold_AReviewersStatsDoNotTellAGoldAnswer: a reviewer answers a gold
+// task, wrongly. Their stats page changes with the answer as for any
+// other task: it neither names gold nor gives them a line of gold
+// accuracy, which would tell them the task was gold and, with two
+// verdicts, its gold verdict. The owner's stats page shows the accuracy.
+func TestGold_AReviewersStatsDoNotTellAGoldAnswer(t *testing.T) {
+	t.Parallel()
+	eachDash(t, func(d *dash) { d.router.Services.Agreement = d.store }, func(t *testing.T, d *dash) {
+		owner, _, reviewer := d.team()
+		acct, err := d.store.FindAccountByEmail(ctx, "owner@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := d.store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund order 78?", AllowedVerdicts: []string{goldKestrel, goldPlover},
+			ConfidenceThreshold: 0.8, TaskType: "refund", Touchpoint: "email", Context: []byte(`{"amount":40}`), GoldVerdict: goldKestrel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := reviewer.post("/review/tasks/"+task.ID, url.Values{"verdict": {goldPlover}})
+		if r.status != http.StatusSeeOther && r.status != http.StatusOK {
+			t.Fatalf("the answer = %d\n%.2000s", r.status, r.body)
+		}
+		r = reviewer.get("/review/stats")
+		wantStatus(t, r, http.StatusOK)
+		wantNoGold(t, "the reviewer's stats after a gold answer", r.body)
+		if strings.Contains(r.body, `data-testid="agreement-reviewer"`) || strings.Contains(r.body, "0 of 1") {
+			t.Errorf("the reviewer's stats give them a line for their gold answer:\n%.3000s", between(r.body, `data-testid="agreement"`, `</section>`))
+		}
+		r = owner.get("/review/stats")
+		wantStatus(t, r, http.StatusOK)
+		if gold := between(r.body, `data-testid="agreement-gold"`, `</td>`); !strings.Contains(gold, "0 of 1") {
+			t.Errorf("the owner's stats lack the reviewer's gold accuracy: %q", gold)
+		}
+	})
+}

@@ -267,7 +267,8 @@ type StatsView struct {
 	Windows []string
 	// Self is the signed-in reviewer's e-mail, whose line is marked.
 	Self string
-	// Everyone says every member's line is shown; otherwise only Self's.
+	// Everyone says every member's line is shown, with the accuracy on
+	// gold tasks; otherwise only Self's, without it.
 	Everyone bool
 	// Agreement is the reviewers' agreement over the window's tasks that
 	// asked several votes; nil when not read.
