@@ -91,11 +91,14 @@ type config struct {
 	// phase makes, straight and through the gateway (gateway.go); 0
 	// skips it.
 	gatewayCalls int
+	// cascadeTasks is how many tasks each run of the cascade phase
+	// decides (cascade.go).
+	cascadeTasks int
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas", "gateway"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas", "gateway", "cascade"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -109,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.concurrency, "concurrency", 32, "concurrent connections")
 	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
 	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
+	fs.IntVar(&c.cascadeTasks, "cascade-tasks", 5000, "tasks each run of the cascade phase decides (0 skips it)")
 	fs.IntVar(&c.workers, "workers", 32, "ARBITER_WORKERS for the worker phase")
 	fs.StringVar(&c.riverBin, "river-bin", "bin/river-bench", "the River side of the queue comparison (cmd/arbiter-bench/river)")
 	fs.IntVar(&c.queueJobs, "queue-jobs", 20000, "jobs River and tasks the worker work in the queue comparison (0 skips it)")
@@ -169,6 +173,8 @@ type bench struct {
 	views []viewRender
 	// integrity are the integrity phase's steps (integrity.go).
 	integrity []integrityStep
+	// cascade is what the cascade phase measured (cascade.go).
+	cascade *cascadeResult
 }
 
 // idAt is a created task and the account that owns it.
@@ -278,6 +284,11 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 	}
 	if b.phases["gateway"] && b.gatewayCalls > 0 {
 		if err := b.measureGateway(ctx); err != nil {
+			return err
+		}
+	}
+	if b.phases["cascade"] && b.cascadeTasks > 0 {
+		if err := b.measureCascade(ctx); err != nil {
 			return err
 		}
 	}
@@ -545,12 +556,13 @@ func (b *bench) measureWorker(ctx context.Context) error {
 }
 
 // timeWorker creates n pending tasks on a fresh database, starts `arbiter
-// worker` with the rules backend and ARBITER_WORKERS=workers, and times it
+// worker` with the rules backend (or the verifiers extraEnv names) and
+// ARBITER_WORKERS=workers, and times it
 // from the moment it says it started until the last task's completion is
 // heard on the task channel, the way River's benchmark counts its jobs
 // through its completion events. CPU is the worker's and Postgres's in
 // that window.
-func (b *bench) timeWorker(ctx context.Context, name string, n, workers int) (result, error) {
+func (b *bench) timeWorker(ctx context.Context, name string, n, workers int, extraEnv ...string) (result, error) {
 	if err := b.resetDatabase(ctx); err != nil {
 		return result{}, err
 	}
@@ -582,7 +594,7 @@ func (b *bench) timeWorker(ctx context.Context, name string, n, workers int) (re
 	}
 	defer os.RemoveAll(dir)
 	b.logf("arbiter worker with the rules backend, %d concurrent", workers)
-	w, err := b.startWorker(ctx, dir, "ARBITER_WORKERS="+strconv.Itoa(workers))
+	w, err := b.startWorker(ctx, dir, append([]string{"ARBITER_WORKERS=" + strconv.Itoa(workers)}, extraEnv...)...)
 	if err != nil {
 		return result{}, err
 	}
@@ -888,6 +900,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	printViews(w, b.views)
 	printIntegrity(w, b.integrity)
+	printCascade(w, b.cascade)
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
