@@ -18,6 +18,9 @@ func TestClient_ReviewRequirementAndAgreement(t *testing.T) {
 		if r := task.Review; r == nil || r.ReviewsRequired != 2 || r.Consensus != "unanimous" || r.RequestedBy != "cfo@example.com" || !r.ExcludeRequester {
 			t.Fatalf("review = %+v", task.Review)
 		}
+		if task.VotesCast == nil || *task.VotesCast != 0 {
+			t.Errorf("votes cast = %v, want 0 on a task that asks two votes", task.VotesCast)
+		}
 		if _, err := c.CreateTask(ctx, client.TaskCreate{Prompt: "p", AllowedVerdicts: []string{"a"}, ReviewsRequired: 6}); !client.IsInvalid(err) {
 			t.Errorf("six reviews: %v, want a 400", err)
 		}

@@ -161,6 +161,10 @@ type Task struct {
 	// Review is the task's review requirement when its create asked
 	// several votes or named a requester; nil otherwise.
 	Review *ReviewRequirement `json:"review,omitempty"`
+	// VotesCast is how many people have voted on a task that asks several
+	// votes; while it is open, the votes themselves are not in Attempts.
+	// nil on a task that asks one decision.
+	VotesCast *int `json:"votes_cast,omitempty"`
 	// GoldVerdict is a gold task's known answer, which only the account's
 	// own reads (GetTask, ListTasks) carry; nil otherwise.
 	GoldVerdict *string `json:"gold_verdict,omitempty"`
@@ -253,6 +257,7 @@ type taskWire struct {
 	ExpiredAt           *epoch             `json:"expired_at"`
 	Attempts            []Attempt          `json:"attempts"`
 	Review              *ReviewRequirement `json:"review,omitempty"`
+	VotesCast           *int               `json:"votes_cast,omitempty"`
 	GoldVerdict         *string            `json:"gold_verdict,omitempty"`
 	Escalation          *TaskEscalation    `json:"escalation,omitempty"`
 	FinalVerifier       *string            `json:"final_verifier"`
@@ -270,7 +275,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	}
 	*t = Task{w.ID, w.Status, w.TaskType, w.Source, w.Touchpoint, w.Prompt, w.AllowedVerdicts,
 		w.ConfidenceThreshold, w.FinalVerdict, w.FinalTier, w.FinalConfidence,
-		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.GoldVerdict, w.Escalation, w.FinalVerifier,
+		w.CreatedAt.time(), w.CompletedAt.timePtr(), w.DeadlineAt.timePtr(), w.ExpiredAt.timePtr(), w.Attempts, w.Review, w.VotesCast, w.GoldVerdict, w.Escalation, w.FinalVerifier,
 		w.Action, w.EditVerdicts, w.Approved, w.Receipt}
 	return nil
 }
@@ -279,7 +284,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(taskWire{t.ID, t.Status, t.TaskType, t.Source, t.Touchpoint, t.Prompt, t.AllowedVerdicts,
 		t.ConfidenceThreshold, t.FinalVerdict, t.FinalTier, t.FinalConfidence,
-		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.GoldVerdict, t.Escalation, t.FinalVerifier,
+		epoch(t.CreatedAt), epochPtr(t.CompletedAt), epochPtr(t.DeadlineAt), epochPtr(t.ExpiredAt), t.Attempts, t.Review, t.VotesCast, t.GoldVerdict, t.Escalation, t.FinalVerifier,
 		t.Action, t.EditVerdicts, t.Approved, t.Receipt})
 }
 
