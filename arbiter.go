@@ -18,10 +18,12 @@
 //     the tasks a person may decide together.
 //   - Calibration (calibration.go, calibration_certify.go,
 //     calibration_apply.go, calibration_drift.go, verifier_pairs.go,
-//     cascade_report.go, backtest.go): audit sampling and the estimators,
-//     the certified threshold, applying it to a policy, drift, the labels
-//     of each verifier of a cascade, who decided and the bound on the
-//     agent tier's error, backtesting a verifier on those labels.
+//     cascade_report.go, backtest.go, cascade_sim.go): audit sampling and
+//     the estimators, the certified threshold, applying it to a policy,
+//     drift, the labels of each verifier of a cascade, who decided and the
+//     bound on the agent tier's error, backtesting a verifier on those
+//     labels, the simulated deployments that check the cascade's
+//     certificates.
 //   - Accounts and people (account.go, member.go, session.go, login.go,
 //     apikey.go, audit.go): members and roles, sessions, sign-in links, API
 //     keys, the audit log.

@@ -94,11 +94,14 @@ type config struct {
 	// cascadeTasks is how many tasks each run of the cascade phase
 	// decides (cascade.go).
 	cascadeTasks int
+	// cascadeDeployments is how many simulated deployments the
+	// cascade-sim phase runs (cascade_sim.go); 0 skips it.
+	cascadeDeployments int
 }
 
 // allPhases names the groups of phases -phases selects from, in the order
 // they run.
-var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas", "gateway", "cascade"}
+var allPhases = []string{"api", "wait", "worker", "queue", "latency", "desk", "webhooks", "mail", "slack", "teams", "sweep", "views", "integrity", "provider", "tracing", "replicas", "gateway", "cascade", "cascade-sim"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
@@ -113,6 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
 	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
 	fs.IntVar(&c.cascadeTasks, "cascade-tasks", 5000, "tasks each run of the cascade phase decides (0 skips it)")
+	fs.IntVar(&c.cascadeDeployments, "cascade-deployments", 200, "simulated deployments of the cascade-sim phase (0 skips it)")
 	fs.IntVar(&c.workers, "workers", 32, "ARBITER_WORKERS for the worker phase")
 	fs.StringVar(&c.riverBin, "river-bin", "bin/river-bench", "the River side of the queue comparison (cmd/arbiter-bench/river)")
 	fs.IntVar(&c.queueJobs, "queue-jobs", 20000, "jobs River and tasks the worker work in the queue comparison (0 skips it)")
@@ -175,6 +179,8 @@ type bench struct {
 	integrity []integrityStep
 	// cascade is what the cascade phase measured (cascade.go).
 	cascade *cascadeResult
+	// cascadeSim is what the cascade-sim phase measured (cascade_sim.go).
+	cascadeSim *cascadeSimResult
 }
 
 // idAt is a created task and the account that owns it.
@@ -291,6 +297,9 @@ func (b *bench) run(ctx context.Context, stdout io.Writer) error {
 		if err := b.measureCascade(ctx); err != nil {
 			return err
 		}
+	}
+	if b.phases["cascade-sim"] && b.cascadeDeployments > 0 {
+		b.measureCascadeSim()
 	}
 	b.print(stdout)
 	return nil
@@ -901,6 +910,7 @@ func (b *bench) print(w io.Writer) {
 	printViews(w, b.views)
 	printIntegrity(w, b.integrity)
 	printCascade(w, b.cascade)
+	printCascadeSim(w, b.cascadeSim)
 }
 
 func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
