@@ -1,6 +1,9 @@
 package arbiter_test
 
 import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,5 +65,83 @@ func TestVerifierPairsOf(t *testing.T) {
 				t.Errorf("pairs %q, want %q", strings.Join(got, " "), tc.want)
 			}
 		})
+	}
+}
+
+// TestVerifierCertificates_MatchTheReference certifies each verifier of a
+// cascade on the labels VerifierPairsOf makes from the tasks of
+// testdata/calibration/set_cascade.csv (rules, small, large; decided,
+// passed on to people, audited at 25%) and checks every certificate
+// against certify_reference.py's, which applies the labelling rule and
+// the fixed sequence apart, with SciPy.
+func TestVerifierCertificates_MatchTheReference(t *testing.T) {
+	ref := readCertifyReference(t)
+	if len(ref.Cascade) != 3 {
+		t.Fatalf("the reference certifies %d verifiers, want 3", len(ref.Cascade))
+	}
+	f, err := os.Open(filepath.Join("testdata", "calibration", "set_cascade.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	labels := map[string][]arbiter.LabelledPair{}
+	for _, row := range rows[1:] {
+		rate, err := strconv.ParseFloat(row[col["audit_rate"]], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := &arbiter.Task{ID: row[col["task"]], AuditRate: &rate}
+		for _, v := range []string{"rules", "small", "large"} {
+			name := v
+			a := arbiter.Attempt{Tier: arbiter.TierAgent, Verifier: &name}
+			if verdict := row[col[v+"_verdict"]]; verdict != "" {
+				c, err := strconv.ParseFloat(row[col[v+"_confidence"]], 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Verdict, a.Confidence = &verdict, &c
+			}
+			task.Attempts = append(task.Attempts, a)
+			if row[col["decided_by"]] == v {
+				break
+			}
+		}
+		person := row[col["person"]]
+		if person == "" {
+			continue
+		}
+		for _, p := range arbiter.VerifierPairsOf(task, arbiter.Attempt{Tier: arbiter.TierHuman, Verdict: &person, Audit: row[col["audit"]] == "1"}) {
+			labels[p.Verifier] = append(labels[p.Verifier], p)
+		}
+	}
+	certified := 0
+	for verifier, byKey := range ref.Cascade {
+		evidence := arbiter.Evidence(labels[verifier])
+		for key, w := range byKey {
+			var alpha, confidence float64
+			if _, err := fmtSscanf(key, &alpha, &confidence); err != nil {
+				t.Fatalf("key %q", key)
+			}
+			got := arbiter.Certify(evidence, alpha, confidence)
+			if !w.matches(got) {
+				t.Errorf("%s at %s: got threshold %v n %d (%d audits, %d routed) errors %d upper %v; want %v %d (%d, %d) %d %v",
+					verifier, key, deref(got.Threshold), got.N, got.Audits, got.Routed, got.Errors, deref(got.ErrorUpper),
+					deref(w.Threshold), w.N, w.Audits, w.Routed, w.Errors, deref(w.ErrorUpper))
+			}
+			if got.Threshold != nil {
+				certified++
+			}
+		}
+	}
+	if certified < 3 {
+		t.Errorf("%d certificates: the reference checks too little", certified)
 	}
 }

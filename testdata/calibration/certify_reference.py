@@ -8,7 +8,9 @@ scipy.stats.norm for the power calculation. The one-sided lower bounds are
 the drift rule's (calibration_drift.go). Run once here
 (`python3 certify_reference.py` in this directory); its output is
 certify_expected.json, which TestCertify_MatchesTheReference
-(calibration_certify_test.go) checks the Go estimators against.
+(calibration_certify_test.go) checks the Go estimators against, and
+TestVerifierCertificates_MatchTheReference (verifier_pairs_test.go) the
+per-verifier certificates of a cascade (set_cascade.csv).
 """
 
 import csv
@@ -145,6 +147,78 @@ def make_sets():
     write("set_top_only.csv", [(0.97, True, True, 10.0)] * 160)
 
 
+CASCADE = ["rules", "small", "large"]
+
+
+def make_cascade():
+    """A cascade's tasks, from seed 44: rules, then small, then large.
+
+    Rules answer three tasks in ten at confidence 1 and decide them; small
+    decides at 0.8, large at 0.7; the rest go to people. A task the
+    verifiers decided is audited at 25% (a quarter of them, drawn here).
+    One row a task: each verifier's verdict and confidence (empty where it
+    was not asked or declined), who decided ("" for people), whether it
+    was audited, and the person's verdict (empty when nobody looked).
+    """
+    rng = random.Random(44)
+    thresholds = {"rules": 1.0, "small": 0.8, "large": 0.7}
+    rows = []
+    for i in range(3000):
+        truth = "approve" if rng.random() < 0.6 else "reject"
+        other = "reject" if truth == "approve" else "approve"
+        hard = rng.random() < 0.3
+        row = {"task": f"t{i}", "audit_rate": "0.25", "decided_by": "", "audit": "0", "person": ""}
+        for v in CASCADE:
+            row[v + "_verdict"] = row[v + "_confidence"] = ""
+        for v in CASCADE:
+            if v == "rules":
+                if hard or rng.random() >= 0.43:
+                    continue  # no rule matched: passed on
+                c, right = 1.0, rng.random() >= 0.01
+            else:
+                c = round(0.5 + 0.5 * rng.random(), 3)
+                miss = (0.45 if hard else 0.2) * (1 - c) * (2 if v == "small" else 1)
+                right = rng.random() >= miss
+            row[v + "_verdict"], row[v + "_confidence"] = (truth if right else other), repr(c)
+            if c >= thresholds[v]:
+                row["decided_by"] = v
+                break
+        audited = row["decided_by"] != "" and rng.random() < 0.25
+        if row["decided_by"] == "" or audited:
+            row["person"] = truth
+            row["audit"] = "1" if audited else "0"
+        rows.append(row)
+    with open("set_cascade.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["task", "audit_rate", "decided_by", "audit", "person"] +
+                           [v + k for v in CASCADE for k in ("_verdict", "_confidence")], lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def cascade_pairs(path):
+    """Each verifier's labelled answers, by the labelling rule.
+
+    A person's decision on a task the verifiers passed on labels every
+    verifier that answered it (weight 1); the blind audit of a task a
+    verifier decided labels that verifier and those that answered before
+    it (weight 1 / the audit rate). Nobody's verdict, no label.
+    """
+    out = {v: [] for v in CASCADE}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["person"] == "":
+                continue
+            audit = r["audit"] == "1"
+            w = 1 / float(r["audit_rate"]) if audit else 1.0
+            for v in CASCADE:
+                if r[v + "_verdict"] != "":
+                    out[v].append(dict(c=float(r[v + "_confidence"]), agent=r[v + "_verdict"], human=r["person"],
+                                       audit=audit, w=w))
+                if r["decided_by"] == v:
+                    break
+    return out
+
+
 def bins_cp(pairs):
     out = []
     for i in range(10):
@@ -205,6 +279,9 @@ def main():
             "agreement": agreement(pairs),
             "feasibility": {str(a): feasibility(pairs, a) for a in (0.02, 0.1)},
         }
+    make_cascade()
+    out["cascade"] = {v: {f"{a}/{c}": certify(pairs, a, c) for a in (0.02, 0.05, 0.1) for c in (0.9, 0.95)}
+                      for v, pairs in cascade_pairs("set_cascade.csv").items()}
     out["binomial_cdf"] = [dict(k=k, n=n, p=p, cdf=float(binom.cdf(k, n, p)))
                            for k, n, p in [(0, 149, 0.02), (0, 148, 0.02), (3, 400, 0.02), (8, 400, 0.02),
                                            (12, 1000, 0.01), (50, 100, 0.5), (0, 1, 0.3), (7, 30, 0.1)]]
