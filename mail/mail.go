@@ -12,9 +12,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
+	gosmtp "github.com/wneessen/go-mail/smtp"
 
 	"github.com/arbiterhq/arbiter"
 )
@@ -26,6 +28,8 @@ import (
 type Mailer interface {
 	arbiter.LoginMailer
 	arbiter.MailSender
+	// Close ends the sessions kept open to the mail server.
+	io.Closer
 }
 
 // New returns the SMTP mailer of rawURL, or the log mailer when rawURL is "":
@@ -90,10 +94,16 @@ func (l *Log) Send(ctx context.Context, to, subject, _ string) error {
 	return nil
 }
 
+// Close does nothing: the log mailer holds no session.
+func (l *Log) Close() error { return nil }
+
 // LinksGoToLog reports true: the log mailer mails nothing.
 func (l *Log) LinksGoToLog() bool { return true }
 
-// SMTP sends sign-in links through an SMTP server.
+// SMTP sends mail through an SMTP server over a few sessions it keeps open:
+// each mail takes an idle session (or dials one, with STARTTLS and the login
+// as configured), sends MAIL, RCPT and DATA on it, resets it with RSET and
+// gives it back. Close ends the sessions.
 type SMTP struct {
 	host     string
 	port     int
@@ -101,6 +111,38 @@ type SMTP struct {
 	user     string
 	password string
 	from     string
+
+	// client holds the settings every session is dialed with.
+	client *gomail.Client
+	// slots holds a token per session open or being dialed: at most
+	// SMTPSessions.
+	slots chan struct{}
+	mu    sync.Mutex
+	// idle are the open sessions no mail uses, the most recently used
+	// last.
+	idle   []smtpSession
+	closed bool
+	// now is the clock of the idle times (time.Now).
+	now func() time.Time
+}
+
+// SMTPSessions bounds the sessions an SMTP mailer keeps open at once: a mail
+// sent while all are busy waits for one. It is the mail deliverer's
+// concurrency and a few more for sign-in links and invitations.
+const SMTPSessions = 8
+
+// SMTPSessionIdle is how long a session may stay idle before it is closed
+// rather than used again: shorter than the five minutes RFC 5321 lets a
+// server wait, so that a session is seldom closed by the server unseen.
+const SMTPSessionIdle = 30 * time.Second
+
+// smtpTimeout bounds each dial and each command of a session.
+const smtpTimeout = 30 * time.Second
+
+// smtpSession is an open SMTP connection and when its last mail ended.
+type smtpSession struct {
+	conn      *gosmtp.Client
+	idleSince time.Time
 }
 
 // NewSMTP returns a mailer for smtp://[user:password@]host[:port] (STARTTLS
@@ -115,7 +157,8 @@ func NewSMTP(rawURL, from string) (*SMTP, error) {
 	if _, err := arbiter.NormalizeEmail(from); err != nil {
 		return nil, fmt.Errorf("ARBITER_MAIL_FROM must be an e-mail address such as arbiter@example.com when ARBITER_SMTP_URL is set, not %q", from)
 	}
-	s := &SMTP{host: u.Hostname(), ssl: u.Scheme == "smtps", from: from, port: 587}
+	s := &SMTP{host: u.Hostname(), ssl: u.Scheme == "smtps", from: from, port: 587,
+		slots: make(chan struct{}, SMTPSessions), now: time.Now}
 	if s.ssl {
 		s.port = 465
 	}
@@ -127,6 +170,23 @@ func NewSMTP(rawURL, from string) (*SMTP, error) {
 	if u.User != nil {
 		s.user = u.User.Username()
 		s.password, _ = u.User.Password()
+	}
+	// No NOOP before each mail: a session the server ended fails at MAIL
+	// FROM, before anything was accepted, and is dialed again then.
+	opts := []gomail.Option{gomail.WithPort(s.port), gomail.WithTimeout(smtpTimeout), gomail.WithoutNoop()}
+	if s.ssl {
+		opts = append(opts, gomail.WithSSL())
+	} else {
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
+	}
+	if s.user != "" {
+		// PLAIN refuses to send the password over an unencrypted
+		// connection to anything but localhost.
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
+			gomail.WithUsername(s.user), gomail.WithPassword(s.password))
+	}
+	if s.client, err = gomail.NewClient(s.host, opts...); err != nil {
+		return nil, fmt.Errorf("smtp client: %w", err)
 	}
 	return s, nil
 }
@@ -153,7 +213,13 @@ func (s *SMTP) Send(ctx context.Context, to, subject, body string) error {
 	return s.send(ctx, to, subject, body)
 }
 
-// send delivers one plain-text message.
+// send delivers one plain-text message over a session kept open. When the
+// server ended a session that was kept open (a 421, or a closed
+// connection) before it took the mail, the mail is sent once more on a
+// fresh session. A mail the server accepted is sent: a failure after it
+// (the RSET) only ends the session. A session that failed during DATA,
+// where the server may or may not have taken the mail, is closed and the
+// error returned, for the caller to try later, as with any other failure.
 func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 	m := gomail.NewMsg()
 	if err := m.From(s.from); err != nil {
@@ -165,26 +231,112 @@ func (s *SMTP) send(ctx context.Context, to, subject, body string) error {
 	m.Subject(subject)
 	m.SetBodyString(gomail.TypeTextPlain, body)
 
-	opts := []gomail.Option{gomail.WithPort(s.port), gomail.WithTimeout(30 * time.Second)}
-	if s.ssl {
-		opts = append(opts, gomail.WithSSL())
-	} else {
-		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("via %s:%d: no session free: %w", s.host, s.port, ctx.Err())
 	}
-	if s.user != "" {
-		// PLAIN refuses to send the password over an unencrypted
-		// connection to anything but localhost.
-		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
-			gomail.WithUsername(s.user), gomail.WithPassword(s.password))
-	}
-	c, err := gomail.NewClient(s.host, opts...)
+	defer func() { <-s.slots }()
+	session, reused, err := s.take(ctx)
 	if err != nil {
-		return fmt.Errorf("smtp client: %w", err)
+		return fmt.Errorf("via %s:%d: dial failed: %w", s.host, s.port, err)
 	}
-	if err := c.DialAndSendWithContext(ctx, m); err != nil {
-		return fmt.Errorf("via %s:%d: %w", s.host, s.port, err)
+	err = s.client.SendWithSMTPClient(session.conn, m)
+	if err != nil && reused && !m.IsDelivered() && sessionEnded(err) {
+		session.conn.Close()
+		if session.conn, err = s.dial(ctx); err != nil {
+			return fmt.Errorf("via %s:%d: dial failed: %w", s.host, s.port, err)
+		}
+		err = s.client.SendWithSMTPClient(session.conn, m)
+	}
+	if m.IsDelivered() {
+		if err != nil {
+			// The server took the mail; only the RSET after it failed.
+			session.conn.Close()
+		} else {
+			s.giveBack(session)
+		}
+		return nil
+	}
+	session.conn.Close()
+	return fmt.Errorf("via %s:%d: %w", s.host, s.port, err)
+}
+
+// take returns the most recently used idle session, closing those idle
+// too long, or else dials a new one; reused says whether it was open.
+func (s *SMTP) take(ctx context.Context) (session smtpSession, reused bool, err error) {
+	s.mu.Lock()
+	var stale []smtpSession
+	for len(s.idle) > 0 {
+		last := s.idle[len(s.idle)-1]
+		s.idle = s.idle[:len(s.idle)-1]
+		if s.now().Sub(last.idleSince) < SMTPSessionIdle {
+			session, reused = last, true
+			break
+		}
+		stale = append(stale, last)
+	}
+	s.mu.Unlock()
+	for _, old := range stale {
+		old.conn.Close()
+	}
+	if reused {
+		return session, true, nil
+	}
+	session.conn, err = s.dial(ctx)
+	return session, false, err
+}
+
+// dial opens a session: EHLO, STARTTLS when offered (or TLS from the
+// start), and the login when the URL has one.
+func (s *SMTP) dial(ctx context.Context) (*gosmtp.Client, error) {
+	return s.client.DialToSMTPClientWithContext(ctx)
+}
+
+// giveBack keeps a session for the next mail, or closes it when the
+// mailer is closed.
+func (s *SMTP) giveBack(session smtpSession) {
+	session.idleSince = s.now()
+	s.mu.Lock()
+	if !s.closed {
+		s.idle = append(s.idle, session)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	session.conn.Close()
+}
+
+// Close ends the idle sessions with QUIT, each bounded by a second, and
+// has the mails still in flight close theirs when they end.
+func (s *SMTP) Close() error {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle, s.closed = nil, true
+	s.mu.Unlock()
+	for _, session := range idle {
+		if session.conn.UpdateDeadline(time.Second) != nil || session.conn.Quit() != nil {
+			session.conn.Close()
+		}
 	}
 	return nil
+}
+
+// sessionEnded reports whether a send failed because the server ended the
+// session before the mail's content was sent — a 421 (the server closes
+// the session: an idle timeout, a limit of mails per session) or a
+// connection that is gone — so that the mail is safe to send again on a
+// fresh session.
+func sessionEnded(err error) bool {
+	var send *gomail.SendError
+	if !errors.As(err, &send) {
+		return false
+	}
+	switch send.Reason {
+	case gomail.ErrConnCheck, gomail.ErrSMTPMailFrom, gomail.ErrSMTPRcptTo, gomail.ErrSMTPData:
+		return send.ErrorCode() == 421 || send.ErrorCode() == 0
+	}
+	return false
 }
 
 // errBadAddress marks a recipient the message cannot carry.

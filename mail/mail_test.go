@@ -3,9 +3,13 @@ package mail
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/mail/mailtest"
@@ -134,5 +138,167 @@ func TestPermanent(t *testing.T) {
 	}
 	if err := down.Send(t.Context(), "lead@example.com", "Subject", "Body"); err == nil || Permanent(err) {
 		t.Errorf("a server that is down: %v, permanent %v", err, Permanent(err))
+	}
+}
+
+// newSinkMailer returns an SMTP mailer to a new sink, closed when the test
+// ends.
+func newSinkMailer(t *testing.T) (*SMTP, *mailtest.Sink) {
+	t.Helper()
+	sink := mailtest.NewSink(t)
+	s, err := NewSMTP(sink.URL(), "arbiter@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, sink
+}
+
+// sendNumbered sends the mails numbered from..to-1, each its number as
+// subject, and fails the test on the first error.
+func sendNumbered(t *testing.T, s *SMTP, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := s.Send(t.Context(), "lead@example.com", fmt.Sprint(i), "Body"); err != nil {
+			t.Fatalf("mail %d: %v", i, err)
+		}
+	}
+}
+
+// subjects returns the subjects of the messages the sink took since the
+// last call, in order.
+func subjects(sink *mailtest.Sink) []string {
+	var got []string
+	for _, m := range sink.Take() {
+		got = append(got, m.Subject)
+	}
+	return got
+}
+
+// awaitOpenSessions waits until the sink has n sessions open.
+func awaitOpenSessions(t *testing.T, sink *mailtest.Sink, n int) {
+	t.Helper()
+	for sink.OpenSessions() != n {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%d sessions open, want %d", sink.OpenSessions(), n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// TestSMTP_SendsSeveralMailsOverOneSession: mails sent one after another
+// share one session, reset with RSET between them, rather than a session
+// each.
+func TestSMTP_SendsSeveralMailsOverOneSession(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	sendNumbered(t, s, 0, 5)
+	if got := subjects(sink); !slices.Equal(got, []string{"0", "1", "2", "3", "4"}) {
+		t.Errorf("received %q", got)
+	}
+	if n := sink.Connections(); n != 1 {
+		t.Errorf("%d sessions for five mails, want 1", n)
+	}
+}
+
+// TestSMTP_RedialsASessionTheServerClosed: a session the server closed
+// between two mails is dialed again and the next mail sent once.
+func TestSMTP_RedialsASessionTheServerClosed(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	sendNumbered(t, s, 0, 1)
+	if n := sink.CloseSessions(); n != 1 {
+		t.Fatalf("closed %d sessions, want the one kept open", n)
+	}
+	sendNumbered(t, s, 1, 3)
+	if got := subjects(sink); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Errorf("received %q, want each mail once", got)
+	}
+	if n := sink.Connections(); n != 2 {
+		t.Errorf("%d sessions, want 2", n)
+	}
+}
+
+// TestSMTP_RedialsAfter421: a server that takes two mails a session and
+// answers the third MAIL FROM with 421 gets every mail once, over fresh
+// sessions.
+func TestSMTP_RedialsAfter421(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	sink.LimitMailsPerSession(2)
+	sendNumbered(t, s, 0, 5)
+	if got := subjects(sink); !slices.Equal(got, []string{"0", "1", "2", "3", "4"}) {
+		t.Errorf("received %q, want each mail once", got)
+	}
+	if n := sink.Connections(); n != 3 {
+		t.Errorf("%d sessions for five mails at two a session, want 3", n)
+	}
+}
+
+// TestSMTP_ASessionDeadInDataFailsTheMail: a session that dies while the
+// mail's content is sent fails the send (the caller tries it again later:
+// the server may or may not have it, so the mailer does not send it again
+// itself), and the next mail goes over a fresh session.
+func TestSMTP_ASessionDeadInDataFailsTheMail(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	sendNumbered(t, s, 0, 1)
+	sink.DropInData(1)
+	err := s.Send(t.Context(), "lead@example.com", "dropped", "Body")
+	if err == nil || Permanent(err) {
+		t.Fatalf("a mail dropped in DATA: %v, permanent %v; want an error worth a retry", err, Permanent(err))
+	}
+	sendNumbered(t, s, 1, 2)
+	if got := subjects(sink); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("received %q, want the dropped mail not sent again", got)
+	}
+	if n := sink.Connections(); n != 2 {
+		t.Errorf("%d sessions, want 2", n)
+	}
+}
+
+// TestSMTP_BoundsItsSessions: many mails at once share at most
+// SMTPSessions sessions, and each arrives once.
+func TestSMTP_BoundsItsSessions(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*SMTPSessions)
+	for i := range 4 * SMTPSessions {
+		wg.Go(func() { errs <- s.Send(t.Context(), "lead@example.com", fmt.Sprint(i), "Body") })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := subjects(sink)
+	slices.Sort(got)
+	if len(got) != 4*SMTPSessions || len(slices.Compact(got)) != 4*SMTPSessions {
+		t.Errorf("received %d mails (%q), want %d, each once", len(got), got, 4*SMTPSessions)
+	}
+	if n := sink.Connections(); n > SMTPSessions {
+		t.Errorf("%d sessions, want at most %d", n, SMTPSessions)
+	}
+}
+
+// TestSMTP_ClosesSessionsIdleTooLong: a session idle SMTPSessionIdle is
+// closed, not used, and the mail goes over a fresh one; Close ends the
+// sessions kept open.
+func TestSMTP_ClosesSessionsIdleTooLong(t *testing.T) {
+	s, sink := newSinkMailer(t)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	sendNumbered(t, s, 0, 1)
+	now = now.Add(SMTPSessionIdle)
+	sendNumbered(t, s, 1, 2)
+	if n := sink.Connections(); n != 2 {
+		t.Errorf("%d sessions, want the idle one replaced", n)
+	}
+	awaitOpenSessions(t, sink, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	awaitOpenSessions(t, sink, 0)
+	if got := subjects(sink); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("received %q", got)
 	}
 }

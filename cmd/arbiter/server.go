@@ -103,6 +103,7 @@ func (s *server) Run(ctx context.Context) (err error) {
 	if s.mailer, err = mail.New(s.cfg.SMTPURL, s.cfg.MailFrom, s.logger, s.stderr); err != nil {
 		return err
 	}
+	s.closers = append(s.closers, s.mailer.Close)
 	s.teams = &teams.Connector{Tokens: &teams.Tokens{LoginURL: s.cfg.TeamsLoginURL}}
 	s.background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	s.stopping = ctx.Done()
