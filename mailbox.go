@@ -137,16 +137,26 @@ func (m *MailMessage) Compose(links MailLinks) (subject, body string, err error)
 	return "", "", fmt.Errorf("mail %s: no such kind %q", m.ID, m.Kind)
 }
 
+// MailRecord is an attempt at a mail to record: the mail, where the
+// attempt leaves it, and the attempt's error ("" when sent).
+type MailRecord struct {
+	MailID    string
+	Step      DeliveryStep
+	LastError string
+}
+
 // MailDeliveryService is the mail outbox's side of the store.
 type MailDeliveryService interface {
 	// ClaimMail leases up to max due mails to owner for lease, oldest due
 	// first; a mail whose lease ran out is due again.
 	ClaimMail(ctx context.Context, owner string, max int, lease time.Duration) ([]*MailMessage, error)
 
-	// RecordMailAttempt moves a mail owner holds on as step says
-	// (NextDelivery), noting lastError, and ends its lease; a sent mail
-	// keeps no copy of its content. ECONFLICT when the lease was lost.
-	RecordMailAttempt(ctx context.Context, owner, id string, step DeliveryStep, lastError string) error
+	// RecordMailAttempts records attempts at mails owner holds, in one
+	// transaction: each mail moves on as its step says (NextDelivery),
+	// noting its error, and its lease ends; a sent mail keeps no copy of
+	// its content. It returns an error per record, ECONFLICT where the
+	// lease was lost, or an error alone when none was recorded.
+	RecordMailAttempts(ctx context.Context, owner string, records []MailRecord) ([]error, error)
 
 	// ReleaseMail ends the leases owner still holds, for a deliverer that
 	// stops with mail unsent.

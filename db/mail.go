@@ -58,34 +58,54 @@ func (d *DB) ClaimMail(ctx context.Context, owner string, max int, lease time.Du
 	return out, nil
 }
 
-// RecordMailAttempt moves a mail owner holds on as step says and ends its
-// lease: sent (its content dropped), pending again after step.Delay, or
-// failed.
-func (d *DB) RecordMailAttempt(ctx context.Context, owner, id string, step arbiter.DeliveryStep, lastError string) (err error) {
+// RecordMailAttempts records the attempts in one transaction, each mail
+// sent (its content dropped), pending again after its step's Delay, or
+// failed, and its lease ended; a mail whose lease owner lost gets
+// errMailLeaseLost.
+func (d *DB) RecordMailAttempts(ctx context.Context, owner string, records []arbiter.MailRecord) (_ []error, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
-	now := d.nowMS()
-	status, next := arbiter.MailFailed, int64(now)
-	var sentAt sql.NullInt64
-	switch step.State {
-	case arbiter.DeliveryDone:
-		status, sentAt = arbiter.MailSent, sql.NullInt64{Int64: int64(now), Valid: true}
-	case arbiter.DeliveryRetry:
-		status, next = arbiter.MailPending, int64(now)+step.Delay.Milliseconds()
+	update, err := d.stmt(ctx, recordMailSQL)
+	if err != nil {
+		return nil, err
 	}
-	var got string
-	err = d.db.GetContext(ctx, &got, d.rebind(`UPDATE mail_messages SET status = ?, attempts = ?, next_attempt_at = ?,
-		lease_owner = NULL, lease_expires_at = NULL, last_error = ?, sent_at = ?,
-		data = CASE WHEN ? = '`+arbiter.MailSent+`' THEN '' ELSE data END
-		WHERE id = ? AND lease_owner = ? AND status = '`+arbiter.MailPending+`' RETURNING id`),
-		status, step.Attempts, next, truncate(lastError, 500), sentAt, status, id, owner)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errMailLeaseLost
-	} else if err != nil {
-		return fmt.Errorf("record mail attempt: %w", err)
+	out := make([]error, len(records))
+	err = d.transact(ctx, func(tx *Tx) error {
+		update := tx.StmtContext(ctx, update)
+		now := int64(d.nowMS())
+		for i, r := range records {
+			status, next := arbiter.MailFailed, now
+			var sentAt sql.NullInt64
+			switch r.Step.State {
+			case arbiter.DeliveryDone:
+				status, sentAt = arbiter.MailSent, sql.NullInt64{Int64: now, Valid: true}
+			case arbiter.DeliveryRetry:
+				status, next = arbiter.MailPending, now+r.Step.Delay.Milliseconds()
+			}
+			var got string
+			err := update.QueryRowContext(ctx, status, r.Step.Attempts, next, truncate(r.LastError, 500), sentAt, status, r.MailID, owner).Scan(&got)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				out[i] = errMailLeaseLost
+			case err != nil:
+				return fmt.Errorf("record mail attempt: %w", err)
+			default:
+				out[i] = nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return out, nil
 }
+
+// recordMailSQL moves a mail its owner holds on and ends the lease.
+const recordMailSQL = `UPDATE mail_messages SET status = ?, attempts = ?, next_attempt_at = ?,
+	lease_owner = NULL, lease_expires_at = NULL, last_error = ?, sent_at = ?,
+	data = CASE WHEN ? = '` + arbiter.MailSent + `' THEN '' ELSE data END
+	WHERE id = ? AND lease_owner = ? AND status = '` + arbiter.MailPending + `' RETURNING id`
 
 // ReleaseMail ends the leases owner still holds.
 func (d *DB) ReleaseMail(ctx context.Context, owner string) (err error) {

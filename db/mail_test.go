@@ -77,7 +77,7 @@ func TestMailOutbox_RetriesUntilSent(t *testing.T) {
 		}
 		// The SMTP server is down: tried again after the rule's delay.
 		step := arbiter.NextDelivery(arbiter.MailRetry, m.Attempts, arbiter.DeliveryOutcome{}, 0)
-		if err := d.RecordMailAttempt(ctx, "mld_a", m.ID, step, "connection refused"); err != nil {
+		if err := recordMail(d, "mld_a", m.ID, step, "connection refused"); err != nil {
 			t.Fatal(err)
 		}
 		noneDue(t, d, "right after the failure")
@@ -89,7 +89,7 @@ func TestMailOutbox_RetriesUntilSent(t *testing.T) {
 			t.Fatalf("the retry: %+v", again)
 		}
 		sent := arbiter.NextDelivery(arbiter.MailRetry, again.Attempts, arbiter.DeliveryOutcome{Sent: true}, 0)
-		if err := d.RecordMailAttempt(ctx, "mld_b", m.ID, sent, ""); err != nil {
+		if err := recordMail(d, "mld_b", m.ID, sent, ""); err != nil {
 			t.Fatal(err)
 		}
 		c.Add(24 * time.Hour)
@@ -120,10 +120,10 @@ func TestMailOutbox_ALeaseThatRunsOutIsClaimedAgain(t *testing.T) {
 			t.Fatalf("claimed %s, want %s again", second.ID, first.ID)
 		}
 		done := arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}
-		if err := d.RecordMailAttempt(ctx, "mld_gone", first.ID, done, ""); arbiter.ErrorCode(err) != arbiter.ECONFLICT {
+		if err := recordMail(d, "mld_gone", first.ID, done, ""); arbiter.ErrorCode(err) != arbiter.ECONFLICT {
 			t.Errorf("the lost lease's record: %v, want ECONFLICT", err)
 		}
-		if err := d.RecordMailAttempt(ctx, "mld_next", second.ID, done, ""); err != nil {
+		if err := recordMail(d, "mld_next", second.ID, done, ""); err != nil {
 			t.Fatal(err)
 		}
 		// A deliverer that stops gives its leases back at once.
@@ -147,7 +147,7 @@ func TestMailOutbox_GivesUpAfterTheSchedule(t *testing.T) {
 		for i := 0; ; i++ {
 			m := claimOne(t, d, "mld_a", time.Minute)
 			step := arbiter.NextDelivery(arbiter.MailRetry, m.Attempts, arbiter.DeliveryOutcome{}, 0)
-			if err := d.RecordMailAttempt(ctx, "mld_a", m.ID, step, "451 try later"); err != nil {
+			if err := recordMail(d, "mld_a", m.ID, step, "451 try later"); err != nil {
 				t.Fatal(err)
 			}
 			if step.State == arbiter.DeliveryFailed {
@@ -163,7 +163,7 @@ func TestMailOutbox_GivesUpAfterTheSchedule(t *testing.T) {
 		queueReminders(t, d, c, acct.ID, 1)
 		m := claimOne(t, d, "mld_a", time.Minute)
 		step := arbiter.NextDelivery(arbiter.MailRetry, m.Attempts, arbiter.DeliveryOutcome{Permanent: true}, 0)
-		if err := d.RecordMailAttempt(ctx, "mld_a", m.ID, step, "550 no such user"); err != nil || step.State != arbiter.DeliveryFailed {
+		if err := recordMail(d, "mld_a", m.ID, step, "550 no such user"); err != nil || step.State != arbiter.DeliveryFailed {
 			t.Fatal(step, err)
 		}
 		c.Add(time.Hour)
@@ -263,6 +263,62 @@ func TestAlertService_RungsTellMembersOnly(t *testing.T) {
 		}
 		if mails := dbtest.TakeMail(t, d); len(mails) != 0 {
 			t.Fatalf("the rung to a member who left mailed %+v", mails)
+		}
+	})
+}
+
+// recordMail records one attempt and returns its error, or the call's.
+func recordMail(d *db.DB, owner, id string, step arbiter.DeliveryStep, lastError string) error {
+	errs, err := d.RecordMailAttempts(ctx, owner, []arbiter.MailRecord{{MailID: id, Step: step, LastError: lastError}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// TestMailOutbox_RecordsAttemptsTogether: attempts recorded in one call
+// each move their own mail on — sent, pending again, failed — and a mail
+// whose lease was lost is refused alone, the others recorded.
+func TestMailOutbox_RecordsAttemptsTogether(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	dbtest.Each(t, db.Options{Now: c.Now}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "owner@example.com")
+		queueReminders(t, d, c, acct.ID, 4)
+		claimed, err := d.ClaimMail(ctx, "mld_a", 4, time.Minute)
+		if err != nil || len(claimed) != 4 {
+			t.Fatalf("claimed %d, %v", len(claimed), err)
+		}
+		lost := claimed[3].ID
+		if err := d.Exec(ctx, `UPDATE mail_messages SET lease_owner = 'mld_other' WHERE id = '`+lost+`'`); err != nil {
+			t.Fatal(err)
+		}
+		retry := arbiter.NextDelivery(arbiter.MailRetry, 0, arbiter.DeliveryOutcome{}, 0)
+		records := []arbiter.MailRecord{
+			{MailID: claimed[0].ID, Step: arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}},
+			{MailID: claimed[1].ID, Step: retry, LastError: "451 try later"},
+			{MailID: claimed[2].ID, Step: arbiter.DeliveryStep{State: arbiter.DeliveryFailed, Attempts: 1}, LastError: "550 no such user"},
+			{MailID: lost, Step: arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}},
+		}
+		errs, err := d.RecordMailAttempts(ctx, "mld_a", records)
+		if err != nil || len(errs) != 4 || errs[0] != nil || errs[1] != nil || errs[2] != nil || arbiter.ErrorCode(errs[3]) != arbiter.ECONFLICT {
+			t.Fatalf("errors %v, %v; want the lost lease's ECONFLICT alone", errs, err)
+		}
+		rows, err := d.Rows(ctx, `SELECT id, status, attempts, last_error FROM mail_messages ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			claimed[0].ID: "sent 1 ", claimed[1].ID: "pending 1 451 try later",
+			claimed[2].ID: "failed 1 550 no such user", lost: "pending 0 ",
+		}
+		for _, r := range rows {
+			if got := fmt.Sprint(r[1], " ", r[2], " ", r[3]); got != want[fmt.Sprint(r[0])] {
+				t.Errorf("mail %v: %q, want %q", r[0], got, want[fmt.Sprint(r[0])])
+			}
+		}
+		if len(rows) != 4 {
+			t.Errorf("%d mails, want 4", len(rows))
 		}
 	})
 }

@@ -48,8 +48,9 @@ type MailConfig struct {
 }
 
 // DefaultMailConcurrency bounds the mails in flight: an SMTP server takes
-// a few connections at a time.
-const DefaultMailConcurrency = 4
+// a few connections at a time, and the SMTP mailer keeps as many sessions
+// open (mail.SMTPSessions).
+const DefaultMailConcurrency = 8
 
 // MailDeliverer sends the mail outbox: it claims due mails under a lease
 // on the worker's Claimer, renders and sends each, and records the
@@ -59,6 +60,9 @@ type MailDeliverer struct {
 	cfg     MailConfig
 	log     *slog.Logger
 	claimer *Claimer[*arbiter.MailMessage]
+	// recorder records finished attempts, those that wait together in
+	// one transaction.
+	recorder *recorder[arbiter.MailRecord, error]
 }
 
 // NewMailDeliverer returns a deliverer with cfg's defaults applied; Run
@@ -91,10 +95,14 @@ func NewMailDeliverer(cfg MailConfig) *MailDeliverer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &MailDeliverer{cfg: cfg, log: cfg.Logger.With("deliverer", cfg.ID)}
+	d := &MailDeliverer{cfg: cfg, log: cfg.Logger.With("deliverer", cfg.ID),
+		recorder: newRecorder(cfg.Concurrency, func(ctx context.Context, records []arbiter.MailRecord) ([]error, error) {
+			return cfg.Store.RecordMailAttempts(ctx, cfg.ID, records)
+		}, func(err error) error { return err })}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.MailMessage]{
-		Claim: d.claim, Work: func(ctx context.Context, m *arbiter.MailMessage) { d.Deliver(ctx, m) },
+		Claim: d.claim, Work: d.deliver,
 		Release: func(ctx context.Context) {
+			d.recorder.close()
 			if err := cfg.Store.ReleaseMail(ctx, cfg.ID); err != nil {
 				d.log.Error("release mail leases", "error", err.Error())
 			}
@@ -112,6 +120,7 @@ func (d *MailDeliverer) Notify() { d.claimer.Notify() }
 // releases the leases of what it claimed and did not send. Old mails are
 // pruned meanwhile.
 func (d *MailDeliverer) Run(ctx context.Context) {
+	go d.recorder.run(context.WithoutCancel(ctx))
 	pruning := mailPruning(d.cfg.Store, d.cfg.Now, d.cfg.PruneEvery, d.log)
 	pruning.Start(ctx)
 	defer pruning.Stop()
@@ -127,10 +136,16 @@ func (d *MailDeliverer) claim(ctx context.Context, n int) []*arbiter.MailMessage
 	return claimed
 }
 
-// Deliver makes one attempt at a claimed mail and records it, and returns
-// where the attempt left the mail. A mail whose content cannot be read
-// fails at once.
-func (d *MailDeliverer) Deliver(ctx context.Context, m *arbiter.MailMessage) arbiter.DeliveryStep {
+// deliver makes one attempt at a claimed mail and has the recorder record
+// it.
+func (d *MailDeliverer) deliver(ctx context.Context, m *arbiter.MailMessage) {
+	rec := d.attempt(ctx, m)
+	d.recorded(m, rec, d.recorder.record(rec))
+}
+
+// attempt makes one attempt at a claimed mail and returns where it leaves
+// the mail. A mail whose content cannot be read fails at once.
+func (d *MailDeliverer) attempt(ctx context.Context, m *arbiter.MailMessage) arbiter.MailRecord {
 	ctx, span := startDeliverySpan(ctx, "mail", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	var o arbiter.DeliveryOutcome
 	var failure string
@@ -147,31 +162,34 @@ func (d *MailDeliverer) Deliver(ctx context.Context, m *arbiter.MailMessage) arb
 		o.Sent = true
 	}
 	step := arbiter.NextDelivery(arbiter.MailRetry, m.Attempts, o, d.cfg.Jitter())
-	defer endDeliverySpan(span, deliveryOutcome(step, o))
-	// The record outlives a stop: the attempt happened.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	if err := d.cfg.Store.RecordMailAttempt(rctx, d.cfg.ID, m.ID, step, failure); err != nil {
+	endDeliverySpan(span, deliveryOutcome(step, o))
+	return arbiter.MailRecord{MailID: m.ID, Step: step, LastError: failure}
+}
+
+// recorded logs what recording the attempt rec at m did, and wakes the
+// claim loop when a retry falls due soon.
+func (d *MailDeliverer) recorded(m *arbiter.MailMessage, rec arbiter.MailRecord, err error) {
+	if err != nil {
 		d.log.Warn("record mail attempt", "mail", m.ID, "error", err.Error())
-		return step
+		return
 	}
-	switch step.State {
+	switch step := rec.Step; step.State {
 	case arbiter.DeliveryRetry:
 		d.log.Info("mail not sent; it will be tried again", "mail", m.ID, "kind", m.Kind, "account", m.AccountID,
-			"attempts", step.Attempts, "retry_in", step.Delay.String(), "error", failure)
+			"attempts", step.Attempts, "retry_in", step.Delay.String(), "error", rec.LastError)
 		if step.Delay <= retryWakeWithin {
 			time.AfterFunc(step.Delay, d.Notify)
 		}
 	case arbiter.DeliveryFailed:
 		d.log.Error("mail given up", "mail", m.ID, "kind", m.Kind, "account", m.AccountID, "attempts", step.Attempts,
-			"error", failure)
+			"error", rec.LastError)
 	}
-	return step
 }
 
 // DeliverDue claims the mails due now and delivers each, one at a time,
-// until none is due, and returns how many it sent: a round without the
-// claim loop, for tests and tools.
+// recording each claim's attempts together, until none is due, and
+// returns how many it sent: a round without the claim loop, for tests and
+// tools.
 func (d *MailDeliverer) DeliverDue(ctx context.Context) (int, error) {
 	sent := 0
 	for {
@@ -179,8 +197,20 @@ func (d *MailDeliverer) DeliverDue(ctx context.Context) (int, error) {
 		if err != nil || len(claimed) == 0 {
 			return sent, err
 		}
-		for _, m := range claimed {
-			if d.Deliver(ctx, m).State == arbiter.DeliveryDone {
+		records := make([]arbiter.MailRecord, len(claimed))
+		for i, m := range claimed {
+			records[i] = d.attempt(ctx, m)
+		}
+		// The record outlives a stop: the attempts happened.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		errs, err := d.cfg.Store.RecordMailAttempts(rctx, d.cfg.ID, records)
+		cancel()
+		if err != nil {
+			return sent, err
+		}
+		for i, m := range claimed {
+			d.recorded(m, records[i], errs[i])
+			if errs[i] == nil && records[i].Step.State == arbiter.DeliveryDone {
 				sent++
 			}
 		}

@@ -90,22 +90,10 @@ type Deliverer struct {
 	cfg     WebhookConfig
 	log     *slog.Logger
 	claimer *Claimer[*arbiter.WebhookDelivery]
-	// records carries finished attempts to the recorder, which writes
-	// those that wait together in one transaction.
-	records chan record
-	// recorded is closed when the recorder has written the last attempt.
-	recorded chan struct{}
+	// recorder records finished attempts, those that wait together in
+	// one transaction.
+	recorder *recorder[arbiter.WebhookRecord, arbiter.WebhookRecorded]
 }
-
-// record is a finished attempt waiting to be recorded, and where its
-// outcome goes.
-type record struct {
-	arbiter.WebhookRecord
-	done chan arbiter.WebhookRecorded
-}
-
-// maxRecordBatch bounds the attempts recorded in one transaction.
-const maxRecordBatch = 128
 
 // NewDeliverer returns a deliverer; Run starts it.
 func NewDeliverer(cfg WebhookConfig) *Deliverer {
@@ -137,10 +125,11 @@ func NewDeliverer(cfg WebhookConfig) *Deliverer {
 		cfg.PruneEvery = time.Hour
 	}
 	d := &Deliverer{
-		cfg:      cfg,
-		log:      cfg.Logger.With("deliverer", cfg.ID),
-		records:  make(chan record, cfg.Concurrency),
-		recorded: make(chan struct{}),
+		cfg: cfg,
+		log: cfg.Logger.With("deliverer", cfg.ID),
+		recorder: newRecorder(cfg.Concurrency, func(ctx context.Context, records []arbiter.WebhookRecord) ([]arbiter.WebhookRecorded, error) {
+			return cfg.Store.RecordWebhookAttempts(ctx, cfg.ID, records)
+		}, func(err error) arbiter.WebhookRecorded { return arbiter.WebhookRecorded{Err: err} }),
 	}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.WebhookDelivery]{
 		Claim: d.claim, Work: d.deliver, Release: d.release,
@@ -157,10 +146,7 @@ func (d *Deliverer) Notify() { d.claimer.Notify() }
 // the leases of what it claimed but did not send. Old messages are pruned
 // meanwhile, until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {
-	go func() {
-		defer close(d.recorded)
-		d.recordLoop(context.WithoutCancel(ctx))
-	}()
+	go d.recorder.run(context.WithoutCancel(ctx))
 	pruning := webhookPruning(d.cfg.Store, d.cfg.Now, d.cfg.PruneEvery, d.log)
 	pruning.Start(ctx)
 	defer pruning.Stop()
@@ -179,8 +165,7 @@ func (d *Deliverer) claim(ctx context.Context, n int) []*arbiter.WebhookDelivery
 // release, once the deliveries in flight have finished, records the last
 // of their attempts and releases the leases of the messages not sent.
 func (d *Deliverer) release(ctx context.Context) {
-	close(d.records)
-	<-d.recorded
+	d.recorder.close()
 	if err := d.cfg.Store.ReleaseWebhookMessages(ctx, d.cfg.ID); err != nil {
 		d.log.Error("release webhook leases", "error", err.Error())
 	}
@@ -195,9 +180,7 @@ func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.WebhookAttempted(a.Latency, step.Status == arbiter.WebhookDelivered, step.Status == arbiter.WebhookFailed)
 	}
-	done := make(chan arbiter.WebhookRecorded, 1)
-	d.records <- record{WebhookRecord: arbiter.WebhookRecord{MessageID: m.ID, Step: step}, done: done}
-	out := <-done
+	out := d.recorder.record(arbiter.WebhookRecord{MessageID: m.ID, Step: step})
 	disabled, err := out.Disabled, out.Err
 	if err != nil {
 		if arbiter.ErrorCode(err) == arbiter.ECONFLICT {
@@ -229,42 +212,6 @@ const retryWakeWithin = time.Minute
 func (d *Deliverer) wakeAt(t arbiter.Timestamp) {
 	if wait := t.Time().Sub(d.cfg.Now()); wait <= retryWakeWithin {
 		time.AfterFunc(max(wait, 0), d.Notify)
-	}
-}
-
-// recordLoop records finished attempts until records is closed: it takes
-// every attempt that is waiting, up to maxRecordBatch, and records them in
-// one transaction, so that deliveries share commits; under load, attempts
-// pile up while a batch is written, and the next batch takes them all.
-func (d *Deliverer) recordLoop(ctx context.Context) {
-	for first := range d.records {
-		batch := []record{first}
-	fill:
-		for len(batch) < maxRecordBatch {
-			select {
-			case r, ok := <-d.records:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		recs := make([]arbiter.WebhookRecord, len(batch))
-		for i, r := range batch {
-			recs[i] = r.WebhookRecord
-		}
-		recordCtx, cancel := context.WithTimeout(ctx, recordTimeout)
-		out, err := d.cfg.Store.RecordWebhookAttempts(recordCtx, d.cfg.ID, recs)
-		cancel()
-		for i, r := range batch {
-			if err != nil {
-				r.done <- arbiter.WebhookRecorded{Err: err}
-			} else {
-				r.done <- out[i]
-			}
-		}
 	}
 }
 

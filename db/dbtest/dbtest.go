@@ -11,6 +11,7 @@ package dbtest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net/url"
 	"os"
 	"testing"
@@ -136,10 +137,16 @@ func TakeMail(t testing.TB, d *db.DB) []*arbiter.MailMessage {
 		if len(claimed) == 0 {
 			return all
 		}
-		for _, m := range claimed {
-			if err := d.RecordMailAttempt(ctx, "probe", m.ID, arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}, ""); err != nil {
-				t.Fatal(err)
-			}
+		records := make([]arbiter.MailRecord, len(claimed))
+		for i, m := range claimed {
+			records[i] = arbiter.MailRecord{MailID: m.ID, Step: arbiter.DeliveryStep{State: arbiter.DeliveryDone, Attempts: 1}}
+		}
+		errs, err := d.RecordMailAttempts(ctx, "probe", records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		all = append(all, claimed...)
 	}
