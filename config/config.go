@@ -34,6 +34,10 @@ type Config struct {
 	// the migration lock (ARBITER_DATABASE_LISTEN_URL; empty means
 	// DatabaseURL); needed behind a transaction pooler.
 	DatabaseListenURL string
+	// DatabaseReadURL is a Postgres read replica for the heavy reads that
+	// may lag (ARBITER_DATABASE_READ_URL; empty means they read the
+	// primary): calibration, agreement, stats, task lists, the audit log.
+	DatabaseReadURL string
 	// DatabaseTransactionPooler says DatabaseURL reaches Postgres through
 	// a pooler in transaction mode (ARBITER_DATABASE_POOLER=transaction):
 	// no statement is prepared on the server.
@@ -278,6 +282,15 @@ var Settings = []Setting{
 	{Env: "ARBITER_DATABASE_LISTEN_URL", Scope: ScopeStore,
 		Help: "a direct postgres://… connection for LISTEN and migrations, bypassing a pooler (unset: the store's URL)",
 		Set:  stringSetting(func(c *Config) *string { return &c.DatabaseListenURL })},
+	{Env: "ARBITER_DATABASE_READ_URL", Scope: ScopeStore,
+		Help: "a postgres://… read replica (a streaming standby) for calibration, agreement, stats, task lists and the audit log, which may lag it by its replication lag (unset: the primary)",
+		Set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
+				return errors.New("must be a postgres:// URL of a read replica")
+			}
+			c.DatabaseReadURL = v
+			return nil
+		}},
 	{Env: "ARBITER_DATABASE_POOLER", Default: "none", Scope: ScopeStore,
 		Help: "transaction: the store's URL goes through a pooler in transaction mode (PgBouncer); statements are not prepared on the server, and ARBITER_DATABASE_LISTEN_URL is required",
 		Set: func(c *Config, v string) error {

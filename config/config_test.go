@@ -32,6 +32,33 @@ func TestFromEnv_DailyTaskCap(t *testing.T) {
 	}
 }
 
+// TestFromEnv_DatabaseReadURL reads the read replica's URL: unset is none
+// (the heavy reads go to the primary); a postgres:// URL is kept; anything
+// else stops the start with the setting's name.
+func TestFromEnv_DatabaseReadURL(t *testing.T) {
+	read := func(v string) (Config, error) {
+		return FromEnv(func(k string) string {
+			if k == "ARBITER_DATABASE_READ_URL" {
+				return v
+			}
+			return ""
+		}, ScopeStore)
+	}
+	if c, err := read(""); err != nil || c.DatabaseReadURL != "" {
+		t.Fatalf("unset: %q, %v; want none", c.DatabaseReadURL, err)
+	}
+	for _, v := range []string{"postgres://arbiter@standby:5432/arbiter", "postgresql://arbiter@a,b/arbiter?target_session_attrs=standby"} {
+		if c, err := read(v); err != nil || c.DatabaseReadURL != v {
+			t.Errorf("%s: %q, %v", v, c.DatabaseReadURL, err)
+		}
+	}
+	for _, v := range []string{"sqlite:replica.db", "standby:5432", "mysql://x"} {
+		if _, err := read(v); err == nil || !strings.Contains(err.Error(), "ARBITER_DATABASE_READ_URL must be a postgres:// URL of a read replica") {
+			t.Errorf("ARBITER_DATABASE_READ_URL=%s: %v", v, err)
+		}
+	}
+}
+
 // TestFromEnv_AgentVersion reads the verifier version label: unset is
 // none; a label of at most MaxLabelChars characters is kept as it is;
 // anything longer, or not text, stops the start with the setting's name.

@@ -33,11 +33,12 @@ func (d *DB) insertAuditEvent(ctx context.Context, tx *Tx, e *arbiter.AuditEvent
 	return nil
 }
 
-// ListAuditEvents returns the account's latest events, newest first.
+// ListAuditEvents returns the account's latest events, newest first, from
+// the read pool (readPool).
 func (d *DB) ListAuditEvents(ctx context.Context, accountID string, limit int) (_ []*arbiter.AuditEvent, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT id, account_id, kind, actor, detail, client_ip, user_agent, created_at
+	rows, err := d.readPool().QueryContext(ctx, d.rebind(`SELECT id, account_id, kind, actor, detail, client_ip, user_agent, created_at
 		FROM audit_events WHERE account_id = ? ORDER BY id DESC LIMIT ?`), accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)

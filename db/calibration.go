@@ -120,7 +120,8 @@ func (d *DB) CalibrationData(ctx context.Context, accountID string, f arbiter.Ca
 		})
 }
 
-// readCalibrationData reads what CalibrationData returns from the store.
+// readCalibrationData reads what CalibrationData returns from the store's
+// read pool (readPool).
 func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbiter.CalibrationFilter) (_ arbiter.CalibrationData, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -129,7 +130,7 @@ func (d *DB) readCalibrationData(ctx context.Context, accountID string, f arbite
 	with := func(extra ...any) []any { return append(slices.Clip(args), extra...) }
 
 	out := arbiter.CalibrationData{ComputedAt: d.nowMS()}
-	err = d.transactRead(ctx, func(tx *Tx) error {
+	err = d.transactReadStale(ctx, func(tx *Tx) error {
 		if err := d.readBuckets(ctx, tx, where, with(d.calibrationCap, maxCalibrationGroups), &out); err != nil {
 			return err
 		}

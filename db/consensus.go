@@ -299,11 +299,12 @@ const maxAgreementTasks = 10_000
 
 // ListAgreementTasks returns the account's decided tasks that asked
 // several votes, completed at or after since, the latest
-// maxAgreementTasks of them, with their votes and the agent's last verdict.
+// maxAgreementTasks of them, with their votes and the agent's last verdict,
+// from the read pool (readPool).
 func (d *DB) ListAgreementTasks(ctx context.Context, accountID string, since arbiter.Timestamp) (_ []arbiter.AgreementTask, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	rows, err := d.db.QueryContext(ctx, d.rebind(tasksWithAttemptsSQL+` WHERE t.id IN (SELECT id FROM tasks
+	rows, err := d.readPool().QueryContext(ctx, d.rebind(tasksWithAttemptsSQL+` WHERE t.id IN (SELECT id FROM tasks
 		WHERE account_id = ? AND reviews_required > 1 AND status = ? AND completed_at >= ?
 		ORDER BY completed_at DESC LIMIT `+fmt.Sprint(maxAgreementTasks)+`) ORDER BY t.id, a.id`),
 		accountID, arbiter.StatusCompleted, int64(since))

@@ -93,6 +93,13 @@ type Options struct {
 	// statements are not prepared on the server and the session sets
 	// nothing (postgresConnector); it needs ListenURL.
 	TransactionPooler bool
+	// ReadURL is a Postgres read replica (a streaming standby) for the
+	// heavy reads that may be a little stale: calibration reports,
+	// agreement, reviewer stats, task lists and the audit log (readPool).
+	// Empty, they read the primary. The hot path (create, get, claim,
+	// decide) and every write always use the store's URL. Postgres only;
+	// it takes TransactionPooler as the store's URL does.
+	ReadURL string
 	// GoldDraw is the random source of the desk's gold rate
 	// (arbiter.GoldFirst): uniform in [0, 1), default math/rand/v2's
 	// Float64; tests make it deterministic.
@@ -112,6 +119,9 @@ type DB struct {
 	// Migrate's own connection and the Postgres task listener's
 	// (Options.ListenURL).
 	url, listenURL string
+	// replica is the pool of Options.ReadURL; nil without one
+	// (readPool).
+	replica *sqlx.DB
 	// writeGate gives the SQLite store's connections turns to write
 	// (db/internal/sqlitegate); nil on Postgres.
 	writeGate *sqlitegate.Gate
@@ -237,11 +247,50 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	d.db.SetMaxOpenConns(pool)
 	d.db.SetMaxIdleConns(pool)
 	d.db.SetConnMaxIdleTime(5 * time.Minute)
-	if err := d.connect(ctx, opts.Timeout); err != nil {
+	if err := d.openReplica(opts.ReadURL, pool, opts.Timeout, opts.TransactionPooler); err != nil {
 		d.db.Close()
+		return nil, err
+	}
+	if err := d.connect(ctx, opts.Timeout); err != nil {
+		d.Close()
 		return nil, fmt.Errorf("connect to %s store: %w", d.dialect, err)
 	}
 	return d, nil
+}
+
+// openReplica opens the pool of the read replica at readURL, sized and
+// bounded as the primary's, when there is one. It does not connect: a
+// replica that is down fails the heavy reads (503), never the start or
+// the hot path.
+func (d *DB) openReplica(readURL string, pool int, timeout time.Duration, pooled bool) error {
+	switch {
+	case readURL == "":
+		return nil
+	case d.dialect != Postgres:
+		return errors.New("a read replica (ARBITER_DATABASE_READ_URL) is a Postgres standby; an SQLite store has none: unset it")
+	case !strings.HasPrefix(readURL, "postgres://") && !strings.HasPrefix(readURL, "postgresql://"):
+		return errors.New("the read replica's URL (ARBITER_DATABASE_READ_URL) must be a postgres:// URL")
+	}
+	connector, err := postgresConnector(readURL, timeout, pooled)
+	if err != nil {
+		return fmt.Errorf("open the read replica: %w", err)
+	}
+	d.replica = sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	d.replica.SetMaxOpenConns(pool)
+	d.replica.SetMaxIdleConns(pool)
+	d.replica.SetConnMaxIdleTime(5 * time.Minute)
+	return nil
+}
+
+// readPool is the pool of the heavy reads that may lag the primary by the
+// replica's replication lag (docs/scaling.md, "Read replicas"): the read
+// replica's, else the primary's. Nothing that writes, and nothing on the
+// hot path (create, get, claim, decide), reads through it.
+func (d *DB) readPool() *sqlx.DB {
+	if d.replica != nil {
+		return d.replica
+	}
+	return d.db
 }
 
 // withDefaults returns o with its zero fields set to their defaults.
@@ -387,6 +436,9 @@ func (d *DB) Close() error {
 		s.(*sql.Stmt).Close()
 		return true
 	})
+	if d.replica != nil {
+		d.replica.Close()
+	}
 	return d.db.Close()
 }
 

@@ -28,3 +28,24 @@ func TestOpen_TransactionPoolerNeedsADirectConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestOpen_ReadReplicaIsPostgresOnly: a read URL beside an SQLite store,
+// or one that is not a postgres:// URL, is refused with a sentence naming
+// the setting, before connecting anywhere.
+func TestOpen_ReadReplicaIsPostgresOnly(t *testing.T) {
+	for _, tc := range []struct{ name, url, read, want string }{
+		{"an SQLite store", "sqlite:" + t.TempDir() + "/a.db", "postgres://arbiter@127.0.0.1:1/arbiter", "an SQLite store has none"},
+		{"not a postgres URL", "postgres://arbiter@127.0.0.1:1/arbiter", "sqlite:replica.db", "must be a postgres:// URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := db.Open(ctx, tc.url, db.Options{ReadURL: tc.read})
+			if err == nil {
+				d.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ARBITER_DATABASE_READ_URL") {
+				t.Errorf("%q does not say %q and name ARBITER_DATABASE_READ_URL", err, tc.want)
+			}
+		})
+	}
+}

@@ -15,11 +15,12 @@ var _ arbiter.StatsService = (*DB)(nil)
 const wentToHuman = `COALESCE((SELECT max(a.finished_at) FROM attempts a WHERE a.task_id = t.id AND a.tier = 'agent'), t.created_at)`
 
 // ListDecisions returns the account's human decisions since the instant,
-// newest first, with the agent's last verdict on each task.
+// newest first, with the agent's last verdict on each task, from the read
+// pool (readPool).
 func (d *DB) ListDecisions(ctx context.Context, accountID string, since arbiter.Timestamp) (_ []arbiter.DecisionRecord, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT h.reviewer, h.verdict, h.finished_at, `+wentToHuman+`,
+	rows, err := d.readPool().QueryContext(ctx, d.rebind(`SELECT h.reviewer, h.verdict, h.finished_at, `+wentToHuman+`,
 		(SELECT a.verdict FROM attempts a WHERE a.task_id = t.id AND a.tier = 'agent' ORDER BY a.id DESC LIMIT 1)
 		FROM attempts h JOIN tasks t ON t.id = h.task_id
 		WHERE t.account_id = ? AND h.tier = 'human' AND h.finished_at >= ? AND h.reviewer IS NOT NULL AND h.verdict IS NOT NULL
@@ -47,11 +48,12 @@ func (d *DB) ListDecisions(ctx context.Context, accountID string, since arbiter.
 }
 
 // ListWaiting returns when each of the account's waiting tasks went to a
-// human, and now by the store's clock, which stamped those times.
+// human, and now by the store's clock, which stamped those times, from the
+// read pool (readPool).
 func (d *DB) ListWaiting(ctx context.Context, accountID string) (_ []arbiter.WaitingTask, _ arbiter.Timestamp, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	rows, err := d.db.QueryContext(ctx, d.rebind(`SELECT `+wentToHuman+`
+	rows, err := d.readPool().QueryContext(ctx, d.rebind(`SELECT `+wentToHuman+`
 		FROM tasks t WHERE t.account_id = ? AND t.status = 'human_needed'
 		ORDER BY t.created_at LIMIT ?`), accountID, arbiter.MaxStatsRows+1)
 	if err != nil {

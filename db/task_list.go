@@ -17,7 +17,8 @@ var listTaskColumns = strings.Replace(taskColumns, "t.context", "CAST(NULL AS TE
 // ListTasks returns one page of the account's tasks, newest first, with
 // their attempts and without their context. The page is a keyset over
 // (created_at, id) on the index tasks_account_created, so a page deep in
-// the list costs what the first one does.
+// the list costs what the first one does. It reads the read pool
+// (readPool): a task created in the replica's lag may not be listed yet.
 func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilter) (_ arbiter.TaskPage, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
@@ -25,7 +26,7 @@ func (d *DB) ListTasks(ctx context.Context, accountID string, f arbiter.TaskFilt
 		return arbiter.TaskPage{}, err
 	}
 	query, args := listTasksQuery(accountID, f)
-	rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+	rows, err := d.readPool().QueryContext(ctx, d.rebind(query), args...)
 	if err != nil {
 		return arbiter.TaskPage{}, fmt.Errorf("list tasks: %w", err)
 	}
@@ -54,7 +55,7 @@ func (d *DB) validateTaskFilter(ctx context.Context, accountID string, f *arbite
 		return nil
 	}
 	var created int64
-	err := d.db.QueryRowContext(ctx, d.rebind(`SELECT created_at FROM tasks WHERE id = ? AND account_id = ?`),
+	err := d.readPool().QueryRowContext(ctx, d.rebind(`SELECT created_at FROM tasks WHERE id = ? AND account_id = ?`),
 		f.StartingAfter, accountID).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return arbiter.ErrStartingAfterUnknown

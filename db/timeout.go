@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +110,11 @@ func timedOut(err error) bool {
 	case errors.Is(err, context.DeadlineExceeded):
 		return true
 	case errors.As(err, &pqErr):
-		return pqErr.Code == "57014" // query_canceled: statement_timeout, or the cancel of a call that ran out
+		// query_canceled: statement_timeout, or the cancel of a call that
+		// ran out; a read replica's cancel of a read that held back its
+		// replay too long (max_standby_streaming_delay) is 40001 "conflict
+		// with recovery", worth trying again as well.
+		return pqErr.Code == "57014" || pqErr.Code == "40001" && strings.Contains(pqErr.Message, "conflict with recovery")
 	case errors.As(err, &netErr):
 		return netErr.Timeout()
 	}

@@ -64,7 +64,18 @@ func (d *DB) transact(ctx context.Context, fn func(tx *Tx) error) (err error) {
 // one snapshot: deferred on SQLite, where it takes no write lock, and
 // READ ONLY, REPEATABLE READ on Postgres.
 func (d *DB) transactRead(ctx context.Context, fn func(tx *Tx) error) error {
-	sqltx, err := d.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: d.snapshotIsolation()})
+	return d.transactReadOn(ctx, d.db, fn)
+}
+
+// transactReadStale is transactRead on the read pool (readPool): its
+// snapshot may lag the primary's by the replica's replication lag.
+func (d *DB) transactReadStale(ctx context.Context, fn func(tx *Tx) error) error {
+	return d.transactReadOn(ctx, d.readPool(), fn)
+}
+
+// transactReadOn is transactRead on pool.
+func (d *DB) transactReadOn(ctx context.Context, pool *sqlx.DB, fn func(tx *Tx) error) error {
+	sqltx, err := pool.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: d.snapshotIsolation()})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -58,6 +58,8 @@ func TestStore_ConnectionErrorsAreUnavailable(t *testing.T) {
 		{"connection failure", &pq.Error{Code: "08006"}, arbiter.EUNAVAILABLE},
 		{"too many connections", &pq.Error{Code: "53300"}, arbiter.EUNAVAILABLE},
 		{"timed out", fmt.Errorf("find task: %w", context.DeadlineExceeded), arbiter.EUNAVAILABLE},
+		{"a replica's conflict with recovery", &pq.Error{Code: "40001", Message: "canceling statement due to conflict with recovery"}, arbiter.EUNAVAILABLE},
+		{"serialization failure", &pq.Error{Code: "40001", Message: "could not serialize access due to concurrent update"}, arbiter.EINTERNAL},
 		{"unique violation", &pq.Error{Code: "23505"}, arbiter.EINTERNAL},
 		{"no rows", sql.ErrNoRows, arbiter.EINTERNAL},
 		{"other", errors.New("disk full"), arbiter.EINTERNAL},

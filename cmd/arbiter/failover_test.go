@@ -99,6 +99,31 @@ func (c *pgClusters) start(t *testing.T, dir string) {
 	t.Cleanup(func() { _ = c.exec("pg_ctl", "-D", dir, "-m", "immediate", "stop") })
 }
 
+// configure adds the lines to the settings of the cluster in dir.
+func (c *pgClusters) configure(t *testing.T, dir string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openDirect opens a pool on the postgres database of the cluster at
+// host:port, closed when the test ends.
+func openDirect(t *testing.T, host string, port int) *sql.DB {
+	t.Helper()
+	d, err := sql.Open("postgres", fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", host, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // TestFailover_PromotedStandbyKeepsEveryAcceptedTask is the failover
 // drill: a primary with one synchronous standby (streaming replication
 // from pg_basebackup, synchronous_commit on), `arbiter serve` on a URL
@@ -117,36 +142,18 @@ func TestFailover_PromotedStandbyKeepsEveryAcceptedTask(t *testing.T) {
 	const primaryHost, standbyHost = "127.0.0.5", "127.0.0.6"
 	port := freeLoopbackPort(t)
 	pg.run(t, "initdb", "-D", primary, "-U", "postgres", "--auth=trust", "--no-sync")
-	conf := func(dir string, lines ...string) {
-		f, err := os.OpenFile(filepath.Join(dir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf(primary, "listen_addresses = '"+primaryHost+"'", fmt.Sprintf("port = %d", port),
+	pg.configure(t, primary, "listen_addresses = '"+primaryHost+"'", fmt.Sprintf("port = %d", port),
 		"unix_socket_directories = '"+pg.dir(t, "primary-sockets")+"'", "wal_level = replica", "max_wal_senders = 4",
 		"synchronous_commit = on", "synchronous_standby_names = 'standby'", "fsync = off", "max_connections = 60")
 	pg.start(t, primary)
 	pg.run(t, "pg_basebackup", "-h", primaryHost, "-p", strconv.Itoa(port), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync")
-	conf(standby, "listen_addresses = '"+standbyHost+"'", "unix_socket_directories = '"+pg.dir(t, "standby-sockets")+"'", "cluster_name = 'standby'",
+	pg.configure(t, standby, "listen_addresses = '"+standbyHost+"'", "unix_socket_directories = '"+pg.dir(t, "standby-sockets")+"'", "cluster_name = 'standby'",
 		// Promoted, it has no standby of its own to wait for (the
 		// primary's setting came with the base backup).
 		"synchronous_standby_names = ''")
 	pg.start(t, standby)
 
-	direct := func(host string) *sql.DB {
-		d, err := sql.Open("postgres", fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", host, port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	onPrimary := direct(primaryHost)
+	onPrimary := openDirect(t, primaryHost, port)
 	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
 		var state string
 		_ = onPrimary.QueryRow(`SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'`).Scan(&state)
@@ -250,7 +257,7 @@ func TestFailover_PromotedStandbyKeepsEveryAcceptedTask(t *testing.T) {
 		t.Fatalf("%d creates answered, want %d", len(ids), total)
 	}
 	promotedAt := <-promoted
-	onStandby := direct(standbyHost)
+	onStandby := openDirect(t, standbyHost, port)
 	var stored int
 	if err := onStandby.QueryRow(`SELECT count(*) FROM tasks`).Scan(&stored); err != nil {
 		t.Fatal(err)

@@ -186,6 +186,7 @@ func (s *server) openStore(ctx context.Context) error {
 		AllowDotlessEmail: s.cfg.EmailAllowDotless, SessionIdle: s.cfg.SessionIdleTimeout,
 		Secrets:   s.cfg.SecretKey,
 		ListenURL: s.cfg.DatabaseListenURL, TransactionPooler: s.cfg.DatabaseTransactionPooler,
+		ReadURL: s.cfg.DatabaseReadURL,
 	})
 	if err != nil {
 		return err
