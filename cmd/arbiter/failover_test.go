@@ -99,6 +99,27 @@ func (c *pgClusters) start(t *testing.T, dir string) {
 	t.Cleanup(func() { _ = c.exec("pg_ctl", "-D", dir, "-m", "immediate", "stop") })
 }
 
+// primaryAndStandby starts a primary cluster on primaryHost and a
+// streaming standby of it (pg_basebackup -R -X stream, hot standby) on
+// standbyHost, each with its extra settings, and returns their
+// directories and their port. Both take one port, as a deployment's two
+// database hosts do: lib/pq's URL takes one port for all its hosts.
+func (c *pgClusters) primaryAndStandby(t *testing.T, primaryHost, standbyHost string, primaryConf, standbyConf []string) (primary, standby string, port int) {
+	t.Helper()
+	primary, standby = c.dir(t, "primary"), c.dir(t, "standby")
+	port = freeLoopbackPort(t)
+	c.run(t, "initdb", "-D", primary, "-U", "postgres", "--auth=trust", "--no-sync")
+	c.configure(t, primary, append([]string{"listen_addresses = '" + primaryHost + "'", fmt.Sprintf("port = %d", port),
+		"unix_socket_directories = '" + c.dir(t, "primary-sockets") + "'", "wal_level = replica", "max_wal_senders = 4",
+		"fsync = off", "max_connections = 60"}, primaryConf...)...)
+	c.start(t, primary)
+	c.run(t, "pg_basebackup", "-h", primaryHost, "-p", strconv.Itoa(port), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync")
+	c.configure(t, standby, append([]string{"listen_addresses = '" + standbyHost + "'",
+		"unix_socket_directories = '" + c.dir(t, "standby-sockets") + "'", "hot_standby = on"}, standbyConf...)...)
+	c.start(t, standby)
+	return primary, standby, port
+}
+
 // configure adds the lines to the settings of the cluster in dir.
 func (c *pgClusters) configure(t *testing.T, dir string, lines ...string) {
 	t.Helper()
@@ -136,22 +157,13 @@ func openDirect(t *testing.T, host string, port int) *sql.DB {
 func TestFailover_PromotedStandbyKeepsEveryAcceptedTask(t *testing.T) {
 	t.Parallel()
 	pg := newPGClusters(t)
-	primary, standby := pg.dir(t, "primary"), pg.dir(t, "standby")
-	// Two hosts on one port, as a deployment's two database hosts are:
-	// lib/pq's URL takes one port for all its hosts.
 	const primaryHost, standbyHost = "127.0.0.5", "127.0.0.6"
-	port := freeLoopbackPort(t)
-	pg.run(t, "initdb", "-D", primary, "-U", "postgres", "--auth=trust", "--no-sync")
-	pg.configure(t, primary, "listen_addresses = '"+primaryHost+"'", fmt.Sprintf("port = %d", port),
-		"unix_socket_directories = '"+pg.dir(t, "primary-sockets")+"'", "wal_level = replica", "max_wal_senders = 4",
-		"synchronous_commit = on", "synchronous_standby_names = 'standby'", "fsync = off", "max_connections = 60")
-	pg.start(t, primary)
-	pg.run(t, "pg_basebackup", "-h", primaryHost, "-p", strconv.Itoa(port), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync")
-	pg.configure(t, standby, "listen_addresses = '"+standbyHost+"'", "unix_socket_directories = '"+pg.dir(t, "standby-sockets")+"'", "cluster_name = 'standby'",
-		// Promoted, it has no standby of its own to wait for (the
-		// primary's setting came with the base backup).
-		"synchronous_standby_names = ''")
-	pg.start(t, standby)
+	primary, standby, port := pg.primaryAndStandby(t, primaryHost, standbyHost,
+		[]string{"synchronous_commit = on", "synchronous_standby_names = 'standby'"},
+		[]string{"cluster_name = 'standby'",
+			// Promoted, it has no standby of its own to wait for (the
+			// primary's setting came with the base backup).
+			"synchronous_standby_names = ''"})
 
 	onPrimary := openDirect(t, primaryHost, port)
 	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {

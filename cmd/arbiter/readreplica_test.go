@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,18 +21,8 @@ import (
 func TestReadReplica_ListsReadTheStandbyAndTheHotPathThePrimary(t *testing.T) {
 	t.Parallel()
 	pg := newPGClusters(t)
-	primary, standby := pg.dir(t, "primary"), pg.dir(t, "standby")
 	const primaryHost, standbyHost = "127.0.0.7", "127.0.0.8"
-	port := freeLoopbackPort(t)
-	pg.run(t, "initdb", "-D", primary, "-U", "postgres", "--auth=trust", "--no-sync")
-	pg.configure(t, primary, "listen_addresses = '"+primaryHost+"'", fmt.Sprintf("port = %d", port),
-		"unix_socket_directories = '"+pg.dir(t, "primary-sockets")+"'", "wal_level = replica", "max_wal_senders = 4",
-		"fsync = off", "max_connections = 60")
-	pg.start(t, primary)
-	pg.run(t, "pg_basebackup", "-h", primaryHost, "-p", strconv.Itoa(port), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync")
-	pg.configure(t, standby, "listen_addresses = '"+standbyHost+"'", "unix_socket_directories = '"+pg.dir(t, "standby-sockets")+"'",
-		"hot_standby = on")
-	pg.start(t, standby)
+	_, standby, port := pg.primaryAndStandby(t, primaryHost, standbyHost, nil, nil)
 	onStandby := openDirect(t, standbyHost, port)
 
 	dbURL := func(host string) string {
