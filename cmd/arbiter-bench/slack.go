@@ -76,15 +76,22 @@ func startFakeSlack() *fakeSlack {
 	return f
 }
 
-func (b *bench) measureSlack(ctx context.Context) error {
+// openSealedStore empties the bench database and opens a store on it
+// with a fresh secrets key, as the chat outboxes' phases need: their
+// connections' tokens are sealed.
+func (b *bench) openSealedStore(ctx context.Context) (*db.DB, error) {
 	if err := b.resetDatabase(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	key, err := secretbox.Parse(secretbox.NewKey())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000, Secrets: key})
+	return db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000, Secrets: key})
+}
+
+func (b *bench) measureSlack(ctx context.Context) error {
+	store, err := b.openSealedStore(ctx)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
-	"github.com/arbiterhq/arbiter/db"
-	"github.com/arbiterhq/arbiter/internal/secretbox"
 	"github.com/arbiterhq/arbiter/teams"
 	"github.com/arbiterhq/arbiter/worker"
 )
@@ -64,14 +62,7 @@ func (f *fakeTeams) count() (int, time.Duration) {
 // for a person, and checks the pace of each conversation and that none
 // was lost.
 func (b *bench) measureTeams(ctx context.Context) error {
-	if err := b.resetDatabase(ctx); err != nil {
-		return err
-	}
-	key, err := secretbox.Parse(secretbox.NewKey())
-	if err != nil {
-		return err
-	}
-	store, err := db.Open(ctx, b.databaseURL, db.Options{DailyTaskCap: 100_000_000, Secrets: key})
+	store, err := b.openSealedStore(ctx)
 	if err != nil {
 		return err
 	}
