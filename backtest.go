@@ -40,6 +40,19 @@ const (
 	// asked again, after the provider's Retry-After, before the task is
 	// counted as failed.
 	BacktestThrottleRetries = 3
+	// MaxBacktestRunTime bounds a run started in the background (the
+	// dashboard's): it is stopped after this long, what it asked is
+	// kept, and a run still marked running past it was interrupted (its
+	// process stopped) and no longer holds the account's one run.
+	MaxBacktestRunTime = time.Hour
+)
+
+// The states of a backtest run. A run the CLI makes is stored done; one
+// started in the background is running until its calls are stored.
+const (
+	BacktestRunning     = "running"
+	BacktestDone        = "done"
+	BacktestInterrupted = "interrupted" // shown, never stored: running past MaxBacktestRunTime
 )
 
 // BacktestFilter chooses the tasks of a backtest and the verifier asked.
@@ -276,14 +289,30 @@ func attemptsCost(t *Task) float64 {
 // BacktestRun is a stored backtest: who ran it, on what, its calls and
 // its report.
 type BacktestRun struct {
-	ID         string         `json:"id"`
-	AccountID  string         `json:"-"`
+	ID        string `json:"id"`
+	AccountID string `json:"-"`
+	// Status is BacktestRunning or BacktestDone, as stored; StatusAt
+	// tells an interrupted run.
+	Status     string         `json:"status"`
 	Filter     BacktestFilter `json:"-"`
 	StartedAt  Timestamp      `json:"started_at"`
 	FinishedAt Timestamp      `json:"finished_at"`
 	Calls      []BacktestCall `json:"calls"`
 	Report     BacktestReport `json:"report"`
 }
+
+// StatusAt returns the run's state at now: BacktestInterrupted for a
+// run still marked running MaxBacktestRunTime after it started.
+func (r BacktestRun) StatusAt(now time.Time) string {
+	if r.Status == BacktestRunning && now.Sub(r.StartedAt.Time()) > MaxBacktestRunTime {
+		return BacktestInterrupted
+	}
+	return r.Status
+}
+
+// ErrBacktestRunning is the answer to a start while the account's run is
+// not finished: one run per account at a time.
+var ErrBacktestRunning = Errorf(ECONFLICT, "A backtest is already running for this account. Wait for it to finish, then start another.")
 
 // BacktestService reads the labelled history a backtest replays and keeps
 // its runs, apart from the tasks.
@@ -301,4 +330,32 @@ type BacktestService interface {
 	// FindBacktestRun returns the account's run with its calls. Returns
 	// ENOTFOUND for an unknown id or another account's run.
 	FindBacktestRun(ctx context.Context, accountID, id string) (*BacktestRun, error)
+
+	// StartBacktestRun stores run (its account, filter and start) as
+	// running and returns its id. Returns ErrBacktestRunning while the
+	// account has a run running that started within MaxBacktestRunTime.
+	StartBacktestRun(ctx context.Context, run *BacktestRun) (string, error)
+
+	// FinishBacktestRun stores the calls, the report and the finish of
+	// the running run (run.ID, run.AccountID) and marks it done.
+	// Returns ENOTFOUND for a run that is not the account's or not
+	// running.
+	FinishBacktestRun(ctx context.Context, run *BacktestRun) error
+
+	// ListBacktestRuns returns the account's newest limit runs, the
+	// newest first, without their calls.
+	ListBacktestRuns(ctx context.Context, accountID string, limit int) ([]BacktestRun, error)
+}
+
+// BacktestStarter starts backtests in the background, one per account
+// at a time, with the verifiers of the server's verifiers file.
+type BacktestStarter interface {
+	// VerifierNames names the verifiers of the file, in its order.
+	VerifierNames() []string
+	// StartBacktest checks f, reads its tasks, records a running run and
+	// asks the verifier in the background; it returns the run's id at
+	// once. Returns EINVALID for a filter Validate refuses or a verifier
+	// the file does not name, ErrBacktestRunning while the account's
+	// run is not finished.
+	StartBacktest(ctx context.Context, accountID string, f BacktestFilter) (string, error)
 }

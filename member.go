@@ -62,6 +62,7 @@ const (
 	ActionViewStats       Action = "view_stats"        // the desk's stats: the team's and one's own
 	ActionViewMemberStats Action = "view_member_stats" // every member's own line of the desk's stats
 	ActionManagePolicies  Action = "manage_policies"   // the account's policies per task type
+	ActionBacktest        Action = "backtest"          // start backtests of the verifiers file's verifiers and read their runs
 )
 
 // roleActions is the one table of who may do what.
@@ -70,7 +71,7 @@ var roleActions = map[string]map[Action]bool{
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,
 		ActionManageSettings: true, ActionViewAudit: true, ActionManageMembers: true, ActionDeleteAccount: true,
 		ActionReview: true, ActionViewCalibration: true, ActionViewStats: true, ActionViewMemberStats: true,
-		ActionManagePolicies: true,
+		ActionManagePolicies: true, ActionBacktest: true,
 	},
 	RoleAdmin: {
 		ActionViewOverview: true, ActionViewTasks: true, ActionManageKeys: true, ActionManageWebhooks: true,

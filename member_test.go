@@ -14,6 +14,9 @@ func TestCan(t *testing.T) {
 	}{
 		{arbiter.RoleOwner, arbiter.ActionDeleteAccount, true},
 		{arbiter.RoleAdmin, arbiter.ActionDeleteAccount, false},
+		{arbiter.RoleOwner, arbiter.ActionBacktest, true},
+		{arbiter.RoleAdmin, arbiter.ActionBacktest, false},
+		{arbiter.RoleReviewer, arbiter.ActionBacktest, false},
 		{arbiter.RoleAdmin, arbiter.ActionManageKeys, true},
 		{arbiter.RoleAdmin, arbiter.ActionManageMembers, true},
 		{arbiter.RoleReviewer, arbiter.ActionManageKeys, false},

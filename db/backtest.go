@@ -88,13 +88,57 @@ func (d *DB) SaveBacktestRun(ctx context.Context, run *arbiter.BacktestRun) (_ s
 		if err != nil {
 			return fmt.Errorf("save backtest run: %w", err)
 		}
-		for i, c := range run.Calls {
-			_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO backtest_calls (run_id, position, task_id, verdict, confidence,
-				input_tokens, output_tokens, cost, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-				id, i, c.TaskID, c.Verdict, c.Confidence, c.InputTokens, c.OutputTokens, c.Cost, c.Error)
-			if err != nil {
-				return fmt.Errorf("save backtest call: %w", err)
+		return d.insertBacktestCalls(ctx, tx, id, run.Calls)
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// insertBacktestCalls stores the calls of the run id in their order.
+func (d *DB) insertBacktestCalls(ctx context.Context, tx *Tx, id string, calls []arbiter.BacktestCall) error {
+	for i, c := range calls {
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO backtest_calls (run_id, position, task_id, verdict, confidence,
+			input_tokens, output_tokens, cost, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			id, i, c.TaskID, c.Verdict, c.Confidence, c.InputTokens, c.OutputTokens, c.Cost, c.Error)
+		if err != nil {
+			return fmt.Errorf("save backtest call: %w", err)
+		}
+	}
+	return nil
+}
+
+// StartBacktestRun stores run as running and returns its new id, unless
+// the account has a run running that started within
+// arbiter.MaxBacktestRunTime (arbiter.ErrBacktestRunning). On Postgres
+// the account's row is locked, so that two starts at once in two
+// processes are one run.
+func (d *DB) StartBacktestRun(ctx context.Context, run *arbiter.BacktestRun) (_ string, err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	id := arbiter.NewID("btr_", 8)
+	f := run.Filter
+	err = d.transact(ctx, func(tx *Tx) error {
+		if d.locksRows() {
+			if _, err := tx.ExecContext(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, run.AccountID); err != nil {
+				return fmt.Errorf("lock account: %w", err)
 			}
+		}
+		after := arbiter.TimestampOf(d.now().Add(-arbiter.MaxBacktestRunTime))
+		var running int
+		if err := tx.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM backtest_runs WHERE account_id = ? AND status = ? AND started_at > ?`),
+			run.AccountID, arbiter.BacktestRunning, int64(after)).Scan(&running); err != nil {
+			return fmt.Errorf("start backtest run: %w", err)
+		}
+		if running > 0 {
+			return arbiter.ErrBacktestRunning
+		}
+		_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO backtest_runs (id, account_id, verifier, model, version, task_type,
+			since_ms, task_limit, started_at, finished_at, report, status) VALUES (?, ?, ?, '', '', ?, ?, ?, ?, 0, '{}', ?)`),
+			id, run.AccountID, f.Verifier, f.TaskType, f.Since.Milliseconds(), f.Limit, int64(run.StartedAt), arbiter.BacktestRunning)
+		if err != nil {
+			return fmt.Errorf("start backtest run: %w", err)
 		}
 		return nil
 	})
@@ -102,6 +146,70 @@ func (d *DB) SaveBacktestRun(ctx context.Context, run *arbiter.BacktestRun) (_ s
 		return "", err
 	}
 	return id, nil
+}
+
+// FinishBacktestRun stores the running run's calls, report and finish in
+// one transaction and marks it done. Returns ENOTFOUND for a run that is
+// not the account's or not running.
+func (d *DB) FinishBacktestRun(ctx context.Context, run *arbiter.BacktestRun) (err error) {
+	ctx, end := d.beginWrite(ctx)
+	defer end(&err)
+	report, err := json.Marshal(run.Report)
+	if err != nil {
+		return fmt.Errorf("finish backtest run: %w", err)
+	}
+	return d.transact(ctx, func(tx *Tx) error {
+		res, err := tx.ExecContext(ctx, d.rebind(`UPDATE backtest_runs SET status = ?, model = ?, version = ?, finished_at = ?, report = ?
+			WHERE id = ? AND account_id = ? AND status = ?`), arbiter.BacktestDone, run.Report.Model, run.Report.Version,
+			int64(run.FinishedAt), string(report), run.ID, run.AccountID, arbiter.BacktestRunning)
+		if err != nil {
+			return fmt.Errorf("finish backtest run: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("finish backtest run: %w", err)
+		} else if n == 0 {
+			return errBacktestNotFound
+		}
+		return d.insertBacktestCalls(ctx, tx, run.ID, run.Calls)
+	})
+}
+
+// ListBacktestRuns returns the account's newest limit runs, the newest
+// first, without their calls.
+func (d *DB) ListBacktestRuns(ctx context.Context, accountID string, limit int) (_ []arbiter.BacktestRun, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	var out []arbiter.BacktestRun
+	err = d.transactRead(ctx, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT id, status, verifier, task_type, since_ms, task_limit, started_at, finished_at, report
+			FROM backtest_runs WHERE account_id = ? ORDER BY started_at DESC, id DESC LIMIT ?`), accountID, limit)
+		if err != nil {
+			return fmt.Errorf("list backtest runs: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			run := arbiter.BacktestRun{AccountID: accountID}
+			if err := scanBacktestRun(rows, &run); err != nil {
+				return fmt.Errorf("list backtest runs: %w", err)
+			}
+			out = append(out, run)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// scanBacktestRun reads a run's row: id, status, verifier, task_type,
+// since_ms, task_limit, started_at, finished_at, report.
+func scanBacktestRun(row interface{ Scan(...any) error }, run *arbiter.BacktestRun) error {
+	var report string
+	var sinceMS int64
+	if err := row.Scan(&run.ID, &run.Status, &run.Filter.Verifier, &run.Filter.TaskType, &sinceMS, &run.Filter.Limit,
+		&run.StartedAt, &run.FinishedAt, &report); err != nil {
+		return err
+	}
+	run.Filter.Since = time.Duration(sinceMS) * time.Millisecond
+	return json.Unmarshal([]byte(report), &run.Report)
 }
 
 var errBacktestNotFound = arbiter.Errorf(arbiter.ENOTFOUND, "Backtest run not found.")
@@ -113,18 +221,11 @@ func (d *DB) FindBacktestRun(ctx context.Context, accountID, id string) (_ *arbi
 	defer end(&err)
 	run := &arbiter.BacktestRun{ID: id, AccountID: accountID, Calls: []arbiter.BacktestCall{}}
 	err = d.transactRead(ctx, func(tx *Tx) error {
-		var report string
-		var sinceMS int64
-		err := tx.QueryRowContext(ctx, d.rebind(`SELECT verifier, task_type, since_ms, task_limit, started_at, finished_at, report
-			FROM backtest_runs WHERE id = ? AND account_id = ?`), id, accountID).Scan(&run.Filter.Verifier, &run.Filter.TaskType,
-			&sinceMS, &run.Filter.Limit, &run.StartedAt, &run.FinishedAt, &report)
+		err := scanBacktestRun(tx.QueryRowContext(ctx, d.rebind(`SELECT id, status, verifier, task_type, since_ms, task_limit,
+			started_at, finished_at, report FROM backtest_runs WHERE id = ? AND account_id = ?`), id, accountID), run)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errBacktestNotFound
 		} else if err != nil {
-			return fmt.Errorf("find backtest run: %w", err)
-		}
-		run.Filter.Since = time.Duration(sinceMS) * time.Millisecond
-		if err := json.Unmarshal([]byte(report), &run.Report); err != nil {
 			return fmt.Errorf("find backtest run: %w", err)
 		}
 		rows, err := tx.QueryContext(ctx, d.rebind(`SELECT task_id, verdict, confidence, input_tokens, output_tokens, cost, error

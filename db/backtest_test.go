@@ -182,3 +182,71 @@ func caseIDs(cases []arbiter.BacktestCase) []string {
 	}
 	return out
 }
+
+// TestBacktestService_OneRunningRunPerAccount: a run started in the
+// background holds its account's one run until it is finished, or until
+// it has been running MaxBacktestRunTime (its process stopped: it reads
+// interrupted); another account is not held; a finish lands once, on its
+// own account's running run only; the list is the newest first.
+func TestBacktestService_OneRunningRunPerAccount(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range dbtest.Dialects {
+		t.Run(dialect, func(t *testing.T) { oneRunningRunPerAccount(t, dialect) })
+	}
+}
+
+func oneRunningRunPerAccount(t *testing.T, dialect string) {
+	c := newClock()
+	d := dbtest.Open(t, dialect, db.Options{Now: c.Now})
+	acct := newAccount(t, d, "one@example.com")
+	other := newAccount(t, d, "two@example.com")
+	start := func(accountID string) (string, error) {
+		t.Helper()
+		return d.StartBacktestRun(ctx, &arbiter.BacktestRun{AccountID: accountID, Filter: arbiter.NewBacktestFilter("large"),
+			StartedAt: arbiter.TimestampOf(c.Now())})
+	}
+	first, err := start(acct.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start(acct.ID); err != arbiter.ErrBacktestRunning {
+		t.Fatalf("a second start while the first runs: %v, want ErrBacktestRunning", err)
+	}
+	if _, err := start(other.ID); err != nil {
+		t.Fatalf("another account's start: %v", err)
+	}
+	verdict := "approve"
+	finish := &arbiter.BacktestRun{ID: first, AccountID: other.ID, FinishedAt: arbiter.TimestampOf(c.Now()),
+		Calls: []arbiter.BacktestCall{{TaskID: "tsk_1", Verdict: &verdict}}, Report: arbiter.BacktestReport{Verifier: "large", Tasks: 1}}
+	if err := d.FinishBacktestRun(ctx, finish); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+		t.Fatalf("finishing another account's run: %v, want ENOTFOUND", err)
+	}
+	finish.AccountID = acct.ID
+	if err := d.FinishBacktestRun(ctx, finish); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.FinishBacktestRun(ctx, finish); arbiter.ErrorCode(err) != arbiter.ENOTFOUND {
+		t.Fatalf("finishing a done run again: %v, want ENOTFOUND", err)
+	}
+	run, err := d.FindBacktestRun(ctx, acct.ID, first)
+	if err != nil || run.Status != arbiter.BacktestDone || len(run.Calls) != 1 || run.Report.Tasks != 1 {
+		t.Fatalf("the finished run: %+v, %v", run, err)
+	}
+
+	c.Add(time.Minute)
+	second, err := start(acct.ID)
+	if err != nil {
+		t.Fatalf("a start after the first finished: %v", err)
+	}
+	c.Add(arbiter.MaxBacktestRunTime + time.Minute)
+	list, err := d.ListBacktestRuns(ctx, acct.ID, 10)
+	if err != nil || len(list) != 2 || list[0].ID != second || list[1].ID != first || len(list[0].Calls) != 0 {
+		t.Fatalf("the list: %+v, %v", list, err)
+	}
+	if got := list[0].StatusAt(c.Now()); got != arbiter.BacktestInterrupted {
+		t.Errorf("a run running past MaxBacktestRunTime reads %q, want interrupted", got)
+	}
+	if _, err := start(acct.ID); err != nil {
+		t.Errorf("an interrupted run still holds the account: %v", err)
+	}
+}

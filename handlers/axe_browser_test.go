@@ -150,6 +150,16 @@ func TestAccessibility_Axe(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A finished backtest, listed on the calibration page beside its form.
+	cost := 0.0012
+	backtest, err := store.SaveBacktestRun(ctx, &arbiter.BacktestRun{AccountID: acct.ID, Filter: arbiter.NewBacktestFilter("none"),
+		StartedAt: arbiter.TimestampOf(time.Now()), FinishedAt: arbiter.TimestampOf(time.Now()),
+		Report: arbiter.BacktestReport{Verifier: "none", Tasks: 2, Candidate: arbiter.BacktestSide{Answered: 2, Decided: 1, Coverage: 0.5,
+			Cost: 0.0024, CostPerDecided: &cost}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	type page struct {
 		name, path string
 		ready      string // a selector shown once the page is ready
@@ -174,8 +184,9 @@ func TestAccessibility_Axe(t *testing.T) {
 		{"settings", "/settings", `#reservation-minutes`},
 		{"stats", "/review/stats", `[data-testid=stats-table]`},
 		{"audit desk", "/review/tasks/" + audited.ID, `[data-testid=audit-banner]`},
-		{"calibration", "/calibration", `[data-testid=recommendation]`},
+		{"calibration", "/calibration", `[data-testid=backtest-runs]`},
 		{"audit rate", "/settings/audit", `[data-testid=audit-rate-input]`},
+		{"backtest", "/calibration/backtests/" + backtest, `[data-testid=backtest-report]`},
 	}
 	visit := func(pages []page) {
 		for _, width := range []int64{desktopWidth, phoneWidth} {

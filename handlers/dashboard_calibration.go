@@ -13,8 +13,11 @@ import (
 // DashboardCalibration handles GET /calibration: the account's calibration
 // report, filtered by the query as GET /v1/calibration is. To those who
 // may manage policies it offers to apply a certified threshold to the
-// policy the report concerns (arbiter.OfferThreshold).
-func DashboardCalibration(cal arbiter.CalibrationService, policies arbiter.PolicyService, now arbiter.Clock) http.Handler {
+// policy the report concerns (arbiter.OfferThreshold). To owners it shows
+// the backtests: the form that starts one (when starter is set: the
+// server has a verifiers file) and the latest runs in runs.
+func DashboardCalibration(cal arbiter.CalibrationService, policies arbiter.PolicyService, runs arbiter.BacktestService,
+	starter arbiter.BacktestStarter, now arbiter.Clock) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		accountID := arbiter.AccountIDFromContext(r.Context())
 		report, f, err := calibrationReport(r, cal, accountID)
@@ -32,6 +35,10 @@ func DashboardCalibration(cal arbiter.CalibrationService, policies arbiter.Polic
 			TaskURL: "/tasks/", Now: now(),
 		}
 		if v.Offer, err = thresholdOffer(r, policies, accountID, report, f); err != nil {
+			Error(w, r, err)
+			return
+		}
+		if v.Backtests, err = backtestPanel(r, runs, starter, accountID, now); err != nil {
 			Error(w, r, err)
 			return
 		}

@@ -31,12 +31,25 @@ func serveSite(t *testing.T, store *db.DB, wrap ...func(http.Handler) http.Handl
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Start()
 	t.Cleanup(srv.Close)
+	// The calibration page's backtests ask a verifiers file's `none`
+	// verifier, which calls nothing.
+	set, err := agent.ParseVerifiers("verifiers.yaml", []byte("verifiers:\n  - name: none\n    backend: none\ncascade: [none]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifiers, err := agent.Build(set, func(string) string { return "" }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backtester := agent.NewBacktester(context.Background(), verifiers, store, time.Minute, slog.New(slog.DiscardHandler))
+	t.Cleanup(backtester.Wait)
 	router := &web.Router{
 		Services: web.Services{
 			Tasks: store, Keys: store, Demo: store, Health: store, Queue: store,
 			Accounts: store, Logins: store, Identities: store, Audit: store, Members: store, Reservations: store, Stats: store, Webhooks: store,
-			Calibration: store, Policies: store,
+			Calibration: store, Policies: store, Backtests: store,
 		},
+		Backtester: backtester,
 		KeyChecker: web.NewKeyChecker(store, nil),
 		Logger:     slog.New(slog.DiscardHandler),
 		Site:       handlers.Site{BaseURL: srv.URL, AppURL: srv.URL, ReviewURL: srv.URL},

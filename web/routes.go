@@ -76,6 +76,9 @@ type Services struct {
 	Receipts arbiter.ReceiptService
 	// AuditExport streams accounts' audit exports; nil serves none.
 	AuditExport arbiter.AuditExportService
+	// Backtests keeps the accounts' backtest runs; nil shows none on the
+	// calibration page.
+	Backtests arbiter.BacktestService
 }
 
 // Router is the server's HTTP surface; every route is listed in Routes and
@@ -135,6 +138,10 @@ type Router struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client; empty, the client is the connection's peer.
 	TrustedProxies []netip.Prefix
+	// Backtester starts the calibration page's backtests with the
+	// server's verifiers file; nil (no file) shows no form, and a post
+	// is answered that the server has none.
+	Backtester arbiter.BacktestStarter
 	// DemoLimit bounds the demo verdicts of each client IP, through the API
 	// and the demo desk's form together; nil gets DefaultDemoLimit.
 	DemoLimit arbiter.RateLimit
@@ -442,6 +449,7 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				{"/invitations/{id}/revoke", "/members", arbiter.ActionManageMembers},
 				{"/settings/delete", "/settings", arbiter.ActionDeleteAccount},
 				{"/calibration/apply", "/calibration", arbiter.ActionManagePolicies},
+				{"/calibration/backtests", "/calibration", arbiter.ActionBacktest},
 				{"/settings/slack/disconnect", "/settings/slack", arbiter.ActionManageSettings},
 				{"/settings/teams/disconnect", "/settings/teams", arbiter.ActionManageSettings},
 				{"/settings/teams/default", "/settings/teams", arbiter.ActionManageSettings},
@@ -454,7 +462,11 @@ func (rt *Router) dashboardRoutes(r chi.Router, site handlers.Site) {
 				r.With(allow(f.action)).Method(http.MethodGet, f.address, handlers.DashboardFormAddress(f.page))
 			}
 			rt.webhookRoutes(r, now)
-			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, s.Policies, now))
+			r.With(allow(arbiter.ActionViewCalibration)).Method(http.MethodGet, "/calibration", handlers.DashboardCalibration(s.Calibration, s.Policies, s.Backtests, rt.Backtester, now))
+			if s.Backtests != nil {
+				r.With(allow(arbiter.ActionBacktest)).Method(http.MethodPost, "/calibration/backtests", handlers.DashboardBacktestStart(rt.Backtester))
+				r.With(allow(arbiter.ActionBacktest)).Method(http.MethodGet, "/calibration/backtests/{id}", handlers.DashboardBacktestRun(s.Backtests, now))
+			}
 			r.With(allow(arbiter.ActionManagePolicies)).Method(http.MethodPost, "/calibration/apply", handlers.DashboardCalibrationApply(s.Policies))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodGet, "/settings/audit", handlers.DashboardAuditSettings(s.Calibration))
 			r.With(allow(arbiter.ActionManageSettings)).Method(http.MethodPost, "/settings/audit", handlers.DashboardAuditSettingsUpdate(s.Calibration))

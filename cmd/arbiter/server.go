@@ -81,6 +81,10 @@ type server struct {
 	// closers close the listeners and side servers, in the reverse order
 	// of their opening, once the loops are done.
 	closers []func() error
+	// agentVerifiers are the verifiers the worker of this process asks,
+	// once startWorkers built them; the dashboard's backtests ask them
+	// too, paced by the same limiters.
+	agentVerifiers *agent.Verifiers
 }
 
 // Run runs the process until ctx ends, then shuts down gracefully: the
@@ -300,6 +304,7 @@ func (s *server) startWorkers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.agentVerifiers = verifiers
 	var observer worker.Observer
 	if s.metrics != nil {
 		observer = s.metrics
@@ -506,10 +511,36 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 			LinkURL: func(token string) string { return review + "/review/chat-links/" + token }}
 		s.closers = append(s.closers, func() error { verifier.Close(); return nil })
 	}
+	if err := s.configureBacktests(ctx, router); err != nil {
+		return nil, err
+	}
 	if err := router.ConfigureSignIn(ctx, s.cfg, store, s.mailer); err != nil {
 		return nil, err
 	}
 	return router, nil
+}
+
+// configureBacktests lets the calibration page's owners backtest the
+// verifiers of the verifiers file (ARBITER_VERIFIERS): the worker's
+// verifiers when this process runs one, built otherwise. The runs stop
+// when ctx ends (what they asked is stored), before the store closes.
+// Without a file the page offers no backtest.
+func (s *server) configureBacktests(ctx context.Context, router *web.Router) error {
+	router.Services.Backtests = s.store
+	if s.cfg.Verifiers == "" {
+		return nil
+	}
+	verifiers := s.agentVerifiers
+	if verifiers == nil {
+		var err error
+		if verifiers, err = s.verifiers(); err != nil {
+			return err
+		}
+	}
+	b := agent.NewBacktester(ctx, verifiers, s.store, cmp.Or(s.cfg.AgentTimeout, config.DefaultAgentTimeout), s.logger)
+	router.Backtester = b
+	s.closers = append(s.closers, func() error { b.Wait(); return nil })
+	return nil
 }
 
 // startPprof, when ARBITER_PPROF_ADDR is set, serves the profiler on its

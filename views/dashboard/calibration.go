@@ -28,7 +28,10 @@ type CalibrationView struct {
 	// Offer, when set, offers to apply the certified threshold to a
 	// policy (to those who may manage policies).
 	Offer *arbiter.ThresholdOffer
-	Now   time.Time
+	// Backtests, when set, shows the backtest form and the latest runs
+	// (to owners).
+	Backtests *BacktestPanel
+	Now       time.Time
 }
 
 // AuditSettingsView is the account's audit rate page.
