@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/hex"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -31,15 +30,7 @@ import (
 func TestTrace_APersonsDecisionJoinsTheCreate(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
-			receiver := &testutil.OTLPReceiver{}
-			collector := httptest.NewServer(receiver)
-			defer collector.Close()
-			shutdown, err := telemetry.Setup(ctx, func(k string) string {
-				return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}[k]
-			}, "test")
-			if err != nil || shutdown == nil {
-				t.Fatalf("setup: %v", err)
-			}
+			receiver, flush := testutil.TraceEverything(t)
 			store, accountID := slackStore(t, dialect)
 			fake := slackfake.New(t)
 			stopSlack := startSlackWith(t, store, fake, worker.SlackConfig{})
@@ -69,9 +60,7 @@ func TestTrace_APersonsDecisionJoinsTheCreate(t *testing.T) {
 			fake.WaitCalls(t, "chat.update", 1)
 			stopWorker()
 			stopSlack()
-			if err := shutdown(ctx); err != nil {
-				t.Fatal(err)
-			}
+			flush()
 
 			createTrace := request.SpanContext().TraceID().String()
 			spans := receiver.Trace(createTrace)

@@ -67,7 +67,7 @@ var tracingEnv = []envVar{
 	{name: "OTEL_TRACES_EXPORTER", help: "otlp turns traces on (to http://localhost:4318 unless an endpoint is set), none off; OTEL_SDK_DISABLED=true also turns them off"},
 	{name: "OTEL_EXPORTER_OTLP_HEADERS", help: "key=value,… sent with each export; OTEL_EXPORTER_OTLP_TIMEOUT (ms), OTEL_EXPORTER_OTLP_COMPRESSION (gzip), OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf only)"},
 	{name: "OTEL_SERVICE_NAME", help: "the service's name on traces; OTEL_RESOURCE_ATTRIBUTES adds key=value,…", def: "arbiter"},
-	{name: "OTEL_TRACES_SAMPLER", help: "always_on, always_off, traceidratio or their parentbased_ forms; OTEL_TRACES_SAMPLER_ARG is the ratio", def: "parentbased_always_on"},
+	{name: "OTEL_TRACES_SAMPLER", help: "always_on, always_off, traceidratio or their parentbased_ forms; OTEL_TRACES_SAMPLER_ARG is the ratio", def: "parentbased_traceidratio, ratio 0.1"},
 }
 
 // process is what run receives from main: the environment and the streams.

@@ -81,7 +81,9 @@ cascade: [judge]
 		"JUDGE_API_KEY":                 "sk-provider-secret-0042",
 		"ARBITER_WEBHOOK_ALLOW_PRIVATE": "1",
 		"OTEL_EXPORTER_OTLP_ENDPOINT":   collector.URL,
-		"OTEL_SERVICE_NAME":             "arbiter-under-test",
+		// Every trace, not the default's share.
+		"OTEL_TRACES_SAMPLER": "parentbased_always_on",
+		"OTEL_SERVICE_NAME":   "arbiter-under-test",
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &testutil.SyncBuffer{}

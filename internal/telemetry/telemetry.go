@@ -64,7 +64,7 @@ func Enabled(getenv func(string) string) bool {
 // OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf only),
 // OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and
-// OTEL_TRACES_SAMPLER_ARG; the SDK reads the OTEL_BSP_* variables itself.
+// OTEL_TRACES_SAMPLER_ARG (unset: see DefaultSampleRatio); the SDK reads the OTEL_BSP_* variables itself.
 func Setup(ctx context.Context, getenv func(string) string, version string) (func(context.Context) error, error) {
 	switch e := getenv("OTEL_TRACES_EXPORTER"); e {
 	case "", "otlp", "none":
@@ -255,11 +255,24 @@ func keyValues(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// samplerOf returns the sampler OTEL_TRACES_SAMPLER names (default
-// parentbased_always_on: every trace, unless the caller's traceparent says
-// not sampled).
+// DefaultSampleRatio is the share of the traces a request starts that
+// Arbiter samples when OTEL_TRACES_SAMPLER is not set: its default is
+// parentbased_traceidratio at this ratio (OTEL_TRACES_SAMPLER_ARG changes
+// it), not the SDK's parentbased_always_on, because sampling every request
+// costs the API's server about +15% CPU on a create and +20% on a get
+// (docs/benchmarks.md, "Traces"), over the +10% a default may cost. A
+// caller's sampled traceparent is still followed, and the worker's spans
+// follow their create's choice, so a trace is whole or absent.
+const DefaultSampleRatio = 0.1
+
+// samplerOf returns the sampler OTEL_TRACES_SAMPLER names, with
+// OTEL_TRACES_SAMPLER_ARG its ratio; unset, parentbased_traceidratio at
+// DefaultSampleRatio.
 func samplerOf(name, arg string) (sdktrace.Sampler, error) {
 	ratio := 1.0
+	if name == "" {
+		name, ratio = "parentbased_traceidratio", DefaultSampleRatio
+	}
 	if arg != "" {
 		r, err := strconv.ParseFloat(arg, 64)
 		if err != nil || r < 0 || r > 1 {
@@ -268,7 +281,7 @@ func samplerOf(name, arg string) (sdktrace.Sampler, error) {
 		ratio = r
 	}
 	switch name {
-	case "", "parentbased_always_on":
+	case "parentbased_always_on":
 		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
 	case "always_on":
 		return sdktrace.AlwaysSample(), nil

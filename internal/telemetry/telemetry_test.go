@@ -65,3 +65,28 @@ func TestKeyValues(t *testing.T) {
 		t.Errorf("keyValues = %v, %v", got, err)
 	}
 }
+
+// TestSamplerOf: unset, the sampler is parentbased_traceidratio at
+// DefaultSampleRatio (OTEL_TRACES_SAMPLER_ARG moves the ratio); a named
+// sampler wins, and the ratio applies only to the ratio samplers.
+func TestSamplerOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, arg, want string
+	}{
+		{"", "", "ParentBased{root:TraceIDRatioBased{0.1}"},
+		{"", "0.25", "ParentBased{root:TraceIDRatioBased{0.25}"},
+		{"parentbased_always_on", "", "ParentBased{root:AlwaysOnSampler"},
+		{"always_on", "", "AlwaysOnSampler"},
+		{"always_off", "", "AlwaysOffSampler"},
+		{"parentbased_always_off", "", "ParentBased{root:AlwaysOffSampler"},
+		{"traceidratio", "", "TraceIDRatioBased{1}"},
+		{"traceidratio", "0.5", "TraceIDRatioBased{0.5}"},
+		{"parentbased_traceidratio", "", "ParentBased{root:TraceIDRatioBased{1}"},
+	} {
+		s, err := samplerOf(tc.name, tc.arg)
+		if err != nil || !strings.HasPrefix(s.Description(), tc.want) {
+			t.Errorf("samplerOf(%q, %q) = %v, %v; want %s…", tc.name, tc.arg, s, err, tc.want)
+		}
+	}
+}

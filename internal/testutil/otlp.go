@@ -2,17 +2,22 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
+	"testing"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // OTLPReceiver is an OTLP/HTTP trace receiver, to serve with httptest: it
@@ -120,4 +125,26 @@ func SpanNames(spans []*tracev1.Span) []string {
 		names = append(names, s.Name)
 	}
 	return names
+}
+
+// TraceEverything installs the tracer provider telemetry.Setup makes,
+// sampling every trace and exporting to a new OTLPReceiver served over
+// loopback, and returns the receiver with the function that flushes the
+// provider's spans to it and stops it (call it before reading the spans).
+func TraceEverything(t testing.TB) (*OTLPReceiver, func()) {
+	t.Helper()
+	receiver := &OTLPReceiver{}
+	collector := httptest.NewServer(receiver)
+	t.Cleanup(collector.Close)
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_TRACES_SAMPLER": "parentbased_always_on"}
+	shutdown, err := telemetry.Setup(context.Background(), func(k string) string { return vars[k] }, "test")
+	if err != nil || shutdown == nil {
+		t.Fatalf("tracing setup: %v", err)
+	}
+	return receiver, func() {
+		t.Helper()
+		if err := shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
