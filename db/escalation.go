@@ -40,6 +40,9 @@ type alertTask struct {
 	DeadlineAt  sql.NullInt64  `db:"deadline_at"`
 	HumanAt     int64          `db:"human_at"`
 	CallbackURL sql.NullString `db:"callback_url"`
+	// TraceParent is the create's trace context: what the step queues
+	// joins the task's trace.
+	TraceParent sql.NullString `db:"traceparent"`
 }
 
 // FireDueAlerts fires the steps due of up to max tasks, in one
@@ -63,7 +66,8 @@ func (d *DB) FireDueAlerts(ctx context.Context, max int) (_ int, err error) {
 		taken = len(ids)
 		var tasks []alertTask
 		if err := d.selectIn(ctx, tx, &tasks, `SELECT t.id, t.account_id, t.alerts, t.alert_step, t.deadline_at,
-			`+wentToHuman+` AS human_at, t.callback_url
+			`+wentToHuman+` AS human_at, t.callback_url,
+			(SELECT s.traceparent FROM task_states s WHERE s.id = t.id) AS traceparent
 			FROM tasks t WHERE t.id IN (?) ORDER BY t.alert_at, t.id`, ids); err != nil {
 			return fmt.Errorf("read due alerts: %w", err)
 		}
@@ -108,7 +112,8 @@ func (d *DB) fireAlert(ctx context.Context, tx *Tx, t alertTask) (*arbiter.TaskE
 		return nil, nil
 	}
 	set, args := `alert_step = ?, alert_at = ?`, []any{t.Step + 1, nextAt}
-	ev := &arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskReminded, CallbackURL: t.CallbackURL.String}
+	ev := &arbiter.TaskEvent{TaskID: t.ID, AccountID: t.AccountID, Type: arbiter.EventTaskReminded, CallbackURL: t.CallbackURL.String,
+		TraceParent: t.TraceParent.String}
 	if fire.Rung > 0 {
 		set, args = set+`, escalated_at = ?, escalation_rung = ?`, append(args, int64(tx.now), fire.Rung)
 		ev.Type = arbiter.EventTaskEscalated

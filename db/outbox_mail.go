@@ -62,8 +62,9 @@ type alertMailTask struct {
 // enqueue writes the mails of the reminders and rungs among the events.
 func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
 	var ids []string
-	kinds := map[string]string{}
+	kinds, traceParents := map[string]string{}, map[string]string{}
 	for _, ev := range events {
+		traceParents[ev.TaskID] = ev.TraceParent
 		switch ev.Type {
 		case arbiter.EventTaskReminded:
 			kinds[ev.TaskID] = arbiter.MailReminder
@@ -95,6 +96,10 @@ func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskE
 		mails, err := o.alertMails(ctx, tx, t, kinds[t.ID], members[t.AccountID])
 		if err != nil {
 			return err
+		}
+		// A step's mail joins the task's trace, not the sweep's.
+		for _, m := range mails {
+			m.TraceParent = traceParents[t.ID]
 		}
 		msgs = append(msgs, mails...)
 	}
