@@ -88,7 +88,7 @@ func (d *dash) team() (owner, admin, reviewer *browser) {
 // account would.
 func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 	t.Parallel()
-	eachDash(t, nil, func(t *testing.T, d *dash) {
+	eachDash(t, func(d *dash) { d.router.Services.Backtests = d.store }, func(t *testing.T, d *dash) {
 		owner, admin, reviewer := d.team()
 		task := humanTask(t, d.store, "owner@example.com", "Refund?", "")
 		browsers := map[string]*browser{arbiter.RoleOwner: owner, arbiter.RoleAdmin: admin, arbiter.RoleReviewer: reviewer}
@@ -105,6 +105,10 @@ func TestRoles_EveryPageChecksTheRole(t *testing.T) {
 			{"GET", "/tasks/" + task.ID, nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/audit", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"GET", "/members", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
+			{"GET", "/calibration", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": ok}},
+			// Without a verifiers file an owner's start is refused with a
+			// page saying so; no one else may start one.
+			{"POST", "/calibration/backtests", url.Values{"verifier": {"small"}}, map[string]int{"owner": http.StatusConflict, "admin": none, "reviewer": none}},
 			{"GET", "/settings", nil, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			{"POST", "/settings", url.Values{"reservation_minutes": {"10"}}, map[string]int{"owner": ok, "admin": ok, "reviewer": none}},
 			// The owner's name is wrong on purpose: the table goes on.
