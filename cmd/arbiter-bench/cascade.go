@@ -48,6 +48,11 @@ type cascadeResult struct {
 // measureCascade runs the worker over the same tasks with one verifier,
 // then with the cascade of three, and keeps the overhead.
 func (b *bench) measureCascade(ctx context.Context) error {
+	// A phase before may have sealed secrets (the chat phases) that a
+	// server started without their key refuses to start over.
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "arbiter-bench-cascade")
 	if err != nil {
 		return err

@@ -38,6 +38,11 @@ var tracingSamplers = []struct{ label, sampler string }{
 
 // measureTracing runs the tracing phase.
 func (b *bench) measureTracing(ctx context.Context) error {
+	// A phase before may have sealed secrets (the chat phases) that a
+	// server started without their key refuses to start over.
+	if err := b.resetDatabase(ctx); err != nil {
+		return err
+	}
 	keys, accountIDs, err := b.createKeys(ctx)
 	if err != nil {
 		return err
