@@ -180,7 +180,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	s.to = to
 	return nil
 }
-func (s *session) Reset()        {}
+func (s *session) Reset() {}
 func (s *session) Logout() error {
 	s.sink.mu.Lock()
 	defer s.sink.mu.Unlock()
