@@ -922,7 +922,10 @@ export interface components {
             /** @description The create's display hint; absent when it had none. */
             display?: components["schemas"]["Display"];
             review?: components["schemas"]["ReviewRequirement"];
-            /** @description How many people have voted, on a task that asks several votes (review.reviews_required above 1); absent on every other task. While such a task waits for votes (human_needed), its votes are not in attempts: an API key acts for owners and admins who may vote themselves, and votes are blind until the task is decided or expired, when they are in attempts again. */
+            /**
+             * Format: int32
+             * @description How many people have voted, on a task that asks several votes (review.reviews_required above 1); absent on every other task. While such a task waits for votes (human_needed), its votes are not in attempts: an API key acts for owners and admins who may vote themselves, and votes are blind until the task is decided or expired, when they are in attempts again.
+             */
             votes_cast?: number;
             escalation?: components["schemas"]["TaskEscalation"];
             /** @description The create's gold_verdict, on a gold task only, and only in the account's own reads (GET /v1/tasks/{id}, GET /v1/tasks); absent everywhere else, webhooks included. */
