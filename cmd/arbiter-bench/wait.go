@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -245,8 +247,12 @@ func (b *bench) startWorker(ctx context.Context, dir string, extraEnv ...string)
 	}
 	started := make(chan struct{})
 	cmd := exec.CommandContext(ctx, b.bin, "worker")
-	cmd.Env = b.env(append([]string{"ARBITER_AGENT=rules", "ARBITER_AGENT_RULES=" + rules,
-		"ARBITER_WORKERS=" + strconv.Itoa(b.workers)}, extraEnv...)...)
+	env := []string{"ARBITER_AGENT=rules", "ARBITER_AGENT_RULES=" + rules, "ARBITER_WORKERS=" + strconv.Itoa(b.workers)}
+	if slices.ContainsFunc(extraEnv, func(v string) bool { return strings.HasPrefix(v, "ARBITER_AGENT=") }) {
+		// Another backend: a rules file beside it is refused at start.
+		env = env[2:]
+	}
+	cmd.Env = b.env(append(env, extraEnv...)...)
 	cmd.Stdout = logFile
 	cmd.Stderr = &lineWatcher{w: logFile, want: []byte(`msg="worker started"`), seen: started}
 	if err := cmd.Start(); err != nil {
