@@ -51,7 +51,7 @@ func (d *DB) ClaimTasksStarted(ctx context.Context, owner string, max int, lease
 func (d *DB) claimTasks(ctx context.Context, query, owner string, max int, lease time.Duration) (_ []*arbiter.Task, err error) {
 	ctx, end := d.begin(ctx)
 	defer end(&err)
-	ctx, endSpan := d.traced(ctx, "db ClaimTasks")
+	ctx, endSpan := d.tracedRoot(ctx, "db ClaimTasks")
 	defer endSpan(&err)
 	if max <= 0 {
 		return nil, nil
@@ -97,7 +97,7 @@ func (d *DB) readTraceParents(ctx context.Context, tasks []*arbiter.Task) error 
 	span := trace.SpanFromContext(ctx)
 	for _, t := range tasks {
 		t.TraceParent = byID[t.ID]
-		if sc := telemetry.SpanContextOf(t.TraceParent); sc.IsValid() && span.IsRecording() {
+		if sc := telemetry.SpanContextOf(t.TraceParent); sc.IsSampled() && span.IsRecording() {
 			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("arbiter.task_id", t.ID)}})
 		}
 	}
@@ -390,8 +390,11 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 		if wait, err = d.personWaitOf(ctx, tx, t); err != nil {
 			return err
 		}
-		// What the decision queues joins the create's trace.
-		ctx = telemetry.WithParent(ctx, wait.traceParent)
+		if wait.read {
+			// What the decision queues joins the create's trace, or
+			// none when the create was not traced.
+			ctx = telemetry.WithParent(ctx, wait.traceParent)
+		}
 		now := d.nowMS()
 		a, err := dec.Attempt(t, now)
 		if err != nil {
@@ -423,6 +426,7 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 // personWait is what the span of a task's wait for a person needs: the
 // trace context of its create and when the wait began.
 type personWait struct {
+	read        bool // tracing is on and the task waits for a person
 	traceParent string
 	since       time.Time
 }
@@ -444,7 +448,7 @@ func (d *DB) personWaitOf(ctx context.Context, tx *Tx, t *arbiter.Task) (personW
 			since = *a.FinishedAt
 		}
 	}
-	return personWait{traceParent: tp.String, since: since.Time()}, nil
+	return personWait{read: true, traceParent: tp.String, since: since.Time()}, nil
 }
 
 // end records the wait that the decision made in decision's context
@@ -452,11 +456,12 @@ func (d *DB) personWaitOf(ctx context.Context, tx *Tx, t *arbiter.Task) (personW
 // its completion, a child of the create in the create's trace, so that a
 // trace viewer shows the whole life of the task on one time line, and
 // linked to the span of the decision (the desk's request, Slack's or
-// Teams' interaction, a mail's link), in a trace of its own. A task made
-// with tracing off has no create to join: nothing is recorded.
+// Teams' interaction, a mail's link) when that is sampled, in a trace of
+// its own. A task made with tracing off, or whose create was not sampled,
+// has no trace to join: nothing is recorded.
 func (w personWait) end(decision context.Context, t *arbiter.Task, via string) {
-	parent := telemetry.SpanContextOf(w.traceParent)
-	if !parent.IsValid() {
+	parent := telemetry.WithParent(context.Background(), w.traceParent)
+	if !telemetry.Sampled(parent) {
 		return
 	}
 	attrs := []attribute.KeyValue{attribute.String("arbiter.task_id", t.ID)}
@@ -464,10 +469,10 @@ func (w personWait) end(decision context.Context, t *arbiter.Task, via string) {
 		attrs = append(attrs, attribute.String("arbiter.decision.via", via)) // "" on the desk and the API
 	}
 	opts := []trace.SpanStartOption{trace.WithTimestamp(w.since), trace.WithAttributes(attrs...)}
-	if sc := trace.SpanContextFromContext(decision); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(decision); sc.IsSampled() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	_, span := telemetry.Tracer().Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "wait for a person", opts...)
+	_, span := telemetry.StartChild(parent, "wait for a person", opts...)
 	span.End(trace.WithTimestamp(t.CompletedAt.Time()))
 }
 

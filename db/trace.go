@@ -12,21 +12,30 @@ import (
 )
 
 // traced starts the span name ("db " and a method's name) of a store
-// call, a child of the caller's: its database system and operation and,
-// when it fails, an error status, set only when the span is sampled; no
-// statement, argument or error text, which could hold what a caller sent.
-// The function it returns, deferred with the call's error, ends it.
+// call, a child of the caller's when its trace is sampled, and none
+// otherwise (telemetry.StartChild): its database system and operation
+// and, when it fails, an error status; no statement, argument or error
+// text, which could hold what a caller sent. The function it returns,
+// deferred with the call's error, ends it.
 func (d *DB) traced(ctx context.Context, name string) (context.Context, func(*error)) {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
-		// The caller's trace is not sampled, so no span of it is: start
-		// none (a sampler would decide the same, at the cost of a span
-		// and a context a call).
+	if !telemetry.Sampled(ctx) {
 		return ctx, endNothing
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	return d.startSpan(ctx, name)
+}
+
+// tracedRoot is traced for a call made outside any request or task, whose
+// span is the root of a trace of its own that the sampler keeps or not: a
+// claim, which takes tasks of many traces and links their creates.
+func (d *DB) tracedRoot(ctx context.Context, name string) (context.Context, func(*error)) {
+	return d.startSpan(ctx, name)
+}
+
+// startSpan starts the store call's span under ctx's, as the sampler decides.
+func (d *DB) startSpan(ctx context.Context, name string) (context.Context, func(*error)) {
+	ctx, span := telemetry.Tracer().Start(ctx, name, clientSpan...)
 	if !span.IsRecording() {
-		// Not sampled, or tracing is off: nothing to build.
-		return ctx, func(*error) { span.End() }
+		return ctx, endNothing
 	}
 	system := sqliteSystem
 	if d.dialect == Postgres {
@@ -40,6 +49,9 @@ func (d *DB) traced(ctx context.Context, name string) (context.Context, func(*er
 		span.End()
 	}
 }
+
+// clientSpan is a store call's span start option, made once.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // The db.system.name attributes, built once a process.
 var (

@@ -269,15 +269,23 @@ func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 // Nothing else of the request goes on it: no query, no header, no body;
 // bearerAuth adds the account. A parked request's span ends when it is
 // answered.
+//
+// A request the sampler leaves out runs as with tracing off: its context
+// carries no span, so the store starts none under it, a create keeps no
+// trace context and the worker starts no span for its task
+// (telemetry.StartChild). That path costs the sampler's decision and
+// nothing else: the caller's headers are read only when it sent a
+// traceparent, and no request or context is copied.
 func traceRequests(next http.Handler) http.Handler {
 	tracer := telemetry.Tracer()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, span := tracer.Start(telemetry.Extract(r.Context(), r.Header), r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		ctx := r.Context()
+		if _, ok := r.Header["Traceparent"]; ok {
+			ctx = telemetry.Extract(ctx, r.Header)
+		}
+		ctx, span := tracer.Start(ctx, r.Method, serverSpan...)
 		if !span.IsRecording() {
-			// Tracing is off or the trace not sampled: the span only
-			// carries the trace context on, and nothing is built for it.
-			next.ServeHTTP(w, r.WithContext(ctx))
-			span.End()
+			next.ServeHTTP(w, r)
 			return
 		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
@@ -314,6 +322,10 @@ func traceRequests(next http.Handler) http.Handler {
 		end(ww.Status())
 	})
 }
+
+// serverSpan is a request span's start option, made once: a variadic
+// argument built at the call escapes to the heap on every request.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // refuseMethod answers 405 with the methods the address takes in Allow.
 func refuseMethod(w http.ResponseWriter, r *http.Request, allowed []string) {

@@ -16,11 +16,11 @@ import (
 // startAgentSpan starts the span of the agent decision on t, claimed at
 // claimed: a child of t's create (the trace context its row keeps), so
 // that the create's trace holds the verifier's call, the record and the
-// deliveries the record queues. A task created with tracing off has none
-// to join: the span is then a root of its own.
+// deliveries the record queues. A task created with tracing off, or whose
+// create was not sampled, has no trace to join: no span is started, and
+// none under it (telemetry.StartChild).
 func startAgentSpan(ctx context.Context, t *arbiter.Task, claimed time.Time) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer().Start(telemetry.WithParent(ctx, t.TraceParent), "agent decision",
-		trace.WithTimestamp(claimed))
+	ctx, span := telemetry.StartChild(telemetry.WithParent(ctx, t.TraceParent), "agent decision", trace.WithTimestamp(claimed))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("arbiter.task_id", t.ID))
 	}
@@ -84,7 +84,7 @@ func endVerifierSpan(span trace.Span, v arbiter.Verification, err error, price a
 // trace. It names the message, its kind, its task and the attempt; never
 // a recipient, a channel's name or what the message says.
 func startDeliverySpan(ctx context.Context, channel, traceParent, messageID, kind, taskID string, attempt int) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer().Start(telemetry.WithParent(ctx, traceParent), channel+" deliver",
+	ctx, span := telemetry.StartChild(telemetry.WithParent(ctx, traceParent), channel+" deliver",
 		trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("arbiter.message.id", messageID), attribute.String("arbiter.message.kind", kind),

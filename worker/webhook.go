@@ -221,11 +221,17 @@ func (d *Deliverer) send(ctx context.Context, del *arbiter.WebhookDelivery, now 
 	m := del.Message
 	a := arbiter.WebhookAttempt{MessageID: m.ID, AttemptedAt: arbiter.TimestampOf(now)}
 	// The delivery is a child of the span that queued the message (the
-	// create's, an agent decision's, a person's wait), in its trace.
-	ctx, span := telemetry.Tracer().Start(telemetry.WithParent(ctx, m.TraceParent), "webhook deliver", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("arbiter.webhook.message_id", m.ID), attribute.String("arbiter.webhook.event_type", m.EventType),
-		attribute.String("arbiter.task_id", m.TaskID), attribute.Int("arbiter.webhook.attempt", m.Attempts+1)))
+	// create's, an agent decision's, a person's wait), in its trace; none
+	// when that was not traced.
+	ctx, span := telemetry.StartChild(telemetry.WithParent(ctx, m.TraceParent), "webhook deliver", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("arbiter.webhook.message_id", m.ID), attribute.String("arbiter.webhook.event_type", m.EventType),
+			attribute.String("arbiter.task_id", m.TaskID), attribute.Int("arbiter.webhook.attempt", m.Attempts+1))
+	}
 	defer func() {
+		if !span.IsRecording() {
+			return
+		}
 		if a.StatusCode != 0 {
 			span.SetAttributes(attribute.Int("http.response.status_code", a.StatusCode))
 		}

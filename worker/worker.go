@@ -645,7 +645,7 @@ func (w *Worker) verify(ctx context.Context, v arbiter.Verifier, spec arbiter.Ve
 	if backend == "" {
 		backend = w.cfg.Backend
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := telemetry.StartChild(ctx, "verifier call", trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("arbiter.task_id", t.ID), attribute.String("arbiter.verifier.backend", backend),
 			attribute.String("arbiter.verifier.name", spec.Name))

@@ -34,22 +34,36 @@ import (
 // tasks of many traces, links to the create. The verifier and the
 // receiver get their spans' traceparent. No attribute holds the key, the
 // prompt or the context.
+//
+// A second task is created under a caller's traceparent that is not
+// sampled: it is decided and its callback delivered as the first, but its
+// create keeps no trace context, so the worker makes no span for it
+// (no root of a trace of its own either, though this sampler samples
+// every root) and sends no traceparent to the verifier or the receiver.
 func TestServe_Traces(t *testing.T) {
 	for _, dialect := range dbtest.Dialects {
-		t.Run(dialect, func(t *testing.T) { traceOneTask(t, dbtest.URL(t, dialect)) })
+		t.Run(dialect, func(t *testing.T) { traceTasks(t, dbtest.URL(t, dialect)) })
 	}
 }
 
-// traceOneTask is TestServe_Traces on the store at url.
-func traceOneTask(t *testing.T, url string) {
+// unsampledPrompt is the prompt of TestServe_Traces' task not sampled.
+const unsampledPrompt = "Refund order ord_7732, not traced?"
+
+// traceTasks is TestServe_Traces on the store at url.
+func traceTasks(t *testing.T, url string) {
 	receiver := &testutil.OTLPReceiver{}
 	collector := httptest.NewServer(receiver)
 	defer collector.Close()
 	var mu sync.Mutex
-	seen := map[string]string{} // who got which traceparent
+	seen := map[string]string{} // who got which traceparent, by the task's prompt or callback's path
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		seen["verifier"] = r.Header.Get("traceparent")
+		if strings.Contains(string(body), unsampledPrompt) {
+			seen["unsampled verifier"] = r.Header.Get("traceparent")
+		} else {
+			seen["verifier"] = r.Header.Get("traceparent")
+		}
 		mu.Unlock()
 		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
 			"role": "assistant", "content": `{"verdict":"approve","confidence":0.97,"rationale":"small refund"}`}}},
@@ -58,7 +72,7 @@ func traceOneTask(t *testing.T, url string) {
 	defer provider.Close()
 	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen["webhook"] = r.Header.Get("traceparent")
+		seen[strings.TrimPrefix(r.URL.Path, "/")] = r.Header.Get("traceparent")
 		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -94,34 +108,44 @@ cascade: [judge]
 
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	const prompt = "Refund order ord_7731 for the broken kettle?"
-	req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(`{"prompt":"`+prompt+`","allowed_verdicts":["approve","reject"],
-		"context":{"customer":"cust_secret_991"},"callback_url":"`+callback.URL+`/hook"}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var task map[string]any
-	json.NewDecoder(res.Body).Decode(&task)
-	res.Body.Close()
-	id, _ := task["id"].(string)
-	if res.StatusCode != 200 || id == "" {
-		t.Fatalf("create = %d %v", res.StatusCode, task)
-	}
-	waitStatus(t, base, key, id, "completed")
-	for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		delivered := seen["webhook"] != ""
-		mu.Unlock()
-		if delivered {
-			break
+	// createTask creates a task of body under the caller's traceparent and
+	// waits for its callback at path.
+	createTask := func(body, traceparent, path string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("traceparent", traceparent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the callback was never delivered")
+		var task map[string]any
+		json.NewDecoder(res.Body).Decode(&task)
+		res.Body.Close()
+		id, _ := task["id"].(string)
+		if res.StatusCode != 200 || id == "" {
+			t.Fatalf("create = %d %v", res.StatusCode, task)
+		}
+		waitStatus(t, base, key, id, "completed")
+		for deadline := testutil.Patience(t); ; time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			_, ok := seen[path]
+			mu.Unlock()
+			if ok {
+				return id
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the callback %s was never delivered", path)
+			}
 		}
 	}
+	id := createTask(`{"prompt":"`+prompt+`","allowed_verdicts":["approve","reject"],
+		"context":{"customer":"cust_secret_991"},"callback_url":"`+callback.URL+`/hook"}`, "00-"+callerTrace+"-00f067aa0ba902b7-01", "hook")
+	// The same under a caller's trace that is not sampled (flags 00).
+	const unsampledTrace = "5cf92f3577b34da6a3ce929d0e0e4737"
+	untracedID := createTask(`{"prompt":"`+unsampledPrompt+`","allowed_verdicts":["approve","reject"],"callback_url":"`+callback.URL+`/unsampled"}`,
+		"00-"+unsampledTrace+"-00f067aa0ba902b7-00", "unsampled")
 	// Stopping flushes the spans.
 	cancel()
 	if err := <-done; err != nil {
@@ -189,7 +213,7 @@ cascade: [judge]
 	for _, c := range []struct {
 		span *tracev1.Span
 		who  string
-	}{{verify, "verifier"}, {deliver, "webhook"}} {
+	}{{verify, "verifier"}, {deliver, "hook"}} {
 		mu.Lock()
 		got := seen[c.who]
 		mu.Unlock()
@@ -197,6 +221,28 @@ cascade: [judge]
 			t.Errorf("the %s got traceparent %q, want its span's %q", c.who, got, want)
 		}
 	}
+
+	// Nothing of the task not sampled was recorded or carried out.
+	if spans := receiver.Trace(unsampledTrace); len(spans) > 0 {
+		t.Errorf("the trace not sampled holds %v", testutil.SpanNames(spans))
+	}
+	for _, name := range []string{"agent decision", "verifier call", "webhook deliver"} {
+		if found := testutil.Named(all, name, "arbiter.task_id", untracedID); len(found) > 0 {
+			t.Errorf("the task not sampled has %d %q spans", len(found), name)
+		}
+	}
+	for _, name := range []string{"POST /v1/tasks", "db CreateTasks", "db FinishAgentAttempt"} {
+		if found := testutil.Named(all, name, "", ""); len(found) != 1 {
+			t.Errorf("%d %q spans were recorded, want the sampled task's one", len(found), name)
+		}
+	}
+	mu.Lock()
+	for _, who := range []string{"unsampled verifier", "unsampled"} {
+		if got, called := seen[who]; !called || got != "" {
+			t.Errorf("the %s got traceparent %q for the task not sampled (called: %v), want none", who, got, called)
+		}
+	}
+	mu.Unlock()
 	for _, s := range all {
 		for k, v := range testutil.SpanAttrs(s) {
 			for _, secret := range []string{key, "sk-provider-secret-0042", "broken kettle", "cust_secret_991", "small refund"} {

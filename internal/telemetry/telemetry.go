@@ -182,10 +182,12 @@ var on atomic.Bool
 func On() bool { return on.Load() }
 
 // TraceParent returns the W3C traceparent of ctx's span (version 00), ""
-// when ctx has none: with tracing off, a store keeps nothing.
+// when ctx has none or its trace is not sampled: with tracing off, or for
+// a request the sampler left out, a store keeps nothing, and what is later
+// done for it (the worker's decision, a delivery) starts no span.
 func TraceParent(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
+	if !sc.IsValid() || !sc.IsSampled() {
 		return ""
 	}
 	// One allocation: this runs on every create while tracing is on.
@@ -211,16 +213,43 @@ func SpanContextOf(traceparent string) trace.SpanContext {
 }
 
 // WithParent returns ctx whose span is the remote one a stored traceparent
-// names, so that the spans started from it join that trace as its
-// children: a task's create for the worker's agent decision, the span
-// that queued an outbox message for its delivery. ctx is returned as it is
-// when traceparent names none.
+// names, so that the spans started from it (StartChild) join that trace
+// as its children: a task's create for the worker's agent decision, the
+// span that queued an outbox message for its delivery. When traceparent
+// names none (the work was not traced: tracing was off or its trace not
+// sampled), the context carries no span, so nothing started from it
+// records or keeps a trace context: a task's trace is whole or absent.
 func WithParent(ctx context.Context, traceparent string) context.Context {
 	sc := SpanContextOf(traceparent)
 	if !sc.IsValid() {
+		if trace.SpanContextFromContext(ctx).IsValid() {
+			return trace.ContextWithSpan(ctx, noSpan)
+		}
 		return ctx
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// noSpan is the OpenTelemetry API's no-op span: what StartChild returns
+// when it starts none.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// Sampled reports whether ctx's span belongs to a sampled trace: only
+// then do the spans under it record anything.
+func Sampled(ctx context.Context) bool { return trace.SpanContextFromContext(ctx).IsSampled() }
+
+// StartChild starts the span name under ctx's span when that span's trace
+// is sampled, and otherwise starts none: it returns ctx and a no-op span,
+// at the cost of no allocation. Every span but a request's (and a claim's,
+// which links many traces) is a child: work done for a request or a task
+// that was not sampled, or outside any trace, makes no span, instead of
+// a root of a trace of its own that the sampler would keep one time in
+// ten.
+func StartChild(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !Sampled(ctx) {
+		return ctx, noSpan
+	}
+	return Tracer().Start(ctx, name, opts...)
 }
 
 // first returns the first non-empty of the variables.
