@@ -181,8 +181,16 @@ func eachDash(t *testing.T, setup func(d *dash), fn func(t *testing.T, d *dash))
 
 func newDash(t *testing.T, dialect string, setup func(d *dash)) *dash {
 	t.Helper()
+	return newDashOn(t, dialect, db.Options{}, setup)
+}
+
+// newDashOn is newDash over a store opened with opts (its clock the
+// dash's).
+func newDashOn(t *testing.T, dialect string, opts db.Options, setup func(d *dash)) *dash {
+	t.Helper()
 	clock := &testClock{}
-	store := dbtest.Open(t, dialect, db.Options{Now: clock.Now})
+	opts.Now = clock.Now
+	store := dbtest.Open(t, dialect, opts)
 	sink := newSMTPSink(t)
 	mailer, err := mail.NewSMTP("smtp://arbiter:s3cret@"+sink.addr, "arbiter@example.com")
 	if err != nil {
