@@ -60,6 +60,8 @@ type config struct {
 	addr            string
 	duration        time.Duration
 	concurrency     int
+	tracingRounds   int
+	tracingDuration time.Duration
 	accounts        int
 	workerTasks     int
 	workers         int
@@ -113,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:18180", "where the server under test listens")
 	fs.DurationVar(&c.duration, "duration", 15*time.Second, "length of each load phase")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "concurrent connections")
+	fs.IntVar(&c.tracingRounds, "tracing-rounds", 5, "rounds of traces off, at 100% and at the default sampler in the tracing phase")
+	fs.DurationVar(&c.tracingDuration, "tracing-duration", 6*time.Second, "length of each load phase of the tracing phase")
 	fs.IntVar(&c.accounts, "accounts", 100, "accounts the creates are spread over")
 	fs.IntVar(&c.workerTasks, "worker-tasks", 10000, "tasks the worker phase decides")
 	fs.IntVar(&c.cascadeTasks, "cascade-tasks", 5000, "tasks each run of the cascade phase decides (0 skips it)")
@@ -181,6 +185,9 @@ type bench struct {
 	cascade *cascadeResult
 	// cascadeSim is what the cascade-sim phase measured (cascade_sim.go).
 	cascadeSim *cascadeSimResult
+	// tracingLoad is the load average before and after the tracing phase
+	// (tracing.go).
+	tracingLoad [2]string
 }
 
 // idAt is a created task and the account that owns it.
@@ -877,7 +884,7 @@ func (b *bench) print(w io.Writer) {
 	printReplicas(w, byName)
 	printProvider(w, b.provider)
 	printGateway(w, byName)
-	printTracing(w, b.results)
+	printTracing(w, b.results, b.tracingRounds, b.tracingLoad)
 	if b.phases["api"] {
 		fmt.Fprintf(w, "%-22s %.0f MB (target < 150 MB) %s\n", "server peak RSS", b.rssMB, verdict(b.rssMB > 0 && b.rssMB < 150))
 	}
