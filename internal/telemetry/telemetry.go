@@ -37,8 +37,18 @@ const DefaultEndpoint = "http://localhost:4318"
 const Instrumentation = "github.com/arbiterhq/arbiter"
 
 // Tracer returns the tracer the packages make their spans with: the
-// global provider's, a no-op until Setup.
-func Tracer() trace.Tracer { return otel.Tracer(Instrumentation) }
+// provider's Setup installed, else the global provider's (a no-op).
+func Tracer() trace.Tracer {
+	if t := tracer.Load(); t != nil {
+		return *t
+	}
+	return otel.Tracer(Instrumentation)
+}
+
+// tracer is the tracer of the provider Setup installed, looked up once:
+// the SDK finds a tracer by name under its provider's mutex, which every
+// span started would otherwise contend for.
+var tracer atomic.Pointer[trace.Tracer]
 
 // Enabled reports whether the variables getenv reads turn tracing on.
 func Enabled(getenv func(string) string) bool {
@@ -139,9 +149,12 @@ func Setup(ctx context.Context, getenv func(string) string, version string) (fun
 		sdktrace.WithResource(resource.NewSchemaless(kv...)), sdktrace.WithIDGenerator(idGenerator{}))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t := tp.Tracer(Instrumentation)
+	tracer.Store(&t)
 	on.Store(true)
 	return func(ctx context.Context) error {
 		on.Store(false)
+		tracer.CompareAndSwap(&t, nil)
 		return tp.Shutdown(ctx)
 	}, nil
 }
