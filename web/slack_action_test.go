@@ -12,6 +12,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/slack"
+	"github.com/arbiterhq/arbiter/slack/slackfake"
 )
 
 // actionHumanTask is humanTask with the refund action, its amount and
@@ -86,7 +87,7 @@ func TestSlackInteractions_TheActionsDigest(t *testing.T) {
 				body := interaction(map[string]any{"type": "block_actions", "user": map[string]any{"id": "UOWNER"},
 					"response_url": s.fake.ResponseURL, "trigger_id": "trig",
 					"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionDecide + "_0", "value": value}}})
-				if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 					t.Fatalf("click: %d", got)
 				}
 			}
@@ -107,7 +108,7 @@ func TestSlackInteractions_TheActionsDigest(t *testing.T) {
 				"response_url": s.fake.ResponseURL, "trigger_id": "trig",
 				"actions": []map[string]any{{"type": "button", "block_id": "decide", "action_id": slack.ActionEdit,
 					"value": slack.EncodeValue(task.ID, digest, "edit")}}})
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("edit click: %d", got)
 			}
 			opened := s.fake.WaitCalls(t, "views.open", 1)[0]
@@ -141,7 +142,7 @@ func TestSlackInteractions_TheActionsDigest(t *testing.T) {
 							"arg:amount":   map[string]any{"value": map[string]any{"type": "plain_text_input", "value": amount}},
 							"arg:currency": map[string]any{"value": map[string]any{"type": "static_select", "selected_option": map[string]any{"value": "USD"}}},
 						}}}})
-				if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+				if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 					t.Fatalf("submission: %d", got)
 				}
 			}

@@ -2,9 +2,6 @@ package web_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,16 +147,6 @@ func (s *slackSite) post(t *testing.T, body []byte, header http.Header) int {
 	return resp.StatusCode
 }
 
-func signed(body []byte, secret string, at time.Time) http.Header {
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("v0:" + ts + ":" + string(body)))
-	h := http.Header{}
-	h.Set("X-Slack-Request-Timestamp", ts)
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	return h
-}
-
 // responses returns the texts answered to clicks so far.
 func (s *slackSite) responses(t *testing.T, n int) []string {
 	t.Helper()
@@ -211,10 +197,10 @@ func TestSlackInteractions_HTTP(t *testing.T) {
 				body   []byte
 				header http.Header
 			}{
-				"BadSignature":   {s.click("UOWNER", task.ID, "approve"), signed(s.click("UOWNER", task.ID, "approve"), "0000000000000000", now)},
-				"StaleTimestamp": {s.click("UOWNER", task.ID, "approve"), signed(s.click("UOWNER", task.ID, "approve"), slackSecret, now.Add(-6*time.Minute))},
+				"BadSignature":   {s.click("UOWNER", task.ID, "approve"), slackfake.Signed(s.click("UOWNER", task.ID, "approve"), "0000000000000000", now)},
+				"StaleTimestamp": {s.click("UOWNER", task.ID, "approve"), slackfake.Signed(s.click("UOWNER", task.ID, "approve"), slackSecret, now.Add(-6*time.Minute))},
 				"Unsigned":       {s.click("UOWNER", task.ID, "approve"), http.Header{}},
-				"NotAPayload":    {[]byte("payload=nope"), signed([]byte("payload=nope"), slackSecret, now)},
+				"NotAPayload":    {[]byte("payload=nope"), slackfake.Signed([]byte("payload=nope"), slackSecret, now)},
 			} {
 				if got := s.post(t, c.body, c.header); got != http.StatusUnauthorized {
 					t.Errorf("%s: %d, want 401", name, got)
@@ -223,7 +209,7 @@ func TestSlackInteractions_HTTP(t *testing.T) {
 
 			for i, user := range []string{"UNOBODY", "UOTHER", "UUNCONFIRMED"} {
 				body := s.click(user, task.ID, "approve")
-				if got := s.post(t, body, signed(body, slackSecret, now)); got != http.StatusOK {
+				if got := s.post(t, body, slackfake.Signed(body, slackSecret, now)); got != http.StatusOK {
 					t.Fatalf("%s: %d", user, got)
 				}
 				if got := s.responses(t, i+1)[i]; got != slack.RefusalText {
@@ -235,7 +221,7 @@ func TestSlackInteractions_HTTP(t *testing.T) {
 			}
 
 			first := s.click("UOWNER", task.ID, "approve")
-			header := signed(first, slackSecret, now)
+			header := slackfake.Signed(first, slackSecret, now)
 			if got := s.post(t, first, header); got != http.StatusOK {
 				t.Fatalf("a signed click: %d", got)
 			}
@@ -247,7 +233,7 @@ func TestSlackInteractions_HTTP(t *testing.T) {
 			}
 			// Slack delivers the same click again, signed anew, twice.
 			for i := 1; i <= 2; i++ {
-				if got := s.post(t, first, signed(first, slackSecret, now.Add(time.Duration(i)*time.Second))); got != http.StatusOK {
+				if got := s.post(t, first, slackfake.Signed(first, slackSecret, now.Add(time.Duration(i)*time.Second))); got != http.StatusOK {
 					t.Fatalf("redelivery %d: %d", i, got)
 				}
 			}
@@ -290,7 +276,7 @@ func TestSlackInteractions_AckBeforeWork(t *testing.T) {
 			release := func() { once.Do(func() { close(held.hold) }) }
 			defer release()
 			body := s.click("UOWNER", task.ID, "reject")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			if n := len(s.humanAttempts(t, task.ID)); n != 0 {
@@ -330,7 +316,7 @@ func TestSlackInteractions_AfterTheDeadline(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			body := s.click("UOWNER", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			if got := s.responses(t, 1)[0]; !strings.HasPrefix(got, "This task already ended: ⌛ Expired") {
@@ -372,7 +358,7 @@ func TestSlackInteractions_VoteRecorded(t *testing.T) {
 			}
 			task := s.routedTask(t, in)
 			body := s.click("UOWNER", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			if got := s.responses(t, 1)[0]; got != "Your vote, “approve”, is recorded; the task is decided when enough reviewers have voted." {
@@ -382,7 +368,7 @@ func TestSlackInteractions_VoteRecorded(t *testing.T) {
 				t.Fatalf("after one vote of two: %v, %v", now.Status, err)
 			}
 			body = s.click("UOTHER", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			if got := s.responses(t, 2)[1]; got != "You decided “approve”." {
@@ -435,7 +421,7 @@ func TestSlackInteractions_ReplayRefusedAfterARestart(t *testing.T) {
 			s := newSlackSite(t, dialect, db.Options{})
 			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
 			body := s.click("UOWNER", task.ID, "approve")
-			header := signed(body, slackSecret, time.Now())
+			header := slackfake.Signed(body, slackSecret, time.Now())
 			if got := s.post(t, body, header.Clone()); got != http.StatusOK {
 				t.Fatalf("the click: %d", got)
 			}
@@ -444,7 +430,7 @@ func TestSlackInteractions_ReplayRefusedAfterARestart(t *testing.T) {
 			if got := again.post(t, body, header.Clone()); got != http.StatusUnauthorized {
 				t.Errorf("the click replayed after a restart: %d, want 401", got)
 			}
-			fresh := signed(body, slackSecret, time.Now().Add(time.Second))
+			fresh := slackfake.Signed(body, slackSecret, time.Now().Add(time.Second))
 			if got := again.post(t, body, fresh); got != http.StatusOK {
 				t.Errorf("a new delivery after the restart: %d, want 200", got)
 			}
@@ -472,7 +458,7 @@ func TestSlackInteractions_OneActionAPayload(t *testing.T) {
 			payload, _ := json.Marshal(map[string]any{"type": "block_actions", "team": map[string]any{"id": "T0FAKE"},
 				"user": map[string]any{"id": "UOWNER"}, "response_url": s.fake.ResponseURL, "actions": actions})
 			body := []byte(url.Values{"payload": {string(payload)}}.Encode())
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			s.in.Wait()
@@ -508,7 +494,7 @@ func TestSlackInteractions_BoundsClicksInFlight(t *testing.T) {
 	for i := range slots + 3 {
 		body := s.click("UNOBODY", task.ID, "approve")
 		req, _ := http.NewRequest(http.MethodPost, s.url+"/integrations/slack/interactions", strings.NewReader(string(body)))
-		req.Header = signed(body, slackSecret, now.Add(time.Duration(i)*time.Second))
+		req.Header = slackfake.Signed(body, slackSecret, now.Add(time.Duration(i)*time.Second))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -567,18 +553,18 @@ func TestSlackInteractions_BoundsFailedSignatures(t *testing.T) {
 	s.in.Store = counted
 	task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
 	body := s.click("UOWNER", task.ID, "approve")
-	stale := signed(body, slackSecret, time.Now().Add(-time.Hour))
+	stale := slackfake.Signed(body, slackSecret, time.Now().Add(-time.Hour))
 	if got := s.post(t, body, stale); got != http.StatusUnauthorized || counted.lookups != 0 {
 		t.Errorf("a stale request: %d after %d lookups, want 401 before any", got, counted.lookups)
 	}
 	for i := range 10 {
-		if got := s.post(t, body, signed(body, "00000000000000000000", time.Now())); got != http.StatusUnauthorized {
+		if got := s.post(t, body, slackfake.Signed(body, "00000000000000000000", time.Now())); got != http.StatusUnauthorized {
 			t.Fatalf("bad signature %d: %d, want 401", i, got)
 		}
 	}
 	before := counted.lookups
 	req, _ := http.NewRequest(http.MethodPost, s.url+"/integrations/slack/interactions", strings.NewReader(string(body)))
-	req.Header = signed(body, "00000000000000000000", time.Now())
+	req.Header = slackfake.Signed(body, "00000000000000000000", time.Now())
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -612,7 +598,7 @@ func TestSlackInteractions_LinkBeforeDeciding(t *testing.T) {
 			s.fake.AddUser(slackfake.User{ID: "UANN", Email: "ann@example.com", EmailConfirmed: true})
 			task := humanTask(t, s.store, "owner@example.com", "Refund?", "")
 			body := s.click("UANN", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			answer := s.responses(t, 1)[0]
@@ -633,7 +619,7 @@ func TestSlackInteractions_LinkBeforeDeciding(t *testing.T) {
 				t.Errorf("the link used again: %v", err)
 			}
 			body = s.click("UANN", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now().Add(time.Second))); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now().Add(time.Second))); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			if got := s.responses(t, 2)[1]; got != "You decided “approve”." {
@@ -669,7 +655,7 @@ func TestSlackInteractions_OnePersonCannotMeetTwoVotes(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := s.click("UFAKEANN", task.ID, "approve")
-			if got := s.post(t, body, signed(body, slackSecret, time.Now())); got != http.StatusOK {
+			if got := s.post(t, body, slackfake.Signed(body, slackSecret, time.Now())); got != http.StatusOK {
 				t.Fatalf("%d", got)
 			}
 			answer := s.responses(t, 1)[0]

@@ -8,6 +8,9 @@
 package slackfake
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +34,9 @@ type Call struct {
 	Form url.Values
 	Body string
 	At   time.Time
+	// Query is the call's URL query: a response_url's tells one click's
+	// answers from another's.
+	Query url.Values
 	// Status is what the fake answered.
 	Status int
 }
@@ -226,7 +232,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	c := Call{Body: string(body), At: time.Now(), Status: http.StatusOK}
+	c := Call{Body: string(body), Query: r.URL.Query(), At: time.Now(), Status: http.StatusOK}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		c.Form, _ = url.ParseQuery(string(body))
 	}
@@ -362,6 +368,18 @@ func channelID(channel string) string {
 
 // ChannelID is the id the fake gives a channel name in its answers.
 func ChannelID(channel string) string { return channelID(channel) }
+
+// Signed returns the headers with which Slack signs body with an app's
+// signing secret at a time.
+func Signed(body []byte, secret string, at time.Time) http.Header {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + ts + ":" + string(body)))
+	h := http.Header{}
+	h.Set("X-Slack-Request-Timestamp", ts)
+	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	return h
+}
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
