@@ -71,19 +71,7 @@ max_client_conn = 200
 		// PgBouncer refuses to run as root; it reads its files first.
 		args = append([]string{"-u", "nobody"}, args...)
 	}
-	logs := &testutil.SyncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("pgbouncer:\n%s", logs.String())
-		}
-	})
+	logs := startLogged(t, "pgbouncer", exec.Command(bin, args...)).logs
 	logged(t, logs, `(listening on 127\.0\.0\.1)`)
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/arbiter?sslmode=disable", user, listen)
 }

@@ -27,11 +27,19 @@ type Proxy struct {
 // ends.
 func ThroughProxy(t testing.TB, rawURL string) (*Proxy, string) {
 	t.Helper()
+	return ThroughProxyAt(t, "127.0.0.1", rawURL)
+}
+
+// ThroughProxyAt is ThroughProxy listening on ip, for any server a URL
+// names (a store, an HTTP server): what reaches this network namespace
+// at ip reaches the server listening on loopback.
+func ThroughProxyAt(t testing.TB, ip, rawURL string) (*Proxy, string) {
+	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
