@@ -179,6 +179,9 @@ type DB struct {
 	// receiptKeys keeps the receipt keys opened so far, by id
 	// (receipt.go).
 	receiptKeys sync.Map // string → arbiter.ReceiptKey
+	// signer is the signing key this process read last, kept for
+	// signerTTL (receipt.go); nil before the first decision.
+	signer atomic.Pointer[signer]
 
 	// limits are the deployment's limits (internal/limits): in
 	// Postgres, shared by every process; in memory on SQLite. shared is

@@ -442,3 +442,6 @@ func (d *DB) ForgetSchemaChange(ctx context.Context, version int64) error {
 	_, err := d.db.ExecContext(ctx, d.rebind(`DELETE FROM schema_changes WHERE version = ?`), version)
 	return err
 }
+
+// SignerTTL is how long a store signs with the receipt key it read last.
+const SignerTTL = signerTTL

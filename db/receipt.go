@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/internal/secretbox"
@@ -22,7 +24,8 @@ import (
 // that signs is the receipt_keys row without retired_at (the newest, should
 // two processes have made the first key at once); its private half is
 // sealed under the secrets keyring (sealedColumns), or plaintext without
-// one, as webhook secrets are. Opened keys are kept in memory by id.
+// one, as webhook secrets are. Opened keys are kept in memory by id, and
+// each process reads which one signs at most once per signerTTL.
 
 var _ arbiter.ReceiptService = (*DB)(nil)
 
@@ -69,6 +72,10 @@ func decisionOf(accountID, taskID, final string, at arbiter.Timestamp, a arbiter
 // (accounts in order, so that two transactions never wait on each other's),
 // writes each receipt with the next seq and the hash of the one before,
 // and moves the chain on. It returns the receipts by task id.
+//
+// A decision costs two statements, both prepared: the lock, which reads
+// the chain's head, and the write of the receipts with the chains' new
+// heads (storeReceipts); the signing key is read once per signerTTL.
 func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[string]string, error) {
 	if len(decisions) == 0 {
 		return nil, nil
@@ -85,25 +92,23 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 		}
 	}
 	slices.SortFunc(accounts, cmp.Compare)
-	type head struct {
-		seq  int64
-		last string
+	lock, err := tx.stmt(ctx, lockChainSQL)
+	if err != nil {
+		return nil, err
 	}
-	heads := make(map[string]*head, len(accounts))
-	for _, acct := range accounts {
-		h := &head{}
+	heads := make([]chainHead, len(accounts))
+	for i, acct := range accounts {
 		// The upsert takes the chain's row lock on Postgres until the
 		// transaction ends; SQLite's one writer orders chains already.
-		if err := tx.QueryRowContext(ctx, d.rebind(`INSERT INTO receipt_chains (account_id, seq, last_hash) VALUES (?, 0, '')
-			ON CONFLICT (account_id) DO UPDATE SET seq = receipt_chains.seq RETURNING seq, last_hash`), acct).Scan(&h.seq, &h.last); err != nil {
+		heads[i].accountID = acct
+		if err := lock.QueryRowContext(ctx, acct).Scan(&heads[i].seq, &heads[i].last); err != nil {
 			return nil, fmt.Errorf("lock receipt chain: %w", err)
 		}
-		heads[acct] = h
 	}
 	out := make(map[string]string, len(decisions))
-	rows := make([]any, 0, 5*len(decisions))
+	rows := make([]receiptRow, 0, len(decisions))
 	for _, dec := range decisions {
-		h := heads[dec.accountID]
+		h := &heads[slices.Index(accounts, dec.accountID)]
 		h.seq++
 		c := arbiter.ReceiptClaims{TaskID: dec.taskID, Account: dec.accountID, Verdict: dec.verdict, Tier: dec.tier,
 			DecidedBy: dec.decidedBy, ActionDigest: dec.digest, DecidedAt: dec.at, Seq: h.seq}
@@ -115,51 +120,133 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 		if err != nil {
 			return nil, fmt.Errorf("sign receipt: %w", err)
 		}
-		rows = append(rows, dec.taskID, dec.accountID, h.seq, receipt, int64(dec.at))
+		rows = append(rows, receiptRow{taskID: dec.taskID, accountID: dec.accountID, seq: h.seq, receipt: receipt, at: int64(dec.at)})
 		h.last = arbiter.ReceiptHash(receipt)
 		out[dec.taskID] = receipt
 	}
-	if err := tx.insertReceipts(ctx, rows); err != nil {
+	if err := tx.storeReceipts(ctx, rows, heads); err != nil {
 		return nil, err
-	}
-	for _, acct := range accounts {
-		h := heads[acct]
-		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE receipt_chains SET seq = ?, last_hash = ? WHERE account_id = ?`),
-			h.seq, h.last, acct); err != nil {
-			return nil, fmt.Errorf("move receipt chain: %w", err)
-		}
 	}
 	return out, nil
 }
 
-// receiptsPerInsert bounds the receipts one INSERT stores (5 parameters
-// each).
-const receiptsPerInsert = 100
+// lockChainSQL locks an account's receipt chain, making it when it is new,
+// and returns its head: the last seq and the hash of that receipt.
+const lockChainSQL = `INSERT INTO receipt_chains (account_id, seq, last_hash) VALUES (?, 0, '')
+	ON CONFLICT (account_id) DO UPDATE SET seq = receipt_chains.seq RETURNING seq, last_hash`
 
-// insertReceipts stores receipts, rows holding five values each (task,
-// account, seq, receipt, decided at), a statement per receiptsPerInsert:
-// a grouped finish of a thousand tasks stores its receipts in ten
-// statements, not a thousand.
-func (tx *Tx) insertReceipts(ctx context.Context, rows []any) error {
-	for start := 0; start < len(rows); start += 5 * receiptsPerInsert {
-		chunk := rows[start:min(start+5*receiptsPerInsert, len(rows))]
-		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(chunk)/5), ", ")
-		if _, err := tx.ExecContext(ctx, tx.db.rebind(`INSERT INTO receipts (task_id, account_id, seq, receipt, decided_at) VALUES `+values),
-			chunk...); err != nil {
+// chainHead is an account's receipt chain's last seq and the hash of that
+// receipt.
+type chainHead struct {
+	accountID string
+	seq       int64
+	last      string
+}
+
+// receiptRow is a signed receipt to store.
+type receiptRow struct {
+	taskID, accountID string
+	seq               int64
+	receipt           string
+	at                int64
+}
+
+// storeReceiptsSQL stores receipts and moves their chains to their new
+// heads in one statement, from arrays: the receipts' task ids, accounts,
+// seqs, receipts and decision times, then the chains' accounts, seqs and
+// last hashes.
+const storeReceiptsSQL = `WITH stored AS (
+		INSERT INTO receipts (task_id, account_id, seq, receipt, decided_at)
+		SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[])
+	)
+	UPDATE receipt_chains c SET seq = h.seq, last_hash = h.last_hash
+	FROM unnest(?::text[], ?::bigint[], ?::text[]) AS h (account_id, seq, last_hash)
+	WHERE c.account_id = h.account_id`
+
+// storeReceipts stores the receipts and moves the chains to their heads:
+// one prepared statement on Postgres (storeReceiptsSQL); on SQLite, whose
+// statements cost no round trip, the receipts a statement per
+// receiptsPerInsert and a statement a chain.
+func (tx *Tx) storeReceipts(ctx context.Context, rows []receiptRow, heads []chainHead) error {
+	d := tx.db
+	if d.takesArrays() {
+		stmt, err := tx.stmt(ctx, storeReceiptsSQL)
+		if err != nil {
+			return err
+		}
+		n := len(rows)
+		tasks, accounts, seqs, receipts, ats := make([]string, n), make([]string, n), make([]int64, n), make([]string, n), make([]int64, n)
+		for i, r := range rows {
+			tasks[i], accounts[i], seqs[i], receipts[i], ats[i] = r.taskID, r.accountID, r.seq, r.receipt, r.at
+		}
+		chains, chainSeqs, lasts := make([]string, len(heads)), make([]int64, len(heads)), make([]string, len(heads))
+		for i, h := range heads {
+			chains[i], chainSeqs[i], lasts[i] = h.accountID, h.seq, h.last
+		}
+		if _, err := stmt.ExecContext(ctx, pq.Array(tasks), pq.Array(accounts), pq.Array(seqs),
+			pq.Array(receipts), pq.Array(ats), pq.Array(chains), pq.Array(chainSeqs), pq.Array(lasts)); err != nil {
 			return fmt.Errorf("store receipts: %w", err)
+		}
+		return nil
+	}
+	for start := 0; start < len(rows); start += receiptsPerInsert {
+		chunk := rows[start:min(start+receiptsPerInsert, len(rows))]
+		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(chunk)), ", ")
+		args := make([]any, 0, 5*len(chunk))
+		for _, r := range chunk {
+			args = append(args, r.taskID, r.accountID, r.seq, r.receipt, r.at)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO receipts (task_id, account_id, seq, receipt, decided_at) VALUES `+values),
+			args...); err != nil {
+			return fmt.Errorf("store receipts: %w", err)
+		}
+	}
+	for _, h := range heads {
+		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE receipt_chains SET seq = ?, last_hash = ? WHERE account_id = ?`),
+			h.seq, h.last, h.accountID); err != nil {
+			return fmt.Errorf("move receipt chain: %w", err)
 		}
 	}
 	return nil
 }
 
+// receiptsPerInsert bounds the receipts one INSERT stores on SQLite (5
+// parameters each): a grouped finish of a thousand tasks stores its
+// receipts in ten statements, not a thousand.
+const receiptsPerInsert = 100
+
+// signerTTL bounds how long a process signs with the key it read last
+// without reading it again. A rotation switches the rotating process at
+// once and every other process within signerTTL; what a just-retired key
+// signed meanwhile verifies, as the JWKS keeps retired keys.
+const signerTTL = 5 * time.Second
+
+// signer is a signing key as read at a time.
+type signer struct {
+	key arbiter.ReceiptKey
+	// until is when the key must be read again.
+	until arbiter.Timestamp
+}
+
 // signingKey returns the key that signs now, making the first one when
-// there is none.
+// there is none: the key this process read within signerTTL, else the
+// newest one not retired. A key made here is not kept until a later read
+// finds it, as its transaction may roll back.
 func (d *DB) signingKey(ctx context.Context, tx *Tx) (arbiter.ReceiptKey, error) {
+	kept := d.signer.Load()
+	if kept != nil && tx.now < kept.until {
+		return kept.key, nil
+	}
 	var id, sealed string
 	err := tx.QueryRowContext(ctx, `SELECT id, private_key FROM receipt_keys WHERE retired_at IS NULL
 		ORDER BY created_at DESC, id DESC LIMIT 1`).Scan(&id, &sealed)
 	if err == nil {
-		return d.openReceiptKey(id, sealed)
+		k, err := d.openReceiptKey(id, sealed)
+		if err == nil {
+			// Unless a rotation here replaced the key meanwhile.
+			d.signer.CompareAndSwap(kept, &signer{key: k, until: tx.now + arbiter.Timestamp(signerTTL.Milliseconds())})
+		}
+		return k, err
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return arbiter.ReceiptKey{}, fmt.Errorf("find receipt key: %w", err)
 	}
@@ -253,20 +340,25 @@ func (d *DB) publicReceiptKeys(ctx context.Context, q sqlx.QueryerContext) (arbi
 }
 
 // RotateReceiptKey retires the keys that sign and makes a new one, which
-// signs from now on in every process (each reads the signing key in the
-// decision's transaction). The retired keys stay in the JWKS.
+// signs from now on in this process and within signerTTL in every other
+// (each keeps the key it read that long). The retired keys stay in the
+// JWKS.
 func (d *DB) RotateReceiptKey(ctx context.Context) (_ string, err error) {
 	ctx, end := d.beginWrite(ctx)
 	defer end(&err)
 	var id string
+	var key arbiter.ReceiptKey
 	err = d.transact(ctx, func(tx *Tx) error {
 		now := int64(d.nowMS())
 		if _, err := tx.ExecContext(ctx, d.rebind(`UPDATE receipt_keys SET retired_at = ? WHERE retired_at IS NULL`), now); err != nil {
 			return fmt.Errorf("retire receipt keys: %w", err)
 		}
 		k, err := d.newReceiptKey(ctx, tx)
-		id = k.ID
+		key, id = k, k.ID
 		return err
 	})
+	if err == nil {
+		d.signer.Store(&signer{key: key, until: d.nowMS() + arbiter.Timestamp(signerTTL.Milliseconds())})
+	}
 	return id, err
 }

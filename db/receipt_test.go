@@ -1,11 +1,13 @@
 package db_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,6 +368,127 @@ func TestReceiptKeys_Rotate(t *testing.T) {
 		if _, err := arbiter.VerifyReceipt(fresh, first); err == nil {
 			t.Error("the receipt after the rotation verifies with the old key alone")
 		}
+	})
+}
+
+// TestReceiptKeys_AnotherProcessSwitchesWithinTheBound: a store keeps the
+// signing key it read for db.SignerTTL, so that a rotation in another
+// process reaches it within that bound, not at once; the rotating store
+// switches at once; everything signed on either side of the rotation
+// verifies against the JWKS and chains without a gap.
+func TestReceiptKeys_AnotherProcessSwitchesWithinTheBound(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		// The other process's clock stands still but when the test moves
+		// it (ahead), an hour past the tasks' creation, so that it claims
+		// them.
+		start := time.Now().Add(time.Hour)
+		var ahead atomic.Int64
+		other := dbtest.OpenURL(t, d.URLForTest(), db.Options{Now: func() time.Time {
+			return start.Add(time.Duration(ahead.Load()))
+		}})
+		acct := newAccount(t, d, "owner@example.com")
+		keys, err := d.ReceiptKeys(ctx)
+		if err != nil || len(keys.Keys) != 1 {
+			t.Fatalf("a new store's JWKS = %+v, %v; want one key", keys, err)
+		}
+		first := keys.Keys[0].Kid
+		var ids []string
+		decide := func(store *db.DB) string {
+			t.Helper()
+			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "refund", refund))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+			claimAndAnswer(t, store, task.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 1})
+			got, err := d.FindTaskByID(ctx, acct.ID, task.ID)
+			if err != nil || got.Receipt == "" {
+				t.Fatalf("task = %+v, %v", got, err)
+			}
+			return receiptKid(t, got.Receipt)
+		}
+		if kid := decide(other); kid != first {
+			t.Errorf("the other process signed with %q; want the one key, %q", kid, first)
+		}
+		second, err := d.RotateReceiptKey(ctx)
+		if err != nil || second == first {
+			t.Fatalf("rotate = %q, %v; the first key %q", second, err, first)
+		}
+		if kid := decide(other); kid != first {
+			t.Errorf("within the bound, the other process signed with %q; want the key it read, %q", kid, first)
+		}
+		if kid := decide(d); kid != second {
+			t.Errorf("the rotating process signed with %q; want the new key %q", kid, second)
+		}
+		ahead.Store(int64(db.SignerTTL + time.Second))
+		if kid := decide(other); kid != second {
+			t.Errorf("past the bound, the other process signed with %q; want the new key %q", kid, second)
+		}
+		verifiedChain(t, d, acct.ID, ids)
+	})
+}
+
+// receiptKid returns the id of the key that signed the receipt, from its
+// header.
+func receiptKid(t *testing.T, receipt string) string {
+	t.Helper()
+	header, err := base64.RawURLEncoding.DecodeString(strings.Split(receipt, ".")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct{ Kid string }
+	if err := json.Unmarshal(header, &h); err != nil || h.Kid == "" {
+		t.Fatalf("receipt header %s: %v", header, err)
+	}
+	return h.Kid
+}
+
+// TestReceipts_ConcurrentAgentFinishesChainWithoutAGap: agent finishes of
+// one account from two processes at once, each grouping its own (several
+// groups in flight, groups of one among them), sign a chain without a gap
+// or a repeat.
+func TestReceipts_ConcurrentAgentFinishesChainWithoutAGap(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		other := dbtest.OpenURL(t, d.URLForTest(), db.Options{})
+		acct := newAccount(t, d, "owner@example.com")
+		const n = 40
+		var ids []string
+		for i := range n {
+			task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, fmt.Sprint("refund ", i), refund))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+		claimed, err := d.ClaimTasks(ctx, "w", n, time.Minute)
+		if err != nil || len(claimed) != n {
+			t.Fatalf("claim = %d, %v", len(claimed), err)
+		}
+		now := time.UnixMilli(1763805600000)
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i, c := range claimed {
+			store := d
+			if i%2 == 1 {
+				store = other
+			}
+			step := arbiter.NextAgentStep(c, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"}, nil, now, now, arbiter.AgentRetry{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- store.FinishAgentAttempt(ctx, "w", c.ID, step)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		verifiedChain(t, d, acct.ID, ids)
 	})
 }
 

@@ -31,6 +31,9 @@ type Tx struct {
 	queued []wakeup
 	// created is set when the transaction created tasks.
 	created bool
+	// unprepared are the queries stmt prepared on the transaction's own
+	// connection, which the store prepares once the transaction ends.
+	unprepared []string
 }
 
 // transact runs fn in a transaction, committing when fn returns nil and
@@ -57,7 +60,31 @@ func (d *DB) transact(ctx context.Context, fn func(tx *Tx) error) (err error) {
 		return fmt.Errorf("commit: %w", err)
 	}
 	tx.committed()
+	for _, q := range tx.unprepared {
+		// A failure leaves the next transaction to prepare it again.
+		_, _ = d.stmt(ctx, q)
+	}
 	return nil
+}
+
+// stmt returns query's statement, prepared, for use in tx: the store's
+// (DB.stmt) once it has one, else one prepared on the transaction's own
+// connection for it alone, and the store's prepared after the commit.
+// Preparing the store's inside the transaction would wait for a second
+// connection of the pool, which a pool full of transactions doing the
+// same never frees.
+func (tx *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := tx.db.stmts.Load(query); ok {
+		return tx.StmtContext(ctx, s.(*sql.Stmt)), nil
+	}
+	s, err := tx.PrepareContext(ctx, tx.db.rebind(query))
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if !slices.Contains(tx.unprepared, query) {
+		tx.unprepared = append(tx.unprepared, query)
+	}
+	return s, nil
 }
 
 // transactRead runs fn in a read-only transaction, so that its reads see
