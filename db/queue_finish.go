@@ -9,6 +9,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db/internal/group"
+	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
 
 // finishGroup records agent attempts in groups on Postgres (db/internal/group): a
@@ -22,13 +23,22 @@ type finishGroup = group.Grouper[agentFinish, struct{}]
 const maxFinishGroup = 1000
 
 // finishGroupOf records a group of finishes and tells each its outcome. A
-// group of one, a second finish of a task already in the group, and every
-// finish of a group whose statement failed go through finishOne, so each
+// second finish of a task already in the group, and every finish of a
+// group of several whose statement failed, go through finishOne, so each
 // gets its own answer. A finish the statement did not apply (its lease
-// lost, its deadline passed) is told why, as finishOne would.
+// lost, its deadline passed) is told why, as finishOne would. A group of
+// one takes the group's statement too: it updates the task, records the
+// attempt and notifies in one round trip, where finishOne takes two.
 func (d *DB) finishGroupOf(ctx context.Context, calls []*group.Call[agentFinish, struct{}]) {
 	if len(calls) == 1 {
-		calls[0].Err = d.finishOne(ctx, calls[0].In)
+		c := calls[0]
+		applied, err := d.finishMany(telemetry.WithParent(ctx, c.In.traceParent), []agentFinish{c.In})
+		switch {
+		case err != nil:
+			c.Err = err
+		case !applied[c.In.taskID]:
+			c.Err = d.finishRefused(ctx, d.db, c.In.taskID)
+		}
 		return
 	}
 	var batch []agentFinish
