@@ -2,10 +2,11 @@
 // valid and move them, and the service interfaces the store implements and
 // the handlers and worker call. Its files, by topic:
 //
-//   - Tasks (task.go, display.go, tasklist.go, wait.go, idempotency.go,
-//     jsonobject.go): a create and its strict JSON, the display hint, the
-//     list's filters and pages, waiting for a final status, idempotency
-//     keys, and DecodeJSONObject.
+//   - Tasks (task.go, task_encode.go, display.go, tasklist.go, wait.go,
+//     idempotency.go, jsonobject.go): a create and its strict JSON, the
+//     task's own JSON encoder, the display hint, the list's filters and
+//     pages, waiting for a final status, idempotency keys, and
+//     DecodeJSONObject.
 //   - A task's path (queue.go, verifier.go, cascade.go, policy.go,
 //     escalation.go): the pure steps NextAgentStep, LostAgentStep and
 //     HumanDecision, what a verifier answers and the named verifiers of a

@@ -61,3 +61,26 @@ func BenchmarkParseTaskBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTask_AppendJSON encodes the task of BenchmarkTask_MarshalJSON
+// as the API's answers do, into a buffer kept between calls.
+func BenchmarkTask_AppendJSON(b *testing.B) {
+	verdict, tier, conf, model := "approve", "agent", 0.93, "gpt-4o-mini"
+	done := arbiter.Timestamp(1763805601456)
+	task := &arbiter.Task{
+		ID: "tsk_0123456789abcdef", Status: arbiter.StatusCompleted, TaskType: "refund", Source: "support-bot",
+		Touchpoint: "email", Prompt: "A customer asks for a full refund of order ord_58213 because two items arrived broken.",
+		AllowedVerdicts: []string{"approve", "reject", "escalate"}, ConfidenceThreshold: 0.85,
+		FinalVerdict: &verdict, FinalTier: &tier, FinalConfidence: &conf, CreatedAt: 1763805600123, CompletedAt: &done,
+		Attempts: []arbiter.Attempt{{Tier: tier, Verdict: &verdict, Confidence: &conf, Rationale: "Photos show damage.",
+			Model: &model, StartedAt: 1763805600200, FinishedAt: &done}},
+	}
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		var err error
+		if buf, err = task.AppendJSON(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -235,13 +235,32 @@ func encodeJSON(status int, v any) (int, []byte) {
 // buf's bytes (or the internal error's when v cannot be encoded).
 func encodeJSONTo(buf *bytes.Buffer, status int, v any) (int, []byte) {
 	buf.Reset()
+	if a, ok := v.(selfEncoding); ok {
+		// The bytes json.Marshal would return, without its
+		// reflection.
+		b, err := a.AppendJSON(buf.AvailableBuffer())
+		if err != nil {
+			return http.StatusInternalServerError, internalErrorBody
+		}
+		buf.Write(append(b, '\n'))
+		return status, buf.Bytes()
+	}
 	// Encode writes what json.Marshal returns and a newline, and nothing
 	// when it fails.
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		return http.StatusInternalServerError, []byte(`{"error":"Internal error.","code":"internal_error"}` + "\n")
+		return http.StatusInternalServerError, internalErrorBody
 	}
 	return status, buf.Bytes()
 }
+
+// selfEncoding is a value that appends its own JSON (arbiter.Task), the
+// bytes encoding/json would make of it.
+type selfEncoding interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// internalErrorBody answers a value that could not be encoded.
+var internalErrorBody = []byte(`{"error":"Internal error.","code":"internal_error"}` + "\n")
 
 // writeJSON writes an answer encodeJSON made.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -97,5 +98,34 @@ func TestError_InternalErrorsAreNotShown(t *testing.T) {
 		if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "10.1.2.3") {
 			t.Errorf("Accept %s: %d %s", accept, rec.Code, rec.Body)
 		}
+	}
+}
+
+// JSON answers a task, which encodes itself, with the bytes
+// json.NewEncoder wrote of its fields before (and its newline), and an
+// internal error when the task cannot be encoded, as before.
+func TestJSON_ATaskAsTheEncoderWroteIt(t *testing.T) {
+	t.Parallel()
+	type reflectedTask arbiter.Task
+	verdict, cost := "approve", 0.0021
+	task := &arbiter.Task{ID: "tsk_1", Status: arbiter.StatusCompleted, Prompt: "<b>Refund</b> & \u2028?",
+		AllowedVerdicts: []string{"approve", "reject"}, FinalVerdict: &verdict, CreatedAt: 1763805600123,
+		Attempts: []arbiter.Attempt{{Tier: arbiter.TierAgent, Verdict: &verdict, Cost: &cost}}, Receipt: "r"}
+	var want strings.Builder
+	if err := json.NewEncoder(&want).Encode((*reflectedTask)(task)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second from a pooled buffer
+		w := httptest.NewRecorder()
+		JSON(w, http.StatusCreated, task)
+		if w.Code != http.StatusCreated || w.Body.String() != want.String() || w.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("%d %q %s, want %s", w.Code, w.Header().Get("Content-Type"), w.Body, want.String())
+		}
+	}
+	task.ConfidenceThreshold = math.NaN()
+	w := httptest.NewRecorder()
+	JSON(w, http.StatusOK, task)
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"code":"internal_error"`) {
+		t.Errorf("a task that cannot be encoded: %d %s", w.Code, w.Body)
 	}
 }
