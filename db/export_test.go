@@ -445,3 +445,7 @@ func (d *DB) ForgetSchemaChange(ctx context.Context, version int64) error {
 
 // SignerTTL is how long a store signs with the receipt key it read last.
 const SignerTTL = signerTTL
+
+// DecodeVerdicts is decodeVerdicts, for the test that it reads as
+// json.Unmarshal does.
+var DecodeVerdicts = decodeVerdicts
