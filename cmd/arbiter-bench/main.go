@@ -531,6 +531,11 @@ func (b *bench) measureAPI(ctx context.Context, keys, accountIDs []string) error
 		req.Header.Set("Authorization", "Bearer "+t.key)
 		return do(client, req, nil)
 	}))
+	if r, ok, err := b.measurePgbench(ctx, store.FindTaskStatement()); err != nil {
+		return err
+	} else if ok {
+		b.results = append(b.results, r)
+	}
 	b.logf("ceiling: one read statement per get through database/sql for %s", b.duration)
 	b.results = append(b.results, b.phase(ctx, "get (ceiling)", getThrough(singleReads)))
 	b.logf("ceiling: the service's grouped reads through database/sql for %s", b.duration)
@@ -868,6 +873,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	ratio("create (HTTP)", "create (ceiling)", 0.6)
 	ratio("create (HTTP)", "create (grouped)", 0)
+	ratio("get (HTTP)", pgbenchGetName, 0.5)
 	ratio("get (HTTP)", "get (ceiling)", 0.5)
 	ratio("get (HTTP)", "get (grouped)", 0)
 	for _, name := range []string{"create (HTTP)", "get (HTTP)"} {
