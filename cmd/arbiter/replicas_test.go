@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
-	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -118,34 +116,26 @@ func checkHeld(t *testing.T, what string, run limitRun, n, servers, burst, past 
 }
 
 // TestReplicas_LimitsHoldAcrossServers: two `arbiter serve` processes on
-// one Postgres hold every limit stated per client, key or account to its
+// one Postgres hold every limit stated per client or account to its
 // value, not to twice it: sign-in links, demo verdicts and failed key
-// checks per client address, MCP calls per account at once, waits per
-// key at once.
+// checks per client address, MCP calls per account at once.
 func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.URL(t, db.Postgres)
-	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8",
-		"ARBITER_MAX_WAITERS_PER_KEY": strconv.Itoa(waitersPerKeyAcross)})
+	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8"})
 	bases := []string{serve(t, getenv), serve(t, getenv)}
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 	checkLimitsAcross(t, bases, bases, key, dbURL)
 }
 
-// waitersPerKeyAcross is the bound on one key's waits at once
-// (ARBITER_MAX_WAITERS_PER_KEY) of the servers checkLimitsAcross checks:
-// more than handlers.MaxMCPCalls, the MCP calls it holds waiting.
-const waitersPerKeyAcross = 40
-
 // checkLimitsAcross checks, in subtests, that the server processes at
 // replicas, reached through bases (the processes themselves, or a balancer
-// in front of them), hold every per-client, per-key and per-account limit
-// to its value: sign-in links, demo verdicts and failed key checks per
-// client address, MCP calls per account at once, and waits per key at
-// once (the servers bound at waitersPerKeyAcross). key is an API key of an
-// account of the database at dbURL. The MCP calls and the waits go to the
-// replicas themselves: their test ends them by leaving, which a balancer
-// such as HAProxy does not pass on to a replica until the wait ends.
+// in front of them), hold every per-client and per-account limit to its
+// value: sign-in links, demo verdicts and failed key checks per client
+// address, MCP calls per account at once. key is an API key of an account
+// of the database at dbURL. The MCP calls go to the replicas themselves:
+// their test ends its calls by leaving, which a balancer such as HAProxy
+// does not pass on to a replica until the call's wait ends.
 func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string) {
 	servers := len(replicas)
 	t.Run("SignInLinksPerClient", func(t *testing.T) {
@@ -255,100 +245,5 @@ func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string
 				t.Fatalf("the account's call after its waits ended answered %d %s", status, b)
 			}
 		}
-	})
-
-	t.Run("WaitersPerKey", func(t *testing.T) {
-		admin, err := sql.Open("postgres", dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Close()
-		waitForWaits := func(want int) {
-			t.Helper()
-			for deadline := testutil.Patience(t); ; time.Sleep(10 * time.Millisecond) {
-				var held int
-				_ = admin.QueryRow(`SELECT coalesce(sum(held), 0) FROM limit_slots WHERE key LIKE 'waiters-key:%'`).Scan(&held)
-				if held == want {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d waits hold the key's slots, want %d", held, want)
-				}
-			}
-		}
-		waitForWaits(0) // the MCP calls' waits have ended
-		// Tasks that wait for a person (the three hosts' verifier is
-		// unsure of orders "ord_…").
-		ids := make([]string, waitersPerKeyAcross)
-		for i := range ids {
-			body := fmt.Sprintf(`{"prompt":"Refund order ord_w%d?","allowed_verdicts":["approve","reject"]}`, i)
-			status, task, err := apiSend("POST", bases[i%len(bases)]+"/v1/tasks", key, "", body)
-			if ids[i], _ = task["id"].(string); err != nil || status != http.StatusOK || ids[i] == "" {
-				t.Fatalf("create %d = %d %v %v", i, status, task, err)
-			}
-		}
-		// A long-poll that ends when its caller leaves (leave).
-		type longPoll struct {
-			leave context.CancelFunc
-			ended chan struct{}
-		}
-		open := func(base, id string) longPoll {
-			ctx, leave := context.WithCancel(context.Background())
-			p := longPoll{leave: leave, ended: make(chan struct{})}
-			go func() {
-				defer close(p.ended)
-				req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+id+"?wait=60", nil)
-				req.Header.Set("Authorization", "Bearer "+key)
-				if res, err := http.DefaultClient.Do(req); err == nil {
-					res.Body.Close()
-				}
-			}()
-			return p
-		}
-		polls := make([]longPoll, waitersPerKeyAcross)
-		for i := range polls {
-			polls[i] = open(replicas[i%servers], ids[i])
-		}
-		defer func() {
-			for _, p := range polls {
-				p.leave()
-				<-p.ended
-			}
-		}()
-		refused := func() {
-			t.Helper()
-			for _, base := range replicas {
-				req, _ := http.NewRequest("GET", base+"/v1/tasks/"+ids[0]+"?wait=60", nil)
-				req.Header.Set("Authorization", "Bearer "+key)
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				msg := apiErrorSentence(t, res.StatusCode, res.Header, b, http.StatusTooManyRequests)
-				if !strings.Contains(msg, fmt.Sprintf("API key are waiting for tasks at once (at most %d)", waitersPerKeyAcross)) || res.Header.Get("Retry-After") == "" {
-					t.Errorf("%q (Retry-After %q) does not say that too many waits of the key run at once", msg, res.Header.Get("Retry-After"))
-				}
-			}
-		}
-		// The bound's waits, spread over the servers, hold it whole: the
-		// next on any server is refused.
-		waitForWaits(waitersPerKeyAcross)
-		refused()
-		// One ends (its caller left): one more is admitted, on another
-		// server, and the bound is whole again.
-		polls[0].leave()
-		<-polls[0].ended
-		waitForWaits(waitersPerKeyAcross - 1)
-		polls[0] = open(replicas[1%servers], ids[0])
-		waitForWaits(waitersPerKeyAcross)
-		refused()
-		// Every wait that ends gives its slots back.
-		for _, p := range polls {
-			p.leave()
-			<-p.ended
-		}
-		waitForWaits(0)
 	})
 }

@@ -60,18 +60,3 @@ func (l Local) Slots(_ string, max int) arbiter.SlotLimit {
 
 // Shared implements Limits: Local's limits are this process's.
 func (Local) Shared() bool { return false }
-
-// Waiters returns the bound on the requests that wait for a task at once:
-// perKey of an API key and perAccount of an account. With shared limits
-// it is one budget for the deployment, a slot of the key and one of the
-// account held by each wait ("waiters-key", "waiters-account"); with
-// limits of one process, that process's counts.
-func Waiters(l Limits, perKey, perAccount int) arbiter.WaiterLimiter {
-	if !l.Shared() {
-		return arbiter.NewWaiterCounts(perKey, perAccount)
-	}
-	return arbiter.SlotWaiters{
-		Keys: l.Slots("waiters-key", perKey), Accounts: l.Slots("waiters-account", perAccount),
-		PerKey: perKey, PerAccount: perAccount,
-	}
-}

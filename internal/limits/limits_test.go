@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/internal/limits"
-	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 var ctx = context.Background()
@@ -392,142 +389,5 @@ func TestShared_StateChangesInTurns(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// enterWait enters a wait of the key of account through w, and fails t
-// on anything but an admission or a refusal; leave is nil when refused,
-// and says names the bound that refused it.
-func enterWait(t *testing.T, w arbiter.WaiterLimiter, account, key string) (leave func(), says string) {
-	t.Helper()
-	leave, err := w.EnterWait(ctx, account, key)
-	switch {
-	case err == nil:
-		return leave, ""
-	case arbiter.ErrorCode(err) != arbiter.ERATELIMIT:
-		t.Fatalf("EnterWait(%s, %s): %v", account, key, err)
-	}
-	return nil, arbiter.ErrorMessage(err)
-}
-
-// TestWaiters_BoundAKeyAndAnAccountOnEachStore: on either store, a key's
-// waits past its bound and an account's past its bound are refused, and
-// a wait that ended makes room; on Postgres the waits hold the store's
-// slots (one budget for the deployment), on SQLite this process's counts.
-func TestWaiters_BoundAKeyAndAnAccountOnEachStore(t *testing.T) {
-	t.Parallel()
-	eachKind(t, func(t *testing.T, l limits.Limits) {
-		w := limits.Waiters(l, 2, 3)
-		if _, inProcess := w.(*arbiter.WaiterCounts); inProcess == l.Shared() {
-			t.Fatalf("waiters of limits shared=%v are %T", l.Shared(), w)
-		}
-		first, _ := enterWait(t, w, "acct_1", "key_1")
-		enterWait(t, w, "acct_1", "key_1")
-		if leave, says := enterWait(t, w, "acct_1", "key_1"); leave != nil || !strings.Contains(says, "API key are waiting for tasks at once (at most 2)") {
-			t.Fatalf("a key's third wait of 2: admitted %v, %q", leave != nil, says)
-		}
-		enterWait(t, w, "acct_1", "key_2")
-		if leave, says := enterWait(t, w, "acct_1", "key_3"); leave != nil || !strings.Contains(says, "account are waiting for tasks at once (at most 3)") {
-			t.Fatalf("an account's fourth wait of 3: admitted %v, %q", leave != nil, says)
-		}
-		first()
-		if leave, _ := enterWait(t, w, "acct_1", "key_1"); leave == nil {
-			t.Fatal("no wait admitted once one ended")
-		}
-	})
-}
-
-// TestShared_WaitersHoldAcrossProcesses: the waits of a key and of an
-// account that two processes admit are bounded once, not once each; a
-// wait its account refused holds none of its key's slots; a wait one
-// process ends makes room in the other; and 48 waits at a time through
-// both, 4 a key, never hold more than 4 at once.
-func TestShared_WaitersHoldAcrossProcesses(t *testing.T) {
-	t.Parallel()
-	url := dbtest.URL(t, db.Postgres)
-	a, b := dbtest.OpenURL(t, url, db.Options{}), dbtest.OpenURL(t, url, db.Options{})
-	wa, wb := limits.Waiters(a.Limits(), 2, 3), limits.Waiters(b.Limits(), 2, 3)
-	leaveA, _ := enterWait(t, wa, "acct_1", "key_1")
-	enterWait(t, wb, "acct_1", "key_1")
-	for _, w := range []arbiter.WaiterLimiter{wa, wb} {
-		if leave, says := enterWait(t, w, "acct_1", "key_1"); leave != nil || !strings.Contains(says, "API key") {
-			t.Fatalf("a key's third wait of 2 across two processes: admitted %v, %q", leave != nil, says)
-		}
-	}
-	enterWait(t, wa, "acct_1", "key_2")
-	if leave, says := enterWait(t, wb, "acct_1", "key_3"); leave != nil || !strings.Contains(says, "account") {
-		t.Fatalf("an account's fourth wait of 3 across two processes: admitted %v, %q", leave != nil, says)
-	}
-	admin, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var held int
-	if err := admin.QueryRow(`SELECT coalesce(sum(held), 0) FROM limit_slots WHERE key = 'waiters-key:key_3'`).Scan(&held); err != nil || held != 0 {
-		t.Fatalf("the wait its account refused holds %d of its key's slots (%v)", held, err)
-	}
-	leaveA()
-	leaveA()
-	if leave, _ := enterWait(t, wb, "acct_1", "key_1"); leave == nil {
-		t.Fatal("process b admits no wait of the key once process a's ended")
-	}
-
-	wa, wb = limits.Waiters(a.Limits(), 4, 100), limits.Waiters(b.Limits(), 4, 100)
-	var waiting, most, admitted atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 48 {
-		wg.Go(func() {
-			for range 5 {
-				leave, err := []arbiter.WaiterLimiter{wa, wb}[i%2].EnterWait(ctx, "acct_2", "key_4")
-				if err != nil {
-					if arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
-						t.Error(err)
-						return
-					}
-					continue
-				}
-				admitted.Add(1)
-				n := waiting.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(time.Millisecond) // the wait
-				waiting.Add(-1)
-				leave()
-			}
-		})
-	}
-	wg.Wait()
-	if most.Load() > 4 || admitted.Load() < 4 {
-		t.Fatalf("at most %d waits at once (%d admitted in all); want at most 4, and 4 admitted", most.Load(), admitted.Load())
-	}
-}
-
-// TestShared_WaitersOfAStoreThatDoesNotAnswer: when Postgres cannot be
-// reached, a wait is refused as the store's other limits are
-// (EUNAVAILABLE, a 503 with Retry-After), holding nothing, and admitted
-// again once it is back.
-func TestShared_WaitersOfAStoreThatDoesNotAnswer(t *testing.T) {
-	// Not parallel, as db's TestStore_PostgresGone: a busy machine could
-	// spend the store's timeout on the steps meant to pass.
-	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
-	d := dbtest.OpenURL(t, url, db.Options{Timeout: 5 * time.Second})
-	w := limits.Waiters(d.Limits(), 1, 1)
-	proxy.Cut()
-	leave, err := w.EnterWait(ctx, "acct_1", "key_1")
-	var e *arbiter.Error
-	if leave != nil || arbiter.ErrorCode(err) != arbiter.EUNAVAILABLE || !errors.As(err, &e) || e.RetryAfter <= 0 {
-		t.Fatalf("a wait while Postgres is gone = %v, %v; want EUNAVAILABLE with a Retry-After", leave != nil, err)
-	}
-	proxy.Restore()
-	for deadline := testutil.Patience(t); ; {
-		leave, err := w.EnterWait(ctx, "acct_1", "key_1")
-		if err == nil {
-			leave()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a wait once Postgres was back: %v", err)
-		}
 	}
 }
