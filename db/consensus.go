@@ -238,11 +238,8 @@ func (d *DB) completeByVotes(ctx context.Context, tx *Tx, t *arbiter.Task, a arb
 	if err := d.insertLabelledPair(ctx, tx, t, consensus); err != nil {
 		return err
 	}
-	receipts, err := tx.signReceipts(ctx, decisionOf(accountID, taskID, verdict, now, a, decidedBy))
+	receipts, err := tx.publishDecided(ctx, []decision{decisionOf(accountID, taskID, verdict, now, a, decidedBy)}, eventsOf(updated)...)
 	if err != nil {
-		return err
-	}
-	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
 		return err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &verdict, &tier, &confidence, &now

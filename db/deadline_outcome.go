@@ -111,11 +111,9 @@ func (d *DB) decideDueChunk(ctx context.Context, max int) (final []string, found
 			}
 			updated = append(updated, expired...)
 		}
-		if _, err := tx.signReceipts(ctx, decided...); err != nil {
-			return err
-		}
 		final = finalIDs(updated)
-		return tx.publish(ctx, eventsOf(updated)...)
+		_, err = tx.publishDecided(ctx, decided, eventsOf(updated)...)
+		return err
 	})
 	if err != nil {
 		return nil, 0, err

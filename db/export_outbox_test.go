@@ -2,28 +2,51 @@ package db
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/arbiterhq/arbiter"
 )
 
 // RecordingOutbox is an outbox for the registry's tests: it records the
-// events each publish hands it, and fails while Fail is set.
+// events each publish hands it and the steps it took, and fails while
+// Fail is set.
 type RecordingOutbox struct {
 	mu     sync.Mutex
 	events []arbiter.TaskEvent
-	// Fail, when set, is the error every enqueue returns.
+	steps  []OutboxStep
+	// Fail, when set, is the error every plan returns.
 	Fail error
 }
 
-func (o *RecordingOutbox) enqueue(_ context.Context, _ *Tx, events []arbiter.TaskEvent) error {
+// OutboxStep is a step of an outbox in a transaction: "plan" or "write",
+// and how many receipts the transaction had signed when it ran.
+type OutboxStep struct {
+	Step     string
+	Receipts int
+}
+
+func (o *RecordingOutbox) plan(_ context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.Fail != nil {
-		return o.Fail
+		return nil, o.Fail
 	}
 	o.events = append(o.events, events...)
-	return nil
+	o.steps = append(o.steps, OutboxStep{"plan", len(tx.receipts)})
+	return func(_ context.Context, tx *Tx) error {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.steps = append(o.steps, OutboxStep{"write", len(tx.receipts)})
+		return nil
+	}, nil
+}
+
+// Steps returns the steps the outbox took, in order.
+func (o *RecordingOutbox) Steps() []OutboxStep {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.steps)
 }
 
 // Events returns the events the outbox was handed, in order.
@@ -33,7 +56,7 @@ func (o *RecordingOutbox) Events() []arbiter.TaskEvent {
 	return append([]arbiter.TaskEvent(nil), o.events...)
 }
 
-// SetFail sets the error every enqueue returns (nil: none).
+// SetFail sets the error every plan returns (nil: none).
 func (o *RecordingOutbox) SetFail(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

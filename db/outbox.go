@@ -10,18 +10,32 @@ import (
 // Outboxes: every outbound channel (webhooks, Slack, mail) writes its
 // messages in the transaction that changes the task, and one claimer per
 // channel delivers them (worker.Claimer). A transition publishes its events
-// with tx.publish, the one way an event leaves it; publish hands them to
-// each registered outbox in turn, in the transaction, so either every
-// channel's messages commit with the change or none do. Each channel is
-// its own outbox_<name>.go; a new one is registered by one line in Open.
+// with tx.publish (tx.publishDecided when they make decisions final), the
+// one way an event leaves it; publish hands them to each registered outbox
+// in turn, in the transaction, so either every channel's messages commit
+// with the change or none do. Each channel is its own outbox_<name>.go; a
+// new one is registered by one line in Open.
+//
+// An outbox works in two steps: plan reads what its messages need (the
+// accounts' endpoints and connections, the tasks), then the write it
+// returns inserts them. publishDecided signs the decisions' receipts
+// between the two, so that the account's receipt chain, whose lock is held
+// from the signing to the commit, waits on no outbox's read.
 
 // outbox is one outbound channel's side of a transition.
 type outbox interface {
-	// enqueue writes, in tx, the channel's messages of the events (none
-	// for the events it does not carry), reading the tasks as they are in
-	// tx, and marks its wakeup queued (tx.queue) when it wrote any.
-	enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error
+	// plan reads, in tx, what the channel needs to write its messages of
+	// the events (none for the events it does not carry), the tasks as
+	// they are in tx, and returns the write of them: nil when it has none
+	// to write. It takes no lock a decision of the events' accounts waits
+	// on.
+	plan(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error)
 }
+
+// outboxWrite writes, in tx, the messages its outbox's plan found, the
+// receipts the transaction signed since in (tx.receipts), and marks the
+// outbox's wakeup queued (tx.queue) when it wrote any.
+type outboxWrite func(ctx context.Context, tx *Tx) error
 
 // register adds an outbox to those every publish reaches, in Open.
 func (d *DB) register(o outbox) { d.outboxes = append(d.outboxes, o) }
@@ -36,16 +50,21 @@ func outboxOf[T outbox](d *DB) T {
 	panic(fmt.Sprintf("db: no %T outbox is registered", *new(T)))
 }
 
-// fanOut hands the events to every registered outbox, in order of
-// registration, and stops at the first that fails: the transaction then
-// rolls back, and no channel's message of them is kept.
-func (d *DB) fanOut(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
+// planOutboxes asks every registered outbox, in order of registration,
+// for its write of the events, and stops at the first that fails: the
+// transaction then rolls back, and no channel's message of them is kept.
+func (d *DB) planOutboxes(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) ([]outboxWrite, error) {
+	var writes []outboxWrite
 	for _, o := range d.outboxes {
-		if err := o.enqueue(ctx, tx, events); err != nil {
-			return err
+		w, err := o.plan(ctx, tx, events)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			writes = append(writes, w)
 		}
 	}
-	return nil
+	return writes, nil
 }
 
 // leaseDueSQL is the statement that leases up to ? due pending rows of an

@@ -59,8 +59,9 @@ type alertMailTask struct {
 	OnExpiry       sql.NullString `db:"on_expiry"`
 }
 
-// enqueue writes the mails of the reminders and rungs among the events.
-func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
+// plan makes the mails of the reminders and rungs among the events; its
+// write counts them against the daily bound and inserts them.
+func (o *mailOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error) {
 	var ids []string
 	kinds, traceParents := map[string]string{}, map[string]string{}
 	for _, ev := range events {
@@ -76,13 +77,13 @@ func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskE
 		ids = append(ids, ev.TaskID)
 	}
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	var tasks []alertMailTask
 	if err := o.db.selectIn(ctx, tx, &tasks, `SELECT t.id, t.account_id, acc.email AS account_name, t.alerts, t.escalation_rung,
 		t.escalated_at, t.deadline_at, `+wentToHuman+` AS human_at, t.prompt, t.on_expiry
 		FROM tasks t JOIN accounts acc ON acc.id = t.account_id WHERE t.id IN (?) ORDER BY t.id`, ids); err != nil {
-		return fmt.Errorf("read reminded tasks: %w", err)
+		return nil, fmt.Errorf("read reminded tasks: %w", err)
 	}
 	members := map[string][]*arbiter.Membership{}
 	var msgs []*arbiter.MailMessage
@@ -90,12 +91,12 @@ func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskE
 		if _, ok := members[t.AccountID]; !ok {
 			var err error
 			if members[t.AccountID], err = o.db.membersOf(ctx, tx, t.AccountID); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		mails, err := o.alertMails(ctx, tx, t, kinds[t.ID], members[t.AccountID])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// A step's mail joins the task's trace, not the sweep's.
 		for _, m := range mails {
@@ -103,7 +104,10 @@ func (o *mailOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskE
 		}
 		msgs = append(msgs, mails...)
 	}
-	return o.write(ctx, tx, msgs)
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return func(ctx context.Context, tx *Tx) error { return o.write(ctx, tx, msgs) }, nil
 }
 
 // alertMails returns the mails of a reminder (kind MailReminder) or of the

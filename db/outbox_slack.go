@@ -67,9 +67,10 @@ type slackPlan struct {
 	notify map[string][]string
 }
 
-// enqueue writes the Slack messages of the events of connected accounts.
-// It costs one query when no account of the events is connected.
-func (o *slackOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
+// plan reads where the Slack messages of the events of connected
+// accounts go; its write inserts them. It costs one query when no account
+// of the events is connected.
+func (o *slackOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error) {
 	var mine []arbiter.TaskEvent
 	for _, ev := range events {
 		if slackKindOf(ev.Type) != slackIgnore {
@@ -77,18 +78,18 @@ func (o *slackOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 		}
 	}
 	if len(mine) == 0 {
-		return nil
+		return nil, nil
 	}
 	var p slackPlan
 	var err error
 	if p.channels, err = o.db.slackChannels(ctx, tx, accountsOf(mine)); err != nil || len(p.channels) == 0 {
-		return err
+		return nil, err
 	}
 	if err := o.readPosts(ctx, tx, mine, &p); err != nil {
-		return err
+		return nil, err
 	}
 	if err := o.readNotify(ctx, tx, mine, &p); err != nil {
-		return err
+		return nil, err
 	}
 	var msgs []*arbiter.SlackMessage
 	for _, ev := range mine {
@@ -111,7 +112,10 @@ func (o *slackOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 				Kind: kind, Channel: c, TraceParent: ev.TraceParent})
 		}
 	}
-	return o.insert(ctx, tx, msgs)
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return func(ctx context.Context, tx *Tx) error { return o.insert(ctx, tx, msgs) }, nil
 }
 
 // readPosts reads into p, for the events that may update posted copies,

@@ -70,9 +70,10 @@ type teamsPlan struct {
 	own     map[string][]string
 }
 
-// enqueue writes the Teams messages of the events of accounts with a bot.
-// It costs one query when no account of the events has one.
-func (o *teamsOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
+// plan reads where the Teams messages of the events of accounts with a
+// bot go; its write inserts them. It costs one query when no account of
+// the events has one.
+func (o *teamsOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error) {
 	var mine []arbiter.TaskEvent
 	for _, ev := range events {
 		if teamsKindOf(ev.Type) != teamsIgnore {
@@ -80,7 +81,7 @@ func (o *teamsOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 		}
 	}
 	if len(mine) == 0 {
-		return nil
+		return nil, nil
 	}
 	p := teamsPlan{defaults: map[string]string{}}
 	var conns []struct {
@@ -89,16 +90,16 @@ func (o *teamsOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 	}
 	if err := o.db.selectIn(ctx, tx, &conns, `SELECT account_id, default_conversation FROM teams_connections
 		WHERE account_id IN (?)`, accountsOf(mine)); err != nil {
-		return fmt.Errorf("find Teams connections: %w", err)
+		return nil, fmt.Errorf("find Teams connections: %w", err)
 	}
 	if len(conns) == 0 {
-		return nil
+		return nil, nil
 	}
 	for _, c := range conns {
 		p.defaults[c.AccountID] = c.Default
 	}
 	if err := o.readPlan(ctx, tx, mine, &p); err != nil {
-		return err
+		return nil, err
 	}
 	var msgs []*arbiter.TeamsMessage
 	for _, ev := range mine {
@@ -121,7 +122,10 @@ func (o *teamsOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Task
 				Kind: kind, Conversation: c, TraceParent: ev.TraceParent})
 		}
 	}
-	return o.insert(ctx, tx, msgs)
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return func(ctx context.Context, tx *Tx) error { return o.insert(ctx, tx, msgs) }, nil
 }
 
 // readPlan reads into p, for the events of accounts with a bot, where the

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -257,6 +258,59 @@ func TestPublish_ARungReachesEveryOutboxOrNone(t *testing.T) {
 		if mails := dbtest.TakeMail(t, d); len(mails) != 1 || mails[0].Kind != arbiter.MailEscalation || mails[0].To != "owner@example.com" ||
 			mails[0].TaskID != task.ID {
 			t.Errorf("mails %+v, want the rung's to the owner", mails)
+		}
+	})
+}
+
+// TestPublish_OutboxesReadBeforeTheReceiptAndWriteAfter: an outbox plans
+// a decision's messages before the transaction signs its receipt (and so
+// before it locks the account's receipt chain) and writes them after, the
+// messages carrying the receipt; the agent's decision and a person's
+// alike.
+func TestPublish_OutboxesReadBeforeTheReceiptAndWriteAfter(t *testing.T) {
+	t.Parallel()
+	outboxStores(t, nil, func(t *testing.T, d *db.DB, acct *arbiter.Account, task *arbiter.Task, e *arbiter.WebhookEndpoint, third *db.RecordingOutbox) {
+		byAgent, err := d.CreateTask(ctx, acct.ID, taskCreate("refund 13 EUR?"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(third.Steps())
+		claimAndAnswer(t, d, byAgent.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"})
+		decided, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The claim's older task went to a person (no receipt), then the
+		// agent decided the other, then the person the first.
+		want := []db.OutboxStep{{Step: "plan"}, {Step: "write"}, {Step: "plan"}, {Step: "write", Receipts: 1}, {Step: "plan"}, {Step: "write", Receipts: 1}}
+		if got := third.Steps()[before:]; !slices.Equal(got, want) {
+			t.Fatalf("the outbox's steps %v, want %v: plan before the receipt, write after", got, want)
+		}
+		msgs, err := d.ListWebhookMessages(ctx, acct.ID, e.ID, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts := map[string]bool{}
+		for _, m := range msgs {
+			if m.EventType != arbiter.EventTaskCompleted {
+				continue
+			}
+			var p struct {
+				Data struct {
+					ID      string `json:"id"`
+					Receipt string `json:"receipt"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Data.Receipt == "" {
+				t.Errorf("the completed message of %s carries no receipt", p.Data.ID)
+			}
+			receipts[p.Data.Receipt] = true
+		}
+		if !receipts[decided.Receipt] || len(receipts) != 2 {
+			t.Errorf("the completed messages carry the receipts %v; want the agent's and %s", receipts, decided.Receipt)
 		}
 	})
 }

@@ -35,9 +35,10 @@ func (d *DB) WebhooksQueued() <-chan struct{} { return outboxOf[*webhookOutbox](
 // the status its message starts in, or a callback URL.
 type webhookDestination struct{ endpointID, url, status string }
 
-// enqueue writes the messages of the announced events. It costs one query
-// when no endpoint and no callback wants any of them.
-func (o *webhookOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) error {
+// plan reads where the announced events' messages go and, for those of
+// tasks, the tasks; its write makes the messages. It costs one query when
+// no endpoint and no callback wants any of them.
+func (o *webhookOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) (outboxWrite, error) {
 	var announced []arbiter.TaskEvent
 	for _, ev := range events {
 		if arbiter.Announced(ev.Type) {
@@ -45,17 +46,29 @@ func (o *webhookOutbox) enqueue(ctx context.Context, tx *Tx, events []arbiter.Ta
 		}
 	}
 	if len(announced) == 0 {
-		return nil
+		return nil, nil
 	}
 	dests, err := o.destinations(ctx, tx, announced)
 	if err != nil || dests == nil {
-		return err
+		return nil, err
 	}
-	msgs, err := o.messages(ctx, tx, announced, dests)
+	var taskIDs []string
+	for i, ev := range announced {
+		if len(dests[i]) > 0 && ev.Drift == nil {
+			taskIDs = append(taskIDs, ev.TaskID)
+		}
+	}
+	tasks, err := o.db.tasksIn(ctx, tx, taskIDs)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("read tasks for webhooks: %w", err)
 	}
-	return o.insert(ctx, tx, msgs)
+	return func(ctx context.Context, tx *Tx) error {
+		msgs, err := o.messages(tx, announced, dests, tasks)
+		if err != nil {
+			return err
+		}
+		return o.insert(ctx, tx, msgs)
+	}, nil
 }
 
 // destinations returns, for each event, where its messages go: the
@@ -93,18 +106,9 @@ func (o *webhookOutbox) destinations(ctx context.Context, tx *Tx, events []arbit
 }
 
 // messages returns the events' messages to their destinations, the
-// payload of a task's event holding the task as it is in tx.
-func (o *webhookOutbox) messages(ctx context.Context, tx *Tx, events []arbiter.TaskEvent, dests [][]webhookDestination) ([]*arbiter.WebhookMessage, error) {
-	var taskIDs []string
-	for i, ev := range events {
-		if len(dests[i]) > 0 && ev.Drift == nil {
-			taskIDs = append(taskIDs, ev.TaskID)
-		}
-	}
-	tasks, err := o.db.tasksIn(ctx, tx, taskIDs)
-	if err != nil {
-		return nil, fmt.Errorf("read tasks for webhooks: %w", err)
-	}
+// payload of a task's event holding the task as plan read it, with the
+// receipt the transaction signed since.
+func (o *webhookOutbox) messages(tx *Tx, events []arbiter.TaskEvent, dests [][]webhookDestination, tasks map[string]*arbiter.Task) ([]*arbiter.WebhookMessage, error) {
 	now := o.db.now()
 	var msgs []*arbiter.WebhookMessage
 	for i, ev := range events {
@@ -123,6 +127,9 @@ func (o *webhookOutbox) messages(ctx context.Context, tx *Tx, events []arbiter.T
 			} else {
 				shown := *t // as the API shows it; the read stays whole
 				shown.HideOpenVotes()
+				if receipt, ok := tx.receipts[t.ID]; ok {
+					shown.Receipt = receipt
+				}
 				data = &shown
 			}
 		}

@@ -304,14 +304,15 @@ func (d *DB) finishOne(ctx context.Context, f agentFinish) error {
 				return err
 			}
 		}
+		var decided []decision
 		if f.step.Next == arbiter.StatusCompleted {
 			a := f.step.Attempt
-			if _, err := tx.signReceipts(ctx, decisionOf(updated[0].accountID, f.taskID, *a.Verdict, f.now, a, "")); err != nil {
-				return err
-			}
+			decided = append(decided, decisionOf(updated[0].accountID, f.taskID, *a.Verdict, f.now, a, ""))
 		}
-		// The attempt and the receipt are in: the event's task shows them.
-		return tx.publish(ctx, eventsOf(updated)...)
+		// The attempt is in and the receipt signed: the event's task
+		// shows them.
+		_, err = tx.publishDecided(ctx, decided, eventsOf(updated)...)
+		return err
 	})
 }
 
@@ -536,11 +537,8 @@ func (d *DB) decideOne(ctx context.Context, tx *Tx, insert *sql.Stmt, t *arbiter
 			return nil, err
 		}
 	}
-	receipts, err := tx.signReceipts(ctx, decisionOf(accountID, taskID, final, now, a, dec.ReviewerID))
+	receipts, err := tx.publishDecided(ctx, []decision{decisionOf(accountID, taskID, final, now, a, dec.ReviewerID)}, eventsOf(updated)...)
 	if err != nil {
-		return nil, err
-	}
-	if err := tx.publish(ctx, eventsOf(updated)...); err != nil {
 		return nil, err
 	}
 	t.Status, t.FinalVerdict, t.FinalTier, t.FinalConfidence, t.CompletedAt = arbiter.StatusCompleted, &final, &a.Tier, a.Confidence, &now

@@ -142,9 +142,6 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		for _, u := range updated {
 			applied[u.id] = true
 		}
-		if _, err := tx.signReceipts(ctx, finishedDecisions(batch, updated)...); err != nil {
-			return err
-		}
 		// The webhook messages of the finishes, in their transaction,
 		// their attempts and receipts in.
 		events := eventsOf(updated)
@@ -155,7 +152,8 @@ func (d *DB) finishMany(ctx context.Context, batch []agentFinish) (map[string]bo
 		for i := range events {
 			events[i].TraceParent = traceParents[events[i].TaskID]
 		}
-		return tx.publish(ctx, events...)
+		_, err = tx.publishDecided(ctx, finishedDecisions(batch, updated), events...)
+		return err
 	})
 	if err != nil {
 		return nil, err

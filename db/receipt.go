@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -66,9 +67,11 @@ func decisionOf(accountID, taskID, final string, at arbiter.Timestamp, a arbiter
 	return dec
 }
 
-// signReceipts signs the decisions inside tx, before the transaction
-// publishes them (so that the events' copies of the task carry the
-// receipt), in order for each account: it locks each account's chain
+// signReceipts signs the decisions inside tx, for publishDecided, which
+// calls it between the outboxes' reads and their writes (so that the
+// events' copies of the task carry the receipt, tx.receipts, and the
+// chain's lock waits on no read), in order for each account: the signing
+// key first, then it locks each account's chain
 // (accounts in order, so that two transactions never wait on each other's),
 // writes each receipt with the next seq and the hash of the one before,
 // and moves the chain on. It returns the receipts by task id.
@@ -127,6 +130,10 @@ func (tx *Tx) signReceipts(ctx context.Context, decisions ...decision) (map[stri
 	if err := tx.storeReceipts(ctx, rows, heads); err != nil {
 		return nil, err
 	}
+	if tx.receipts == nil {
+		tx.receipts = make(map[string]string, len(out))
+	}
+	maps.Copy(tx.receipts, out)
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -581,4 +582,88 @@ func TestReceipts_TheWebhookCopyCarriesTheApprovedDigest(t *testing.T) {
 			t.Fatal("no task.completed message was queued")
 		}
 	})
+}
+
+// TestReceipts_TheChainLockWaitsOnNoOutboxRead: a decision reads every
+// outbox's targets before it locks its account's receipt chain, so that
+// the lock, which it holds to its commit, is held over its writes alone.
+// Seen from outside: while the decision waits for the chain (another
+// transaction holds it), a webhook endpoint made for the account gets
+// none of its messages, as the decision had read the account's endpoints
+// (none) before it came to the lock. Postgres: SQLite's one writer holds
+// the store, not a chain.
+func TestReceipts_TheChainLockWaitsOnNoOutboxRead(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	d := dbtest.OpenURL(t, url, db.Options{})
+	acct := newAccount(t, d, "owner@example.com")
+	first, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "refund 12 EUR?", refund))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, "refund 13 EUR?", refund))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first decision makes the chain; the other task goes to a person.
+	claimAndAnswer(t, d, first.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"})
+
+	other, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	holder, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	var pid int
+	if err := holder.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(`SELECT 1 FROM receipt_chains WHERE account_id = $1 FOR UPDATE`, acct.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com",
+			ActionDigest: task.Action.Digest})
+		done <- err
+	}()
+	waitForBlockedBy(t, other, pid)
+	e, err := d.CreateWebhookEndpoint(ctx, acct.ID, arbiter.WebhookEndpointInput{URL: "https://hooks.example.com/arbiter"}, false,
+		arbiter.Actor{Email: arbiter.OperatorActor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := d.ListWebhookMessages(ctx, acct.ID, e.ID, "", 100); err != nil || len(msgs) != 0 {
+		t.Errorf("the endpoint made while the decision waited for the chain got %d messages (%v): the decision read the endpoints under the lock",
+			len(msgs), err)
+	}
+	verifiedChain(t, d, acct.ID, []string{first.ID, task.ID})
+}
+
+// waitForBlockedBy waits until a statement of the database waits on a
+// lock the backend pid holds.
+func waitForBlockedBy(t *testing.T, conn *sql.DB, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no statement waits on the held lock")
+		}
+	}
 }

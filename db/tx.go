@@ -29,6 +29,8 @@ type Tx struct {
 	published []arbiter.TaskEvent
 	// queued are the wakeups of the outboxes that queued messages.
 	queued []wakeup
+	// receipts are the receipts the transaction signed, by task id.
+	receipts map[string]string
 	// created is set when the transaction created tasks.
 	created bool
 	// unprepared are the queries stmt prepared on the transaction's own
@@ -113,17 +115,40 @@ func (d *DB) transactReadOn(ctx context.Context, pool *sqlx.DB, fn func(tx *Tx) 
 // publish writes the events' messages to every outbox in the transaction
 // (the task as it is in tx at this point), and has their effects follow
 // the commit: the waiters of a task an event ends are woken, and each
-// outbox that queued a message is woken. It is the one way a task event
-// leaves a transition.
+// outbox that queued a message is woken. It, or publishDecided for events
+// that make decisions final, is the one way a task event leaves a
+// transition.
 func (tx *Tx) publish(ctx context.Context, events ...arbiter.TaskEvent) error {
-	if len(events) == 0 {
-		return nil
+	_, err := tx.publishDecided(ctx, nil, events...)
+	return err
+}
+
+// publishDecided is publish of events that make the decisions final: it
+// signs the decisions' receipts (signReceipts) after every outbox has read
+// what its messages need and before any writes them, so that the
+// accounts' receipt chains, locked from the signing to the commit, are
+// held over the receipts' statement, the outboxes' inserts and the commit
+// alone, and the messages carry the receipts. It returns the receipts by
+// task id.
+func (tx *Tx) publishDecided(ctx context.Context, decisions []decision, events ...arbiter.TaskEvent) (map[string]string, error) {
+	var writes []outboxWrite
+	if len(events) > 0 {
+		var err error
+		if writes, err = tx.db.planOutboxes(ctx, tx, events); err != nil {
+			return nil, err
+		}
 	}
-	if err := tx.db.fanOut(ctx, tx, events); err != nil {
-		return err
+	receipts, err := tx.signReceipts(ctx, decisions...)
+	if err != nil {
+		return nil, err
+	}
+	for _, write := range writes {
+		if err := write(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
 	tx.published = append(tx.published, events...)
-	return nil
+	return receipts, nil
 }
 
 // queue has the outbox whose wakeup is w woken after the commit: it queued
