@@ -218,12 +218,12 @@ func (o *slackOutbox) insert(ctx context.Context, tx *Tx, msgs []*arbiter.SlackM
 
 // slackChannels returns, by account, the default channel of each account
 // of accountIDs that has Slack connected.
-func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []any) (map[string]string, error) {
+func (d *DB) slackChannels(ctx context.Context, tx *Tx, accountIDs []string) (map[string]string, error) {
 	var conns []struct {
 		AccountID string `db:"account_id"`
 		Channel   string `db:"default_channel"`
 	}
-	if err := d.selectIn(ctx, tx, &conns, `SELECT account_id, default_channel FROM slack_connections WHERE account_id IN (?)`, accountIDs); err != nil {
+	if err := d.selectOfAccounts(ctx, tx, &conns, `SELECT account_id, default_channel FROM slack_connections`, ``, accountIDs); err != nil {
 		return nil, fmt.Errorf("find Slack connections: %w", err)
 	}
 	channels := make(map[string]string, len(conns))

@@ -88,8 +88,8 @@ func (o *teamsOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEve
 		AccountID string `db:"account_id"`
 		Default   string `db:"default_conversation"`
 	}
-	if err := o.db.selectIn(ctx, tx, &conns, `SELECT account_id, default_conversation FROM teams_connections
-		WHERE account_id IN (?)`, accountsOf(mine)); err != nil {
+	if err := o.db.selectOfAccounts(ctx, tx, &conns, `SELECT account_id, default_conversation FROM teams_connections`, ``,
+		accountsOf(mine)); err != nil {
 		return nil, fmt.Errorf("find Teams connections: %w", err)
 	}
 	if len(conns) == 0 {

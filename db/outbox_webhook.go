@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/internal/telemetry"
 )
@@ -78,8 +81,8 @@ func (o *webhookOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskE
 func (o *webhookOutbox) destinations(ctx context.Context, tx *Tx, events []arbiter.TaskEvent) ([][]webhookDestination, error) {
 	d := o.db
 	var endpoints []endpointTarget
-	if err := d.selectIn(ctx, tx, &endpoints, `SELECT id, account_id, event_types, disabled FROM webhook_endpoints
-		WHERE account_id IN (?) ORDER BY id`, accountsOf(events)); err != nil {
+	if err := d.selectOfAccounts(ctx, tx, &endpoints, `SELECT id, account_id, event_types, disabled FROM webhook_endpoints`,
+		`ORDER BY id`, accountsOf(events)); err != nil {
 		return nil, fmt.Errorf("find endpoints: %w", err)
 	}
 	dests := make([][]webhookDestination, len(events))
@@ -219,9 +222,9 @@ func splitTypes(s string) []string {
 
 // accountsOf returns the accounts of the events, each once, in the order
 // they first appear.
-func accountsOf(events []arbiter.TaskEvent) []any {
+func accountsOf(events []arbiter.TaskEvent) []string {
 	seen := make(map[string]bool, 1)
-	var ids []any
+	var ids []string
 	for _, ev := range events {
 		if !seen[ev.AccountID] {
 			seen[ev.AccountID] = true
@@ -229,6 +232,28 @@ func accountsOf(events []arbiter.TaskEvent) []any {
 		}
 	}
 	return ids
+}
+
+// selectOfAccounts reads into dest the rows of selectFrom (a SELECT …
+// FROM a table with an account_id column) of the accounts, then, when
+// not "", the clause orderBy. On Postgres it is one statement, prepared
+// in tx, over an array of the accounts (one round trip, where a
+// statement sent with its arguments unprepared takes two); on SQLite,
+// whose statements cost no round trip, a list.
+func (d *DB) selectOfAccounts(ctx context.Context, tx *Tx, dest any, selectFrom, orderBy string, accountIDs []string) error {
+	if !d.takesArrays() {
+		return d.selectIn(ctx, tx, dest, selectFrom+` WHERE account_id IN (?) `+orderBy, accountIDs)
+	}
+	stmt, err := tx.stmt(ctx, selectFrom+` WHERE account_id = ANY(?::text[]) `+orderBy)
+	if err != nil {
+		return err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(accountIDs))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return sqlx.StructScan(rows, dest)
 }
 
 // tasksIn reads, in tx, the tasks of ids with their attempts, by id; none
