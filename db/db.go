@@ -104,6 +104,10 @@ type Options struct {
 	// (arbiter.GoldFirst): uniform in [0, 1), default math/rand/v2's
 	// Float64; tests make it deterministic.
 	GoldDraw func() float64
+	// LimitLinger is how long, on Postgres, a process keeps slots of a
+	// shared limit reserved in a block and unused before it gives them
+	// back (internal/limits; 0 means 2 s). Tests shorten or lengthen it.
+	LimitLinger time.Duration
 }
 
 // DB is an open store. Its methods implement the root package's services;
@@ -233,7 +237,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	}
 	d.limits = limits.Local{Now: d.now}
 	if d.dialect == Postgres {
-		d.shared = limits.NewShared(d.db.DB, limits.Options{Logger: d.log, Timeout: d.timeout, Unavailable: d.unavailable})
+		d.shared = limits.NewShared(d.db.DB, limits.Options{Logger: d.log, Timeout: d.timeout, Unavailable: d.unavailable, Linger: opts.LimitLinger})
 		d.limits = d.shared
 	}
 	d.claims.tasks, d.claims.tasksStarted = d.claimTasksSQL(false), d.claimTasksSQL(true)

@@ -57,7 +57,8 @@ func (a *answerSlots) give() { <-a.slots }
 type Waiters interface {
 	// Enter admits r, a request of an API key, to wait for its task. It
 	// returns ERATELIMIT (with RetryAfter) when the key or its account
-	// already has its most requests waiting.
+	// already has its most requests waiting, and the store's EUNAVAILABLE
+	// when the bounds are kept in a store that does not answer.
 	Enter(r *http.Request) (Waiter, error)
 }
 

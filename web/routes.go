@@ -108,7 +108,8 @@ type Router struct {
 	Parking *ParkingLot
 	// Waiters bounds the requests waiting for a task per API key and per
 	// account; nil gets arbiter.DefaultMaxWaitersPerKey and
-	// DefaultMaxWaitersPerAccount in this process. A ConnLimiter whose
+	// DefaultMaxWaitersPerAccount made of Limits (limits.Waiters: one
+	// budget for the deployment when they are shared). A ConnLimiter whose
 	// ConnContext the server calls may evict them (see Waiters).
 	Waiters arbiter.WaiterLimiter
 
@@ -598,11 +599,10 @@ func hostOf(origin string) string {
 
 // waiters returns the admission of waiting requests.
 func (rt *Router) waiters() handlers.Waiters {
-	limits := rt.Waiters
-	if limits == nil {
-		limits = arbiter.NewWaiterCounts(arbiter.DefaultMaxWaitersPerKey, arbiter.DefaultMaxWaitersPerAccount)
+	if rt.Waiters == nil {
+		rt.Waiters = limits.Waiters(rt.limits(), arbiter.DefaultMaxWaitersPerKey, arbiter.DefaultMaxWaitersPerAccount)
 	}
-	return Waiters{Limits: limits, Keys: rt.KeyChecker}
+	return Waiters{Limits: rt.Waiters, Keys: rt.KeyChecker}
 }
 
 // parker returns the parking lot of waiting requests, or nil.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/arbiterhq/arbiter"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/internal/limits"
 	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/web"
 )
@@ -86,11 +87,12 @@ func taskStatusOf(t *testing.T, body []byte) string {
 // three an account: a wait past either bound is answered 429 with
 // Retry-After at once, a read of a final task is never held back, another
 // account waits, and a caller who closes a waiting connection gives its
-// place back at once.
+// place back at once. The bounds are the store's limits.Waiters: the
+// process's counts on SQLite, Postgres's slots on Postgres.
 func TestTaskGet_WaitersPerKeyAndPerAccount(t *testing.T) {
 	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
-		addr, lot, _ := limitedServer(t, a, 100, 100, arbiter.NewWaiterCounts(2, 3), nil)
+		addr, lot, _ := limitedServer(t, a, 100, 100, limits.Waiters(a.store.Limits(), 2, 3), nil)
 		_, first := newKeyWithID(t, a, "a@example.com")
 		_, second := newKeyWithID(t, a, "a@example.com")
 		_, other := newKeyWithID(t, a, "b@example.com")

@@ -9,9 +9,10 @@ import (
 
 // Waiters admits the API's requests that wait for a task
 // (handlers.Waiters): at most so many of an API key and of an account at
-// once (Limits), each evictable by the ConnLimiter it came through when the
-// server is full (the server's ConnContext must be the limiter's), and
-// each with its key checked again before its answer (Keys).
+// once (Limits: the deployment's on Postgres, see limits.Waiters), each
+// evictable by the ConnLimiter it came through when the server is full
+// (the server's ConnContext must be the limiter's), and each with its key
+// checked again before its answer (Keys).
 type Waiters struct {
 	Limits arbiter.WaiterLimiter
 	Keys   *KeyChecker
@@ -25,7 +26,7 @@ func (w Waiters) Enter(r *http.Request) (handlers.Waiter, error) {
 	if err != nil {
 		return handlers.Waiter{}, err
 	}
-	leave, err := w.Limits.EnterWait(accountID, keyID)
+	leave, err := w.Limits.EnterWait(r.Context(), accountID, keyID)
 	if err != nil {
 		return handlers.Waiter{}, err
 	}

@@ -23,10 +23,11 @@ import (
 //
 //   - limit: what one request's check of a limit shared by every process
 //     adds to it (internal/limits: a token bucket row spent by one
-//     upsert, a slot taken and given back), beside the same check in the
-//     process's memory: one check after another over 1,000 keys, so that
-//     the latency is the check's own, not a queue's; and the checks a
-//     second at -concurrency goroutines;
+//     upsert, a slot taken and given back, a wait admitted and ended:
+//     two slots), beside the same check in the process's memory: one
+//     check after another over 1,000 keys, so that the latency is the
+//     check's own, not a queue's; and the checks a second at
+//     -concurrency goroutines;
 //   - 1 vs 3 servers: creates and gets over HTTP against one `arbiter
 //     serve --worker=false`, then against three on one database, the
 //     generator spreading its connections over them, in the same run.
@@ -54,6 +55,9 @@ func (b *bench) measureReplicas(ctx context.Context) error {
 	// A bucket that never runs dry: every check is an allowed spend, the
 	// statement a request pays.
 	slots := store.Limits().Slots("bench", 1_000_000)
+	// A wait's admission: its key's slot and its account's, taken and
+	// given back (limits.Waiters).
+	waiters := limits.Waiters(store.Limits(), 1_000_000, 1_000_000)
 	checks := []struct {
 		name  string
 		check func(w, i int) error
@@ -69,6 +73,14 @@ func (b *bench) measureReplicas(ctx context.Context) error {
 				return fmt.Errorf("a slot limit of a million refused")
 			}
 			release()
+			return nil
+		}},
+		{"wait admitted (Postgres)", func(w, i int) error {
+			leave, err := waiters.EnterWait(ctx, "acct_"+key(w, i), key(w, i))
+			if err != nil {
+				return err
+			}
+			leave()
 			return nil
 		}},
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/handlers"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 	"github.com/arbiterhq/arbiter/web"
 )
 
@@ -116,26 +118,37 @@ func checkHeld(t *testing.T, what string, run limitRun, n, servers, burst, past 
 }
 
 // TestReplicas_LimitsHoldAcrossServers: two `arbiter serve` processes on
-// one Postgres hold every limit stated per client or account to its
+// one Postgres hold every limit stated per client, key or account to its
 // value, not to twice it: sign-in links, demo verdicts and failed key
-// checks per client address, MCP calls per account at once.
+// checks per client address, MCP calls per account at once, waits per
+// key at once.
 func TestReplicas_LimitsHoldAcrossServers(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.URL(t, db.Postgres)
-	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8"})
+	getenv := env(map[string]string{"ARBITER_DATABASE_URL": dbURL, "ARBITER_TRUSTED_PROXIES": "127.0.0.0/8",
+		"ARBITER_MAX_WAITERS_PER_KEY": strconv.Itoa(waitersPerKeyAcross)})
 	bases := []string{serve(t, getenv), serve(t, getenv)}
 	key := strings.TrimSpace(runOK(t, getenv, "admin", "create-key", "--email", "ops@example.com"))
 	checkLimitsAcross(t, bases, bases, key, dbURL)
 }
 
+// waitersPerKeyAcross is the bound on one key's waits at once
+// (ARBITER_MAX_WAITERS_PER_KEY) of the servers checkLimitsAcross checks:
+// more than handlers.MaxMCPCalls, the MCP calls it holds waiting, and
+// than the three hosts' load can hold (12 waits, and a killed replica's
+// until its lease lapses, each replica holding up to two blocks of 12
+// more reserved).
+const waitersPerKeyAcross = 96
+
 // checkLimitsAcross checks, in subtests, that the server processes at
 // replicas, reached through bases (the processes themselves, or a balancer
-// in front of them), hold every per-client and per-account limit to its
-// value: sign-in links, demo verdicts and failed key checks per client
-// address, MCP calls per account at once. key is an API key of an account
-// of the database at dbURL. The MCP calls go to the replicas themselves:
-// their test ends its calls by leaving, which a balancer such as HAProxy
-// does not pass on to a replica until the call's wait ends.
+// in front of them), hold every per-client, per-key and per-account limit
+// to its value: sign-in links, demo verdicts and failed key checks per
+// client address, MCP calls per account at once, and waits per key at
+// once (the servers bound at waitersPerKeyAcross). key is an API key of an
+// account of the database at dbURL. The MCP calls and the waits go to the
+// replicas themselves: their test ends them by leaving, which a balancer
+// such as HAProxy does not pass on to a replica until the wait ends.
 func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string) {
 	servers := len(replicas)
 	t.Run("SignInLinksPerClient", func(t *testing.T) {
@@ -246,4 +259,106 @@ func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string
 			}
 		}
 	})
+
+	t.Run("WaitersPerKey", func(t *testing.T) {
+		admin, err := sql.Open("postgres", dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close()
+		// held waits until the key's row holds want slots, reserved by
+		// processes many (0: any number of them).
+		held := func(want, processes int) {
+			t.Helper()
+			for deadline := testutil.Patience(t); ; time.Sleep(10 * time.Millisecond) {
+				var n, holders int
+				_ = admin.QueryRow(`SELECT coalesce(sum(held), 0), coalesce(sum((SELECT count(*) FROM jsonb_object_keys(holders))), 0)
+FROM limit_slots WHERE key LIKE 'waiters-key:%'`).Scan(&n, &holders)
+				if n == want && (processes == 0 || holders == processes) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the key's row holds %d slots of %d processes, want %d of %d", n, holders, want, processes)
+				}
+			}
+		}
+		held(0, 0) // the MCP calls' waits have ended, their blocks given back
+		// Tasks that wait for a person (the three hosts' verifier is
+		// unsure of orders "ord_…").
+		ids := make([]string, waitersPerKeyAcross)
+		for i := range ids {
+			body := fmt.Sprintf(`{"prompt":"Refund order ord_w%d?","allowed_verdicts":["approve","reject"]}`, i)
+			status, task, err := apiSend("POST", bases[i%len(bases)]+"/v1/tasks", key, "", body)
+			if ids[i], _ = task["id"].(string); err != nil || status != http.StatusOK || ids[i] == "" {
+				t.Fatalf("create %d = %d %v %v", i, status, task, err)
+			}
+		}
+		// A long-poll that ends when its caller leaves (leave); answered
+		// is its status when the server answered it before.
+		type longPoll struct {
+			leave    context.CancelFunc
+			ended    chan struct{}
+			answered int
+		}
+		open := func(base, id string) *longPoll {
+			ctx, leave := context.WithCancel(context.Background())
+			p := &longPoll{leave: leave, ended: make(chan struct{})}
+			go func() {
+				defer close(p.ended)
+				req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/tasks/"+id+"?wait=60", nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					p.answered = res.StatusCode
+					res.Body.Close()
+				}
+			}()
+			return p
+		}
+		end := func(p *longPoll) {
+			p.leave()
+			<-p.ended
+			if p.answered != 0 {
+				t.Errorf("a wait the bound had room for was answered %d before its caller left", p.answered)
+			}
+		}
+		refused := func(replicas ...string) {
+			t.Helper()
+			for _, base := range replicas {
+				req, _ := http.NewRequest("GET", base+"/v1/tasks/"+ids[0]+"?wait=60", nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				msg := apiErrorSentence(t, res.StatusCode, res.Header, b, http.StatusTooManyRequests)
+				if !strings.Contains(msg, fmt.Sprintf("API key are waiting for tasks at once (at most %d)", waitersPerKeyAcross)) || res.Header.Get("Retry-After") == "" {
+					t.Errorf("%q (Retry-After %q) does not say that too many waits of the key run at once", msg, res.Header.Get("Retry-After"))
+				}
+			}
+		}
+		// The bound's waits on one server reserve the key's whole budget:
+		// the next wait on any other server is refused.
+		polls := make([]*longPoll, waitersPerKeyAcross)
+		for i := range polls {
+			polls[i] = open(replicas[0], ids[i])
+		}
+		held(waitersPerKeyAcross, 1)
+		refused(replicas[1:]...)
+		// One ends (its caller left): its slot goes back to the row once
+		// the first server's block has lingered, a wait on another server
+		// takes it, and the bound is whole again, on every server.
+		end(polls[0])
+		held(waitersPerKeyAcross-1, 1)
+		polls[0] = open(replicas[1], ids[0])
+		held(waitersPerKeyAcross, 2)
+		refused(replicas...)
+		// Every wait that ends gives its slots back.
+		for _, p := range polls {
+			end(p)
+		}
+		held(0, 0)
+	})
+
 }

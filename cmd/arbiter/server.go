@@ -16,6 +16,7 @@ import (
 	"github.com/arbiterhq/arbiter/agent"
 	"github.com/arbiterhq/arbiter/config"
 	"github.com/arbiterhq/arbiter/db"
+	"github.com/arbiterhq/arbiter/internal/limits"
 	"github.com/arbiterhq/arbiter/internal/telemetry"
 	"github.com/arbiterhq/arbiter/mail"
 	"github.com/arbiterhq/arbiter/metrics"
@@ -478,7 +479,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		TaskCreated:    created,
 		ShuttingDown:   shuttingDown,
 		Parking:        web.NewParkingLot(shuttingDown, s.logger),
-		Waiters:        arbiter.NewWaiterCounts(s.cfg.MaxWaitersPerKey, s.cfg.MaxWaitersPerAccount),
+		Waiters:        limits.Waiters(store.Limits(), s.cfg.MaxWaitersPerKey, s.cfg.MaxWaitersPerAccount),
 		TrustedProxies: s.cfg.TrustedProxies,
 		Tracing:        s.tracing,
 		Limits:         store.Limits(),

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,7 +228,7 @@ func copiesOf(fake *slackfake.Fake, channels []string, taskID string) []slackfak
 // TestThreeHosts_ReplicasBehindHAProxySurviveAKillAndADrain runs three
 // `arbiter serve` processes, each in a network namespace of its own (on
 // three loopback addresses where namespaces are refused), behind HAProxy
-// on one Postgres. Through the balancer, every per-client and
+// on one Postgres. Through the balancer, every per-client, per-key and
 // per-account limit holds to its value across the three. Then creates
 // load the balancer, each waited for by a long-poll, while one replica is
 // killed (SIGKILL) and another drained (SIGTERM): every create a client
@@ -278,6 +279,7 @@ func TestThreeHosts_ReplicasBehindHAProxySurviveAKillAndADrain(t *testing.T) {
 		"ARBITER_WEBHOOK_ALLOW_PRIVATE": "1",
 		"ARBITER_SECRET_KEY":            secretKey,
 		"ARBITER_SLACK_API_URL":         slackURL + "/api/",
+		"ARBITER_MAX_WAITERS_PER_KEY":   strconv.Itoa(waitersPerKeyAcross),
 		// The balancer checks /readyz every 100 ms: a draining replica
 		// leaves it before it stops taking connections.
 		"ARBITER_DRAIN_DELAY": "1s",

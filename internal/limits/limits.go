@@ -60,3 +60,20 @@ func (l Local) Slots(_ string, max int) arbiter.SlotLimit {
 
 // Shared implements Limits: Local's limits are this process's.
 func (Local) Shared() bool { return false }
+
+// Waiters returns the bound on the requests that wait for a task at once:
+// perKey of an API key and perAccount of an account. On Postgres (Shared)
+// it is one budget for the deployment, a slot of the key and one of the
+// account held by each wait ("waiters-key", "waiters-account"), which each
+// process reserves in blocks, so that most waits cost no statement (see
+// blockSlots); otherwise it is this process's counts.
+func Waiters(l Limits, perKey, perAccount int) arbiter.WaiterLimiter {
+	s, ok := l.(*Shared)
+	if !ok {
+		return arbiter.NewWaiterCounts(perKey, perAccount)
+	}
+	return arbiter.SlotWaiters{
+		Keys: s.blocks("waiters-key", perKey), Accounts: s.blocks("waiters-account", perAccount),
+		PerKey: perKey, PerAccount: perAccount,
+	}
+}

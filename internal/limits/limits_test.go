@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/internal/limits"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 var ctx = context.Background()
@@ -390,4 +393,357 @@ func TestShared_StateChangesInTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// enterWait enters a wait of the key of account through w, and fails t
+// on anything but an admission or a refusal; leave is nil when refused,
+// and says names the bound that refused it.
+func enterWait(t *testing.T, w arbiter.WaiterLimiter, account, key string) (leave func(), says string) {
+	t.Helper()
+	leave, err := w.EnterWait(ctx, account, key)
+	switch {
+	case err == nil:
+		return leave, ""
+	case arbiter.ErrorCode(err) != arbiter.ERATELIMIT:
+		t.Fatalf("EnterWait(%s, %s): %v", account, key, err)
+	}
+	return nil, arbiter.ErrorMessage(err)
+}
+
+// TestWaiters_BoundAKeyAndAnAccountOnEachStore: on either store, a key's
+// waits past its bound and an account's past its bound are refused, and
+// a wait that ended makes room; on Postgres the waits hold the store's
+// slots (one budget for the deployment), on SQLite this process's counts.
+func TestWaiters_BoundAKeyAndAnAccountOnEachStore(t *testing.T) {
+	t.Parallel()
+	eachKind(t, func(t *testing.T, l limits.Limits) {
+		w := limits.Waiters(l, 2, 3)
+		if _, inProcess := w.(*arbiter.WaiterCounts); inProcess == l.Shared() {
+			t.Fatalf("waiters of limits shared=%v are %T", l.Shared(), w)
+		}
+		first, _ := enterWait(t, w, "acct_1", "key_1")
+		enterWait(t, w, "acct_1", "key_1")
+		if leave, says := enterWait(t, w, "acct_1", "key_1"); leave != nil || !strings.Contains(says, "API key are waiting for tasks at once (at most 2)") {
+			t.Fatalf("a key's third wait of 2: admitted %v, %q", leave != nil, says)
+		}
+		enterWait(t, w, "acct_1", "key_2")
+		if leave, says := enterWait(t, w, "acct_1", "key_3"); leave != nil || !strings.Contains(says, "account are waiting for tasks at once (at most 3)") {
+			t.Fatalf("an account's fourth wait of 3: admitted %v, %q", leave != nil, says)
+		}
+		first()
+		if leave, _ := enterWait(t, w, "acct_1", "key_1"); leave == nil {
+			t.Fatal("no wait admitted once one ended")
+		}
+	})
+}
+
+// slotsHeld returns the slots of the limit row key that process holds
+// (every process's, with process ""), read by admin.
+func slotsHeld(t *testing.T, admin *sql.DB, key, process string) int {
+	t.Helper()
+	var held int
+	err := admin.QueryRow(`SELECT coalesce(sum(CASE WHEN $2 = '' THEN held ELSE coalesce((holders ->> $2)::int, 0) END), 0)
+FROM limit_slots WHERE key = $1`, key, process).Scan(&held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// waitFor waits until cond holds, and fails t with what when it never
+// does.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := testutil.Patience(t); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// openAdmin returns a connection to the schema of url, closed at the end
+// of t.
+func openAdmin(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	admin, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	return admin
+}
+
+// TestShared_WaitersHoldAcrossProcesses: the waits of a key and of an
+// account that two processes admit are bounded once, not once each; a
+// wait one process ends makes room in the other (once it gives its block
+// back); and 48 goroutines entering waits through both at once, 16 a key
+// and 24 an account, never hold more than that together.
+func TestShared_WaitersHoldAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	a := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
+	b := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
+	wa, wb := limits.Waiters(a.Limits(), 2, 3), limits.Waiters(b.Limits(), 2, 3)
+	leaveA, _ := enterWait(t, wa, "acct_1", "key_1")
+	enterWait(t, wb, "acct_1", "key_1")
+	for _, w := range []arbiter.WaiterLimiter{wa, wb} {
+		if leave, says := enterWait(t, w, "acct_1", "key_1"); leave != nil || !strings.Contains(says, "API key") {
+			t.Fatalf("a key's third wait of 2 across two processes: admitted %v, %q", leave != nil, says)
+		}
+	}
+	enterWait(t, wa, "acct_1", "key_2")
+	if leave, says := enterWait(t, wb, "acct_1", "key_3"); leave != nil || !strings.Contains(says, "account") {
+		t.Fatalf("an account's fourth wait of 3 across two processes: admitted %v, %q", leave != nil, says)
+	}
+	leaveA()
+	leaveA()
+	// Process a gives the slots back after its linger; b then admits.
+	admin := openAdmin(t, url)
+	waitFor(t, "process a gives back the key's slot of the wait that ended", func() bool {
+		return slotsHeld(t, admin, "waiters-key:key_1", "") == 1
+	})
+	var leave func()
+	waitFor(t, "process b admits a wait of the key once process a's ended", func() bool {
+		leave, _ = enterWait(t, wb, "acct_1", "key_1")
+		return leave != nil
+	})
+
+	wa, wb = limits.Waiters(a.Limits(), 16, 24), limits.Waiters(b.Limits(), 16, 24)
+	var keyWaits [2]atomic.Int64
+	var accountWaits, most, admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 48 {
+		wg.Go(func() {
+			for range 10 {
+				k := i % 4 / 2 // two keys of one account, each through both processes
+				leave, err := []arbiter.WaiterLimiter{wa, wb}[i%2].EnterWait(ctx, "acct_2", "key_"+strconv.Itoa(10+k))
+				if err != nil {
+					if arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
+						t.Error(err)
+						return
+					}
+					continue
+				}
+				admitted.Add(1)
+				if n := keyWaits[k].Add(1); n > 16 {
+					t.Errorf("%d waits of a key at once, bound 16", n)
+				}
+				n := accountWaits.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond) // the wait
+				keyWaits[k].Add(-1)
+				accountWaits.Add(-1)
+				leave()
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() > 24 || admitted.Load() < 24 {
+		t.Fatalf("at most %d waits of the account at once (%d admitted in all); want at most 24, and 24 admitted", most.Load(), admitted.Load())
+	}
+}
+
+// TestShared_ABurstOfWaitsTakesFewStatements: 600 waits of one key
+// entering at once cost a few dozen statements, not one (or two) each,
+// and the key's and the account's rows hold what they take, so that
+// other processes count them; as they end, the slots are given back in
+// blocks too, and all of them once idle.
+func TestShared_ABurstOfWaitsTakesFewStatements(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	store := dbtest.OpenURL(t, url, db.Options{LimitLinger: 50 * time.Millisecond})
+	shared := store.Limits().(*limits.Shared)
+	w := limits.Waiters(shared, 1000, 4000)
+	const burst = 600
+	leaves := make([]func(), burst)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range burst {
+		wg.Go(func() {
+			<-start
+			leave, err := w.EnterWait(ctx, "acct_1", "key_1")
+			if err != nil {
+				t.Errorf("wait %d: %v", i, err)
+				return
+			}
+			leaves[i] = leave
+		})
+	}
+	close(start)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	admin := openAdmin(t, url)
+	statements := shared.BlockStatements()
+	// Blocks of the key grow to 125 slots, of the account to 500: each
+	// row takes about log2(its block) + burst/block statements.
+	if statements > 40 {
+		t.Errorf("%d waits entering at once made %d statements, want at most 40", burst, statements)
+	}
+	key, account := slotsHeld(t, admin, "waiters-key:key_1", ""), slotsHeld(t, admin, "waiters-account:acct_1", "")
+	if key < burst || key > burst+2*125 || account < burst || account > burst+2*500 {
+		t.Fatalf("%d waits hold %d slots of their key's row and %d of their account's; want them all, and at most two blocks more", burst, key, account)
+	}
+	t.Logf("%d waits: %d statements; %d of the key's slots reserved, %d of the account's", burst, statements, key, account)
+	for _, leave := range leaves {
+		leave()
+	}
+	if ended := shared.BlockStatements() - statements; ended > 40 {
+		t.Errorf("%d waits ending made %d statements, want at most 40", burst, ended)
+	}
+	waitFor(t, "the slots of the ended waits are given back", func() bool {
+		return slotsHeld(t, admin, "waiters-key:key_1", "") == 0 && slotsHeld(t, admin, "waiters-account:acct_1", "") == 0
+	})
+}
+
+// TestShared_ReservedSlotsComeBack: slots a process reserved and no
+// longer uses come back to the other processes after its linger; those
+// of a process that went silent (kill -9: no give-back) come back once
+// its heartbeat's lease has lapsed, and only its own.
+func TestShared_ReservedSlotsComeBack(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	a := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
+	b := dbtest.OpenURL(t, url, db.Options{LimitLinger: time.Hour})
+	admin := openAdmin(t, url)
+	wa, wb := limits.Waiters(a.Limits(), 8, 100), limits.Waiters(b.Limits(), 8, 100)
+	var leaves []func()
+	for range 8 {
+		leave, _ := enterWait(t, wa, "acct_1", "key_1")
+		if leave == nil {
+			t.Fatal("a wait of 8 refused")
+		}
+		leaves = append(leaves, leave)
+	}
+	if leave, _ := enterWait(t, wb, "acct_1", "key_1"); leave != nil {
+		t.Fatal("process b admitted a 9th wait of a key bound to 8")
+	}
+	for _, leave := range leaves {
+		leave()
+	}
+	waitFor(t, "process a gives back its idle block", func() bool {
+		return slotsHeld(t, admin, "waiters-key:key_1", "") == 0
+	})
+	// b may refuse for a moment after it found the row full.
+	leaves = nil
+	waitFor(t, "process b admits a wait once a gave its slots back", func() bool {
+		leave, _ := enterWait(t, wb, "acct_1", "key_1")
+		leaves = append(leaves, leave)
+		return leave != nil
+	})
+	leaves = leaves[len(leaves)-1:]
+	for range 7 {
+		leave, _ := enterWait(t, wb, "acct_1", "key_1")
+		if leave == nil {
+			t.Fatal("process b cannot take the slots process a gave back")
+		}
+		leaves = append(leaves, leave)
+	}
+	for _, leave := range leaves {
+		leave()
+	}
+
+	// Process b now holds its slots for an hour unused; process c takes
+	// three of a fresh key and dies without a word.
+	c := dbtest.OpenURL(t, url, db.Options{LimitLinger: time.Hour})
+	wc := limits.Waiters(c.Limits(), 8, 100)
+	for range 3 {
+		if leave, _ := enterWait(t, wc, "acct_2", "key_2"); leave == nil {
+			t.Fatal("process c: a wait of 8 refused")
+		}
+	}
+	cProcess := c.Limits().(*limits.Shared).ProcessID()
+	held := slotsHeld(t, admin, "waiters-key:key_2", cProcess)
+	if held < 3 {
+		t.Fatalf("process c holds %d slots for its 3 waits", held)
+	}
+	c.Close() // gives back its free slots; those of its 3 waits stay held
+	leaves = nil
+	for {
+		leave, _ := enterWait(t, wb, "acct_2", "key_2")
+		if leave == nil {
+			break
+		}
+		leaves = append(leaves, leave)
+	}
+	if len(leaves) != 5 {
+		t.Fatalf("beside process c's 3 waits, process b admitted %d of a key bound to 8", len(leaves))
+	}
+	res, err := admin.Exec(`UPDATE limit_processes SET expires_at = 0 WHERE process = $1`, cProcess)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("lapse c's lease: %v rows, %v", n, err)
+	}
+	if err := b.Limits().(*limits.Shared).Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := slotsHeld(t, admin, "waiters-key:key_2", cProcess); got != 0 {
+		t.Fatalf("process c still holds %d slots after its lease lapsed", got)
+	}
+	// b may refuse for a moment after it found the row full.
+	waitFor(t, "process b admits 3 more once c's lease lapsed", func() bool {
+		if leave, _ := enterWait(t, wb, "acct_2", "key_2"); leave != nil {
+			leaves = append(leaves, leave)
+		}
+		return len(leaves) == 8
+	})
+	if leave, _ := enterWait(t, wb, "acct_2", "key_2"); leave != nil {
+		t.Fatal("process b admitted a 9th wait of a key bound to 8")
+	}
+}
+
+// TestShared_WaitersOfAStoreThatDoesNotAnswer: a statement on a row
+// another transaction locks, or to a database that does not answer at
+// all, does not hold back a wait the process's block has a slot for; a
+// wait that needs a statement is refused as the store's other limits are
+// (EUNAVAILABLE, a 503 with Retry-After), holding nothing, and admitted
+// again once the database answers.
+func TestShared_WaitersOfAStoreThatDoesNotAnswer(t *testing.T) {
+	// Not parallel, as db's TestStore_PostgresGone: a busy machine could
+	// spend the store's timeout on the steps meant to pass.
+	schema := dbtest.URL(t, db.Postgres)
+	proxy, url := dbtest.ThroughProxy(t, schema)
+	d := dbtest.OpenURL(t, url, db.Options{Timeout: 5 * time.Second, LimitLinger: time.Hour})
+	w := limits.Waiters(d.Limits(), 16, 16)
+	// Two waits reserve a block of two slots each of the key and the
+	// account; one ends, and its slots stay the process's.
+	first, _ := enterWait(t, w, "acct_1", "key_1")
+	if leave, _ := enterWait(t, w, "acct_1", "key_1"); leave == nil || first == nil {
+		t.Fatal("two waits of 16 refused")
+	}
+	first()
+
+	admin := openAdmin(t, schema)
+	tx, err := admin.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT 1 FROM limit_slots WHERE key = 'waiters-account:acct_1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if leave, _ := enterWait(t, w, "acct_1", "key_1"); leave == nil {
+		t.Fatal("a wait with a free slot in the block was refused while its account's row was locked")
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Freeze()
+	defer proxy.Thaw()
+	for _, key := range []string{"key_1", "key_2"} { // the block used up, and a key with none
+		leave, err := w.EnterWait(ctx, "acct_1", key)
+		var e *arbiter.Error
+		if leave != nil || arbiter.ErrorCode(err) != arbiter.EUNAVAILABLE || !errors.As(err, &e) || e.RetryAfter <= 0 {
+			t.Fatalf("a wait of %s needing a statement while Postgres does not answer = %v, %v; want EUNAVAILABLE with a Retry-After", key, leave != nil, err)
+		}
+	}
+	proxy.Thaw()
+	waitFor(t, "a wait admitted once Postgres answers", func() bool {
+		leave, err := w.EnterWait(ctx, "acct_1", "key_2")
+		if err != nil && arbiter.ErrorCode(err) != arbiter.EUNAVAILABLE {
+			t.Fatal(err)
+		}
+		return leave != nil
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter"
@@ -41,13 +42,21 @@ type Shared struct {
 	unavailable func(error) error
 	// process names this process's slots (limit_processes).
 	process string
+	// linger is how long a block of slots (blocks.go) stays reserved
+	// without a request.
+	linger time.Duration
 
 	refused refusals
+	// beatAt is when this process's last heartbeat was written
+	// (UnixNano); blockStatements counts the statements of blocks.
+	beatAt          atomic.Int64
+	blockStatements atomic.Int64
 
 	mu      sync.Mutex
 	running bool
 	stop    chan struct{}
-	done    chan struct{}
+	done    sync.WaitGroup
+	pools   []*blockSlots
 }
 
 // Options tune a Shared.
@@ -60,6 +69,10 @@ type Options struct {
 	// Unavailable turns a failure of the database into the error callers
 	// get (the store's EUNAVAILABLE); nil leaves errors as they are.
 	Unavailable func(error) error
+	// Linger is how long a process keeps slots it reserved in a block
+	// and does not use, without a request of their key, before it gives
+	// them back (default 2 s).
+	Linger time.Duration
 }
 
 // Slot-holder liveness: a process beats every heartbeatEvery, its slots
@@ -69,6 +82,7 @@ const (
 	heartbeatEvery = 5 * time.Second
 	heartbeatLease = 30 * time.Second
 	pruneAfter     = time.Hour
+	defaultLinger  = 2 * time.Second
 )
 
 // NewShared returns the limits kept in the Postgres database of pool,
@@ -83,15 +97,19 @@ func NewShared(pool *sql.DB, opts Options) *Shared {
 	if opts.Unavailable == nil {
 		opts.Unavailable = func(err error) error { return err }
 	}
+	if opts.Linger <= 0 {
+		opts.Linger = defaultLinger
+	}
 	return &Shared{db: pool, log: opts.Logger, timeout: opts.Timeout, unavailable: opts.Unavailable,
-		process: arbiter.NewID("proc_", 12), refused: refusals{until: map[string]time.Time{}}}
+		process: arbiter.NewID("proc_", 12), linger: opts.Linger, refused: refusals{until: map[string]time.Time{}}}
 }
 
 // Shared implements Limits: the limits hold across processes.
 func (s *Shared) Shared() bool { return true }
 
-// Close stops the heartbeat of this process's slots; the slots it holds
-// are given back by the other processes once its lease lapses.
+// Close stops the heartbeat of this process's slots and gives back the
+// slots its blocks hold free; the slots its requests still hold are given
+// back by the other processes once its lease lapses.
 func (s *Shared) Close() {
 	s.mu.Lock()
 	running := s.running
@@ -99,7 +117,10 @@ func (s *Shared) Close() {
 	s.mu.Unlock()
 	if running {
 		close(s.stop)
-		<-s.done
+		s.done.Wait()
+		for _, l := range s.blockPools() {
+			l.giveBackIdle(0)
+		}
 	}
 }
 
@@ -298,7 +319,8 @@ func (l *sharedSlots) release(k string) {
 // and dropHoldersSQL gives back those processes' slots of one row.
 const (
 	beatSQL = `INSERT INTO limit_processes (process, expires_at) VALUES ($1, ` + nowMicros + ` + $2)
-ON CONFLICT (process) DO UPDATE SET expires_at = excluded.expires_at`
+ON CONFLICT (process) DO UPDATE SET expires_at = excluded.expires_at
+RETURNING xmax = 0`
 	reapSQL        = `DELETE FROM limit_processes WHERE expires_at < ` + nowMicros
 	deadHoldersSQL = `SELECT s.key, array_agg(h.process) FROM limit_slots s
 CROSS JOIN LATERAL jsonb_object_keys(s.holders) AS h(process)
@@ -320,29 +342,66 @@ func (s *Shared) start(ctx context.Context) error {
 	if s.running {
 		return nil
 	}
-	if err := s.beat(ctx); err != nil {
+	if _, err := s.beat(ctx); err != nil {
 		return err
 	}
-	s.running, s.stop, s.done = true, make(chan struct{}), make(chan struct{})
-	go s.heartbeat(s.stop, s.done)
+	s.running, s.stop = true, make(chan struct{})
+	s.done.Add(2)
+	go s.heartbeat(s.stop, s.done.Done)
+	go s.lingerLoop(s.stop, s.done.Done)
 	return nil
 }
 
-// beat extends this process's lease on its slots.
-func (s *Shared) beat(ctx context.Context) error {
-	return s.call(ctx, func(ctx context.Context) error {
-		if _, err := s.db.ExecContext(ctx, beatSQL, s.process, heartbeatLease.Microseconds()); err != nil {
+// beat extends this process's lease on its slots, and reports whether it
+// had none: the process had lost its lease (its slots given back by
+// another process's sweep), or the database had forgotten it (a crash or
+// a failover empties the limits' tables).
+func (s *Shared) beat(ctx context.Context) (lost bool, err error) {
+	err = s.call(ctx, func(ctx context.Context) error {
+		if err := s.db.QueryRowContext(ctx, beatSQL, s.process, heartbeatLease.Microseconds()).Scan(&lost); err != nil {
 			return fmt.Errorf("limits heartbeat: %w", err)
 		}
 		return nil
 	})
+	if err == nil {
+		s.beatAt.Store(time.Now().UnixNano())
+	}
+	return lost, err
+}
+
+// renew beats when this process's lease may have lapsed, and forgets what
+// its blocks reserved when it had: the slots its requests hold are then
+// reserved again before more are handed out.
+func (s *Shared) renew(ctx context.Context) error {
+	if s.leaseHeld() {
+		return nil
+	}
+	lost, err := s.beat(ctx)
+	if lost {
+		s.forgetReservations()
+	}
+	return err
+}
+
+// forgetReservations marks every block as reserving nothing, for a
+// process whose holdings the database no longer has.
+func (s *Shared) forgetReservations() {
+	for _, l := range s.blockPools() {
+		l.mu.Lock()
+		for _, b := range l.keys {
+			if b.busy == nil {
+				b.reserved = 0
+			}
+		}
+		l.mu.Unlock()
+	}
 }
 
 // heartbeat beats every heartbeatEvery until stop closes, and each time
 // gives back the slots of processes whose lease lapsed, and prunes what
 // is kept for nothing.
-func (s *Shared) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (s *Shared) heartbeat(stop <-chan struct{}, done func()) {
+	defer done()
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
@@ -352,7 +411,11 @@ func (s *Shared) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		case <-tick.C:
 		}
 		ctx := context.Background()
-		if err := s.beat(ctx); err != nil {
+		lost, err := s.beat(ctx)
+		if lost {
+			s.forgetReservations()
+		}
+		if err != nil {
 			s.log.Warn("limits heartbeat", "error", err.Error())
 			continue
 		}
