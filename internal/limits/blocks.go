@@ -295,7 +295,16 @@ func (l *blockSlots) giveBackIdle(linger time.Duration) {
 // process's blocks hold idle for linger.
 func (s *Shared) lingerLoop(stop <-chan struct{}, done func()) {
 	defer done()
-	tick := time.NewTicker(max(s.linger/2, time.Millisecond))
+	everyUntil(stop, max(s.linger/2, time.Millisecond), func() {
+		for _, l := range s.blockPools() {
+			l.giveBackIdle(s.linger)
+		}
+	})
+}
+
+// everyUntil calls fn every interval until stop closes.
+func everyUntil(stop <-chan struct{}, interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -303,9 +312,7 @@ func (s *Shared) lingerLoop(stop <-chan struct{}, done func()) {
 			return
 		case <-tick.C:
 		}
-		for _, l := range s.blockPools() {
-			l.giveBackIdle(s.linger)
-		}
+		fn()
 	}
 }
 

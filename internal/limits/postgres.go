@@ -402,14 +402,7 @@ func (s *Shared) forgetReservations() {
 // is kept for nothing.
 func (s *Shared) heartbeat(stop <-chan struct{}, done func()) {
 	defer done()
-	tick := time.NewTicker(heartbeatEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	everyUntil(stop, heartbeatEvery, func() {
 		ctx := context.Background()
 		lost, err := s.beat(ctx)
 		if lost {
@@ -417,12 +410,12 @@ func (s *Shared) heartbeat(stop <-chan struct{}, done func()) {
 		}
 		if err != nil {
 			s.log.Warn("limits heartbeat", "error", err.Error())
-			continue
+			return
 		}
 		if err := s.Sweep(ctx); err != nil {
 			s.log.Warn("limits sweep", "error", err.Error())
 		}
-	}
+	})
 }
 
 // Sweep gives back the slots of processes whose heartbeat lapsed and
