@@ -76,6 +76,12 @@ type APIKeyService interface {
 	// Returns ENOTFOUND when there is none.
 	FindAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
 
+	// FindAPIKeysByHash returns the keys with the given hashes, revoked or
+	// not, in any order; a hash no key has is left out. The key checker
+	// renews the entries of the keys in use with it, a few statements at
+	// most however many keys.
+	FindAPIKeysByHash(ctx context.Context, hashes []string) ([]*APIKey, error)
+
 	// ListAPIKeys returns the account's keys, revoked ones included, newest first.
 	ListAPIKeys(ctx context.Context, accountID string) ([]*APIKey, error)
 

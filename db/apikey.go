@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/jmoiron/sqlx"
 )
 
 var _ arbiter.APIKeyService = (*DB)(nil)
@@ -58,6 +60,42 @@ func (d *DB) FindAPIKeyByHash(ctx context.Context, hash string) (_ *arbiter.APIK
 	defer end(&err)
 	k, err := scanAPIKey(d.db.QueryRowContext(ctx, d.rebind(`SELECT `+apiKeyColumns+` FROM api_keys WHERE hash = ?`), hash))
 	return k, notFound(err, "API key not found.")
+}
+
+// keysFoundAtOnce bounds the hashes a statement of FindAPIKeysByHash asks
+// for; more take one statement per keysFoundAtOnce.
+const keysFoundAtOnce = 500
+
+// FindAPIKeysByHash returns the keys with the hashes, revoked or not; a
+// hash no key has is left out.
+func (d *DB) FindAPIKeysByHash(ctx context.Context, hashes []string) (_ []*arbiter.APIKey, err error) {
+	ctx, end := d.begin(ctx)
+	defer end(&err)
+	keys := make([]*arbiter.APIKey, 0, len(hashes))
+	for batch := range slices.Chunk(hashes, keysFoundAtOnce) {
+		query, args, err := sqlx.In(`SELECT `+apiKeyColumns+` FROM api_keys WHERE hash IN (?)`, batch)
+		if err != nil {
+			return nil, fmt.Errorf("find api keys: %w", err)
+		}
+		rows, err := d.db.QueryContext(ctx, d.rebind(query), args...)
+		if err != nil {
+			return nil, fmt.Errorf("find api keys: %w", err)
+		}
+		for rows.Next() {
+			k, err := scanAPIKey(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			keys = append(keys, k)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("find api keys: %w", err)
+		}
+	}
+	return keys, nil
 }
 
 // FindAPIKeyByID returns the key with the id, or ENOTFOUND.

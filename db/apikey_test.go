@@ -61,3 +61,49 @@ func TestAPIKeyService(t *testing.T) {
 		})
 	})
 }
+
+// The key checker renews the keys in use with one read of many hashes:
+// each known key comes back as FindAPIKeyByHash returns it, revoked or
+// not, unknown hashes are left out, and more hashes than one statement
+// asks for are read all the same.
+func TestFindAPIKeysByHash_ReadsManyAtOnce(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		acct := newAccount(t, d, "keys@example.com")
+		by := arbiter.Actor{Email: "test@example.com"}
+		var hashes []string
+		for range 1100 {
+			hashes = append(hashes, arbiter.HashToken(arbiter.NewAPIKeyPlaintext()))
+		}
+		want := map[string]*arbiter.APIKey{}
+		for i := range 3 {
+			k, _, err := d.CreateAPIKey(ctx, acct.ID, "ci", by)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 1 {
+				if k, err = d.RevokeAPIKey(ctx, acct.ID, k.ID, by); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want[k.Hash] = k
+			hashes = append(hashes, k.Hash) // the last ones, past the first statements
+		}
+		got, err := d.FindAPIKeysByHash(ctx, hashes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d keys found of %d hashes, want the %d known", len(got), len(hashes), len(want))
+		}
+		for _, k := range got {
+			w := want[k.Hash]
+			if w == nil || k.ID != w.ID || k.AccountID != acct.ID || k.Active() != w.Active() {
+				t.Errorf("found %+v, want %+v", k, w)
+			}
+		}
+		if none, err := d.FindAPIKeysByHash(ctx, nil); err != nil || len(none) != 0 {
+			t.Errorf("no hashes: %v, %v", none, err)
+		}
+	})
+}

@@ -219,6 +219,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if d.goldDraw == nil {
 		d.goldDraw = rand.Float64
 	}
+	d.policies.reads.Joined = func(k policyReadKey) { policyReadJoined(k.accountID) }
 	d.register(newWebhookOutbox(d))
 	d.register(newSlackOutbox(d))
 	d.register(newMailOutbox(d, opts.QuotingMailsPerDay))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/flight"
 )
 
 // Ensure the store implements the service.
@@ -262,8 +263,9 @@ type policyCache struct {
 	// changes counts forget's calls: a read that began before one is
 	// not kept, as it may hold what the change replaced.
 	changes uint64
-	// reading are the reads in flight, by account (sharedPolicyRead).
-	reading map[string]*policyRead
+	// reads are the reads in flight, shared by the misses that come
+	// while one is (policyOf).
+	reads flight.Group[policyReadKey, cachedPolicies]
 }
 
 // cachedPolicies are an account's policies by task type, read at readAt.
@@ -308,13 +310,20 @@ func (d *DB) policyOf(ctx context.Context, accountID, taskType string) (*arbiter
 	c := &d.policies
 	c.mu.Lock()
 	cached, ok := c.accounts[accountID]
+	changes := c.changes
+	c.mu.Unlock()
 	if !ok || now.Sub(cached.readAt) >= policyCacheTTL || now.Before(cached.readAt) {
+		// Misses that come while a read begun since the last change is in
+		// flight wait for it instead of reading too: a worker that claims
+		// thousands of tasks of one account at once asks once, not once a
+		// task.
 		var err error
-		if cached, err = d.sharedPolicyRead(ctx, accountID, now); err != nil {
+		cached, err = c.reads.Do(ctx, policyReadKey{accountID, changes}, func() (cachedPolicies, error) {
+			return d.readPolicies(ctx, accountID, now, changes)
+		})
+		if err != nil {
 			return nil, err
 		}
-	} else {
-		c.mu.Unlock()
 	}
 	if p, ok := cached.byType[taskType]; ok {
 		return p, nil
@@ -327,63 +336,22 @@ func (d *DB) policyOf(ctx context.Context, accountID, taskType string) (*arbiter
 // replace them.
 var policyReadStarts, policyReadJoined = func(string) {}, func(string) {}
 
-// policyRead is a read of an account's policies in flight, which the
-// misses of the account that come meanwhile share.
-type policyRead struct {
-	done chan struct{} // closed when the read ended
-	// changes is the cache's count of changes when the read began.
-	changes uint64
-	cached  cachedPolicies
-	err     error
-}
-
-// sharedPolicyRead reads the account's policies for a miss of the cache,
-// whose lock is held on entry and released. Misses that come while a read
-// begun since the last change is in flight wait for it instead of reading
-// too: a worker that claims thousands of tasks of one account at once
-// asks once, not once a task. A waiter whose read failed (its caller may
-// have given up) reads on its own.
-func (d *DB) sharedPolicyRead(ctx context.Context, accountID string, now time.Time) (cachedPolicies, error) {
-	c := &d.policies
-	if r, ok := c.reading[accountID]; ok && r.changes == c.changes {
-		c.mu.Unlock()
-		policyReadJoined(accountID)
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return cachedPolicies{}, ctx.Err()
-		}
-		if r.err == nil {
-			return r.cached, nil
-		}
-		c.mu.Lock()
-		changes := c.changes
-		c.mu.Unlock()
-		return d.readPolicies(ctx, accountID, now, changes, nil)
-	}
-	r := &policyRead{done: make(chan struct{}), changes: c.changes}
-	if c.reading == nil {
-		c.reading = map[string]*policyRead{}
-	}
-	c.reading[accountID] = r
-	c.mu.Unlock()
-	r.cached, r.err = d.readPolicies(ctx, accountID, now, r.changes, r)
-	close(r.done)
-	return r.cached, r.err
+// policyReadKey names a read of an account's policies: the account, and
+// the cache's count of changes when the read began, so that a miss after a
+// change never shares a read begun before it.
+type policyReadKey struct {
+	accountID string
+	changes   uint64
 }
 
 // readPolicies reads the account's policies and keeps them, unless the
-// cache changed since changes; r, when not nil, is the read in flight it
-// ends.
-func (d *DB) readPolicies(ctx context.Context, accountID string, now time.Time, changes uint64, r *policyRead) (cachedPolicies, error) {
+// cache changed since changes.
+func (d *DB) readPolicies(ctx context.Context, accountID string, now time.Time, changes uint64) (cachedPolicies, error) {
 	policyReadStarts(accountID)
 	policies, err := d.selectPolicies(ctx, accountID)
 	c := &d.policies
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r != nil && c.reading[accountID] == r {
-		delete(c.reading, accountID)
-	}
 	if err != nil {
 		return cachedPolicies{}, err
 	}

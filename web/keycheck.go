@@ -6,12 +6,20 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/internal/flight"
 	"github.com/arbiterhq/arbiter/internal/limits"
 )
 
-// KeyCacheTTL is how long a key lookup is trusted. Revocation written by any
-// process reaches this one within this time.
+// KeyCacheTTL is how long a key lookup is trusted, from the moment the
+// statement that read it was sent. Revocation written by any process
+// reaches this one within this time.
 const KeyCacheTTL = time.Second
+
+// keyRefreshEvery is how often Run renews the entries of the keys checked
+// since the last renewal (Refresh): twice in a KeyCacheTTL, so that the
+// entry of a key in use is renewed before it runs out even when the
+// renewal's statement takes most of half a second.
+const keyRefreshEvery = KeyCacheTTL / 2
 
 // maxCachedKeys bounds the cache; past it the cache starts over, keeping
 // only the keys known to be active, so random keys sent by a stranger
@@ -27,10 +35,11 @@ const (
 )
 
 // KeyChecker authenticates API keys without writing to the store on the
-// request path: lookups are cached for KeyCacheTTL, and last-use times are
-// coalesced in memory and written by Flush, which Run calls every second.
-// Each client's failed checks are limited, so guessing keys cannot make a
-// database query each.
+// request path: lookups are cached for KeyCacheTTL, the entries of the
+// keys in use are renewed together by Refresh before they run out, and
+// last-use times are coalesced in memory and written by Flush; Run calls
+// both. Each client's failed checks are limited, so guessing keys cannot
+// make a database query each.
 type KeyChecker struct {
 	keys     arbiter.APIKeyService
 	now      arbiter.Clock
@@ -40,15 +49,23 @@ type KeyChecker struct {
 	// a well-formed key: answered from the cache (true) or looked up.
 	Observe func(cached bool)
 
-	mu    sync.Mutex
-	cache map[string]cachedKey         // by key hash
-	used  map[string]arbiter.Timestamp // by key id, not yet flushed
+	// lookups are the lookups in flight, by key hash: the checks of a key
+	// that miss the cache while one is in flight share it.
+	lookups flight.Group[string, cachedKey]
+
+	mu      sync.Mutex
+	cache   map[string]*cachedKey        // by key hash
+	used    map[string]arbiter.Timestamp // by key id, not yet flushed
+	maxKeys int                          // the cache's bound, maxCachedKeys
 }
 
 type cachedKey struct {
 	id, accountID string
 	known, active bool
 	expires       time.Time
+	// checked is whether an active key was checked since the last Refresh,
+	// which renews the entries of those and only those.
+	checked bool
 }
 
 // NewKeyChecker returns a KeyChecker over the store's keys.
@@ -59,7 +76,8 @@ func NewKeyChecker(keys arbiter.APIKeyService, now arbiter.Clock) *KeyChecker {
 	return &KeyChecker{
 		keys: keys, now: now,
 		failures: arbiter.NewRateLimiter(FailedKeyChecksBurst, FailedKeyCheckEvery, now),
-		cache:    map[string]cachedKey{}, used: map[string]arbiter.Timestamp{},
+		cache:    map[string]*cachedKey{}, used: map[string]arbiter.Timestamp{},
+		maxKeys: maxCachedKeys,
 	}
 }
 
@@ -110,23 +128,32 @@ func (c *KeyChecker) Recheck(client, plaintext string) func(ctx context.Context)
 // checkHash is Check of a well-formed key's hash.
 func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accountID, keyID string, err error) {
 	now := c.now()
+	var k cachedKey
 	c.mu.Lock()
-	k, ok := c.cache[hash]
-	c.mu.Unlock()
+	e, ok := c.cache[hash]
+	if ok {
+		k = *e
+	}
 	cached := ok && !now.After(k.expires)
+	if cached && k.known && k.active {
+		e.checked = true
+		c.used[k.id] = arbiter.TimestampOf(now)
+	}
+	c.mu.Unlock()
 	if c.Observe != nil {
 		c.Observe(cached)
+	}
+	if cached && k.known && k.active {
+		return k.accountID, k.id, nil
 	}
 	if !cached {
 		if k, err = c.lookupLimited(ctx, client, hash, now, ok && k.known && k.active); err != nil {
 			return "", "", err
 		}
-	} else if !k.known || !k.active {
-		if ok, wait, err := c.failures.Allow(ctx, client); err != nil {
-			return "", "", err
-		} else if !ok {
-			return "", "", tooManyFailedChecks(wait)
-		}
+	} else if ok, wait, err := c.failures.Allow(ctx, client); err != nil {
+		return "", "", err
+	} else if !ok {
+		return "", "", tooManyFailedChecks(wait)
 	}
 
 	switch {
@@ -147,6 +174,7 @@ func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accoun
 // before: many requests with one valid key, sent at once before any of
 // them was answered, all pass. (So guesses sent at once may be looked up
 // a few past the client's budget, as many as it has requests in flight.)
+// Checks of one key that miss while its lookup is in flight share it.
 func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now time.Time, wasActive bool) (cachedKey, error) {
 	if !wasActive {
 		if ok, wait, err := c.failures.Available(ctx, client); err != nil {
@@ -155,7 +183,7 @@ func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now
 			return cachedKey{}, tooManyFailedChecks(wait)
 		}
 	}
-	k, err := c.lookup(ctx, hash, now)
+	k, err := c.lookups.Do(ctx, hash, func() (cachedKey, error) { return c.lookup(ctx, hash, now) })
 	if err == nil && !k.active {
 		_, _, err = c.failures.Allow(ctx, client)
 	}
@@ -168,29 +196,100 @@ func tooManyFailedChecks(wait time.Duration) error {
 		Message: "Too many requests with API keys that are not valid came from your address. Wait, then try again with a valid key."}
 }
 
+// lookup reads the key of hash from the store and keeps it; now is the
+// time before the statement was sent.
 func (c *KeyChecker) lookup(ctx context.Context, hash string, now time.Time) (cachedKey, error) {
 	key, err := c.keys.FindAPIKeyByHash(ctx, hash)
-	k := cachedKey{expires: now.Add(KeyCacheTTL)}
+	var k cachedKey
 	switch arbiter.ErrorCode(err) {
 	case "":
-		k.known, k.active, k.id, k.accountID = true, key.Active(), key.ID, key.AccountID
+		k = entryOf(key, now)
 	case arbiter.ENOTFOUND:
+		k = entryOf(nil, now)
 	default:
 		return cachedKey{}, err
 	}
+	k.checked = k.active
 	c.mu.Lock()
-	if len(c.cache) >= maxCachedKeys {
-		kept := map[string]cachedKey{}
-		for h, ck := range c.cache {
-			if ck.known && ck.active && len(kept) < maxCachedKeys/2 {
-				kept[h] = ck
+	c.keep(hash, k, now)
+	c.mu.Unlock()
+	return k, nil
+}
+
+// entryOf is the cache's entry of key (nil: no key has the hash), read by
+// a statement sent at now.
+func entryOf(key *arbiter.APIKey, now time.Time) cachedKey {
+	k := cachedKey{expires: now.Add(KeyCacheTTL)}
+	if key != nil {
+		k.known, k.active, k.id, k.accountID = true, key.Active(), key.ID, key.AccountID
+	}
+	return k
+}
+
+// keep caches k as the entry of hash unless the entry there was read
+// later; c.mu is held. Past the cache's bound it starts over with the
+// active keys' entries that have not run out, up to half the bound.
+func (c *KeyChecker) keep(hash string, k cachedKey, now time.Time) {
+	if e, ok := c.cache[hash]; ok {
+		if k.expires.After(e.expires) {
+			k.checked = (k.checked || e.checked) && k.active
+			*e = k
+		}
+		return
+	}
+	if len(c.cache) >= c.maxKeys {
+		kept := map[string]*cachedKey{}
+		for h, e := range c.cache {
+			if e.known && e.active && !now.After(e.expires) && len(kept) < c.maxKeys/2 {
+				kept[h] = e
 			}
 		}
 		c.cache = kept
 	}
-	c.cache[hash] = k
+	c.cache[hash] = &k
+}
+
+// Refresh renews, in one statement (a few for thousands of keys), the
+// entries of the active keys checked since the last Refresh, and drops
+// the entries that ran out unchecked. Called more often than KeyCacheTTL
+// (Run: every keyRefreshEvery), it keeps a key in use from being looked
+// up by a request of its own, while a key revoked anywhere is still
+// refused here within KeyCacheTTL (an entry is good for that long from
+// the moment its statement was sent), and keys not used lately leave the
+// cache. Unknown and revoked keys' entries are never renewed: guesses
+// cost no share of the statement. On failure the entries run out as
+// before and checks look their keys up.
+func (c *KeyChecker) Refresh(ctx context.Context) error {
+	now := c.now()
+	var hashes []string
+	c.mu.Lock()
+	for h, e := range c.cache {
+		switch {
+		case e.checked:
+			hashes = append(hashes, h)
+			e.checked = false
+		case now.After(e.expires):
+			delete(c.cache, h)
+		}
+	}
 	c.mu.Unlock()
-	return k, nil
+	if len(hashes) == 0 {
+		return nil
+	}
+	keys, err := c.keys.FindAPIKeysByHash(ctx, hashes)
+	if err != nil {
+		return err
+	}
+	found := make(map[string]*arbiter.APIKey, len(keys))
+	for _, k := range keys {
+		found[k.Hash] = k
+	}
+	c.mu.Lock()
+	for _, h := range hashes {
+		c.keep(h, entryOf(found[h], now), now)
+	}
+	c.mu.Unlock()
+	return nil
 }
 
 // Flush writes the coalesced last-use times to the store. On failure they
@@ -218,22 +317,31 @@ func (c *KeyChecker) Flush(ctx context.Context) error {
 	return err
 }
 
-// Run flushes about once a second until ctx ends, then flushes once more.
+// Run renews the entries of the keys in use every keyRefreshEvery
+// (Refresh) and flushes last-use times about once a second, until ctx
+// ends; then it flushes once more.
 func (c *KeyChecker) Run(ctx context.Context, onError func(error)) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	refresh := time.NewTicker(keyRefreshEvery)
+	defer refresh.Stop()
+	flush := time.NewTicker(time.Second)
+	defer flush.Stop()
+	report := func(err error) {
+		if err != nil && onError != nil {
+			onError(err)
+		}
+	}
 	for {
 		select {
-		case <-tick.C:
-			if err := c.Flush(ctx); err != nil && onError != nil {
-				onError(err)
+		case <-refresh.C:
+			if err := c.Refresh(ctx); ctx.Err() == nil {
+				report(err)
 			}
+		case <-flush.C:
+			report(c.Flush(ctx))
 		case <-ctx.Done():
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := c.Flush(flushCtx); err != nil && onError != nil {
-				onError(err)
-			}
+			report(c.Flush(flushCtx))
 			return
 		}
 	}

@@ -47,6 +47,20 @@ func (m *memKeys) FindAPIKeyByHash(_ context.Context, hash string) (*arbiter.API
 	return &c, nil
 }
 
+func (m *memKeys) FindAPIKeysByHash(_ context.Context, hashes []string) ([]*arbiter.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []*arbiter.APIKey
+	for _, h := range hashes {
+		if k, ok := m.keys[h]; ok {
+			c := *k
+			c.Hash = h
+			keys = append(keys, &c)
+		}
+	}
+	return keys, nil
+}
+
 func (m *memKeys) TouchAPIKeys(_ context.Context, used map[string]arbiter.Timestamp) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -232,6 +246,7 @@ func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
 	const n = 3 * web.FailedKeyChecksBurst
 	store := &gatedKeys{memKeys: newMemKeys(valid), arrived: make(chan struct{}, n), release: make(chan struct{})}
 	kc := web.NewKeyChecker(store, nil)
+	kc.OnJoinedLookup(func() { store.arrived <- struct{}{} })
 	errs := make(chan error, n)
 	for range n {
 		go func() {
@@ -239,8 +254,8 @@ func TestKeyChecker_ManyChecksOfANewValidKeyAtOnceAllPass(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Every check either reaches the store or is answered without it;
-	// only then are the lookups let through.
+	// Every check either reaches the store, joins the lookup in flight or
+	// is answered without it; only then are the lookups let through.
 	answered := 0
 	for reached := 0; reached+answered < n; {
 		select {

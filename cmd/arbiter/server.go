@@ -464,7 +464,7 @@ func (s *server) router(ctx context.Context, shuttingDown <-chan struct{}) (*web
 		}
 	}
 	s.loops.Go(func() {
-		keys.Run(s.background, func(err error) { s.logger.Error("flush key use", "error", err.Error()) })
+		keys.Run(s.background, func(err error) { s.logger.Error("refresh or flush API keys", "error", err.Error()) })
 	})
 	store := s.store
 	router := &web.Router{
