@@ -319,24 +319,35 @@ func (c *KeyChecker) Flush(ctx context.Context) error {
 
 // Run renews the entries of the keys in use every keyRefreshEvery
 // (Refresh) and flushes last-use times about once a second, until ctx
-// ends; then it flushes once more.
+// ends; then it flushes once more. The two run apart, so that a slow
+// flush never delays a renewal past the entries' life.
 func (c *KeyChecker) Run(ctx context.Context, onError func(error)) {
-	refresh := time.NewTicker(keyRefreshEvery)
-	defer refresh.Stop()
-	flush := time.NewTicker(time.Second)
-	defer flush.Stop()
 	report := func(err error) {
 		if err != nil && onError != nil {
 			onError(err)
 		}
 	}
+	var renewals sync.WaitGroup
+	defer renewals.Wait()
+	renewals.Go(func() {
+		tick := time.NewTicker(keyRefreshEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if err := c.Refresh(ctx); ctx.Err() == nil {
+					report(err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
-		case <-refresh.C:
-			if err := c.Refresh(ctx); ctx.Err() == nil {
-				report(err)
-			}
-		case <-flush.C:
+		case <-tick.C:
 			report(c.Flush(ctx))
 		case <-ctx.Done():
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
