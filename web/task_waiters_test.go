@@ -61,15 +61,7 @@ func dialRawFrom(t *testing.T, addr, from string) *rawConn {
 // returns the key's id and plaintext.
 func newKeyWithID(t *testing.T, a *api, email string) (id, plaintext string) {
 	t.Helper()
-	account, err := a.store.FindOrCreateAccountByEmail(ctx, email)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, plaintext, err := a.store.CreateAPIKey(ctx, account.ID, "test", arbiter.Actor{Email: "test@example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key.ID, plaintext
+	return newStoreKey(t, a.store, email)
 }
 
 // taskStatusOf decodes an answer's task and returns its status.
