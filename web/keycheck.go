@@ -251,14 +251,17 @@ func (c *KeyChecker) keep(hash string, k cachedKey, now time.Time) {
 
 // Refresh renews, in one statement (a few for thousands of keys), the
 // entries of the active keys checked since the last Refresh, and drops
-// the entries that ran out unchecked. Called more often than KeyCacheTTL
-// (Run: every keyRefreshEvery), it keeps a key in use from being looked
-// up by a request of its own, while a key revoked anywhere is still
-// refused here within KeyCacheTTL (an entry is good for that long from
-// the moment its statement was sent), and keys not used lately leave the
-// cache. Unknown and revoked keys' entries are never renewed: guesses
-// cost no share of the statement. On failure the entries run out as
-// before and checks look their keys up.
+// the unknown and revoked keys' entries that ran out. Called more often
+// than KeyCacheTTL (Run: every keyRefreshEvery), it keeps a key in use
+// from being looked up by a request of its own, while a key revoked
+// anywhere is still refused here within KeyCacheTTL (an entry is good
+// for that long from the moment its statement was sent). Unknown and
+// revoked keys' entries are never renewed, so guesses cost no share of
+// the statement and leave the cache within a second; an active key's
+// entry that ran out unchecked stays, as the knowledge that the key
+// worked (a key seen working is never held back by its client's failed
+// checks), and its next check looks it up. On failure the entries run
+// out as before and checks look their keys up.
 func (c *KeyChecker) Refresh(ctx context.Context) error {
 	now := c.now()
 	var hashes []string
@@ -268,7 +271,7 @@ func (c *KeyChecker) Refresh(ctx context.Context) error {
 		case e.checked:
 			hashes = append(hashes, h)
 			e.checked = false
-		case now.After(e.expires):
+		case now.After(e.expires) && !(e.known && e.active):
 			delete(c.cache, h)
 		}
 	}

@@ -208,6 +208,24 @@ func TestKeyChecker_FailedChecksAreLimitedPerClient(t *testing.T) {
 	if _, _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) != arbiter.ERATELIMIT {
 		t.Fatalf("a third guess after two refills: %v, want ERATELIMIT", err)
 	}
+	// Nor after a pause in which renewals dropped the entries that ran
+	// out, with the guesser's budget spent again.
+	for range 3 {
+		now = now.Add(keyCacheTTLPlus())
+		if err := kc.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; ; i++ {
+		if _, _, err := kc.Check(ctx, guesser, arbiter.NewAPIKeyPlaintext()); arbiter.ErrorCode(err) == arbiter.ERATELIMIT {
+			break
+		} else if i > web.FailedKeyChecksBurst {
+			t.Fatalf("guesses after the pause are never refused: %v", err)
+		}
+	}
+	if acct, _, err := kc.Check(ctx, guesser, valid); err != nil || acct != "acct_1" {
+		t.Fatalf("the guesser's valid key after a pause: %q, %v", acct, err)
+	}
 	// A valid key never spends the budget: checking it often costs nothing.
 	fresh := web.NewKeyChecker(store, func() time.Time { return now })
 	for range web.FailedKeyChecksBurst + 10 {
