@@ -126,3 +126,50 @@ func TestStore_PostgresGone(t *testing.T) {
 		t.Fatal("creates did not work again once Postgres was back")
 	}
 }
+
+// TestWebhookDelivery_ARecordPostgresLostIsUnavailable: the record of a
+// delivery made while the connection to Postgres is lost fails as
+// unavailable, alone or in a group, so that the deliverer sends it again
+// rather than give up a delivery the receiver has; it used to fail as an
+// internal error when the group was recorded one by one.
+func TestWebhookDelivery_ARecordPostgresLostIsUnavailable(t *testing.T) {
+	// Not parallel: its store times out after 5 s, which a machine busy with
+	// other tests could spend on the steps meant to pass.
+	proxy, url := dbtest.ThroughProxy(t, dbtest.URL(t, db.Postgres))
+	d := dbtest.OpenURL(t, url, db.Options{Timeout: 5 * time.Second})
+	acct := newAccount(t, d, "a@example.com")
+	e := newWebhookEndpoint(t, d, acct.ID)
+	var records []arbiter.WebhookRecord
+	for range 2 {
+		m, err := d.SendWebhookPing(ctx, acct.ID, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, arbiter.WebhookRecord{MessageID: m.ID, Step: arbiter.WebhookStep{Status: arbiter.WebhookDelivered,
+			Attempt: arbiter.WebhookAttempt{StatusCode: 200, AttemptedAt: arbiter.TimestampOf(time.Now())}}})
+	}
+	if claimed, err := d.ClaimWebhookMessages(ctx, "whd", 10, time.Minute); err != nil || len(claimed) != 2 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+
+	proxy.Cut()
+	for _, group := range [][]arbiter.WebhookRecord{records[:1], records} {
+		t.Run(fmt.Sprint(len(group)), func(t *testing.T) {
+			var out []arbiter.WebhookRecorded
+			err := within(t, func() (err error) {
+				out, err = d.RecordWebhookAttempts(ctx, "whd", group)
+				return err
+			})
+			if err != nil {
+				wantCode(t, err, arbiter.EUNAVAILABLE)
+				return
+			}
+			if len(out) != len(group) {
+				t.Fatalf("%d outcomes of %d records", len(out), len(group))
+			}
+			for i := range out {
+				wantCode(t, out[i].Err, arbiter.EUNAVAILABLE)
+			}
+		})
+	}
+}

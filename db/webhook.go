@@ -730,7 +730,9 @@ func (d *DB) RecordWebhookAttempts(ctx context.Context, owner string, records []
 			one, err = d.recordAttempts(ctx, owner, []arbiter.WebhookRecord{rec})
 		}
 		if err != nil {
-			out[i].Err = err
+			// A store that cannot be reached is EUNAVAILABLE here too,
+			// so that the deliverer sends the record again.
+			out[i].Err = d.unavailable(err)
 			continue
 		}
 		out[i] = one[0]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/teams"
 	"github.com/arbiterhq/arbiter/teams/teamsfake"
@@ -36,9 +37,20 @@ func (s *teamsSite) join(t *testing.T, channelID, name string) {
 // Framework, until the test ends or stop is called.
 func (s *teamsSite) deliver(t *testing.T, pace time.Duration) (stop func()) {
 	t.Helper()
-	d := worker.NewTeamsDeliverer(worker.TeamsConfig{Store: s.store, Logger: discardLogger(), Pace: pace, Poll: 20 * time.Millisecond,
-		Teams:   &teams.Connector{Tokens: &teams.Tokens{LoginURL: s.fake.LoginURL}},
-		DeskURL: func(id string) string { return "http://review.test/review/tasks/" + id }})
+	return s.deliverWith(t, worker.TeamsConfig{Pace: pace})
+}
+
+// deliverWith is deliver with cfg (its store the site's unless cfg has
+// one; its connector, desk, logger and poll set here).
+func (s *teamsSite) deliverWith(t *testing.T, cfg worker.TeamsConfig) (stop func()) {
+	t.Helper()
+	if cfg.Store == nil {
+		cfg.Store = s.store
+	}
+	cfg.Logger, cfg.Poll = discardLogger(), 20*time.Millisecond
+	cfg.Teams = &teams.Connector{Tokens: &teams.Tokens{LoginURL: s.fake.LoginURL}}
+	cfg.DeskURL = func(id string) string { return "http://review.test/review/tasks/" + id }
+	d := worker.NewTeamsDeliverer(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
@@ -311,5 +323,63 @@ func TestTeamsOutbox_NotifyNamesTheChats(t *testing.T) {
 				t.Errorf("Slack posts %v, want only %s to #ops", slackPosts, toSlack.ID)
 			}
 		})
+	}
+}
+
+// teamsRecords is a store whose records of Teams attempts
+// dbtest.LostRecords fails.
+type teamsRecords struct {
+	*db.DB
+	*dbtest.LostRecords
+}
+
+func (s teamsRecords) RecordTeamsAttempt(ctx context.Context, owner, id string, step arbiter.DeliveryStep, r arbiter.TeamsResult) (err error) {
+	if s.Record(func() error {
+		err = s.DB.RecordTeamsAttempt(ctx, owner, id, step, r)
+		return err
+	}) {
+		return dbtest.ErrUnreachable
+	}
+	return err
+}
+
+// TestTeamsOutbox_RecordsAgainWhileTheStoreIsUnreachable: a card whose
+// record found the store unreachable (a failover) is recorded once the
+// store answers again, or, made with its answer lost, is sent again and
+// changes nothing: Teams holds the card once, and the decision updates
+// that one card, which it can only when the post's record holds where it
+// went. The record used to be given up: the message stayed leased, to be
+// posted again when the lease ran out, and the conversation's turn held
+// until then.
+func TestTeamsOutbox_RecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
+	for _, c := range dbtest.RecordLosses {
+		for _, dialect := range dbtest.Dialects {
+			t.Run(c.Name+"/"+dialect, func(t *testing.T) {
+				s := newTeamsSite(t, dialect)
+				s.join(t, teamsChannel, "Approvals")
+				if err := s.store.SetTeamsDefault(ctx, s.accountID, "finance/approvals", arbiter.Actor{Email: arbiter.OperatorActor}); err != nil {
+					t.Fatal(err)
+				}
+				records := c.Records()
+				// A record given up would wait for the hour's lease.
+				s.deliverWith(t, worker.TeamsConfig{Store: teamsRecords{DB: s.store, LostRecords: records}, Pace: time.Millisecond, Lease: time.Hour})
+				task := s.routed(t, `{"prompt":"Refund order 1234?","allowed_verdicts":["approve","reject"]}`)
+				post := s.fake.WaitPosted(t, 1)[0]
+				for deadline := time.Now().Add(30 * time.Second); len(records.Answers()) < c.Reached(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d records reached the store, want %d", len(records.Answers()), c.Reached())
+					}
+				}
+				c.Check(t, records)
+
+				if _, err := s.store.DecideTask(ctx, s.accountID, task.ID, arbiter.HumanDecision{Verdict: "reject", Reviewer: "r@example.com"}); err != nil {
+					t.Fatal(err)
+				}
+				update := s.fake.WaitUpdates(t, 1)[0]
+				if posts := s.fake.Posted(); len(posts) != 1 || update.ActivityID != post.ActivityID {
+					t.Errorf("%d cards posted, the update to %q; want the one card %q, updated", len(posts), update.ActivityID, post.ActivityID)
+				}
+			})
+		}
 	}
 }

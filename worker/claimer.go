@@ -55,6 +55,8 @@ type Claimer[T any] struct {
 	freed chan struct{} // an item finished: there may be room to claim
 	work  context.Context
 	wg    sync.WaitGroup
+	// stopping is closed once Run's ctx has ended.
+	stopping chan struct{}
 }
 
 // NewClaimer returns a claimer; Run starts it.
@@ -64,8 +66,15 @@ func NewClaimer[T any](cfg ClaimerConfig[T]) *Claimer[T] {
 		wake:  make(chan struct{}, 1),
 		slots: make(chan struct{}, max(cfg.Slots, 1)),
 		freed: make(chan struct{}, 1),
+
+		stopping: make(chan struct{}),
 	}
 }
+
+// Stopping returns a channel closed once Run's ctx has ended: the claimer
+// claims no more, and the work in flight finishes. Work that would wait
+// for something (a store to come back) gives up then.
+func (c *Claimer[T]) Stopping() <-chan struct{} { return c.stopping }
 
 // Notify wakes the claim loop at once. It never blocks.
 func (c *Claimer[T]) Notify() {
@@ -94,6 +103,7 @@ func (c *Claimer[T]) Run(ctx context.Context) {
 	defer cancelWork()
 	c.work = work
 	c.claimLoop(ctx, work)
+	close(c.stopping)
 
 	if c.cfg.Grace <= 0 {
 		c.wg.Wait()

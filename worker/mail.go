@@ -139,8 +139,15 @@ func (d *MailDeliverer) claim(ctx context.Context, n int) []*arbiter.MailMessage
 // deliver makes one attempt at a claimed mail and has the recorder record
 // it.
 func (d *MailDeliverer) deliver(ctx context.Context, m *arbiter.MailMessage) {
+	leaseEnds := time.Now().Add(d.cfg.Lease) // the claim was just made
 	rec := d.attempt(ctx, m)
-	d.recorded(m, rec, d.recorder.record(rec))
+	// The server took the mail: the record is sent again while the store
+	// is unavailable, else the mail would be sent again once its lease
+	// ran out.
+	again, err := recordAgain(ctx, d.claimer.Stopping(), leaseEnds, func(context.Context) error {
+		return d.recorder.record(rec)
+	})
+	d.recorded(m, rec, again, err)
 }
 
 // attempt makes one attempt at a claimed mail and returns where it leaves
@@ -168,8 +175,13 @@ func (d *MailDeliverer) attempt(ctx context.Context, m *arbiter.MailMessage) arb
 
 // recorded logs what recording the attempt rec at m did, and wakes the
 // claim loop when a retry falls due soon.
-func (d *MailDeliverer) recorded(m *arbiter.MailMessage, rec arbiter.MailRecord, err error) {
-	if err != nil {
+func (d *MailDeliverer) recorded(m *arbiter.MailMessage, rec arbiter.MailRecord, again bool, err error) {
+	switch {
+	case recordedBeforeTheStoreWasLost(again, err):
+		d.log.Info("mail attempt recorded before the store was lost, or its lease ran out", "mail", m.ID,
+			"reason", arbiter.ErrorMessage(err))
+		return
+	case err != nil:
 		d.log.Warn("record mail attempt", "mail", m.ID, "error", err.Error())
 		return
 	}
@@ -193,6 +205,7 @@ func (d *MailDeliverer) recorded(m *arbiter.MailMessage, rec arbiter.MailRecord,
 func (d *MailDeliverer) DeliverDue(ctx context.Context) (int, error) {
 	sent := 0
 	for {
+		leaseEnds := time.Now().Add(d.cfg.Lease)
 		claimed, err := d.cfg.Store.ClaimMail(ctx, d.cfg.ID, d.cfg.Concurrency, d.cfg.Lease)
 		if err != nil || len(claimed) == 0 {
 			return sent, err
@@ -201,15 +214,18 @@ func (d *MailDeliverer) DeliverDue(ctx context.Context) (int, error) {
 		for i, m := range claimed {
 			records[i] = d.attempt(ctx, m)
 		}
-		// The record outlives a stop: the attempts happened.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		errs, err := d.cfg.Store.RecordMailAttempts(rctx, d.cfg.ID, records)
-		cancel()
+		// The record outlives a stop, and is sent again while the store
+		// is unavailable: the attempts happened.
+		var errs []error
+		again, err := recordAgain(ctx, ctx.Done(), leaseEnds, func(rctx context.Context) (err error) {
+			errs, err = d.cfg.Store.RecordMailAttempts(rctx, d.cfg.ID, records)
+			return err
+		})
 		if err != nil {
 			return sent, err
 		}
 		for i, m := range claimed {
-			d.recorded(m, records[i], errs[i])
+			d.recorded(m, records[i], again, errs[i])
 			if errs[i] == nil && records[i].Step.State == arbiter.DeliveryDone {
 				sent++
 			}

@@ -115,13 +115,20 @@ func (d *SlackDeliverer) claim(ctx context.Context, n int) []*arbiter.SlackDeliv
 // DeliverSlack makes one attempt at a claimed message and records it.
 func (d *SlackDeliverer) DeliverSlack(ctx context.Context, dl *arbiter.SlackDelivery) arbiter.SlackResult {
 	m := dl.Message
+	leaseEnds := time.Now().Add(d.cfg.Lease) // the claim was just made
 	ctx, span := startDeliverySpan(ctx, "slack", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	r := d.attempt(ctx, dl)
 	defer func() { endDeliverySpan(span, slackOutcome(r)) }()
-	// The record outlives a stop: the attempt happened.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := d.cfg.Store.RecordSlackAttempt(rctx, d.cfg.ID, dl.Message.ID, r); err != nil {
+	// The record outlives a stop, and is sent again while the store is
+	// unavailable: Slack has the message, which would be sent again once
+	// its lease ran out, and the channel's turn is held until then.
+	again, err := recordAgain(ctx, d.claimer.Stopping(), leaseEnds, func(ctx context.Context) error {
+		return d.cfg.Store.RecordSlackAttempt(ctx, d.cfg.ID, m.ID, r)
+	})
+	if recordedBeforeTheStoreWasLost(again, err) {
+		d.cfg.Logger.Info("Slack attempt recorded before the store was lost, or its lease ran out", "message", m.ID,
+			"reason", arbiter.ErrorMessage(err))
+	} else if err != nil {
 		d.cfg.Logger.Warn("record Slack attempt", "message", dl.Message.ID, "error", err.Error())
 	} else if wait := max(r.Defer, r.RetryAfter); wait > 0 && wait <= retryWakeWithin {
 		// A message waiting for its channel's turn goes when it comes,

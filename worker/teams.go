@@ -127,14 +127,22 @@ func (d *TeamsDeliverer) claim(ctx context.Context, n int) []*arbiter.TeamsDeliv
 // where it left the message.
 func (d *TeamsDeliverer) Deliver(ctx context.Context, dl *arbiter.TeamsDelivery) arbiter.DeliveryStep {
 	m := dl.Message
+	leaseEnds := time.Now().Add(d.cfg.Lease) // the claim was just made
 	ctx, span := startDeliverySpan(ctx, "teams", m.TraceParent, m.ID, m.Kind, m.TaskID, m.Attempts+1)
 	r := d.attempt(ctx, dl)
 	step := arbiter.NextDelivery(arbiter.TeamsRetry, m.Attempts, r.DeliveryOutcome, d.cfg.Jitter())
 	defer endDeliverySpan(span, deliveryOutcome(step, r.DeliveryOutcome))
-	// The record outlives a stop: the attempt happened.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	if err := d.cfg.Store.RecordTeamsAttempt(rctx, d.cfg.ID, m.ID, step, r); err != nil {
+	// The record outlives a stop, and is sent again while the store is
+	// unavailable: Teams has the card, which would be sent again once its
+	// lease ran out, and the conversation's turn is held until then.
+	again, err := recordAgain(ctx, d.claimer.Stopping(), leaseEnds, func(ctx context.Context) error {
+		return d.cfg.Store.RecordTeamsAttempt(ctx, d.cfg.ID, m.ID, step, r)
+	})
+	if recordedBeforeTheStoreWasLost(again, err) {
+		d.log.Info("Teams attempt recorded before the store was lost, or its lease ran out", "message", m.ID,
+			"reason", arbiter.ErrorMessage(err))
+		return step
+	} else if err != nil {
 		d.log.Warn("record Teams attempt", "message", m.ID, "error", err.Error())
 		return step
 	}

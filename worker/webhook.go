@@ -174,16 +174,29 @@ func (d *Deliverer) release(ctx context.Context) {
 // deliver makes one attempt at a claimed message and records it.
 func (d *Deliverer) deliver(ctx context.Context, del *arbiter.WebhookDelivery) {
 	m := del.Message
+	leaseEnds := time.Now().Add(d.cfg.Lease) // the claim was just made
 	now := d.cfg.Now()
 	a, retryAfter := d.send(ctx, del, now)
 	step := arbiter.NextWebhookStep(a, m.Attempts+1, m.EndpointID != "", retryAfter, now, d.cfg.Jitter())
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.WebhookAttempted(a.Latency, step.Status == arbiter.WebhookDelivered, step.Status == arbiter.WebhookFailed)
 	}
-	out := d.recorder.record(arbiter.WebhookRecord{MessageID: m.ID, Step: step})
-	disabled, err := out.Disabled, out.Err
+	// The receiver has the message: the record is sent again while the
+	// store is unavailable, else the message would be sent again once
+	// its lease ran out.
+	var out arbiter.WebhookRecorded
+	again, err := recordAgain(ctx, d.claimer.Stopping(), leaseEnds, func(context.Context) error {
+		out = d.recorder.record(arbiter.WebhookRecord{MessageID: m.ID, Step: step})
+		return out.Err
+	})
+	disabled := out.Disabled
 	if err != nil {
-		if arbiter.ErrorCode(err) == arbiter.ECONFLICT {
+		switch {
+		case recordedBeforeTheStoreWasLost(again, err):
+			d.log.Info("webhook attempt recorded before the store was lost, or its lease ran out", "message", m.ID,
+				"reason", arbiter.ErrorMessage(err))
+			return
+		case arbiter.ErrorCode(err) == arbiter.ECONFLICT:
 			d.log.Warn("webhook attempt not recorded", "message", m.ID, "reason", arbiter.ErrorMessage(err))
 			return
 		}

@@ -488,11 +488,14 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time,
 		w.log.Warn("verifier call failed", "task", t.ID, "reason", *step.Attempt.Error,
 			"next", step.Next, "error", step.Err.Error())
 	}
-	if again, err := w.record(calls, t.ID, step, claimed.Add(w.cfg.Lease)); err != nil {
+	// The record is sent again while the store is unavailable, until the
+	// lease ends or the worker stops (recordAgain).
+	again, err := recordAgain(calls, calls.Done(), claimed.Add(w.cfg.Lease), func(ctx context.Context) error {
+		return w.cfg.Queue.FinishAgentAttempt(ctx, w.cfg.ID, t.ID, step)
+	})
+	if err != nil {
 		switch {
-		case arbiter.ErrorCode(err) == arbiter.ECONFLICT && again:
-			// A record sent again after the store was lost found the
-			// lease gone: most likely the first committed unanswered.
+		case recordedBeforeTheStoreWasLost(again, err):
 			w.log.Info("attempt recorded before the store was lost, or its lease ran out", "task", t.ID, "reason", arbiter.ErrorMessage(err))
 			return
 		case arbiter.ErrorCode(err) == arbiter.ECONFLICT:
@@ -505,40 +508,6 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time,
 		return
 	}
 	w.log.Debug("attempt", "task", t.ID, "next", step.Next)
-}
-
-// recordRetry is the first wait before a record the store could not take
-// is sent again; each wait doubles, up to a second.
-const recordRetry = 50 * time.Millisecond
-
-// record records the step of the task's call, and sends it again while the
-// store is unavailable (EUNAVAILABLE: a primary lost and its standby not
-// yet promoted, a restart) until the task's lease ends at leaseEnds or the
-// worker stops (calls ends); again says whether it was sent again. The
-// call was made: a record given up leaves the task claimed until its
-// lease runs out, and its verifier asked again. Each try outlives the
-// grace period's cancellation, but not a hung store: shutdown waits for
-// it. Sending it again decides nothing twice: a record that committed
-// while its answer was lost holds the lease no more, and the next is
-// refused (ECONFLICT) with nothing changed.
-func (w *Worker) record(calls context.Context, taskID string, step arbiter.AgentStep, leaseEnds time.Time) (again bool, err error) {
-	wait := recordRetry
-	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(calls), recordTimeout)
-		err = w.cfg.Queue.FinishAgentAttempt(ctx, w.cfg.ID, taskID, step)
-		cancel()
-		if arbiter.ErrorCode(err) != arbiter.EUNAVAILABLE || time.Now().Add(wait).After(leaseEnds) {
-			return try > 0, err
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-calls.Done():
-			timer.Stop()
-			return try > 0, err
-		case <-timer.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
 }
 
 // call makes the call of t's cascade that is due and returns its step.

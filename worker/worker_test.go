@@ -233,47 +233,53 @@ func TestWorker_AClaimItNeverHeardOfCountsNoLostCall(t *testing.T) {
 	})
 }
 
-// unreachableFinishes is a store whose first records of attempts fail
-// as a store that cannot be reached does (EUNAVAILABLE): its primary lost
-// and the standby not yet promoted.
+// unreachableFinishes is a store whose records of attempts
+// dbtest.LostRecords fails.
 type unreachableFinishes struct {
 	*db.DB
-	failing atomic.Int32 // records still to fail
-	tries   atomic.Int32
+	*dbtest.LostRecords
 }
 
-func (q *unreachableFinishes) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) error {
-	q.tries.Add(1)
-	if q.failing.Add(-1) >= 0 {
-		return arbiter.Errorf(arbiter.EUNAVAILABLE, "The database cannot be reached; try again shortly.")
+func (q unreachableFinishes) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) (err error) {
+	if q.Record(func() error {
+		err = q.DB.FinishAgentAttempt(ctx, owner, taskID, step)
+		return err
+	}) {
+		return dbtest.ErrUnreachable
 	}
-	return q.DB.FinishAgentAttempt(ctx, owner, taskID, step)
+	return err
 }
 
 // TestWorker_RecordsAgainWhileTheStoreIsUnreachable: a call whose record
 // found the store unreachable (a failover) is recorded once the store
-// answers again, from the one call; the record used to be given up, and
+// answers again, from the one call; a record made with its answer lost is
+// sent again and changes nothing. The record used to be given up, and
 // the task waited for its lease to run out and for a second call.
 func TestWorker_RecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
-		acct, id := createTask(t, store, "failover@example.com")
-		var calls atomic.Int32
-		q := &unreachableFinishes{DB: store}
-		q.failing.Store(3)
-		start(t, store, verifierFunc(func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
-			calls.Add(1)
-			return answer("approve", 0.95)(ctx, task)
-		}), func(c *worker.Config) {
-			c.Queue = q
-			c.Lease = time.Hour // a lost record would wait for it
+	for _, c := range dbtest.RecordLosses {
+		t.Run(c.Name, func(t *testing.T) {
+			dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+				acct, id := createTask(t, store, "failover@example.com")
+				var calls atomic.Int32
+				q := unreachableFinishes{DB: store, LostRecords: c.Records()}
+				start(t, store, verifierFunc(func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+					calls.Add(1)
+					return answer("approve", 0.95)(ctx, task)
+				}), func(cfg *worker.Config) {
+					cfg.Queue = q
+					cfg.Lease = time.Hour // a lost record would wait for it
+				})
+				got := waitFor(t, store, acct, id, settled)
+				waitUntil(t, "the records", func() bool { return len(q.Answers()) == c.Reached() })
+				c.Check(t, q.LostRecords)
+				if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || calls.Load() != 1 {
+					t.Fatalf("task = %s with %d attempts after %d calls, want completed by its one call",
+						got.Status, len(got.Attempts), calls.Load())
+				}
+			})
 		})
-		got := waitFor(t, store, acct, id, settled)
-		if got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 || calls.Load() != 1 || q.tries.Load() != 4 {
-			t.Fatalf("task = %s with %d attempts after %d calls and %d records, want completed by its one call on the fourth record",
-				got.Status, len(got.Attempts), calls.Load(), q.tries.Load())
-		}
-	})
+	}
 }
 
 // inProcess is a verifier that answers in the process
