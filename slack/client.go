@@ -30,9 +30,14 @@ type Client struct {
 	hc      *http.Client
 }
 
+// ClientTimeout bounds each Web API call of a client NewClient makes
+// without an http.Client of its own. The Slack deliverer bounds an
+// attempt's calls by it too, and derives its lease from it.
+const ClientTimeout = 10 * time.Second
+
 // NewClient returns a client of the Web API at apiURL ("" for Slack's),
-// which tests point at a fake, through hc (nil for a client with a 10 s
-// timeout).
+// which tests point at a fake, through hc (nil for a client whose calls
+// are bounded by ClientTimeout).
 func NewClient(apiURL string, hc *http.Client) *Client {
 	if apiURL == "" {
 		apiURL = DefaultAPIURL
@@ -41,7 +46,7 @@ func NewClient(apiURL string, hc *http.Client) *Client {
 		apiURL += "/"
 	}
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc = &http.Client{Timeout: ClientTimeout}
 	}
 	c := &Client{apiURL: apiURL, hc: hc}
 	if u, err := url.Parse(apiURL); err == nil {

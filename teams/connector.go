@@ -18,6 +18,12 @@ import (
 	"github.com/arbiterhq/arbiter"
 )
 
+// ClientTimeout bounds each call to the Bot Connector, and each fetch of
+// the bot's token, of a Connector without an http.Client of its own. The
+// Teams deliverer bounds an attempt's calls by it too, and derives its
+// lease from it.
+const ClientTimeout = 10 * time.Second
+
 // Connector calls the Bot Connector of a conversation's service URL as a
 // bot, with the bot's access token (Tokens).
 type Connector struct {
@@ -149,7 +155,7 @@ func (c *Connector) call(ctx context.Context, conn *arbiter.TeamsConnection, met
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc = &http.Client{Timeout: ClientTimeout}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -66,7 +66,7 @@ func (t *Tokens) source(tenant, appID, secret string) oauth2.TokenSource {
 		TokenURL: strings.TrimSuffix(root, "/") + "/" + tenant + "/oauth2/v2.0/token", AuthStyle: oauth2.AuthStyleInParams}
 	hc := t.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc = &http.Client{Timeout: ClientTimeout}
 	}
 	// The source outlives any one call: its context carries only the
 	// HTTP client.

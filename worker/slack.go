@@ -41,8 +41,15 @@ type SlackConfig struct {
 	Concurrency int
 	// Poll is the wait between claims when nothing is due (default 1s).
 	Poll time.Duration
+	// CallTimeout bounds the Web API calls of one attempt, together
+	// (default slack.ClientTimeout, which bounds each call of the
+	// client).
+	CallTimeout time.Duration
 	// Lease is how long a claim holds, and a channel's turn (default
-	// DefaultWebhookLease).
+	// twice CallTimeout: DefaultSlackLease). It must outlast the calls
+	// of an attempt and the store's calls around them: a message whose
+	// lease ran out during its call is claimed and sent again by
+	// another process.
 	Lease time.Duration
 }
 
@@ -53,6 +60,12 @@ const (
 	DefaultSlackPace = time.Second
 	// DefaultSlackConcurrency bounds the messages in flight.
 	DefaultSlackConcurrency = 8
+	// DefaultSlackLease is how long a claim of a Slack message holds, and
+	// its channel's turn: twice the bound of an attempt's calls
+	// (slack.ClientTimeout), the calls and as long again for the store's
+	// calls around them (the turn taken, the record). A replica killed
+	// mid-attempt holds the message and its channel this long.
+	DefaultSlackLease = 2 * slack.ClientTimeout
 )
 
 // SlackDeliverer sends the Slack outbox: it claims due messages, posts a
@@ -87,8 +100,11 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = slack.ClientTimeout
+	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultWebhookLease
+		cfg.Lease = 2 * cfg.CallTimeout
 	}
 	d := &SlackDeliverer{cfg: cfg}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{
@@ -99,8 +115,8 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 }
 
 // Run delivers until ctx ends; then it stops claiming and lets the
-// messages in flight finish (each call is bounded by the Slack client's
-// timeout).
+// messages in flight finish (each attempt's calls are bounded by
+// CallTimeout).
 func (d *SlackDeliverer) Run(ctx context.Context) { d.claimer.Run(ctx) }
 
 // claim claims up to n due messages.
@@ -167,7 +183,10 @@ func (d *SlackDeliverer) attempt(ctx context.Context, dl *arbiter.SlackDelivery)
 	} else if pause > 0 {
 		return arbiter.SlackResult{Defer: pause}
 	}
-	r := d.send(ctx, dl, unrecorded)
+	// The calls end within CallTimeout, well within the lease.
+	calls, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	r := d.send(calls, dl, unrecorded)
 	r.Quiet = max(d.cfg.Pace, r.RetryAfter)
 	return r
 }

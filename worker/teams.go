@@ -39,8 +39,15 @@ type TeamsConfig struct {
 	Concurrency int
 	// Poll is the wait between claims when nothing is due (default 1s).
 	Poll time.Duration
+	// CallTimeout bounds the Bot Connector's calls of one attempt,
+	// together (default teams.ClientTimeout, which bounds each call of
+	// the connector and each fetch of the bot's token).
+	CallTimeout time.Duration
 	// Lease is how long a claim holds, and a conversation's turn
-	// (default DefaultWebhookLease).
+	// (default twice CallTimeout: DefaultTeamsLease). It must outlast
+	// the calls of an attempt and the store's calls around them: a
+	// message whose lease ran out during its call is claimed and sent
+	// again by another process.
 	Lease time.Duration
 	// Jitter returns the fraction, from -TeamsRetry.Jitter to
 	// TeamsRetry.Jitter, by which a retry delay varies (default uniformly
@@ -57,6 +64,11 @@ const (
 	DefaultTeamsPace = time.Second
 	// DefaultTeamsConcurrency bounds the messages in flight.
 	DefaultTeamsConcurrency = 8
+	// DefaultTeamsLease is how long a claim of a Teams message holds, and
+	// its conversation's turn: twice the bound of an attempt's calls
+	// (teams.ClientTimeout), the calls (a token fetch, which no context
+	// cuts, at most as long again) and the store's calls around them.
+	DefaultTeamsLease = 2 * teams.ClientTimeout
 )
 
 // TeamsDeliverer sends the Teams outbox: it claims due messages, posts a
@@ -90,8 +102,11 @@ func NewTeamsDeliverer(cfg TeamsConfig) *TeamsDeliverer {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = teams.ClientTimeout
+	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultWebhookLease
+		cfg.Lease = 2 * cfg.CallTimeout
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = func() float64 { return (rand.Float64()*2 - 1) * arbiter.TeamsRetry.Jitter }
@@ -110,7 +125,7 @@ func NewTeamsDeliverer(cfg TeamsConfig) *TeamsDeliverer {
 }
 
 // Run delivers until ctx ends; then it stops claiming, lets the messages
-// in flight finish (each call is bounded by the Connector's timeout) and
+// in flight finish (each attempt's calls are bounded by CallTimeout) and
 // releases the leases of what it claimed and did not send.
 func (d *TeamsDeliverer) Run(ctx context.Context) { d.claimer.Run(ctx) }
 
@@ -186,7 +201,10 @@ func (d *TeamsDeliverer) attempt(ctx context.Context, dl *arbiter.TeamsDelivery)
 	} else if pause > 0 {
 		return arbiter.TeamsResult{DeliveryOutcome: arbiter.DeliveryOutcome{Defer: pause}}
 	}
-	r := d.send(ctx, dl)
+	// The calls end within CallTimeout, well within the lease.
+	calls, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	r := d.send(calls, dl)
 	r.Quiet = max(d.cfg.Pace, r.RetryAfter)
 	return r
 }

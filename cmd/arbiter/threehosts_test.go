@@ -607,7 +607,7 @@ func TestThreeHosts_ReplicasBehindHAProxySurviveAKillAndADrain(t *testing.T) {
 // killed (at killedAt) after Slack took its update and before it
 // recorded it leaves the update to be sent again, the same, by another
 // once its claim lapsed (the Slack outbox's lease,
-// worker.DefaultWebhookLease): an update sent before the kill and again
+// worker.DefaultSlackLease): an update sent before the kill and again
 // at least half a lease later is counted, and returned, not failed.
 func checkSlackCopies(t *testing.T, fake *slackfake.Fake, tasks []string, inSlack map[string]string, slackChannels int, killedAt time.Time) (updatedAgain int) {
 	t.Helper()
@@ -649,7 +649,7 @@ func checkSlackCopies(t *testing.T, fake *slackfake.Fake, tasks []string, inSlac
 		switch {
 		case m.Updates == 1:
 		case m.Updates == 2 && len(sent) == 2 && sent[0].Before(killedAt) && sent[1].After(killedAt) &&
-			sent[1].Sub(sent[0]) > worker.DefaultWebhookLease/2:
+			sent[1].Sub(sent[0]) > worker.DefaultSlackLease/2:
 			updatedAgain++
 		default:
 			t.Errorf("task %s's copy in %s was updated %d times (at %v; the kill at %v), want once", id, channel, m.Updates, sent, killedAt)
