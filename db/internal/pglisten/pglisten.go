@@ -11,14 +11,28 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
 )
 
 // Ping is how often the listener checks its idle connection, so a
-// connection that died silently is noticed and replaced.
-const Ping = 30 * time.Second
+// connection that died silently is noticed and replaced: an empty query,
+// whose answer is the connection's read at least every Ping.
+const Ping = 2 * time.Second
+
+// ReadTimeout bounds the wait for anything to read on the listener's
+// connection: with a ping every Ping, a connection that reads nothing
+// for this long is dead (a primary whose machine vanished, a network
+// that drops everything silently) and is replaced, instead of waiting
+// for the operating system to give up on it (minutes). Three pings.
+const ReadTimeout = 3 * Ping
+
+// MaxReconnect is the longest wait between two attempts to connect
+// again (from 0.1 s, doubling), so that long-polls after a failover are
+// answered within a few seconds of the promotion.
+const MaxReconnect = 2 * time.Second
 
 // Listener holds one LISTEN connection to a channel, opened at Start and
 // kept, reconnecting, until Close.
@@ -51,7 +65,7 @@ func (l *Listener) Start() { l.run.start(l.start) }
 
 func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 	log, name := l.log, l.name
-	pl := pq.NewListener(l.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+	pl := pq.NewDialListener(deadlineDialer{}, l.url, 100*time.Millisecond, MaxReconnect, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventDisconnected:
 			log.Warn(name+" lost its connection; reconnecting", "error", errString(err))
@@ -74,6 +88,7 @@ func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 		defer close(done)
 		ping := time.NewTicker(Ping)
 		defer ping.Stop()
+		var pinging atomic.Bool // one ping at a time
 		for {
 			select {
 			case <-ctx.Done():
@@ -90,10 +105,75 @@ func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 					l.notify(n.Extra)
 				}
 			case <-ping.C:
-				go func() { _ = pl.Ping() }()
+				if pinging.CompareAndSwap(false, true) {
+					go func() {
+						defer pinging.Store(false)
+						_ = pl.Ping()
+					}()
+				}
 			}
 		}
 	}()
+}
+
+// deadlineDialer opens the listener's connections, each failing a read
+// that waits longer than ReadTimeout (deadlineConn).
+type deadlineDialer struct{ d net.Dialer }
+
+func (d deadlineDialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+func (d deadlineDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d.DialContext(ctx, network, address)
+}
+
+func (d deadlineDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.d.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c}, nil
+}
+
+// deadlineConn is a connection whose every read gives up after
+// ReadTimeout, or at the deadline the driver set (connect_timeout's, for
+// the start-up), whichever comes first; the listener's pings make
+// something to read sooner on a connection that is alive.
+type deadlineConn struct {
+	net.Conn
+	until atomic.Int64 // the driver's read deadline, in Unix nanoseconds; 0 for none
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.keep(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.keep(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *deadlineConn) keep(t time.Time) {
+	if t.IsZero() {
+		c.until.Store(0)
+	} else {
+		c.until.Store(t.UnixNano())
+	}
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	deadline := time.Now().Add(ReadTimeout)
+	if until := c.until.Load(); until != 0 && until < deadline.UnixNano() {
+		deadline = time.Unix(0, until)
+	}
+	if err := c.Conn.SetReadDeadline(deadline); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
 }
 
 // Close closes the connection, if it opened, and waits for the listener

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/db/internal/pglisten"
+	"github.com/arbiterhq/arbiter/internal/testutil"
 )
 
 // within waits for c, at most 30 s.
@@ -117,5 +119,51 @@ func TestSender_CloseBeforeAnyKick(t *testing.T) {
 	s.Kick()
 	if sends.Load() != 0 {
 		t.Fatal("a sender closed before its first kick sent")
+	}
+}
+
+// TestListener_ReplacesAConnectionThatGoesSilent: a connection on which
+// nothing comes any more (a primary whose machine vanished, a network
+// that drops everything: here a proxy that stops passing bytes, the
+// connection open) is noticed by the pings within ReadTimeout and a ping,
+// and replaced once the database answers again: LISTEN is in force again
+// (lost is called) and a notification is heard. It used to wait for the
+// operating system to give up on the connection (minutes; the 30 s ping
+// waited with it).
+func TestListener_ReplacesAConnectionThatGoesSilent(t *testing.T) {
+	t.Parallel()
+	direct := dbtest.URL(t, db.Postgres)
+	proxy, url := dbtest.ThroughProxy(t, direct)
+	logs := &testutil.SyncBuffer{}
+	heard, lost := make(chan string, 10), make(chan struct{}, 10)
+	l := pglisten.New(url, "pglisten_silent", "test listener", slog.New(slog.NewTextHandler(logs, nil)),
+		func(p string) { heard <- p }, func() { lost <- struct{}{} })
+	// A connection frozen mid-ping holds the close until it answers.
+	t.Cleanup(func() { proxy.Thaw(); l.Close() })
+	l.Start()
+	within(t, "LISTEN in force", lost)
+
+	proxy.Freeze()
+	frozen := time.Now()
+	for deadline := frozen.Add(time.Minute); !strings.Contains(logs.String(), "test listener lost its connection"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener did not notice in a minute that its connection went silent; it logged:\n%s", logs.String())
+		}
+	}
+	t.Logf("noticed %v after the connection went silent (ReadTimeout %v, a ping every %v)",
+		time.Since(frozen).Round(10*time.Millisecond), pglisten.ReadTimeout, pglisten.Ping)
+	proxy.Thaw()
+	within(t, "LISTEN in force again", lost)
+
+	conn, err := sql.Open("postgres", direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Exec(`SELECT pg_notify('pglisten_silent', 'tsk_2')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := within(t, "the notification after the reconnect", heard); got != "tsk_2" {
+		t.Fatalf("heard %q, want tsk_2", got)
 	}
 }
