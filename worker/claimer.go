@@ -15,15 +15,25 @@ type ClaimerConfig[T any] struct {
 	// so Claim may reuse it.
 	Claim func(ctx context.Context, n int) []T
 	// Work works one claimed item, in a goroutine of its own that holds
-	// one slot. Its ctx is the work's: it outlives Run's by Grace.
-	Work func(ctx context.Context, item T)
+	// one slot. Its ctx is the work's: it outlives Run's by Grace. The
+	// work may give its slot back before it ends by calling free, for a
+	// last step the slots do not bound (the agent worker's record, once
+	// its verifier has answered): then the item holds one of Finishing's
+	// places until it ends, and when those are all taken free does
+	// nothing and the item keeps its slot.
+	Work func(ctx context.Context, item T, free func())
 	// Release, when set, is called once at shutdown, after the work in
 	// flight has finished or been cancelled, to give back the leases of
 	// what was claimed and not worked; its ctx is bounded by
 	// recordTimeout.
 	Release func(ctx context.Context)
-	// Slots bounds the items worked at once (at least 1).
+	// Slots bounds the items worked at once (at least 1), but for those
+	// that gave their slot back (Work's free).
 	Slots int
+	// Finishing bounds the items that gave their slot back and have not
+	// ended; 0 makes free do nothing. At most Slots + Finishing items are
+	// in flight.
+	Finishing int
 	// Cooldown is the least time between two claims, so that work
 	// finishing one after another frees its slots for one claim of many
 	// items rather than many claims of one (River's FetchCooldown).
@@ -52,9 +62,11 @@ type Claimer[T any] struct {
 	cfg   ClaimerConfig[T]
 	wake  chan struct{}
 	slots chan struct{} // one token per item in flight
-	freed chan struct{} // an item finished: there may be room to claim
-	work  context.Context
-	wg    sync.WaitGroup
+	// finishing holds one token per item that gave its slot back.
+	finishing chan struct{}
+	freed     chan struct{} // an item finished: there may be room to claim
+	work      context.Context
+	wg        sync.WaitGroup
 	// stopping is closed once Run's ctx has ended.
 	stopping chan struct{}
 }
@@ -62,12 +74,12 @@ type Claimer[T any] struct {
 // NewClaimer returns a claimer; Run starts it.
 func NewClaimer[T any](cfg ClaimerConfig[T]) *Claimer[T] {
 	return &Claimer[T]{
-		cfg:   cfg,
-		wake:  make(chan struct{}, 1),
-		slots: make(chan struct{}, max(cfg.Slots, 1)),
-		freed: make(chan struct{}, 1),
-
-		stopping: make(chan struct{}),
+		cfg:       cfg,
+		wake:      make(chan struct{}, 1),
+		slots:     make(chan struct{}, max(cfg.Slots, 1)),
+		finishing: make(chan struct{}, max(cfg.Finishing, 0)),
+		freed:     make(chan struct{}, 1),
+		stopping:  make(chan struct{}),
 	}
 }
 
@@ -159,10 +171,7 @@ func (c *Claimer[T]) claimLoop(ctx, work context.Context) {
 		for _, item := range items {
 			c.slots <- struct{}{}
 			c.wg.Add(1)
-			go func() {
-				defer c.release()
-				c.cfg.Work(work, item)
-			}()
+			go c.workOne(work, item)
 		}
 		if len(items) == free {
 			c.Notify() // there may be more waiting
@@ -171,12 +180,39 @@ func (c *Claimer[T]) claimLoop(ctx, work context.Context) {
 	}
 }
 
-// release gives back an item's slot and says so to the claim loop.
-func (c *Claimer[T]) release() {
+// workOne works item in the slot the claim loop took for it, and gives
+// back what the item holds when it ends: its slot, or its place among the
+// finishing items when it gave the slot back (free).
+func (c *Claimer[T]) workOne(work context.Context, item T) {
+	finishing := false
+	free := func() {
+		if finishing {
+			return
+		}
+		select {
+		case c.finishing <- struct{}{}:
+		default:
+			return // every place taken: the item keeps its slot
+		}
+		finishing = true
+		c.freeSlot()
+	}
+	defer func() {
+		if finishing {
+			<-c.finishing
+		} else {
+			c.freeSlot()
+		}
+		c.wg.Done()
+	}()
+	c.cfg.Work(work, item, free)
+}
+
+// freeSlot gives back an item's slot and says so to the claim loop.
+func (c *Claimer[T]) freeSlot() {
 	<-c.slots
 	select {
 	case c.freed <- struct{}{}:
 	default:
 	}
-	c.wg.Done()
 }

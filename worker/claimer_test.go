@@ -81,7 +81,7 @@ func TestClaimer_ClaimsNoMoreThanItsFreeSlots(t *testing.T) {
 			most = max(most, inFlight)
 			return items
 		},
-		Work: func(context.Context, int) {
+		Work: func(context.Context, int, func()) {
 			<-proceed
 			mu.Lock()
 			inFlight--
@@ -108,7 +108,7 @@ func TestClaimer_WakesOnNotifyAndOnItsWakeChannel(t *testing.T) {
 	wake := make(chan struct{}, 1)
 	c := worker.NewClaimer(worker.ClaimerConfig[int]{
 		Claim: func(context.Context, int) []int { claims.Add(1); return nil },
-		Work:  func(context.Context, int) {},
+		Work:  func(context.Context, int, func()) {},
 		Slots: 1, Cooldown: time.Millisecond, Poll: time.Hour, Wake: wake,
 	})
 	runClaimer(t, c)
@@ -143,7 +143,7 @@ func TestClaimer_ReleasesOnceTheWorkHasFinished(t *testing.T) {
 			})
 			return []int{1, 2}
 		},
-		Work: func(context.Context, int) {
+		Work: func(context.Context, int, func()) {
 			started <- struct{}{}
 			time.Sleep(50 * time.Millisecond)
 			worked.Add(1)
@@ -179,7 +179,7 @@ func TestClaimer_GraceEndsTheWorkLeft(t *testing.T) {
 			once.Do(func() { items = []int{1} })
 			return items
 		},
-		Work: func(ctx context.Context, _ int) {
+		Work: func(ctx context.Context, _ int, _ func()) {
 			close(started)
 			<-ctx.Done()
 			cancelled.Store(true)
@@ -211,7 +211,7 @@ func BenchmarkClaimer(b *testing.B) {
 			}
 			return batch
 		},
-		Work: func(context.Context, int) {
+		Work: func(context.Context, int, func()) {
 			if worked.Add(1) == int64(b.N) {
 				close(done)
 			}
@@ -225,4 +225,59 @@ func BenchmarkClaimer(b *testing.B) {
 	<-done
 	b.StopTimer()
 	cancel()
+}
+
+// TestClaimer_AnItemThatGaveItsSlotBackLetsAnotherIn: an item that gives
+// its slot back (free) lets the claimer claim another while it finishes,
+// up to Finishing such items; then free does nothing and the items keep
+// their slots, so no more than Slots + Finishing are ever in flight.
+func TestClaimer_AnItemThatGaveItsSlotBackLetsAnotherIn(t *testing.T) {
+	const slots, finishing, queued = 2, 3, 20
+	var (
+		mu                     sync.Mutex
+		next, inFlight         int
+		most, askedBeyondFreed int
+		finished               atomic.Int64
+	)
+	proceed := make(chan struct{})
+	c := worker.NewClaimer(worker.ClaimerConfig[int]{
+		Claim: func(_ context.Context, n int) []int {
+			mu.Lock()
+			defer mu.Unlock()
+			var items []int
+			for ; n > 0 && next < queued; n-- {
+				items = append(items, next)
+				next++
+				inFlight++
+			}
+			most = max(most, inFlight)
+			if inFlight > slots+finishing {
+				askedBeyondFreed++
+			}
+			return items
+		},
+		Work: func(_ context.Context, _ int, free func()) {
+			free()
+			free() // a second free gives back nothing more
+			<-proceed
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			finished.Add(1)
+		},
+		Slots: slots, Finishing: finishing, Cooldown: time.Millisecond, Poll: time.Hour,
+	})
+	runClaimer(t, c)
+	waitUntil(t, "the slots and the finishing places full", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight == slots+finishing
+	})
+	close(proceed)
+	waitUntil(t, "the whole queue worked", func() bool { return finished.Load() == queued })
+	mu.Lock()
+	defer mu.Unlock()
+	if most != slots+finishing || askedBeyondFreed > 0 {
+		t.Errorf("%d items in flight at most, want %d (slots %d, finishing %d)", most, slots+finishing, slots, finishing)
+	}
 }

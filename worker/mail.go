@@ -100,7 +100,7 @@ func NewMailDeliverer(cfg MailConfig) *MailDeliverer {
 			return cfg.Store.RecordMailAttempts(ctx, cfg.ID, records)
 		}, func(err error) error { return err })}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.MailMessage]{
-		Claim: d.claim, Work: d.deliver,
+		Claim: d.claim, Work: func(ctx context.Context, m *arbiter.MailMessage, _ func()) { d.deliver(ctx, m) },
 		Release: func(ctx context.Context) {
 			d.recorder.close()
 			if err := cfg.Store.ReleaseMail(ctx, cfg.ID); err != nil {

@@ -108,7 +108,7 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 	}
 	d := &SlackDeliverer{cfg: cfg}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{
-		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.SlackDelivery) { d.DeliverSlack(ctx, dl) },
+		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.SlackDelivery, _ func()) { d.DeliverSlack(ctx, dl) },
 		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Store.SlackMessagesQueued(),
 	})
 	return d

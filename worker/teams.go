@@ -113,7 +113,7 @@ func NewTeamsDeliverer(cfg TeamsConfig) *TeamsDeliverer {
 	}
 	d := &TeamsDeliverer{cfg: cfg, log: cfg.Logger.With("deliverer", cfg.ID)}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.TeamsDelivery]{
-		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.TeamsDelivery) { d.Deliver(ctx, dl) },
+		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.TeamsDelivery, _ func()) { d.Deliver(ctx, dl) },
 		Release: func(ctx context.Context) {
 			if err := cfg.Store.ReleaseTeamsMessages(ctx, cfg.ID); err != nil {
 				d.log.Error("release Teams message leases", "error", err.Error())

@@ -132,7 +132,7 @@ func NewDeliverer(cfg WebhookConfig) *Deliverer {
 		}, func(err error) arbiter.WebhookRecorded { return arbiter.WebhookRecorded{Err: err} }),
 	}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.WebhookDelivery]{
-		Claim: d.claim, Work: d.deliver, Release: d.release,
+		Claim: d.claim, Work: func(ctx context.Context, dl *arbiter.WebhookDelivery, _ func()) { d.deliver(ctx, dl) }, Release: d.release,
 		Slots: cfg.Concurrency, Cooldown: DefaultClaimCooldown, Poll: cfg.Poll, Wake: cfg.Queued,
 	})
 	return d

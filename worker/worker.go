@@ -324,15 +324,15 @@ func New(cfg Config) *Worker {
 	}
 	w.claimer = NewClaimer(ClaimerConfig[agentCall]{
 		Claim: w.claim,
-		Work: func(calls context.Context, c agentCall) {
-			w.work(calls, c.task, c.claimed, c.marked)
+		Work: func(calls context.Context, c agentCall, free func()) {
+			w.work(calls, c.task, c.claimed, c.marked, free)
 		},
 		Release: func(ctx context.Context) {
 			if err := w.cfg.Queue.ReleaseTasks(ctx, w.cfg.ID); err != nil {
 				w.log.Error("release leases", "error", err.Error())
 			}
 		},
-		Slots: cfg.Concurrency, Cooldown: cfg.ClaimCooldown, Poll: cfg.Poll, Wake: cfg.Created,
+		Slots: cfg.Concurrency, Finishing: min(finishingPerSlot*cfg.Concurrency, maxFinishing), Cooldown: cfg.ClaimCooldown, Poll: cfg.Poll, Wake: cfg.Created,
 		Grace: cfg.Grace,
 		GraceEnded: func() {
 			w.log.Warn("calls outlived the grace period; releasing their tasks", "grace", w.cfg.Grace)
@@ -454,6 +454,16 @@ func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked
 	}
 }
 
+// finishingPerSlot and maxFinishing bound the records in flight, whose
+// calls have given their slots back: four a slot, at most 1,000 (one
+// grouped finish of the store). Without them the slots bound the records
+// too, and a worker whose verifier answers at once (the rules backend)
+// decides no more than its slots a finish's latency.
+const (
+	finishingPerSlot = 4
+	maxFinishing     = 1000
+)
+
 // work makes one call of t's cascade, claimed at claimed, and records it,
 // once the call is marked started (marked closed): the call to the
 // verifier of the stage t is at (arbiter.StageOf), under t's policy. A
@@ -464,8 +474,10 @@ func (w *Worker) startCalls(calls context.Context, tasks []*arbiter.Task, marked
 // this worker does not have (arbiter.SkipStep). A verifier that paces its
 // calls is waited for first, as long as the lease leaves room for the call
 // and its record; a turn further away is a throttled call, made in the
-// queue.
-func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}) {
+// queue. Once the call is made it gives its slot back (free) for the
+// record, so that a slow store bounds the calls no more than the records'
+// own bound (ClaimerConfig.Finishing).
+func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time, marked <-chan struct{}, free func()) {
 	// The agent decision joins the trace of t's create as its child, with
 	// the verifier's call and the record (and what the record queues)
 	// under it.
@@ -479,6 +491,7 @@ func (w *Worker) work(calls context.Context, t *arbiter.Task, claimed time.Time,
 			return
 		}
 	}
+	free()
 	switch {
 	case step.Throttled:
 		w.log.Debug("verifier call throttled", "task", t.ID, "run_after", step.RunAfter.Time(), "error", step.Err.Error())

@@ -720,3 +720,65 @@ func TestWorker_RecordsTheVersionLabel(t *testing.T) {
 		}
 	}
 }
+
+// heldFinishes is a store whose agent records wait until release is closed.
+type heldFinishes struct {
+	*db.DB
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (q *heldFinishes) FinishAgentAttempt(ctx context.Context, owner, taskID string, step arbiter.AgentStep) error {
+	q.waiting.Add(1)
+	<-q.release
+	return q.DB.FinishAgentAttempt(ctx, owner, taskID, step)
+}
+
+// TestWorker_ARecordHoldsNoVerifierSlot: with one slot, a task's call is
+// made while the task before it waits for its record; the slot bounded
+// the records too, so a slow store held the calls to one a record's
+// latency (at 1,000 tasks/s end to end the bench's 32 slots all waited in
+// the finish). The records in flight are bounded on their own: four a
+// slot, so the fifth record keeps the slot and the sixth call waits.
+func TestWorker_ARecordHoldsNoVerifierSlot(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, store *db.DB) {
+		const tasks = 6
+		acct, first := createTask(t, store, "slots@example.com")
+		ids := []string{first}
+		for range tasks - 1 {
+			task, err := store.CreateTask(ctx, acct, arbiter.TaskCreate{
+				Prompt: "Refund?", AllowedVerdicts: []string{"approve", "reject"}, ConfidenceThreshold: 0.8,
+				TaskType: "decide", Touchpoint: "chat", Context: []byte(`{"amount":12}`),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+		var calls atomic.Int32
+		q := &heldFinishes{DB: store, release: make(chan struct{})}
+		start(t, store, verifierFunc(func(ctx context.Context, task *arbiter.Task) (arbiter.Verification, error) {
+			calls.Add(1)
+			return answer("approve", 0.95)(ctx, task)
+		}), func(c *worker.Config) {
+			c.Queue = q
+			c.Concurrency = 1
+		})
+		// One slot and four places for records: five calls, four of them
+		// waiting for their records in those places and the fifth in the
+		// slot, where the sixth waits.
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(q.release) }) })
+		waitUntil(t, "five calls waiting for their records", func() bool { return calls.Load() == 5 && q.waiting.Load() == 5 })
+		once.Do(func() { close(q.release) })
+		for _, id := range ids {
+			if got := waitFor(t, store, acct, id, settled); got.Status != arbiter.StatusCompleted || len(got.Attempts) != 1 {
+				t.Errorf("task %s = %s with %d attempts, want completed by one call", id, got.Status, len(got.Attempts))
+			}
+		}
+		if calls.Load() != tasks {
+			t.Errorf("%d calls for %d tasks", calls.Load(), tasks)
+		}
+	})
+}
