@@ -53,51 +53,69 @@ func runClaimer[T any](t *testing.T, c *worker.Claimer[T]) (stop func()) {
 	return runUntilStopped(t, "claimer", 30*time.Second, c.Run)
 }
 
+// countedQueue is a queue of queued items for a claimer's tests: it counts
+// the items in flight, the most at once and the claims that asked for more
+// than the bound allowed; work holds an item until proceed is closed.
+type countedQueue struct {
+	queued  int
+	proceed chan struct{}
+
+	mu                   sync.Mutex
+	next, inFlight, most int
+	askedBeyond          int
+	finished             atomic.Int64
+}
+
+// claim returns the claimer's Claim, counting a claim that asks for more
+// than bound less the items in flight.
+func (q *countedQueue) claim(bound int) func(context.Context, int) []int {
+	return func(_ context.Context, n int) []int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if n > bound-q.inFlight {
+			q.askedBeyond++
+		}
+		var items []int
+		for ; n > 0 && q.next < q.queued; n-- {
+			items = append(items, q.next)
+			q.next++
+			q.inFlight++
+		}
+		q.most = max(q.most, q.inFlight)
+		return items
+	}
+}
+
+// work works an item once proceed is closed.
+func (q *countedQueue) work() {
+	<-q.proceed
+	q.mu.Lock()
+	q.inFlight--
+	q.mu.Unlock()
+	q.finished.Add(1)
+}
+
+func (q *countedQueue) inFlightNow() int { q.mu.Lock(); defer q.mu.Unlock(); return q.inFlight }
+
 // TestClaimer_ClaimsNoMoreThanItsFreeSlots: with a queue deeper than its
 // slots, the claimer asks for the free slots only, never works more items
 // at once than it has slots, and claims again as soon as work finishes.
 func TestClaimer_ClaimsNoMoreThanItsFreeSlots(t *testing.T) {
 	const slots, queued = 4, 40
-	var (
-		mu                sync.Mutex
-		next, inFlight    int
-		most, askedBeyond int
-		finished          atomic.Int64
-	)
-	proceed := make(chan struct{})
+	q := &countedQueue{queued: queued, proceed: make(chan struct{})}
 	c := worker.NewClaimer(worker.ClaimerConfig[int]{
-		Claim: func(_ context.Context, n int) []int {
-			mu.Lock()
-			defer mu.Unlock()
-			if n > slots-inFlight {
-				askedBeyond++
-			}
-			var items []int
-			for ; n > 0 && next < queued; n-- {
-				items = append(items, next)
-				next++
-				inFlight++
-			}
-			most = max(most, inFlight)
-			return items
-		},
-		Work: func(context.Context, int, func()) {
-			<-proceed
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-			finished.Add(1)
-		},
+		Claim: q.claim(slots),
+		Work:  func(context.Context, int, func()) { q.work() },
 		Slots: slots, Cooldown: time.Millisecond, Poll: time.Hour,
 	})
 	runClaimer(t, c)
-	waitUntil(t, "a full claim", func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == slots })
-	close(proceed)
-	waitUntil(t, "the whole queue worked", func() bool { return finished.Load() == queued })
-	mu.Lock()
-	defer mu.Unlock()
-	if most > slots || askedBeyond > 0 {
-		t.Errorf("%d items in flight at most (slots %d); %d claims asked beyond the free slots", most, slots, askedBeyond)
+	waitUntil(t, "a full claim", func() bool { return q.inFlightNow() == slots })
+	close(q.proceed)
+	waitUntil(t, "the whole queue worked", func() bool { return q.finished.Load() == queued })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.most > slots || q.askedBeyond > 0 {
+		t.Errorf("%d items in flight at most (slots %d); %d claims asked beyond the free slots", q.most, slots, q.askedBeyond)
 	}
 }
 
@@ -233,51 +251,23 @@ func BenchmarkClaimer(b *testing.B) {
 // their slots, so no more than Slots + Finishing are ever in flight.
 func TestClaimer_AnItemThatGaveItsSlotBackLetsAnotherIn(t *testing.T) {
 	const slots, finishing, queued = 2, 3, 20
-	var (
-		mu                     sync.Mutex
-		next, inFlight         int
-		most, askedBeyondFreed int
-		finished               atomic.Int64
-	)
-	proceed := make(chan struct{})
+	q := &countedQueue{queued: queued, proceed: make(chan struct{})}
 	c := worker.NewClaimer(worker.ClaimerConfig[int]{
-		Claim: func(_ context.Context, n int) []int {
-			mu.Lock()
-			defer mu.Unlock()
-			var items []int
-			for ; n > 0 && next < queued; n-- {
-				items = append(items, next)
-				next++
-				inFlight++
-			}
-			most = max(most, inFlight)
-			if inFlight > slots+finishing {
-				askedBeyondFreed++
-			}
-			return items
-		},
+		Claim: q.claim(slots + finishing),
 		Work: func(_ context.Context, _ int, free func()) {
 			free()
 			free() // a second free gives back nothing more
-			<-proceed
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-			finished.Add(1)
+			q.work()
 		},
 		Slots: slots, Finishing: finishing, Cooldown: time.Millisecond, Poll: time.Hour,
 	})
 	runClaimer(t, c)
-	waitUntil(t, "the slots and the finishing places full", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return inFlight == slots+finishing
-	})
-	close(proceed)
-	waitUntil(t, "the whole queue worked", func() bool { return finished.Load() == queued })
-	mu.Lock()
-	defer mu.Unlock()
-	if most != slots+finishing || askedBeyondFreed > 0 {
-		t.Errorf("%d items in flight at most, want %d (slots %d, finishing %d)", most, slots+finishing, slots, finishing)
+	waitUntil(t, "the slots and the finishing places full", func() bool { return q.inFlightNow() == slots+finishing })
+	close(q.proceed)
+	waitUntil(t, "the whole queue worked", func() bool { return q.finished.Load() == queued })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.most != slots+finishing || q.askedBeyond > 0 {
+		t.Errorf("%d items in flight at most, want %d (slots %d, finishing %d)", q.most, slots+finishing, slots, finishing)
 	}
 }

@@ -23,25 +23,12 @@ func TestMailDeliverer_AnSMTPServerThatRefusesDelaysMailAndLosesNone(t *testing.
 	t.Parallel()
 	clock := &movable{t: time.Now().Truncate(time.Millisecond)}
 	dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
-		ctx := t.Context()
 		sink := mailtest.NewSink(t)
 		mailer, err := mail.NewSMTP(sink.URL(), "arbiter@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
-		acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund 12 EUR?", AllowedVerdicts: []string{"approve", "reject"},
-			ConfidenceThreshold: 0.8, Alerts: arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: time.Minute}}}}); err != nil {
-			t.Fatal(err)
-		}
-		humanTaskOf(t, store, acct.ID)
-		clock.Add(time.Minute)
-		if n, err := store.FireDueAlerts(ctx, 10); err != nil || n != 1 {
-			t.Fatalf("fired %d, %v", n, err)
-		}
+		dueReminder(t, store, clock)
 
 		sink.Refuse(451)
 		logs := &testutil.SyncBuffer{}
@@ -62,4 +49,25 @@ func TestMailDeliverer_AnSMTPServerThatRefusesDelaysMailAndLosesNone(t *testing.
 			t.Fatalf("received %+v after %d refusals; want the reminder once after one", got, sink.Refused())
 		}
 	})
+}
+
+// dueReminder stores, for the account of owner@example.com, a task for a
+// person with a reminder after a minute, moves the clock a minute and
+// fires it: one reminder mail waits in the outbox.
+func dueReminder(t *testing.T, store *db.DB, clock *movable) {
+	t.Helper()
+	ctx := t.Context()
+	acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund 12 EUR?", AllowedVerdicts: []string{"approve", "reject"},
+		ConfidenceThreshold: 0.8, Alerts: arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: time.Minute}}}}); err != nil {
+		t.Fatal(err)
+	}
+	humanTaskOf(t, store, acct.ID)
+	clock.Add(time.Minute)
+	if n, err := store.FireDueAlerts(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("fired %d, %v", n, err)
+	}
 }

@@ -166,20 +166,7 @@ func TestMailDeliverer_RecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			clock := &movable{t: time.Now().Truncate(time.Millisecond)}
 			dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
-				ctx := t.Context()
-				acct, err := store.FindOrCreateAccountByEmail(ctx, "owner@example.com")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := store.CreateTask(ctx, acct.ID, arbiter.TaskCreate{Prompt: "Refund 12 EUR?", AllowedVerdicts: []string{"approve", "reject"},
-					ConfidenceThreshold: 0.8, Alerts: arbiter.Alerts{Reminders: []arbiter.AlertWait{{After: time.Minute}}}}); err != nil {
-					t.Fatal(err)
-				}
-				humanTaskOf(t, store, acct.ID)
-				clock.Add(time.Minute)
-				if n, err := store.FireDueAlerts(ctx, 10); err != nil || n != 1 {
-					t.Fatalf("fired %d, %v", n, err)
-				}
+				dueReminder(t, store, clock)
 				records := c.Records()
 				mailer := &countingMailer{}
 				deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: mailRecords{DB: store, LostRecords: records}, Mail: mailer,
