@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,37 +216,72 @@ func checkLimitsAcross(t *testing.T, bases, replicas []string, key, dbURL string
 		ctx, leave := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		defer func() { leave(); wg.Wait() }()
-		for i := range handlers.MaxMCPCalls {
-			wg.Go(func() {
-				req, _ := http.NewRequestWithContext(ctx, "POST", replicas[i%servers]+"/v1/mcp", strings.NewReader(askForAPerson))
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				if res, err := http.DefaultClient.Do(req); err == nil {
-					res.Body.Close()
-				}
-			})
-		}
 		admin, err := sql.Open("postgres", dbURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer admin.Close()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-			var held int
-			_ = admin.QueryRow(`SELECT coalesce(sum(held), 0) FROM limit_slots WHERE key LIKE 'mcp-calls:%'`).Scan(&held)
-			if held == handlers.MaxMCPCalls {
+		// A call admitted creates its task and waits for a person until
+		// it leaves; one refused is answered 429 at once.
+		var launched int
+		var refused, other atomic.Int64
+		call := func(base string) {
+			launched++
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/mcp", strings.NewReader(askForAPerson))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				res.Body.Close()
+				switch {
+				case res.StatusCode == http.StatusTooManyRequests:
+					refused.Add(1)
+				case ctx.Err() == nil:
+					other.Add(1)
+				}
+			})
+		}
+		// The replicas reserve the account's slots in blocks, so one may
+		// hold a few unused for a moment while another refuses a call the
+		// bound had room for: the calls refused are sent again, to each
+		// replica in turn, until the account's MaxMCPCalls run.
+		running := func() int {
+			var n int
+			_ = admin.QueryRow(`SELECT count(*) FROM task_bodies WHERE prompt = 'Refund order ord_9?'`).Scan(&n)
+			return n
+		}
+		for i := range handlers.MaxMCPCalls {
+			call(replicas[i%servers])
+		}
+		for deadline, next := time.Now().Add(time.Minute), 0; ; time.Sleep(10 * time.Millisecond) {
+			n := running()
+			if time.Now().After(deadline) || other.Load() != 0 || n > handlers.MaxMCPCalls {
+				t.Fatalf("%d MCP calls of the account run (%d refused, %d answered otherwise of %d sent), want %d",
+					n, refused.Load(), other.Load(), launched, handlers.MaxMCPCalls)
+			}
+			if n == handlers.MaxMCPCalls {
 				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d MCP calls hold slots, want %d", held, handlers.MaxMCPCalls)
+			if n+int(refused.Load()) == launched { // every call answered or waiting
+				for range handlers.MaxMCPCalls - n {
+					call(replicas[next%servers])
+					next++
+				}
 			}
 		}
+		t.Logf("%d MCP calls sent until %d ran at once", launched, handlers.MaxMCPCalls)
 		for _, base := range replicas {
 			status, h, b := postMCP(t, base, "POST", map[string]string{"Authorization": "Bearer " + key}, askCall(1))
 			if msg := apiErrorSentence(t, status, h, b, http.StatusTooManyRequests); !strings.Contains(msg, "at once") {
 				t.Errorf("%q does not say that too many calls run at once", msg)
 			}
+		}
+		if n := running(); n != handlers.MaxMCPCalls {
+			t.Errorf("%d MCP calls of the account ran at once, want %d", n, handlers.MaxMCPCalls)
 		}
 		leave()
 		wg.Wait()

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// blockSlots is a slot limit kept in limit_slots, as sharedSlots is, whose
-// slots a process reserves in blocks and hands out in memory: a request
+// blockSlots is a slot limit kept in limit_slots (Shared.Slots, and the
+// waiters' bounds), whose slots a process reserves in blocks and hands
+// out in memory: a request
 // that finds a slot of its key free in the process's block takes it
 // without a statement, and only a request that finds none makes one,
 // which reserves a block for it and for every request of the key that
@@ -101,12 +102,18 @@ RETURNING coalesce((holders ->> $2::text)::int, 0)`
 )
 
 // blocks returns the slot limit name, reserved in blocks, and has the
-// process give back what it holds idle.
+// process give back what it holds idle. A process has one of each name
+// and bound, however often it is asked for: what a row returns is the
+// process's whole holding of the key, which two limits of one name in a
+// process would each take for their own.
 func (s *Shared) blocks(name string, most int) *blockSlots {
-	l := &blockSlots{s: s, name: name, max: most, maxBlock: max(1, (most+blockFraction-1)/blockFraction), keys: map[string]*block{}}
 	s.mu.Lock()
-	s.pools = append(s.pools, l)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if l := s.pools[poolName{name, most}]; l != nil {
+		return l
+	}
+	l := &blockSlots{s: s, name: name, max: most, maxBlock: max(1, (most+blockFraction-1)/blockFraction), keys: map[string]*block{}}
+	s.pools[poolName{name, most}] = l
 	return l
 }
 
@@ -221,9 +228,31 @@ func (l *blockSlots) release(key string, b *block) {
 	b.inUse--
 	close(b.changed)
 	b.changed = make(chan struct{})
-	if free := b.reserved - b.inUse; free > 2*l.maxBlock && b.busy == nil {
-		st := l.startGiveBack(b, free-l.maxBlock)
-		go l.giveBack(key, b, st, free-l.maxBlock)
+	if st, n := l.startGiveBackExcess(b); st != nil {
+		go l.giveBackExcess(key, b, st, n)
+	}
+}
+
+// startGiveBackExcess takes all but one block of b's free slots out of
+// it, with l.mu held, when more than two blocks lie free and no
+// statement of the key runs; it returns the give-back to run, nil when
+// none.
+func (l *blockSlots) startGiveBackExcess(b *block) (*blockStatement, int) {
+	free := b.reserved - b.inUse
+	if free <= 2*l.maxBlock || b.busy != nil {
+		return nil, 0
+	}
+	return l.startGiveBack(b, free-l.maxBlock), free - l.maxBlock
+}
+
+// giveBackExcess gives back the n slots st took out of b, and again
+// while more than two blocks lie free: the requests that ended while a
+// give-back ran find it busy and leave their slots to it.
+func (l *blockSlots) giveBackExcess(key string, b *block, st *blockStatement, n int) {
+	for st != nil && l.giveBack(key, b, st, n) {
+		l.mu.Lock()
+		st, n = l.startGiveBackExcess(b)
+		l.mu.Unlock()
 	}
 }
 
@@ -237,9 +266,9 @@ func (l *blockSlots) startGiveBack(b *block, n int) *blockStatement {
 }
 
 // giveBack gives n of key's slots that startGiveBack took out of b back
-// to the row. When the database does not answer, they stay the
-// process's, to be given back later.
-func (l *blockSlots) giveBack(key string, b *block, st *blockStatement, n int) {
+// to the row, and reports whether the database answered. When it does
+// not, they stay the process's, to be given back later.
+func (l *blockSlots) giveBack(key string, b *block, st *blockStatement, n int) bool {
 	var held int
 	err := l.s.call(context.Background(), func(ctx context.Context) error {
 		l.s.blockStatements.Add(1)
@@ -258,6 +287,7 @@ func (l *blockSlots) giveBack(key string, b *block, st *blockStatement, n int) {
 		b.reserved = held
 	}
 	l.finish(b, st)
+	return err == nil
 }
 
 // giveBackIdle gives back the free slots of the keys none of whose
@@ -320,7 +350,11 @@ func everyUntil(stop <-chan struct{}, interval time.Duration, fn func()) {
 func (s *Shared) blockPools() []*blockSlots {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pools
+	pools := make([]*blockSlots, 0, len(s.pools))
+	for _, l := range s.pools {
+		pools = append(pools, l)
+	}
+	return pools
 }
 
 // leaseHeld reports whether this process's heartbeat is recent enough

@@ -252,18 +252,22 @@ func TestSlots_BoundPerKeyAndGivenBack(t *testing.T) {
 	})
 }
 
-// TestShared_SlotsHoldAcrossProcesses: 32 slots of an account taken by
-// two processes, 24 requests at a time each, never more than 32 at once;
-// and a slot one process gives back is taken by the other.
+// TestShared_SlotsHoldAcrossProcesses: 32 slots of an account (blocks of
+// 4) taken by two processes, 24 requests at a time each, never more than
+// 32 at once; and slots one process gives back (after its linger) are
+// taken by the other.
 func TestShared_SlotsHoldAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	a, b := twoProcesses(t)
+	url := dbtest.URL(t, db.Postgres)
+	a := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
+	b := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
 	slots := []arbiter.SlotLimit{a.Limits().Slots("mcp", 32), b.Limits().Slots("mcp", 32)}
 	var held, most, taken atomic.Int64
+	var takenBy [2]atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 48 {
 		wg.Go(func() {
-			for range 5 {
+			for range 20 {
 				release, ok, err := slots[i%2].Acquire(ctx, "acct_1")
 				if err != nil {
 					t.Error(err)
@@ -273,34 +277,147 @@ func TestShared_SlotsHoldAcrossProcesses(t *testing.T) {
 					continue
 				}
 				taken.Add(1)
+				takenBy[i%2].Add(1)
 				n := held.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the call
 				held.Add(-1)
 				release()
 			}
 		})
 	}
 	wg.Wait()
-	if most.Load() > 32 || taken.Load() < 32 {
-		t.Fatalf("at most %d held at once (%d taken in all); want at most 32, and 32 taken", most.Load(), taken.Load())
+	if most.Load() > 32 || taken.Load() < 32 || takenBy[0].Load() == 0 || takenBy[1].Load() == 0 {
+		t.Fatalf("at most %d held at once (%d taken in all, %d by a, %d by b); want at most 32, 32 taken, some by each", most.Load(), taken.Load(), takenBy[0].Load(), takenBy[1].Load())
 	}
+	t.Logf("%d of 960 calls taken (%d by a, %d by b), at most %d at once", taken.Load(), takenBy[0].Load(), takenBy[1].Load(), most.Load())
+	admin := openAdmin(t, url)
+	waitFor(t, "both processes give back their idle blocks", func() bool {
+		return slotsHeld(t, admin, "mcp:acct_1", "") == 0
+	})
+	// b may refuse for a moment after it found the row full.
 	var releases []func()
-	for i := range 32 {
-		r, ok := acquire(t, slots[i%2], "acct_1")
+	waitFor(t, "process b takes a slot once a's are given back", func() bool {
+		r, ok := acquire(t, slots[1], "acct_1")
+		if ok {
+			releases = append(releases, r)
+		}
+		return ok
+	})
+	for i := range 31 {
+		r, ok := acquire(t, slots[1], "acct_1")
 		if !ok {
-			t.Fatalf("slot %d of 32 refused after every slot was given back", i)
+			t.Fatalf("slot %d of 32 refused to process b after every slot was given back", i+2)
 		}
 		releases = append(releases, r)
 	}
+	if _, ok := acquire(t, slots[0], "acct_1"); ok {
+		t.Fatal("a 33rd slot was taken by process a")
+	}
 	if _, ok := acquire(t, slots[1], "acct_1"); ok {
-		t.Fatal("a 33rd slot was taken")
+		t.Fatal("a 33rd slot was taken by process b")
 	}
-	releases[0]() // process a's
-	if _, ok := acquire(t, slots[1], "acct_1"); !ok {
-		t.Fatal("process b cannot take the slot process a gave back")
+	for _, r := range releases[:4] {
+		r()
 	}
+	waitFor(t, "process a takes the slots process b gave back", func() bool {
+		_, ok := acquire(t, slots[0], "acct_1")
+		return ok
+	})
+}
+
+// TestShared_ARunOfSlotsOfOneKeyTakesFewStatements: a slot limit of 32
+// (blocks of 4) reserves its slots in blocks: a thousand calls of one
+// key, one after another, cost one statement, where a slot taken and
+// given back one at a time cost two each; 32 calls at once cost a dozen;
+// a call with a free slot in its process's block is taken while the row
+// is locked (no statement); and the row holds what the process reserved,
+// so that other processes count it.
+func TestShared_ARunOfSlotsOfOneKeyTakesFewStatements(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	store := dbtest.OpenURL(t, url, db.Options{LimitLinger: time.Hour})
+	shared := store.Limits().(*limits.Shared)
+	s := shared.Slots("mcp-calls", 32)
+	admin := openAdmin(t, url)
+	for i := range 1000 {
+		release, ok := acquire(t, s, "acct_1")
+		if !ok {
+			t.Fatalf("call %d of a run, one at a time, refused", i)
+		}
+		release()
+	}
+	if n := shared.BlockStatements(); n > 1 {
+		t.Errorf("1,000 calls of one key, one after another, made %d statements, want 1", n)
+	}
+	if held := slotsHeld(t, admin, "mcp-calls:acct_1", shared.ProcessID()); held != 1 {
+		t.Fatalf("the row holds %d of the process's slots after a run one at a time, want its block of 1", held)
+	}
+
+	before := shared.BlockStatements()
+	const calls = 32
+	releases := make([]func(), calls)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range calls {
+		wg.Go(func() {
+			<-start
+			release, ok, err := s.Acquire(ctx, "acct_1")
+			if err != nil || !ok {
+				t.Errorf("call %d of %d at once: %v, %v", i, calls, ok, err)
+				return
+			}
+			releases[i] = release
+		})
+	}
+	close(start)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	burst := shared.BlockStatements() - before
+	// Blocks of 1, 2, 4, then 4 at a time: about 2 + 31 / 4.
+	if burst > 12 {
+		t.Errorf("%d calls at once made %d statements, want at most 12", calls, burst)
+	}
+	if held := slotsHeld(t, admin, "mcp-calls:acct_1", ""); held != calls {
+		t.Fatalf("%d calls hold %d slots of the row", calls, held)
+	}
+	if _, ok := acquire(t, s, "acct_1"); ok {
+		t.Fatal("a 33rd call of a bound of 32 was taken")
+	}
+	// A call that finds a free slot in the block makes no statement:
+	// it is taken while another transaction locks the row.
+	releases[0]()
+	tx, err := admin.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT 1 FROM limit_slots WHERE key = 'mcp-calls:acct_1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	release, ok := acquire(t, s, "acct_1")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatal("a call with a free slot in its block was refused while the row was locked")
+	}
+	releases[0] = release
+	before = shared.BlockStatements()
+	for _, release := range releases {
+		release()
+	}
+	// Ending the calls gives back all but one block, in a few statements.
+	waitFor(t, "the process gives back all but one block of its free slots", func() bool {
+		return slotsHeld(t, admin, "mcp-calls:acct_1", "") <= 4
+	})
+	ended := shared.BlockStatements() - before
+	if ended > 4 {
+		t.Errorf("%d calls ending made %d statements, want at most 4", calls, ended)
+	}
+	t.Logf("1,000 calls one after another: 1 statement; %d at once: %d, and %d as they ended", calls, burst, ended)
 }
 
 // TestShared_SlotsOfAProcessThatEndedAreGivenBack: the slots of a
@@ -309,7 +426,8 @@ func TestShared_SlotsHoldAcrossProcesses(t *testing.T) {
 func TestShared_SlotsOfAProcessThatEndedAreGivenBack(t *testing.T) {
 	t.Parallel()
 	url := dbtest.URL(t, db.Postgres)
-	a, b := dbtest.OpenURL(t, url, db.Options{}), dbtest.OpenURL(t, url, db.Options{})
+	a := dbtest.OpenURL(t, url, db.Options{})
+	b := dbtest.OpenURL(t, url, db.Options{LimitLinger: 20 * time.Millisecond})
 	sa, sb := a.Limits().Slots("waiters", 3), b.Limits().Slots("waiters", 3)
 	acquire(t, sa, "key_1")
 	acquire(t, sa, "key_1")
@@ -318,17 +436,16 @@ func TestShared_SlotsOfAProcessThatEndedAreGivenBack(t *testing.T) {
 		t.Fatal("a 4th slot was taken")
 	}
 	a.Close() // process a ends; its heartbeat stops, its slots stay held
-	admin, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := openAdmin(t, url)
 	shared := b.Limits().(*limits.Shared)
 	if err := shared.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if held := slotsHeld(t, admin, "waiters:key_1", a.Limits().(*limits.Shared).ProcessID()); held != 2 {
+		t.Fatalf("a live process's slots were given back before its lease lapsed: it holds %d of 2", held)
+	}
 	if _, ok := acquire(t, sb, "key_1"); ok {
-		t.Fatal("a live process's slots were given back before its lease lapsed")
+		t.Fatal("a slot held by a process whose lease has not lapsed was taken")
 	}
 	// Its lease lapses (as 30 s without a beat would have it).
 	res, err := admin.Exec(`UPDATE limit_processes SET expires_at = 0 WHERE process = $1`, a.Limits().(*limits.Shared).ProcessID())
@@ -338,18 +455,23 @@ func TestShared_SlotsOfAProcessThatEndedAreGivenBack(t *testing.T) {
 	if err := shared.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r1, ok1 := acquire(t, sb, "key_1")
+	// b may refuse for a moment after it found the row full.
+	var r1 func()
+	waitFor(t, "process b takes a slot once a's lease lapsed", func() bool {
+		var ok bool
+		r1, ok = acquire(t, sb, "key_1")
+		return ok
+	})
 	r2, ok2 := acquire(t, sb, "key_1")
-	if _, ok3 := acquire(t, sb, "key_1"); !ok1 || !ok2 || ok3 {
-		t.Fatalf("after a's lease lapsed: %v %v %v; want its 2 slots back, and b's own still held", ok1, ok2, ok3)
+	if _, ok3 := acquire(t, sb, "key_1"); !ok2 || ok3 {
+		t.Fatalf("after a's lease lapsed: %v %v; want its 2 slots back, and b's own still held", ok2, ok3)
 	}
 	releaseB()
 	r1()
 	r2()
-	var held int
-	if err := admin.QueryRow(`SELECT held FROM limit_slots`).Scan(&held); err != nil || held != 0 {
-		t.Fatalf("slots held after every release = %d, %v", held, err)
-	}
+	waitFor(t, "every slot is given back to the row once idle", func() bool {
+		return slotsHeld(t, admin, "waiters:key_1", "") == 0
+	})
 }
 
 // TestShared_StateChangesInTurns: two processes add to one value at once,

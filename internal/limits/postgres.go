@@ -22,7 +22,8 @@ import (
 //     ordering the processes' requests;
 //   - a slot limit is one row per key holding the slots taken and how many
 //     each process holds, so that the slots of a process that died are
-//     given back once its heartbeat (limit_processes) lapses;
+//     given back once its heartbeat (limit_processes) lapses; a process
+//     reserves them in blocks and hands them out in memory (blocks.go);
 //   - a State is one row per key, changed under its lock.
 //
 // The tables are UNLOGGED: a limit's state is worth no write-ahead log,
@@ -56,7 +57,13 @@ type Shared struct {
 	running bool
 	stop    chan struct{}
 	done    sync.WaitGroup
-	pools   []*blockSlots
+	pools   map[poolName]*blockSlots
+}
+
+// poolName names a slot limit of a process: its name and its bound.
+type poolName struct {
+	name string
+	max  int
 }
 
 // Options tune a Shared.
@@ -101,7 +108,8 @@ func NewShared(pool *sql.DB, opts Options) *Shared {
 		opts.Linger = defaultLinger
 	}
 	return &Shared{db: pool, log: opts.Logger, timeout: opts.Timeout, unavailable: opts.Unavailable,
-		process: arbiter.NewID("proc_", 12), linger: opts.Linger, refused: refusals{until: map[string]time.Time{}}}
+		process: arbiter.NewID("proc_", 12), linger: opts.Linger, refused: refusals{until: map[string]time.Time{}},
+		pools: map[poolName]*blockSlots{}}
 }
 
 // Shared implements Limits: the limits hold across processes.
@@ -129,9 +137,11 @@ func (s *Shared) Rate(name string, burst int, every time.Duration) arbiter.RateL
 	return &sharedRate{s: s, name: name, burst: int64(max(burst, 1)), every: max(every.Microseconds(), 1)}
 }
 
-// Slots implements Limits.
+// Slots implements Limits with slots this process reserves in blocks
+// (blockSlots): a request that finds a slot of its key free in the
+// process's block takes it without a statement.
 func (s *Shared) Slots(name string, max int) arbiter.SlotLimit {
-	return &sharedSlots{s: s, name: name, max: max}
+	return s.blocks(name, max)
 }
 
 // call runs fn with the statement timeout and maps the database's
@@ -250,67 +260,6 @@ func (r *sharedRate) Return(ctx context.Context, key string) error {
 		}
 		return nil
 	})
-}
-
-// sharedSlots is a slot limit kept in limit_slots: a key's row holds the
-// slots taken (held) and how many each process holds (holders, a JSON
-// object by process), so that the slots of a process whose heartbeat
-// lapsed can be given back.
-type sharedSlots struct {
-	s    *Shared
-	name string
-	max  int
-}
-
-// The slot statements: $1 key, $2 the process, $3 the most slots.
-const (
-	acquireSQL = `INSERT INTO limit_slots AS s (key, held, holders) VALUES ($1, 1, jsonb_build_object($2::text, 1))
-ON CONFLICT (key) DO UPDATE SET held = s.held + 1,
-	holders = jsonb_set(s.holders, ARRAY[$2::text], to_jsonb(coalesce((s.holders ->> $2::text)::int, 0) + 1))
-WHERE s.held < $3
-RETURNING held`
-	releaseSQL = `UPDATE limit_slots SET held = held - 1,
-	holders = CASE WHEN (holders ->> $2::text)::int > 1
-		THEN jsonb_set(holders, ARRAY[$2::text], to_jsonb((holders ->> $2::text)::int - 1))
-		ELSE holders - $2::text END
-WHERE key = $1 AND (holders ->> $2::text)::int > 0`
-)
-
-// Acquire implements arbiter.SlotLimit.
-func (l *sharedSlots) Acquire(ctx context.Context, key string) (func(), bool, error) {
-	if l.max <= 0 {
-		return nil, false, nil
-	}
-	if err := l.s.start(ctx); err != nil {
-		return nil, false, err
-	}
-	k := l.name + ":" + key
-	var held int
-	err := l.s.call(ctx, func(ctx context.Context) error {
-		return l.s.db.QueryRowContext(ctx, acquireSQL, k, l.s.process, l.max).Scan(&held)
-	})
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("limit %s: %w", l.name, err)
-	}
-	var once sync.Once
-	return func() { once.Do(func() { l.release(k) }) }, true, nil
-}
-
-// release gives back one of this process's slots of k, whatever became
-// of the request that took it. One that cannot be given back (the
-// database is down) is given back by the heartbeat's lapse: after this
-// process ends, or its next restart of the heartbeat.
-func (l *sharedSlots) release(k string) {
-	err := l.s.call(context.Background(), func(ctx context.Context) error {
-		_, err := l.s.db.ExecContext(ctx, releaseSQL, k, l.s.process)
-		return err
-	})
-	if err != nil {
-		l.s.log.Warn("give back a slot of a limit", "limit", l.name, "error", err.Error())
-	}
 }
 
 // The heartbeat statements. A process's beat keeps its slots for
