@@ -17,6 +17,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db/internal/dial"
 	"github.com/arbiterhq/arbiter/db/internal/unprepared"
 )
 
@@ -200,38 +201,17 @@ func postgresConnector(rawURL string, timeout time.Duration, pooled bool) (drive
 	}
 	// The server's own cancellation comes first; the margin lets its
 	// answer arrive.
-	c.Dialer(answerDialer{wait: timeout + time.Second})
+	c.Dialer(dial.Dialer{Wrap: answeredWithin(timeout + time.Second)})
 	if pooled {
 		return unprepared.Connector(c), nil
 	}
 	return c, nil
 }
 
-// answerDialer dials connections that give up on an answer after wait.
-type answerDialer struct {
-	net.Dialer
-	wait time.Duration
-}
-
-// Dial dials a connection that gives up on an answer after d.wait.
-func (d answerDialer) Dial(network, address string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, address)
-}
-
-// DialTimeout is Dial bounded by timeout.
-func (d answerDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return d.DialContext(ctx, network, address)
-}
-
-// DialContext is Dial bounded by ctx.
-func (d answerDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	c, err := d.Dialer.DialContext(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	return &answerConn{Conn: c, wait: d.wait}, nil
+// answeredWithin wraps connections so that they give up on an answer
+// after wait (answerConn).
+func answeredWithin(wait time.Duration) func(net.Conn) net.Conn {
+	return func(c net.Conn) net.Conn { return &answerConn{Conn: c, wait: wait} }
 }
 
 // answerConn is a connection to Postgres on which every request must be

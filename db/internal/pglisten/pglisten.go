@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"github.com/arbiterhq/arbiter/db/internal/dial"
 )
 
 // Ping is how often the listener checks its idle connection, so a
@@ -65,7 +67,7 @@ func (l *Listener) Start() { l.run.start(l.start) }
 
 func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 	log, name := l.log, l.name
-	pl := pq.NewDialListener(deadlineDialer{}, l.url, 100*time.Millisecond, MaxReconnect, func(ev pq.ListenerEventType, err error) {
+	pl := pq.NewDialListener(dial.Dialer{Wrap: withReadTimeout}, l.url, 100*time.Millisecond, MaxReconnect, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventDisconnected:
 			log.Warn(name+" lost its connection; reconnecting", "error", errString(err))
@@ -116,28 +118,6 @@ func (l *Listener) start(ctx context.Context, done chan<- struct{}) {
 	}()
 }
 
-// deadlineDialer opens the listener's connections, each failing a read
-// that waits longer than ReadTimeout (deadlineConn).
-type deadlineDialer struct{ d net.Dialer }
-
-func (d deadlineDialer) Dial(network, address string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, address)
-}
-
-func (d deadlineDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return d.DialContext(ctx, network, address)
-}
-
-func (d deadlineDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	c, err := d.d.DialContext(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	return &deadlineConn{Conn: c}, nil
-}
-
 // deadlineConn is a connection whose every read gives up after
 // ReadTimeout, or at the deadline the driver set (connect_timeout's, for
 // the start-up), whichever comes first; the listener's pings make
@@ -146,6 +126,10 @@ type deadlineConn struct {
 	net.Conn
 	until atomic.Int64 // the driver's read deadline, in Unix nanoseconds; 0 for none
 }
+
+// withReadTimeout wraps each of the listener's connections, so that a
+// read waiting longer than ReadTimeout fails.
+func withReadTimeout(c net.Conn) net.Conn { return &deadlineConn{Conn: c} }
 
 func (c *deadlineConn) SetDeadline(t time.Time) error {
 	c.keep(t)
