@@ -65,7 +65,7 @@ const (
 	// (slack.ClientTimeout), the calls and as long again for the store's
 	// calls around them (the turn taken, the record). A replica killed
 	// mid-attempt holds the message and its channel this long.
-	DefaultSlackLease = 2 * slack.ClientTimeout
+	DefaultSlackLease = leaseCalls * slack.ClientTimeout
 )
 
 // SlackDeliverer sends the Slack outbox: it claims due messages, posts a
@@ -104,7 +104,7 @@ func NewSlackDeliverer(cfg SlackConfig) *SlackDeliverer {
 		cfg.CallTimeout = slack.ClientTimeout
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 2 * cfg.CallTimeout
+		cfg.Lease = leaseCalls * cfg.CallTimeout
 	}
 	d := &SlackDeliverer{cfg: cfg}
 	d.claimer = NewClaimer(ClaimerConfig[*arbiter.SlackDelivery]{

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter"
+	"github.com/arbiterhq/arbiter/db"
 	"github.com/arbiterhq/arbiter/db/dbtest"
 	"github.com/arbiterhq/arbiter/slack"
+	"github.com/arbiterhq/arbiter/teams"
 	"github.com/arbiterhq/arbiter/worker"
 )
 
@@ -60,12 +62,8 @@ func (h *hangingSlack) counts() (most, ended int) {
 // at the bound and tried again later, and never are two in flight at
 // once. A lease shorter than the call lets the second deliverer post
 // the message while the first's post is in flight (checked by hand with
-// Lease: CallTimeout / 2: two in flight). The default holds the relation
-// for the client's own timeout.
+// Lease: CallTimeout / 2: two in flight).
 func TestSlackDeliverer_TheLeaseOutlastsACall(t *testing.T) {
-	if worker.DefaultSlackLease < 2*slack.ClientTimeout {
-		t.Fatalf("DefaultSlackLease %v is shorter than twice the Slack client's timeout %v", worker.DefaultSlackLease, slack.ClientTimeout)
-	}
 	const callTimeout = 300 * time.Millisecond
 	for _, dialect := range dbtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -82,6 +80,40 @@ func TestSlackDeliverer_TheLeaseOutlastsACall(t *testing.T) {
 			waitUntil(t, "three posts cut at the bound", func() bool { _, ended := hanging.counts(); return ended >= 3 })
 			if most, ended := hanging.counts(); most != 1 {
 				t.Errorf("%d posts of the message were in flight at once (of %d), want one at a time", most, ended)
+			}
+		})
+	}
+}
+
+// TestDeliverers_TheDefaultLeaseOutlastsTwoCalls: the Slack and Teams
+// deliverers default their lease by one rule, which outlasts two calls
+// (the attempt's, and as long again for the store's around it): for a
+// CallTimeout set, and for the client's own timeout, where it is the
+// exported default (DefaultSlackLease, DefaultTeamsLease).
+func TestDeliverers_TheDefaultLeaseOutlastsTwoCalls(t *testing.T) {
+	store := dbtest.Open(t, db.SQLite, db.Options{})
+	for _, c := range []struct {
+		name                        string
+		defaultLease, clientTimeout time.Duration
+		lease                       func(callTimeout time.Duration) time.Duration
+	}{
+		{name: "Slack", defaultLease: worker.DefaultSlackLease, clientTimeout: slack.ClientTimeout,
+			lease: func(callTimeout time.Duration) time.Duration {
+				return worker.NewSlackDeliverer(worker.SlackConfig{Store: store, CallTimeout: callTimeout}).Lease()
+			}},
+		{name: "Teams", defaultLease: worker.DefaultTeamsLease, clientTimeout: teams.ClientTimeout,
+			lease: func(callTimeout time.Duration) time.Duration {
+				return worker.NewTeamsDeliverer(worker.TeamsConfig{Store: store, CallTimeout: callTimeout}).Lease()
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.lease(0); got != c.defaultLease {
+				t.Errorf("the lease by default is %v, want the exported default %v", got, c.defaultLease)
+			}
+			for _, call := range []time.Duration{c.clientTimeout, 300 * time.Millisecond, time.Minute} {
+				if got := c.lease(call); got < 2*call {
+					t.Errorf("with calls bounded by %v the lease is %v, which does not outlast two calls", call, got)
+				}
 			}
 		})
 	}

@@ -68,7 +68,7 @@ const (
 	// its conversation's turn: twice the bound of an attempt's calls
 	// (teams.ClientTimeout), the calls (a token fetch, which no context
 	// cuts, at most as long again) and the store's calls around them.
-	DefaultTeamsLease = 2 * teams.ClientTimeout
+	DefaultTeamsLease = leaseCalls * teams.ClientTimeout
 )
 
 // TeamsDeliverer sends the Teams outbox: it claims due messages, posts a
@@ -106,7 +106,7 @@ func NewTeamsDeliverer(cfg TeamsConfig) *TeamsDeliverer {
 		cfg.CallTimeout = teams.ClientTimeout
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 2 * cfg.CallTimeout
+		cfg.Lease = leaseCalls * cfg.CallTimeout
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = func() float64 { return (rand.Float64()*2 - 1) * arbiter.TeamsRetry.Jitter }

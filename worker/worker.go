@@ -220,6 +220,14 @@ const (
 // shutdown, releases leases and removes the heartbeat.
 const recordTimeout = 10 * time.Second
 
+// leaseCalls is the Slack and Teams deliverers' rule for a lease: this many
+// times the bound of an attempt's calls (CallTimeout), the calls and as
+// long again for the store's calls around them (the turn taken, the
+// record), so that no other process claims a message while its call is in
+// flight. DefaultSlackLease and DefaultTeamsLease are the rule applied to
+// the clients' own timeouts.
+const leaseCalls = 2
+
 // Worker runs verifier calls on claimed tasks. Create it with New.
 type Worker struct {
 	cfg   Config
