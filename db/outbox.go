@@ -37,6 +37,16 @@ type outbox interface {
 // outbox's wakeup queued (tx.queue) when it wrote any.
 type outboxWrite func(ctx context.Context, tx *Tx) error
 
+// writeOf returns the write of a plan that inserts msgs with insert, or
+// nil when there are none: a plan with nothing to write adds no step to
+// the transaction.
+func writeOf[M any](msgs []M, insert func(ctx context.Context, tx *Tx, msgs []M) error) outboxWrite {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, tx *Tx) error { return insert(ctx, tx, msgs) }
+}
+
 // register adds an outbox to those every publish reaches, in Open.
 func (d *DB) register(o outbox) { d.outboxes = append(d.outboxes, o) }
 

@@ -104,10 +104,7 @@ func (o *mailOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEven
 		}
 		msgs = append(msgs, mails...)
 	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	return func(ctx context.Context, tx *Tx) error { return o.write(ctx, tx, msgs) }, nil
+	return writeOf(msgs, o.write), nil
 }
 
 // alertMails returns the mails of a reminder (kind MailReminder) or of the

@@ -112,10 +112,7 @@ func (o *slackOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEve
 				Kind: kind, Channel: c, TraceParent: ev.TraceParent})
 		}
 	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	return func(ctx context.Context, tx *Tx) error { return o.insert(ctx, tx, msgs) }, nil
+	return writeOf(msgs, o.insert), nil
 }
 
 // readPosts reads into p, for the events that may update posted copies,

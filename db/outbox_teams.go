@@ -122,10 +122,7 @@ func (o *teamsOutbox) plan(ctx context.Context, tx *Tx, events []arbiter.TaskEve
 				Kind: kind, Conversation: c, TraceParent: ev.TraceParent})
 		}
 	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	return func(ctx context.Context, tx *Tx) error { return o.insert(ctx, tx, msgs) }, nil
+	return writeOf(msgs, o.insert), nil
 }
 
 // readPlan reads into p, for the events of accounts with a bot, where the
