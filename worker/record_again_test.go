@@ -185,3 +185,34 @@ func TestMailDeliverer_RecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// TestMailDeliverer_DeliverDueRecordsAgainWhileTheStoreIsUnreachable:
+// DeliverDue, the round without the claim loop, sends its records again
+// as the claim loop does: a mail whose record found the store
+// unreachable (a failover) is recorded sent once the store answers
+// again, or, made with its answer lost, is sent again and changes
+// nothing. The round ends without an error, the server is given the mail
+// once, and nothing is left to send.
+func TestMailDeliverer_DeliverDueRecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
+	t.Parallel()
+	for _, c := range dbtest.RecordLosses {
+		t.Run(c.Name, func(t *testing.T) {
+			clock := &movable{t: time.Now().Truncate(time.Millisecond)}
+			dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
+				dueReminder(t, store, clock)
+				records := c.Records()
+				mailer := &countingMailer{}
+				deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: mailRecords{DB: store, LostRecords: records}, Mail: mailer,
+					Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}) // a lost record would wait for the lease
+				if _, err := deliverer.DeliverDue(t.Context()); err != nil {
+					t.Fatalf("DeliverDue: %v", err)
+				}
+				c.Check(t, records)
+				if left := dbtest.TakeMail(t, store); mailer.sent.Load() != 1 || len(left) != 0 {
+					t.Errorf("the mail was sent %d times and %d mails are left to send, want one sent and none left",
+						mailer.sent.Load(), len(left))
+				}
+			})
+		})
+	}
+}
