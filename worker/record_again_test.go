@@ -162,39 +162,34 @@ func (m *countingMailer) Send(context.Context, string, string, string) error {
 // sent again when the lease ran out.
 func TestMailDeliverer_RecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
 	t.Parallel()
-	for _, c := range dbtest.RecordLosses {
-		t.Run(c.Name, func(t *testing.T) {
-			clock := &movable{t: time.Now().Truncate(time.Millisecond)}
-			dbtest.Each(t, db.Options{Now: clock.Now}, func(t *testing.T, store *db.DB) {
-				dueReminder(t, store, clock)
-				records := c.Records()
-				mailer := &countingMailer{}
-				deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: mailRecords{DB: store, LostRecords: records}, Mail: mailer,
-					Poll: 10 * time.Millisecond, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-				stop := runUntilStopped(t, "mail deliverer", 30*time.Second, deliverer.Run)
-				waitUntil(t, "the mail's records", func() bool { return len(records.Answers()) == c.Reached() })
-				// Stopping releases what the deliverer still holds: a
-				// mail left unrecorded would be due again.
-				stop()
-				c.Check(t, records)
-				if left := dbtest.TakeMail(t, store); mailer.sent.Load() != 1 || len(left) != 0 {
-					t.Errorf("the mail was sent %d times and %d mails are left to send, want one sent and none left",
-						mailer.sent.Load(), len(left))
-				}
-			})
-		})
-	}
+	eachLostMailRecord(t, func(t *testing.T, deliverer *worker.MailDeliverer, c dbtest.RecordLoss, records *dbtest.LostRecords) {
+		stop := runUntilStopped(t, "mail deliverer", 30*time.Second, deliverer.Run)
+		waitUntil(t, "the mail's records", func() bool { return len(records.Answers()) == c.Reached() })
+		// Stopping releases what the deliverer still holds: a mail left
+		// unrecorded would be due again.
+		stop()
+	})
 }
 
 // TestMailDeliverer_DeliverDueRecordsAgainWhileTheStoreIsUnreachable:
 // DeliverDue, the round without the claim loop, sends its records again
-// as the claim loop does: a mail whose record found the store
-// unreachable (a failover) is recorded sent once the store answers
-// again, or, made with its answer lost, is sent again and changes
-// nothing. The round ends without an error, the server is given the mail
-// once, and nothing is left to send.
+// as the claim loop does: the round ends without an error, the server is
+// given the mail once, and nothing is left to send.
 func TestMailDeliverer_DeliverDueRecordsAgainWhileTheStoreIsUnreachable(t *testing.T) {
 	t.Parallel()
+	eachLostMailRecord(t, func(t *testing.T, deliverer *worker.MailDeliverer, _ dbtest.RecordLoss, _ *dbtest.LostRecords) {
+		if _, err := deliverer.DeliverDue(t.Context()); err != nil {
+			t.Fatalf("DeliverDue: %v", err)
+		}
+	})
+}
+
+// eachLostMailRecord runs deliver on both stores, for each way a record is
+// lost (dbtest.RecordLosses), with a due reminder's mail and a deliverer
+// whose records are lost that way and whose lease outlasts the test; once
+// deliver returns, the records must have gone as the way says, the server
+// been given the mail once, and nothing be left to send.
+func eachLostMailRecord(t *testing.T, deliver func(t *testing.T, deliverer *worker.MailDeliverer, c dbtest.RecordLoss, records *dbtest.LostRecords)) {
 	for _, c := range dbtest.RecordLosses {
 		t.Run(c.Name, func(t *testing.T) {
 			clock := &movable{t: time.Now().Truncate(time.Millisecond)}
@@ -202,11 +197,8 @@ func TestMailDeliverer_DeliverDueRecordsAgainWhileTheStoreIsUnreachable(t *testi
 				dueReminder(t, store, clock)
 				records := c.Records()
 				mailer := &countingMailer{}
-				deliverer := worker.NewMailDeliverer(worker.MailConfig{Store: mailRecords{DB: store, LostRecords: records}, Mail: mailer,
-					Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}) // a lost record would wait for the lease
-				if _, err := deliverer.DeliverDue(t.Context()); err != nil {
-					t.Fatalf("DeliverDue: %v", err)
-				}
+				deliver(t, worker.NewMailDeliverer(worker.MailConfig{Store: mailRecords{DB: store, LostRecords: records}, Mail: mailer,
+					Poll: 10 * time.Millisecond, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}), c, records)
 				c.Check(t, records)
 				if left := dbtest.TakeMail(t, store); mailer.sent.Load() != 1 || len(left) != 0 {
 					t.Errorf("the mail was sent %d times and %d mails are left to send, want one sent and none left",
