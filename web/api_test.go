@@ -434,38 +434,46 @@ func TestDailyCap_Concurrent(t *testing.T) {
 	})
 }
 
-func TestRevocation_SeenWithinTwoSeconds(t *testing.T) {
+// TestRevocation_SeenWithinTheKeyCacheTTL: a key revoked by another
+// process (the CLI, a second server) is refused by this one within
+// web.KeyCacheTTL (docs/api.md: within a second). The test asks with the
+// key until it is refused, and fails if a request sent past the bound was
+// accepted. The bound counts from when the revocation returned, and a
+// request counts from when it was sent: neither a slow commit nor a slow
+// answer on a loaded machine moves it.
+func TestRevocation_SeenWithinTheKeyCacheTTL(t *testing.T) {
 	t.Parallel()
 	eachAPI(t, db.Options{}, func(t *testing.T, a *api) {
 		key := a.newKey("a@example.com")
-		if status, _, b := a.do("POST", "/v1/tasks", key, goodTask); status != http.StatusOK {
-			t.Fatalf("before revocation: %d %s", status, b)
-		}
-		// Another process (the CLI, a second server) revokes the key.
 		other := dbtest.OpenURL(t, a.url, db.Options{})
 		k, err := other.FindAPIKeyByHash(ctx, arbiter.HashToken(key))
 		if err != nil {
 			t.Fatal(err)
 		}
-		revoked := time.Now()
+		// The server checks the key, and caches it, just before the
+		// revocation.
+		if status, _, b := a.do("POST", "/v1/tasks", key, goodTask); status != http.StatusOK {
+			t.Fatalf("before revocation: %d %s", status, b)
+		}
 		if _, err := other.RevokeAPIKey(ctx, "", k.ID, arbiter.Actor{Email: "test@example.com"}); err != nil {
 			t.Fatal(err)
 		}
-		// A request sent 2 s after the revocation is refused, however long
-		// a loaded machine takes to answer it.
-		for {
+		revoked := time.Now() // the revocation has committed
+		for ; ; time.Sleep(10 * time.Millisecond) {
 			sent := time.Now()
 			status, h, b := a.do("GET", "/v1/tasks/tsk_0123456789abcdef", key, "")
-			if status == http.StatusUnauthorized {
-				if msg := wantError(t, status, h, b, 401); !strings.Contains(msg, "revoked") {
+			switch {
+			case status == http.StatusUnauthorized:
+				if msg := wantError(t, status, h, b, http.StatusUnauthorized); !strings.Contains(msg, "revoked") {
 					t.Errorf("error %q does not say the key was revoked", msg)
 				}
-				break
+				return
+			case status != http.StatusNotFound:
+				t.Fatalf("a request with the key being revoked: %d %s, want 404 (the key accepted) or 401", status, b)
+			case sent.Sub(revoked) > web.KeyCacheTTL:
+				t.Fatalf("the revoked key was accepted by a request sent %v after the revocation, past the %v bound",
+					sent.Sub(revoked).Round(time.Millisecond), web.KeyCacheTTL)
 			}
-			if sent.Sub(revoked) > 2*time.Second {
-				t.Fatalf("revoked key still accepted after 2s: %d", status)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	})
 }
