@@ -59,17 +59,11 @@ type calibrationRead struct {
 type calibrationCache struct {
 	mu    sync.Mutex
 	reads map[calibrationKey]*calibrationRead
-	turns map[string]*accountTurn
+	// turns lets one read of an account's data run at a time.
+	turns accountTurns
 	// computed counts the reads that went to the store, running those
 	// running now and busiest the most that ever ran at once, for tests.
 	computed, running, busiest atomic.Int64
-}
-
-// accountTurn lets one read of an account's data run at a time; users
-// counts those holding or waiting for it.
-type accountTurn struct {
-	turn  chan struct{}
-	users int
 }
 
 // get returns the data of key: kept, being read, or read now by compute
@@ -92,11 +86,9 @@ func (c *calibrationCache) get(ctx context.Context, key calibrationKey, now arbi
 	if r == nil {
 		r = &calibrationRead{done: make(chan struct{})}
 		c.keep(key, r, now())
-		turn := c.takeTurn(key.accountID)
 		go func() {
-			r.data, r.err = c.inTurn(ctx, turn, wait, compute)
+			r.data, r.err = c.inTurn(ctx, key.accountID, wait, compute)
 			c.mu.Lock()
-			c.leaveTurn(key.accountID)
 			if r.err != nil {
 				if c.reads[key] == r {
 					delete(c.reads, key)
@@ -118,17 +110,16 @@ func (c *calibrationCache) get(ctx context.Context, key calibrationKey, now arbi
 }
 
 // inTurn waits at most wait for the account's turn and runs compute in it.
-func (c *calibrationCache) inTurn(ctx context.Context, turn *accountTurn, wait time.Duration,
+func (c *calibrationCache) inTurn(ctx context.Context, accountID string, wait time.Duration,
 	compute func(context.Context) (arbiter.CalibrationData, error)) (arbiter.CalibrationData, error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case turn.turn <- struct{}{}:
-	case <-timer.C:
+	waiting, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	end, err := c.turns.take(waiting, accountID)
+	if err != nil {
 		return arbiter.CalibrationData{}, &arbiter.Error{Code: arbiter.EUNAVAILABLE, RetryAfter: wait,
 			Message: "Other calibration reports of this account are being computed; try again shortly."}
 	}
-	defer func() { <-turn.turn }()
+	defer end()
 	c.computed.Add(1)
 	n := c.running.Add(1)
 	defer c.running.Add(-1)
@@ -162,31 +153,6 @@ func (c *calibrationCache) keep(key calibrationKey, r *calibrationRead, now time
 		}
 	}
 	c.reads[key] = r
-}
-
-// takeTurn returns the account's turn, counting one more user. Called with
-// mu held.
-func (c *calibrationCache) takeTurn(accountID string) *accountTurn {
-	if c.turns == nil {
-		c.turns = map[string]*accountTurn{}
-	}
-	t := c.turns[accountID]
-	if t == nil {
-		t = &accountTurn{turn: make(chan struct{}, 1)}
-		c.turns[accountID] = t
-	}
-	t.users++
-	return t
-}
-
-// leaveTurn counts one user less of the account's turn, forgetting it with
-// the last. Called with mu held.
-func (c *calibrationCache) leaveTurn(accountID string) {
-	if t := c.turns[accountID]; t != nil {
-		if t.users--; t.users == 0 {
-			delete(c.turns, accountID)
-		}
-	}
 }
 
 // forget drops the data kept for the account, after a change a report

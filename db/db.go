@@ -160,6 +160,10 @@ type DB struct {
 	finishes  finishGroup
 	ungrouped bool
 
+	// decisions bounds the human decisions of an account that run at
+	// once (chainTurnsPerAccount).
+	decisions accountTurns
+
 	// policies keeps accounts' policies for creates (policy.go).
 	policies policyCache
 	// secrets is Options.Secrets.
@@ -237,6 +241,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	d.limits = limits.Local{Now: d.now}
+	d.decisions.most = chainTurnsPerAccount
 	if d.dialect == Postgres {
 		d.shared = limits.NewShared(d.db.DB, limits.Options{Logger: d.log, Timeout: d.timeout, Unavailable: d.unavailable, Linger: opts.LimitLinger})
 		d.limits = d.shared

@@ -449,3 +449,14 @@ const SignerTTL = signerTTL
 // DecodeVerdicts is decodeVerdicts, for the test that it reads as
 // json.Unmarshal does.
 var DecodeVerdicts = decodeVerdicts
+
+// DecisionsWaitingForTest returns how many human decisions of the account
+// wait for their turn in this process (chainTurnsPerAccount).
+func (d *DB) DecisionsWaitingForTest(accountID string) int {
+	d.decisions.mu.Lock()
+	defer d.decisions.mu.Unlock()
+	if k := d.decisions.keys[accountID]; k != nil {
+		return k.users - len(k.held)
+	}
+	return 0
+}

@@ -378,6 +378,11 @@ func (d *DB) DecideTask(ctx context.Context, accountID, taskID string, dec arbit
 	if err != nil {
 		return nil, err
 	}
+	endTurn, err := d.decisions.take(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	defer endTurn()
 	var decided *arbiter.Task
 	var wait personWait
 	err = d.transact(ctx, func(tx *Tx) error {

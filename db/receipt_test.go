@@ -1,6 +1,7 @@
 package db_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -608,23 +609,7 @@ func TestReceipts_TheChainLockWaitsOnNoOutboxRead(t *testing.T) {
 	// The first decision makes the chain; the other task goes to a person.
 	claimAndAnswer(t, d, first.ID, arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"})
 
-	other, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	holder, err := other.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	var pid int
-	if err := holder.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.Exec(`SELECT 1 FROM receipt_chains WHERE account_id = $1 FOR UPDATE`, acct.ID); err != nil {
-		t.Fatal(err)
-	}
+	other, holder, pid := holdChain(t, url, acct.ID)
 	done := make(chan error, 1)
 	go func() {
 		_, err := d.DecideTask(ctx, acct.ID, task.ID, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com",
@@ -650,16 +635,107 @@ func TestReceipts_TheChainLockWaitsOnNoOutboxRead(t *testing.T) {
 	verifiedChain(t, d, acct.ID, []string{first.ID, task.ID})
 }
 
+// TestDecideTask_AnAccountsDecisionsLeaveThePoolToOthers: a process runs
+// at most three of an account's human decisions at once (they take turns
+// on its receipt chain anyway); the others wait in memory, not on the
+// chain's lock holding a connection each, so that the requests around
+// them still find one. Seen from outside, with a pool of four: while
+// another transaction holds the chain, three decisions wait on it, two
+// more wait for their turn, and a read of the account still answers.
+// Postgres: SQLite's one writer holds the store, not a chain.
+func TestDecideTask_AnAccountsDecisionsLeaveThePoolToOthers(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	d := dbtest.OpenURL(t, url, db.Options{MaxOpenConns: 4})
+	acct := newAccount(t, d, "owner@example.com")
+	var ids, digests []string
+	for i := range 6 {
+		task, err := d.CreateTask(ctx, acct.ID, actionCreate(t, fmt.Sprintf("refund %d EUR?", 10+i), refund))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, digests = append(ids, task.ID), append(digests, task.Action.Digest)
+	}
+	// The first decision makes the chain; the other tasks go to a person.
+	claimAndAnswer(t, d, ids[0], arbiter.Verification{Decided: true, Verdict: "approve", Confidence: 0.95, Model: "m2"})
+
+	other, holder, pid := holdChain(t, url, acct.ID)
+	done := make(chan error, len(ids)-1)
+	for i, id := range ids[1:] {
+		go func() {
+			_, err := d.DecideTask(ctx, acct.ID, id, arbiter.HumanDecision{Verdict: "approve", Reviewer: "r@example.com",
+				ActionDigest: digests[i+1]})
+			done <- err
+		}()
+	}
+	waitForBlocked(t, other, pid, 3)
+	for deadline := time.Now().Add(30 * time.Second); d.DecisionsWaitingForTest(acct.ID) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d decisions wait for their turn, want 2", d.DecisionsWaitingForTest(acct.ID))
+		}
+	}
+	read, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := d.FindTaskByID(read, acct.ID, ids[0]); err != nil {
+		t.Fatalf("a read while the account's decisions wait for its chain: %v (their connections fill the pool)", err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for range ids[1:] {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	verifiedChain(t, d, acct.ID, ids)
+}
+
+// holdChain locks the account's receipt chain in a transaction of another
+// connection to the database at url, as another process's decision
+// would, and returns that connection, the transaction (rolled back at the
+// test's end unless committed) and its backend's pid.
+func holdChain(t *testing.T, url, accountID string) (*sql.DB, *sql.Tx, int) {
+	t.Helper()
+	other, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	holder, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Rollback() })
+	var pid int
+	if err := holder.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(`SELECT 1 FROM receipt_chains WHERE account_id = $1 FOR UPDATE`, accountID); err != nil {
+		t.Fatal(err)
+	}
+	return other, holder, pid
+}
+
 // waitForBlockedBy waits until a statement of the database waits on a
 // lock the backend pid holds.
 func waitForBlockedBy(t *testing.T, conn *sql.DB, pid int) {
 	t.Helper()
+	waitForBlocked(t, conn, pid, 1)
+}
+
+// waitForBlocked waits until at least want statements of the database
+// wait on a lock the backend pid holds: on pid itself, or, queued behind
+// another that waits on pid, on that one.
+func waitForBlocked(t *testing.T, conn *sql.DB, pid, want int) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var n int
-		if err := conn.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+		if err := conn.QueryRow(`SELECT count(*) FROM pg_stat_activity a WHERE $1 = ANY(pg_blocking_pids(a.pid))
+			OR EXISTS (SELECT 1 FROM pg_stat_activity b WHERE b.pid = ANY(pg_blocking_pids(a.pid)) AND $1 = ANY(pg_blocking_pids(b.pid)))`,
+			pid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if n >= want {
 			return
 		}
 		if time.Now().After(deadline) {
