@@ -170,15 +170,23 @@ func (l *blockSlots) Acquire(ctx context.Context, key string) (func(), bool, err
 		if seen == nil && b.busy.reserve {
 			seen = b.busy
 		}
-		changed := b.changed
-		l.mu.Unlock()
-		select {
-		case <-changed:
-			l.mu.Lock()
-		case <-ctx.Done():
-			l.mu.Lock()
-			return nil, false, l.s.unavailable(fmt.Errorf("limit %s: %w", l.name, ctx.Err()))
+		if err := l.s.waitForChange(ctx, &l.mu, b.changed, l.name); err != nil {
+			return nil, false, err
 		}
+	}
+}
+
+// waitForChange lets mu go until changed closes or ctx ends, and takes
+// it again; a caller that left gets the error of the limit name that a
+// statement which did not answer would give (the store's unavailable).
+func (s *Shared) waitForChange(ctx context.Context, mu *sync.Mutex, changed <-chan struct{}, name string) error {
+	mu.Unlock()
+	defer mu.Lock()
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return s.unavailable(fmt.Errorf("limit %s: %w", name, ctx.Err()))
 	}
 }
 

@@ -1,10 +1,12 @@
 package limits_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,6 +215,225 @@ func TestShared_RefusalsAskTheDatabaseOnce(t *testing.T) {
 			t.Fatalf("a refused key = %v, %v before its wait passed", ok, wait)
 		}
 	}
+}
+
+// pass is a request a rate limit let through: it began at began and
+// ended at ended, microseconds on the clock the database's shares.
+type pass struct{ began, ended int64 }
+
+// checkRateBound fails t when more of passes than burst + 1 + window /
+// every fall in a window: the requests that begin at or after one began
+// and end by the time one ended. A limit that reserves requests in
+// blocks, each charged to the bucket at most every before it passes,
+// passes at most that many (the bucket's own bound, burst + window /
+// every, and one more).
+func checkRateBound(t *testing.T, passes []pass, burst int, every time.Duration) {
+	t.Helper()
+	slices.SortFunc(passes, func(x, y pass) int { return cmp.Compare(x.began, y.began) })
+	for i, first := range passes {
+		var ends []int64
+		for _, p := range passes[i:] {
+			ends = append(ends, p.ended)
+		}
+		slices.Sort(ends)
+		for m, end := range ends {
+			if most := int64(burst) + 1 + (end-first.began)/every.Microseconds(); int64(m+1) > most {
+				t.Fatalf("%d requests passed within %v, want at most %d (burst %d, one every %v, and one more)",
+					m+1, time.Duration(end-first.began)*time.Microsecond, most, burst, every)
+			}
+		}
+	}
+}
+
+// bucketFull reports whether the bucket of key, read by admin, is full:
+// its theoretical arrival time has passed (or it has none).
+func bucketFull(t *testing.T, admin *sql.DB, key string) bool {
+	t.Helper()
+	var full bool
+	err := admin.QueryRow(`SELECT coalesce(bool_and(tat <= (extract(epoch FROM now()) * 1000000)::bigint), true)
+FROM limit_buckets WHERE key = $1`, key).Scan(&full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return full
+}
+
+// TestShared_RateInBlocksHoldsAcrossProcesses: two processes spending one
+// key's bucket of 64 (one more every 20 ms) from 16 goroutines never let
+// through more than the bucket states and one more, in any window: a
+// first round leaves blocks half used (3 requests a goroutine); once the
+// bucket is full again, a second round spends it until refused, and on
+// for 20 intervals, each goroutine pausing now and then so that blocks
+// lapse half used. The requests left in the first round's blocks lapsed:
+// spent with the refilled bucket, they would be more than it holds.
+func TestShared_RateInBlocksHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	a, b := dbtest.OpenURL(t, url, db.Options{}), dbtest.OpenURL(t, url, db.Options{})
+	admin := openAdmin(t, url)
+	const burst, every = 64, 20 * time.Millisecond
+	rates := []arbiter.RateLimit{a.Limits().Rate("failures", burst, every), b.Limits().Rate("failures", burst, every)}
+	var mu sync.Mutex
+	var passes []pass
+	var passedBy [2]atomic.Int64
+	// round runs 16 goroutines, each sending requests while more is true
+	// of the n-th.
+	round := func(more func(i, n int, start time.Time) bool) {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range 16 {
+			wg.Go(func() {
+				for n := 0; more(i, n, start); n++ {
+					began := time.Now().UnixMicro()
+					ok, wait, err := rates[i%2].Allow(ctx, "203.0.113.9")
+					ended := time.Now().UnixMicro()
+					switch {
+					case err != nil:
+						t.Error(err)
+						return
+					case !ok:
+						time.Sleep(wait) // as a client told when to come back
+						continue
+					}
+					mu.Lock()
+					passes = append(passes, pass{began, ended})
+					mu.Unlock()
+					passedBy[i%2].Add(1)
+					if (n+i)%7 == 0 {
+						time.Sleep(time.Duration(1+(n+i)%3) * every) // a pause: blocks lapse half used
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	round(func(_, n int, _ time.Time) bool { return n < 3 })
+	first := len(passes)
+	waitFor(t, "the bucket is full again", func() bool { return bucketFull(t, admin, "failures:203.0.113.9") })
+	round(func(_, _ int, start time.Time) bool { return time.Since(start) < 20*every })
+	statements := a.Limits().(*limits.Shared).BlockStatements() + b.Limits().(*limits.Shared).BlockStatements()
+	t.Logf("%d requests passed (%d through a, %d through b; %d in the first round) in %d statements",
+		len(passes), passedBy[0].Load(), passedBy[1].Load(), first, statements)
+	if passedBy[0].Load() == 0 || passedBy[1].Load() == 0 || first != 48 {
+		t.Fatalf("%d and %d requests passed through the processes, %d of 48 in the first round: want some through each, and all 48",
+			passedBy[0].Load(), passedBy[1].Load(), first)
+	}
+	checkRateBound(t, passes, burst, every)
+}
+
+// TestShared_RateBlocksLapseAfterAnInterval: the requests a process
+// reserved and did not hand out lapse once every has passed since it
+// reserved them: after another process emptied the bucket, they do not
+// pass (they would be more than the bucket holds).
+func TestShared_RateBlocksLapseAfterAnInterval(t *testing.T) {
+	t.Parallel()
+	a, b := twoProcesses(t)
+	const burst, every = 24, time.Second
+	ra, rb := a.Limits().Rate("lapse", burst, every), b.Limits().Rate("lapse", burst, every)
+	// One request at a time, each finding the block used up: blocks of
+	// 1, 2 and 3, two of the last still held.
+	var reserved time.Time // by then the last block's statement was sent
+	for i := range 4 {
+		if ok, _ := allow(t, ra, "k"); !ok {
+			t.Fatalf("request %d of a burst of %d refused", i, burst)
+		}
+		reserved = time.Now()
+	}
+	if held := limits.RequestsHeld(ra, "k"); held != 2 {
+		t.Fatalf("process a holds %d requests of its blocks, want 2", held)
+	}
+	// The rule itself is a length of time: a block lapses every after its
+	// reservation was sent.
+	time.Sleep(every - time.Since(reserved))
+	if held := limits.RequestsHeld(ra, "k"); held != 0 {
+		t.Fatalf("process a holds %d requests of a block reserved %v ago, every %v", held, time.Since(reserved), every)
+	}
+	var refusedAt time.Time
+	var wait time.Duration
+	for n := 0; ; n++ {
+		ok, w := allow(t, rb, "k")
+		if !ok {
+			refusedAt, wait = time.Now(), w
+			break
+		}
+		if n > 2*burst {
+			t.Fatalf("process b passed %d requests of a bucket of %d", n, burst)
+		}
+	}
+	ok, _ := allow(t, ra, "k")
+	if ok && time.Since(refusedAt) < wait {
+		t.Fatal("process a passed a request its lapsed block held, after process b emptied the bucket")
+	}
+}
+
+// TestShared_ABurstOfRequestsOfOneKeyTakesFewStatements: a key's requests
+// are reserved in blocks that double while they are used up, to an
+// eighth of the burst: 300 requests one after another cost 9 statements
+// and 400 at once a few, where each cost one; the row counts what the
+// process reserved, so that other processes count it; and a request the
+// block holds passes while the row is locked (no statement).
+func TestShared_ABurstOfRequestsOfOneKeyTakesFewStatements(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t, db.Postgres)
+	store := dbtest.OpenURL(t, url, db.Options{})
+	shared := store.Limits().(*limits.Shared)
+	const every = time.Hour
+	r := shared.Rate("burst", 800, every)
+	for i := range 300 {
+		if ok, _ := allow(t, r, "a"); !ok {
+			t.Fatalf("request %d of 300 of a burst of 800 refused", i)
+		}
+	}
+	// Blocks of 1, 2, 4 … 64, then 100: 327 requests in 9 statements.
+	if n := shared.BlockStatements(); n > 9 {
+		t.Errorf("300 requests one after another made %d statements, want 9", n)
+	}
+	admin := openAdmin(t, url)
+	var charged int64
+	if err := admin.QueryRow(`SELECT (tat - (extract(epoch FROM now()) * 1000000)::bigint) / $1 FROM limit_buckets WHERE key = 'burst:a'`, every.Microseconds()).Scan(&charged); err != nil {
+		t.Fatal(err)
+	}
+	if charged < 300 || charged > 300+100 {
+		t.Fatalf("the bucket counts %d requests spent, want the 300 and at most a block of 100 more", charged)
+	}
+	tx, err := admin.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT 1 FROM limit_buckets WHERE key = 'burst:a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ok, _ := allow(t, r, "a")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatal("a request its block held was refused while the row was locked")
+	}
+
+	before := shared.BlockStatements()
+	const burst = 400
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range burst {
+		wg.Go(func() {
+			<-start
+			if ok, _, err := r.Allow(ctx, "b"); err != nil || !ok {
+				t.Errorf("request %d of %d at once: %v, %v", i, burst, ok, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	statements := shared.BlockStatements() - before
+	// Blocks of what waits, up to 100: about burst / 100, and the first.
+	if statements > 12 {
+		t.Errorf("%d requests at once made %d statements, want at most 12", burst, statements)
+	}
+	t.Logf("300 requests one after another: %d statements; %d at once: %d", before, burst, statements)
 }
 
 func acquire(t *testing.T, l arbiter.SlotLimit, key string) (func(), bool) {

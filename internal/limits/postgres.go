@@ -3,7 +3,6 @@ package limits
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -17,9 +16,10 @@ import (
 // deployment reads and writes (db/migrations/postgres, "limits"):
 //
 //   - a rate limit's bucket is one row per key holding its theoretical
-//     arrival time (GCRA, the token bucket as one timestamp): a request
-//     is one INSERT … ON CONFLICT DO UPDATE … RETURNING, the row's lock
-//     ordering the processes' requests;
+//     arrival time (GCRA, the token bucket as one timestamp): a
+//     reservation of requests is one INSERT … ON CONFLICT DO UPDATE …
+//     RETURNING, the row's lock ordering the processes' reservations,
+//     which a process reserves in blocks under a burst (rate.go);
 //   - a slot limit is one row per key holding the slots taken and how many
 //     each process holds, so that the slots of a process that died are
 //     given back once its heartbeat (limit_processes) lapses; a process
@@ -132,9 +132,16 @@ func (s *Shared) Close() {
 	}
 }
 
-// Rate implements Limits.
+// Rate implements Limits with requests this process reserves in blocks
+// (sharedRate): a request that finds one of its key's reserved in the
+// process's block passes without a statement.
 func (s *Shared) Rate(name string, burst int, every time.Duration) arbiter.RateLimit {
-	return &sharedRate{s: s, name: name, burst: int64(max(burst, 1)), every: max(every.Microseconds(), 1)}
+	r := &sharedRate{s: s, name: name, burst: int64(max(burst, 1)), every: max(every.Microseconds(), 1), keys: map[string]*tokens{}}
+	if every >= minBlockEvery {
+		r.maxBlock = r.burst / blockFraction
+	}
+	r.maxBlock = max(r.maxBlock, 1)
+	return r
 }
 
 // Slots implements Limits with slots this process reserves in blocks
@@ -157,110 +164,6 @@ func (s *Shared) call(ctx context.Context, fn func(ctx context.Context) error) e
 
 // nowMicros is the database's time in microseconds since the epoch.
 const nowMicros = `(extract(epoch FROM statement_timestamp()) * 1000000)::bigint`
-
-// sharedRate is a rate limit kept in limit_buckets: burst requests at once
-// and one more every every microseconds. A key's row holds its
-// theoretical arrival time tat: the bucket is full when tat ≤ now, and a
-// request passes when max(tat, now) + every ≤ now + burst × every.
-type sharedRate struct {
-	s            *Shared
-	name         string
-	burst, every int64
-}
-
-// The bucket statements. allowSQL spends one request and returns the row
-// only when it passed; a first request inserts the bucket with one spent.
-// $1 key, $2 every, $3 (burst − 1) × every, all microseconds.
-const (
-	allowSQL = `INSERT INTO limit_buckets AS b (key, tat) VALUES ($1, ` + nowMicros + ` + $2)
-ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, excluded.tat - $2) + $2
-WHERE greatest(b.tat, excluded.tat - $2) + $2 <= excluded.tat + $3
-RETURNING tat`
-	bucketSQL = `SELECT tat, ` + nowMicros + ` FROM limit_buckets WHERE key = $1`
-	returnSQL = `UPDATE limit_buckets SET tat = tat - $2 WHERE key = $1`
-)
-
-// Allow implements arbiter.RateLimit.
-func (r *sharedRate) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
-	k := r.name + ":" + key
-	if wait := r.s.refused.left(k); wait > 0 {
-		return false, wait, nil
-	}
-	var passed bool
-	var wait time.Duration
-	err := r.s.call(ctx, func(ctx context.Context) error {
-		var tat int64
-		switch err := r.s.db.QueryRowContext(ctx, allowSQL, k, r.every, (r.burst-1)*r.every).Scan(&tat); {
-		case err == nil:
-			passed = true
-			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("limit %s: %w", r.name, err)
-		}
-		var err error
-		_, wait, err = r.read(ctx, k)
-		return err
-	})
-	if err != nil || passed {
-		return passed, 0, err
-	}
-	// The bucket was empty a moment ago; it may have gained a request
-	// since, in the microseconds between the statements.
-	wait = max(wait, time.Millisecond)
-	r.s.refused.set(k, wait)
-	return false, wait, nil
-}
-
-// Available implements arbiter.RateLimit.
-func (r *sharedRate) Available(ctx context.Context, key string) (bool, time.Duration, error) {
-	k := r.name + ":" + key
-	if wait := r.s.refused.left(k); wait > 0 {
-		return false, wait, nil
-	}
-	var ok bool
-	var wait time.Duration
-	err := r.s.call(ctx, func(ctx context.Context) error {
-		var err error
-		ok, wait, err = r.read(ctx, k)
-		return err
-	})
-	if err != nil {
-		return false, 0, err
-	}
-	if !ok {
-		r.s.refused.set(k, wait)
-	}
-	return ok, wait, nil
-}
-
-// read returns whether the bucket of k has a request to spend and, when
-// not, how long until it will.
-func (r *sharedRate) read(ctx context.Context, k string) (bool, time.Duration, error) {
-	var tat, now int64
-	switch err := r.s.db.QueryRowContext(ctx, bucketSQL, k).Scan(&tat, &now); {
-	case errors.Is(err, sql.ErrNoRows):
-		return true, 0, nil
-	case err != nil:
-		return false, 0, fmt.Errorf("limit %s: %w", r.name, err)
-	}
-	wait := max(tat, now) + r.every - (now + r.burst*r.every)
-	if wait <= 0 {
-		return true, 0, nil
-	}
-	return false, time.Duration(wait) * time.Microsecond, nil
-}
-
-// Return implements arbiter.RateLimit.
-func (r *sharedRate) Return(ctx context.Context, key string) error {
-	k := r.name + ":" + key
-	r.s.refused.clear(k)
-	return r.s.call(ctx, func(ctx context.Context) error {
-		if _, err := r.s.db.ExecContext(ctx, returnSQL, k, r.every); err != nil {
-			return fmt.Errorf("limit %s: %w", r.name, err)
-		}
-		return nil
-	})
-}
 
 // The heartbeat statements. A process's beat keeps its slots for
 // heartbeatLease; reapSQL deletes the processes whose lease lapsed;
