@@ -234,7 +234,7 @@ func deref(s *string, none string) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // queueCount shows a count of the human queue, which stops past
-// arbiter.QueueCountCap: "10000+" beyond it.
+// arbiter.QueueCountCap: "1000+" beyond it.
 func queueCount(n int) string {
 	if n > arbiter.QueueCountCap {
 		return strconv.Itoa(arbiter.QueueCountCap) + "+"
