@@ -174,7 +174,9 @@ func (c *KeyChecker) checkHash(ctx context.Context, client, hash string) (accoun
 // before: many requests with one valid key, sent at once before any of
 // them was answered, all pass. (So guesses sent at once may be looked up
 // a few past the client's budget, as many as it has requests in flight.)
-// Checks of one key that miss while its lookup is in flight share it.
+// Checks of one key that miss while its lookup is in flight share it,
+// unless it answers past KeyCacheTTL from its statement: then they read
+// again, so a stalled lookup cannot outlive a revocation's bound.
 func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now time.Time, wasActive bool) (cachedKey, error) {
 	if !wasActive {
 		if ok, wait, err := c.failures.Available(ctx, client); err != nil {
@@ -184,6 +186,11 @@ func (c *KeyChecker) lookupLimited(ctx context.Context, client, hash string, now
 		}
 	}
 	k, err := c.lookups.Do(ctx, hash, func() (cachedKey, error) { return c.lookup(ctx, hash, now) })
+	if after := c.now(); err == nil && after.After(k.expires) {
+		// The lookup (its own or one it joined) stalled past the bound a
+		// revocation is seen in: its answer may be older than this check.
+		k, err = c.lookup(ctx, hash, after)
+	}
 	if err == nil && !k.active {
 		_, _, err = c.failures.Allow(ctx, client)
 	}

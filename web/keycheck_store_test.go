@@ -20,8 +20,9 @@ import (
 // one key and the renewals of many (with the hashes each asked for).
 type countedKeys struct {
 	arbiter.APIKeyService
-	// before, when set, runs before each lookup of one key reads.
-	before func()
+	// before, when set, runs before each lookup of one key reads; after
+	// after it read, before it answers.
+	before, after func()
 	// renewalsFail makes each renewal fail.
 	renewalsFail bool
 
@@ -37,7 +38,11 @@ func (c *countedKeys) FindAPIKeyByHash(ctx context.Context, hash string) (*arbit
 	if c.before != nil {
 		c.before()
 	}
-	return c.APIKeyService.FindAPIKeyByHash(ctx, hash)
+	key, err := c.APIKeyService.FindAPIKeyByHash(ctx, hash)
+	if c.after != nil {
+		c.after()
+	}
+	return key, err
 }
 
 func (c *countedKeys) FindAPIKeysByHash(ctx context.Context, hashes []string) ([]*arbiter.APIKey, error) {
@@ -108,6 +113,52 @@ func TestKeyChecker_ConcurrentMissesOfAKeyShareOneLookup(t *testing.T) {
 		}
 		if lookups, _ := store.counts(); lookups != 1 || joined.Load() != checks-1 {
 			t.Errorf("%d checks made %d lookups and joined %d, want 1 lookup shared by all", checks, lookups, joined.Load())
+		}
+	})
+}
+
+// A check that joins a lookup in flight takes its answer only while that
+// answer is within the bound a revocation is seen in (KeyCacheTTL from the
+// moment its statement was sent): a lookup that read the key active and
+// then stalled past the bound cannot let a check made after a revocation
+// through; the check reads the key again.
+func TestKeyChecker_AStalledLookupDoesNotOutliveTheRevocationBound(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, db.Options{}, func(t *testing.T, d *db.DB) {
+		keyID, key := newStoreKey(t, d, "owner@example.com")
+		read, release := make(chan struct{}), make(chan struct{})
+		var stalled atomic.Bool
+		store := &countedKeys{APIKeyService: d, after: func() {
+			if stalled.CompareAndSwap(false, true) {
+				close(read)
+				<-release // the first lookup read the key active, then stalls
+			}
+		}}
+		var now atomic.Int64
+		now.Store(time.Unix(1763805600, 0).UnixNano())
+		kc := web.NewKeyChecker(store, func() time.Time { return time.Unix(0, now.Load()) })
+		joined := make(chan struct{}, 1)
+		kc.OnJoinedLookup(func() { joined <- struct{}{} })
+		first := make(chan error, 1)
+		go func() {
+			_, _, err := kc.Check(ctx, "203.0.113.1", key)
+			first <- err
+		}()
+		<-read
+		if _, err := d.RevokeAPIKey(ctx, "", keyID, arbiter.Actor{Email: "test@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		now.Add(int64(web.KeyCacheTTL + time.Millisecond))
+		late := make(chan error, 1)
+		go func() {
+			_, _, err := kc.Check(ctx, "203.0.113.2", key)
+			late <- err
+		}()
+		<-joined
+		close(release)
+		<-first // sent before the revocation: either answer is right
+		if err := <-late; arbiter.ErrorCode(err) != arbiter.EUNAUTHORIZED {
+			t.Fatalf("a check made %v after the revocation, joining a stalled lookup, answered %v; want it refused", web.KeyCacheTTL, err)
 		}
 	})
 }
