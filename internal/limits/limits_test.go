@@ -265,6 +265,26 @@ func checkRateBound(t *testing.T, passes []pass, burst int, every time.Duration)
 	}
 }
 
+// whileRowLocked runs fn while another transaction of admin holds the
+// row of key in table locked, as a busy process's statement would: what
+// fn does without a statement goes through, what needs the row waits.
+func whileRowLocked(t *testing.T, admin *sql.DB, table, key string, fn func()) {
+	t.Helper()
+	tx, err := admin.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	if _, err := tx.Exec(`SELECT 1 FROM `+table+` WHERE key = $1 FOR UPDATE`, key); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+}
+
 // bucketFull reports whether the bucket of key, read by admin, is full:
 // its theoretical arrival time has passed (or it has none).
 func bucketFull(t *testing.T, admin *sql.DB, key string) bool {
@@ -419,17 +439,8 @@ func TestShared_ABurstOfRequestsOfOneKeyTakesFewStatements(t *testing.T) {
 	if charged < 300 || charged > 300+100 {
 		t.Fatalf("the bucket counts %d requests spent, want the 300 and at most a block of 100 more", charged)
 	}
-	tx, err := admin.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(`SELECT 1 FROM limit_buckets WHERE key = 'burst:a' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	ok, _ := allow(t, r, "a")
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	var ok bool
+	whileRowLocked(t, admin, "limit_buckets", "burst:a", func() { ok, _ = allow(t, r, "a") })
 	if !ok {
 		t.Fatal("a request its block held was refused while the row was locked")
 	}
@@ -631,17 +642,9 @@ func TestShared_ARunOfSlotsOfOneKeyTakesFewStatements(t *testing.T) {
 	// A call that finds a free slot in the block makes no statement:
 	// it is taken while another transaction locks the row.
 	releases[0]()
-	tx, err := admin.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(`SELECT 1 FROM limit_slots WHERE key = 'mcp-calls:acct_1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	release, ok := acquire(t, s, "acct_1")
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	var release func()
+	var ok bool
+	whileRowLocked(t, admin, "limit_slots", "mcp-calls:acct_1", func() { release, ok = acquire(t, s, "acct_1") })
 	if !ok {
 		t.Fatal("a call with a free slot in its block was refused while the row was locked")
 	}
@@ -1078,18 +1081,10 @@ func TestShared_WaitersOfAStoreThatDoesNotAnswer(t *testing.T) {
 	first()
 
 	admin := openAdmin(t, schema)
-	tx, err := admin.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(`SELECT 1 FROM limit_slots WHERE key = 'waiters-account:acct_1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	if leave, _ := enterWait(t, w, "acct_1", "key_1"); leave == nil {
+	var leave func()
+	whileRowLocked(t, admin, "limit_slots", "waiters-account:acct_1", func() { leave, _ = enterWait(t, w, "acct_1", "key_1") })
+	if leave == nil {
 		t.Fatal("a wait with a free slot in the block was refused while its account's row was locked")
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
 	}
 
 	proxy.Freeze()
